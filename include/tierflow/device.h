@@ -1,0 +1,190 @@
+// The accelerator as the engine sees it: memory with accounting, pinned host
+// memory, ordered streams, events and async copies.
+//
+// Two implementations stand behind this interface: "cuda" (a real GPU) and
+// "cpu" (an emulated accelerator whose device memory is a capacity-limited
+// host allocation and whose streams are ordered queues run by their own
+// threads). The same engine code and the same tests run on both.
+//
+// Semantics follow CUDA's: work enqueued on one Stream runs in order; work on
+// different streams may overlap; Event::Record marks a point in a stream and
+// Stream::Wait makes later work on another stream wait for that point.
+// Enqueue calls return at once; errors of the asynchronous work itself are
+// sticky on the stream and come back from Synchronize() (or any later call).
+//
+// Thread safety: a Device may be used from any thread. A Stream may be fed
+// from several threads, but the order of work is then the order of the calls.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "tierflow/status.h"
+
+namespace tierflow {
+
+class Device;
+
+enum class DeviceKind { kCpu, kCuda };
+
+std::string_view DeviceKindName(DeviceKind kind);
+
+// Memory of one tier. Counts what callers asked for (not allocator slack).
+struct MemoryStats {
+  uint64_t in_use_bytes = 0;
+  uint64_t peak_bytes = 0;
+  uint64_t capacity_bytes = 0;  // 0 = no limit enforced (pinned host memory)
+  uint64_t num_allocations = 0;
+};
+
+// Owns one device allocation; frees it (and updates the accounting) when
+// destroyed. REQUIRES: the device outlives the buffer, and no stream work
+// still uses the memory when it is destroyed (synchronize first).
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(Device* device, void* ptr, size_t num_bytes)
+      : device_(device), ptr_(ptr), num_bytes_(num_bytes) {}
+  DeviceBuffer(DeviceBuffer&& other) noexcept { *this = std::move(other); }
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() { Reset(); }
+
+  void* data() const { return ptr_; }
+  template <typename T>
+  T* as() const { return static_cast<T*>(ptr_); }
+  size_t num_bytes() const { return num_bytes_; }
+  bool empty() const { return ptr_ == nullptr; }
+  void Reset();
+
+ private:
+  Device* device_ = nullptr;
+  void* ptr_ = nullptr;
+  size_t num_bytes_ = 0;
+};
+
+// Owns page-locked host memory (cudaHostAlloc on CUDA; aligned host memory
+// on the CPU device). Same ownership rules as DeviceBuffer.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  PinnedBuffer(Device* device, void* ptr, size_t num_bytes)
+      : device_(device), ptr_(ptr), num_bytes_(num_bytes) {}
+  PinnedBuffer(PinnedBuffer&& other) noexcept { *this = std::move(other); }
+  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept;
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  ~PinnedBuffer() { Reset(); }
+
+  void* data() const { return ptr_; }
+  template <typename T>
+  T* as() const { return static_cast<T*>(ptr_); }
+  size_t num_bytes() const { return num_bytes_; }
+  bool empty() const { return ptr_ == nullptr; }
+  void Reset();
+
+ private:
+  Device* device_ = nullptr;
+  void* ptr_ = nullptr;
+  size_t num_bytes_ = 0;
+};
+
+// A point in a stream's work. Reusable: each Record moves the point.
+class Event {
+ public:
+  virtual ~Event() = default;
+  // True when all work before the most recent Record has finished (true if never recorded).
+  virtual bool Query() const = 0;
+  // Blocks the calling host thread until the most recent Record has been reached.
+  virtual Status HostWait() = 0;
+  // Milliseconds between two recorded events that have both completed.
+  // REQUIRES: the event was created with timing enabled.
+  virtual StatusOr<double> ElapsedMsSince(const Event& start) const = 0;
+};
+
+class Stream {
+ public:
+  virtual ~Stream() = default;
+  virtual const std::string& name() const = 0;
+  virtual DeviceKind device_kind() const = 0;
+
+  virtual Status CopyHostToDevice(void* dst_device, const void* src_host, size_t num_bytes) = 0;
+  virtual Status CopyDeviceToHost(void* dst_host, const void* src_device, size_t num_bytes) = 0;
+  virtual Status CopyDeviceToDevice(void* dst_device, const void* src_device, size_t num_bytes) = 0;
+  virtual Status Memset(void* dst_device, int value, size_t num_bytes) = 0;
+
+  virtual Status Record(Event& event) = 0;
+  // Later work on this stream waits until `event`'s most recent Record (as of this call).
+  virtual Status Wait(const Event& event) = 0;
+
+  // Runs `fn` on a host thread once all earlier work of this stream is done;
+  // later work waits for it. A non-OK result becomes the stream's sticky error.
+  // `fn` must not enqueue work on this stream and wait for it (deadlock).
+  virtual Status HostCallback(std::function<Status()> fn) = 0;
+
+  // Blocks until all enqueued work has finished; returns the first error any of it raised.
+  virtual Status Synchronize() = 0;
+
+  // The backend's own handle: cudaStream_t on CUDA, nullptr on the CPU device.
+  virtual void* native_handle() const = 0;
+};
+
+struct DeviceOptions {
+  // "auto" (CUDA when a GPU is usable, else cpu), "cpu" or "cuda". Default: "auto".
+  std::string kind = "auto";
+  // CPU device: capacity of the emulated device memory. Default: 2 GiB.
+  // CUDA: a limit below the GPU's free memory (0 = the GPU's free memory).
+  uint64_t memory_capacity_bytes = 0;
+  // CUDA device ordinal. Default: 0.
+  int cuda_ordinal = 0;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+
+  virtual DeviceKind kind() const = 0;
+  // "cpu (emulated, 2.00 GiB)" or "NVIDIA H200 (sm_90, 139.8 GiB)".
+  virtual std::string description() const = 0;
+
+  // Device memory, at least 256-byte aligned. Out of capacity is an
+  // OutOfMemory error naming the bytes asked for, in use and the capacity.
+  virtual StatusOr<DeviceBuffer> Allocate(size_t num_bytes, std::string_view what = "") = 0;
+  // Page-locked host memory, at least 4096-byte aligned (usable for O_DIRECT).
+  virtual StatusOr<PinnedBuffer> AllocatePinned(size_t num_bytes, std::string_view what = "") = 0;
+
+  virtual MemoryStats DeviceMemory() const = 0;
+  virtual MemoryStats PinnedMemory() const = 0;
+  // Resets the peaks to the current use (between benchmark phases, per step).
+  virtual void ResetPeaks() = 0;
+
+  virtual StatusOr<std::unique_ptr<Stream>> CreateStream(std::string name) = 0;
+  virtual StatusOr<std::unique_ptr<Event>> CreateEvent(bool enable_timing = false) = 0;
+
+  // Blocks until all streams of this device are idle.
+  virtual Status Synchronize() = 0;
+
+ protected:
+  friend class DeviceBuffer;
+  friend class PinnedBuffer;
+  virtual void Free(void* ptr, size_t num_bytes) = 0;
+  virtual void FreePinned(void* ptr, size_t num_bytes) = 0;
+};
+
+// Creates the device named by options.kind. "auto" picks CUDA when the build
+// has it and a GPU answers, else the CPU device; "cuda" without a usable GPU
+// is an Unavailable error that says why (no driver, no device, not built).
+StatusOr<std::unique_ptr<Device>> CreateDevice(const DeviceOptions& options);
+
+// Why CUDA is not usable here ("" when it is): "built without CUDA",
+// "no CUDA driver (cudaErrorInsufficientDriver)", "no CUDA device".
+std::string CudaUnavailableReason();
+
+// Whether this build includes the CUDA backend.
+bool BuiltWithCuda();
+
+}  // namespace tierflow

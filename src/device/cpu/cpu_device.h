@@ -1,0 +1,61 @@
+// The emulated accelerator: device memory is host memory behind a capacity
+// limit, streams are worker threads, kernels are Eigen/oneTBB code enqueued
+// as host callbacks.
+//
+// Every device allocation is a separate aligned host allocation (not a
+// sub-allocated arena) so ASan sees each buffer's bounds; the device keeps a
+// registry of live allocations and rejects copies that touch memory outside
+// them, which on a GPU would be an illegal address.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "device/memory_accounting.h"
+#include "tierflow/device.h"
+
+namespace tierflow {
+
+class CpuStream;
+
+class CpuDevice : public Device {
+ public:
+  static constexpr uint64_t kDefaultCapacityBytes = 2ull << 30;
+
+  explicit CpuDevice(uint64_t capacity_bytes);
+  ~CpuDevice() override;
+
+  DeviceKind kind() const override { return DeviceKind::kCpu; }
+  std::string description() const override;
+
+  StatusOr<DeviceBuffer> Allocate(size_t num_bytes, std::string_view what) override;
+  StatusOr<PinnedBuffer> AllocatePinned(size_t num_bytes, std::string_view what) override;
+  MemoryStats DeviceMemory() const override { return device_memory_.Stats(); }
+  MemoryStats PinnedMemory() const override { return pinned_memory_.Stats(); }
+  void ResetPeaks() override;
+
+  StatusOr<std::unique_ptr<Stream>> CreateStream(std::string name) override;
+  StatusOr<std::unique_ptr<Event>> CreateEvent(bool enable_timing) override;
+  Status Synchronize() override;
+
+  // OK when [ptr, ptr+num_bytes) lies inside one live device allocation.
+  Status CheckDeviceRange(const void* ptr, size_t num_bytes, std::string_view what) const;
+
+  // Streams register themselves so Device::Synchronize can reach them.
+  void Unregister(CpuStream* stream);
+
+ protected:
+  void Free(void* ptr, size_t num_bytes) override;
+  void FreePinned(void* ptr, size_t num_bytes) override;
+
+ private:
+  MemoryAccounting device_memory_;
+  MemoryAccounting pinned_memory_;
+  mutable std::mutex mu_;
+  std::map<uintptr_t, size_t> live_;  // device allocation start -> bytes
+  std::set<CpuStream*> streams_;
+};
+
+}  // namespace tierflow

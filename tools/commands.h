@@ -1,0 +1,15 @@
+// Registration of the `tierflow` subcommands. Each Add* function adds its
+// subcommand (options and callback) to the parent CLI11 app; the callback
+// sets *exit_code. One file per subcommand keeps each one small.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace tierflow::cli {
+
+void AddBenchCopy(CLI::App& bench, int* exit_code);
+void AddBenchAdam(CLI::App& bench, int* exit_code);
+void AddBenchNvme(CLI::App& bench, int* exit_code);
+void AddPlan(CLI::App& app, int* exit_code);
+
+}  // namespace tierflow::cli
