@@ -1,6 +1,7 @@
 // GEMM validation and device dispatch.
 #include "kernels/gemm.h"
 
+#include <algorithm>
 #include <string>
 
 namespace tierflow {
@@ -15,9 +16,10 @@ GemmParams PackedGemm(int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_
   p.trans_b = trans_b;
   p.ab_type = ab_type;
   p.c_type = c_type;
-  p.lda = trans_a ? m : k;
-  p.ldb = trans_b ? k : n;
-  p.ldc = n;
+  // Leading dimensions of at least 1, as BLAS requires even for empty matrices.
+  p.lda = std::max<int64_t>(trans_a ? m : k, 1);
+  p.ldb = std::max<int64_t>(trans_b ? k : n, 1);
+  p.ldc = std::max<int64_t>(n, 1);
   p.stride_a = m * k;
   p.stride_b = k * n;
   p.stride_c = m * n;

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Configures and builds one flavour of tierflow into build/<flavour>.
+#   scripts/build.sh release      optimized, CUDA backend when nvcc exists
+#   scripts/build.sh asan         AddressSanitizer + UndefinedBehaviorSanitizer
+#   scripts/build.sh tsan         ThreadSanitizer (host code only; no CUDA backend,
+#                                 since TSan cannot see inside the CUDA driver)
+set -euo pipefail
+flavour=${1:-release}
+top=$(cd "$(dirname "$0")/.." && pwd)
+launcher=()
+if command -v ccache >/dev/null; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+fi
+case "$flavour" in
+  release) extra=(-DCMAKE_BUILD_TYPE=Release) ;;
+  asan) extra=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTIERFLOW_SANITIZE=address,undefined) ;;
+  tsan) extra=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTIERFLOW_SANITIZE=thread -DTIERFLOW_CUDA=OFF) ;;
+  *) echo "build.sh: unknown flavour '$flavour' (release, asan, tsan)" >&2; exit 2 ;;
+esac
+cmake -S "$top" -B "$top/build/$flavour" -G Ninja "${launcher[@]}" "${extra[@]}" >/dev/null
+cmake --build "$top/build/$flavour" -j "$(nproc)"

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs what tierflow needs to build and test on Debian 12, from Debian's
+# packages only. The CUDA toolkit is not a Debian package here: where one is
+# installed at /usr/local/cuda the build uses it, where none is the build says
+# so and goes on without the CUDA backend.
+set -euo pipefail
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps.sh: run as root (it calls apt-get)" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends \
+  build-essential cmake ninja-build pkg-config ccache git \
+  liburing-dev libtbb-dev libeigen3-dev libcli11-dev nlohmann-json3-dev \
+  libgtest-dev libgmock-dev libbenchmark-dev \
+  clang libclang-rt-14-dev >/dev/null
+echo "install-deps.sh: dependencies installed"

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs the dependencies, builds, and runs every test: the whole suite on
+# the optimized build (CUDA tests skip, with the reason, without a GPU), the
+# whole suite again under ASan+UBSan, and the concurrency tests under TSan.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+bash scripts/install-deps.sh
+
+echo "== release build and tests =="
+bash scripts/build.sh release
+ctest --test-dir build/release --output-on-failure -j "$(nproc)"
+
+echo "== ASan + UBSan build and tests =="
+bash scripts/build.sh asan
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build/asan --output-on-failure -j "$(nproc)"
+
+echo "== TSan build and concurrency tests =="
+bash scripts/build.sh tsan
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+  ctest --test-dir build/tsan --output-on-failure -L concurrency -j "$(nproc)"
+echo "test-all.sh: every test passed"
