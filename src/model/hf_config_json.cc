@@ -1,0 +1,243 @@
+// Reads Hugging Face config.json files into a ModelConfig: GPT-2 keys
+// (n_embd, n_layer, ...) and Llama-family keys (hidden_size,
+// num_hidden_layers, ...; also Mistral and Qwen2). Defaults for absent
+// optional keys are the transformers library's defaults for that model_type,
+// so a config that loads in transformers means the same thing here.
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tierflow/model_config.h"
+
+namespace tierflow {
+namespace {
+
+using nlohmann::json;
+
+// Typed access to one config.json object; every error names the source and key.
+class ConfigReader {
+ public:
+  ConfigReader(const json& object, std::string_view source) : j_(object), source_(source) {}
+
+  Status Error(std::string_view key, std::string_view what) const {
+    return InvalidArgumentError("config.json '" + source_ + "': key '" + std::string(key) +
+                                "' " + std::string(what));
+  }
+
+  bool Has(std::string_view key) const {
+    auto it = j_.find(key);
+    return it != j_.end() && !it->is_null();
+  }
+
+  StatusOr<int64_t> PositiveInt(std::string_view key) const {
+    auto it = j_.find(key);
+    if (it == j_.end() || it->is_null()) return Error(key, "is missing (a positive integer)");
+    if (!it->is_number_integer() || it->get<int64_t>() <= 0) {
+      return Error(key, "must be a positive integer, got " + it->dump());
+    }
+    return it->get<int64_t>();
+  }
+
+  // The first of `keys` that is present (older GPT-2 configs say n_ctx).
+  StatusOr<int64_t> PositiveIntOf(std::initializer_list<std::string_view> keys) const {
+    for (std::string_view k : keys) {
+      if (Has(k)) return PositiveInt(k);
+    }
+    return PositiveInt(*keys.begin());
+  }
+
+  StatusOr<int64_t> PositiveIntOr(std::string_view key, int64_t fallback) const {
+    if (!Has(key)) return fallback;
+    return PositiveInt(key);
+  }
+
+  StatusOr<double> PositiveNumberOr(std::string_view key, double fallback) const {
+    if (!Has(key)) return fallback;
+    const json& v = j_.at(std::string(key));
+    if (!v.is_number() || !(v.get<double>() > 0)) {
+      return Error(key, "must be a positive number, got " + v.dump());
+    }
+    return v.get<double>();
+  }
+
+  StatusOr<bool> BoolOr(std::string_view key, bool fallback) const {
+    if (!Has(key)) return fallback;
+    const json& v = j_.at(std::string(key));
+    if (!v.is_boolean()) return Error(key, "must be true or false, got " + v.dump());
+    return v.get<bool>();
+  }
+
+  StatusOr<std::string> StringOr(std::string_view key, std::string fallback) const {
+    if (!Has(key)) return fallback;
+    const json& v = j_.at(std::string(key));
+    if (!v.is_string()) return Error(key, "must be a string, got " + v.dump());
+    return v.get<std::string>();
+  }
+
+  const json& object() const { return j_; }
+
+ private:
+  const json& j_;
+  std::string source_;
+};
+
+StatusOr<ModelConfig> ParseGpt2(const ConfigReader& r, std::string_view source) {
+  ModelConfig c;
+  c.name = std::string(source);
+  c.model_type = "gpt2";
+  c.family = ModelFamily::kGpt2;
+  TF_ASSIGN_OR_RETURN(c.vocab_size, r.PositiveInt("vocab_size"));
+  TF_ASSIGN_OR_RETURN(c.max_seq_len, r.PositiveIntOf({"n_positions", "n_ctx"}));
+  TF_ASSIGN_OR_RETURN(c.d_model, r.PositiveInt("n_embd"));
+  TF_ASSIGN_OR_RETURN(c.n_layers, r.PositiveInt("n_layer"));
+  TF_ASSIGN_OR_RETURN(c.n_heads, r.PositiveInt("n_head"));
+  c.n_kv_heads = c.n_heads;
+  if (c.d_model % c.n_heads != 0) {
+    return r.Error("n_head", "must divide n_embd (" + std::to_string(c.d_model) + ")");
+  }
+  c.head_dim = c.d_model / c.n_heads;
+  TF_ASSIGN_OR_RETURN(c.d_ff, r.PositiveIntOr("n_inner", 4 * c.d_model));
+  TF_ASSIGN_OR_RETURN(c.norm_eps, r.PositiveNumberOr("layer_norm_epsilon", 1e-5));
+  TF_ASSIGN_OR_RETURN(c.tie_embeddings, r.BoolOr("tie_word_embeddings", true));
+  TF_ASSIGN_OR_RETURN(std::string act, r.StringOr("activation_function", "gelu_new"));
+  // gelu_new and gelu_pytorch_tanh are the tanh approximation GPT-2 was
+  // trained with; exact gelu differs by < 1e-3 and is accepted too.
+  if (act != "gelu_new" && act != "gelu_pytorch_tanh" && act != "gelu") {
+    return r.Error("activation_function",
+                   "is '" + act + "'; tierflow's GPT-2 supports gelu_new, gelu_pytorch_tanh, gelu");
+  }
+  c.rope_theta = 0;
+  c.mlp = MlpKind::kGelu;
+  c.norm = NormKind::kLayerNorm;
+  c.qkv_bias = c.out_proj_bias = c.mlp_bias = c.norm_bias = true;
+  return c;
+}
+
+StatusOr<ModelConfig> ParseLlamaFamily(const ConfigReader& r, std::string_view source,
+                                       const std::string& model_type) {
+  ModelConfig c;
+  c.name = std::string(source);
+  c.model_type = model_type;
+  c.family = ModelFamily::kLlama;
+  const bool qwen2 = model_type == "qwen2";
+  const bool mistral = model_type == "mistral";
+  TF_ASSIGN_OR_RETURN(c.vocab_size, r.PositiveInt("vocab_size"));
+  TF_ASSIGN_OR_RETURN(c.d_model, r.PositiveInt("hidden_size"));
+  TF_ASSIGN_OR_RETURN(c.n_layers, r.PositiveInt("num_hidden_layers"));
+  TF_ASSIGN_OR_RETURN(c.n_heads, r.PositiveInt("num_attention_heads"));
+  TF_ASSIGN_OR_RETURN(c.n_kv_heads, r.PositiveIntOr("num_key_value_heads", c.n_heads));
+  TF_ASSIGN_OR_RETURN(c.d_ff, r.PositiveInt("intermediate_size"));
+  // transformers' defaults: llama 2048 positions, mistral and qwen2 32768.
+  TF_ASSIGN_OR_RETURN(c.max_seq_len,
+                      r.PositiveIntOr("max_position_embeddings", mistral || qwen2 ? 32768 : 2048));
+  if (!r.Has("head_dim") && c.d_model % c.n_heads != 0) {
+    return r.Error("num_attention_heads", "must divide hidden_size (" +
+                                              std::to_string(c.d_model) +
+                                              ") when head_dim is not given");
+  }
+  TF_ASSIGN_OR_RETURN(c.head_dim, r.PositiveIntOr("head_dim", c.d_model / c.n_heads));
+  if (c.n_heads % c.n_kv_heads != 0) {
+    return r.Error("num_key_value_heads", "(" + std::to_string(c.n_kv_heads) +
+                                              ") must divide num_attention_heads (" +
+                                              std::to_string(c.n_heads) + ")");
+  }
+  TF_ASSIGN_OR_RETURN(c.norm_eps, r.PositiveNumberOr("rms_norm_eps", 1e-6));
+  TF_ASSIGN_OR_RETURN(c.rope_theta, r.PositiveNumberOr("rope_theta", 10000.0));
+  TF_ASSIGN_OR_RETURN(c.tie_embeddings, r.BoolOr("tie_word_embeddings", false));
+  TF_ASSIGN_OR_RETURN(std::string act, r.StringOr("hidden_act", "silu"));
+  if (act != "silu") {
+    return r.Error("hidden_act", "is '" + act + "'; the Llama family's SwiGLU needs silu");
+  }
+  // Llama's attention_bias puts a bias on q, k, v and o; Qwen2 always has
+  // q/k/v biases and none on o_proj.
+  TF_ASSIGN_OR_RETURN(bool attention_bias, r.BoolOr("attention_bias", false));
+  c.qkv_bias = qwen2 || attention_bias;
+  c.out_proj_bias = !qwen2 && attention_bias;
+  TF_ASSIGN_OR_RETURN(c.mlp_bias, r.BoolOr("mlp_bias", false));
+  c.norm_bias = false;
+  c.mlp = MlpKind::kSwiGlu;
+  c.norm = NormKind::kRmsNorm;
+
+  if (r.Has("rope_scaling")) {
+    const json& rs = r.object().at("rope_scaling");
+    if (!rs.is_object()) return r.Error("rope_scaling", "must be an object or null");
+    auto type = rs.find("rope_type");
+    if (type == rs.end()) type = rs.find("type");
+    c.rope_scaling_type = (type != rs.end() && type->is_string()) ? type->get<std::string>()
+                                                                  : "unknown";
+  }
+  bool use_sliding_window = mistral;
+  if (qwen2) {
+    TF_ASSIGN_OR_RETURN(use_sliding_window, r.BoolOr("use_sliding_window", false));
+  }
+  if (use_sliding_window && r.Has("sliding_window")) {
+    TF_ASSIGN_OR_RETURN(c.sliding_window, r.PositiveInt("sliding_window"));
+  }
+  return c;
+}
+
+}  // namespace
+
+StatusOr<ModelConfig> ParseModelConfigJson(std::string_view json_text, std::string_view source) {
+  json j;
+  try {
+    j = json::parse(json_text);
+  } catch (const json::parse_error& e) {
+    return InvalidArgumentError("config.json '" + std::string(source) +
+                                "' is not valid JSON (at byte " + std::to_string(e.byte) +
+                                "): " + e.what());
+  }
+  if (!j.is_object()) {
+    return InvalidArgumentError("config.json '" + std::string(source) +
+                                "' must hold a JSON object, got " + std::string(j.type_name()));
+  }
+  ConfigReader r(j, source);
+  if (!r.Has("model_type")) {
+    return r.Error("model_type", "is missing; supported model types: gpt2, llama, mistral, qwen2");
+  }
+  TF_ASSIGN_OR_RETURN(std::string model_type, r.StringOr("model_type", ""));
+  StatusOr<ModelConfig> config = [&]() -> StatusOr<ModelConfig> {
+    if (model_type == "gpt2") return ParseGpt2(r, source);
+    if (model_type == "llama" || model_type == "mistral" || model_type == "qwen2") {
+      return ParseLlamaFamily(r, source, model_type);
+    }
+    return r.Error("model_type", "is '" + model_type +
+                                     "', which tierflow does not support; supported model "
+                                     "types: gpt2, llama, mistral, qwen2");
+  }();
+  if (!config.ok()) return config.status();
+  TF_RETURN_IF_ERROR(ValidateModelConfig(*config));
+  return config;
+}
+
+StatusOr<ModelConfig> LoadModelConfig(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path file = path;
+  if (fs::is_directory(file, ec)) file /= "config.json";
+  std::ifstream in(file, std::ios::binary);
+  if (!in) {
+    return NotFoundError("cannot open model config '" + file.string() +
+                         "': give a config.json file or a directory holding one");
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return IoError("reading model config '" + file.string() + "' failed");
+  return ParseModelConfigJson(text.str(), file.string());
+}
+
+StatusOr<ModelConfig> ResolveModel(std::string_view spec) {
+  auto preset = PresetModelConfig(spec);
+  if (preset.ok()) return preset;
+  std::error_code ec;
+  if (std::filesystem::exists(std::string(spec), ec)) return LoadModelConfig(std::string(spec));
+  return NotFoundError("'" + std::string(spec) +
+                       "' is neither a model preset nor a path to a config.json or a directory "
+                       "holding one; " + preset.status().message().substr(
+                                              preset.status().message().find("presets:")));
+}
+
+}  // namespace tierflow

@@ -1,0 +1,145 @@
+// Built-in model shapes: tiny ones for tests and the default `tierflow
+// train`, and the published GPT-2 and Llama shapes for planning. The real
+// shapes are copied from the models' config.json files on the Hugging Face
+// hub; tests pin their parameter counts to the published ones.
+#include <string>
+#include <utility>
+
+#include "tierflow/model_config.h"
+
+namespace tierflow {
+namespace {
+
+ModelConfig FamilyDefaults(ModelFamily family) {
+  ModelConfig c;
+  c.family = family;
+  if (family == ModelFamily::kGpt2) {
+    c.model_type = "gpt2";
+    c.norm_eps = 1e-5;
+    c.rope_theta = 0;
+    c.tie_embeddings = true;
+    c.mlp = MlpKind::kGelu;
+    c.norm = NormKind::kLayerNorm;
+    c.qkv_bias = c.out_proj_bias = c.mlp_bias = c.norm_bias = true;
+  } else {
+    c.model_type = "llama";
+    c.norm_eps = 1e-5;
+    c.rope_theta = 10000;
+    c.tie_embeddings = false;
+    c.mlp = MlpKind::kSwiGlu;
+    c.norm = NormKind::kRmsNorm;
+    c.qkv_bias = c.out_proj_bias = c.mlp_bias = c.norm_bias = false;
+  }
+  return c;
+}
+
+ModelConfig Gpt2(std::string name, int64_t vocab, int64_t positions, int64_t d_model,
+                 int64_t layers, int64_t heads) {
+  ModelConfig c = FamilyDefaults(ModelFamily::kGpt2);
+  c.name = std::move(name);
+  c.vocab_size = vocab;
+  c.max_seq_len = positions;
+  c.d_model = d_model;
+  c.n_layers = layers;
+  c.n_heads = c.n_kv_heads = heads;
+  c.head_dim = d_model / heads;
+  c.d_ff = 4 * d_model;
+  return c;
+}
+
+struct LlamaShape {
+  int64_t vocab, max_positions, d_model, layers, heads, kv_heads, d_ff;
+  double rope_theta;
+  bool tied;
+  const char* rope_scaling;
+};
+
+ModelConfig Llama(std::string name, const LlamaShape& s) {
+  ModelConfig c = FamilyDefaults(ModelFamily::kLlama);
+  c.name = std::move(name);
+  c.vocab_size = s.vocab;
+  c.max_seq_len = s.max_positions;
+  c.d_model = s.d_model;
+  c.n_layers = s.layers;
+  c.n_heads = s.heads;
+  c.n_kv_heads = s.kv_heads;
+  c.head_dim = s.d_model / s.heads;
+  c.d_ff = s.d_ff;
+  c.rope_theta = s.rope_theta;
+  c.tie_embeddings = s.tied;
+  c.rope_scaling_type = s.rope_scaling;
+  return c;
+}
+
+std::vector<ModelConfig> AllPresets() {
+  // Llama 3.x: vocab 128256, 128K positions, rope_theta 500000, "llama3" RoPE
+  // scaling; 3.2 1B/3B tie the head. Llama 2: vocab 32000, 4K positions.
+  return {
+      Gpt2("tiny-gpt2", 256, 256, 128, 4, 4),
+      Llama("tiny-llama", {256, 256, 128, 4, 4, 2, 352, 10000, false, ""}),
+      Gpt2("gpt2", 50257, 1024, 768, 12, 12),
+      Gpt2("gpt2-medium", 50257, 1024, 1024, 24, 16),
+      Gpt2("gpt2-large", 50257, 1024, 1280, 36, 20),
+      Gpt2("gpt2-xl", 50257, 1024, 1600, 48, 25),
+      Llama("llama-1b", {128256, 131072, 2048, 16, 32, 8, 8192, 500000, true, "llama3"}),
+      Llama("llama-3b", {128256, 131072, 3072, 28, 24, 8, 8192, 500000, true, "llama3"}),
+      Llama("llama-7b", {32000, 4096, 4096, 32, 32, 32, 11008, 10000, false, ""}),
+      Llama("llama-8b", {128256, 131072, 4096, 32, 32, 8, 14336, 500000, false, "llama3"}),
+      Llama("llama-13b", {32000, 4096, 5120, 40, 40, 40, 13824, 10000, false, ""}),
+      Llama("llama-70b", {128256, 131072, 8192, 80, 64, 8, 28672, 500000, false, "llama3"}),
+  };
+}
+
+}  // namespace
+
+std::vector<std::string> PresetNames() {
+  std::vector<std::string> names;
+  for (const ModelConfig& c : AllPresets()) names.push_back(c.name);
+  return names;
+}
+
+StatusOr<ModelConfig> PresetModelConfig(std::string_view name) {
+  for (ModelConfig& c : AllPresets()) {
+    if (c.name == name) return std::move(c);
+  }
+  std::string known;
+  for (const std::string& n : PresetNames()) known += (known.empty() ? "" : ", ") + n;
+  return NotFoundError("no model preset named '" + std::string(name) + "'; presets: " + known);
+}
+
+std::vector<ModelConfig> FamilyPresetLadder(ModelFamily family) {
+  std::vector<ModelConfig> ladder;
+  for (ModelConfig& c : AllPresets()) {
+    if (c.family == family && c.name.rfind("tiny-", 0) != 0) ladder.push_back(std::move(c));
+  }
+  return ladder;  // AllPresets lists each family in increasing size
+}
+
+StatusOr<ModelConfig> MakeModelConfig(const ModelDimensions& dims) {
+  ModelConfig c = FamilyDefaults(dims.family);
+  c.name = std::string(ModelFamilyName(dims.family)) + " (" + std::to_string(dims.n_layers) +
+           " layers, d_model " + std::to_string(dims.d_model) + ")";
+  c.vocab_size = dims.vocab_size;
+  c.max_seq_len = dims.max_seq_len;
+  c.d_model = dims.d_model;
+  c.n_layers = dims.n_layers;
+  c.n_heads = dims.n_heads;
+  c.n_kv_heads = dims.n_kv_heads > 0 ? dims.n_kv_heads : dims.n_heads;
+  c.head_dim = dims.n_heads > 0 ? dims.d_model / dims.n_heads : 0;
+  if (dims.d_ff > 0) {
+    c.d_ff = dims.d_ff;
+  } else if (dims.family == ModelFamily::kGpt2) {
+    c.d_ff = 4 * dims.d_model;
+  } else {
+    c.d_ff = (8 * dims.d_model / 3 + 255) / 256 * 256;
+  }
+  if (dims.n_heads > 0 && dims.d_model % dims.n_heads != 0) {
+    return InvalidArgumentError("model config '" + c.name + "': d_model (" +
+                                std::to_string(dims.d_model) + ") must be divisible by n_heads (" +
+                                std::to_string(dims.n_heads) + ")");
+  }
+  TF_RETURN_IF_ERROR(ValidateModelConfig(c));
+  return c;
+}
+
+}  // namespace tierflow

@@ -1,0 +1,221 @@
+// Model configs: preset shapes give the published parameter counts, the
+// tensor list has Hugging Face's names and shapes, and bad dimensions are
+// refused with the field named.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "tierflow/model_config.h"
+
+namespace tierflow {
+namespace {
+
+using ::testing::HasSubstr;
+
+ModelConfig Preset(const std::string& name) {
+  auto c = PresetModelConfig(name);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return *c;
+}
+
+std::map<std::string, std::vector<int64_t>> ShapesByName(const ModelConfig& c) {
+  std::map<std::string, std::vector<int64_t>> out;
+  for (const ParamGroup& g : ParameterGroups(c)) {
+    for (const ParamTensor& t : g.tensors) out[t.name] = t.shape;
+  }
+  return out;
+}
+
+// Counts published by the model cards / transformers' num_parameters().
+TEST(ModelPresets, ParameterCountsMatchPublishedFigures) {
+  const std::map<std::string, int64_t> expected = {
+      {"gpt2", 124439808},          {"gpt2-medium", 354823168},
+      {"gpt2-large", 774030080},    {"gpt2-xl", 1557611200},
+      {"llama-1b", 1235814400},     {"llama-3b", 3212749824},
+      {"llama-7b", 6738415616},     {"llama-8b", 8030261248},
+      {"llama-13b", 13015864320},   {"llama-70b", 70553706496},
+  };
+  for (const auto& [name, count] : expected) {
+    ModelConfig c = Preset(name);
+    EXPECT_TRUE(ValidateModelConfig(c).ok()) << name;
+    EXPECT_EQ(ParameterCount(c), count) << name;
+  }
+}
+
+TEST(ModelPresets, TinyPresetsAreSmallAndValid) {
+  for (const char* name : {"tiny-gpt2", "tiny-llama"}) {
+    ModelConfig c = Preset(name);
+    ASSERT_TRUE(ValidateModelConfig(c).ok()) << name;
+    EXPECT_GT(ParameterCount(c), 100000) << name;
+    EXPECT_LT(ParameterCount(c), 5000000) << name;
+  }
+  EXPECT_EQ(ParameterCount(Preset("tiny-gpt2")), 858880);
+  EXPECT_EQ(ParameterCount(Preset("tiny-llama")), 803968);
+}
+
+TEST(ModelPresets, Llama32SmallModelsTieTheHeadAndOthersDoNot) {
+  EXPECT_TRUE(Preset("llama-1b").tie_embeddings);
+  EXPECT_TRUE(Preset("llama-3b").tie_embeddings);
+  EXPECT_FALSE(Preset("llama-7b").tie_embeddings);
+  EXPECT_FALSE(Preset("llama-8b").tie_embeddings);
+  EXPECT_FALSE(Preset("llama-70b").tie_embeddings);
+  EXPECT_EQ(Preset("llama-8b").n_kv_heads, 8);
+  EXPECT_EQ(Preset("llama-7b").n_kv_heads, 32);
+}
+
+TEST(ModelPresets, UnknownPresetListsTheKnownOnes) {
+  auto c = PresetModelConfig("llama-9000b");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kNotFound);
+  EXPECT_THAT(c.status().message(), HasSubstr("llama-9000b"));
+  EXPECT_THAT(c.status().message(), HasSubstr("llama-70b"));
+}
+
+TEST(ModelPresets, LadderIsIncreasingAndPerFamily) {
+  for (ModelFamily f : {ModelFamily::kGpt2, ModelFamily::kLlama}) {
+    auto ladder = FamilyPresetLadder(f);
+    ASSERT_GE(ladder.size(), 4u);
+    for (size_t i = 0; i < ladder.size(); ++i) {
+      EXPECT_EQ(ladder[i].family, f);
+      if (i > 0) {
+        EXPECT_GT(ParameterCount(ladder[i]), ParameterCount(ladder[i - 1]));
+      }
+    }
+  }
+}
+
+TEST(ParameterTensors, Gpt2UsesConv1DLayoutAndHfNames) {
+  ModelConfig c = Preset("gpt2");
+  auto shapes = ShapesByName(c);
+  EXPECT_EQ(shapes.at("wte.weight"), (std::vector<int64_t>{50257, 768}));
+  EXPECT_EQ(shapes.at("wpe.weight"), (std::vector<int64_t>{1024, 768}));
+  EXPECT_EQ(shapes.at("h.0.attn.c_attn.weight"), (std::vector<int64_t>{768, 2304}));
+  EXPECT_EQ(shapes.at("h.0.attn.c_attn.bias"), (std::vector<int64_t>{2304}));
+  EXPECT_EQ(shapes.at("h.11.mlp.c_fc.weight"), (std::vector<int64_t>{768, 3072}));
+  EXPECT_EQ(shapes.at("h.11.mlp.c_proj.weight"), (std::vector<int64_t>{3072, 768}));
+  EXPECT_EQ(shapes.at("ln_f.bias"), (std::vector<int64_t>{768}));
+  EXPECT_EQ(shapes.count("lm_head.weight"), 0u);  // tied to wte
+  EXPECT_EQ(shapes.count("h.12.ln_1.weight"), 0u);
+  EXPECT_EQ(shapes.size(), 2u + 12u * 12u + 2u);
+}
+
+TEST(ParameterTensors, LlamaUsesGroupedQueryShapesAndUntiedHead) {
+  ModelConfig c = Preset("llama-8b");
+  auto shapes = ShapesByName(c);
+  EXPECT_EQ(shapes.at("model.embed_tokens.weight"), (std::vector<int64_t>{128256, 4096}));
+  EXPECT_EQ(shapes.at("model.layers.0.self_attn.q_proj.weight"),
+            (std::vector<int64_t>{4096, 4096}));
+  EXPECT_EQ(shapes.at("model.layers.0.self_attn.k_proj.weight"),
+            (std::vector<int64_t>{1024, 4096}));
+  EXPECT_EQ(shapes.at("model.layers.31.mlp.down_proj.weight"),
+            (std::vector<int64_t>{4096, 14336}));
+  EXPECT_EQ(shapes.at("lm_head.weight"), (std::vector<int64_t>{128256, 4096}));
+  EXPECT_EQ(shapes.count("model.layers.0.self_attn.q_proj.bias"), 0u);
+  EXPECT_EQ(shapes.size(), 1u + 32u * 9u + 2u);
+}
+
+TEST(ParameterTensors, GroupsAreContiguousPerLayerAndSumToTheCount) {
+  for (const char* name : {"gpt2", "llama-1b", "tiny-llama"}) {
+    ModelConfig c = Preset(name);
+    auto groups = ParameterGroups(c);
+    ASSERT_EQ(groups.size(), static_cast<size_t>(c.n_layers) + 2);
+    EXPECT_EQ(groups.front().name, "embeddings");
+    EXPECT_EQ(groups.back().name, "head");
+    int64_t total = 0, largest = 0;
+    for (size_t i = 0; i < groups.size(); ++i) {
+      int64_t sum = 0;
+      for (const ParamTensor& t : groups[i].tensors) {
+        int64_t n = 1;
+        for (int64_t d : t.shape) n *= d;
+        EXPECT_EQ(n, t.num_elements) << t.name;
+        sum += n;
+      }
+      EXPECT_EQ(sum, groups[i].num_params);
+      if (i > 0 && i <= static_cast<size_t>(c.n_layers)) {
+        EXPECT_EQ(groups[i].name, "layer." + std::to_string(i - 1));
+        EXPECT_EQ(groups[i].num_params, LayerParameterCount(c));
+      }
+      total += sum;
+      largest = std::max(largest, sum);
+    }
+    EXPECT_EQ(total, ParameterCount(c)) << name;
+    EXPECT_EQ(largest, LargestGroupParameterCount(c)) << name;
+  }
+}
+
+TEST(ParameterTensors, LayerCountsByHand) {
+  // GPT-2 block: 12C^2 + 13C. Llama-2-7B block: 4C^2 + 3CF + 2C.
+  EXPECT_EQ(LayerParameterCount(Preset("gpt2")), 12 * 768 * 768 + 13 * 768);
+  EXPECT_EQ(LayerParameterCount(Preset("llama-7b")),
+            4LL * 4096 * 4096 + 3LL * 4096 * 11008 + 2 * 4096);
+  EXPECT_EQ(EmbeddingParameterCount(Preset("gpt2")), (50257 + 1024) * 768);
+  EXPECT_EQ(HeadParameterCount(Preset("gpt2")), 2 * 768);
+  EXPECT_EQ(HeadParameterCount(Preset("llama-7b")), 4096 + 32000LL * 4096);
+}
+
+TEST(ParameterTensors, CanonicalNameStripsGpt2TransformerPrefix) {
+  EXPECT_EQ(CanonicalParamName(ModelFamily::kGpt2, "transformer.h.0.attn.c_attn.weight"),
+            "h.0.attn.c_attn.weight");
+  EXPECT_EQ(CanonicalParamName(ModelFamily::kGpt2, "wte.weight"), "wte.weight");
+  EXPECT_EQ(CanonicalParamName(ModelFamily::kLlama, "transformer.x"), "transformer.x");
+}
+
+TEST(MakeModelConfig, AppliesFamilyDefaults) {
+  ModelDimensions d;
+  d.family = ModelFamily::kLlama;
+  d.vocab_size = 1000;
+  d.max_seq_len = 512;
+  d.d_model = 384;
+  d.n_layers = 3;
+  d.n_heads = 6;
+  auto c = MakeModelConfig(d);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->n_kv_heads, 6);
+  EXPECT_EQ(c->head_dim, 64);
+  EXPECT_EQ(c->d_ff, 1024);  // 8*384/3 = 1024, already a multiple of 256
+  EXPECT_EQ(c->norm, NormKind::kRmsNorm);
+  EXPECT_FALSE(c->tie_embeddings);
+
+  d.family = ModelFamily::kGpt2;
+  c = MakeModelConfig(d);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->d_ff, 4 * 384);
+  EXPECT_TRUE(c->tie_embeddings);
+}
+
+TEST(MakeModelConfig, RefusesInconsistentDimensionsNamingTheField) {
+  ModelDimensions d;
+  d.family = ModelFamily::kLlama;
+  d.vocab_size = 1000;
+  d.max_seq_len = 512;
+  d.d_model = 384;
+  d.n_layers = 3;
+  d.n_heads = 6;
+  d.n_kv_heads = 4;  // 6 % 4 != 0
+  auto c = MakeModelConfig(d);
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("n_kv_heads"));
+  d.n_kv_heads = 0;
+  d.n_layers = 0;
+  c = MakeModelConfig(d);
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("n_layers"));
+  d.n_layers = 3;
+  d.n_heads = 5;  // does not divide 384
+  c = MakeModelConfig(d);
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("n_heads"));
+}
+
+TEST(ModelFamily, ParsesNamesAndRefusesOthers) {
+  EXPECT_EQ(*ParseModelFamily("gpt2"), ModelFamily::kGpt2);
+  EXPECT_EQ(*ParseModelFamily("qwen2"), ModelFamily::kLlama);
+  auto f = ParseModelFamily("bert");
+  ASSERT_FALSE(f.ok());
+  EXPECT_THAT(f.status().message(), HasSubstr("bert"));
+}
+
+}  // namespace
+}  // namespace tierflow
