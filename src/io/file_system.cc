@@ -1,0 +1,146 @@
+// POSIX FileSystem and the temp-file + fsync + rename protocol used for every checkpoint file.
+#include "io/file_system.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <string>
+
+namespace tierflow {
+namespace {
+
+// Writes more than this per call are split: Linux caps one write(2) near 2 GiB.
+constexpr size_t kMaxWriteBytes = size_t{1} << 30;
+
+class PosixWritableFile final : public WritableFile {
+ public:
+  PosixWritableFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  ~PosixWritableFile() override {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  Status Append(const void* data, size_t num_bytes) override {
+    if (fd_ < 0) return FailedPreconditionError("append to closed file " + path_);
+    const char* p = static_cast<const char*>(data);
+    while (num_bytes > 0) {
+      size_t chunk = num_bytes < kMaxWriteBytes ? num_bytes : kMaxWriteBytes;
+      ssize_t n = ::write(fd_, p, chunk);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return ErrnoStatus(errno, "write " + path_ + " at offset " + std::to_string(offset_bytes_));
+      }
+      p += n;
+      num_bytes -= static_cast<size_t>(n);
+      offset_bytes_ += static_cast<uint64_t>(n);
+    }
+    return Status::Ok();
+  }
+
+  Status Sync() override {
+    if (fd_ < 0) return FailedPreconditionError("fsync of closed file " + path_);
+    if (::fsync(fd_) != 0) return ErrnoStatus(errno, "fsync " + path_);
+    return Status::Ok();
+  }
+
+  Status Close() override {
+    if (fd_ < 0) return Status::Ok();
+    int fd = fd_;
+    fd_ = -1;
+    // close(2) must not be retried on EINTR on Linux: the descriptor is gone either way.
+    if (::close(fd) != 0 && errno != EINTR) return ErrnoStatus(errno, "close " + path_);
+    return Status::Ok();
+  }
+
+ private:
+  int fd_;
+  std::string path_;
+  uint64_t offset_bytes_ = 0;
+};
+
+class PosixFileSystem final : public FileSystem {
+ public:
+  StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
+    int fd;
+    do {
+      fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0) return ErrnoStatus(errno, "create " + path);
+    return std::unique_ptr<WritableFile>(new PosixWritableFile(fd, path));
+  }
+
+  Status RenameFile(const std::string& from, const std::string& to) override {
+    if (::rename(from.c_str(), to.c_str()) != 0) {
+      return ErrnoStatus(errno, "rename " + from + " to " + to);
+    }
+    return Status::Ok();
+  }
+
+  Status RemoveFile(const std::string& path) override {
+    if (::unlink(path.c_str()) != 0) return ErrnoStatus(errno, "remove " + path);
+    return Status::Ok();
+  }
+
+  Status SyncDirectory(const std::string& dir) override {
+    int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return ErrnoStatus(errno, "open directory " + dir + " to fsync it");
+    Status s;
+    if (::fsync(fd) != 0) s = ErrnoStatus(errno, "fsync directory " + dir);
+    ::close(fd);
+    return s;
+  }
+};
+
+}  // namespace
+
+FileSystem* DefaultFileSystem() {
+  static PosixFileSystem* fs = new PosixFileSystem();  // never deleted: usable during exit
+  return fs;
+}
+
+std::string DirectoryOf(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+Status WriteFileAtomically(FileSystem* fs, const std::string& path,
+                           const std::function<Status(WritableFile&)>& write_body) {
+  if (fs == nullptr) fs = DefaultFileSystem();
+  // pid + a process-wide counter: concurrent writers (threads or processes)
+  // of the same path never share a temporary file.
+  static std::atomic<uint64_t> counter{0};
+  const std::string tmp_path = path + ".tmp-" + std::to_string(::getpid()) + "-" +
+                               std::to_string(counter.fetch_add(1));
+  const std::string context = "writing " + path;
+
+  StatusOr<std::unique_ptr<WritableFile>> file = fs->NewWritableFile(tmp_path);
+  if (!file.ok()) return file.status().WithContext(context);
+
+  Status s = write_body(**file);
+  if (s.ok()) s = (*file)->Sync();
+  Status close_status = (*file)->Close();
+  if (s.ok()) s = close_status;
+  if (s.ok()) s = fs->RenameFile(tmp_path, path);
+  if (!s.ok()) {
+    // Best effort: the error that matters is the one already in `s`.
+    (void)fs->RemoveFile(tmp_path);
+    return s.WithContext(context + " (the previous file, if any, is unchanged)");
+  }
+  s = fs->SyncDirectory(DirectoryOf(path));
+  if (!s.ok()) return s.WithContext(context + " (renamed into place, but not yet durable)");
+  return Status::Ok();
+}
+
+Status WriteStringToFileAtomically(FileSystem* fs, const std::string& path,
+                                   std::string_view contents) {
+  return WriteFileAtomically(fs, path, [contents](WritableFile& f) {
+    return f.Append(contents.data(), contents.size());
+  });
+}
+
+}  // namespace tierflow

@@ -1,0 +1,71 @@
+// The file-writing interface checkpoints go through, and crash-safe whole-file writes.
+//
+// Checkpoint writers never open files themselves: they ask a FileSystem, so a
+// test can swap in one that fails a write part-way (disk full, EIO) and check
+// that the previous checkpoint survives (the LevelDB Env / ErrorEnv idea).
+// WriteFileAtomically is the one way tierflow replaces a file on disk: write a
+// temporary file beside it, fsync it, rename it over the target, fsync the
+// directory. A crash or an error at any point leaves either the old file or the
+// new one, never a torn mix.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "tierflow/status.h"
+
+namespace tierflow {
+
+// A file open for sequential writing. Not thread-safe: one writer at a time.
+class WritableFile {
+ public:
+  virtual ~WritableFile() = default;  // closes the file if Close was not called, ignoring errors
+
+  // Appends `num_bytes` bytes; short writes and EINTR are retried, any other
+  // failure is an ErrnoStatus naming the path and the offset.
+  virtual Status Append(const void* data, size_t num_bytes) = 0;
+  // Makes the written bytes durable (fsync).
+  virtual Status Sync() = 0;
+  // Closes the file; calling it again is a no-op returning OK.
+  virtual Status Close() = 0;
+};
+
+// The file operations checkpoint writing needs. Implementations are
+// thread-safe: distinct files may be written from different threads.
+class FileSystem {
+ public:
+  virtual ~FileSystem() = default;
+
+  // Creates `path`, or truncates it if it exists.
+  virtual StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) = 0;
+  // rename(2): atomically replaces `to` with `from`.
+  virtual Status RenameFile(const std::string& from, const std::string& to) = 0;
+  // unlink(2). NotFound if `path` does not exist.
+  virtual Status RemoveFile(const std::string& path) = 0;
+  // fsync(2) on the directory itself, so a rename or unlink in it is durable.
+  virtual Status SyncDirectory(const std::string& dir) = 0;
+};
+
+// The POSIX implementation. Never null, never deleted, stateless.
+FileSystem* DefaultFileSystem();
+
+// Replaces `path` with the bytes `write_body` appends, crash-safely: the body
+// writes to "<path>.tmp-<pid>-<n>", which is fsync'd, closed, renamed over
+// `path`, and the directory is fsync'd. On any failure (including one returned
+// by `write_body`) the temporary file is removed, `path` is left as it was,
+// and the first error is returned, prefixed with the path being written.
+// `fs` may be null (DefaultFileSystem).
+Status WriteFileAtomically(FileSystem* fs, const std::string& path,
+                           const std::function<Status(WritableFile&)>& write_body);
+
+// WriteFileAtomically for a file whose contents are already in memory.
+Status WriteStringToFileAtomically(FileSystem* fs, const std::string& path,
+                                   std::string_view contents);
+
+// The directory part of `path` ("." when it has none), for SyncDirectory.
+std::string DirectoryOf(const std::string& path);
+
+}  // namespace tierflow

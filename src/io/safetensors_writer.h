@@ -1,0 +1,53 @@
+// Writes one safetensors file, crash-safely, from caller-owned tensor buffers.
+//
+// The output is what the reference implementation writes and accepts: the
+// header's keys in sorted order (deterministic bytes for the same input),
+// padded with spaces so the data region starts 8-byte aligned, tensors laid
+// out largest element size first and by name within a size, so every tensor
+// starts aligned to its element size (zero-copy readers can use it in place).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "io/file_system.h"
+#include "tierflow/dtype.h"
+#include "tierflow/status.h"
+
+namespace tierflow {
+
+// One tensor to write. The bytes are borrowed: `data` must hold
+// product(shape) * DTypeSize(dtype) bytes and stay valid during the write.
+struct SafetensorsEntry {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::vector<uint64_t> shape;  // [] for a scalar
+  const void* data = nullptr;   // may be null only when the tensor has no elements
+};
+
+// Bytes the data region of `entry` takes; InvalidArgument on overflow.
+StatusOr<uint64_t> SafetensorsEntryBytes(const SafetensorsEntry& entry);
+
+// The header (length field + padded JSON) WriteSafetensors would write, and
+// each entry's data offset in it: exposed so the sharding code can size files.
+struct SafetensorsLayout {
+  std::string header_bytes;        // 8-byte length + JSON + padding
+  std::vector<size_t> data_order;  // indexes into the entries, in file order
+  uint64_t data_num_bytes = 0;
+};
+StatusOr<SafetensorsLayout> PlanSafetensorsLayout(std::span<const SafetensorsEntry> entries,
+                                                  const std::map<std::string, std::string>& metadata);
+
+// Writes `entries` and `metadata` (the "__metadata__" map; may be empty) to
+// `path` via WriteFileAtomically: on failure `path` keeps its old contents.
+// Errors: InvalidArgument (empty or duplicate names, the name "__metadata__",
+// a null data pointer, a size overflow), I/O errors naming the path.
+// `fs` may be null (DefaultFileSystem).
+Status WriteSafetensors(const std::string& path, std::span<const SafetensorsEntry> entries,
+                        const std::map<std::string, std::string>& metadata,
+                        FileSystem* fs = nullptr);
+
+}  // namespace tierflow
