@@ -1,0 +1,64 @@
+// GradStats: per-chunk partial sums in a vector, added in chunk order, so the
+// double result does not depend on which thread ran which chunk.
+#include "optim/grad_stats.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "optim/block_loop.h"
+
+namespace tierflow {
+
+using optim_internal::BlockBuffer;
+using optim_internal::kBlockElems;
+using optim_internal::kChunkElems;
+
+StatusOr<GradStatsResult> GradStats(const void* grads, DType dtype, size_t n) {
+  GradStatsResult result;
+  if (n == 0) return result;
+  if (grads == nullptr) {
+    return InvalidArgumentError("GradStats over " + std::to_string(n) +
+                                " gradients: grads is null");
+  }
+  const size_t num_chunks = (n + kChunkElems - 1) / kChunkElems;
+  std::vector<double> chunk_sums(num_chunks, 0.0);
+  std::vector<char> chunk_non_finite(num_chunks, 0);
+  tbb::parallel_for(
+      tbb::blocked_range<size_t>(0, num_chunks, 1),
+      [&](const tbb::blocked_range<size_t>& chunks) {
+        for (size_t c = chunks.begin(); c < chunks.end(); ++c) {
+          const size_t chunk_end = std::min(n, (c + 1) * kChunkElems);
+          double sum = 0;
+          bool non_finite = false;
+          for (size_t b = c * kChunkElems; b < chunk_end; b += kBlockElems) {
+            const size_t len = std::min(kBlockElems, chunk_end - b);
+            BlockBuffer g;
+            optim_internal::LoadScaledGrads(grads, dtype, b, len, 1.0f, g.data);
+            const float block_sum =
+                optim_internal::ConstFloatArrayMap(g.data, static_cast<Eigen::Index>(len))
+                    .square()
+                    .sum();
+            if (std::isfinite(block_sum)) {
+              sum += block_sum;
+            } else if (optim_internal::HasNonFinite(g.data, len)) {
+              non_finite = true;
+            } else {
+              // Finite gradients whose squares overflow fp32: redo in double.
+              for (size_t i = 0; i < len; ++i) sum += static_cast<double>(g.data[i]) * g.data[i];
+            }
+          }
+          chunk_sums[c] = sum;
+          chunk_non_finite[c] = non_finite;
+        }
+      },
+      tbb::simple_partitioner());
+  for (size_t c = 0; c < num_chunks; ++c) {
+    result.sum_squares += chunk_sums[c];
+    result.has_non_finite |= chunk_non_finite[c] != 0;
+  }
+  if (result.has_non_finite) result.sum_squares = std::nan("");
+  return result;
+}
+
+}  // namespace tierflow

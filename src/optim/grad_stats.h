@@ -1,0 +1,32 @@
+// One read-only pass over a gradient span: the sum of squares (for the global
+// gradient norm used by clipping) and whether any gradient is Inf or NaN (for
+// fp16 loss scaling: skip the step and lower the scale).
+//
+// The engine runs this over every sub-group before any AdamStep when it needs
+// either answer, because both decisions are global: a step that already ran
+// on some sub-groups cannot be undone.
+#pragma once
+
+#include <cstddef>
+
+#include "tierflow/dtype.h"
+#include "tierflow/status.h"
+
+namespace tierflow {
+
+struct GradStatsResult {
+  // Sum of grad^2 over the span. Meaningless (Inf or NaN) when has_non_finite.
+  // Accumulated in fp32 within each 512-element block and in double across
+  // blocks, in a fixed order: deterministic for any thread count and
+  // alignment, relative error below ~1e-6 (a block whose fp32 sum overflows is
+  // redone in double). Sums of several spans add in double.
+  double sum_squares = 0;
+  bool has_non_finite = false;  // some element is Inf or NaN
+};
+
+// REQUIRES: grads points to n elements of `dtype` (null only when n == 0).
+// Errors: InvalidArgument for a null pointer with n > 0.
+// Thread safety: re-entrant; runs on oneTBB in the calling thread's arena.
+StatusOr<GradStatsResult> GradStats(const void* grads, DType dtype, size_t n);
+
+}  // namespace tierflow
