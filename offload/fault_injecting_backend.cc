@@ -1,0 +1,137 @@
+// Fault injection between the engine and a real ring. Injected errors are
+// completed locally (never reach the kernel); short transfers and bit flips
+// go through the real ring with a modified operation.
+#include "offload/fault_injecting_backend.h"
+
+#include <cstring>
+#include <deque>
+#include <unordered_map>
+
+#include "offload/aligned_buffer.h"
+
+namespace tierflow::offload {
+
+void FaultPlan::Add(FaultRule rule) {
+  std::lock_guard<std::mutex> lock(mu_);
+  rules_.push_back(rule);
+}
+
+void FaultPlan::Clear() {
+  std::lock_guard<std::mutex> lock(mu_);
+  rules_.clear();
+  num_ops_ = num_reads_ = num_writes_ = 0;
+}
+
+std::optional<FaultRule> FaultPlan::Next(IoOpKind kind) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++num_ops_;
+  uint64_t& of_kind = kind == IoOpKind::kRead ? num_reads_ : num_writes_;
+  ++of_kind;
+  for (const FaultRule& r : rules_) {
+    if (r.op_kind.has_value() && *r.op_kind != kind) continue;
+    uint64_t index = r.op_kind.has_value() ? of_kind : num_ops_;
+    if (index >= r.nth && index - r.nth < r.count) {
+      ++num_injected_;
+      return r;
+    }
+  }
+  return std::nullopt;
+}
+
+uint64_t FaultPlan::num_injected() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return num_injected_;
+}
+
+namespace {
+
+class FaultInjectingBackend final : public IoBackend {
+ public:
+  FaultInjectingBackend(std::shared_ptr<FaultPlan> plan, std::unique_ptr<IoBackend> inner)
+      : plan_(std::move(plan)), inner_(std::move(inner)) {}
+
+  Status RegisterFiles(std::span<const int> fds) override { return inner_->RegisterFiles(fds); }
+  Status UnregisterFiles() override { return inner_->UnregisterFiles(); }
+  Status RegisterBuffers(std::span<const iovec> b) override { return inner_->RegisterBuffers(b); }
+  Status UnregisterBuffers() override { return inner_->UnregisterBuffers(); }
+
+  Status Submit(std::span<const IoOp> ops) override {
+    std::vector<IoOp> pass;
+    pass.reserve(ops.size());
+    for (IoOp op : ops) {
+      std::optional<FaultRule> rule = plan_->Next(op.kind);
+      if (!rule.has_value()) {
+        pass.push_back(op);
+        continue;
+      }
+      switch (rule->kind) {
+        case FaultKind::kErrno:
+          injected_.push_back({op.user_data, -rule->error});
+          continue;
+        case FaultKind::kShortTransfer: {
+          uint32_t shorter = (op.num_bytes / 2) / kDirectIoAlignment * kDirectIoAlignment;
+          if (shorter > 0) op.num_bytes = shorter;
+          pass.push_back(op);
+          continue;
+        }
+        case FaultKind::kFlipBit:
+          if (op.kind == IoOpKind::kRead) {
+            flip_after_read_[op.user_data] = op.buffer;
+          } else {
+            // Write a corrupted copy; the caller's buffer stays intact.
+            StatusOr<AlignedBuffer> copy = AlignedBuffer::Allocate(op.num_bytes);
+            if (!copy.ok()) return copy.status();
+            std::memcpy(copy->data(), op.buffer, op.num_bytes);
+            copy->data()[op.num_bytes / 2] ^= 0x10;
+            op.buffer = copy->data();
+            op.buffer_index = -1;
+            write_copies_[op.user_data] = std::move(copy).value();
+          }
+          pass.push_back(op);
+          continue;
+      }
+    }
+    if (pass.empty()) return Status::Ok();
+    return inner_->Submit(pass);
+  }
+
+  StatusOr<size_t> Reap(std::span<IoCompletion> out, bool wait) override {
+    size_t n = 0;
+    while (n < out.size() && !injected_.empty()) {
+      out[n++] = injected_.front();
+      injected_.pop_front();
+    }
+    if (n < out.size()) {
+      TF_ASSIGN_OR_RETURN(size_t got, inner_->Reap(out.subspan(n), wait && n == 0));
+      for (size_t i = n; i < n + got; ++i) {
+        auto it = flip_after_read_.find(out[i].user_data);
+        if (it != flip_after_read_.end()) {
+          if (out[i].result > 0) static_cast<uint8_t*>(it->second)[out[i].result / 2] ^= 0x10;
+          flip_after_read_.erase(it);
+        }
+        write_copies_.erase(out[i].user_data);
+      }
+      n += got;
+    }
+    return n;
+  }
+
+ private:
+  std::shared_ptr<FaultPlan> plan_;
+  std::unique_ptr<IoBackend> inner_;
+  std::deque<IoCompletion> injected_;
+  std::unordered_map<uint64_t, void*> flip_after_read_;
+  std::unordered_map<uint64_t, AlignedBuffer> write_copies_;
+};
+
+}  // namespace
+
+IoBackendFactory FaultInjectingBackendFactory(std::shared_ptr<FaultPlan> plan,
+                                              IoBackendFactory inner) {
+  return [plan, inner](const IoBackendOptions& o) -> StatusOr<std::unique_ptr<IoBackend>> {
+    TF_ASSIGN_OR_RETURN(std::unique_ptr<IoBackend> b, inner(o));
+    return std::unique_ptr<IoBackend>(std::make_unique<FaultInjectingBackend>(plan, std::move(b)));
+  };
+}
+
+}  // namespace tierflow::offload

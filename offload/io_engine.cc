@@ -1,0 +1,318 @@
+// The ring threads. Each ring keeps at most queue_depth operations in flight;
+// a request whose transfer came back short or with -EAGAIN goes back on the
+// ring's local retry list with its progress, so every request ends in exactly
+// one on_done call and every completion is matched to its request through
+// user_data (the request's address).
+#include "offload/io_engine.h"
+
+#include <cerrno>
+#include <chrono>
+#include <deque>
+#include <utility>
+
+#include "offload/io_uring_backend.h"
+
+namespace tierflow::offload {
+
+struct IoEngine::Ring {
+  std::unique_ptr<IoBackend> backend;
+  bool files_registered = false;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<IoRequest*> queue;  // guarded by mu
+  bool stop = false;             // guarded by mu
+  // A task to run on the ring thread once nothing is in flight (guarded by mu).
+  const std::function<Status(Ring&)>* control = nullptr;
+  Status control_result;
+  bool control_done = false;
+  std::condition_variable control_cv;
+
+  // Fixed buffers as this ring registered them; touched only by its thread.
+  std::vector<iovec> fixed;
+
+  std::thread thread;
+};
+
+IoEngine::IoEngine(const IoEngineOptions& options, std::vector<IoFile> files)
+    : options_(options), files_(std::move(files)) {}
+
+StatusOr<std::unique_ptr<IoEngine>> IoEngine::Create(const IoEngineOptions& options,
+                                                     std::vector<IoFile> files) {
+  if (options.num_rings < 1 || options.num_rings > 64) {
+    return InvalidArgumentError("number of io_uring rings " + std::to_string(options.num_rings) +
+                                " is out of range; use 1..64");
+  }
+  if (options.queue_depth < 1 || options.queue_depth > 4096) {
+    return InvalidArgumentError("queue depth " + std::to_string(options.queue_depth) +
+                                " is out of range; use 1..4096");
+  }
+  std::unique_ptr<IoEngine> engine(new IoEngine(options, std::move(files)));
+  IoBackendFactory factory = options.backend_factory ? options.backend_factory : IoUringBackendFactory();
+  std::vector<int> fds;
+  for (const IoFile& f : engine->files_) fds.push_back(f.fd);
+  bool all_registered = options.register_files && !fds.empty();
+  for (uint32_t i = 0; i < options.num_rings; ++i) {
+    auto ring = std::make_unique<Ring>();
+    TF_ASSIGN_OR_RETURN(ring->backend, factory(IoBackendOptions{options.queue_depth}));
+    if (options.register_files && !fds.empty()) {
+      Status s = ring->backend->RegisterFiles(fds);
+      ring->files_registered = s.ok();
+      if (!s.ok()) {
+        all_registered = false;
+        engine->files_not_registered_reason_ = s.ToString();
+      }
+    }
+    engine->rings_.push_back(std::move(ring));
+  }
+  engine->files_registered_ = all_registered;
+  for (auto& ring : engine->rings_) {
+    Ring* r = ring.get();
+    IoEngine* e = engine.get();
+    r->thread = std::thread([e, r] { e->RingLoop(*r); });
+  }
+  return engine;
+}
+
+IoEngine::~IoEngine() {
+  for (auto& ring : rings_) {
+    {
+      std::lock_guard<std::mutex> lock(ring->mu);
+      ring->stop = true;
+    }
+    ring->cv.notify_all();
+  }
+  for (auto& ring : rings_) {
+    if (ring->thread.joinable()) ring->thread.join();
+  }
+  for (auto& ring : rings_) {
+    (void)ring->backend->UnregisterBuffers();
+    (void)ring->backend->UnregisterFiles();
+  }
+}
+
+void IoEngine::Submit(IoRequest* request) {
+  request->done_bytes_ = 0;
+  request->retries_ = 0;
+  num_submitted_.fetch_add(1, std::memory_order_relaxed);
+  Ring& ring = *rings_[next_ring_.fetch_add(1, std::memory_order_relaxed) % rings_.size()];
+  {
+    std::lock_guard<std::mutex> lock(ring.mu);
+    ring.queue.push_back(request);
+  }
+  ring.cv.notify_one();
+}
+
+void IoEngine::Complete(IoRequest* request, Status status) {
+  if (status.ok()) {
+    num_completed_.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    num_failed_.fetch_add(1, std::memory_order_relaxed);
+  }
+  // on_done may free the request (it belongs to the caller): move the callback out first.
+  std::function<void(Status)> done = std::move(request->on_done);
+  done(std::move(status));
+  { std::lock_guard<std::mutex> lock(drain_mu_); }
+  drain_cv_.notify_all();
+}
+
+void IoEngine::Drain() {
+  uint64_t target = num_submitted_.load();
+  std::unique_lock<std::mutex> lock(drain_mu_);
+  drain_cv_.wait(lock, [&] { return num_completed_.load() + num_failed_.load() >= target; });
+}
+
+namespace {
+
+std::string Describe(const IoRequest& r, const IoFile& f) {
+  return std::string(r.kind == IoOpKind::kRead ? "read " : "write ") +
+         std::to_string(r.num_bytes - r.done_bytes_) + " bytes of " + f.path + " at offset " +
+         std::to_string(r.offset_bytes + r.done_bytes_);
+}
+
+int FindFixed(const std::vector<iovec>& fixed, const void* p, uint32_t num_bytes) {
+  auto addr = reinterpret_cast<uintptr_t>(p);
+  for (size_t i = 0; i < fixed.size(); ++i) {
+    auto base = reinterpret_cast<uintptr_t>(fixed[i].iov_base);
+    if (addr >= base && addr + num_bytes <= base + fixed[i].iov_len) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+}  // namespace
+
+void IoEngine::RingLoop(Ring& ring) {
+  const uint32_t qd = options_.queue_depth;
+  std::deque<IoRequest*> retry;  // resubmissions, ahead of new work
+  std::vector<IoOp> ops;
+  std::vector<IoRequest*> batch;
+  std::vector<IoCompletion> completions(qd);
+  uint32_t in_flight = 0;
+  for (;;) {
+    batch.clear();
+    {
+      std::unique_lock<std::mutex> lock(ring.mu);
+      if (in_flight == 0 && retry.empty()) {
+        if (ring.control != nullptr) {
+          ring.control_result = (*ring.control)(ring);
+          ring.control = nullptr;
+          ring.control_done = true;
+          ring.control_cv.notify_all();
+        }
+        ring.cv.wait(lock, [&] { return !ring.queue.empty() || ring.stop || ring.control != nullptr; });
+        if (ring.control != nullptr) continue;
+        if (ring.queue.empty() && ring.stop) return;
+      }
+      // While a control task waits, take no new work so the ring drains.
+      while (ring.control == nullptr && !ring.queue.empty() &&
+             in_flight + retry.size() + batch.size() < qd) {
+        batch.push_back(ring.queue.front());
+        ring.queue.pop_front();
+      }
+    }
+    ops.clear();
+    auto add_op = [&](IoRequest* r) {
+      IoOp op;
+      op.kind = r->kind;
+      op.fd = files_[r->file].fd;
+      op.file_index = ring.files_registered ? static_cast<int>(r->file) : -1;
+      op.buffer = static_cast<uint8_t*>(r->buffer) + r->done_bytes_;
+      op.num_bytes = r->num_bytes - r->done_bytes_;
+      op.offset_bytes = r->offset_bytes + r->done_bytes_;
+      op.buffer_index = ring.fixed.empty() ? -1 : FindFixed(ring.fixed, op.buffer, op.num_bytes);
+      op.user_data = reinterpret_cast<uint64_t>(r);
+      ops.push_back(op);
+    };
+    while (!retry.empty() && in_flight + ops.size() < qd) {
+      add_op(retry.front());
+      retry.pop_front();
+    }
+    for (IoRequest* r : batch) add_op(r);
+    if (!ops.empty()) {
+      Status s = ring.backend->Submit(ops);
+      if (!s.ok()) {
+        for (const IoOp& op : ops) {
+          auto* r = reinterpret_cast<IoRequest*>(op.user_data);
+          Complete(r, s.WithContext(Describe(*r, files_[r->file])));
+        }
+      } else {
+        in_flight += static_cast<uint32_t>(ops.size());
+      }
+    }
+    if (in_flight == 0) continue;
+    // Block for a completion unless a retry can be submitted right away.
+    bool wait = retry.empty() || in_flight >= qd;
+    StatusOr<size_t> got = ring.backend->Reap(completions, wait);
+    if (!got.ok()) {
+      // The kernel still owns the buffers of what is in flight, so those
+      // requests cannot be failed early; record the reason and try again.
+      {
+        std::lock_guard<std::mutex> lock(stats_mu_);
+        reap_error_ = got.status().ToString();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      continue;
+    }
+    for (size_t i = 0; i < *got; ++i) {
+      --in_flight;
+      auto* r = reinterpret_cast<IoRequest*>(completions[i].user_data);
+      int32_t res = completions[i].result;
+      const IoFile& f = files_[r->file];
+      if (res == -EAGAIN || res == -EINTR) {
+        num_eagain_retries_.fetch_add(1, std::memory_order_relaxed);
+        if (++r->retries_ > options_.max_retries) {
+          Complete(r, ErrnoStatus(-res, Describe(*r, f) + " (gave up after " +
+                                            std::to_string(options_.max_retries) + " retries)"));
+        } else {
+          retry.push_back(r);
+        }
+        continue;
+      }
+      if (res < 0) {
+        Complete(r, ErrnoStatus(-res, Describe(*r, f)));
+        continue;
+      }
+      if (res == 0 && r->kind == IoOpKind::kRead) {
+        Complete(r, DataLossError(Describe(*r, f) + ": unexpected end of file; the file is "
+                                                   "shorter than its header says (truncated)"));
+        continue;
+      }
+      auto moved = static_cast<uint32_t>(res);
+      if (r->kind == IoOpKind::kRead) {
+        bytes_read_.fetch_add(moved, std::memory_order_relaxed);
+      } else {
+        bytes_written_.fetch_add(moved, std::memory_order_relaxed);
+      }
+      r->done_bytes_ += moved;
+      if (r->done_bytes_ < r->num_bytes) {
+        num_short_resubmits_.fetch_add(1, std::memory_order_relaxed);
+        if (++r->retries_ > options_.max_retries) {
+          Complete(r, IoError(Describe(*r, f) + ": transfer stayed short after " +
+                              std::to_string(options_.max_retries) + " resubmissions"));
+        } else {
+          retry.push_back(r);
+        }
+        continue;
+      }
+      Complete(r, Status::Ok());
+    }
+  }
+}
+
+std::vector<Status> IoEngine::RunOnEachRing(const std::function<Status(Ring&)>& fn) {
+  std::vector<Status> results;
+  for (auto& ring : rings_) {
+    std::unique_lock<std::mutex> lock(ring->mu);
+    ring->control_done = false;
+    ring->control = &fn;
+    ring->cv.notify_all();
+    ring->control_cv.wait(lock, [&] { return ring->control_done; });
+    results.push_back(ring->control_result);
+  }
+  return results;
+}
+
+Status IoEngine::RegisterBuffers(std::vector<iovec> buffers) {
+  std::vector<Status> results = RunOnEachRing([&buffers](Ring& ring) -> Status {
+    ring.fixed.clear();
+    if (buffers.empty()) return ring.backend->UnregisterBuffers();
+    Status s = ring.backend->RegisterBuffers(buffers);
+    if (s.ok()) ring.fixed = buffers;
+    return s;
+  });
+  Status first_error;
+  for (const Status& s : results) {
+    if (!s.ok() && first_error.ok()) first_error = s;
+  }
+  if (!first_error.ok() && !buffers.empty()) {
+    // All rings or none: a partial set would make throughput depend on the ring.
+    (void)RunOnEachRing([](Ring& ring) {
+      ring.fixed.clear();
+      return ring.backend->UnregisterBuffers();
+    });
+  }
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  fixed_buffers_registered_ = first_error.ok() && !buffers.empty();
+  fixed_buffers_reason_ = first_error.ok() ? (buffers.empty() ? "no buffers registered" : "")
+                                           : first_error.ToString();
+  return first_error;
+}
+
+IoEngineStats IoEngine::stats() const {
+  IoEngineStats s;
+  s.num_completed = num_completed_.load();
+  s.num_failed = num_failed_.load();
+  s.bytes_read = bytes_read_.load();
+  s.bytes_written = bytes_written_.load();
+  s.num_short_resubmits = num_short_resubmits_.load();
+  s.num_eagain_retries = num_eagain_retries_.load();
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  s.files_registered = files_registered_;
+  s.files_not_registered_reason = files_not_registered_reason_;
+  s.fixed_buffers_registered = fixed_buffers_registered_;
+  s.fixed_buffers_reason = fixed_buffers_reason_;
+  s.last_reap_error = reap_error_;
+  return s;
+}
+
+}  // namespace tierflow::offload

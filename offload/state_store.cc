@@ -1,0 +1,757 @@
+// The state store: layout of tensors over directories, the block map with
+// write-to-new-block commits, per-block CRC32C, tickets, and the life cycle
+// of the swap set (create, open, sync, close).
+#include "offload/state_store.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+#include <set>
+#include <system_error>
+
+#include "common/units.h"
+#include "offload/aligned_buffer.h"
+#include "offload/crc32c.h"
+
+namespace tierflow::offload {
+
+namespace fs = std::filesystem;
+
+struct StateStore::Directory {
+  std::string dir;   // the state directory given in the options
+  std::string path;  // its swap file
+  int fd = -1;
+  RunLock lock;
+  SwapFileHeader header;
+  uint64_t spare_blocks = 0;
+  // Guarded by the store's mu_.
+  std::vector<uint32_t> physical;  // per logical block, kUnmappedBlock = never written
+  std::vector<uint32_t> crc;       // per logical block
+  std::deque<uint32_t> free;       // FIFO keeps rewrites close to sequential
+  std::vector<uint16_t> readers;   // per physical block: reads in flight
+  std::vector<uint8_t> free_when_unread;  // per physical block
+  uint64_t table_sequence = 0;
+};
+
+namespace internal {
+
+struct BlockOp {
+  IoRequest request;
+  uint32_t dir = 0;
+  uint64_t local_block = 0;
+  uint64_t tensor_block = 0;
+  uint32_t physical = 0;  // read: the block read; write: the new block
+  uint32_t crc = 0;       // read: expected; write: computed
+  uint32_t valid_bytes = 0;
+};
+
+struct TicketState {
+  StateStore* store = nullptr;
+  TensorId tensor = 0;
+  IoOpKind kind = IoOpKind::kRead;
+  std::vector<BlockOp> blocks;  // never resized once submitted: the engine holds &request
+
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t remaining = 0;
+  Status first_error;
+  bool done = false;
+
+  void OnBlockDone(BlockOp& block, Status status);
+};
+
+}  // namespace internal
+
+using internal::BlockOp;
+using internal::TicketState;
+
+Status IoTicket::Wait() const {
+  if (!state_) return Status::Ok();
+  std::unique_lock<std::mutex> lock(state_->mu);
+  state_->cv.wait(lock, [this] { return state_->done; });
+  return state_->first_error;
+}
+
+bool IoTicket::done() const {
+  if (!state_) return true;
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->done;
+}
+
+namespace {
+
+std::string BlockContext(const TensorSpec& t, uint64_t block, uint32_t block_size, uint32_t valid) {
+  uint64_t begin = block * block_size;
+  return "tensor '" + t.name + "' block " + std::to_string(block) + " (bytes [" +
+         std::to_string(begin) + ", " + std::to_string(begin + valid) + "))";
+}
+
+Status PwriteAll(int fd, const uint8_t* data, size_t num_bytes, uint64_t offset, const std::string& path) {
+  size_t done = 0;
+  while (done < num_bytes) {
+    ssize_t n = pwrite(fd, data + done, num_bytes - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoStatus(errno, "write " + path + " at offset " + std::to_string(offset + done));
+    if (n == 0) return IoError("write " + path + " at offset " + std::to_string(offset + done) + ": wrote nothing");
+    done += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+// Reads exactly num_bytes or says the file is truncated.
+Status PreadAll(int fd, uint8_t* data, size_t num_bytes, uint64_t offset, const std::string& path) {
+  size_t done = 0;
+  while (done < num_bytes) {
+    ssize_t n = pread(fd, data + done, num_bytes - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoStatus(errno, "read " + path + " at offset " + std::to_string(offset + done));
+    if (n == 0) {
+      return DataLossError("swap file " + path + " ends at offset " + std::to_string(offset + done) +
+                           " where its header needs " + std::to_string(num_bytes - done) +
+                           " more bytes: the file is truncated");
+    }
+    done += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+Status Fdatasync(int fd, const std::string& path) {
+  if (fdatasync(fd) != 0) return ErrnoStatus(errno, "fdatasync " + path);
+  return Status::Ok();
+}
+
+Status ValidateOptions(const StateStoreOptions& o) {
+  if (o.directories.empty()) return InvalidArgumentError("no state directory given; name at least one");
+  std::set<std::string> seen;
+  for (const std::string& d : o.directories) {
+    std::error_code ec;
+    std::string canonical = fs::weakly_canonical(d, ec).string();
+    if (!seen.insert(ec ? d : canonical).second) {
+      return InvalidArgumentError("state directory " + d + " is listed twice; give each drive once");
+    }
+  }
+  if (o.block_size_bytes < kDirectIoAlignment || o.block_size_bytes % kDirectIoAlignment != 0 ||
+      o.block_size_bytes > (256u << 20)) {
+    return InvalidArgumentError("block size " + std::to_string(o.block_size_bytes) +
+                                " bytes is not a multiple of 4096 between 4 KiB and 256 MiB");
+  }
+  if (o.queue_depth < 1 || o.queue_depth > 4096) {
+    return InvalidArgumentError("queue depth " + std::to_string(o.queue_depth) + " is out of range; use 1..4096");
+  }
+  if (o.num_rings < 1 || o.num_rings > 64) {
+    return InvalidArgumentError("number of rings " + std::to_string(o.num_rings) + " is out of range; use 1..64");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void TicketState::OnBlockDone(BlockOp& block, Status status) {
+  const TensorSpec& spec = store->tensors_[tensor].spec;
+  if (status.ok() && kind == IoOpKind::kRead) {
+    uint32_t crc = Crc32c(0, block.request.buffer, block.valid_bytes);
+    if (crc != block.crc) {
+      const auto& d = *store->dirs_[block.dir];
+      status = DataLossError("checksum mismatch reading " + d.path + " at offset " +
+                             std::to_string(block.request.offset_bytes) + " (stored CRC32C " +
+                             std::to_string(block.crc) + ", data gives " + std::to_string(crc) +
+                             "); the data on the drive is corrupt");
+      std::lock_guard<std::mutex> lock(store->mu_);
+      ++store->num_checksum_mismatches_;
+    }
+  }
+  if (!status.ok()) {
+    status = status.WithContext(
+        BlockContext(spec, block.tensor_block, store->block_size_bytes_, block.valid_bytes));
+  }
+  if (kind == IoOpKind::kRead) {
+    std::lock_guard<std::mutex> lock(store->mu_);
+    auto& d = *store->dirs_[block.dir];
+    if (--d.readers[block.physical] == 0 && d.free_when_unread[block.physical]) {
+      d.free_when_unread[block.physical] = 0;
+      d.free.push_back(block.physical);
+      store->free_cv_.notify_all();
+    }
+  }
+  bool last = false;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!status.ok() && first_error.ok()) first_error = std::move(status);
+    last = --remaining == 0;
+  }
+  if (!last) return;
+  store->FinishTicket(*this);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    done = true;
+  }
+  cv.notify_all();
+}
+
+void StateStore::ReleaseBlockLocked(Directory& d, uint32_t physical) {
+  if (d.readers[physical] > 0) {
+    d.free_when_unread[physical] = 1;  // a read still uses it: free when that ends
+  } else {
+    d.free.push_back(physical);
+  }
+}
+
+void StateStore::FinishTicket(TicketState& t) {
+  if (t.kind != IoOpKind::kWrite) return;
+  // Only this thread touches first_error now (remaining reached 0).
+  bool ok = t.first_error.ok();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const BlockOp& b : t.blocks) {
+    Directory& d = *dirs_[b.dir];
+    if (ok) {
+      uint32_t old = d.physical[b.local_block];
+      d.physical[b.local_block] = b.physical;
+      d.crc[b.local_block] = b.crc;
+      if (old != kUnmappedBlock) ReleaseBlockLocked(d, old);
+    } else {
+      d.free.push_back(b.physical);  // the old copy stays mapped
+    }
+  }
+  if (!ok) ++num_rolled_back_;
+  free_cv_.notify_all();
+}
+
+StatusOr<TensorId> StateStore::Find(std::string_view name) const {
+  auto it = by_name_.find(std::string(name));
+  if (it == by_name_.end()) {
+    return NotFoundError("no tensor '" + std::string(name) + "' in swap set " + run_id_);
+  }
+  return it->second;
+}
+
+Status StateStore::CheckRange(TensorId id, const void* buffer, uint64_t offset_bytes,
+                              uint64_t num_bytes) const {
+  if (id >= tensors_.size()) {
+    return InvalidArgumentError("tensor id " + std::to_string(id) + " is out of range (the store has " +
+                                std::to_string(tensors_.size()) + " tensors)");
+  }
+  const TensorSpec& t = tensors_[id].spec;
+  uint64_t end = offset_bytes + num_bytes;
+  if (num_bytes == 0 || end > t.num_bytes || end < offset_bytes) {
+    return InvalidArgumentError("bytes [" + std::to_string(offset_bytes) + ", " + std::to_string(end) +
+                                ") are outside tensor '" + t.name + "' (" +
+                                std::to_string(t.num_bytes) + " bytes) or empty");
+  }
+  if (offset_bytes % block_size_bytes_ != 0 || (end % block_size_bytes_ != 0 && end != t.num_bytes)) {
+    return InvalidArgumentError("bytes [" + std::to_string(offset_bytes) + ", " + std::to_string(end) +
+                                ") of tensor '" + t.name + "' do not start and end on " +
+                                std::to_string(block_size_bytes_) +
+                                "-byte block boundaries (or the tensor's end)");
+  }
+  if (options_.io_mode == IoMode::kDirect &&
+      reinterpret_cast<uintptr_t>(buffer) % kDirectIoAlignment != 0) {
+    return InvalidArgumentError("buffer for tensor '" + t.name +
+                                "' is not 4096-byte aligned, which O_DIRECT needs; use pinned or "
+                                "page-aligned memory");
+  }
+  if (buffer == nullptr) return InvalidArgumentError("null buffer for tensor '" + t.name + "'");
+  return Status::Ok();
+}
+
+StatusOr<IoTicket> StateStore::ReadAsync(TensorId id, void* dst, uint64_t offset_bytes,
+                                         uint64_t num_bytes) {
+  TF_RETURN_IF_ERROR(CheckRange(id, dst, offset_bytes, num_bytes));
+  const TensorState& ts = tensors_[id];
+  const uint32_t num_dirs = static_cast<uint32_t>(dirs_.size());
+  uint64_t first = offset_bytes / block_size_bytes_;
+  uint64_t count = (num_bytes + block_size_bytes_ - 1) / block_size_bytes_;
+  auto ticket = std::make_shared<TicketState>();
+  ticket->store = this;
+  ticket->tensor = id;
+  ticket->kind = IoOpKind::kRead;
+  ticket->blocks.resize(count);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return FailedPreconditionError("swap set " + run_id_ + " is closed");
+    for (uint64_t i = 0; i < count; ++i) {
+      uint64_t k = first + i;
+      BlockOp& b = ticket->blocks[i];
+      b.tensor_block = k;
+      b.dir = BlockDirectory(ts.start_dir, k, num_dirs);
+      b.local_block = ts.first_local_block[b.dir] + k / num_dirs;
+      b.valid_bytes = static_cast<uint32_t>(std::min<uint64_t>(block_size_bytes_, ts.spec.num_bytes - k * block_size_bytes_));
+      Directory& d = *dirs_[b.dir];
+      uint32_t p = d.physical[b.local_block];
+      if (p == kUnmappedBlock) {
+        for (uint64_t j = 0; j < i; ++j) {  // undo the reader counts taken so far
+          BlockOp& u = ticket->blocks[j];
+          Directory& ud = *dirs_[u.dir];
+          if (--ud.readers[u.physical] == 0 && ud.free_when_unread[u.physical]) {
+            ud.free_when_unread[u.physical] = 0;
+            ud.free.push_back(u.physical);
+          }
+        }
+        return FailedPreconditionError(BlockContext(ts.spec, k, block_size_bytes_, b.valid_bytes) +
+                                       " was never written; write the tensor before reading it");
+      }
+      b.physical = p;
+      b.crc = d.crc[b.local_block];
+      ++d.readers[p];
+    }
+    ++num_reads_;
+  }
+  ticket->remaining = count;
+  for (uint64_t i = 0; i < count; ++i) {
+    BlockOp& b = ticket->blocks[i];
+    const Directory& d = *dirs_[b.dir];
+    b.request.kind = IoOpKind::kRead;
+    b.request.file = b.dir;
+    b.request.buffer = static_cast<uint8_t*>(dst) + i * block_size_bytes_;
+    b.request.num_bytes = static_cast<uint32_t>(RoundUp(b.valid_bytes, kDirectIoAlignment));
+    b.request.offset_bytes = d.header.data_offset_bytes + uint64_t{b.physical} * block_size_bytes_;
+    TicketState* t = ticket.get();
+    b.request.on_done = [keep = ticket, t, &b](Status s) { t->OnBlockDone(b, std::move(s)); };
+  }
+  for (BlockOp& b : ticket->blocks) engine_->Submit(&b.request);
+  return IoTicket(ticket);
+}
+
+StatusOr<IoTicket> StateStore::WriteAsync(TensorId id, const void* src, uint64_t offset_bytes,
+                                          uint64_t num_bytes) {
+  TF_RETURN_IF_ERROR(CheckRange(id, src, offset_bytes, num_bytes));
+  const TensorState& ts = tensors_[id];
+  const uint32_t num_dirs = static_cast<uint32_t>(dirs_.size());
+  uint64_t first = offset_bytes / block_size_bytes_;
+  uint64_t count = (num_bytes + block_size_bytes_ - 1) / block_size_bytes_;
+  auto ticket = std::make_shared<TicketState>();
+  ticket->store = this;
+  ticket->tensor = id;
+  ticket->kind = IoOpKind::kWrite;
+  ticket->blocks.resize(count);
+  std::vector<uint64_t> need(num_dirs, 0);
+  for (uint64_t i = 0; i < count; ++i) {
+    uint64_t k = first + i;
+    BlockOp& b = ticket->blocks[i];
+    b.tensor_block = k;
+    b.dir = BlockDirectory(ts.start_dir, k, num_dirs);
+    b.local_block = ts.first_local_block[b.dir] + k / num_dirs;
+    b.valid_bytes = static_cast<uint32_t>(std::min<uint64_t>(block_size_bytes_, ts.spec.num_bytes - k * block_size_bytes_));
+    // The checksum covers the tensor's bytes only, not the padding to 4096.
+    b.crc = Crc32c(0, static_cast<const uint8_t*>(src) + i * block_size_bytes_, b.valid_bytes);
+    ++need[b.dir];
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (closed_) return FailedPreconditionError("swap set " + run_id_ + " is closed");
+    for (uint32_t d = 0; d < num_dirs; ++d) {
+      // A rewrite holds old and new blocks until it commits; more than the
+      // spare could never get its blocks.
+      uint64_t rewrites = 0;
+      for (const BlockOp& b : ticket->blocks) {
+        if (b.dir == d && dirs_[d]->physical[b.local_block] != kUnmappedBlock) ++rewrites;
+      }
+      if (rewrites > dirs_[d]->spare_blocks) {
+        return InvalidArgumentError(
+            "write of " + FormatBytes(num_bytes) + " to tensor '" + ts.spec.name + "' rewrites " +
+            std::to_string(rewrites) + " blocks in " + dirs_[d]->dir + ", more than its " +
+            std::to_string(dirs_[d]->spare_blocks) +
+            " spare blocks; split the write or raise spare_bytes_per_directory");
+      }
+    }
+    free_cv_.wait(lock, [&] {
+      for (uint32_t d = 0; d < num_dirs; ++d) {
+        if (dirs_[d]->free.size() < need[d]) return false;
+      }
+      return true;
+    });
+    for (BlockOp& b : ticket->blocks) {
+      Directory& d = *dirs_[b.dir];
+      b.physical = d.free.front();
+      d.free.pop_front();
+    }
+    ++num_writes_;
+  }
+  ticket->remaining = count;
+  for (uint64_t i = 0; i < count; ++i) {
+    BlockOp& b = ticket->blocks[i];
+    const Directory& d = *dirs_[b.dir];
+    b.request.kind = IoOpKind::kWrite;
+    b.request.file = b.dir;
+    b.request.buffer = const_cast<uint8_t*>(static_cast<const uint8_t*>(src)) + i * block_size_bytes_;
+    b.request.num_bytes = static_cast<uint32_t>(RoundUp(b.valid_bytes, kDirectIoAlignment));
+    b.request.offset_bytes = d.header.data_offset_bytes + uint64_t{b.physical} * block_size_bytes_;
+    TicketState* t = ticket.get();
+    b.request.on_done = [keep = ticket, t, &b](Status s) { t->OnBlockDone(b, std::move(s)); };
+  }
+  for (BlockOp& b : ticket->blocks) engine_->Submit(&b.request);
+  return IoTicket(ticket);
+}
+
+Status StateStore::Read(TensorId id, void* dst) {
+  if (id >= tensors_.size()) return CheckRange(id, dst, 0, 1);
+  TF_ASSIGN_OR_RETURN(IoTicket t, ReadAsync(id, dst, 0, tensors_[id].spec.num_bytes));
+  return t.Wait();
+}
+
+Status StateStore::Write(TensorId id, const void* src) {
+  if (id >= tensors_.size()) return CheckRange(id, src, 0, 1);
+  TF_ASSIGN_OR_RETURN(IoTicket t, WriteAsync(id, src, 0, tensors_[id].spec.num_bytes));
+  return t.Wait();
+}
+
+Status StateStore::RegisterBuffers(std::vector<iovec> buffers) {
+  if (!engine_) return FailedPreconditionError("swap set " + run_id_ + " is closed");
+  return engine_->RegisterBuffers(std::move(buffers));
+}
+
+Status StateStore::WriteBlockTable(Directory& d, const BlockTable& table) {
+  TF_ASSIGN_OR_RETURN(AlignedBuffer buf, AlignedBuffer::Allocate(d.header.block_table_copy_num_bytes));
+  EncodeBlockTable(table, std::span<uint8_t>(buf.data(), d.header.block_table_copy_num_bytes));
+  uint64_t offset = d.header.block_table_offset_bytes +
+                    (table.sequence % 2) * d.header.block_table_copy_num_bytes;
+  // Data first, then the table that points at it.
+  TF_RETURN_IF_ERROR(Fdatasync(d.fd, d.path));
+  TF_RETURN_IF_ERROR(PwriteAll(d.fd, buf.data(), d.header.block_table_copy_num_bytes, offset, d.path));
+  return Fdatasync(d.fd, d.path);
+}
+
+Status StateStore::Sync() {
+  std::lock_guard<std::mutex> sync_lock(sync_mu_);
+  for (auto& dp : dirs_) {
+    Directory& d = *dp;
+    BlockTable table;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (closed_) return FailedPreconditionError("swap set " + run_id_ + " is closed");
+      table.sequence = ++d.table_sequence;
+      table.physical = d.physical;
+      table.crc = d.crc;
+    }
+    TF_RETURN_IF_ERROR(WriteBlockTable(d, table));
+  }
+  return Status::Ok();
+}
+
+Status StateStore::CloseInternal(bool keep_files) {
+  std::lock_guard<std::mutex> sync_lock(sync_mu_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return Status::Ok();
+  }
+  if (engine_) {
+    engine_->Drain();
+    engine_.reset();
+  }
+  Status first_error;
+  auto keep_error = [&first_error](Status s) {
+    if (!s.ok() && first_error.ok()) first_error = std::move(s);
+  };
+  for (auto& dp : dirs_) {
+    Directory& d = *dp;
+    if (keep_files && d.fd >= 0) {
+      BlockTable table;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        table.sequence = ++d.table_sequence;
+        table.physical = d.physical;
+        table.crc = d.crc;
+      }
+      keep_error(WriteBlockTable(d, table));
+    }
+    if (d.fd >= 0 && close(d.fd) != 0) keep_error(ErrnoStatus(errno, "close " + d.path));
+    d.fd = -1;
+    if (!keep_files) keep_error(RemoveRunDirectory(d.dir, run_id_));
+    d.lock.Release();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  closed_ = true;
+  return first_error;
+}
+
+Status StateStore::Close() { return CloseInternal(/*keep_files=*/false); }
+Status StateStore::CloseKeepingFiles() { return CloseInternal(/*keep_files=*/true); }
+
+StateStore::~StateStore() { (void)Close(); }
+
+std::vector<std::string> StateStore::swap_file_paths() const {
+  std::vector<std::string> paths;
+  for (const auto& d : dirs_) paths.push_back(d->path);
+  return paths;
+}
+
+StateStoreStats StateStore::stats() const {
+  StateStoreStats s;
+  if (engine_) s.engine = engine_->stats();
+  s.io_mode = options_.io_mode;
+  s.crc32c_hardware = Crc32cHardwareAvailable();
+  for (const TensorState& t : tensors_) s.data_bytes += t.spec.num_bytes;
+  for (const auto& d : dirs_) {
+    s.file_bytes += d->header.data_offset_bytes + d->header.num_physical_blocks * block_size_bytes_;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  s.num_reads = num_reads_;
+  s.num_writes = num_writes_;
+  s.num_failed_writes_rolled_back = num_rolled_back_;
+  s.num_checksum_mismatches = num_checksum_mismatches_;
+  return s;
+}
+
+Status StateStore::InitEngine() {
+  IoEngineOptions eo;
+  eo.num_rings = options_.num_rings;
+  eo.queue_depth = options_.queue_depth;
+  eo.register_files = options_.register_files;
+  eo.backend_factory = options_.backend_factory;
+  std::vector<IoFile> files;
+  for (const auto& d : dirs_) files.push_back({d->fd, d->path});
+  TF_ASSIGN_OR_RETURN(engine_, IoEngine::Create(eo, std::move(files)));
+  return Status::Ok();
+}
+
+StatusOr<std::unique_ptr<StateStore>> StateStore::Create(const StateStoreOptions& options,
+                                                         const std::vector<TensorSpec>& tensors) {
+  TF_RETURN_IF_ERROR(ValidateOptions(options));
+  std::unique_ptr<StateStore> store(new StateStore());
+  store->options_ = options;
+  store->run_id_ = options.run_id.empty() ? MakeRunId() : options.run_id;
+  TF_RETURN_IF_ERROR(ValidateRunId(store->run_id_));
+  store->block_size_bytes_ = options.block_size_bytes;
+  const uint32_t num_dirs = static_cast<uint32_t>(options.directories.size());
+  const uint32_t bs = options.block_size_bytes;
+
+  // Layout: tensor i starts in directory i % num_dirs, so small tensors spread too.
+  std::vector<uint64_t> logical_blocks(num_dirs, 0);
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const TensorSpec& spec = tensors[i];
+    if (spec.name.empty() || spec.name.size() > 4096) {
+      return InvalidArgumentError("tensor " + std::to_string(i) + " has an empty or over-long name");
+    }
+    if (spec.num_bytes == 0) return InvalidArgumentError("tensor '" + spec.name + "' has 0 bytes");
+    if (!store->by_name_.emplace(spec.name, static_cast<TensorId>(i)).second) {
+      return InvalidArgumentError("tensor name '" + spec.name + "' appears twice; names must be unique");
+    }
+    TensorState ts;
+    ts.spec = spec;
+    ts.start_dir = static_cast<uint32_t>(i % num_dirs);
+    ts.num_blocks = (spec.num_bytes + bs - 1) / bs;
+    for (uint32_t d = 0; d < num_dirs; ++d) {
+      ts.first_local_block.push_back(logical_blocks[d]);
+      logical_blocks[d] += BlocksInDirectory(ts.num_blocks, ts.start_dir, d, num_dirs);
+    }
+    store->tensors_.push_back(std::move(ts));
+  }
+
+  // From here on, a failure removes whatever was created.
+  struct Cleanup {
+    StateStore* store;
+    std::vector<std::string> created;
+    bool armed = true;
+    ~Cleanup() {
+      if (!armed) return;
+      for (auto& d : store->dirs_) {
+        if (d->fd >= 0) close(d->fd);
+        d->fd = -1;
+      }
+      for (const std::string& dir : created) (void)RemoveRunDirectory(dir, store->run_id_);
+      store->closed_ = true;
+    }
+  } cleanup{store.get(), {}};
+
+  for (uint32_t d = 0; d < num_dirs; ++d) {
+    const std::string& dir = options.directories[d];
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) {
+      return NotFoundError("state directory " + dir + " does not exist or is not a directory");
+    }
+    TF_RETURN_IF_ERROR(CheckNoStaleSwapSets(dir));
+    fs::create_directories(fs::path(dir) / kSwapRootName, ec);
+    if (ec) return ErrnoStatus(ec.value(), "create directory " + (fs::path(dir) / kSwapRootName).string());
+    std::string run_dir = RunDirectory(dir, store->run_id_);
+    if (mkdir(run_dir.c_str(), 0700) != 0) {
+      if (errno == EEXIST) {
+        return FailedPreconditionError("swap set " + run_dir + " already exists; choose another run id");
+      }
+      return ErrnoStatus(errno, "create directory " + run_dir);
+    }
+    cleanup.created.push_back(dir);
+    auto dir_state = std::make_unique<Directory>();
+    dir_state->dir = dir;
+    dir_state->path = SwapFilePath(dir, store->run_id_, d);
+    TF_ASSIGN_OR_RETURN(dir_state->lock, RunLock::Acquire(run_dir));
+    store->dirs_.push_back(std::move(dir_state));
+    Directory& ds = *store->dirs_.back();
+    TF_ASSIGN_OR_RETURN(ds.fd, OpenSwapFile(ds.path, options.io_mode, /*create=*/true));
+
+    SwapFileHeader& h = ds.header;
+    h.run_id = store->run_id_;
+    h.dir_index = d;
+    h.num_dirs = num_dirs;
+    h.block_size_bytes = bs;
+    h.num_logical_blocks = logical_blocks[d];
+    ds.spare_blocks = std::max<uint64_t>(1, (options.spare_bytes_per_directory + bs - 1) / bs);
+    h.num_physical_blocks = h.num_logical_blocks + ds.spare_blocks;
+    if (h.num_physical_blocks >= kUnmappedBlock) {
+      return InvalidArgumentError("too many blocks for one directory; raise the block size");
+    }
+    h.block_table_copy_num_bytes = BlockTableCopySize(h.num_logical_blocks);
+    for (uint32_t t = 0; t < store->tensors_.size(); ++t) {
+      const TensorState& ts = store->tensors_[t];
+      h.tensors.push_back({ts.spec.name, ts.spec.dtype, ts.spec.num_bytes, ts.num_blocks, ts.start_dir,
+                           ts.first_local_block[d]});
+    }
+    // Offsets do not change the header's size (fixed-width fields).
+    uint64_t header_bytes = EncodeSwapHeader(h).size();
+    h.block_table_offset_bytes = header_bytes;
+    h.data_offset_bytes =
+        RoundUp(header_bytes + 2 * h.block_table_copy_num_bytes, std::min<uint64_t>(bs, 1u << 20));
+    uint64_t file_bytes = h.data_offset_bytes + h.num_physical_blocks * bs;
+    // Reserve the space now: a full drive is an error at start, not mid-run.
+    int rc = posix_fallocate(ds.fd, 0, static_cast<off_t>(file_bytes));
+    if (rc == EOPNOTSUPP || rc == EINVAL) {
+      if (ftruncate(ds.fd, static_cast<off_t>(file_bytes)) != 0) rc = errno; else rc = 0;
+    }
+    if (rc != 0) {
+      return ErrnoStatus(rc, "reserve " + FormatBytes(file_bytes) + " for swap file " + ds.path);
+    }
+    std::vector<uint8_t> encoded = EncodeSwapHeader(h);
+    TF_ASSIGN_OR_RETURN(AlignedBuffer hb, AlignedBuffer::Allocate(encoded.size()));
+    std::copy(encoded.begin(), encoded.end(), hb.data());
+    TF_RETURN_IF_ERROR(PwriteAll(ds.fd, hb.data(), encoded.size(), 0, ds.path));
+
+    ds.physical.assign(h.num_logical_blocks, kUnmappedBlock);
+    ds.crc.assign(h.num_logical_blocks, 0);
+    for (uint32_t p = 0; p < h.num_physical_blocks; ++p) ds.free.push_back(p);
+    ds.readers.assign(h.num_physical_blocks, 0);
+    ds.free_when_unread.assign(h.num_physical_blocks, 0);
+    BlockTable table{++ds.table_sequence, ds.physical, ds.crc};
+    TF_RETURN_IF_ERROR(store->WriteBlockTable(ds, table));
+  }
+  TF_RETURN_IF_ERROR(store->InitEngine());
+  cleanup.armed = false;
+  return store;
+}
+
+StatusOr<std::unique_ptr<StateStore>> StateStore::Open(const StateStoreOptions& options) {
+  TF_RETURN_IF_ERROR(ValidateOptions(options));
+  TF_RETURN_IF_ERROR(ValidateRunId(options.run_id));
+  std::unique_ptr<StateStore> store(new StateStore());
+  store->options_ = options;
+  store->run_id_ = options.run_id;
+  const uint32_t num_dirs = static_cast<uint32_t>(options.directories.size());
+  struct CloseFds {
+    StateStore* store;
+    bool armed = true;
+    ~CloseFds() {
+      if (!armed) return;
+      for (auto& d : store->dirs_) {
+        if (d->fd >= 0) close(d->fd);
+        d->fd = -1;
+      }
+      store->closed_ = true;  // the files stay: they are not ours to remove
+    }
+  } guard{store.get()};
+
+  for (uint32_t d = 0; d < num_dirs; ++d) {
+    const std::string& dir = options.directories[d];
+    std::string run_dir = RunDirectory(dir, options.run_id);
+    std::error_code ec;
+    if (!fs::is_directory(run_dir, ec)) {
+      return NotFoundError("swap set " + run_dir + " does not exist (directory " + std::to_string(d) +
+                           " of run " + options.run_id + ")");
+    }
+    auto ds_owned = std::make_unique<Directory>();
+    Directory& ds = *ds_owned;
+    store->dirs_.push_back(std::move(ds_owned));
+    ds.dir = dir;
+    ds.path = SwapFilePath(dir, options.run_id, d);
+    TF_ASSIGN_OR_RETURN(ds.lock, RunLock::Acquire(run_dir));
+    TF_ASSIGN_OR_RETURN(ds.fd, OpenSwapFile(ds.path, options.io_mode, /*create=*/false));
+
+    TF_ASSIGN_OR_RETURN(AlignedBuffer prefix, AlignedBuffer::Allocate(kDirectIoAlignment));
+    TF_RETURN_IF_ERROR(PreadAll(ds.fd, prefix.data(), kDirectIoAlignment, 0, ds.path));
+    TF_ASSIGN_OR_RETURN(uint64_t header_bytes,
+                        SwapHeaderSize(std::span<const uint8_t>(prefix.data(), kDirectIoAlignment), ds.path));
+    TF_ASSIGN_OR_RETURN(AlignedBuffer hb, AlignedBuffer::Allocate(header_bytes));
+    TF_RETURN_IF_ERROR(PreadAll(ds.fd, hb.data(), header_bytes, 0, ds.path));
+    TF_ASSIGN_OR_RETURN(ds.header, DecodeSwapHeader(std::span<const uint8_t>(hb.data(), header_bytes), ds.path));
+    const SwapFileHeader& h = ds.header;
+    if (h.run_id != options.run_id || h.dir_index != d || h.num_dirs != num_dirs) {
+      return DataLossError("swap file " + ds.path + " belongs to run " + h.run_id + " directory " +
+                           std::to_string(h.dir_index) + " of " + std::to_string(h.num_dirs) +
+                           ", not run " + options.run_id + " directory " + std::to_string(d) + " of " +
+                           std::to_string(num_dirs) + "; list the directories in the original order");
+    }
+    if (d == 0) {
+      store->block_size_bytes_ = h.block_size_bytes;
+      for (uint32_t t = 0; t < h.tensors.size(); ++t) {
+        const SwapTensorEntry& e = h.tensors[t];
+        TensorState ts;
+        ts.spec = {e.name, e.dtype, e.num_bytes};
+        ts.start_dir = e.start_dir;
+        ts.num_blocks = e.num_blocks;
+        if (!store->by_name_.emplace(e.name, t).second) {
+          return DataLossError("swap file " + ds.path + " names tensor '" + e.name + "' twice");
+        }
+        store->tensors_.push_back(std::move(ts));
+      }
+    }
+    bool same = h.block_size_bytes == store->block_size_bytes_ && h.tensors.size() == store->tensors_.size();
+    for (uint32_t t = 0; same && t < h.tensors.size(); ++t) {
+      const TensorState& ts = store->tensors_[t];
+      same = h.tensors[t].name == ts.spec.name && h.tensors[t].num_bytes == ts.spec.num_bytes &&
+             h.tensors[t].start_dir == ts.start_dir;
+      if (same) store->tensors_[t].first_local_block.push_back(h.tensors[t].first_local_block);
+    }
+    if (!same) {
+      return DataLossError("swap file " + ds.path + " has a tensor table that differs from " +
+                           store->dirs_[0]->path + "'s");
+    }
+    struct stat st{};
+    uint64_t need = h.data_offset_bytes + h.num_physical_blocks * h.block_size_bytes;
+    if (fstat(ds.fd, &st) != 0) return ErrnoStatus(errno, "stat " + ds.path);
+    if (static_cast<uint64_t>(st.st_size) < need) {
+      return DataLossError("swap file " + ds.path + " is " + std::to_string(st.st_size) +
+                           " bytes but its header needs " + std::to_string(need) + ": it is truncated");
+    }
+    // The newer of the two block tables that checks out.
+    std::optional<BlockTable> best;
+    Status table_error;
+    for (int copy = 0; copy < 2; ++copy) {
+      uint64_t offset = h.block_table_offset_bytes + copy * h.block_table_copy_num_bytes;
+      TF_ASSIGN_OR_RETURN(AlignedBuffer tb, AlignedBuffer::Allocate(h.block_table_copy_num_bytes));
+      TF_RETURN_IF_ERROR(PreadAll(ds.fd, tb.data(), h.block_table_copy_num_bytes, offset, ds.path));
+      StatusOr<BlockTable> t = DecodeBlockTable(
+          std::span<const uint8_t>(tb.data(), h.block_table_copy_num_bytes), h.num_logical_blocks, ds.path, offset);
+      if (!t.ok()) {
+        table_error = t.status();
+        continue;
+      }
+      if (!best.has_value() || t->sequence > best->sequence) best = std::move(t).value();
+    }
+    if (!best.has_value()) return table_error;
+    std::vector<uint8_t> used(h.num_physical_blocks, 0);
+    for (uint64_t l = 0; l < best->physical.size(); ++l) {
+      uint32_t p = best->physical[l];
+      if (p == kUnmappedBlock) continue;
+      if (p >= h.num_physical_blocks || used[p]) {
+        return DataLossError("swap file " + ds.path + ": block table maps logical block " + std::to_string(l) +
+                             " to invalid or shared physical block " + std::to_string(p));
+      }
+      used[p] = 1;
+    }
+    ds.physical = std::move(best->physical);
+    ds.crc = std::move(best->crc);
+    ds.table_sequence = best->sequence;
+    for (uint32_t p = 0; p < h.num_physical_blocks; ++p) {
+      if (!used[p]) ds.free.push_back(p);
+    }
+    ds.spare_blocks = h.num_physical_blocks - h.num_logical_blocks;
+    ds.readers.assign(h.num_physical_blocks, 0);
+    ds.free_when_unread.assign(h.num_physical_blocks, 0);
+  }
+  store->options_.block_size_bytes = store->block_size_bytes_;
+  TF_RETURN_IF_ERROR(store->InitEngine());
+  guard.armed = false;
+  return store;
+}
+
+}  // namespace tierflow::offload
