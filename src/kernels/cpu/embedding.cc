@@ -1,0 +1,197 @@
+// Embedding lookup with learned positions: reference, fast CPU path, dispatch.
+#include "kernels/embedding.h"
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/partitioner.h>
+
+#include <algorithm>
+#include <string>
+
+#include "common/half.h"
+
+namespace tierflow {
+namespace {
+
+using ops_internal::CheckNotNull;
+using ops_internal::kRowChunk;
+
+Status CheckTokens(const char* op, const int32_t* tokens, const EmbeddingShape& s) {
+  const int64_t n = s.batch * s.seq_len;
+  for (int64_t i = 0; i < n; ++i) {
+    if (tokens[i] < 0 || tokens[i] >= s.vocab) {
+      return InvalidArgumentError(std::string(op) + ": token " + std::to_string(tokens[i]) +
+                                  " at position " + std::to_string(i) + " is outside [0, " +
+                                  std::to_string(s.vocab) + "): check the tokenizer's vocab");
+    }
+  }
+  return Status::Ok();
+}
+
+// Columns per task in the backward pass: each task owns whole columns of
+// dwte/dwpe, so accumulation needs no atomics and its order is fixed.
+constexpr int64_t kColumnChunk = 64;
+
+}  // namespace
+
+Status ValidateEmbedding(const char* op, const EmbeddingShape& s) {
+  TF_RETURN_IF_ERROR(ops_internal::CheckPositive(op, "batch", s.batch));
+  TF_RETURN_IF_ERROR(ops_internal::CheckPositive(op, "seq_len", s.seq_len));
+  TF_RETURN_IF_ERROR(ops_internal::CheckPositive(op, "channels", s.channels));
+  TF_RETURN_IF_ERROR(ops_internal::CheckPositive(op, "vocab", s.vocab));
+  return Status::Ok();
+}
+
+// ---- reference ----
+
+template <typename T>
+Status EmbeddingForwardReference(T* out, const int32_t* tokens, const T* wte, const T* wpe,
+                                 const EmbeddingShape& s) {
+  const char* op = "EmbeddingForwardReference";
+  TF_RETURN_IF_ERROR(ValidateEmbedding(op, s));
+  TF_RETURN_IF_ERROR(CheckTokens(op, tokens, s));
+  const int64_t C = s.channels;
+  for (int64_t b = 0; b < s.batch; ++b) {
+    for (int64_t t = 0; t < s.seq_len; ++t) {
+      const int64_t row = b * s.seq_len + t;
+      const T* e = wte + tokens[row] * C;
+      for (int64_t c = 0; c < C; ++c) {
+        float v = ToFloat(e[c]);
+        if (wpe != nullptr) v += ToFloat(wpe[t * C + c]);
+        out[row * C + c] = FromFloat<T>(v);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+template <typename T>
+Status EmbeddingBackwardReference(float* dwte, float* dwpe, const T* dout, const int32_t* tokens,
+                                  const EmbeddingShape& s) {
+  const char* op = "EmbeddingBackwardReference";
+  TF_RETURN_IF_ERROR(ValidateEmbedding(op, s));
+  TF_RETURN_IF_ERROR(CheckTokens(op, tokens, s));
+  const int64_t C = s.channels;
+  for (int64_t b = 0; b < s.batch; ++b) {
+    for (int64_t t = 0; t < s.seq_len; ++t) {
+      const int64_t row = b * s.seq_len + t;
+      for (int64_t c = 0; c < C; ++c) {
+        const float g = ToFloat(dout[row * C + c]);
+        dwte[tokens[row] * C + c] += g;
+        if (dwpe != nullptr) dwpe[t * C + c] += g;
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+// ---- fast CPU path ----
+
+template <typename T>
+Status EmbeddingForwardCpu(T* out, const int32_t* tokens, const T* wte, const T* wpe,
+                           const EmbeddingShape& s) {
+  const char* op = "EmbeddingForwardCpu";
+  TF_RETURN_IF_ERROR(ValidateEmbedding(op, s));
+  TF_RETURN_IF_ERROR(CheckNotNull(op, "out", out));
+  TF_RETURN_IF_ERROR(CheckNotNull(op, "wte", wte));
+  TF_RETURN_IF_ERROR(CheckTokens(op, tokens, s));
+  const int64_t C = s.channels, rows = s.batch * s.seq_len;
+  tbb::parallel_for(
+      tbb::blocked_range<int64_t>(0, rows, kRowChunk),
+      [&](const tbb::blocked_range<int64_t>& r) {
+        for (int64_t row = r.begin(); row < r.end(); ++row) {
+          const T* e = wte + tokens[row] * C;
+          T* o = out + row * C;
+          if (wpe == nullptr) {
+            std::copy(e, e + C, o);
+            continue;
+          }
+          const T* p = wpe + (row % s.seq_len) * C;
+          for (int64_t c = 0; c < C; ++c) o[c] = FromFloat<T>(ToFloat(e[c]) + ToFloat(p[c]));
+        }
+      },
+      tbb::simple_partitioner());
+  return Status::Ok();
+}
+
+template <typename T>
+Status EmbeddingBackwardCpu(float* dwte, float* dwpe, const T* dout, const int32_t* tokens,
+                            const EmbeddingShape& s) {
+  const char* op = "EmbeddingBackwardCpu";
+  TF_RETURN_IF_ERROR(ValidateEmbedding(op, s));
+  TF_RETURN_IF_ERROR(CheckNotNull(op, "dwte", dwte));
+  TF_RETURN_IF_ERROR(CheckNotNull(op, "dout", dout));
+  TF_RETURN_IF_ERROR(CheckTokens(op, tokens, s));
+  const int64_t C = s.channels, rows = s.batch * s.seq_len;
+  tbb::parallel_for(
+      tbb::blocked_range<int64_t>(0, C, kColumnChunk),
+      [&](const tbb::blocked_range<int64_t>& r) {
+        const int64_t c0 = r.begin(), c1 = r.end();
+        for (int64_t row = 0; row < rows; ++row) {
+          const T* g = dout + row * C;
+          float* w = dwte + tokens[row] * C;
+          for (int64_t c = c0; c < c1; ++c) w[c] += ToFloat(g[c]);
+        }
+        if (dwpe == nullptr) return;
+        // Positions: sum over the batch first, in batch order, then add once.
+        for (int64_t t = 0; t < s.seq_len; ++t) {
+          float* p = dwpe + t * C;
+          for (int64_t c = c0; c < c1; ++c) {
+            float acc = 0.0f;
+            for (int64_t b = 0; b < s.batch; ++b) acc += ToFloat(dout[(b * s.seq_len + t) * C + c]);
+            p[c] += acc;
+          }
+        }
+      },
+      tbb::simple_partitioner());
+  return Status::Ok();
+}
+
+// ---- device dispatch ----
+
+template <typename T>
+Status EmbeddingForward(Stream& stream, T* out, const int32_t* tokens, const T* wte, const T* wpe,
+                        const EmbeddingShape& s) {
+  TF_RETURN_IF_ERROR(ValidateEmbedding("EmbeddingForward", s));
+  if (stream.device_kind() == DeviceKind::kCpu) {
+    return stream.HostCallback([=] { return EmbeddingForwardCpu(out, tokens, wte, wpe, s); });
+  }
+#ifdef TIERFLOW_HAVE_CUDA
+  return EmbeddingForwardCuda(ops_internal::CudaStreamOf(stream), out, tokens, wte, wpe, s);
+#else
+  return ops_internal::CudaNotBuiltError("EmbeddingForward");
+#endif
+}
+
+template <typename T>
+Status EmbeddingBackward(Stream& stream, float* dwte, float* dwpe, const T* dout,
+                         const int32_t* tokens, const EmbeddingShape& s) {
+  TF_RETURN_IF_ERROR(ValidateEmbedding("EmbeddingBackward", s));
+  if (stream.device_kind() == DeviceKind::kCpu) {
+    return stream.HostCallback([=] { return EmbeddingBackwardCpu(dwte, dwpe, dout, tokens, s); });
+  }
+#ifdef TIERFLOW_HAVE_CUDA
+  return EmbeddingBackwardCuda(ops_internal::CudaStreamOf(stream), dwte, dwpe, dout, tokens, s);
+#else
+  return ops_internal::CudaNotBuiltError("EmbeddingBackward");
+#endif
+}
+
+#define TF_INSTANTIATE_EMBEDDING(T)                                                              \
+  template Status EmbeddingForwardReference<T>(T*, const int32_t*, const T*, const T*,          \
+                                               const EmbeddingShape&);                          \
+  template Status EmbeddingForwardCpu<T>(T*, const int32_t*, const T*, const T*,                \
+                                         const EmbeddingShape&);                                \
+  template Status EmbeddingForward<T>(Stream&, T*, const int32_t*, const T*, const T*,          \
+                                      const EmbeddingShape&);                                   \
+  template Status EmbeddingBackwardReference<T>(float*, float*, const T*, const int32_t*,       \
+                                                const EmbeddingShape&);                         \
+  template Status EmbeddingBackwardCpu<T>(float*, float*, const T*, const int32_t*,             \
+                                          const EmbeddingShape&);                               \
+  template Status EmbeddingBackward<T>(Stream&, float*, float*, const T*, const int32_t*,       \
+                                       const EmbeddingShape&);
+TF_INSTANTIATE_EMBEDDING(float)
+TF_INSTANTIATE_EMBEDDING(bf16)
+TF_INSTANTIATE_EMBEDDING(fp16)
+
+}  // namespace tierflow

@@ -1,0 +1,202 @@
+// Residual add, bias add, bias backward and casts: references, fast CPU
+// paths (Eigen arrays over fixed chunks), device dispatch.
+#include "kernels/pointwise.h"
+
+#include <string>
+#include <vector>
+
+#include "common/half.h"
+#include "kernels/cpu/cpu_rows.h"
+
+namespace tierflow {
+namespace {
+
+using ops_internal::FloatArray;
+
+constexpr int64_t kElementChunk = 4096;
+constexpr int64_t kBiasRowChunk = 64;
+
+Status CheckRowsChannels(const char* op, int64_t rows, int64_t channels) {
+  TF_RETURN_IF_ERROR(ops_internal::CheckPositive(op, "rows", rows));
+  return ops_internal::CheckPositive(op, "channels", channels);
+}
+
+}  // namespace
+
+// ---- reference ----
+
+template <typename T>
+Status ResidualForwardReference(T* out, const T* a, const T* b, int64_t n) {
+  TF_RETURN_IF_ERROR(ops_internal::CheckPositive("ResidualForwardReference", "n", n));
+  for (int64_t i = 0; i < n; ++i) out[i] = FromFloat<T>(ToFloat(a[i]) + ToFloat(b[i]));
+  return Status::Ok();
+}
+
+template <typename T>
+Status BiasAddForwardReference(T* out, const T* bias, int64_t rows, int64_t channels) {
+  TF_RETURN_IF_ERROR(CheckRowsChannels("BiasAddForwardReference", rows, channels));
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t c = 0; c < channels; ++c) {
+      out[i * channels + c] = FromFloat<T>(ToFloat(out[i * channels + c]) + ToFloat(bias[c]));
+    }
+  }
+  return Status::Ok();
+}
+
+template <typename T>
+Status BiasBackwardReference(float* dbias, const T* dout, int64_t rows, int64_t channels) {
+  TF_RETURN_IF_ERROR(CheckRowsChannels("BiasBackwardReference", rows, channels));
+  for (int64_t c = 0; c < channels; ++c) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < rows; ++i) sum += ToFloat(dout[i * channels + c]);
+    dbias[c] += static_cast<float>(sum);
+  }
+  return Status::Ok();
+}
+
+Status CastReference(DType from, const void* src, DType to, void* dst, int64_t n) {
+  TF_RETURN_IF_ERROR(ops_internal::CheckPositive("CastReference", "n", n));
+  ConvertBuffer(from, src, to, dst, static_cast<size_t>(n));
+  return Status::Ok();
+}
+
+// ---- fast CPU path ----
+
+template <typename T>
+Status ResidualForwardCpu(T* out, const T* a, const T* b, int64_t n) {
+  const char* op = "ResidualForwardCpu";
+  TF_RETURN_IF_ERROR(ops_internal::CheckPositive(op, "n", n));
+  TF_RETURN_IF_ERROR(ops_internal::CheckNotNull(op, "out", out));
+  TF_RETURN_IF_ERROR(ops_internal::CheckNotNull(op, "a", a));
+  TF_RETURN_IF_ERROR(ops_internal::CheckNotNull(op, "b", b));
+  ops_internal::ForEachChunk(n, kElementChunk, [&](int64_t, int64_t i0, int64_t i1) {
+    FloatArray x(i1 - i0), y(i1 - i0);
+    ops_internal::WidenRow(a + i0, i1 - i0, x.data());
+    ops_internal::WidenRow(b + i0, i1 - i0, y.data());
+    x += y;
+    ops_internal::NarrowRow(x.data(), i1 - i0, out + i0);
+  });
+  return Status::Ok();
+}
+
+template <typename T>
+Status BiasAddForwardCpu(T* out, const T* bias, int64_t rows, int64_t channels) {
+  const char* op = "BiasAddForwardCpu";
+  TF_RETURN_IF_ERROR(CheckRowsChannels(op, rows, channels));
+  TF_RETURN_IF_ERROR(ops_internal::CheckNotNull(op, "out", out));
+  TF_RETURN_IF_ERROR(ops_internal::CheckNotNull(op, "bias", bias));
+  FloatArray bias_f(channels);
+  ops_internal::WidenRow(bias, channels, bias_f.data());
+  ops_internal::ForEachChunk(rows, ops_internal::kRowChunk, [&](int64_t, int64_t r0, int64_t r1) {
+    FloatArray x(channels);
+    for (int64_t i = r0; i < r1; ++i) {
+      ops_internal::WidenRow(out + i * channels, channels, x.data());
+      x += bias_f;
+      ops_internal::NarrowRow(x.data(), channels, out + i * channels);
+    }
+  });
+  return Status::Ok();
+}
+
+template <typename T>
+Status BiasBackwardCpu(float* dbias, const T* dout, int64_t rows, int64_t channels) {
+  const char* op = "BiasBackwardCpu";
+  TF_RETURN_IF_ERROR(CheckRowsChannels(op, rows, channels));
+  TF_RETURN_IF_ERROR(ops_internal::CheckNotNull(op, "dbias", dbias));
+  TF_RETURN_IF_ERROR(ops_internal::CheckNotNull(op, "dout", dout));
+  const int64_t num_chunks = (rows + kBiasRowChunk - 1) / kBiasRowChunk;
+  std::vector<float> partials(num_chunks * channels);
+  ops_internal::ForEachChunk(rows, kBiasRowChunk, [&](int64_t k, int64_t r0, int64_t r1) {
+    Eigen::Map<FloatArray> acc(partials.data() + k * channels, channels);
+    FloatArray g(channels);
+    acc.setZero();
+    for (int64_t i = r0; i < r1; ++i) {
+      ops_internal::WidenRow(dout + i * channels, channels, g.data());
+      acc += g;
+    }
+  });
+  ops_internal::AddPartialsInOrder(partials, num_chunks, channels, dbias);
+  return Status::Ok();
+}
+
+Status CastCpu(DType from, const void* src, DType to, void* dst, int64_t n) {
+  const char* op = "CastCpu";
+  TF_RETURN_IF_ERROR(ops_internal::CheckPositive(op, "n", n));
+  TF_RETURN_IF_ERROR(ops_internal::CheckNotNull(op, "src", src));
+  TF_RETURN_IF_ERROR(ops_internal::CheckNotNull(op, "dst", dst));
+  const size_t from_size = DTypeSize(from), to_size = DTypeSize(to);
+  ops_internal::ForEachChunk(n, kElementChunk, [&](int64_t, int64_t i0, int64_t i1) {
+    ConvertBuffer(from, static_cast<const char*>(src) + i0 * from_size, to,
+                  static_cast<char*>(dst) + i0 * to_size, static_cast<size_t>(i1 - i0));
+  });
+  return Status::Ok();
+}
+
+// ---- device dispatch ----
+
+template <typename T>
+Status ResidualForward(Stream& stream, T* out, const T* a, const T* b, int64_t n) {
+  TF_RETURN_IF_ERROR(ops_internal::CheckPositive("ResidualForward", "n", n));
+  if (stream.device_kind() == DeviceKind::kCpu) {
+    return stream.HostCallback([=] { return ResidualForwardCpu(out, a, b, n); });
+  }
+#ifdef TIERFLOW_HAVE_CUDA
+  return ResidualForwardCuda(ops_internal::CudaStreamOf(stream), out, a, b, n);
+#else
+  return ops_internal::CudaNotBuiltError("ResidualForward");
+#endif
+}
+
+template <typename T>
+Status BiasAddForward(Stream& stream, T* out, const T* bias, int64_t rows, int64_t channels) {
+  TF_RETURN_IF_ERROR(CheckRowsChannels("BiasAddForward", rows, channels));
+  if (stream.device_kind() == DeviceKind::kCpu) {
+    return stream.HostCallback([=] { return BiasAddForwardCpu(out, bias, rows, channels); });
+  }
+#ifdef TIERFLOW_HAVE_CUDA
+  return BiasAddForwardCuda(ops_internal::CudaStreamOf(stream), out, bias, rows, channels);
+#else
+  return ops_internal::CudaNotBuiltError("BiasAddForward");
+#endif
+}
+
+template <typename T>
+Status BiasBackward(Stream& stream, float* dbias, const T* dout, int64_t rows, int64_t channels) {
+  TF_RETURN_IF_ERROR(CheckRowsChannels("BiasBackward", rows, channels));
+  if (stream.device_kind() == DeviceKind::kCpu) {
+    return stream.HostCallback([=] { return BiasBackwardCpu(dbias, dout, rows, channels); });
+  }
+#ifdef TIERFLOW_HAVE_CUDA
+  return BiasBackwardCuda(ops_internal::CudaStreamOf(stream), dbias, dout, rows, channels);
+#else
+  return ops_internal::CudaNotBuiltError("BiasBackward");
+#endif
+}
+
+Status Cast(Stream& stream, DType from, const void* src, DType to, void* dst, int64_t n) {
+  TF_RETURN_IF_ERROR(ops_internal::CheckPositive("Cast", "n", n));
+  if (stream.device_kind() == DeviceKind::kCpu) {
+    return stream.HostCallback([=] { return CastCpu(from, src, to, dst, n); });
+  }
+#ifdef TIERFLOW_HAVE_CUDA
+  return CastCuda(ops_internal::CudaStreamOf(stream), from, src, to, dst, n);
+#else
+  return ops_internal::CudaNotBuiltError("Cast");
+#endif
+}
+
+#define TF_INSTANTIATE_POINTWISE(T)                                                       \
+  template Status ResidualForwardReference<T>(T*, const T*, const T*, int64_t);          \
+  template Status ResidualForwardCpu<T>(T*, const T*, const T*, int64_t);                \
+  template Status ResidualForward<T>(Stream&, T*, const T*, const T*, int64_t);          \
+  template Status BiasAddForwardReference<T>(T*, const T*, int64_t, int64_t);            \
+  template Status BiasAddForwardCpu<T>(T*, const T*, int64_t, int64_t);                  \
+  template Status BiasAddForward<T>(Stream&, T*, const T*, int64_t, int64_t);            \
+  template Status BiasBackwardReference<T>(float*, const T*, int64_t, int64_t);          \
+  template Status BiasBackwardCpu<T>(float*, const T*, int64_t, int64_t);                \
+  template Status BiasBackward<T>(Stream&, float*, const T*, int64_t, int64_t);
+TF_INSTANTIATE_POINTWISE(float)
+TF_INSTANTIATE_POINTWISE(bf16)
+TF_INSTANTIATE_POINTWISE(fp16)
+
+}  // namespace tierflow

@@ -1,0 +1,165 @@
+// RoPE: reference (double trigonometry of the fp32 angle), fast CPU path
+// (one cos/sin table per call, shared by all heads and sequences), dispatch.
+#include "kernels/rope.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/cpu_rows.h"
+
+namespace tierflow {
+namespace {
+
+// HF computes inv_freq and the angle in fp32; so do we (both devices).
+float InvFreq(int64_t i, int64_t head_size, float theta) {
+  return static_cast<float>(1.0 / std::pow(static_cast<double>(theta),
+                                           static_cast<double>(2 * i) / head_size));
+}
+
+template <typename T>
+void RotateReference(T* out, const T* inp, const RopeShape& s, float theta, double sign) {
+  const int64_t half = s.head_size / 2, stride = s.stride();
+  for (int64_t b = 0; b < s.batch; ++b) {
+    for (int64_t t = 0; t < s.seq_len; ++t) {
+      for (int64_t h = 0; h < s.heads; ++h) {
+        const int64_t base = (b * s.seq_len + t) * stride + h * s.head_size;
+        for (int64_t i = 0; i < half; ++i) {
+          const float angle = static_cast<float>(t) * InvFreq(i, s.head_size, theta);
+          const double c = std::cos(static_cast<double>(angle));
+          const double sn = sign * std::sin(static_cast<double>(angle));
+          const double x0 = ToFloat(inp[base + i]), x1 = ToFloat(inp[base + i + half]);
+          out[base + i] = FromFloat<T>(static_cast<float>(x0 * c - x1 * sn));
+          out[base + i + half] = FromFloat<T>(static_cast<float>(x1 * c + x0 * sn));
+        }
+      }
+    }
+  }
+}
+
+template <typename T>
+void RotateCpu(T* out, const T* inp, const RopeShape& s, float theta, float sign) {
+  const int64_t half = s.head_size / 2, stride = s.stride();
+  std::vector<float> cos_table(s.seq_len * half), sin_table(s.seq_len * half);
+  for (int64_t t = 0; t < s.seq_len; ++t) {
+    for (int64_t i = 0; i < half; ++i) {
+      const float angle = static_cast<float>(t) * InvFreq(i, s.head_size, theta);
+      cos_table[t * half + i] = std::cos(angle);
+      sin_table[t * half + i] = sign * std::sin(angle);
+    }
+  }
+  ops_internal::ForEachChunk(s.batch * s.seq_len, ops_internal::kRowChunk,
+                             [&](int64_t, int64_t r0, int64_t r1) {
+    ops_internal::FloatArray x0(half), x1(half), y0(half), y1(half);
+    for (int64_t row = r0; row < r1; ++row) {
+      const int64_t t = row % s.seq_len;
+      Eigen::Map<const ops_internal::FloatArray> c(cos_table.data() + t * half, half);
+      Eigen::Map<const ops_internal::FloatArray> sn(sin_table.data() + t * half, half);
+      for (int64_t h = 0; h < s.heads; ++h) {
+        const int64_t base = row * stride + h * s.head_size;
+        ops_internal::WidenRow(inp + base, half, x0.data());
+        ops_internal::WidenRow(inp + base + half, half, x1.data());
+        y0 = x0 * c - x1 * sn;
+        y1 = x1 * c + x0 * sn;
+        ops_internal::NarrowRow(y0.data(), half, out + base);
+        ops_internal::NarrowRow(y1.data(), half, out + base + half);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+Status ValidateRope(const char* op, const RopeShape& s) {
+  TF_RETURN_IF_ERROR(ops_internal::CheckPositive(op, "batch", s.batch));
+  TF_RETURN_IF_ERROR(ops_internal::CheckPositive(op, "seq_len", s.seq_len));
+  TF_RETURN_IF_ERROR(ops_internal::CheckPositive(op, "heads", s.heads));
+  TF_RETURN_IF_ERROR(ops_internal::CheckPositive(op, "head_size", s.head_size));
+  if (s.head_size % 2 != 0) {
+    return InvalidArgumentError(std::string(op) + ": head_size " + std::to_string(s.head_size) +
+                                " is odd; rotate-half RoPE needs an even head size");
+  }
+  if (s.token_stride != 0 && s.token_stride < s.heads * s.head_size) {
+    return InvalidArgumentError(std::string(op) + ": token_stride " +
+                                std::to_string(s.token_stride) + " < heads * head_size " +
+                                std::to_string(s.heads * s.head_size));
+  }
+  return Status::Ok();
+}
+
+// ---- reference ----
+
+template <typename T>
+Status RopeForwardReference(T* out, const T* inp, const RopeShape& s, float theta) {
+  TF_RETURN_IF_ERROR(ValidateRope("RopeForwardReference", s));
+  RotateReference(out, inp, s, theta, 1.0);
+  return Status::Ok();
+}
+
+template <typename T>
+Status RopeBackwardReference(T* dinp, const T* dout, const RopeShape& s, float theta) {
+  TF_RETURN_IF_ERROR(ValidateRope("RopeBackwardReference", s));
+  RotateReference(dinp, dout, s, theta, -1.0);
+  return Status::Ok();
+}
+
+// ---- fast CPU path ----
+
+template <typename T>
+Status RopeForwardCpu(T* out, const T* inp, const RopeShape& s, float theta) {
+  TF_RETURN_IF_ERROR(ValidateRope("RopeForwardCpu", s));
+  TF_RETURN_IF_ERROR(ops_internal::CheckNotNull("RopeForwardCpu", "out", out));
+  TF_RETURN_IF_ERROR(ops_internal::CheckNotNull("RopeForwardCpu", "inp", inp));
+  RotateCpu(out, inp, s, theta, 1.0f);
+  return Status::Ok();
+}
+
+template <typename T>
+Status RopeBackwardCpu(T* dinp, const T* dout, const RopeShape& s, float theta) {
+  TF_RETURN_IF_ERROR(ValidateRope("RopeBackwardCpu", s));
+  TF_RETURN_IF_ERROR(ops_internal::CheckNotNull("RopeBackwardCpu", "dinp", dinp));
+  TF_RETURN_IF_ERROR(ops_internal::CheckNotNull("RopeBackwardCpu", "dout", dout));
+  RotateCpu(dinp, dout, s, theta, -1.0f);
+  return Status::Ok();
+}
+
+// ---- device dispatch ----
+
+template <typename T>
+Status RopeForward(Stream& stream, T* out, const T* inp, const RopeShape& s, float theta) {
+  TF_RETURN_IF_ERROR(ValidateRope("RopeForward", s));
+  if (stream.device_kind() == DeviceKind::kCpu) {
+    return stream.HostCallback([=] { return RopeForwardCpu(out, inp, s, theta); });
+  }
+#ifdef TIERFLOW_HAVE_CUDA
+  return RopeCuda(ops_internal::CudaStreamOf(stream), out, inp, s, theta, 1.0f);
+#else
+  return ops_internal::CudaNotBuiltError("RopeForward");
+#endif
+}
+
+template <typename T>
+Status RopeBackward(Stream& stream, T* dinp, const T* dout, const RopeShape& s, float theta) {
+  TF_RETURN_IF_ERROR(ValidateRope("RopeBackward", s));
+  if (stream.device_kind() == DeviceKind::kCpu) {
+    return stream.HostCallback([=] { return RopeBackwardCpu(dinp, dout, s, theta); });
+  }
+#ifdef TIERFLOW_HAVE_CUDA
+  return RopeCuda(ops_internal::CudaStreamOf(stream), dinp, dout, s, theta, -1.0f);
+#else
+  return ops_internal::CudaNotBuiltError("RopeBackward");
+#endif
+}
+
+#define TF_INSTANTIATE_ROPE(T)                                                          \
+  template Status RopeForwardReference<T>(T*, const T*, const RopeShape&, float);       \
+  template Status RopeForwardCpu<T>(T*, const T*, const RopeShape&, float);             \
+  template Status RopeForward<T>(Stream&, T*, const T*, const RopeShape&, float);       \
+  template Status RopeBackwardReference<T>(T*, const T*, const RopeShape&, float);      \
+  template Status RopeBackwardCpu<T>(T*, const T*, const RopeShape&, float);            \
+  template Status RopeBackward<T>(Stream&, T*, const T*, const RopeShape&, float);
+TF_INSTANTIATE_ROPE(float)
+TF_INSTANTIATE_ROPE(bf16)
+TF_INSTANTIATE_ROPE(fp16)
+
+}  // namespace tierflow

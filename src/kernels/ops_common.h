@@ -1,0 +1,77 @@
+// Shared plumbing of the training ops (embedding, norms, RoPE, attention,
+// activations, pointwise, cross-entropy): the storage types, fixed-size row
+// chunking for oneTBB, shape checks and the CPU/CUDA stream dispatch.
+//
+// Conventions every op follows (llm.c style):
+//   * Activations and weights are stored as T in {float, bf16, fp16}; every op
+//     computes in fp32 and saves its statistics (mean, rstd, logsumexp) in fp32.
+//   * Activation gradients are T. Unless an op says otherwise they are
+//     OVERWRITTEN ("="). Parameter gradients are fp32 and ACCUMULATED ("+="),
+//     so micro-batches add up in one fp32 buffer; zero it before the first one.
+//   * B = batch, T = sequence length, C = model width, NH query heads, NKV
+//     key/value heads, HS head size, V vocabulary. Shapes are row-major.
+//   * Each op has three host entry points: XxxReference (plain loops, the
+//     truth), XxxCpu (Eigen + oneTBB over fixed chunks, so bits do not depend
+//     on the thread count), and the device-dispatching Xxx(Stream&, ...) that
+//     enqueues XxxCpu on a CPU-device stream or the CUDA kernel on a CUDA one.
+//     With CUDA built, XxxCuda(cudaStream_t, ...) is the CUDA entry point.
+//   * Inputs are validated up front: a bad shape is an InvalidArgument Status
+//     naming the op and the argument, returned before anything is enqueued.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tierflow/device.h"
+#include "tierflow/dtype.h"
+#include "tierflow/status.h"
+
+#ifdef TIERFLOW_HAVE_CUDA
+// The runtime's own declaration, so headers need not include cuda_runtime.h.
+typedef struct CUstream_st* cudaStream_t;
+#endif
+
+namespace tierflow {
+
+// Maps a storage type to its DType tag (for messages and casts).
+template <typename T>
+constexpr DType DTypeOf();
+template <>
+constexpr DType DTypeOf<float>() { return DType::kF32; }
+template <>
+constexpr DType DTypeOf<bf16>() { return DType::kBF16; }
+template <>
+constexpr DType DTypeOf<fp16>() { return DType::kF16; }
+
+namespace ops_internal {
+
+// Rows per oneTBB task in the fast CPU paths. Fixed (never derived from the
+// thread count) so any reduction over chunks adds in the same order.
+constexpr int64_t kRowChunk = 16;
+
+inline Status CheckPositive(const char* op, const char* name, int64_t value) {
+  if (value > 0) return Status::Ok();
+  return InvalidArgumentError(std::string(op) + ": " + name + " must be > 0, got " +
+                              std::to_string(value));
+}
+
+inline Status CheckNotNull(const char* op, const char* name, const void* ptr) {
+  if (ptr != nullptr) return Status::Ok();
+  return InvalidArgumentError(std::string(op) + ": " + name + " is null");
+}
+
+// The error of a CUDA stream reaching an op in a build without CUDA.
+inline Status CudaNotBuiltError(const char* op) {
+  return UnavailableError(std::string(op) +
+                          " on a CUDA stream in a build without CUDA: rebuild with "
+                          "-DTIERFLOW_CUDA=ON or use --device cpu");
+}
+
+#ifdef TIERFLOW_HAVE_CUDA
+inline cudaStream_t CudaStreamOf(Stream& stream) {
+  return static_cast<cudaStream_t>(stream.native_handle());
+}
+#endif
+
+}  // namespace ops_internal
+}  // namespace tierflow
