@@ -1,0 +1,73 @@
+// Options of the OffloadEngine and the statistics it reports per step.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/loss_scaler.h"
+#include "optim/adam.h"
+#include "tierflow/dtype.h"
+
+namespace tierflow {
+
+class TraceRecorder;
+
+enum class Pipeline {
+  // The CPU optimizer starts during backward, as gradients arrive, updating
+  // sub-groups speculatively as if no clipping or overflow will happen. When
+  // the global norm then says otherwise, the speculative updates are rolled
+  // back and redone (counted in StepStats::rolled_back). Always equal to
+  // kSynchronous, bit for bit.
+  kOverlapped,
+  // The optimizer starts when the whole gradient is in (then still pipelined:
+  // NVMe read-ahead/write-behind, H2D per unit, next forward per unit).
+  kSynchronous,
+};
+
+struct EngineOptions {
+  DType weights_dtype = DType::kBF16;  // working weights on the device. Default: bf16
+  AdamOptions adam;                    // Default: AdamW, lr 1e-3
+  float clip_grad_norm = 0.0f;         // global-norm clipping; 0 = off. Default: 0
+  LossScalerOptions loss_scaler;       // used when weights_dtype is fp16
+
+  // Optimizer state: "host" or "nvme".
+  std::string offload = "host";
+  // With offload "nvme": the fraction of sub-groups (by parameters, taken
+  // from the model's end) whose state lives on NVMe; the rest stays on host.
+  // Default: 1 (all on NVMe).
+  double nvme_ratio = 1.0;
+  std::vector<std::string> nvme_paths;  // one or more directories (one per drive)
+  bool nvme_buffered = false;           // explicit buffered I/O (tmpfs); never a silent fallback
+  std::string run_id;                   // names the swap set; "" = generated
+
+  uint64_t sub_group_params = 4u << 20;  // params per optimizer sub-group. Default: 4Mi
+  int buffer_count = 4;                  // NVMe I/O slots and weight staging slots. Default: 4
+  int grad_buckets = 3;                  // device gradient buckets. Default: 3
+
+  Pipeline pipeline = Pipeline::kOverlapped;
+  // kOverlapped: at most this many parameters are updated speculatively per
+  // step (the host tier keeps a 12 B/param backup of each). Default: 256Mi.
+  uint64_t speculation_params = 256u << 20;
+
+  TraceRecorder* trace = nullptr;  // not owned; null = no spans
+};
+
+struct StepStats {
+  int64_t step = 0;             // optimizer steps applied so far (after this one)
+  float loss = 0;               // mean over micro-batches
+  double grad_norm = 0;         // global L2 norm of the unscaled gradient
+  float clip_coef = 1;          // applied to the gradient (1 = no clipping)
+  float loss_scale = 1;         // scale used by this step's backward
+  bool skipped = false;         // non-finite gradients: nothing was updated
+  bool rolled_back = false;     // speculative updates were undone and redone
+  int speculated_groups = 0;    // sub-groups updated during backward
+  double wall_seconds = 0;      // from the first forward to the last weight upload
+  std::map<std::string, double> stage_seconds;  // busy time per stage
+  double overlap_efficiency = 0;  // (sum stages - wall) / (sum - longest), 0..1
+  uint64_t d2h_bytes = 0, h2d_bytes = 0, nvme_read_bytes = 0, nvme_written_bytes = 0;
+  uint64_t device_peak_bytes = 0, pinned_peak_bytes = 0, host_state_bytes = 0;
+};
+
+}  // namespace tierflow

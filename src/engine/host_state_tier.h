@@ -1,0 +1,41 @@
+// Optimizer state in host RAM: three flat fp32 arrays (master, exp_avg,
+// exp_avg_sq) over the whole model, each sub-group a slice of them.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "engine/state_tier.h"
+#include "engine/sub_groups.h"
+
+namespace tierflow {
+
+class HostStateTier : public StateTier {
+ public:
+  // Allocates 12 bytes per parameter (uninitialized until Write).
+  // Errors: OutOfMemory naming the bytes when the host cannot provide them.
+  static StatusOr<std::unique_ptr<HostStateTier>> Create(const SubGroupLayout& layout);
+
+  std::string_view name() const override { return "host"; }
+  Status Write(int g, const float* master, const float* exp_avg, const float* exp_avg_sq) override;
+  Status Read(int g, float* master, float* exp_avg, float* exp_avg_sq) override;
+  Status Prefetch(int g) override { return Status::Ok(); }
+  StatusOr<StateView> Acquire(int g) override;
+  Status Release(int g, bool modified) override { return Status::Ok(); }
+  bool CanDiscard() const override { return false; }
+  Status Discard(int g) override;
+  Status Flush() override { return Status::Ok(); }
+  TierStats Stats() const override;
+
+ private:
+  struct FreeDeleter {
+    void operator()(float* p) const;
+  };
+  using Array = std::unique_ptr<float, FreeDeleter>;
+  explicit HostStateTier(const SubGroupLayout& layout) : layout_(layout) {}
+
+  const SubGroupLayout& layout_;
+  Array master_, exp_avg_, exp_avg_sq_;
+};
+
+}  // namespace tierflow

@@ -1,0 +1,85 @@
+// Optimizer state on NVMe: each sub-group's master weights and moments are
+// one tensor "<sub-group>/state" ([master | exp_avg | exp_avg_sq], each
+// array padded to 4 KiB) in the io_uring StateStore, moved through a small
+// pool of pinned slots: Prefetch starts a read into a free slot, Acquire
+// waits for it, Release(modified) starts the write-behind and frees the slot
+// once it lands. A sub-group still being written is taken over from its slot
+// without a read. Discard frees a slot without writing: the stored copy is
+// untouched until Release(modified), which is what makes rollback free here.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/trace.h"
+#include "engine/state_tier.h"
+#include "engine/sub_groups.h"
+#include "offload/state_store.h"
+#include "tierflow/device.h"
+
+namespace tierflow {
+
+struct NvmeTierOptions {
+  std::vector<std::string> paths;  // one directory per drive. REQUIRES: non-empty
+  bool buffered = false;           // explicit buffered I/O (no O_DIRECT)
+  std::string run_id;              // "" = generated
+  int slots = 4;                   // pinned sub-group buffers. Default: 4
+  uint32_t block_size_bytes = 1u << 20;
+  uint32_t queue_depth = 32;
+  TraceRecorder* trace = nullptr;
+};
+
+class NvmeStateTier : public StateTier {
+ public:
+  // Creates the swap set for `groups` (indices into layout.groups) and the
+  // slots (pinned memory from `device`). Errors: those of StateStore::Create
+  // (stale set, no O_DIRECT, disk space) and pinned out-of-memory.
+  static StatusOr<std::unique_ptr<NvmeStateTier>> Create(const SubGroupLayout& layout,
+                                                         const std::vector<int>& groups,
+                                                         const NvmeTierOptions& options,
+                                                         Device& device);
+  ~NvmeStateTier() override;  // waits for writes; removes the swap files
+
+  std::string_view name() const override { return "nvme"; }
+  Status Write(int g, const float* master, const float* exp_avg, const float* exp_avg_sq) override;
+  Status Read(int g, float* master, float* exp_avg, float* exp_avg_sq) override;
+  Status Prefetch(int g) override;
+  StatusOr<StateView> Acquire(int g) override;
+  Status Release(int g, bool modified) override;
+  bool CanDiscard() const override { return true; }
+  Status Discard(int g) override;
+  Status Flush() override;
+  TierStats Stats() const override;
+
+  offload::StateStore& store() { return *store_; }
+
+ private:
+  enum class SlotState { kFree, kReading, kHeld, kWriting };
+  struct Slot {
+    PinnedBuffer buffer;
+    SlotState state = SlotState::kFree;
+    int group = -1;
+    offload::IoTicket ticket;
+  };
+  class CompletionWatcher;
+
+  NvmeStateTier(const SubGroupLayout& layout, const NvmeTierOptions& options);
+  uint64_t ArrayStride(int g) const;  // bytes per array, padded to 4 KiB
+  uint64_t TensorBytes(int g) const { return 3 * ArrayStride(g); }
+  int SlotOf(int g) const;
+  StatusOr<int> FreeSlot(bool wait);
+  Status StartRead(int g, int slot);
+  StateView ViewOf(int g, Slot& slot);
+  Status Settle(Slot& slot);  // waits for the slot's I/O; a write frees it
+
+  const SubGroupLayout& layout_;
+  NvmeTierOptions options_;
+  std::unique_ptr<offload::StateStore> store_;
+  std::vector<offload::TensorId> tensor_of_;  // per sub-group; unused for host groups
+  std::vector<Slot> slots_;
+  std::unique_ptr<CompletionWatcher> watcher_;
+  uint64_t bytes_read_ = 0, bytes_written_ = 0, slot_bytes_ = 0;
+};
+
+}  // namespace tierflow

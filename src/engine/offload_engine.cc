@@ -1,0 +1,377 @@
+// The OffloadEngine: setup, the main-thread side of a step, and UnitAccess.
+#include "engine/offload_engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "common/half.h"
+#include "common/units.h"
+#include "engine/host_state_tier.h"
+#include "engine/nvme_state_tier.h"
+
+namespace tierflow {
+
+OffloadEngine::OffloadEngine(Device& device, Trainable& model, const EngineOptions& options)
+    : device_(device),
+      model_(model),
+      options_(options),
+      trace_(options.trace != nullptr ? options.trace : &own_trace_),
+      scaler_(options.loss_scaler, options.weights_dtype == DType::kF16) {}
+
+StatusOr<std::unique_ptr<OffloadEngine>> OffloadEngine::Create(Device& device, Trainable& model,
+                                                               const EngineOptions& options) {
+  std::unique_ptr<OffloadEngine> engine(new OffloadEngine(device, model, options));
+  TF_RETURN_IF_ERROR(engine->Init());
+  return engine;
+}
+
+Status OffloadEngine::Init() {
+  TF_RETURN_IF_ERROR(ValidateAdamOptions(options_.adam));
+  if (options_.sub_group_params == 0) return InvalidArgumentError("sub_group_params must be > 0");
+  if (options_.buffer_count < 2) return InvalidArgumentError("buffer_count must be >= 2");
+  if (options_.grad_buckets < 2) return InvalidArgumentError("grad_buckets must be >= 2");
+  if (options_.offload != "host" && options_.offload != "nvme") {
+    return InvalidArgumentError("offload must be 'host' or 'nvme', not '" + options_.offload + "'");
+  }
+  units_ = model_.Units();
+  if (units_.empty()) return InvalidArgumentError("the model has no parameter units");
+  for (const UnitInfo& u : units_) {
+    if (u.num_params == 0) return InvalidArgumentError("unit '" + u.name + "' has no parameters");
+  }
+  layout_ = MakeSubGroups(units_, options_.sub_group_params);
+  const uint64_t total = layout_.total_params;
+
+  // Device: working weights and gradient buckets.
+  TF_ASSIGN_OR_RETURN(compute_, device_.CreateStream("compute"));
+  TF_ASSIGN_OR_RETURN(d2h_, device_.CreateStream("d2h"));
+  TF_ASSIGN_OR_RETURN(h2d_, device_.CreateStream("h2d"));
+  TF_ASSIGN_OR_RETURN(weights_, device_.Allocate(total * wbytes(), "working weights"));
+  buckets_.resize(static_cast<size_t>(options_.grad_buckets));
+  for (Bucket& b : buckets_) {
+    TF_ASSIGN_OR_RETURN(b.grads, device_.Allocate(layout_.max_unit_params * 4, "gradient bucket"));
+    TF_ASSIGN_OR_RETURN(b.staging,
+                        device_.AllocatePinned(layout_.max_unit_params * 4, "gradient staging"));
+    TF_ASSIGN_OR_RETURN(b.filled, device_.CreateEvent(false));
+  }
+  // Host: fp32 accumulator, weight staging, state tiers.
+  TF_ASSIGN_OR_RETURN(acc_, device_.AllocatePinned(total * 4, "fp32 gradient accumulator"));
+  staging_.resize(static_cast<size_t>(options_.buffer_count));
+  for (StagingSlot& s : staging_) {
+    TF_ASSIGN_OR_RETURN(s.buffer,
+                        device_.AllocatePinned(layout_.max_group_params * wbytes(), "weight staging"));
+    TF_ASSIGN_OR_RETURN(s.uploaded, device_.CreateEvent(false));
+  }
+  unit_ready_.resize(units_.size());
+  for (auto& e : unit_ready_) {
+    TF_ASSIGN_OR_RETURN(e, device_.CreateEvent(false));
+  }
+
+  // Which sub-groups live on NVMe: the last nvme_ratio of the parameters.
+  group_tier_.assign(layout_.groups.size(), nullptr);
+  std::vector<int> nvme_groups;
+  if (options_.offload == "nvme") {
+    const double ratio = std::clamp(options_.nvme_ratio, 0.0, 1.0);
+    const uint64_t host_params = static_cast<uint64_t>(std::llround((1.0 - ratio) * total));
+    for (size_t g = 0; g < layout_.groups.size(); ++g) {
+      if (layout_.groups[g].global_offset >= host_params) nvme_groups.push_back(static_cast<int>(g));
+    }
+  }
+  if (nvme_groups.size() < layout_.groups.size()) {
+    TF_ASSIGN_OR_RETURN(host_tier_, HostStateTier::Create(layout_));
+  }
+  if (!nvme_groups.empty()) {
+    NvmeTierOptions nopt;
+    nopt.paths = options_.nvme_paths;
+    nopt.buffered = options_.nvme_buffered;
+    nopt.run_id = options_.run_id;
+    nopt.slots = options_.buffer_count;
+    nopt.trace = trace_;
+    TF_ASSIGN_OR_RETURN(nvme_tier_, NvmeStateTier::Create(layout_, nvme_groups, nopt, device_));
+  }
+  for (size_t g = 0; g < layout_.groups.size(); ++g) group_tier_[g] = host_tier_.get();
+  for (int g : nvme_groups) group_tier_[g] = nvme_tier_.get();
+
+  // Speculation buffers (kOverlapped only).
+  if (options_.pipeline == Pipeline::kOverlapped) {
+    spec_capacity_params_ = std::min<uint64_t>(options_.speculation_params, total);
+    if (host_tier_) spec_backup_.resize(3 * spec_capacity_params_);
+    TF_ASSIGN_OR_RETURN(spec_out_, device_.AllocatePinned(spec_capacity_params_ * wbytes(),
+                                                          "speculative weight staging"));
+    TF_ASSIGN_OR_RETURN(spec_uploaded_, device_.CreateEvent(false));
+  }
+
+  // Initial state: master weights from the model, moments zero, device weights.
+  std::vector<float> master(layout_.max_unit_params);
+  for (size_t u = 0; u < units_.size(); ++u) {
+    TF_RETURN_IF_ERROR(model_.InitialWeights(static_cast<int>(u), master.data()));
+    for (int g : layout_.by_unit[u]) {
+      const SubGroup& sg = layout_.groups[g];
+      TF_RETURN_IF_ERROR(TierOf(g).Write(g, master.data() + sg.unit_offset, nullptr, nullptr));
+    }
+  }
+  TF_RETURN_IF_ERROR(UploadAllWeights());
+
+  weights_waited_.assign(units_.size(), -1);
+  unit_bucket_.assign(units_.size(), -1);
+  unit_ready_step_.assign(units_.size(), 0);
+  worker_ = std::thread([this] { WorkerLoop(); });
+  return Status::Ok();
+}
+
+OffloadEngine::~OffloadEngine() {
+  if (worker_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back(Arrival{0, 0, 0, 0, true});
+    }
+    cv_.notify_all();
+    worker_.join();
+  }
+  (void)device_.Synchronize();
+  if (nvme_tier_) (void)nvme_tier_->Flush();
+}
+
+Status OffloadEngine::UploadAllWeights() {
+  for (size_t g = 0; g < layout_.groups.size(); ++g) {
+    const SubGroup& sg = layout_.groups[g];
+    std::vector<float> master(sg.num_params);
+    TF_RETURN_IF_ERROR(TierOf(static_cast<int>(g)).Read(static_cast<int>(g), master.data(), nullptr, nullptr));
+    StagingSlot& slot = staging_[0];
+    TF_RETURN_IF_ERROR(slot.uploaded->HostWait());
+    ConvertBuffer(DType::kF32, master.data(), options_.weights_dtype, slot.buffer.data(),
+                  sg.num_params);
+    TF_RETURN_IF_ERROR(h2d_->CopyHostToDevice(
+        static_cast<char*>(weights_.data()) + sg.global_offset * wbytes(), slot.buffer.data(),
+        sg.num_params * wbytes()));
+    TF_RETURN_IF_ERROR(h2d_->Record(*slot.uploaded));
+  }
+  for (auto& e : unit_ready_) TF_RETURN_IF_ERROR(h2d_->Record(*e));
+  return h2d_->Synchronize();
+}
+
+Status OffloadEngine::ReadDeviceWeights(float* out) {
+  TF_RETURN_IF_ERROR(device_.Synchronize());
+  std::vector<char> raw(layout_.total_params * wbytes());
+  TF_RETURN_IF_ERROR(d2h_->CopyDeviceToHost(raw.data(), weights_.data(), raw.size()));
+  TF_RETURN_IF_ERROR(d2h_->Synchronize());
+  ConvertBuffer(options_.weights_dtype, raw.data(), DType::kF32, out, layout_.total_params);
+  return Status::Ok();
+}
+
+StatusOr<StepStats> OffloadEngine::Step(const std::vector<MicroBatch>& micro_batches) {
+  if (micro_batches.empty()) return InvalidArgumentError("Step: no micro-batches");
+  const int64_t step_id = ++issued_step_;
+  const int k_total = static_cast<int>(micro_batches.size());
+  float loss_scale;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!worker_error_.ok()) return worker_error_;
+    // Contexts of steps the worker has finished are no longer needed.
+    while (steps_.size() > 1 && steps_.front().id < finished_step_) steps_.pop_front();
+    StepContext ctx;
+    ctx.id = step_id;
+    ctx.micro_batches = k_total;
+    ctx.loss_scale = scaler_.scale();
+    ctx.lr = options_.adam.lr;
+    ctx.unit_sum_squares.assign(units_.size(), 0.0);
+    ctx.unit_non_finite.assign(units_.size(), 0);
+    ctx.start = TraceRecorder::Clock::now();
+    loss_scale = ctx.loss_scale;
+    steps_.push_back(std::move(ctx));
+  }
+  double loss_sum = 0;
+  for (int k = 0; k < k_total; ++k) {
+    current_micro_ = k;
+    auto t0 = TraceRecorder::Clock::now();
+    TF_RETURN_IF_ERROR(compute_->HostCallback([this, &t0] {
+      t0 = TraceRecorder::Clock::now();
+      return Status::Ok();
+    }));
+    TF_RETURN_IF_ERROR(model_.ForwardBackward(*compute_, micro_batches[k],
+                                              loss_scale / static_cast<float>(k_total), *this));
+    TF_RETURN_IF_ERROR(compute_->HostCallback([this, &t0, k] {
+      trace_->AddSpan("compute", "fwd+bwd micro " + std::to_string(k), t0,
+                      TraceRecorder::Clock::now());
+      return Status::Ok();
+    }));
+    TF_RETURN_IF_ERROR(compute_->Synchronize());
+    TF_ASSIGN_OR_RETURN(float loss, model_.LastLoss());
+    loss_sum += loss;
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] {
+    StepContext* ctx = FindStep(step_id);
+    return !worker_error_.ok() || (ctx != nullptr && ctx->decided);
+  });
+  if (!worker_error_.ok()) return worker_error_;
+  StepContext* ctx = FindStep(step_id);
+  ctx->stats.loss = static_cast<float>(loss_sum / k_total);
+  return ctx->stats;
+}
+
+StatusOr<StepStats> OffloadEngine::Finish() {
+  const int64_t last = issued_step_;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return !worker_error_.ok() || finished_step_ >= last; });
+    if (!worker_error_.ok()) return worker_error_;
+  }
+  TF_RETURN_IF_ERROR(device_.Synchronize());
+  if (nvme_tier_) TF_RETURN_IF_ERROR(nvme_tier_->Flush());
+  std::lock_guard<std::mutex> lock(mu_);
+  if (last == 0) return StepStats{};
+  StepContext* ctx = FindStep(last);
+  if (ctx == nullptr) return InternalError("Finish: no record of step " + std::to_string(last));
+  StepStats stats = ctx->stats;
+  // Stage busy times and overlap over [step start, now].
+  stats.wall_seconds =
+      std::chrono::duration<double>(TraceRecorder::Clock::now() - ctx->start).count();
+  stats.stage_seconds = trace_->BusySeconds();
+  double sum = 0, longest = 0;
+  for (const auto& [stage, seconds] : stats.stage_seconds) {
+    sum += seconds;
+    longest = std::max(longest, seconds);
+  }
+  stats.overlap_efficiency =
+      sum > longest ? std::clamp((sum - stats.wall_seconds) / (sum - longest), 0.0, 1.0) : 0.0;
+  stats.device_peak_bytes = device_.DeviceMemory().peak_bytes;
+  stats.pinned_peak_bytes = device_.PinnedMemory().peak_bytes;
+  stats.host_state_bytes = host_tier_ ? host_tier_->Stats().host_bytes : 0;
+  if (nvme_tier_) {
+    TierStats ns = nvme_tier_->Stats();
+    stats.nvme_read_bytes = ns.bytes_read;
+    stats.nvme_written_bytes = ns.bytes_written;
+  }
+  // Keep only the last step's context; busy times restart for the next Finish.
+  while (steps_.size() > 1) steps_.pop_front();
+  trace_->ResetBusy();
+  return stats;
+}
+
+void OffloadEngine::SetLearningRate(float lr) {
+  std::lock_guard<std::mutex> lock(mu_);
+  options_.adam.lr = lr;
+}
+
+int64_t OffloadEngine::optimizer_step() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return optimizer_step_;
+}
+
+LossScaler::State OffloadEngine::loss_scaler_state() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return scaler_.state();
+}
+
+void OffloadEngine::RestoreCounters(int64_t optimizer_step, const LossScaler::State& scaler) {
+  std::lock_guard<std::mutex> lock(mu_);
+  optimizer_step_ = optimizer_step;
+  scaler_.Restore(scaler);
+}
+
+Status OffloadEngine::ReadState(int g, float* master, float* exp_avg, float* exp_avg_sq) {
+  if (g < 0 || static_cast<size_t>(g) >= layout_.groups.size()) {
+    return InvalidArgumentError("no sub-group " + std::to_string(g));
+  }
+  return TierOf(g).Read(g, master, exp_avg, exp_avg_sq);
+}
+
+Status OffloadEngine::WriteState(int g, const float* master, const float* exp_avg,
+                                 const float* exp_avg_sq) {
+  if (g < 0 || static_cast<size_t>(g) >= layout_.groups.size()) {
+    return InvalidArgumentError("no sub-group " + std::to_string(g));
+  }
+  return TierOf(g).Write(g, master, exp_avg, exp_avg_sq);
+}
+
+// ---- UnitAccess ----
+
+StatusOr<void*> OffloadEngine::Weights(int unit) {
+  if (unit < 0 || static_cast<size_t>(unit) >= units_.size()) {
+    return InvalidArgumentError("Weights: no unit " + std::to_string(unit));
+  }
+  const int64_t step_id = issued_step_;
+  if (weights_waited_[unit] != step_id) {
+    // The previous step's update of this unit must be enqueued before the
+    // compute stream can wait on it (an event wait binds to the latest record).
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return !worker_error_.ok() || unit_ready_step_[unit] >= step_id - 1; });
+    if (!worker_error_.ok()) return worker_error_;
+    lock.unlock();
+    TF_RETURN_IF_ERROR(compute_->Wait(*unit_ready_[unit]));
+    weights_waited_[unit] = step_id;
+  }
+  return static_cast<void*>(static_cast<char*>(weights_.data()) +
+                            layout_.unit_offsets[unit] * wbytes());
+}
+
+StatusOr<float*> OffloadEngine::BeginGrads(int unit) {
+  if (unit < 0 || static_cast<size_t>(unit) >= units_.size()) {
+    return InvalidArgumentError("BeginGrads: no unit " + std::to_string(unit));
+  }
+  if (unit_bucket_[unit] >= 0) {
+    return InternalError("BeginGrads(" + units_[unit].name + ") called twice without EndGrads");
+  }
+  int chosen = -1;
+  {
+    // A bucket is free once the host has consumed its previous contents,
+    // which implies its D2H (and so every device use of it) is complete.
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] {
+      if (!worker_error_.ok()) return true;
+      for (size_t b = 0; b < buckets_.size(); ++b) {
+        if (!buckets_[b].busy) {
+          chosen = static_cast<int>(b);
+          return true;
+        }
+      }
+      return false;
+    });
+    if (!worker_error_.ok()) return worker_error_;
+    buckets_[chosen].busy = true;
+    buckets_[chosen].unit = unit;
+  }
+  unit_bucket_[unit] = chosen;
+  Bucket& b = buckets_[chosen];
+  TF_RETURN_IF_ERROR(compute_->Memset(b.grads.data(), 0, units_[unit].num_params * 4));
+  return b.grads.as<float>();
+}
+
+Status OffloadEngine::EndGrads(int unit) {
+  if (unit < 0 || static_cast<size_t>(unit) >= units_.size() || unit_bucket_[unit] < 0) {
+    return InvalidArgumentError("EndGrads without BeginGrads for unit " + std::to_string(unit));
+  }
+  const int b = unit_bucket_[unit];
+  unit_bucket_[unit] = -1;
+  Bucket& bucket = buckets_[b];
+  const size_t num_bytes = units_[unit].num_params * 4;
+  TF_RETURN_IF_ERROR(compute_->Record(*bucket.filled));
+  TF_RETURN_IF_ERROR(d2h_->Wait(*bucket.filled));
+  auto start = std::make_shared<TraceRecorder::Clock::time_point>();
+  TF_RETURN_IF_ERROR(d2h_->HostCallback([start] {
+    *start = TraceRecorder::Clock::now();
+    return Status::Ok();
+  }));
+  TF_RETURN_IF_ERROR(d2h_->CopyDeviceToHost(bucket.staging.data(), bucket.grads.data(), num_bytes));
+  Arrival arrival{issued_step_, unit, current_micro_, b, false};
+  return d2h_->HostCallback([this, start, arrival, unit] {
+    trace_->AddSpan("d2h", "grads " + units_[unit].name, *start, TraceRecorder::Clock::now());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back(arrival);
+    }
+    cv_.notify_all();
+    return Status::Ok();
+  });
+}
+
+OffloadEngine::StepContext* OffloadEngine::FindStep(int64_t id) {
+  for (StepContext& c : steps_) {
+    if (c.id == id) return &c;
+  }
+  return nullptr;
+}
+
+}  // namespace tierflow

@@ -1,0 +1,181 @@
+// The OffloadEngine: ZeRO-Offload / ZeRO-Infinity's step pipeline.
+//
+// Working weights live on the device; each unit's gradients leave the device
+// (D2H on their own stream) as soon as backward has finished that unit; the
+// host accumulates them in fp32 (pinned) and the CPU optimizer updates the
+// fp32 master weights and Adam moments, sub-group by sub-group, from host RAM
+// or NVMe (read-ahead, write-behind); updated weights go back per sub-group
+// (H2D on their own stream) and the next forward waits only for the unit it
+// needs.
+//
+// Exactness: global-norm clipping and the fp16 overflow check need the whole
+// gradient. With Pipeline::kOverlapped the optimizer speculates during
+// backward (assuming no clipping and no overflow); if the final norm says
+// otherwise, the speculative updates are rolled back and redone, so the
+// result is always bit-identical to Pipeline::kSynchronous. After the
+// decision, sub-groups are updated in forward order, overlapping the next
+// step's forward.
+//
+// Thread safety: Step/Finish/Read* are called from one thread. Internally a
+// worker thread runs the host side; device streams run in parallel.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "common/trace.h"
+#include "engine/engine_options.h"
+#include "engine/loss_scaler.h"
+#include "engine/state_tier.h"
+#include "engine/sub_groups.h"
+#include "engine/trainable.h"
+#include "tierflow/device.h"
+
+namespace tierflow {
+
+class OffloadEngine : public UnitAccess {
+ public:
+  // Allocates everything the run needs (device weights and gradient buckets,
+  // pinned accumulators and staging, the state tier) and uploads the model's
+  // initial weights. Any out-of-memory is reported here, before training
+  // touches anything. `device` and `model` must outlive the engine.
+  static StatusOr<std::unique_ptr<OffloadEngine>> Create(Device& device, Trainable& model,
+                                                         const EngineOptions& options);
+  // Waits for in-flight work, then closes the state tier (removing NVMe swap files).
+  ~OffloadEngine() override;
+
+  // Forward and backward of every micro-batch, then one optimizer step.
+  // Returns once the step's outcome is known (loss, norm, skipped or not);
+  // updates of later sub-groups may still be running: the next Step's
+  // forward waits per unit, and Finish waits for all of it.
+  StatusOr<StepStats> Step(const std::vector<MicroBatch>& micro_batches);
+  // Waits until the last step's updates are on the device; returns its full
+  // statistics (stage times, bytes, overlap).
+  StatusOr<StepStats> Finish();
+
+  // The learning rate of the following steps (schedules).
+  void SetLearningRate(float lr);
+  // Optimizer steps applied so far (skipped steps do not count).
+  int64_t optimizer_step() const;
+  LossScaler::State loss_scaler_state() const;
+  // Resume: the step counter and loss scaler of a checkpoint.
+  void RestoreCounters(int64_t optimizer_step, const LossScaler::State& scaler);
+
+  const SubGroupLayout& layout() const { return layout_; }
+  // Reads or replaces sub-group g's state. REQUIRES: after Finish (idle).
+  Status ReadState(int g, float* master, float* exp_avg, float* exp_avg_sq);
+  Status WriteState(int g, const float* master, const float* exp_avg, const float* exp_avg_sq);
+  // Copies the master weights to the device working weights (after WriteState).
+  Status UploadAllWeights();
+  // Reads the device working weights of the whole model, as fp32.
+  Status ReadDeviceWeights(float* out);
+
+  // UnitAccess, for the model during Step.
+  StatusOr<void*> Weights(int unit) override;
+  StatusOr<float*> BeginGrads(int unit) override;
+  Status EndGrads(int unit) override;
+
+ private:
+  struct Bucket {
+    DeviceBuffer grads;     // (max_unit_params,) fp32 on the device
+    PinnedBuffer staging;   // (max_unit_params,) fp32, D2H target
+    std::unique_ptr<Event> filled;
+    bool busy = false;      // guarded by mu_
+    int unit = -1;
+  };
+  struct StagingSlot {
+    PinnedBuffer buffer;  // (max_group_params,) weights dtype
+    std::unique_ptr<Event> uploaded;
+  };
+  struct Arrival {
+    int64_t step_id;
+    int unit;
+    int micro;
+    int bucket;
+    bool stop;
+  };
+  struct StepContext {
+    int64_t id = 0;
+    int micro_batches = 1;
+    float loss_scale = 1;
+    float lr = 0;
+    // Filled by the worker.
+    std::vector<double> unit_sum_squares;
+    std::vector<char> unit_non_finite;
+    int units_complete = 0;
+    bool decided = false;
+    StepStats stats;
+    TraceRecorder::Clock::time_point start;
+  };
+  struct Speculation {
+    int group;
+    uint64_t backup_offset;  // into spec_backup_ (host tier)
+    uint64_t out_offset;     // into spec_out_ (weights dtype elements)
+  };
+
+  OffloadEngine(Device& device, Trainable& model, const EngineOptions& options);
+  Status Init();
+  StateTier& TierOf(int g) { return *group_tier_[g]; }
+  size_t wbytes() const { return DTypeSize(options_.weights_dtype); }
+
+  // Worker (optimizer_worker.cc).
+  void WorkerLoop();
+  Status ProcessArrival(const Arrival& a);
+  Status Speculate(StepContext& ctx, int g);
+  Status Decide(StepContext& ctx);
+  Status UpdateGroup(StepContext& ctx, int g, int64_t adam_step, float grad_scale, void* out);
+  Status UploadGroup(StepContext& ctx, int g, const void* src);
+  void MarkUnitReady(int unit, int64_t step_id);
+  StepContext* FindStep(int64_t id);
+  Status PrefetchForward(size_t from_index);
+
+  Device& device_;
+  Trainable& model_;
+  EngineOptions options_;
+  std::vector<UnitInfo> units_;
+  SubGroupLayout layout_;
+  TraceRecorder own_trace_;
+  TraceRecorder* trace_;
+
+  std::unique_ptr<Stream> compute_, d2h_, h2d_;
+  DeviceBuffer weights_;             // (total_params,) weights dtype
+  std::vector<Bucket> buckets_;
+  PinnedBuffer acc_;                 // (total_params,) fp32 gradient accumulator
+  std::vector<StagingSlot> staging_;
+  size_t next_staging_ = 0;
+  std::vector<std::unique_ptr<Event>> unit_ready_;  // per unit
+  std::unique_ptr<StateTier> host_tier_, nvme_tier_;
+  std::vector<StateTier*> group_tier_;
+  std::vector<float> spec_backup_;   // host-tier speculation backups, 3 * spec capacity
+  PinnedBuffer spec_out_;            // speculative updated weights, weights dtype
+  std::unique_ptr<Event> spec_uploaded_;
+  uint64_t spec_capacity_params_ = 0;
+  std::vector<Speculation> speculations_;  // worker only
+  uint64_t spec_used_params_ = 0;          // worker only
+  std::vector<char> group_done_;           // worker only, per step
+  std::vector<int> unit_groups_left_;      // worker only, per step
+  size_t prefetched_upto_ = 0;             // worker only: forward-order prefetch cursor
+
+  // Main-thread state of the step being issued.
+  int64_t issued_step_ = 0;
+  int current_micro_ = 0;
+  std::vector<int64_t> weights_waited_;  // per unit: step id whose wait was enqueued
+  std::vector<int> unit_bucket_;         // per unit: bucket in use
+  LossScaler scaler_;                    // worker-owned between decisions
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Arrival> queue_;
+  std::deque<StepContext> steps_;
+  std::vector<int64_t> unit_ready_step_;  // per unit: step whose update is enqueued
+  int64_t optimizer_step_ = 0;
+  int64_t finished_step_ = 0;             // last step fully uploaded
+  Status worker_error_;
+  std::thread worker_;
+};
+
+}  // namespace tierflow

@@ -1,0 +1,314 @@
+// The OffloadEngine's host side, run by its worker thread: gradient
+// accumulation as gradients arrive, speculative updates during backward, the
+// clip/overflow decision, commit or rollback, the remaining updates in
+// forward order with NVMe read-ahead, and per-sub-group weight uploads.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "common/half.h"
+#include "engine/grad_accumulate.h"
+#include "engine/offload_engine.h"
+#include "optim/grad_stats.h"
+
+namespace tierflow {
+
+void OffloadEngine::WorkerLoop() {
+  for (;;) {
+    Arrival a;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return !queue_.empty(); });
+      a = queue_.front();
+      queue_.pop_front();
+    }
+    if (a.stop) return;
+    Status s = ProcessArrival(a);
+    if (!s.ok()) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (worker_error_.ok()) {
+          worker_error_ = s.WithContext(
+              "optimizer step " + std::to_string(a.step_id) +
+              " failed; the state in memory may be partly updated: resume from the last "
+              "checkpoint");
+        }
+      }
+      cv_.notify_all();
+      // Keep draining (freeing buckets) so nothing blocks on us; later steps fail fast.
+    }
+  }
+}
+
+Status OffloadEngine::ProcessArrival(const Arrival& a) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!worker_error_.ok()) {
+      buckets_[a.bucket].busy = false;
+      cv_.notify_all();
+      return Status::Ok();
+    }
+  }
+  StepContext* ctx;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ctx = FindStep(a.step_id);
+  }
+  if (ctx == nullptr) {
+    std::lock_guard<std::mutex> lock(mu_);
+    buckets_[a.bucket].busy = false;
+    return InternalError("gradients for unknown step " + std::to_string(a.step_id));
+  }
+  const int u = a.unit;
+  const uint64_t n = units_[u].num_params;
+  float* acc = acc_.as<float>() + layout_.unit_offsets[u];
+  {
+    ScopedSpan span(trace_, "accumulate", "grads " + units_[u].name);
+    AccumulateGrads(acc, buckets_[a.bucket].staging.data(), DType::kF32, n, a.micro == 0);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    buckets_[a.bucket].busy = false;
+    ctx->stats.d2h_bytes += n * 4;
+  }
+  cv_.notify_all();
+  if (a.micro != ctx->micro_batches - 1) return Status::Ok();
+
+  if (ctx->units_complete == 0) {
+    // First unit of the final backward: reset per-step bookkeeping and start
+    // NVMe read-ahead for the forward-order pass that follows the decision.
+    group_done_.assign(layout_.groups.size(), 0);
+    unit_groups_left_.resize(units_.size());
+    for (size_t v = 0; v < units_.size(); ++v) {
+      unit_groups_left_[v] = static_cast<int>(layout_.by_unit[v].size());
+    }
+    speculations_.clear();
+    spec_used_params_ = 0;
+    prefetched_upto_ = 0;
+    if (options_.pipeline == Pipeline::kSynchronous) TF_RETURN_IF_ERROR(PrefetchForward(0));
+  }
+  TF_ASSIGN_OR_RETURN(GradStatsResult gs, GradStats(acc, DType::kF32, n));
+  ctx->unit_sum_squares[u] = gs.sum_squares;
+  ctx->unit_non_finite[u] = gs.has_non_finite;
+  ++ctx->units_complete;
+
+  if (options_.pipeline == Pipeline::kOverlapped) {
+    bool any_non_finite = false;
+    for (char c : ctx->unit_non_finite) any_non_finite |= (c != 0);
+    if (!any_non_finite) {
+      for (int g : layout_.by_unit[u]) {
+        const uint64_t gn = layout_.groups[g].num_params;
+        bool room = spec_used_params_ + gn <= spec_capacity_params_;
+        if (TierOf(g).CanDiscard()) {
+          // NVMe slots held until the decision; keep two free for the forward pass.
+          int held = 0;
+          for (const Speculation& s : speculations_) held += TierOf(s.group).CanDiscard();
+          room = room && held + 2 < options_.buffer_count;
+        }
+        if (!room) break;
+        TF_RETURN_IF_ERROR(Speculate(*ctx, g));
+      }
+    }
+  }
+  if (ctx->units_complete == static_cast<int>(units_.size())) return Decide(*ctx);
+  return Status::Ok();
+}
+
+Status OffloadEngine::UpdateGroup(StepContext& ctx, int g, int64_t adam_step, float grad_scale,
+                                  void* out) {
+  const SubGroup& sg = layout_.groups[g];
+  TF_ASSIGN_OR_RETURN(StateView view, TierOf(g).Acquire(g));
+  ScopedSpan span(trace_, "optimizer", "adam " + sg.name);
+  OptimSpans spans;
+  spans.params = view.master;
+  spans.exp_avg = view.exp_avg;
+  spans.exp_avg_sq = view.exp_avg_sq;
+  spans.grads = acc_.as<float>() + sg.global_offset;
+  spans.grad_dtype = DType::kF32;
+  spans.out = out;
+  spans.out_dtype = options_.weights_dtype;
+  spans.n = sg.num_params;
+  AdamOptions adam = options_.adam;
+  adam.lr = ctx.lr;
+  AdamStepArgs args;
+  args.step = adam_step;
+  args.grad_scale = grad_scale;
+  TF_ASSIGN_OR_RETURN(StepResult r, AdamStep(adam, args, spans));
+  (void)r;  // non-finite gradients were ruled out by the decision (or speculation guard)
+  return Status::Ok();
+}
+
+Status OffloadEngine::Speculate(StepContext& ctx, int g) {
+  const SubGroup& sg = layout_.groups[g];
+  StateTier& tier = TierOf(g);
+  if (speculations_.empty()) {
+    // The previous commit's uploads read spec_out_: wait before overwriting it.
+    TF_RETURN_IF_ERROR(spec_uploaded_->HostWait());
+  }
+  Speculation s{g, spec_used_params_, spec_used_params_};
+  TF_RETURN_IF_ERROR(tier.Prefetch(g));
+  TF_ASSIGN_OR_RETURN(StateView view, tier.Acquire(g));
+  if (!tier.CanDiscard()) {
+    ScopedSpan span(trace_, "optimizer", "backup " + sg.name);
+    const size_t n = sg.num_params, cap = spec_capacity_params_;
+    float* backup = spec_backup_.data();
+    std::memcpy(backup + s.backup_offset, view.master, n * 4);
+    std::memcpy(backup + cap + s.backup_offset, view.exp_avg, n * 4);
+    std::memcpy(backup + 2 * cap + s.backup_offset, view.exp_avg_sq, n * 4);
+  }
+  void* out = static_cast<char*>(spec_out_.data()) + s.out_offset * wbytes();
+  int64_t adam_step;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    adam_step = optimizer_step_ + 1;  // the step this one will be if it is not skipped
+  }
+  TF_RETURN_IF_ERROR(UpdateGroup(ctx, g, adam_step, 1.0f / ctx.loss_scale, out));
+  spec_used_params_ += sg.num_params;
+  speculations_.push_back(s);
+  return Status::Ok();
+}
+
+Status OffloadEngine::Decide(StepContext& ctx) {
+  double sum_squares = 0;
+  bool non_finite = false;
+  for (size_t u = 0; u < units_.size(); ++u) {  // unit order: same sum in every pipeline
+    sum_squares += ctx.unit_sum_squares[u];
+    non_finite |= ctx.unit_non_finite[u] != 0;
+  }
+  const double grad_norm = std::sqrt(sum_squares) / ctx.loss_scale;
+  float coef = 1.0f;
+  if (!non_finite && options_.clip_grad_norm > 0 && grad_norm > options_.clip_grad_norm) {
+    coef = static_cast<float>(options_.clip_grad_norm / (grad_norm + 1e-6));
+  }
+  const bool speculation_valid = !non_finite && coef == 1.0f;
+  ctx.stats.grad_norm = non_finite ? NAN : grad_norm;
+  ctx.stats.clip_coef = coef;
+  ctx.stats.loss_scale = ctx.loss_scale;
+  ctx.stats.skipped = non_finite;
+  ctx.stats.speculated_groups = static_cast<int>(speculations_.size());
+  ctx.stats.rolled_back = !speculations_.empty() && !speculation_valid;
+
+  // Commit or roll back what ran during backward.
+  for (const Speculation& s : speculations_) {
+    const SubGroup& sg = layout_.groups[s.group];
+    StateTier& tier = TierOf(s.group);
+    if (speculation_valid) {
+      TF_RETURN_IF_ERROR(tier.Release(s.group, /*modified=*/true));
+      TF_RETURN_IF_ERROR(UploadGroup(
+          ctx, s.group, static_cast<char*>(spec_out_.data()) + s.out_offset * wbytes()));
+      group_done_[s.group] = 1;
+    } else if (tier.CanDiscard()) {
+      TF_RETURN_IF_ERROR(tier.Discard(s.group));
+    } else {
+      ScopedSpan span(trace_, "optimizer", "rollback " + sg.name);
+      TF_ASSIGN_OR_RETURN(StateView view, tier.Acquire(s.group));
+      const size_t n = sg.num_params, cap = spec_capacity_params_;
+      const float* backup = spec_backup_.data();
+      std::memcpy(view.master, backup + s.backup_offset, n * 4);
+      std::memcpy(view.exp_avg, backup + cap + s.backup_offset, n * 4);
+      std::memcpy(view.exp_avg_sq, backup + 2 * cap + s.backup_offset, n * 4);
+      TF_RETURN_IF_ERROR(tier.Release(s.group, /*modified=*/false));
+    }
+  }
+  if (!speculations_.empty()) TF_RETURN_IF_ERROR(h2d_->Record(*spec_uploaded_));
+  for (const Speculation& s : speculations_) {
+    if (group_done_[s.group] && --unit_groups_left_[layout_.groups[s.group].unit] == 0) {
+      MarkUnitReady(layout_.groups[s.group].unit, ctx.id);
+    }
+  }
+  speculations_.clear();
+
+  int64_t adam_step;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    adam_step = optimizer_step_ + 1;
+    if (!non_finite) optimizer_step_ = adam_step;
+    scaler_.Update(non_finite);
+    ctx.stats.step = optimizer_step_;
+    ctx.decided = true;
+  }
+  cv_.notify_all();
+
+  if (non_finite) {
+    // Nothing changes: release what was read ahead; every unit's current
+    // weights stay valid for the next step.
+    for (size_t g = 0; g < std::min(prefetched_upto_, layout_.groups.size()); ++g) {
+      if (group_done_[g]) continue;
+      TF_ASSIGN_OR_RETURN(StateView v, TierOf(static_cast<int>(g)).Acquire(static_cast<int>(g)));
+      (void)v;
+      TF_RETURN_IF_ERROR(TierOf(static_cast<int>(g)).Release(static_cast<int>(g), false));
+    }
+    for (size_t u = 0; u < units_.size(); ++u) MarkUnitReady(static_cast<int>(u), ctx.id);
+  } else {
+    // The rest in forward order, so the next forward's first units land first.
+    const float grad_scale = coef / ctx.loss_scale;
+    for (size_t g = 0; g < layout_.groups.size(); ++g) {
+      if (group_done_[g]) continue;
+      TF_RETURN_IF_ERROR(PrefetchForward(g));
+      StagingSlot& slot = staging_[next_staging_];
+      next_staging_ = (next_staging_ + 1) % staging_.size();
+      TF_RETURN_IF_ERROR(slot.uploaded->HostWait());
+      TF_RETURN_IF_ERROR(
+          UpdateGroup(ctx, static_cast<int>(g), adam_step, grad_scale, slot.buffer.data()));
+      TF_RETURN_IF_ERROR(TierOf(static_cast<int>(g)).Release(static_cast<int>(g), true));
+      TF_RETURN_IF_ERROR(UploadGroup(ctx, static_cast<int>(g), slot.buffer.data()));
+      TF_RETURN_IF_ERROR(h2d_->Record(*slot.uploaded));
+      group_done_[g] = 1;
+      const int u = layout_.groups[g].unit;
+      if (--unit_groups_left_[u] == 0) MarkUnitReady(u, ctx.id);
+    }
+  }
+  TF_RETURN_IF_ERROR(h2d_->Synchronize());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    finished_step_ = ctx.id;
+  }
+  cv_.notify_all();
+  return Status::Ok();
+}
+
+Status OffloadEngine::PrefetchForward(size_t from_index) {
+  // Keep up to buffer_count - 1 sub-groups ahead of `from_index` in flight.
+  const size_t limit =
+      std::min(layout_.groups.size(), from_index + static_cast<size_t>(options_.buffer_count) - 1);
+  prefetched_upto_ = std::max(prefetched_upto_, from_index);
+  while (prefetched_upto_ < limit) {
+    if (!group_done_.empty() && group_done_[prefetched_upto_]) {
+      ++prefetched_upto_;
+      continue;
+    }
+    TF_RETURN_IF_ERROR(TierOf(static_cast<int>(prefetched_upto_)).Prefetch(static_cast<int>(prefetched_upto_)));
+    ++prefetched_upto_;
+  }
+  return Status::Ok();
+}
+
+Status OffloadEngine::UploadGroup(StepContext& ctx, int g, const void* src) {
+  const SubGroup& sg = layout_.groups[g];
+  const size_t num_bytes = sg.num_params * wbytes();
+  auto start = std::make_shared<TraceRecorder::Clock::time_point>();
+  TF_RETURN_IF_ERROR(h2d_->HostCallback([start] {
+    *start = TraceRecorder::Clock::now();
+    return Status::Ok();
+  }));
+  TF_RETURN_IF_ERROR(h2d_->CopyHostToDevice(
+      static_cast<char*>(weights_.data()) + sg.global_offset * wbytes(), src, num_bytes));
+  std::string name = "weights " + sg.name;
+  TF_RETURN_IF_ERROR(h2d_->HostCallback([this, start, name] {
+    trace_->AddSpan("h2d", name, *start, TraceRecorder::Clock::now());
+    return Status::Ok();
+  }));
+  std::lock_guard<std::mutex> lock(mu_);
+  ctx.stats.h2d_bytes += num_bytes;
+  return Status::Ok();
+}
+
+void OffloadEngine::MarkUnitReady(int unit, int64_t step_id) {
+  Status s = h2d_->Record(*unit_ready_[unit]);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!s.ok() && worker_error_.ok()) worker_error_ = s;
+  unit_ready_step_[unit] = step_id;
+  cv_.notify_all();
+}
+
+}  // namespace tierflow

@@ -1,0 +1,63 @@
+// Where the fp32 master weights and Adam moments of each sub-group live
+// between steps: host RAM (HostStateTier) or NVMe swap files (NvmeStateTier).
+//
+// The optimizer brings a sub-group into host memory (Acquire), updates it in
+// place, and hands it back (Release). NVMe tiers read ahead (Prefetch) and
+// write behind (Release with modified=true). Speculative updates are undone
+// with Discard where the tier keeps the previous copy (NVMe: the file is only
+// overwritten on Release(modified)); on the host tier the engine keeps a
+// backup instead (CanDiscard() == false).
+//
+// Thread safety: a tier is driven by one thread (the optimizer worker);
+// checkpoint reads and writes happen while the engine is idle.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "tierflow/status.h"
+
+namespace tierflow {
+
+struct StateView {
+  float* master = nullptr;      // (n,) fp32 master weights
+  float* exp_avg = nullptr;     // (n,) first moment
+  float* exp_avg_sq = nullptr;  // (n,) second moment
+};
+
+struct TierStats {
+  uint64_t bytes_read = 0;
+  uint64_t bytes_written = 0;
+  uint64_t host_bytes = 0;  // host memory the tier holds (states or I/O buffers)
+};
+
+class StateTier {
+ public:
+  virtual ~StateTier() = default;
+  virtual std::string_view name() const = 0;
+
+  // Sets sub-group g's state: master from `master` (n floats), moments from
+  // `exp_avg`/`exp_avg_sq`, or zero when those are null.
+  virtual Status Write(int g, const float* master, const float* exp_avg,
+                       const float* exp_avg_sq) = 0;
+  // Copies g's state out (checkpoints, tests). Any pointer may be null to skip it.
+  virtual Status Read(int g, float* master, float* exp_avg, float* exp_avg_sq) = 0;
+
+  // Starts bringing g into host memory; a no-op where it already is.
+  virtual Status Prefetch(int g) = 0;
+  // Host pointers to g's state, valid until Release or Discard of g.
+  virtual StatusOr<StateView> Acquire(int g) = 0;
+  // Done with g; when modified, the new values become the stored state.
+  virtual Status Release(int g, bool modified) = 0;
+  // Whether Discard can undo in-place updates since Acquire.
+  virtual bool CanDiscard() const = 0;
+  // Forgets updates since Acquire; the stored state is what it was before.
+  virtual Status Discard(int g) = 0;
+  // Waits for all write-behind I/O; returns its first error.
+  virtual Status Flush() = 0;
+
+  virtual TierStats Stats() const = 0;
+};
+
+}  // namespace tierflow

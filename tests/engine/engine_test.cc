@@ -1,0 +1,330 @@
+// The OffloadEngine on the CPU device: against a plain in-memory AdamW,
+// host vs NVMe tiers, overlapped vs synchronous pipelines, micro-batching,
+// fp16 overflow skipping, and out-of-memory before anything is half-done.
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "common/half.h"
+#include "engine/offload_engine.h"
+#include "optim/optim_reference.h"
+#include "tests/engine/linear_stack.h"
+
+namespace tierflow {
+namespace {
+
+using testing_util::LinearStack;
+using testing_util::LinearStackForwardBackward;
+
+constexpr int kLayers = 4;
+constexpr int kDim = 24;
+
+struct Data {
+  std::vector<std::vector<float>> x, y;  // per step: (batch, d)
+};
+
+Data MakeData(int steps, int batch, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  Data data;
+  for (int s = 0; s < steps; ++s) {
+    std::vector<float> x(batch * kDim), y(batch * kDim);
+    for (float& v : x) v = dist(rng);
+    for (int i = 0; i < batch * kDim; ++i) y[i] = 0.5f * std::sin(x[i]);
+    data.x.push_back(std::move(x));
+    data.y.push_back(std::move(y));
+  }
+  return data;
+}
+
+std::unique_ptr<Device> CpuDevice(uint64_t capacity = 256ull << 20) {
+  auto d = CreateDevice({.kind = "cpu", .memory_capacity_bytes = capacity});
+  EXPECT_TRUE(d.ok());
+  return std::move(d).value();
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "tierflow-engine-XXXXXX").string();
+    path_ = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+EngineOptions BaseOptions() {
+  EngineOptions o;
+  o.weights_dtype = DType::kF32;
+  o.adam.lr = 1e-2f;
+  o.adam.weight_decay = 0.01f;
+  o.sub_group_params = 200;  // several sub-groups per layer
+  return o;
+}
+
+// Runs `steps` steps; returns every sub-group's master, exp_avg, exp_avg_sq concatenated.
+struct RunResult {
+  std::vector<float> state;
+  std::vector<StepStats> stats;
+  std::vector<float> device_weights;
+};
+
+RunResult Train(const EngineOptions& options, const Data& data, int micro_batches = 1) {
+  RunResult result;
+  auto device = CpuDevice();
+  LinearStack model(kLayers, kDim, options.weights_dtype, 7);
+  auto engine_or = OffloadEngine::Create(*device, model, options);
+  EXPECT_TRUE(engine_or.ok()) << engine_or.status().ToString();
+  if (!engine_or.ok()) return result;
+  auto engine = std::move(engine_or).value();
+  for (size_t s = 0; s < data.x.size(); ++s) {
+    const int batch = static_cast<int>(data.x[s].size()) / kDim;
+    const int per_micro = batch / micro_batches;
+    std::vector<MicroBatch> mbs;
+    for (int k = 0; k < micro_batches; ++k) {
+      MicroBatch mb;
+      mb.dense_inputs = data.x[s].data() + k * per_micro * kDim;
+      mb.dense_targets = data.y[s].data() + k * per_micro * kDim;
+      mb.batch = per_micro;
+      mbs.push_back(mb);
+    }
+    auto st = engine->Step(mbs);
+    EXPECT_TRUE(st.ok()) << st.status().ToString();
+    if (!st.ok()) return result;
+    result.stats.push_back(*st);
+  }
+  auto fin = engine->Finish();
+  EXPECT_TRUE(fin.ok()) << fin.status().ToString();
+  for (size_t g = 0; g < engine->layout().groups.size(); ++g) {
+    const size_t n = engine->layout().groups[g].num_params;
+    std::vector<float> m(n), a(n), v(n);
+    EXPECT_TRUE(engine->ReadState(static_cast<int>(g), m.data(), a.data(), v.data()).ok());
+    result.state.insert(result.state.end(), m.begin(), m.end());
+    result.state.insert(result.state.end(), a.begin(), a.end());
+    result.state.insert(result.state.end(), v.begin(), v.end());
+  }
+  result.device_weights.resize(engine->layout().total_params);
+  EXPECT_TRUE(engine->ReadDeviceWeights(result.device_weights.data()).ok());
+  return result;
+}
+
+// The plain reference: fp32 forward/backward, double-precision AdamW, same clipping rule.
+std::vector<std::vector<double>> ReferenceTrain(const EngineOptions& options, const Data& data) {
+  LinearStack init(kLayers, kDim, DType::kF32, 7);
+  const size_t n = static_cast<size_t>(kDim) * kDim;
+  std::vector<std::vector<double>> master(kLayers), m(kLayers, std::vector<double>(n, 0.0)),
+      v(kLayers, std::vector<double>(n, 0.0));
+  for (int l = 0; l < kLayers; ++l) master[l].assign(init.initial(l).begin(), init.initial(l).end());
+  for (size_t s = 0; s < data.x.size(); ++s) {
+    std::vector<std::vector<float>> w(kLayers, std::vector<float>(n)), g(kLayers, std::vector<float>(n, 0.0f));
+    std::vector<const float*> wp;
+    std::vector<float*> gp;
+    for (int l = 0; l < kLayers; ++l) {
+      for (size_t i = 0; i < n; ++i) w[l][i] = static_cast<float>(master[l][i]);
+      wp.push_back(w[l].data());
+      gp.push_back(g[l].data());
+    }
+    const int batch = static_cast<int>(data.x[s].size()) / kDim;
+    LinearStackForwardBackward(wp, data.x[s].data(), data.y[s].data(), batch, kDim, 1.0f, gp);
+    double sq = 0;
+    for (auto& gl : g) for (float x : gl) sq += static_cast<double>(x) * x;
+    double norm = std::sqrt(sq);
+    float coef = 1.0f;
+    if (options.clip_grad_norm > 0 && norm > options.clip_grad_norm) {
+      coef = static_cast<float>(options.clip_grad_norm / (norm + 1e-6));
+    }
+    AdamStepArgs args;
+    args.step = static_cast<int64_t>(s) + 1;
+    args.grad_scale = coef;
+    for (int l = 0; l < kLayers; ++l) {
+      AdamReferenceStep(options.adam, args, g[l].data(), DType::kF32, n, master[l].data(),
+                        m[l].data(), v[l].data());
+    }
+  }
+  return master;
+}
+
+TEST(OffloadEngine, MatchesPlainAdamWReference) {
+  EngineOptions o = BaseOptions();
+  Data data = MakeData(6, 8, 1);
+  RunResult r = Train(o, data);
+  auto ref = ReferenceTrain(o, data);
+  ASSERT_EQ(r.stats.size(), 6u);
+  // Masters are the first third of each sub-group's record; walk groups in layer order.
+  const size_t n = static_cast<size_t>(kDim) * kDim;
+  size_t pos = 0;
+  std::vector<float> masters;
+  for (size_t off = 0; off < kLayers * n;) {
+    const size_t gn = std::min<size_t>(200, n - off % n);
+    masters.insert(masters.end(), r.state.begin() + pos, r.state.begin() + pos + gn);
+    pos += 3 * gn;
+    off += gn;
+  }
+  ASSERT_EQ(masters.size(), kLayers * n);
+  for (int l = 0; l < kLayers; ++l) {
+    for (size_t i = 0; i < n; ++i) {
+      const double want = ref[l][i], got = masters[l * n + i];
+      ASSERT_NEAR(got, want, 2e-5 + 1e-4 * std::fabs(want)) << "layer " << l << " index " << i;
+    }
+  }
+  EXPECT_LT(r.stats.back().loss, r.stats.front().loss);
+  // The device holds the final master weights (fp32 working weights here).
+  EXPECT_EQ(0, std::memcmp(r.device_weights.data(), masters.data(), masters.size() * 4));
+}
+
+TEST(OffloadEngine, Bf16WeightsTrainAndDeviceHoldsRoundedMasters) {
+  EngineOptions o = BaseOptions();
+  o.weights_dtype = DType::kBF16;
+  Data data = MakeData(8, 8, 2);
+  RunResult r = Train(o, data);
+  ASSERT_EQ(r.stats.size(), 8u);
+  EXPECT_LT(r.stats.back().loss, r.stats.front().loss);
+  for (const StepStats& s : r.stats) EXPECT_FALSE(s.skipped);
+}
+
+TEST(OffloadEngine, HostAndNvmeTiersGiveBitIdenticalState) {
+  TempDir dir;
+  Data data = MakeData(5, 8, 3);
+  EngineOptions host = BaseOptions();
+  host.clip_grad_norm = 0.5f;
+  EngineOptions nvme = host;
+  nvme.offload = "nvme";
+  nvme.nvme_paths = {dir.path()};
+  EngineOptions split = nvme;
+  split.nvme_ratio = 0.5;
+  RunResult a = Train(host, data), b = Train(nvme, data), c = Train(split, data);
+  ASSERT_FALSE(a.state.empty());
+  EXPECT_EQ(a.state, b.state);
+  EXPECT_EQ(a.state, c.state);
+  EXPECT_EQ(a.device_weights, b.device_weights);
+  // A clean exit leaves no swap files behind.
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()) ||
+              std::filesystem::is_empty(std::filesystem::path(dir.path()) / "tierflow-swap"));
+}
+
+class PipelineTest : public testing::TestWithParam<std::tuple<float, std::string>> {};
+
+TEST_P(PipelineTest, OverlappedEqualsSynchronousBitForBit) {
+  const auto [clip, offload] = GetParam();
+  TempDir dir;
+  Data data = MakeData(5, 8, 4);
+  EngineOptions sync = BaseOptions();
+  sync.clip_grad_norm = clip;
+  sync.offload = offload;
+  sync.nvme_paths = {dir.path()};
+  sync.pipeline = Pipeline::kSynchronous;
+  EngineOptions overlapped = sync;
+  overlapped.pipeline = Pipeline::kOverlapped;
+  overlapped.buffer_count = 6;
+  RunResult s = Train(sync, data), o = Train(overlapped, data);
+  ASSERT_EQ(s.stats.size(), 5u);
+  ASSERT_EQ(o.stats.size(), 5u);
+  EXPECT_EQ(s.state, o.state);
+  EXPECT_EQ(s.device_weights, o.device_weights);
+  int rolled_back = 0, clipped = 0;
+  for (size_t i = 0; i < o.stats.size(); ++i) {
+    EXPECT_GT(o.stats[i].speculated_groups, 0);
+    EXPECT_EQ(s.stats[i].speculated_groups, 0);
+    EXPECT_EQ(o.stats[i].grad_norm, s.stats[i].grad_norm);
+    rolled_back += o.stats[i].rolled_back;
+    clipped += o.stats[i].clip_coef < 1.0f;
+  }
+  EXPECT_EQ(rolled_back, clipped);
+  if (clip > 0 && clip < 0.05f) EXPECT_EQ(clipped, 5);  // clipping triggers every step
+  if (clip == 0) EXPECT_EQ(clipped, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(ClipAndTier, PipelineTest,
+                         testing::Combine(testing::Values(0.0f, 0.01f, 100.0f),
+                                          testing::Values(std::string("host"), std::string("nvme"))));
+
+TEST(OffloadEngine, FourMicroBatchesOfOneEqualOneOfFour) {
+  EngineOptions o = BaseOptions();
+  Data data = MakeData(4, 4, 5);
+  RunResult one = Train(o, data, 1), four = Train(o, data, 4);
+  ASSERT_EQ(one.state.size(), four.state.size());
+  for (size_t i = 0; i < one.state.size(); ++i) {
+    ASSERT_NEAR(one.state[i], four.state[i], 1e-5 + 1e-4 * std::fabs(one.state[i])) << i;
+  }
+  for (size_t s = 0; s < one.stats.size(); ++s) {
+    EXPECT_NEAR(one.stats[s].loss, four.stats[s].loss, 1e-5);
+  }
+}
+
+TEST(OffloadEngine, Fp16OverflowSkipsTheStepAndLowersTheScale) {
+  EngineOptions o = BaseOptions();
+  o.weights_dtype = DType::kF16;
+  o.loss_scaler.initial_scale_power = 16;
+  o.loss_scaler.hysteresis = 1;
+  o.loss_scaler.scale_window = 2;
+  auto device = CpuDevice();
+  LinearStack model(kLayers, kDim, DType::kF16, 7);
+  auto engine = std::move(OffloadEngine::Create(*device, model, o)).value();
+  std::vector<float> before(3 * 200);
+  ASSERT_TRUE(engine->ReadState(0, before.data(), before.data() + 200, before.data() + 400).ok());
+  Data data = MakeData(1, 8, 6);
+  std::vector<float> poisoned = data.y[0];
+  poisoned[5] = INFINITY;  // the loss gradient overflows: every gradient becomes non-finite
+  MicroBatch bad{.dense_inputs = data.x[0].data(), .dense_targets = poisoned.data(), .batch = 8};
+  MicroBatch good{.dense_inputs = data.x[0].data(), .dense_targets = data.y[0].data(), .batch = 8};
+  auto st = engine->Step({bad});
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  EXPECT_TRUE(st->skipped);
+  EXPECT_EQ(st->step, 0);
+  EXPECT_EQ(st->loss_scale, 65536.0f);
+  ASSERT_TRUE(engine->Finish().ok());
+  std::vector<float> after(3 * 200);
+  ASSERT_TRUE(engine->ReadState(0, after.data(), after.data() + 200, after.data() + 400).ok());
+  EXPECT_EQ(before, after);  // master and moments untouched
+  EXPECT_EQ(engine->loss_scaler_state().scale, 32768.0f);
+  // Clean steps apply again, with Adam's step counter continuing from 1, and
+  // the scale doubles after scale_window good steps.
+  for (int i = 1; i <= 2; ++i) {
+    auto next = engine->Step({good});
+    ASSERT_TRUE(next.ok());
+    EXPECT_FALSE(next->skipped);
+    EXPECT_EQ(next->step, i);
+    EXPECT_EQ(next->loss_scale, 32768.0f);
+  }
+  ASSERT_TRUE(engine->Finish().ok());
+  EXPECT_EQ(engine->loss_scaler_state().scale, 65536.0f);
+  ASSERT_TRUE(engine->ReadState(0, after.data(), after.data() + 200, after.data() + 400).ok());
+  EXPECT_NE(before, after);
+}
+
+TEST(OffloadEngine, DeviceOutOfMemoryIsReportedBeforeAnythingIsAllocated) {
+  // Room for the working weights (4 x 576 bf16 = 4.5 KiB) but not the gradient buckets.
+  auto device = CpuDevice(/*capacity=*/6000);
+  LinearStack model(kLayers, kDim, DType::kBF16, 7);
+  EngineOptions o = BaseOptions();
+  o.weights_dtype = DType::kBF16;
+  auto engine = OffloadEngine::Create(*device, model, o);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_EQ(engine.status().code(), StatusCode::kOutOfMemory);
+  EXPECT_NE(engine.status().message().find("gradient bucket"), std::string::npos)
+      << engine.status().message();
+  EXPECT_EQ(device->DeviceMemory().in_use_bytes, 0u);
+  EXPECT_EQ(device->PinnedMemory().in_use_bytes, 0u);
+}
+
+TEST(OffloadEngine, NvmeWithoutADirectoryIsAClearError) {
+  auto device = CpuDevice();
+  LinearStack model(kLayers, kDim, DType::kF32, 7);
+  EngineOptions o = BaseOptions();
+  o.offload = "nvme";
+  auto engine = OffloadEngine::Create(*device, model, o);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_NE(engine.status().message().find("--nvme-path"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tierflow
