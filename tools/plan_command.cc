@@ -1,12 +1,308 @@
-// PLACEHOLDER until the owner of this subcommand lands it; refuses to run.
+// `tierflow plan`: what a fine-tune needs on each memory tier, whether it
+// fits this machine (or the one the flags describe), where the optimizer
+// state should go, how long a step takes, and the largest model that fits.
+// Exit status: 0 when the run fits, 3 when it does not, 1 on errors.
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/units.h"
+#include "plan/bandwidth_profile.h"
+#include "plan/hardware_detect.h"
+#include "plan/plan_json.h"
+#include "plan/plan_report.h"
+#include "plan/planner.h"
+#include "tierflow/device.h"
+#include "tierflow/model_config.h"
 #include "tools/commands.h"
 
 namespace tierflow::cli {
+namespace {
+
+constexpr int kExitDoesNotFit = 3;
+
+struct PlanFlags {
+  std::string model;
+  // Explicit dimensions, used when --model is not given.
+  std::string family = "llama";
+  int64_t layers = 0, d_model = 0, heads = 0, kv_heads = 0, d_ff = 0, vocab = 0;
+
+  int64_t micro_batch = 1;
+  int64_t seq_len = 0;
+  int64_t grad_accum = 1;
+  std::string dtype = "bf16";
+  std::string checkpointing = "on";
+  bool flash_attention = false;
+  std::string optimizer = "adamw";
+  std::string offload = "auto";
+  double ratio = -1;
+  std::string sub_group;
+  int staging_buffers = kDefaultStagingBuffers;
+  int nvme_io_buffers = kDefaultNvmeIoBuffers;
+
+  std::string device = "auto";
+  std::string gpu_memory, host_memory, nvme_capacity;
+  std::vector<std::string> nvme_paths;
+  int cores = 0;
+  std::string profile;
+  double device_tflops = 0;
+  bool json = false;
+};
+
+StatusOr<ModelConfig> ModelFromFlags(const PlanFlags& f) {
+  if (!f.model.empty()) {
+    if (f.layers || f.d_model || f.heads) {
+      return InvalidArgumentError("give either --model or the dimensions (--layers, --d-model, "
+                                  "--heads, ...), not both");
+    }
+    return ResolveModel(f.model);
+  }
+  if (!f.layers || !f.d_model || !f.heads) {
+    return InvalidArgumentError("say which model: --model PRESET|DIR|config.json (presets: " +
+                                [] {
+                                  std::string s;
+                                  for (const auto& n : PresetNames()) s += (s.empty() ? "" : ", ") + n;
+                                  return s;
+                                }() +
+                                "), or --layers, --d-model and --heads (with --family)");
+  }
+  TF_ASSIGN_OR_RETURN(ModelFamily family, ParseModelFamily(f.family));
+  ModelDimensions d;
+  d.family = family;
+  d.n_layers = f.layers;
+  d.d_model = f.d_model;
+  d.n_heads = f.heads;
+  d.n_kv_heads = f.kv_heads;
+  d.d_ff = f.d_ff;
+  d.vocab_size = f.vocab > 0 ? f.vocab : (family == ModelFamily::kGpt2 ? 50257 : 32000);
+  d.max_seq_len = std::max<int64_t>(f.seq_len, family == ModelFamily::kGpt2 ? 1024 : 4096);
+  return MakeModelConfig(d);
+}
+
+StatusOr<PlanInput> InputFromFlags(const PlanFlags& f) {
+  PlanInput in;
+  TF_ASSIGN_OR_RETURN(in.model, ModelFromFlags(f));
+  in.micro_batch = f.micro_batch;
+  in.seq_len = f.seq_len > 0 ? f.seq_len : std::min<int64_t>(2048, in.model.max_seq_len);
+  in.grad_accum = f.grad_accum;
+  TF_ASSIGN_OR_RETURN(in.dtype, ParseDType(f.dtype));
+  in.checkpointing = f.checkpointing == "on";
+  in.attention_saves_probabilities = !f.flash_attention;
+  TF_ASSIGN_OR_RETURN(in.optimizer, ParseOptimizerKind(f.optimizer));
+  TF_ASSIGN_OR_RETURN(in.offload, ParseOffloadChoice(f.offload));
+  in.nvme_ratio = f.ratio;
+  if (!f.sub_group.empty()) {
+    TF_ASSIGN_OR_RETURN(uint64_t n, ParseCount(f.sub_group));
+    if (n == 0) return InvalidArgumentError("--sub-group must be positive");
+    in.sub_group_params = static_cast<int64_t>(n);
+  }
+  in.staging_buffers = f.staging_buffers;
+  in.nvme_io_buffers = f.nvme_io_buffers;
+  return in;
+}
+
+StatusOr<uint64_t> ByteFlag(const std::string& name, const std::string& text) {
+  auto bytes = ParseByteSize(text);
+  if (!bytes.ok()) return bytes.status().WithContext(name);
+  return bytes;
+}
+
+// Fills the hardware from flags, detecting what they leave out; `notes`
+// says where each figure came from.
+StatusOr<Hardware> HardwareFromFlags(const PlanFlags& f, std::vector<std::string>* notes) {
+  Hardware hw;
+
+  // Host memory first: the emulated device shares it.
+  if (!f.host_memory.empty()) {
+    TF_ASSIGN_OR_RETURN(hw.host_memory_bytes, ByteFlag("--host-memory", f.host_memory));
+    notes->push_back("host:   " + FormatBytes(hw.host_memory_bytes) + " (--host-memory)");
+  } else {
+    auto mem = DetectHostMemory("/");
+    if (!mem.ok()) return mem.status();
+    hw.host_memory_bytes = mem->usable_bytes;
+    std::string limit = mem->cgroup_limit_bytes > 0
+                            ? "cgroup limit " + FormatBytes(mem->cgroup_limit_bytes) + " (" +
+                                  mem->cgroup_limit_file + ")"
+                            : "no cgroup limit";
+    notes->push_back("host:   " + FormatBytes(hw.host_memory_bytes) + " usable, detected (" +
+                     "MemAvailable " + FormatBytes(mem->mem_available_bytes) + " of " +
+                     FormatBytes(mem->mem_total_bytes) + ", " + limit + ")");
+  }
+
+  std::string gpu_note;
+  if (!f.gpu_memory.empty() && f.device != "cpu") {
+    TF_ASSIGN_OR_RETURN(hw.device_memory_bytes, ByteFlag("--gpu-memory", f.gpu_memory));
+    hw.device_is_gpu = true;
+    hw.device_reserved_bytes = kCudaContextBytes;
+    hw.device_description = "GPU with " + FormatBytes(hw.device_memory_bytes);
+    gpu_note = "device: GPU, " + FormatBytes(hw.device_memory_bytes) + " (--gpu-memory; " +
+               FormatBytes(kCudaContextBytes) + " of it reserved for the CUDA context)";
+  } else if (f.device != "cpu" && BuiltWithCuda() && CudaUnavailableReason().empty()) {
+    DeviceOptions options;
+    options.kind = "cuda";
+    auto device = CreateDevice(options);
+    if (!device.ok()) return device.status().WithContext("detecting the GPU");
+    hw.device_is_gpu = true;
+    hw.device_memory_bytes = (*device)->DeviceMemory().capacity_bytes;
+    hw.device_description = (*device)->description();
+    gpu_note = "device: " + hw.device_description + ", " + FormatBytes(hw.device_memory_bytes) +
+               " free, detected";
+  } else if (f.device == "cuda") {
+    return UnavailableError("--device cuda: no usable GPU (" + CudaUnavailableReason() +
+                            "); give --gpu-memory to plan for one");
+  } else {
+    hw.device_is_gpu = false;
+    hw.device_memory_is_host_memory = true;
+    if (!f.gpu_memory.empty()) {
+      TF_ASSIGN_OR_RETURN(hw.device_memory_bytes, ByteFlag("--gpu-memory", f.gpu_memory));
+    } else {
+      hw.device_memory_bytes = hw.host_memory_bytes;
+    }
+    hw.device_description = "emulated CPU device";
+    std::string why = f.device == "cpu" ? "--device cpu" : "no GPU: " + CudaUnavailableReason();
+    gpu_note = "device: emulated CPU device (" + why + "), " +
+               FormatBytes(hw.device_memory_bytes) +
+               ", its memory is host RAM; give --gpu-memory 24GiB to plan for a GPU";
+  }
+  notes->insert(notes->begin(), gpu_note);
+
+  if (!f.nvme_capacity.empty()) {
+    TF_ASSIGN_OR_RETURN(hw.nvme_capacity_bytes, ByteFlag("--nvme-capacity", f.nvme_capacity));
+    notes->push_back("nvme:   " + FormatBytes(hw.nvme_capacity_bytes) + " (--nvme-capacity)");
+  } else {
+    std::vector<std::string> paths = f.nvme_paths;
+    if (paths.empty()) {
+      const char* tmp = std::getenv("TMPDIR");
+      paths.push_back(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp");
+    }
+    std::set<dev_t> filesystems;  // two paths on one filesystem share its free space
+    std::string where;
+    for (const std::string& path : paths) {
+      struct stat st;
+      if (stat(path.c_str(), &st) != 0) return ErrnoStatus(errno, "--nvme-path " + path);
+      TF_ASSIGN_OR_RETURN(uint64_t free_bytes, FreeBytesAt(path));
+      where += (where.empty() ? "" : ", ") + path + " " + FormatBytes(free_bytes) + " free";
+      if (filesystems.insert(st.st_dev).second) hw.nvme_capacity_bytes += free_bytes;
+    }
+    notes->push_back("nvme:   " + FormatBytes(hw.nvme_capacity_bytes) + ", detected (" + where +
+                     (f.nvme_paths.empty() ? "; the default path, give --nvme-path" : "") + ")");
+  }
+
+  if (f.cores > 0) {
+    hw.cores = f.cores;
+    notes->push_back("cores:  " + std::to_string(hw.cores) + " (--cores)");
+  } else {
+    TF_ASSIGN_OR_RETURN(CpuInfo cpus, DetectCpus("/", OnlineCpus()));
+    hw.cores = cpus.usable_cores;
+    notes->push_back("cores:  " + std::to_string(hw.cores) + ", detected" +
+                     (cpus.cgroup_cpu_limit > 0 ? " (cgroup quota in " + cpus.cgroup_limit_file + ")"
+                                                : ""));
+  }
+
+  hw.bandwidths = DefaultBandwidths(hw.device_is_gpu, hw.cores);
+  if (!f.profile.empty()) {
+    TF_ASSIGN_OR_RETURN(hw.bandwidths, LoadBandwidthProfile(f.profile, hw.bandwidths));
+  }
+  if (f.device_tflops > 0) {
+    hw.bandwidths.device_tflops = f.device_tflops;
+    hw.bandwidths.source += ", device TFLOP/s from --device-tflops";
+  }
+  char rates[512];
+  const Bandwidths& b = hw.bandwidths;
+  std::snprintf(rates, sizeof(rates),
+                "rates:  %s: H2D %.1f / D2H %.1f GB/s, host memory %.1f GB/s, optimizer %.2g "
+                "params/s, NVMe %.1f read / %.1f write GB/s, device %.3g TFLOP/s x %.0f%%",
+                b.source.c_str(), b.h2d_gb_per_second, b.d2h_gb_per_second,
+                b.host_memory_gb_per_second, b.adam_params_per_second,
+                b.nvme_read_gb_per_second, b.nvme_write_gb_per_second, b.device_tflops,
+                b.device_efficiency * 100);
+  notes->push_back(rates);
+  if (f.profile.empty()) {
+    notes->push_back("        (defaults; measure this machine with `tierflow bench` and pass --profile)");
+  }
+  return hw;
+}
+
+StatusOr<int> RunPlan(const PlanFlags& f) {
+  TF_ASSIGN_OR_RETURN(PlanInput input, InputFromFlags(f));
+  std::vector<std::string> notes;
+  TF_ASSIGN_OR_RETURN(Hardware hw, HardwareFromFlags(f, &notes));
+  TF_ASSIGN_OR_RETURN(Plan plan, ComputePlan(input, hw));
+  TF_ASSIGN_OR_RETURN(LargestModel largest, LargestFittingModel(input, hw));
+  if (f.json) {
+    nlohmann::json j = PlanToJson(input, hw, plan, &largest);
+    j["hardware"]["notes"] = notes;
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("%s", FormatPlanReport(input, hw, plan, &largest, notes).c_str());
+  }
+  return plan.feasible ? 0 : kExitDoesNotFit;
+}
+
+}  // namespace
 
 void AddPlan(CLI::App& app, int* exit_code) {
-  app.add_subcommand("plan", "(not built yet)")->callback([exit_code] {
-    std::fprintf(stderr, "tierflow: 'plan' is not built yet\n");
-    *exit_code = 2;
+  auto f = std::make_shared<PlanFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "plan", "What a fine-tune needs per memory tier, whether it fits, where the optimizer "
+              "state goes, and the predicted step time");
+  cmd->footer("Exit status: 0 when the run fits, 3 when it does not, 1 on errors.\n"
+              "The accounting (bytes per parameter per component) is in docs/PLANNER.md.");
+  cmd->add_option("--model", f->model, "Preset name, a directory with config.json, or a config.json");
+  cmd->add_option("--family", f->family, "With explicit dimensions: gpt2 | llama")
+      ->capture_default_str();
+  cmd->add_option("--layers", f->layers, "Explicit dimensions: number of blocks");
+  cmd->add_option("--d-model", f->d_model, "Explicit dimensions: hidden size");
+  cmd->add_option("--heads", f->heads, "Explicit dimensions: attention heads");
+  cmd->add_option("--kv-heads", f->kv_heads, "Explicit dimensions: key/value heads (default: heads)");
+  cmd->add_option("--d-ff", f->d_ff, "Explicit dimensions: MLP width (default: family's)");
+  cmd->add_option("--vocab", f->vocab, "Explicit dimensions: vocabulary (default: 50257 gpt2, 32000 llama)");
+  cmd->add_option("--micro-batch", f->micro_batch, "Sequences per micro-batch")->capture_default_str();
+  cmd->add_option("--seq-len", f->seq_len, "Tokens per sequence (default: 2048 or the model's maximum)");
+  cmd->add_option("--grad-accum", f->grad_accum, "Micro-batches per optimizer step")
+      ->capture_default_str();
+  cmd->add_option("--dtype", f->dtype, "Device weights/activations: bf16 | fp16 | fp32")
+      ->capture_default_str();
+  cmd->add_option("--checkpointing", f->checkpointing, "Activation checkpointing: on | off")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
+  cmd->add_flag("--flash-attention", f->flash_attention,
+                "Plan for a fused attention that keeps no (T, T) probabilities");
+  cmd->add_option("--optimizer", f->optimizer, "adamw | lion | sgd")->capture_default_str();
+  cmd->add_option("--offload-optimizer", f->offload,
+                  "Optimizer state: auto (host while it fits, rest on NVMe) | host | nvme")
+      ->capture_default_str();
+  cmd->add_option("--ratio", f->ratio, "Fraction of optimizer state on NVMe, 0..1 (default: planner's)");
+  cmd->add_option("--sub-group", f->sub_group, "Parameters per optimizer sub-group, e.g. 16M");
+  cmd->add_option("--staging-buffers", f->staging_buffers, "Pinned staging buffers")
+      ->capture_default_str();
+  cmd->add_option("--nvme-io-buffers", f->nvme_io_buffers, "Pinned NVMe I/O buffers")
+      ->capture_default_str();
+  cmd->add_option("--device", f->device,
+                  "auto (the GPU if one answers, else the emulated CPU device) | cpu | cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
+  cmd->add_option("--gpu-memory", f->gpu_memory, "GPU memory, e.g. 24GiB (overrides detection)");
+  cmd->add_option("--host-memory", f->host_memory, "Usable host RAM, e.g. 64GiB (overrides detection)");
+  cmd->add_option("--nvme-capacity", f->nvme_capacity, "Free NVMe space, e.g. 1TiB (overrides statvfs)");
+  cmd->add_option("--nvme-path", f->nvme_paths, "Directory on an NVMe drive (repeatable; default $TMPDIR or /tmp)");
+  cmd->add_option("--cores", f->cores, "CPU cores for the optimizer (overrides detection)");
+  cmd->add_option("--profile", f->profile, "Bandwidth profile JSON saved by `tierflow bench`");
+  cmd->add_option("--device-tflops", f->device_tflops, "Dense 16-bit TFLOP/s of the device");
+  cmd->add_flag("--json", f->json, "Print one JSON object instead of tables");
+  cmd->callback([f, exit_code] {
+    StatusOr<int> result = RunPlan(*f);
+    if (!result.ok()) {
+      std::fprintf(stderr, "tierflow plan: %s\n", result.status().ToString().c_str());
+      *exit_code = 1;
+      return;
+    }
+    *exit_code = *result;
   });
 }
 

@@ -1,0 +1,94 @@
+// Default rates and `tierflow bench` profiles.
+#include "plan/bandwidth_profile.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace tierflow {
+
+Bandwidths DefaultBandwidths(bool device_is_gpu, int cores) {
+  const double n = std::max(cores, 1);
+  Bandwidths b;
+  b.host_memory_gb_per_second = std::min(5.0 * n, 40.0);
+  if (device_is_gpu) {
+    b.h2d_gb_per_second = 25;
+    b.d2h_gb_per_second = 25;
+    b.device_tflops = 200;
+  } else {
+    // The emulated device's copies are memcpy: a read and a write per byte.
+    b.h2d_gb_per_second = b.host_memory_gb_per_second / 2;
+    b.d2h_gb_per_second = b.host_memory_gb_per_second / 2;
+    b.device_tflops = 0.05 * n;
+  }
+  b.device_efficiency = 0.4;
+  b.adam_params_per_second = std::min(1e8 * n, b.host_memory_gb_per_second * 1e9 / 30.0);
+  b.nvme_read_gb_per_second = 3;
+  b.nvme_write_gb_per_second = 2;
+  b.source = "defaults";
+  return b;
+}
+
+StatusOr<Bandwidths> ParseBandwidthProfile(std::string_view json_text, std::string_view source,
+                                           const Bandwidths& base) {
+  const std::string src(source);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(json_text);
+  } catch (const nlohmann::json::parse_error& e) {
+    return InvalidArgumentError("bandwidth profile '" + src + "' is not valid JSON: " + e.what());
+  }
+  if (!j.is_object()) {
+    return InvalidArgumentError("bandwidth profile '" + src + "' must hold a JSON object");
+  }
+  auto version = j.find("version");
+  if (version == j.end() || !version->is_number_integer() || version->get<int>() != 1) {
+    return InvalidArgumentError("bandwidth profile '" + src +
+                                "': key 'version' must be 1 (the schema is in docs/PLANNER.md)");
+  }
+  Bandwidths b = base;
+  struct Key {
+    const char* name;
+    double* field;
+  };
+  const Key keys[] = {
+      {"h2d_gb_per_second", &b.h2d_gb_per_second},
+      {"d2h_gb_per_second", &b.d2h_gb_per_second},
+      {"host_memory_gb_per_second", &b.host_memory_gb_per_second},
+      {"adam_params_per_second", &b.adam_params_per_second},
+      {"nvme_read_gb_per_second", &b.nvme_read_gb_per_second},
+      {"nvme_write_gb_per_second", &b.nvme_write_gb_per_second},
+      {"device_tflops", &b.device_tflops},
+      {"device_efficiency", &b.device_efficiency},
+  };
+  int found = 0;
+  for (const Key& k : keys) {
+    auto it = j.find(k.name);
+    if (it == j.end()) continue;
+    if (!it->is_number() || !(it->get<double>() > 0)) {
+      return InvalidArgumentError("bandwidth profile '" + src + "': key '" + k.name +
+                                  "' must be a positive number, got " + it->dump());
+    }
+    *k.field = it->get<double>();
+    ++found;
+  }
+  if (b.device_efficiency > 1) {
+    return InvalidArgumentError("bandwidth profile '" + src +
+                                "': key 'device_efficiency' must be at most 1");
+  }
+  b.source = "profile " + src + " (" + std::to_string(found) + " of 8 rates" +
+             (found < 8 ? ", the rest " + base.source : std::string()) + ")";
+  return b;
+}
+
+StatusOr<Bandwidths> LoadBandwidthProfile(const std::string& path, const Bandwidths& base) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFoundError("cannot open bandwidth profile '" + path + "'");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return ParseBandwidthProfile(text.str(), path, base);
+}
+
+}  // namespace tierflow

@@ -1,0 +1,103 @@
+// PlanToJson: every number the planner computed, in bytes and seconds.
+#include "plan/plan_json.h"
+
+namespace tierflow {
+namespace {
+
+nlohmann::json TierJson(const TierPlan& tier) {
+  nlohmann::json components = nlohmann::json::object();
+  for (const PlanComponent& c : tier.components) components[c.name] = c.bytes;
+  return {{"total_bytes", tier.total_bytes()},
+          {"capacity_bytes", tier.capacity_bytes},
+          {"fits", tier.total_bytes() <= tier.capacity_bytes},
+          {"components", components}};
+}
+
+}  // namespace
+
+nlohmann::json PlanToJson(const PlanInput& in, const Hardware& hw, const Plan& plan,
+                          const LargestModel* largest) {
+  const ModelConfig& m = in.model;
+  nlohmann::json j;
+  j["model"] = {{"name", m.name},
+                {"family", std::string(ModelFamilyName(m.family))},
+                {"model_type", m.model_type},
+                {"layers", m.n_layers},
+                {"d_model", m.d_model},
+                {"heads", m.n_heads},
+                {"kv_heads", m.n_kv_heads},
+                {"d_ff", m.d_ff},
+                {"vocab_size", m.vocab_size},
+                {"tie_embeddings", m.tie_embeddings}};
+  j["params"] = plan.params;
+  j["input"] = {{"micro_batch", in.micro_batch},
+                {"seq_len", in.seq_len},
+                {"grad_accum", in.grad_accum},
+                {"tokens_per_step", plan.tokens_per_step},
+                {"dtype", std::string(DTypeName(in.dtype))},
+                {"checkpointing", in.checkpointing},
+                {"optimizer", std::string(OptimizerKindName(in.optimizer))},
+                {"offload_optimizer", std::string(OffloadChoiceName(in.offload))},
+                {"state_bytes_per_param", plan.state_bytes_per_param}};
+  const Bandwidths& bw = hw.bandwidths;
+  j["hardware"] = {{"device", hw.device_description},
+                   {"device_is_gpu", hw.device_is_gpu},
+                   {"device_memory_bytes", hw.device_memory_bytes},
+                   {"host_memory_bytes", hw.host_memory_bytes},
+                   {"nvme_capacity_bytes", hw.nvme_capacity_bytes},
+                   {"cores", hw.cores},
+                   {"rates_source", bw.source},
+                   {"h2d_gb_per_second", bw.h2d_gb_per_second},
+                   {"d2h_gb_per_second", bw.d2h_gb_per_second},
+                   {"host_memory_gb_per_second", bw.host_memory_gb_per_second},
+                   {"adam_params_per_second", bw.adam_params_per_second},
+                   {"nvme_read_gb_per_second", bw.nvme_read_gb_per_second},
+                   {"nvme_write_gb_per_second", bw.nvme_write_gb_per_second},
+                   {"device_tflops", bw.device_tflops},
+                   {"device_efficiency", bw.device_efficiency}};
+  j["feasible"] = plan.feasible;
+  j["binding_constraint"] = plan.binding_constraint;
+  j["explanation"] = plan.explanation;
+  j["tiers"] = {{"device", TierJson(plan.device)},
+                {"host", TierJson(plan.host)},
+                {"nvme", TierJson(plan.nvme)}};
+  j["tiers"]["host"]["pinned_bytes"] = plan.pinned_bytes;
+  j["activations"] = {
+      {"with_checkpointing_bytes", plan.activations_with_checkpointing_bytes},
+      {"without_checkpointing_bytes", plan.activations_without_checkpointing_bytes},
+      {"planned",
+       {{"inputs", plan.activations.inputs},
+        {"stored_layers", plan.activations.stored_layers},
+        {"final_norm", plan.activations.final_norm},
+        {"recompute_layer", plan.activations.recompute_layer},
+        {"gradients", plan.activations.gradients},
+        {"logits", plan.activations.logits},
+        {"peak", plan.activations.peak()}}}};
+  const Placement& p = plan.placement;
+  j["placement"] = {{"optimizer_state", p.where()},
+                    {"nvme_ratio", p.nvme_ratio},
+                    {"host_state_params", p.host_state_params},
+                    {"nvme_state_params", p.nvme_state_params},
+                    {"sub_group_params", p.sub_group_params},
+                    {"num_sub_groups", p.num_sub_groups},
+                    {"staging_buffers", p.staging_buffers},
+                    {"nvme_io_buffers", p.nvme_io_buffers},
+                    {"chosen_by", p.chosen_by_planner ? "planner" : "user"}};
+  nlohmann::json stages = nlohmann::json::object();
+  for (const StageTime& s : plan.stages) stages[s.name] = s.seconds;
+  j["stages"] = stages;
+  j["flops_per_step"] = plan.flops_per_step;
+  j["predicted_step_seconds"] = plan.predicted_step_seconds;
+  j["serial_step_seconds"] = plan.serial_step_seconds;
+  j["tokens_per_second"] = plan.predicted_step_seconds > 0
+                               ? static_cast<double>(plan.tokens_per_step) /
+                                     plan.predicted_step_seconds
+                               : 0.0;
+  if (largest != nullptr) {
+    j["max_params"] = largest->params;
+    j["max_model"] = largest->description;
+  }
+  return j;
+}
+
+}  // namespace tierflow

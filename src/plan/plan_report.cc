@@ -1,0 +1,131 @@
+// FormatPlanReport: fixed-width text, one section per question the user has
+// (what was assumed, what goes where, does it fit, how fast, how big).
+#include "plan/plan_report.h"
+
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+
+#include "common/units.h"
+
+namespace tierflow {
+namespace {
+
+void Appendf(std::string* out, const char* format, ...) {
+  char buf[1024];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(buf, sizeof(buf), format, args);
+  va_end(args);
+  *out += buf;
+}
+
+void AppendTier(std::string* out, const TierPlan& tier, const char* title) {
+  const uint64_t total = tier.total_bytes();
+  Appendf(out, "%s: %s of %s", title, FormatBytes(total).c_str(),
+          FormatBytes(tier.capacity_bytes).c_str());
+  if (tier.capacity_bytes > 0) {
+    Appendf(out, " (%.0f%%)", 100.0 * static_cast<double>(total) / tier.capacity_bytes);
+  }
+  Appendf(out, "%s\n", total <= tier.capacity_bytes ? "" : "  <-- OVER");
+  for (const PlanComponent& c : tier.components) {
+    if (c.bytes == 0) continue;
+    Appendf(out, "  %-26s %12s  %s\n", c.name.c_str(), FormatBytes(c.bytes).c_str(),
+            c.note.c_str());
+  }
+}
+
+}  // namespace
+
+std::string FormatParamCount(int64_t params) {
+  const double p = static_cast<double>(params);
+  char buf[32];
+  if (p >= 1e9) std::snprintf(buf, sizeof(buf), "%.2f B", p / 1e9);
+  else if (p >= 1e6) std::snprintf(buf, sizeof(buf), "%.1f M", p / 1e6);
+  else if (p >= 1e3) std::snprintf(buf, sizeof(buf), "%.1f K", p / 1e3);
+  else std::snprintf(buf, sizeof(buf), "%lld", static_cast<long long>(params));
+  return buf;
+}
+
+std::string FormatSeconds(double seconds) {
+  char buf[32];
+  if (seconds < 1e-3) std::snprintf(buf, sizeof(buf), "%.0f us", seconds * 1e6);
+  else if (seconds < 1) std::snprintf(buf, sizeof(buf), "%.0f ms", seconds * 1e3);
+  else if (seconds < 600) std::snprintf(buf, sizeof(buf), "%.1f s", seconds);
+  else if (seconds < 36000) std::snprintf(buf, sizeof(buf), "%.1f min", seconds / 60);
+  else std::snprintf(buf, sizeof(buf), "%.1f h", seconds / 3600);
+  return buf;
+}
+
+std::string FormatPlanReport(const PlanInput& in, const Hardware& hw, const Plan& plan,
+                             const LargestModel* largest,
+                             const std::vector<std::string>& hardware_notes) {
+  const ModelConfig& m = in.model;
+  std::string out;
+  Appendf(&out, "model     %s: %s, %s params (%lld layers, d_model %lld, %lld heads / %lld kv, "
+                "d_ff %lld, vocab %lld%s)\n",
+          m.name.c_str(), std::string(ModelFamilyName(m.family)).c_str(),
+          FormatParamCount(plan.params).c_str(), static_cast<long long>(m.n_layers),
+          static_cast<long long>(m.d_model), static_cast<long long>(m.n_heads),
+          static_cast<long long>(m.n_kv_heads), static_cast<long long>(m.d_ff),
+          static_cast<long long>(m.vocab_size), m.tie_embeddings ? ", tied head" : "");
+  Appendf(&out, "training  micro-batch %lld x seq %lld x accumulation %lld = %lld tokens/step; "
+                "%s; checkpointing %s; %s (%llu B/param of state)\n",
+          static_cast<long long>(in.micro_batch), static_cast<long long>(in.seq_len),
+          static_cast<long long>(in.grad_accum), static_cast<long long>(plan.tokens_per_step),
+          std::string(DTypeName(in.dtype)).c_str(), in.checkpointing ? "on" : "off",
+          std::string(OptimizerKindName(in.optimizer)).c_str(),
+          static_cast<unsigned long long>(plan.state_bytes_per_param));
+  Appendf(&out, "hardware\n");
+  for (const std::string& note : hardware_notes) Appendf(&out, "  %s\n", note.c_str());
+  out += "\n";
+
+  AppendTier(&out, plan.device, "device");
+  AppendTier(&out, plan.host, "host");
+  Appendf(&out, "  (pinned: %s)\n", FormatBytes(plan.pinned_bytes).c_str());
+  AppendTier(&out, plan.nvme, "nvme");
+  out += "\n";
+
+  Appendf(&out, "verdict: %s\n\n", plan.explanation.c_str());
+
+  const Placement& p = plan.placement;
+  Appendf(&out, "placement (%s): optimizer state ", p.chosen_by_planner ? "planner" : "user");
+  if (p.where() == "split") Appendf(&out, "split, ratio %.2f on NVMe", p.nvme_ratio);
+  else Appendf(&out, "on %s", p.where() == "host" ? "host" : "NVMe");
+  Appendf(&out, "; %s params' state on host, %s on NVMe\n",
+          FormatParamCount(p.host_state_params).c_str(),
+          FormatParamCount(p.nvme_state_params).c_str());
+  Appendf(&out, "  sub-groups of %s params (%lld), %d staging buffers, %d NVMe I/O buffers\n",
+          FormatParamCount(p.sub_group_params).c_str(), static_cast<long long>(p.num_sub_groups),
+          p.staging_buffers, p.nvme_io_buffers);
+  if (p.where() != "host") {
+    Appendf(&out, "  flags: --offload-optimizer nvme --ratio %.2f\n", p.nvme_ratio);
+  }
+  out += "\n";
+
+  Appendf(&out, "step time (rates: %s)\n", hw.bandwidths.source.c_str());
+  for (const StageTime& s : plan.stages) {
+    Appendf(&out, "  %-16s %10s  %s\n", s.name.c_str(), FormatSeconds(s.seconds).c_str(),
+            s.note.c_str());
+  }
+  const double tokens_per_second =
+      plan.predicted_step_seconds > 0 ? plan.tokens_per_step / plan.predicted_step_seconds : 0;
+  Appendf(&out, "  step: %s with overlap (%s if serial), %.0f tokens/s, %.3g FLOP/step\n",
+          FormatSeconds(plan.predicted_step_seconds).c_str(),
+          FormatSeconds(plan.serial_step_seconds).c_str(), tokens_per_second,
+          plan.flops_per_step);
+  if (largest != nullptr) {
+    out += "\n";
+    if (largest->params > 0) {
+      Appendf(&out, "largest %s that fits with this setup: %s params (%s)\n",
+              std::string(ModelFamilyName(m.family)).c_str(),
+              FormatParamCount(largest->params).c_str(), largest->description.c_str());
+    } else {
+      Appendf(&out, "no %s model fits with this setup\n",
+              std::string(ModelFamilyName(m.family)).c_str());
+    }
+  }
+  return out;
+}
+
+}  // namespace tierflow

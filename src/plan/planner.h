@@ -1,0 +1,162 @@
+// The memory-budget planner: given a model, a training setup and the
+// hardware, what every tier must hold, whether it fits (and if not, which
+// constraint binds and what to change), where the optimizer state goes, and
+// how long a step takes. `tierflow plan` prints it; `tierflow train` places
+// state by it and refuses an infeasible run before allocating anything.
+//
+// Pure functions of their inputs: no I/O, no globals (detection of the
+// hardware lives in hardware_detect.h, bandwidth profiles in
+// bandwidth_profile.h). Byte counts follow the tierflow convention in
+// plan/memory_model.h and docs/PLANNER.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "plan/memory_model.h"
+#include "tierflow/dtype.h"
+#include "tierflow/model_config.h"
+#include "tierflow/status.h"
+
+namespace tierflow {
+
+// Where the optimizer state (fp32 master weights and moments) lives.
+enum class OffloadChoice : uint8_t {
+  kAuto,  // on host while it fits, the rest on NVMe (the planner picks the ratio)
+  kHost,  // all on host
+  kNvme,  // on NVMe (ratio 1 unless PlanInput::nvme_ratio says otherwise)
+};
+std::string_view OffloadChoiceName(OffloadChoice choice);  // "auto", "host", "nvme"
+StatusOr<OffloadChoice> ParseOffloadChoice(std::string_view name);
+
+struct PlanInput {
+  ModelConfig model;
+  int64_t micro_batch = 1;      // sequences per micro-batch (B). REQUIRES >= 1
+  int64_t seq_len = 0;          // tokens per sequence (T). REQUIRES 1..model.max_seq_len
+  int64_t grad_accum = 1;       // micro-batches per optimizer step. REQUIRES >= 1
+  DType dtype = DType::kBF16;   // working weights, gradients and activations on the device
+  bool checkpointing = true;    // activation checkpointing (keep block inputs, recompute)
+  bool attention_saves_probabilities = true;  // see ActivationOptions
+  OptimizerKind optimizer = OptimizerKind::kAdamW;
+  OffloadChoice offload = OffloadChoice::kAuto;
+  // Fraction in [0, 1] of the parameters whose optimizer state is on NVMe.
+  // < 0 = not given: kAuto picks the smallest that fits the host, kHost
+  // means 0, kNvme means 1. Given with kHost it must be 0.
+  double nvme_ratio = -1;
+  int64_t sub_group_params = 0;  // 0 = DefaultSubGroupParams(P)
+  int staging_buffers = kDefaultStagingBuffers;
+  int nvme_io_buffers = kDefaultNvmeIoBuffers;
+};
+
+// Rates the step-time prediction uses. Defaults come from
+// DefaultBandwidths (bandwidth_profile.h); a `tierflow bench` profile
+// replaces them.
+struct Bandwidths {
+  double h2d_gb_per_second = 0;          // weights to the device (pinned)
+  double d2h_gb_per_second = 0;          // gradients to the host (pinned)
+  double host_memory_gb_per_second = 0;  // host DRAM streaming (gradient accumulation)
+  double adam_params_per_second = 0;     // CPU optimizer throughput, all cores
+  double nvme_read_gb_per_second = 0;    // optimizer state reads, all NVMe paths
+  double nvme_write_gb_per_second = 0;   // optimizer state writes
+  double device_tflops = 0;              // dense 16-bit GEMM peak of the device
+  double device_efficiency = 0;          // fraction of device_tflops a whole fwd+bwd reaches
+  std::string source;                    // "defaults", "profile bench.json", ... (for humans)
+};
+
+struct Hardware {
+  bool device_is_gpu = false;           // false: the emulated CPU device
+  std::string device_description;       // for humans
+  uint64_t device_memory_bytes = 0;     // capacity of the device tier
+  // Taken off the device before tensors (kCudaContextBytes when the capacity
+  // is the card's total; 0 when it was measured free through the Device API).
+  uint64_t device_reserved_bytes = 0;
+  // The emulated CPU device's memory is host RAM: its use counts on the host tier too.
+  bool device_memory_is_host_memory = false;
+  uint64_t host_memory_bytes = 0;       // usable host RAM (MemAvailable, cgroup limit)
+  uint64_t nvme_capacity_bytes = 0;     // free bytes over all NVMe paths
+  int cores = 1;
+  Bandwidths bandwidths;
+};
+
+// One line of a tier's table.
+struct PlanComponent {
+  std::string name;  // JSON key: "weights", "gradient_buckets", ...
+  uint64_t bytes = 0;
+  std::string note;  // how it was computed, for humans
+};
+
+struct TierPlan {
+  std::string name;  // "device", "host", "nvme"
+  uint64_t capacity_bytes = 0;
+  std::vector<PlanComponent> components;
+  uint64_t total_bytes() const;
+  uint64_t bytes_of(std::string_view component) const;  // 0 when absent
+};
+
+struct Placement {
+  double nvme_ratio = 0;          // fraction of parameters with optimizer state on NVMe
+  int64_t host_state_params = 0;  // parameters whose master + moments are in host RAM
+  int64_t nvme_state_params = 0;  // ... on NVMe
+  int64_t sub_group_params = 0;
+  int64_t num_sub_groups = 0;
+  int staging_buffers = 0;
+  int nvme_io_buffers = 0;        // 0 when nothing is on NVMe
+  bool chosen_by_planner = false; // false when the user fixed the placement
+  std::string where() const;      // "host", "nvme" or "split"
+};
+
+struct StageTime {
+  std::string name;  // JSON key: "compute", "d2h_gradients", ...
+  double seconds = 0;  // per optimizer step
+  std::string note;
+};
+
+struct Plan {
+  std::string model_name;
+  ModelFamily family = ModelFamily::kLlama;
+  int64_t params = 0;
+  int64_t tokens_per_step = 0;
+  uint64_t state_bytes_per_param = 0;  // master + moments (12 for AdamW)
+
+  TierPlan device, host, nvme;
+  uint64_t pinned_bytes = 0;  // part of the host total that is page-locked
+  ActivationBytes activations;                    // as planned (checkpointing per input)
+  uint64_t activations_with_checkpointing_bytes = 0;
+  uint64_t activations_without_checkpointing_bytes = 0;
+
+  bool feasible = false;
+  // The tier with the highest use / capacity: the one that does not fit,
+  // or, when all fit, the one that limits growth. "device", "host", "nvme".
+  std::string binding_constraint;
+  // One or two sentences: what fits, or what does not and what to change.
+  std::string explanation;
+
+  Placement placement;
+  std::vector<StageTime> stages;
+  double predicted_step_seconds = 0;  // with the engine's overlap
+  double serial_step_seconds = 0;     // every stage one after another
+  double flops_per_step = 0;
+};
+
+// The plan. InvalidArgument when the input is inconsistent (seq_len beyond
+// the model's positions, ratio outside [0, 1] or contradicting the offload
+// choice, non-positive sizes). An infeasible budget is not an error: the
+// Plan says feasible = false and why.
+StatusOr<Plan> ComputePlan(const PlanInput& input, const Hardware& hardware);
+
+// OK when the plan is feasible; otherwise OutOfMemory (device or host) or
+// ResourceExhausted (NVMe) carrying the plan's explanation. What the engine
+// returns before it allocates anything.
+Status RequireFeasible(const Plan& plan);
+
+// The largest model of the input's family that fits the hardware with the
+// same training setup: the family's presets, and the input model's width at
+// every depth (a binary search over layers). params = 0 when nothing fits.
+struct LargestModel {
+  int64_t params = 0;
+  std::string description;  // "llama-8b (preset)" or "llama-7b width, 41 layers"
+};
+StatusOr<LargestModel> LargestFittingModel(const PlanInput& input, const Hardware& hardware);
+
+}  // namespace tierflow

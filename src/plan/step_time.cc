@@ -1,0 +1,63 @@
+// Step-time prediction. The engine runs the micro-batches' forward and
+// backward on the device while gradients stream out (D2H) and accumulate on
+// the host, then runs the CPU optimizer over sub-groups with NVMe reads,
+// writes and the H2D of new weights pipelined behind it. So a step takes the
+// slowest stage of each phase plus the pipeline's fill.
+#include "plan/step_time.h"
+
+#include <algorithm>
+
+namespace tierflow {
+namespace {
+
+double Seconds(double amount, double rate) { return rate > 0 ? amount / rate : 0.0; }
+
+}  // namespace
+
+double TrainingFlopsPerToken(const ModelConfig& m, int64_t seq_len, bool checkpointing) {
+  double matmul_params = static_cast<double>(ParameterCount(m) - EmbeddingParameterCount(m));
+  if (m.tie_embeddings) matmul_params += static_cast<double>(m.vocab_size) * m.d_model;
+  const double attention = 12.0 * static_cast<double>(m.n_layers) * static_cast<double>(seq_len) *
+                           static_cast<double>(m.n_heads * m.head_dim);
+  const double flops = 6.0 * matmul_params + attention;
+  return checkpointing ? flops * 4.0 / 3.0 : flops;
+}
+
+void PredictStepTime(const PlanInput& in, const Hardware& hw, Plan& plan) {
+  const Bandwidths& bw = hw.bandwidths;
+  const double P = static_cast<double>(plan.params);
+  const double a = static_cast<double>(DTypeSize(in.dtype));
+  const double k = static_cast<double>(in.grad_accum);
+  const double s = static_cast<double>(plan.state_bytes_per_param);
+  const double nvme_params = static_cast<double>(plan.placement.nvme_state_params);
+
+  plan.flops_per_step = TrainingFlopsPerToken(in.model, in.seq_len, in.checkpointing) *
+                        static_cast<double>(plan.tokens_per_step);
+  const double compute =
+      Seconds(plan.flops_per_step, bw.device_tflops * 1e12 * bw.device_efficiency);
+  const double d2h = Seconds(k * P * a, bw.d2h_gb_per_second * 1e9);
+  // Accumulate: read the 16-bit gradient, read and write the fp32 sum.
+  const double accumulate = Seconds(k * P * (a + 8.0), bw.host_memory_gb_per_second * 1e9);
+  const double optimizer = Seconds(P, bw.adam_params_per_second);
+  // Reads and writes share the drives, so their times add.
+  const double nvme = Seconds(nvme_params * s, bw.nvme_read_gb_per_second * 1e9) +
+                      Seconds(nvme_params * s, bw.nvme_write_gb_per_second * 1e9);
+  const double h2d = Seconds(P * a, bw.h2d_gb_per_second * 1e9);
+
+  plan.stages = {
+      {"compute", compute, "forward + backward on the device"},
+      {"d2h_gradients", d2h, "gradients to pinned host buffers, every micro-batch"},
+      {"host_accumulate", accumulate, "fp32 gradient accumulation on the host"},
+      {"optimizer", optimizer, "CPU optimizer over all parameters"},
+      {"nvme_io", nvme, "optimizer state read + written for the NVMe share"},
+      {"h2d_weights", h2d, "new 16-bit weights to the device"},
+  };
+  const double backward_phase = std::max({compute, d2h, accumulate});
+  const double update_slowest = std::max({optimizer, nvme, h2d});
+  const double update_sum = optimizer + nvme + h2d;
+  const double groups = static_cast<double>(std::max<int64_t>(plan.placement.num_sub_groups, 1));
+  plan.predicted_step_seconds = backward_phase + update_slowest + (update_sum - update_slowest) / groups;
+  plan.serial_step_seconds = compute + d2h + accumulate + update_sum;
+}
+
+}  // namespace tierflow
