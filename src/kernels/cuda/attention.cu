@@ -1,0 +1,337 @@
+// Causal GQA attention on CUDA, flash-attention style: K/V (or Q/dO) tiles of
+// kTile rows are staged in shared memory; each warp owns one query (or key)
+// row and keeps its accumulators in registers (8 floats per lane, HS <= 256).
+// Forward uses the online softmax and saves only the row logsumexp; backward
+// recomputes the probabilities and runs two kernels, one for dq (a warp per
+// query row) and one for dk/dv (a warp per key row, summing over the query
+// heads of its group), so every output element is written by exactly one
+// warp: deterministic without atomics. No T x T matrix exists anywhere.
+#include "kernels/attention.h"
+#include "kernels/cuda/cuda_ops_common.cuh"
+
+namespace tierflow {
+namespace {
+
+using cuda_ops::Load;
+using cuda_ops::Store;
+using cuda_ops::WarpMax;
+using cuda_ops::WarpSum;
+
+constexpr int kWarps = 4;    // rows (warps) per block
+constexpr int kTile = 32;    // staged rows per tile: one per lane
+constexpr int kPerLane = static_cast<int>(kAttentionMaxHeadSizeCuda) / 32;
+
+struct Dims {
+  int64_t T, NH, NKV, HS, qs, kvs;
+  float scale;
+};
+
+// Stages rows [r0, r0 + kTile) of head `head` of x (token stride `stride`) at
+// batch b into a padded (kTile, HS + 1) fp32 tile; rows past T become 0.
+template <typename T>
+__device__ void StageTile(float* tile, const T* x, int64_t b, int64_t head, int64_t stride,
+                          int64_t r0, const Dims& d) {
+  const int64_t pitch = d.HS + 1;
+  for (int64_t e = threadIdx.x; e < kTile * d.HS; e += blockDim.x) {
+    const int64_t r = e / d.HS, c = e % d.HS, t = r0 + r;
+    tile[r * pitch + c] = t < d.T ? Load(x + (b * d.T + t) * stride + head * d.HS + c) : 0.0f;
+  }
+}
+
+template <typename T>
+static __global__ void AttentionForwardKernel(T* out, float* lse, const T* q, const T* k,
+                                              const T* v, Dims d) {
+  extern __shared__ float smem[];
+  const int64_t pitch = d.HS + 1;
+  float* k_tile = smem;                    // (kTile, HS + 1)
+  float* v_tile = k_tile + kTile * pitch;  // (kTile, HS + 1)
+  float* q_rows = v_tile + kTile * pitch;  // (kWarps, HS)
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t b = blockIdx.z, h = blockIdx.y, g = h / (d.NH / d.NKV);
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
+  const int64_t last_row = min(d.T - 1, static_cast<int64_t>(blockIdx.x) * kWarps + kWarps - 1);
+  const bool active = i < d.T;
+  float* qr = q_rows + warp * d.HS;
+  for (int64_t c = lane; c < d.HS; c += 32) {
+    qr[c] = active ? Load(q + (b * d.T + i) * d.qs + h * d.HS + c) * d.scale : 0.0f;
+  }
+  float o[kPerLane];
+#pragma unroll
+  for (int r = 0; r < kPerLane; ++r) o[r] = 0.0f;
+  float m = -INFINITY, l = 0.0f;
+  for (int64_t j0 = 0; j0 <= last_row; j0 += kTile) {
+    __syncthreads();  // previous tile fully used (and q_rows written, first time)
+    StageTile(k_tile, k, b, g, d.kvs, j0, d);
+    StageTile(v_tile, v, b, g, d.kvs, j0, d);
+    __syncthreads();
+    if (!active || j0 > i) continue;
+    const int64_t j = j0 + lane;
+    float s = -INFINITY;
+    if (j <= i) {
+      s = 0.0f;
+      const float* kr = k_tile + lane * pitch;
+      for (int64_t c = 0; c < d.HS; ++c) s += qr[c] * kr[c];
+    }
+    const float m_new = fmaxf(m, WarpMax(s));
+    const float p = j <= i ? expf(s - m_new) : 0.0f;
+    const float correction = expf(m - m_new);
+    l = l * correction + WarpSum(p);
+#pragma unroll
+    for (int r = 0; r < kPerLane; ++r) o[r] *= correction;
+    for (int jj = 0; jj < kTile; ++jj) {
+      const float pj = __shfl_sync(0xffffffffu, p, jj);
+      const float* vr = v_tile + jj * pitch;
+#pragma unroll
+      for (int r = 0; r < kPerLane; ++r) {
+        const int64_t c = lane + 32 * r;
+        if (c < d.HS) o[r] += pj * vr[c];
+      }
+    }
+    m = m_new;
+  }
+  if (!active) return;
+  const float inv_l = 1.0f / l;
+#pragma unroll
+  for (int r = 0; r < kPerLane; ++r) {
+    const int64_t c = lane + 32 * r;
+    if (c < d.HS) Store(out + ((b * d.T + i) * d.NH + h) * d.HS + c, o[r] * inv_l);
+  }
+  if (lane == 0) lse[(b * d.NH + h) * d.T + i] = m + logf(l);
+}
+
+// dq[i] = scale * sum_{j<=i} p_ij (dp_ij - D_i) k_j, one warp per query row.
+template <typename T>
+static __global__ void AttentionBackwardDqKernel(T* dq, const T* dout, const T* q, const T* k,
+                                                 const T* v, const T* out, const float* lse,
+                                                 Dims d) {
+  extern __shared__ float smem[];
+  const int64_t pitch = d.HS + 1;
+  float* k_tile = smem;
+  float* v_tile = k_tile + kTile * pitch;
+  float* q_rows = v_tile + kTile * pitch;   // (kWarps, HS), pre-scaled
+  float* do_rows = q_rows + kWarps * d.HS;  // (kWarps, HS)
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t b = blockIdx.z, h = blockIdx.y, g = h / (d.NH / d.NKV);
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
+  const int64_t last_row = min(d.T - 1, static_cast<int64_t>(blockIdx.x) * kWarps + kWarps - 1);
+  const bool active = i < d.T;
+  float* qr = q_rows + warp * d.HS;
+  float* dor = do_rows + warp * d.HS;
+  float dot_do_o = 0.0f;
+  for (int64_t c = lane; c < d.HS; c += 32) {
+    qr[c] = active ? Load(q + (b * d.T + i) * d.qs + h * d.HS + c) * d.scale : 0.0f;
+    const int64_t packed = ((b * d.T + i) * d.NH + h) * d.HS + c;
+    dor[c] = active ? Load(dout + packed) : 0.0f;
+    if (active) dot_do_o += dor[c] * Load(out + packed);
+  }
+  const float D = WarpSum(dot_do_o);
+  const float row_lse = active ? lse[(b * d.NH + h) * d.T + i] : 0.0f;
+  float acc[kPerLane];
+#pragma unroll
+  for (int r = 0; r < kPerLane; ++r) acc[r] = 0.0f;
+  for (int64_t j0 = 0; j0 <= last_row; j0 += kTile) {
+    __syncthreads();
+    StageTile(k_tile, k, b, g, d.kvs, j0, d);
+    StageTile(v_tile, v, b, g, d.kvs, j0, d);
+    __syncthreads();
+    if (!active || j0 > i) continue;
+    const int64_t j = j0 + lane;
+    float ds = 0.0f;
+    if (j <= i) {
+      const float* kr = k_tile + lane * pitch;
+      const float* vr = v_tile + lane * pitch;
+      float s = 0.0f, dp = 0.0f;
+      for (int64_t c = 0; c < d.HS; ++c) {
+        s += qr[c] * kr[c];
+        dp += dor[c] * vr[c];
+      }
+      ds = expf(s - row_lse) * (dp - D);
+    }
+    for (int jj = 0; jj < kTile; ++jj) {
+      const float dsj = __shfl_sync(0xffffffffu, ds, jj);
+      const float* kr = k_tile + jj * pitch;
+#pragma unroll
+      for (int r = 0; r < kPerLane; ++r) {
+        const int64_t c = lane + 32 * r;
+        if (c < d.HS) acc[r] += dsj * kr[c];
+      }
+    }
+  }
+  if (!active) return;
+#pragma unroll
+  for (int r = 0; r < kPerLane; ++r) {
+    const int64_t c = lane + 32 * r;
+    if (c < d.HS) Store(dq + (b * d.T + i) * d.qs + h * d.HS + c, acc[r] * d.scale);
+  }
+}
+
+// dv[j] = sum_h sum_{i>=j} p_ij dout_i;  dk[j] = scale * sum_h sum_{i>=j} ds_ij q_i.
+// One warp per key row j of kv head g; query tiles staged in shared memory.
+template <typename T>
+static __global__ void AttentionBackwardDkvKernel(T* dk, T* dv, const T* dout, const T* q,
+                                                  const T* k, const T* v, const T* out,
+                                                  const float* lse, Dims d) {
+  extern __shared__ float smem[];
+  const int64_t pitch = d.HS + 1;
+  float* q_tile = smem;                     // (kTile, HS + 1), pre-scaled
+  float* do_tile = q_tile + kTile * pitch;  // (kTile, HS + 1)
+  float* k_rows = do_tile + kTile * pitch;  // (kWarps, HS)
+  float* v_rows = k_rows + kWarps * d.HS;   // (kWarps, HS)
+  float* lse_tile = v_rows + kWarps * d.HS; // (kTile)
+  float* d_tile = lse_tile + kTile;         // (kTile)
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t b = blockIdx.z, g = blockIdx.y, group = d.NH / d.NKV;
+  const int64_t first_key = static_cast<int64_t>(blockIdx.x) * kWarps;
+  const int64_t j = first_key + warp;
+  const bool active = j < d.T;
+  float* kr = k_rows + warp * d.HS;
+  float* vr = v_rows + warp * d.HS;
+  for (int64_t c = lane; c < d.HS; c += 32) {
+    kr[c] = active ? Load(k + (b * d.T + j) * d.kvs + g * d.HS + c) : 0.0f;
+    vr[c] = active ? Load(v + (b * d.T + j) * d.kvs + g * d.HS + c) : 0.0f;
+  }
+  float dk_acc[kPerLane], dv_acc[kPerLane];
+#pragma unroll
+  for (int r = 0; r < kPerLane; ++r) dk_acc[r] = dv_acc[r] = 0.0f;
+  for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+    for (int64_t i0 = (first_key / kTile) * kTile; i0 < d.T; i0 += kTile) {
+      __syncthreads();
+      StageTile(q_tile, q, b, h, d.qs, i0, d);
+      StageTile(do_tile, dout, b, h, d.NH * d.HS, i0, d);
+      // Row terms of this tile: lse and D = dout . out, a warp per row.
+      for (int r = warp; r < kTile; r += kWarps) {
+        const int64_t t = i0 + r;
+        float dot = 0.0f;
+        if (t < d.T) {
+          for (int64_t c = lane; c < d.HS; c += 32) {
+            const int64_t packed = ((b * d.T + t) * d.NH + h) * d.HS + c;
+            dot += Load(dout + packed) * Load(out + packed);
+          }
+        }
+        dot = WarpSum(dot);
+        if (lane == 0) {
+          d_tile[r] = dot;
+          lse_tile[r] = t < d.T ? lse[(b * d.NH + h) * d.T + t] : 0.0f;
+        }
+      }
+      __syncthreads();
+      for (int64_t e = threadIdx.x; e < kTile * d.HS; e += blockDim.x) {
+        q_tile[(e / d.HS) * pitch + e % d.HS] *= d.scale;
+      }
+      __syncthreads();
+      if (!active || i0 + kTile - 1 < j) continue;
+      const int64_t i = i0 + lane;
+      float p = 0.0f, ds = 0.0f;
+      if (i >= j && i < d.T) {
+        const float* qr = q_tile + lane * pitch;
+        const float* dor = do_tile + lane * pitch;
+        float s = 0.0f, dp = 0.0f;
+        for (int64_t c = 0; c < d.HS; ++c) {
+          s += qr[c] * kr[c];
+          dp += dor[c] * vr[c];
+        }
+        p = expf(s - lse_tile[lane]);
+        ds = p * (dp - d_tile[lane]);
+      }
+      for (int ii = 0; ii < kTile; ++ii) {
+        const float pi = __shfl_sync(0xffffffffu, p, ii);
+        const float dsi = __shfl_sync(0xffffffffu, ds, ii);
+        const float* qr = q_tile + ii * pitch;  // holds q * scale: dk gets its scale here
+        const float* dor = do_tile + ii * pitch;
+#pragma unroll
+        for (int r = 0; r < kPerLane; ++r) {
+          const int64_t c = lane + 32 * r;
+          if (c < d.HS) {
+            dv_acc[r] += pi * dor[c];
+            dk_acc[r] += dsi * qr[c];
+          }
+        }
+      }
+    }
+  }
+  if (!active) return;
+#pragma unroll
+  for (int r = 0; r < kPerLane; ++r) {
+    const int64_t c = lane + 32 * r;
+    if (c < d.HS) {
+      Store(dk + (b * d.T + j) * d.kvs + g * d.HS + c, dk_acc[r]);
+      Store(dv + (b * d.T + j) * d.kvs + g * d.HS + c, dv_acc[r]);
+    }
+  }
+}
+
+Status CheckCudaShape(const char* op, const AttentionShape& s) {
+  TF_RETURN_IF_ERROR(ValidateAttention(op, s));
+  if (s.head_size > kAttentionMaxHeadSizeCuda) {
+    return InvalidArgumentError(std::string(op) + ": head_size " + std::to_string(s.head_size) +
+                                " > " + std::to_string(kAttentionMaxHeadSizeCuda) +
+                                " (the CUDA kernels keep a row in registers)");
+  }
+  if (s.heads > 65535 || s.kv_heads > 65535 || s.batch > 65535) {
+    return InvalidArgumentError(std::string(op) + ": batch and heads must be <= 65535");
+  }
+  return Status::Ok();
+}
+
+Dims MakeDims(const AttentionShape& s) {
+  return Dims{s.seq_len, s.heads, s.kv_heads, s.head_size, s.qs(), s.kvs(),
+              1.0f / sqrtf(static_cast<float>(s.head_size))};
+}
+
+template <typename Kernel>
+Status AllowSharedMemory(Kernel kernel, size_t num_bytes) {
+  if (num_bytes <= 48 * 1024) return Status::Ok();
+  TF_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
+      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(num_bytes)));
+  return Status::Ok();
+}
+
+}  // namespace
+
+template <typename T>
+Status AttentionForwardCuda(cudaStream_t stream, T* out, float* lse, const T* q, const T* k,
+                            const T* v, const AttentionShape& s) {
+  TF_RETURN_IF_ERROR(CheckCudaShape("AttentionForwardCuda", s));
+  const Dims d = MakeDims(s);
+  const size_t smem = sizeof(float) * (2 * kTile * (d.HS + 1) + kWarps * d.HS);
+  TF_RETURN_IF_ERROR(AllowSharedMemory(AttentionForwardKernel<T>, smem));
+  dim3 grid(static_cast<unsigned int>((s.seq_len + kWarps - 1) / kWarps),
+            static_cast<unsigned int>(s.heads), static_cast<unsigned int>(s.batch));
+  AttentionForwardKernel<T><<<grid, kWarps * 32, smem, stream>>>(out, lse, q, k, v, d);
+  return cuda_ops::CheckLaunch("AttentionForwardKernel");
+}
+
+template <typename T>
+Status AttentionBackwardCuda(cudaStream_t stream, T* dq, T* dk, T* dv, const T* dout,
+                             const T* q, const T* k, const T* v, const T* out, const float* lse,
+                             const AttentionShape& s) {
+  TF_RETURN_IF_ERROR(CheckCudaShape("AttentionBackwardCuda", s));
+  const Dims d = MakeDims(s);
+  const unsigned int row_blocks = static_cast<unsigned int>((s.seq_len + kWarps - 1) / kWarps);
+  const size_t dq_smem = sizeof(float) * (2 * kTile * (d.HS + 1) + 2 * kWarps * d.HS);
+  TF_RETURN_IF_ERROR(AllowSharedMemory(AttentionBackwardDqKernel<T>, dq_smem));
+  dim3 dq_grid(row_blocks, static_cast<unsigned int>(s.heads), static_cast<unsigned int>(s.batch));
+  AttentionBackwardDqKernel<T><<<dq_grid, kWarps * 32, dq_smem, stream>>>(dq, dout, q, k, v, out,
+                                                                          lse, d);
+  TF_RETURN_IF_ERROR(cuda_ops::CheckLaunch("AttentionBackwardDqKernel"));
+  const size_t kv_smem =
+      sizeof(float) * (2 * kTile * (d.HS + 1) + 2 * kWarps * d.HS + 2 * kTile);
+  TF_RETURN_IF_ERROR(AllowSharedMemory(AttentionBackwardDkvKernel<T>, kv_smem));
+  dim3 kv_grid(row_blocks, static_cast<unsigned int>(s.kv_heads),
+               static_cast<unsigned int>(s.batch));
+  AttentionBackwardDkvKernel<T><<<kv_grid, kWarps * 32, kv_smem, stream>>>(dk, dv, dout, q, k, v,
+                                                                           out, lse, d);
+  return cuda_ops::CheckLaunch("AttentionBackwardDkvKernel");
+}
+
+#define TF_INSTANTIATE_ATTENTION_CUDA(T)                                                        \
+  template Status AttentionForwardCuda<T>(cudaStream_t, T*, float*, const T*, const T*,        \
+                                          const T*, const AttentionShape&);                    \
+  template Status AttentionBackwardCuda<T>(cudaStream_t, T*, T*, T*, const T*, const T*,       \
+                                           const T*, const T*, const T*, const float*,         \
+                                           const AttentionShape&);
+TF_INSTANTIATE_ATTENTION_CUDA(float)
+TF_INSTANTIATE_ATTENTION_CUDA(bf16)
+TF_INSTANTIATE_ATTENTION_CUDA(fp16)
+
+}  // namespace tierflow

@@ -1,0 +1,93 @@
+// Embedding (+ learned positions) on CUDA: kernels, launchers, entry points.
+// Backward is deterministic without atomics: thread (s, c) owns column c of
+// every vocab row v with v % kVocabSlices == s and walks the tokens in order.
+#include "kernels/cuda/cuda_ops_common.cuh"
+#include "kernels/embedding.h"
+
+namespace tierflow {
+namespace {
+
+using cuda_ops::Load;
+using cuda_ops::Store;
+
+constexpr int kThreads = 256;
+constexpr int kVocabSlices = 64;
+
+template <typename T>
+static __global__ void EmbeddingForwardKernel(T* out, const int32_t* tokens, const T* wte,
+                                              const T* wpe, int64_t rows, int64_t T_, int64_t C,
+                                              int64_t V) {
+  const int64_t n = rows * C;
+  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t row = idx / C, c = idx % C;
+    const int32_t tok = tokens[row];
+    float v = (tok >= 0 && tok < V) ? Load(wte + tok * C + c) : 0.0f;
+    if (wpe != nullptr) v += Load(wpe + (row % T_) * C + c);
+    Store(out + idx, v);
+  }
+}
+
+template <typename T>
+static __global__ void EmbeddingBackwardWteKernel(float* dwte, const T* dout,
+                                                  const int32_t* tokens, int64_t rows, int64_t C,
+                                                  int64_t V) {
+  const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  const int slice = blockIdx.y;
+  if (c >= C) return;
+  for (int64_t row = 0; row < rows; ++row) {
+    const int32_t tok = tokens[row];
+    if (tok < 0 || tok >= V || tok % kVocabSlices != slice) continue;
+    dwte[tok * C + c] += Load(dout + row * C + c);
+  }
+}
+
+template <typename T>
+static __global__ void EmbeddingBackwardWpeKernel(float* dwpe, const T* dout, int64_t B,
+                                                  int64_t T_, int64_t C) {
+  const int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (idx >= T_ * C) return;
+  const int64_t t = idx / C, c = idx % C;
+  float acc = 0.0f;
+  for (int64_t b = 0; b < B; ++b) acc += Load(dout + (b * T_ + t) * C + c);
+  dwpe[idx] += acc;
+}
+
+}  // namespace
+
+template <typename T>
+Status EmbeddingForwardCuda(cudaStream_t stream, T* out, const int32_t* tokens, const T* wte,
+                            const T* wpe, const EmbeddingShape& s) {
+  TF_RETURN_IF_ERROR(ValidateEmbedding("EmbeddingForwardCuda", s));
+  const int64_t rows = s.batch * s.seq_len;
+  EmbeddingForwardKernel<<<cuda_ops::GridFor(rows * s.channels, kThreads), kThreads, 0, stream>>>(
+      out, tokens, wte, wpe, rows, s.seq_len, s.channels, s.vocab);
+  return cuda_ops::CheckLaunch("EmbeddingForwardKernel");
+}
+
+template <typename T>
+Status EmbeddingBackwardCuda(cudaStream_t stream, float* dwte, float* dwpe, const T* dout,
+                             const int32_t* tokens, const EmbeddingShape& s) {
+  TF_RETURN_IF_ERROR(ValidateEmbedding("EmbeddingBackwardCuda", s));
+  const int64_t rows = s.batch * s.seq_len;
+  dim3 grid(static_cast<unsigned int>((s.channels + kThreads - 1) / kThreads), kVocabSlices);
+  EmbeddingBackwardWteKernel<<<grid, kThreads, 0, stream>>>(dwte, dout, tokens, rows, s.channels,
+                                                            s.vocab);
+  TF_RETURN_IF_ERROR(cuda_ops::CheckLaunch("EmbeddingBackwardWteKernel"));
+  if (dwpe == nullptr) return Status::Ok();
+  const int64_t n = s.seq_len * s.channels;
+  EmbeddingBackwardWpeKernel<<<static_cast<unsigned int>((n + kThreads - 1) / kThreads), kThreads,
+                               0, stream>>>(dwpe, dout, s.batch, s.seq_len, s.channels);
+  return cuda_ops::CheckLaunch("EmbeddingBackwardWpeKernel");
+}
+
+#define TF_INSTANTIATE_EMBEDDING_CUDA(T)                                                         \
+  template Status EmbeddingForwardCuda<T>(cudaStream_t, T*, const int32_t*, const T*, const T*, \
+                                          const EmbeddingShape&);                               \
+  template Status EmbeddingBackwardCuda<T>(cudaStream_t, float*, float*, const T*,              \
+                                           const int32_t*, const EmbeddingShape&);
+TF_INSTANTIATE_EMBEDDING_CUDA(float)
+TF_INSTANTIATE_EMBEDDING_CUDA(bf16)
+TF_INSTANTIATE_EMBEDDING_CUDA(fp16)
+
+}  // namespace tierflow

@@ -1,0 +1,129 @@
+// LayerNorm on CUDA: one warp per row for the row work (fp32 statistics),
+// a fixed-tree column sum for dweight/dbias (deterministic, no atomics).
+#include "kernels/cuda/cuda_ops_common.cuh"
+#include "kernels/layernorm.h"
+
+namespace tierflow {
+namespace {
+
+using cuda_ops::Load;
+using cuda_ops::Store;
+using cuda_ops::WarpSum;
+
+constexpr int kWarpsPerBlock = 8;
+
+template <typename T>
+static __global__ void LayerNormForwardKernel(T* out, float* mean, float* rstd, const T* inp,
+                                              const T* weight, const T* bias, int64_t N,
+                                              int64_t C, float eps) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= N) return;
+  const T* x = inp + row * C;
+  float sum = 0.0f;
+  for (int64_t c = lane; c < C; c += 32) sum += Load(x + c);
+  const float m = WarpSum(sum) / static_cast<float>(C);
+  float var = 0.0f;
+  for (int64_t c = lane; c < C; c += 32) {
+    const float d = Load(x + c) - m;
+    var += d * d;
+  }
+  const float r = rsqrtf(WarpSum(var) / static_cast<float>(C) + eps);
+  for (int64_t c = lane; c < C; c += 32) {
+    Store(out + row * C + c, (Load(x + c) - m) * r * Load(weight + c) + Load(bias + c));
+  }
+  if (lane == 0) {
+    if (mean != nullptr) mean[row] = m;
+    if (rstd != nullptr) rstd[row] = r;
+  }
+}
+
+template <typename T>
+static __global__ void LayerNormBackwardInputKernel(T* dinp, const T* dout, const T* inp,
+                                                    const T* weight, const float* mean,
+                                                    const float* rstd, int64_t N, int64_t C) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= N) return;
+  const T* x = inp + row * C;
+  const T* g = dout + row * C;
+  const float m = mean[row], r = rstd[row];
+  float dn_sum = 0.0f, dn_n_sum = 0.0f;
+  for (int64_t c = lane; c < C; c += 32) {
+    const float n = (Load(x + c) - m) * r;
+    const float dn = Load(weight + c) * Load(g + c);
+    dn_sum += dn;
+    dn_n_sum += dn * n;
+  }
+  const float dn_mean = WarpSum(dn_sum) / static_cast<float>(C);
+  const float dn_n_mean = WarpSum(dn_n_sum) / static_cast<float>(C);
+  for (int64_t c = lane; c < C; c += 32) {
+    const float n = (Load(x + c) - m) * r;
+    const float dn = Load(weight + c) * Load(g + c);
+    T* d = dinp + row * C + c;
+    Store(d, Load(d) + (dn - dn_mean - n * dn_n_mean) * r);
+  }
+}
+
+// dweight[c] += sum_r dout[r, c] * (inp[r, c] - mean[r]) * rstd[r].
+template <typename T>
+struct NormTimesGrad {
+  const T* dout;
+  const T* inp;
+  const float* mean;  // nullptr for RMSNorm-style (no centring)
+  const float* rstd;
+  int64_t C;
+  __device__ float operator()(int64_t r, int64_t c) const {
+    const float centre = mean != nullptr ? mean[r] : 0.0f;
+    return Load(dout + r * C + c) * (Load(inp + r * C + c) - centre) * rstd[r];
+  }
+};
+
+template <typename T>
+struct GradOnly {
+  const T* dout;
+  int64_t C;
+  __device__ float operator()(int64_t r, int64_t c) const { return Load(dout + r * C + c); }
+};
+
+unsigned int RowBlocks(int64_t N) {
+  return static_cast<unsigned int>((N + kWarpsPerBlock - 1) / kWarpsPerBlock);
+}
+
+}  // namespace
+
+template <typename T>
+Status LayerNormForwardCuda(cudaStream_t stream, T* out, float* mean, float* rstd, const T* inp,
+                            const T* weight, const T* bias, const NormShape& s, float eps) {
+  TF_RETURN_IF_ERROR(ValidateNorm("LayerNormForwardCuda", s));
+  LayerNormForwardKernel<<<RowBlocks(s.rows), kWarpsPerBlock * 32, 0, stream>>>(
+      out, mean, rstd, inp, weight, bias, s.rows, s.channels, eps);
+  return cuda_ops::CheckLaunch("LayerNormForwardKernel");
+}
+
+template <typename T>
+Status LayerNormBackwardCuda(cudaStream_t stream, T* dinp, float* dweight, float* dbias,
+                             const T* dout, const T* inp, const T* weight, const float* mean,
+                             const float* rstd, const NormShape& s) {
+  TF_RETURN_IF_ERROR(ValidateNorm("LayerNormBackwardCuda", s));
+  LayerNormBackwardInputKernel<<<RowBlocks(s.rows), kWarpsPerBlock * 32, 0, stream>>>(
+      dinp, dout, inp, weight, mean, rstd, s.rows, s.channels);
+  TF_RETURN_IF_ERROR(cuda_ops::CheckLaunch("LayerNormBackwardInputKernel"));
+  TF_RETURN_IF_ERROR(cuda_ops::LaunchColumnSum(stream, dweight, s.rows, s.channels,
+                                               NormTimesGrad<T>{dout, inp, mean, rstd, s.channels},
+                                               "LayerNorm dweight"));
+  return cuda_ops::LaunchColumnSum(stream, dbias, s.rows, s.channels,
+                                   GradOnly<T>{dout, s.channels}, "LayerNorm dbias");
+}
+
+#define TF_INSTANTIATE_LAYERNORM_CUDA(T)                                                         \
+  template Status LayerNormForwardCuda<T>(cudaStream_t, T*, float*, float*, const T*, const T*, \
+                                          const T*, const NormShape&, float);                   \
+  template Status LayerNormBackwardCuda<T>(cudaStream_t, T*, float*, float*, const T*,          \
+                                           const T*, const T*, const float*, const float*,      \
+                                           const NormShape&);
+TF_INSTANTIATE_LAYERNORM_CUDA(float)
+TF_INSTANTIATE_LAYERNORM_CUDA(bf16)
+TF_INSTANTIATE_LAYERNORM_CUDA(fp16)
+
+}  // namespace tierflow

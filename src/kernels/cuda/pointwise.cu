@@ -1,0 +1,104 @@
+// Residual add, bias add, bias backward and casts on CUDA.
+#include "kernels/cuda/cuda_ops_common.cuh"
+#include "kernels/pointwise.h"
+
+namespace tierflow {
+namespace {
+
+using cuda_ops::Load;
+using cuda_ops::Store;
+
+constexpr int kThreads = 256;
+
+#define TF_GRID_STRIDE(i, n)                                                           \
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+template <typename T>
+static __global__ void ResidualKernel(T* out, const T* a, const T* b, int64_t n) {
+  TF_GRID_STRIDE(i, n) { Store(out + i, Load(a + i) + Load(b + i)); }
+}
+
+template <typename T>
+static __global__ void BiasAddKernel(T* out, const T* bias, int64_t n, int64_t C) {
+  TF_GRID_STRIDE(i, n) { Store(out + i, Load(out + i) + Load(bias + i % C)); }
+}
+
+template <typename From, typename To>
+static __global__ void CastKernel(To* dst, const From* src, int64_t n) {
+  TF_GRID_STRIDE(i, n) { Store(dst + i, Load(src + i)); }
+}
+
+#undef TF_GRID_STRIDE
+
+template <typename T>
+struct GradOnly {
+  const T* dout;
+  int64_t C;
+  __device__ float operator()(int64_t r, int64_t c) const { return Load(dout + r * C + c); }
+};
+
+template <typename From>
+Status CastFrom(cudaStream_t stream, const From* src, DType to, void* dst, int64_t n) {
+  const unsigned int grid = cuda_ops::GridFor(n, kThreads);
+  switch (to) {
+    case DType::kF32:
+      CastKernel<<<grid, kThreads, 0, stream>>>(static_cast<float*>(dst), src, n);
+      break;
+    case DType::kBF16:
+      CastKernel<<<grid, kThreads, 0, stream>>>(static_cast<bf16*>(dst), src, n);
+      break;
+    case DType::kF16:
+      CastKernel<<<grid, kThreads, 0, stream>>>(static_cast<fp16*>(dst), src, n);
+      break;
+  }
+  return cuda_ops::CheckLaunch("CastKernel");
+}
+
+}  // namespace
+
+template <typename T>
+Status ResidualForwardCuda(cudaStream_t stream, T* out, const T* a, const T* b, int64_t n) {
+  TF_RETURN_IF_ERROR(ops_internal::CheckPositive("ResidualForwardCuda", "n", n));
+  ResidualKernel<<<cuda_ops::GridFor(n, kThreads), kThreads, 0, stream>>>(out, a, b, n);
+  return cuda_ops::CheckLaunch("ResidualKernel");
+}
+
+template <typename T>
+Status BiasAddForwardCuda(cudaStream_t stream, T* out, const T* bias, int64_t rows,
+                          int64_t channels) {
+  TF_RETURN_IF_ERROR(ops_internal::CheckPositive("BiasAddForwardCuda", "rows", rows));
+  TF_RETURN_IF_ERROR(ops_internal::CheckPositive("BiasAddForwardCuda", "channels", channels));
+  BiasAddKernel<<<cuda_ops::GridFor(rows * channels, kThreads), kThreads, 0, stream>>>(
+      out, bias, rows * channels, channels);
+  return cuda_ops::CheckLaunch("BiasAddKernel");
+}
+
+template <typename T>
+Status BiasBackwardCuda(cudaStream_t stream, float* dbias, const T* dout, int64_t rows,
+                        int64_t channels) {
+  TF_RETURN_IF_ERROR(ops_internal::CheckPositive("BiasBackwardCuda", "rows", rows));
+  TF_RETURN_IF_ERROR(ops_internal::CheckPositive("BiasBackwardCuda", "channels", channels));
+  return cuda_ops::LaunchColumnSum(stream, dbias, rows, channels, GradOnly<T>{dout, channels},
+                                   "BiasBackward");
+}
+
+Status CastCuda(cudaStream_t stream, DType from, const void* src, DType to, void* dst, int64_t n) {
+  TF_RETURN_IF_ERROR(ops_internal::CheckPositive("CastCuda", "n", n));
+  switch (from) {
+    case DType::kF32: return CastFrom(stream, static_cast<const float*>(src), to, dst, n);
+    case DType::kBF16: return CastFrom(stream, static_cast<const bf16*>(src), to, dst, n);
+    case DType::kF16: return CastFrom(stream, static_cast<const fp16*>(src), to, dst, n);
+  }
+  return InvalidArgumentError("CastCuda: unknown source dtype");
+}
+
+#define TF_INSTANTIATE_POINTWISE_CUDA(T)                                                       \
+  template Status ResidualForwardCuda<T>(cudaStream_t, T*, const T*, const T*, int64_t);      \
+  template Status BiasAddForwardCuda<T>(cudaStream_t, T*, const T*, int64_t, int64_t);        \
+  template Status BiasBackwardCuda<T>(cudaStream_t, float*, const T*, int64_t, int64_t);
+TF_INSTANTIATE_POINTWISE_CUDA(float)
+TF_INSTANTIATE_POINTWISE_CUDA(bf16)
+TF_INSTANTIATE_POINTWISE_CUDA(fp16)
+
+}  // namespace tierflow
