@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "offload/aligned_buffer.h"
+#include "offload/io_uring_backend.h"
 
 namespace tierflow::offload {
 
@@ -43,6 +44,16 @@ uint64_t FaultPlan::num_injected() const {
   return num_injected_;
 }
 
+void FaultPlan::SetRegisterBuffersError(int error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  register_buffers_error_ = error;
+}
+
+int FaultPlan::register_buffers_error() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return register_buffers_error_;
+}
+
 namespace {
 
 class FaultInjectingBackend final : public IoBackend {
@@ -52,7 +63,13 @@ class FaultInjectingBackend final : public IoBackend {
 
   Status RegisterFiles(std::span<const int> fds) override { return inner_->RegisterFiles(fds); }
   Status UnregisterFiles() override { return inner_->UnregisterFiles(); }
-  Status RegisterBuffers(std::span<const iovec> b) override { return inner_->RegisterBuffers(b); }
+  Status RegisterBuffers(std::span<const iovec> b) override {
+    if (int err = plan_->register_buffers_error(); err != 0) {
+      TF_RETURN_IF_ERROR(inner_->UnregisterBuffers());
+      return BufferRegistrationError(err, b.size());
+    }
+    return inner_->RegisterBuffers(b);
+  }
   Status UnregisterBuffers() override { return inner_->UnregisterBuffers(); }
 
   Status Submit(std::span<const IoOp> ops) override {

@@ -45,12 +45,17 @@ class FaultPlan {
   // Counts an operation of `kind` and returns the rule that hits it, if any.
   std::optional<FaultRule> Next(IoOpKind kind);
   uint64_t num_injected() const;
+  // Makes RegisterBuffers fail as the kernel does under RLIMIT_MEMLOCK
+  // (ENOMEM) or with another errno; 0 restores pass-through. Default: 0.
+  void SetRegisterBuffersError(int error);
+  int register_buffers_error() const;
 
  private:
   mutable std::mutex mu_;
   std::vector<FaultRule> rules_;
   uint64_t num_ops_ = 0, num_reads_ = 0, num_writes_ = 0;
   uint64_t num_injected_ = 0;
+  int register_buffers_error_ = 0;
 };
 
 // A factory whose backends are `inner`'s, wrapped to follow `plan`.

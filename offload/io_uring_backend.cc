@@ -23,15 +23,11 @@ class IoUringBackend final : public IoBackend {
     io_uring_params params{};
     // The CQ twice the SQ size: completions never overflow when the engine
     // keeps at most queue_depth operations in flight.
-    params.flags = IORING_SETUP_CQSIZE | IORING_SETUP_SINGLE_ISSUER;
+    // (No IORING_SETUP_SINGLE_ISSUER: the ring is made on the caller's
+    // thread and driven by the engine's, which that flag forbids.)
+    params.flags = IORING_SETUP_CQSIZE;
     params.cq_entries = 2 * queue_depth_;
     int rc = io_uring_queue_init_params(queue_depth_, &ring_, &params);
-    if (rc == -EINVAL) {  // kernels before 6.0 lack SINGLE_ISSUER
-      params = io_uring_params{};
-      params.flags = IORING_SETUP_CQSIZE;
-      params.cq_entries = 2 * queue_depth_;
-      rc = io_uring_queue_init_params(queue_depth_, &ring_, &params);
-    }
     if (rc < 0) {
       Status s = ErrnoStatus(-rc, "io_uring_queue_init with " + std::to_string(queue_depth_) +
                                       " entries");
@@ -62,15 +58,7 @@ class IoUringBackend final : public IoBackend {
   Status RegisterBuffers(std::span<const iovec> buffers) override {
     TF_RETURN_IF_ERROR(UnregisterBuffers());
     int rc = io_uring_register_buffers(&ring_, buffers.data(), static_cast<unsigned>(buffers.size()));
-    if (rc < 0) {
-      std::string what = "io_uring_register_buffers (" + std::to_string(buffers.size()) + " buffers)";
-      if (rc == -ENOMEM || rc == -EPERM) {
-        return ResourceExhaustedError(
-            ErrnoStatus(-rc, what).message() +
-            "; the locked-memory limit (ulimit -l, RLIMIT_MEMLOCK) is below the buffers' size");
-      }
-      return ErrnoStatus(-rc, what);
-    }
+    if (rc < 0) return BufferRegistrationError(-rc, buffers.size());
     buffers_registered_ = true;
     return Status::Ok();
   }
@@ -152,6 +140,17 @@ StatusOr<std::unique_ptr<IoBackend>> CreateIoUringBackend(const IoBackendOptions
   auto backend = std::make_unique<IoUringBackend>(options.queue_depth);
   TF_RETURN_IF_ERROR(backend->Init());
   return std::unique_ptr<IoBackend>(std::move(backend));
+}
+
+Status BufferRegistrationError(int errno_value, size_t num_buffers) {
+  std::string what = "io_uring_register_buffers (" + std::to_string(num_buffers) + " buffers)";
+  if (errno_value == ENOMEM || errno_value == EPERM) {
+    return ResourceExhaustedError(
+        ErrnoStatus(errno_value, what).message() +
+        "; the locked-memory limit (ulimit -l, RLIMIT_MEMLOCK) is below the buffers' size: raise it "
+        "to use fixed buffers (I/O continues without them)");
+  }
+  return ErrnoStatus(errno_value, what);
 }
 
 IoBackendFactory IoUringBackendFactory() {
