@@ -50,9 +50,9 @@ StatusOr<StateView> HostStateTier::Acquire(int g) {
   return StateView{master_.get() + off, exp_avg_.get() + off, exp_avg_sq_.get() + off};
 }
 
-Status HostStateTier::Discard(int g) {
-  return InternalError("host state tier cannot discard in-place updates (sub-group " +
-                       layout_.groups.at(g).name + "): the engine must restore its backup");
+Status HostStateTier::Unsupported(int g) const {
+  return InternalError("the host state tier updates in place and keeps no second copy (sub-group " +
+                       layout_.groups.at(g).name + "): the engine must use its backup");
 }
 
 TierStats HostStateTier::Stats() const {

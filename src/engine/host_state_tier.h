@@ -22,8 +22,10 @@ class HostStateTier : public StateTier {
   Status Prefetch(int g) override { return Status::Ok(); }
   StatusOr<StateView> Acquire(int g) override;
   Status Release(int g, bool modified) override { return Status::Ok(); }
-  bool CanDiscard() const override { return false; }
-  Status Discard(int g) override;
+  bool SpeculatesOutOfPlace() const override { return false; }
+  Status ReleaseSpeculative(int g) override { return Unsupported(g); }
+  Status Commit(int g) override { return Unsupported(g); }
+  Status Abort(int g) override { return Unsupported(g); }
   Status Flush() override { return Status::Ok(); }
   TierStats Stats() const override;
 
@@ -33,6 +35,7 @@ class HostStateTier : public StateTier {
   };
   using Array = std::unique_ptr<float, FreeDeleter>;
   explicit HostStateTier(const SubGroupLayout& layout) : layout_(layout) {}
+  Status Unsupported(int g) const;
 
   const SubGroupLayout& layout_;
   Array master_, exp_avg_, exp_avg_sq_;

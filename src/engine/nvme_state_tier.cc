@@ -98,10 +98,19 @@ StatusOr<std::unique_ptr<NvmeStateTier>> NvmeStateTier::Create(const SubGroupLay
   std::unique_ptr<NvmeStateTier> tier(new NvmeStateTier(layout, options));
   std::vector<offload::TensorSpec> specs;
   uint64_t max_bytes = 0;
+  tier->tensor_of_.assign(layout.groups.size(), 0);
   for (int g : groups) {
-    specs.push_back({layout.groups[g].name + "/state", DType::kF32, tier->TensorBytes(g)});
+    tier->tensor_of_[g] = static_cast<offload::TensorId>(specs.size());
+    if (options.two_copies) {
+      specs.push_back({layout.groups[g].name + "/state.0", DType::kF32, tier->TensorBytes(g)});
+      specs.push_back({layout.groups[g].name + "/state.1", DType::kF32, tier->TensorBytes(g)});
+    } else {
+      specs.push_back({layout.groups[g].name + "/state", DType::kF32, tier->TensorBytes(g)});
+    }
     max_bytes = std::max(max_bytes, tier->TensorBytes(g));
   }
+  tier->current_.assign(layout.groups.size(), 0);
+  tier->pending_.assign(layout.groups.size(), 0);
   offload::StateStoreOptions so;
   so.directories = options.paths;
   so.run_id = options.run_id;
@@ -112,10 +121,6 @@ StatusOr<std::unique_ptr<NvmeStateTier>> NvmeStateTier::Create(const SubGroupLay
   so.spare_bytes_per_directory =
       RoundUp(static_cast<uint64_t>(options.slots + 1) * max_bytes, options.block_size_bytes);
   TF_ASSIGN_OR_RETURN(tier->store_, offload::StateStore::Create(so, specs));
-  tier->tensor_of_.assign(layout.groups.size(), 0);
-  for (size_t i = 0; i < groups.size(); ++i) {
-    tier->tensor_of_[groups[i]] = static_cast<offload::TensorId>(i);
-  }
   tier->slot_bytes_ = RoundUp(max_bytes, kPage);
   tier->slots_.resize(static_cast<size_t>(options.slots));
   std::vector<iovec> iovecs;
@@ -131,7 +136,10 @@ StatusOr<std::unique_ptr<NvmeStateTier>> NvmeStateTier::Create(const SubGroupLay
 
 int NvmeStateTier::SlotOf(int g) const {
   for (size_t i = 0; i < slots_.size(); ++i) {
-    if (slots_[i].state != SlotState::kFree && slots_[i].group == g) return static_cast<int>(i);
+    const Slot& s = slots_[i];
+    if (s.state != SlotState::kFree && s.group == g && s.copy == current_[g]) {
+      return static_cast<int>(i);
+    }
   }
   return -1;
 }
@@ -168,10 +176,13 @@ StatusOr<int> NvmeStateTier::FreeSlot(bool wait) {
 
 Status NvmeStateTier::StartRead(int g, int slot_index) {
   Slot& slot = slots_[slot_index];
-  TF_ASSIGN_OR_RETURN(slot.ticket, store_->ReadAsync(tensor_of_[g], slot.buffer.data(), 0,
-                                                     TensorBytes(g)));
+  // A write of g's current copy may still be in flight in another slot's
+  // hands only if SlotOf found it; a finished write is on disk.
+  TF_ASSIGN_OR_RETURN(slot.ticket, store_->ReadAsync(TensorOf(g, current_[g]), slot.buffer.data(),
+                                                     0, TensorBytes(g)));
   slot.state = SlotState::kReading;
   slot.group = g;
+  slot.copy = current_[g];
   bytes_read_ += TensorBytes(g);
   if (watcher_) watcher_->Watch(slot.ticket, "nvme-read", layout_.groups[g].name);
   return Status::Ok();
@@ -212,6 +223,17 @@ StatusOr<StateView> NvmeStateTier::Acquire(int g) {
   return ViewOf(g, slot);
 }
 
+Status NvmeStateTier::StartWrite(int g, int slot_index, int copy) {
+  Slot& slot = slots_[slot_index];
+  TF_ASSIGN_OR_RETURN(slot.ticket, store_->WriteAsync(TensorOf(g, copy), slot.buffer.data(), 0,
+                                                      TensorBytes(g)));
+  slot.state = SlotState::kWriting;
+  slot.copy = copy;
+  bytes_written_ += TensorBytes(g);
+  if (watcher_) watcher_->Watch(slot.ticket, "nvme-write", layout_.groups[g].name);
+  return Status::Ok();
+}
+
 Status NvmeStateTier::Release(int g, bool modified) {
   const int s = SlotOf(g);
   if (s < 0 || slots_[s].state != SlotState::kHeld) {
@@ -223,21 +245,34 @@ Status NvmeStateTier::Release(int g, bool modified) {
     slot.group = -1;
     return Status::Ok();
   }
-  TF_ASSIGN_OR_RETURN(slot.ticket, store_->WriteAsync(tensor_of_[g], slot.buffer.data(), 0,
-                                                      TensorBytes(g)));
-  slot.state = SlotState::kWriting;
-  bytes_written_ += TensorBytes(g);
-  if (watcher_) watcher_->Watch(slot.ticket, "nvme-write", layout_.groups[g].name);
+  // With two copies the write goes to the other one, which then becomes current.
+  const int copy = options_.two_copies ? 1 - current_[g] : current_[g];
+  TF_RETURN_IF_ERROR(StartWrite(g, s, copy));
+  current_[g] = copy;
   return Status::Ok();
 }
 
-Status NvmeStateTier::Discard(int g) {
+Status NvmeStateTier::ReleaseSpeculative(int g) {
   const int s = SlotOf(g);
-  if (s < 0 || slots_[s].state != SlotState::kHeld) {
-    return InternalError("NVMe tier: Discard of " + layout_.groups[g].name + " not acquired");
+  if (!options_.two_copies || s < 0 || slots_[s].state != SlotState::kHeld) {
+    return InternalError("NVMe tier: ReleaseSpeculative of " + layout_.groups[g].name +
+                         (options_.two_copies ? " not acquired" : " without two copies"));
   }
-  slots_[s].state = SlotState::kFree;
-  slots_[s].group = -1;
+  TF_RETURN_IF_ERROR(StartWrite(g, s, 1 - current_[g]));
+  pending_[g] = 1;
+  return Status::Ok();
+}
+
+Status NvmeStateTier::Commit(int g) {
+  if (!pending_[g]) return InternalError("NVMe tier: nothing to commit for " + layout_.groups[g].name);
+  pending_[g] = 0;
+  current_[g] = 1 - current_[g];
+  return Status::Ok();
+}
+
+Status NvmeStateTier::Abort(int g) {
+  if (!pending_[g]) return InternalError("NVMe tier: nothing to abort for " + layout_.groups[g].name);
+  pending_[g] = 0;  // the slot (if still writing) holds the other copy: SlotOf ignores it
   return Status::Ok();
 }
 
@@ -268,7 +303,7 @@ Status NvmeStateTier::Write(int g, const float* master, const float* exp_avg,
   std::memcpy(v.master, master, n * 4);
   if (exp_avg) std::memcpy(v.exp_avg, exp_avg, n * 4);
   if (exp_avg_sq) std::memcpy(v.exp_avg_sq, exp_avg_sq, n * 4);
-  Status st = store_->Write(tensor_of_[g], slot.buffer.data());
+  Status st = store_->Write(TensorOf(g, current_[g]), slot.buffer.data());
   bytes_written_ += TensorBytes(g);
   return st.WithContext("writing optimizer state of " + layout_.groups[g].name);
 }
@@ -277,7 +312,7 @@ Status NvmeStateTier::Read(int g, float* master, float* exp_avg, float* exp_avg_
   TF_RETURN_IF_ERROR(Flush());
   TF_ASSIGN_OR_RETURN(int s, FreeSlot(/*wait=*/true));
   Slot& slot = slots_[s];
-  TF_RETURN_IF_ERROR(store_->Read(tensor_of_[g], slot.buffer.data())
+  TF_RETURN_IF_ERROR(store_->Read(TensorOf(g, current_[g]), slot.buffer.data())
                          .WithContext("reading optimizer state of " + layout_.groups[g].name));
   bytes_read_ += TensorBytes(g);
   StateView v = ViewOf(g, slot);

@@ -1,11 +1,17 @@
 // Optimizer state on NVMe: each sub-group's master weights and moments are
-// one tensor "<sub-group>/state" ([master | exp_avg | exp_avg_sq], each
-// array padded to 4 KiB) in the io_uring StateStore, moved through a small
-// pool of pinned slots: Prefetch starts a read into a free slot, Acquire
-// waits for it, Release(modified) starts the write-behind and frees the slot
-// once it lands. A sub-group still being written is taken over from its slot
-// without a read. Discard frees a slot without writing: the stored copy is
-// untouched until Release(modified), which is what makes rollback free here.
+// a tensor ([master | exp_avg | exp_avg_sq], each array padded to 4 KiB) in
+// the io_uring StateStore, moved through a small pool of pinned slots:
+// Prefetch starts a read into a free slot, Acquire waits for it,
+// Release(modified) starts the write-behind and frees the slot once it
+// lands. A sub-group still being written is taken over from its slot
+// without a read.
+//
+// With two_copies (the overlapped pipeline), each sub-group has two tensors,
+// "<sub-group>/state.0" and ".1"; every write goes to the copy that is not
+// current, so a speculative update (ReleaseSpeculative) streams to disk
+// during backward while the current copy stays intact until Commit; Abort is
+// free. This doubles the NVMe space (24 B/param instead of 12); the planner
+// counts it.
 #pragma once
 
 #include <memory>
@@ -25,6 +31,7 @@ struct NvmeTierOptions {
   bool buffered = false;           // explicit buffered I/O (no O_DIRECT)
   std::string run_id;              // "" = generated
   int slots = 4;                   // pinned sub-group buffers. Default: 4
+  bool two_copies = false;         // A/B copies per sub-group (speculation). Default: false
   uint32_t block_size_bytes = 1u << 20;
   uint32_t queue_depth = 32;
   TraceRecorder* trace = nullptr;
@@ -47,8 +54,10 @@ class NvmeStateTier : public StateTier {
   Status Prefetch(int g) override;
   StatusOr<StateView> Acquire(int g) override;
   Status Release(int g, bool modified) override;
-  bool CanDiscard() const override { return true; }
-  Status Discard(int g) override;
+  bool SpeculatesOutOfPlace() const override { return options_.two_copies; }
+  Status ReleaseSpeculative(int g) override;
+  Status Commit(int g) override;
+  Status Abort(int g) override;
   Status Flush() override;
   TierStats Stats() const override;
 
@@ -60,6 +69,7 @@ class NvmeStateTier : public StateTier {
     PinnedBuffer buffer;
     SlotState state = SlotState::kFree;
     int group = -1;
+    int copy = 0;  // which of the group's copies the buffer holds
     offload::IoTicket ticket;
   };
   class CompletionWatcher;
@@ -67,7 +77,10 @@ class NvmeStateTier : public StateTier {
   NvmeStateTier(const SubGroupLayout& layout, const NvmeTierOptions& options);
   uint64_t ArrayStride(int g) const;  // bytes per array, padded to 4 KiB
   uint64_t TensorBytes(int g) const { return 3 * ArrayStride(g); }
+  // The slot holding g's current copy, or -1.
   int SlotOf(int g) const;
+  offload::TensorId TensorOf(int g, int copy) const { return tensor_of_[g] + copy; }
+  Status StartWrite(int g, int slot_index, int copy);
   StatusOr<int> FreeSlot(bool wait);
   Status StartRead(int g, int slot);
   StateView ViewOf(int g, Slot& slot);
@@ -76,7 +89,9 @@ class NvmeStateTier : public StateTier {
   const SubGroupLayout& layout_;
   NvmeTierOptions options_;
   std::unique_ptr<offload::StateStore> store_;
-  std::vector<offload::TensorId> tensor_of_;  // per sub-group; unused for host groups
+  std::vector<offload::TensorId> tensor_of_;  // per sub-group: copy 0; copy 1 follows
+  std::vector<int> current_;                  // per sub-group: the current copy
+  std::vector<char> pending_;                 // per sub-group: a speculative copy awaits Commit
   std::vector<Slot> slots_;
   std::unique_ptr<CompletionWatcher> watcher_;
   uint64_t bytes_read_ = 0, bytes_written_ = 0, slot_bytes_ = 0;

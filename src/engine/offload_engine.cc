@@ -42,6 +42,13 @@ Status OffloadEngine::Init() {
   }
   layout_ = MakeSubGroups(units_, options_.sub_group_params);
   const uint64_t total = layout_.total_params;
+  backward_pos_.resize(layout_.groups.size());
+  for (size_t u = units_.size(); u-- > 0;) {
+    for (int g : layout_.by_unit[u]) {
+      backward_pos_[g] = backward_order_.size();
+      backward_order_.push_back(g);
+    }
+  }
 
   // Device: working weights and gradient buckets.
   TF_ASSIGN_OR_RETURN(compute_, device_.CreateStream("compute"));
@@ -87,6 +94,7 @@ Status OffloadEngine::Init() {
     nopt.buffered = options_.nvme_buffered;
     nopt.run_id = options_.run_id;
     nopt.slots = options_.buffer_count;
+    nopt.two_copies = options_.pipeline == Pipeline::kOverlapped;
     nopt.trace = trace_;
     TF_ASSIGN_OR_RETURN(nvme_tier_, NvmeStateTier::Create(layout_, nvme_groups, nopt, device_));
   }

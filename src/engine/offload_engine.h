@@ -156,6 +156,8 @@ class OffloadEngine : public UnitAccess {
   uint64_t spec_capacity_params_ = 0;
   std::vector<Speculation> speculations_;  // worker only
   uint64_t spec_used_params_ = 0;          // worker only
+  std::vector<int> backward_order_;        // sub-groups in the order backward delivers them
+  std::vector<size_t> backward_pos_;       // sub-group -> index in backward_order_
   std::vector<char> group_done_;           // worker only, per step
   std::vector<int> unit_groups_left_;      // worker only, per step
   size_t prefetched_upto_ = 0;             // worker only: forward-order prefetch cursor

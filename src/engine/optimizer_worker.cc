@@ -97,15 +97,7 @@ Status OffloadEngine::ProcessArrival(const Arrival& a) {
     for (char c : ctx->unit_non_finite) any_non_finite |= (c != 0);
     if (!any_non_finite) {
       for (int g : layout_.by_unit[u]) {
-        const uint64_t gn = layout_.groups[g].num_params;
-        bool room = spec_used_params_ + gn <= spec_capacity_params_;
-        if (TierOf(g).CanDiscard()) {
-          // NVMe slots held until the decision; keep two free for the forward pass.
-          int held = 0;
-          for (const Speculation& s : speculations_) held += TierOf(s.group).CanDiscard();
-          room = room && held + 2 < options_.buffer_count;
-        }
-        if (!room) break;
+        if (spec_used_params_ + layout_.groups[g].num_params > spec_capacity_params_) break;
         TF_RETURN_IF_ERROR(Speculate(*ctx, g));
       }
     }
@@ -146,9 +138,14 @@ Status OffloadEngine::Speculate(StepContext& ctx, int g) {
     TF_RETURN_IF_ERROR(spec_uploaded_->HostWait());
   }
   Speculation s{g, spec_used_params_, spec_used_params_};
-  TF_RETURN_IF_ERROR(tier.Prefetch(g));
+  // Read ahead the groups that arrive next (backward order) while this one computes.
+  const size_t pos = backward_pos_[g];
+  for (size_t i = pos + 1; i < backward_order_.size() &&
+                           i <= pos + static_cast<size_t>(options_.buffer_count - 2); ++i) {
+    TF_RETURN_IF_ERROR(TierOf(backward_order_[i]).Prefetch(backward_order_[i]));
+  }
   TF_ASSIGN_OR_RETURN(StateView view, tier.Acquire(g));
-  if (!tier.CanDiscard()) {
+  if (!tier.SpeculatesOutOfPlace()) {
     ScopedSpan span(trace_, "optimizer", "backup " + sg.name);
     const size_t n = sg.num_params, cap = spec_capacity_params_;
     float* backup = spec_backup_.data();
@@ -163,6 +160,7 @@ Status OffloadEngine::Speculate(StepContext& ctx, int g) {
     adam_step = optimizer_step_ + 1;  // the step this one will be if it is not skipped
   }
   TF_RETURN_IF_ERROR(UpdateGroup(ctx, g, adam_step, 1.0f / ctx.loss_scale, out));
+  if (tier.SpeculatesOutOfPlace()) TF_RETURN_IF_ERROR(tier.ReleaseSpeculative(g));
   spec_used_params_ += sg.num_params;
   speculations_.push_back(s);
   return Status::Ok();
@@ -193,12 +191,12 @@ Status OffloadEngine::Decide(StepContext& ctx) {
     const SubGroup& sg = layout_.groups[s.group];
     StateTier& tier = TierOf(s.group);
     if (speculation_valid) {
-      TF_RETURN_IF_ERROR(tier.Release(s.group, /*modified=*/true));
+      if (tier.SpeculatesOutOfPlace()) TF_RETURN_IF_ERROR(tier.Commit(s.group));
       TF_RETURN_IF_ERROR(UploadGroup(
           ctx, s.group, static_cast<char*>(spec_out_.data()) + s.out_offset * wbytes()));
       group_done_[s.group] = 1;
-    } else if (tier.CanDiscard()) {
-      TF_RETURN_IF_ERROR(tier.Discard(s.group));
+    } else if (tier.SpeculatesOutOfPlace()) {
+      TF_RETURN_IF_ERROR(tier.Abort(s.group));
     } else {
       ScopedSpan span(trace_, "optimizer", "rollback " + sg.name);
       TF_ASSIGN_OR_RETURN(StateView view, tier.Acquire(s.group));
@@ -230,14 +228,9 @@ Status OffloadEngine::Decide(StepContext& ctx) {
   cv_.notify_all();
 
   if (non_finite) {
-    // Nothing changes: release what was read ahead; every unit's current
+    // Nothing changes: drop what was read ahead; every unit's current
     // weights stay valid for the next step.
-    for (size_t g = 0; g < std::min(prefetched_upto_, layout_.groups.size()); ++g) {
-      if (group_done_[g]) continue;
-      TF_ASSIGN_OR_RETURN(StateView v, TierOf(static_cast<int>(g)).Acquire(static_cast<int>(g)));
-      (void)v;
-      TF_RETURN_IF_ERROR(TierOf(static_cast<int>(g)).Release(static_cast<int>(g), false));
-    }
+    if (nvme_tier_) TF_RETURN_IF_ERROR(nvme_tier_->Flush());
     for (size_t u = 0; u < units_.size(); ++u) MarkUnitReady(static_cast<int>(u), ctx.id);
   } else {
     // The rest in forward order, so the next forward's first units land first.

@@ -3,10 +3,13 @@
 //
 // The optimizer brings a sub-group into host memory (Acquire), updates it in
 // place, and hands it back (Release). NVMe tiers read ahead (Prefetch) and
-// write behind (Release with modified=true). Speculative updates are undone
-// with Discard where the tier keeps the previous copy (NVMe: the file is only
-// overwritten on Release(modified)); on the host tier the engine keeps a
-// backup instead (CanDiscard() == false).
+// write behind (Release with modified=true).
+//
+// Speculation (updates made before the step's clip/overflow decision): a tier
+// that can keep two copies (SpeculatesOutOfPlace) stores the speculative
+// result beside the current state (ReleaseSpeculative) and later makes it
+// current (Commit) or forgets it (Abort), so rollback costs no I/O. On a tier
+// that cannot (host RAM), the engine keeps a backup copy instead.
 //
 // Thread safety: a tier is driven by one thread (the optimizer worker);
 // checkpoint reads and writes happen while the engine is idle.
@@ -50,10 +53,13 @@ class StateTier {
   virtual StatusOr<StateView> Acquire(int g) = 0;
   // Done with g; when modified, the new values become the stored state.
   virtual Status Release(int g, bool modified) = 0;
-  // Whether Discard can undo in-place updates since Acquire.
-  virtual bool CanDiscard() const = 0;
-  // Forgets updates since Acquire; the stored state is what it was before.
-  virtual Status Discard(int g) = 0;
+  // Whether ReleaseSpeculative/Commit/Abort are supported.
+  virtual bool SpeculatesOutOfPlace() const = 0;
+  // Stores g's (acquired, updated) state beside the current one, which stays current.
+  virtual Status ReleaseSpeculative(int g) = 0;
+  // Makes the speculative copy of g current / forgets it.
+  virtual Status Commit(int g) = 0;
+  virtual Status Abort(int g) = 0;
   // Waits for all write-behind I/O; returns its first error.
   virtual Status Flush() = 0;
 
