@@ -1,0 +1,76 @@
+// Bandwidth profiles: a full profile replaces the defaults, a partial one
+// keeps the rest, and bad files are refused naming the key.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "plan/bandwidth_profile.h"
+
+namespace tierflow {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(BandwidthProfile, DefaultsAreStatedAndPositive) {
+  for (bool gpu : {false, true}) {
+    Bandwidths b = DefaultBandwidths(gpu, 4);
+    EXPECT_EQ(b.source, "defaults");
+    for (double v : {b.h2d_gb_per_second, b.d2h_gb_per_second, b.host_memory_gb_per_second,
+                     b.adam_params_per_second, b.nvme_read_gb_per_second,
+                     b.nvme_write_gb_per_second, b.device_tflops, b.device_efficiency}) {
+      EXPECT_GT(v, 0);
+    }
+  }
+  // The CPU optimizer never beats host memory at 30 B per parameter.
+  Bandwidths many = DefaultBandwidths(true, 256);
+  EXPECT_LE(many.adam_params_per_second, many.host_memory_gb_per_second * 1e9 / 30 + 1);
+  EXPECT_GT(DefaultBandwidths(true, 8).device_tflops, DefaultBandwidths(false, 8).device_tflops);
+}
+
+TEST(BandwidthProfile, FullProfileReplacesEveryRate) {
+  auto b = ParseBandwidthProfile(R"({"version": 1, "h2d_gb_per_second": 51.5,
+      "d2h_gb_per_second": 50.0, "host_memory_gb_per_second": 80, "adam_params_per_second": 2e9,
+      "nvme_read_gb_per_second": 12, "nvme_write_gb_per_second": 9, "device_tflops": 700,
+      "device_efficiency": 0.5, "machine": "ignored"})",
+                                 "bench.json", DefaultBandwidths(true, 8));
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_DOUBLE_EQ(b->h2d_gb_per_second, 51.5);
+  EXPECT_DOUBLE_EQ(b->adam_params_per_second, 2e9);
+  EXPECT_DOUBLE_EQ(b->device_tflops, 700);
+  EXPECT_DOUBLE_EQ(b->device_efficiency, 0.5);
+  EXPECT_THAT(b->source, HasSubstr("bench.json"));
+  EXPECT_THAT(b->source, HasSubstr("8 of 8"));
+}
+
+TEST(BandwidthProfile, PartialProfileKeepsTheBase) {
+  Bandwidths base = DefaultBandwidths(true, 8);
+  auto b = ParseBandwidthProfile(R"({"version": 1, "nvme_read_gb_per_second": 7})", "p.json", base);
+  ASSERT_TRUE(b.ok());
+  EXPECT_DOUBLE_EQ(b->nvme_read_gb_per_second, 7);
+  EXPECT_DOUBLE_EQ(b->h2d_gb_per_second, base.h2d_gb_per_second);
+  EXPECT_THAT(b->source, HasSubstr("1 of 8"));
+  EXPECT_THAT(b->source, HasSubstr("defaults"));
+}
+
+TEST(BandwidthProfile, BadProfilesAreRefusedNamingTheKey) {
+  Bandwidths base = DefaultBandwidths(false, 2);
+  auto no_version = ParseBandwidthProfile(R"({"h2d_gb_per_second": 5})", "p.json", base);
+  ASSERT_FALSE(no_version.ok());
+  EXPECT_THAT(no_version.status().message(), HasSubstr("'version'"));
+  auto negative = ParseBandwidthProfile(R"({"version": 1, "d2h_gb_per_second": -3})", "p.json", base);
+  ASSERT_FALSE(negative.ok());
+  EXPECT_THAT(negative.status().message(), HasSubstr("'d2h_gb_per_second'"));
+  auto text = ParseBandwidthProfile(R"({"version": 1, "device_tflops": "fast"})", "p.json", base);
+  ASSERT_FALSE(text.ok());
+  EXPECT_THAT(text.status().message(), HasSubstr("'device_tflops'"));
+  auto efficiency = ParseBandwidthProfile(R"({"version": 1, "device_efficiency": 2})", "p.json", base);
+  EXPECT_FALSE(efficiency.ok());
+  auto broken = ParseBandwidthProfile("{", "p.json", base);
+  ASSERT_FALSE(broken.ok());
+  EXPECT_THAT(broken.status().message(), HasSubstr("p.json"));
+  auto missing = LoadBandwidthProfile("/nonexistent/profile.json", base);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace tierflow
