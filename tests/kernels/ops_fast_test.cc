@@ -1,0 +1,259 @@
+// The fast CPU paths against the references (fp32, bf16, fp16), their
+// determinism across thread counts, the CPU-device dispatch, edge cases
+// (T = 1, MQA, all targets ignored, odd vocab) and argument errors.
+#include <tbb/global_control.h>
+
+#include <gtest/gtest.h>
+
+#include "tests/kernels/ops_runners.h"
+
+namespace tierflow {
+namespace {
+
+using namespace testing_ops;  // NOLINT: test-local helpers
+
+template <typename T>
+class OpsFastPath : public ::testing::Test {};
+using StorageTypes = ::testing::Types<float, bf16, fp16>;
+TYPED_TEST_SUITE(OpsFastPath, StorageTypes);
+
+// k = 2: a fast-path value may round to the neighbour of the reference's.
+constexpr double kUlps = 2.0;
+
+TYPED_TEST(OpsFastPath, Embedding) {
+  using T = TypeParam;
+  const EmbeddingShape s{.batch = 2, .seq_len = 16, .channels = 32, .vocab = 67};
+  for (bool positions : {true, false}) {
+    ExpectOutputsClose<T>(RunEmbedding<T>(Impl::kReference, nullptr, s, positions),
+                          RunEmbedding<T>(Impl::kFast, nullptr, s, positions), kUlps, "embedding");
+  }
+}
+
+TYPED_TEST(OpsFastPath, LayerNorm) {
+  using T = TypeParam;
+  const NormShape s{.rows = 130, .channels = 48};
+  ExpectOutputsClose<T>(RunLayerNorm<T>(Impl::kReference, nullptr, s),
+                        RunLayerNorm<T>(Impl::kFast, nullptr, s), kUlps, "layernorm");
+}
+
+TYPED_TEST(OpsFastPath, RmsNorm) {
+  using T = TypeParam;
+  const NormShape s{.rows = 130, .channels = 40};
+  ExpectOutputsClose<T>(RunRmsNorm<T>(Impl::kReference, nullptr, s),
+                        RunRmsNorm<T>(Impl::kFast, nullptr, s), kUlps, "rmsnorm");
+}
+
+TYPED_TEST(OpsFastPath, RopeOnAFusedQkvSlice) {
+  using T = TypeParam;
+  const RopeShape s{.batch = 2, .seq_len = 16, .heads = 4, .head_size = 8, .token_stride = 48};
+  ExpectOutputsClose<T>(RunRope<T>(Impl::kReference, nullptr, s, 10000.0f),
+                        RunRope<T>(Impl::kFast, nullptr, s, 10000.0f), kUlps, "rope");
+}
+
+TYPED_TEST(OpsFastPath, AttentionGqaAcrossQueryBlocks) {
+  using T = TypeParam;
+  // T = 70 crosses the 64-row query block; fused-qkv strides.
+  const AttentionShape s{.batch = 2, .seq_len = 70, .heads = 4, .kv_heads = 2, .head_size = 8,
+                         .q_stride = 64, .kv_stride = 64};
+  ExpectOutputsClose<T>(RunAttention<T>(Impl::kReference, nullptr, s),
+                        RunAttention<T>(Impl::kFast, nullptr, s), kUlps, "attention");
+}
+
+TYPED_TEST(OpsFastPath, AttentionMqaSingleToken) {
+  using T = TypeParam;
+  const AttentionShape s{.batch = 2, .seq_len = 1, .heads = 4, .kv_heads = 1, .head_size = 16};
+  ExpectOutputsClose<T>(RunAttention<T>(Impl::kReference, nullptr, s),
+                        RunAttention<T>(Impl::kFast, nullptr, s), kUlps, "attention T=1 MQA");
+}
+
+TYPED_TEST(OpsFastPath, Activations) {
+  using T = TypeParam;
+  ExpectOutputsClose<T>(RunActivations<T>(Impl::kReference, nullptr, 5000),
+                        RunActivations<T>(Impl::kFast, nullptr, 5000), kUlps, "activations");
+}
+
+TYPED_TEST(OpsFastPath, ResidualAndBias) {
+  using T = TypeParam;
+  ExpectOutputsClose<T>(RunPointwise<T>(Impl::kReference, nullptr, 130, 33),
+                        RunPointwise<T>(Impl::kFast, nullptr, 130, 33), kUlps, "pointwise");
+}
+
+TYPED_TEST(OpsFastPath, CrossEntropyOddVocabPaddedAndInPlace) {
+  using T = TypeParam;
+  const CrossEntropyShape s{.rows = 32, .vocab = 67, .padded_vocab = 72};
+  for (bool in_place : {false, true}) {
+    ExpectOutputsClose<T>(RunCrossEntropy<T>(Impl::kReference, nullptr, s, 3, in_place),
+                          RunCrossEntropy<T>(Impl::kFast, nullptr, s, 3, in_place), kUlps,
+                          in_place ? "cross-entropy in place" : "cross-entropy");
+  }
+}
+
+// ---- determinism: bit-identical results with 1 and 2 threads ----
+
+template <typename F>
+void ExpectSameBitsForThreadCounts(F run, const std::string& what) {
+  Outputs one, two;
+  {
+    tbb::global_control limit(tbb::global_control::max_allowed_parallelism, 1);
+    one = run();
+  }
+  {
+    tbb::global_control limit(tbb::global_control::max_allowed_parallelism, 2);
+    two = run();
+  }
+  ExpectOutputsIdentical(one, two, what);
+}
+
+TEST(OpsDeterminism, FastPathsAreBitIdenticalForOneAndTwoThreads) {
+  ExpectSameBitsForThreadCounts(
+      [] { return RunEmbedding<float>(Impl::kFast, nullptr, {.batch = 4, .seq_len = 40, .channels = 160, .vocab = 67}, true); },
+      "embedding");
+  ExpectSameBitsForThreadCounts([] { return RunLayerNorm<float>(Impl::kFast, nullptr, {.rows = 300, .channels = 40}); },
+                                "layernorm");
+  ExpectSameBitsForThreadCounts([] { return RunRmsNorm<float>(Impl::kFast, nullptr, {.rows = 300, .channels = 40}); },
+                                "rmsnorm");
+  ExpectSameBitsForThreadCounts(
+      [] {
+        return RunAttention<float>(Impl::kFast, nullptr,
+                                   {.batch = 2, .seq_len = 130, .heads = 4, .kv_heads = 2, .head_size = 8});
+      },
+      "attention");
+  ExpectSameBitsForThreadCounts([] { return RunPointwise<float>(Impl::kFast, nullptr, 300, 40); }, "pointwise");
+  ExpectSameBitsForThreadCounts(
+      [] { return RunCrossEntropy<float>(Impl::kFast, nullptr, {.rows = 100, .vocab = 67}, 5, false); },
+      "cross-entropy");
+}
+
+// ---- the dispatching entry points on the CPU device ----
+
+std::unique_ptr<Device> MakeCpuDevice() {
+  DeviceOptions o;
+  o.kind = "cpu";
+  o.memory_capacity_bytes = 64ull << 20;
+  auto d = CreateDevice(o);
+  EXPECT_TRUE(d.ok()) << d.status().ToString();
+  return std::move(d).value();
+}
+
+TEST(OpsCpuDevice, StreamEntryPointsRunTheFastPath) {
+  auto dev = MakeCpuDevice();
+  Device* d = dev.get();
+  const EmbeddingShape es{.batch = 2, .seq_len = 16, .channels = 32, .vocab = 67};
+  ExpectOutputsIdentical(RunEmbedding<bf16>(Impl::kFast, nullptr, es, true),
+                         RunEmbedding<bf16>(Impl::kDevice, d, es, true), "embedding");
+  ExpectOutputsIdentical(RunLayerNorm<bf16>(Impl::kFast, nullptr, {.rows = 32, .channels = 32}),
+                         RunLayerNorm<bf16>(Impl::kDevice, d, {.rows = 32, .channels = 32}), "layernorm");
+  ExpectOutputsIdentical(RunRmsNorm<float>(Impl::kFast, nullptr, {.rows = 32, .channels = 32}),
+                         RunRmsNorm<float>(Impl::kDevice, d, {.rows = 32, .channels = 32}), "rmsnorm");
+  const RopeShape rs{.batch = 2, .seq_len = 16, .heads = 2, .head_size = 16};
+  ExpectOutputsIdentical(RunRope<float>(Impl::kFast, nullptr, rs, 10000.0f),
+                         RunRope<float>(Impl::kDevice, d, rs, 10000.0f), "rope");
+  const AttentionShape as{.batch = 2, .seq_len = 16, .heads = 4, .kv_heads = 1, .head_size = 8};
+  ExpectOutputsIdentical(RunAttention<bf16>(Impl::kFast, nullptr, as),
+                         RunAttention<bf16>(Impl::kDevice, d, as), "attention");
+  ExpectOutputsIdentical(RunActivations<float>(Impl::kFast, nullptr, 1000),
+                         RunActivations<float>(Impl::kDevice, d, 1000), "activations");
+  ExpectOutputsIdentical(RunPointwise<fp16>(Impl::kFast, nullptr, 32, 32),
+                         RunPointwise<fp16>(Impl::kDevice, d, 32, 32), "pointwise");
+  const CrossEntropyShape cs{.rows = 32, .vocab = 67};
+  ExpectOutputsIdentical(RunCrossEntropy<float>(Impl::kFast, nullptr, cs, 4, false),
+                         RunCrossEntropy<float>(Impl::kDevice, d, cs, 4, false), "cross-entropy");
+}
+
+TEST(OpsCpuDevice, CastRoundTripsThroughTheStream) {
+  auto dev = MakeCpuDevice();
+  auto stream = std::move(dev->CreateStream("cast")).value();
+  auto src = Random<float>(1000, 40, -100.0f, 100.0f);
+  auto a = std::move(dev->Allocate(4000)).value();
+  auto b = std::move(dev->Allocate(2000)).value();
+  std::vector<bf16> got(1000);
+  ASSERT_TRUE(stream->CopyHostToDevice(a.data(), src.data(), 4000).ok());
+  ASSERT_TRUE(Cast(*stream, DType::kF32, a.data(), DType::kBF16, b.data(), 1000).ok());
+  ASSERT_TRUE(stream->CopyDeviceToHost(got.data(), b.data(), 2000).ok());
+  ASSERT_TRUE(stream->Synchronize().ok());
+  for (size_t i = 0; i < src.size(); ++i) ASSERT_EQ(got[i].bits, FloatToBf16(src[i]).bits) << i;
+}
+
+// ---- edge cases ----
+
+TEST(OpsEdgeCases, AllTargetsIgnoredGivesZeroLossAndZeroGradients) {
+  const CrossEntropyShape s{.rows = 8, .vocab = 67};
+  for (Impl impl : {Impl::kReference, Impl::kFast}) {
+    Outputs out = RunCrossEntropy<float>(impl, nullptr, s, 1, false);
+    EXPECT_EQ(out[0].values[0], 0.0f);
+    for (float r : out[1].values) EXPECT_EQ(r, 0.0f);
+    for (float g : out[2].values) ASSERT_EQ(g, 0.0f);
+  }
+}
+
+TEST(OpsEdgeCases, CustomIgnoreIndexIsHonoured) {
+  const CrossEntropyShape s{.rows = 9, .vocab = 13};
+  Outputs out = RunCrossEntropy<float>(Impl::kFast, nullptr, s, 3, false, /*ignore_index=*/0);
+  for (int64_t i = 0; i < s.rows; i += 3) {
+    EXPECT_EQ(out[1].values[i], 0.0f);
+    for (int64_t v = 0; v < s.vocab; ++v) EXPECT_EQ(out[2].values[i * s.vocab + v], 0.0f);
+  }
+  EXPECT_GT(out[0].values[0], 0.0f);
+}
+
+TEST(OpsEdgeCases, DlogitsRowsSumToZeroAndPaddingIsZero) {
+  const CrossEntropyShape s{.rows = 6, .vocab = 67, .padded_vocab = 80};
+  Outputs out = RunCrossEntropy<float>(Impl::kFast, nullptr, s, 0, false);
+  for (int64_t i = 0; i < s.rows; ++i) {
+    double sum = 0.0;
+    for (int64_t v = 0; v < s.vocab; ++v) sum += out[2].values[i * 80 + v];
+    EXPECT_NEAR(sum, 0.0, 1e-6);
+    for (int64_t v = s.vocab; v < 80; ++v) EXPECT_EQ(out[2].values[i * 80 + v], 0.0f);
+  }
+}
+
+TEST(OpsEdgeCases, SingleTokenAttentionReturnsTheValue) {
+  // With one key the softmax is 1: out = v and lse = q . k * scale.
+  const AttentionShape s{.batch = 1, .seq_len = 1, .heads = 2, .kv_heads = 1, .head_size = 4};
+  std::vector<float> q = {1, 2, 3, 4, -1, 0, 1, 0}, k = {0.5f, 0.5f, 0.5f, 0.5f},
+                     v = {9, 8, 7, 6}, out(8), lse(2);
+  ASSERT_TRUE(AttentionForwardCpu(out.data(), lse.data(), q.data(), k.data(), v.data(), s).ok());
+  for (int h = 0; h < 2; ++h) {
+    for (int d = 0; d < 4; ++d) EXPECT_EQ(out[h * 4 + d], v[d]);
+  }
+  EXPECT_NEAR(lse[0], 5.0f * 0.5f, 1e-6);
+  EXPECT_NEAR(lse[1], 0.0f, 1e-6);
+}
+
+TEST(OpsEdgeCases, RopeAtPositionZeroIsIdentityAndBackwardInvertsForward) {
+  const RopeShape s{.batch = 1, .seq_len = 5, .heads = 3, .head_size = 8};
+  auto x = Random<float>(5 * 24, 41);
+  std::vector<float> y(x.size()), back(x.size());
+  ASSERT_TRUE(RopeForwardCpu(y.data(), x.data(), s).ok());
+  for (int i = 0; i < 24; ++i) EXPECT_EQ(y[i], x[i]);
+  ASSERT_TRUE(RopeBackwardCpu(back.data(), y.data(), s).ok());  // R^T R = I
+  ExpectClose(x, back, 1e-6, 1e-6, "rope round trip");
+}
+
+// ---- argument errors ----
+
+TEST(OpsErrors, BadShapesAndInputsAreInvalidArgument) {
+  std::vector<float> buf(1024, 0.0f);
+  float* p = buf.data();
+  auto expect_invalid = [](const Status& st, const std::string& needle) {
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+    EXPECT_NE(st.message().find(needle), std::string::npos) << st.message();
+  };
+  expect_invalid(AttentionForwardCpu(p, p, p, p, p, {.batch = 1, .seq_len = 4, .heads = 4, .kv_heads = 3, .head_size = 4}),
+                 "does not divide");
+  expect_invalid(RopeForwardCpu(p, p, {.batch = 1, .seq_len = 2, .heads = 1, .head_size = 5}), "odd");
+  expect_invalid(LayerNormForwardCpu(p, p, p, p, p, p, {.rows = 0, .channels = 4}), "rows");
+  std::vector<int32_t> tokens = {1, 67};
+  expect_invalid(EmbeddingForwardCpu(p, tokens.data(), p, static_cast<float*>(nullptr),
+                                     {.batch = 1, .seq_len = 2, .channels = 4, .vocab = 67}),
+                 "token 67");
+  std::vector<int32_t> targets = {-100, 13};
+  float loss = 0.0f;
+  expect_invalid(SoftmaxCrossEntropyCpu(&loss, p, p, p, targets.data(), {.rows = 2, .vocab = 13}),
+                 "target 13");
+  expect_invalid(SoftmaxCrossEntropyCpu(&loss, p, p, p, targets.data(), {.rows = 2, .vocab = 13, .padded_vocab = 8}),
+                 "padded_vocab");
+}
+
+}  // namespace
+}  // namespace tierflow

@@ -1,0 +1,337 @@
+// Runs every op the same way through three implementations, so one set of
+// inputs and expectations covers: the reference, the fast CPU path, and the
+// device-dispatching entry point on a Device (the CPU device or CUDA).
+//
+// A runner builds seeded inputs for a shape, runs forward then backward with
+// the chosen implementation and returns all outputs (widened to fp32, named),
+// including fp32 statistics and parameter gradients. Outputs with "+="
+// semantics start from non-zero values so the accumulation is checked too.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kernels/activations.h"
+#include "kernels/attention.h"
+#include "kernels/cross_entropy.h"
+#include "kernels/embedding.h"
+#include "kernels/layernorm.h"
+#include "kernels/pointwise.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rope.h"
+#include "tests/kernels/ops_test_util.h"
+#include "tierflow/device.h"
+
+namespace tierflow::testing_ops {
+
+enum class Impl { kReference, kFast, kDevice };
+
+struct Output {
+  std::string name;
+  std::vector<float> values;
+  bool stored_as_t;  // false: an fp32 output (statistics, parameter gradients, losses)
+};
+using Outputs = std::vector<Output>;
+
+// Where tensors live for one run. Host impls use the vectors in place; the
+// device impl uploads inputs and outputs' initial contents, and downloads the
+// outputs in Finish().
+class Backend {
+ public:
+  Backend(Impl impl, Device* device) : impl_(impl), device_(device) {
+    if (impl_ == Impl::kDevice) {
+      auto s = device_->CreateStream("ops-test");
+      EXPECT_TRUE(s.ok()) << s.status().ToString();
+      if (s.ok()) stream_ = std::move(s).value();
+    }
+  }
+  Impl impl() const { return impl_; }
+  Stream& stream() { return *stream_; }
+
+  template <typename T>
+  const T* In(const std::vector<T>& host) {
+    if (impl_ != Impl::kDevice) return host.data();
+    return static_cast<const T*>(Upload(host.data(), host.size() * sizeof(T)));
+  }
+
+  // An output (or an in/out tensor): its current contents are the initial value.
+  template <typename T>
+  T* Out(std::vector<T>* host) {
+    if (impl_ != Impl::kDevice) return host->data();
+    void* dev = Upload(host->data(), host->size() * sizeof(T));
+    downloads_.push_back({host->data(), dev, host->size() * sizeof(T)});
+    return static_cast<T*>(dev);
+  }
+
+  // Runs the implementation's function (each returns a Status).
+  template <typename R, typename F, typename D>
+  void Run(R reference, F fast, D device) {
+    Status st;
+    switch (impl_) {
+      case Impl::kReference: st = reference(); break;
+      case Impl::kFast: st = fast(); break;
+      case Impl::kDevice: st = device(*stream_); break;
+    }
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+
+  void Finish() {
+    if (impl_ != Impl::kDevice) return;
+    for (auto& d : downloads_) {
+      ASSERT_TRUE(stream_->CopyDeviceToHost(d.host, d.device, d.num_bytes).ok());
+    }
+    Status st = stream_->Synchronize();
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+
+ private:
+  void* Upload(const void* host, size_t num_bytes) {
+    auto buf = device_->Allocate(std::max<size_t>(num_bytes, 1), "ops-test");
+    EXPECT_TRUE(buf.ok()) << buf.status().ToString();
+    if (!buf.ok()) return nullptr;
+    void* ptr = buf->data();
+    if (num_bytes > 0) EXPECT_TRUE(stream_->CopyHostToDevice(ptr, host, num_bytes).ok());
+    buffers_.push_back(std::move(buf).value());
+    return ptr;
+  }
+
+  struct Download {
+    void* host;
+    const void* device;
+    size_t num_bytes;
+  };
+  Impl impl_;
+  Device* device_;
+  std::unique_ptr<Stream> stream_;
+  std::vector<DeviceBuffer> buffers_;
+  std::vector<Download> downloads_;
+};
+
+template <typename T>
+Output AsOutput(std::string name, const std::vector<T>& v) {
+  return Output{std::move(name), Widen(v), !std::is_same_v<T, float>};
+}
+
+// ---- runners ----
+
+template <typename T>
+Outputs RunEmbedding(Impl impl, Device* device, const EmbeddingShape& s, bool with_positions) {
+  Backend be(impl, device);
+  const int64_t rows = s.batch * s.seq_len;
+  std::vector<int32_t> tokens(rows);
+  for (int64_t i = 0; i < rows; ++i) tokens[i] = static_cast<int32_t>((i * 7 + i / 3) % s.vocab);
+  tokens[0] = tokens[rows - 1];  // a repeated token: its gradient rows add up
+  auto wte = Random<T>(s.vocab * s.channels, 1), wpe = Random<T>(s.seq_len * s.channels, 2);
+  auto dout = Random<T>(rows * s.channels, 3);
+  std::vector<T> out(rows * s.channels);
+  auto dwte = Random<float>(wte.size(), 4), dwpe = Random<float>(wpe.size(), 5);
+  auto* out_p = be.Out(&out);
+  auto* dwte_p = be.Out(&dwte);
+  float* dwpe_p = with_positions ? be.Out(&dwpe) : nullptr;
+  auto* tok_p = be.In(tokens);
+  auto* wte_p = be.In(wte);
+  const T* wpe_p = with_positions ? be.In(wpe) : nullptr;
+  auto* dout_p = be.In(dout);
+  be.Run([&] { return EmbeddingForwardReference(out_p, tok_p, wte_p, wpe_p, s); },
+         [&] { return EmbeddingForwardCpu(out_p, tok_p, wte_p, wpe_p, s); },
+         [&](Stream& st) { return EmbeddingForward(st, out_p, tok_p, wte_p, wpe_p, s); });
+  be.Run([&] { return EmbeddingBackwardReference(dwte_p, dwpe_p, dout_p, tok_p, s); },
+         [&] { return EmbeddingBackwardCpu(dwte_p, dwpe_p, dout_p, tok_p, s); },
+         [&](Stream& st) { return EmbeddingBackward(st, dwte_p, dwpe_p, dout_p, tok_p, s); });
+  be.Finish();
+  return {AsOutput("out", out), AsOutput("dwte", dwte), AsOutput("dwpe", dwpe)};
+}
+
+template <typename T>
+Outputs RunLayerNorm(Impl impl, Device* device, const NormShape& s) {
+  Backend be(impl, device);
+  const int64_t n = s.rows * s.channels;
+  auto x = Random<T>(n, 6, -2.0f, 3.0f), w = Random<T>(s.channels, 7, 0.5f, 1.5f),
+       b = Random<T>(s.channels, 8), dout = Random<T>(n, 9);
+  std::vector<T> out(n);
+  auto dinp = Random<T>(n, 10);
+  std::vector<float> mean(s.rows), rstd(s.rows);
+  auto dw = Random<float>(s.channels, 11), db = Random<float>(s.channels, 12);
+  auto *out_p = be.Out(&out), *dinp_p = be.Out(&dinp);
+  auto *mean_p = be.Out(&mean), *rstd_p = be.Out(&rstd), *dw_p = be.Out(&dw), *db_p = be.Out(&db);
+  auto *x_p = be.In(x), *w_p = be.In(w), *b_p = be.In(b), *dout_p = be.In(dout);
+  be.Run([&] { return LayerNormForwardReference(out_p, mean_p, rstd_p, x_p, w_p, b_p, s); },
+         [&] { return LayerNormForwardCpu(out_p, mean_p, rstd_p, x_p, w_p, b_p, s); },
+         [&](Stream& st) { return LayerNormForward(st, out_p, mean_p, rstd_p, x_p, w_p, b_p, s); });
+  be.Run([&] { return LayerNormBackwardReference(dinp_p, dw_p, db_p, dout_p, x_p, w_p, mean_p, rstd_p, s); },
+         [&] { return LayerNormBackwardCpu(dinp_p, dw_p, db_p, dout_p, x_p, w_p, mean_p, rstd_p, s); },
+         [&](Stream& st) {
+           return LayerNormBackward(st, dinp_p, dw_p, db_p, dout_p, x_p, w_p, mean_p, rstd_p, s);
+         });
+  be.Finish();
+  return {AsOutput("out", out),   AsOutput("mean", mean), AsOutput("rstd", rstd),
+          AsOutput("dinp", dinp), AsOutput("dweight", dw), AsOutput("dbias", db)};
+}
+
+template <typename T>
+Outputs RunRmsNorm(Impl impl, Device* device, const NormShape& s) {
+  Backend be(impl, device);
+  const int64_t n = s.rows * s.channels;
+  auto x = Random<T>(n, 13, -2.0f, 2.0f), w = Random<T>(s.channels, 14, 0.5f, 1.5f),
+       dout = Random<T>(n, 15);
+  std::vector<T> out(n);
+  auto dinp = Random<T>(n, 16);
+  std::vector<float> rstd(s.rows);
+  auto dw = Random<float>(s.channels, 17);
+  auto *out_p = be.Out(&out), *dinp_p = be.Out(&dinp);
+  auto *rstd_p = be.Out(&rstd), *dw_p = be.Out(&dw);
+  auto *x_p = be.In(x), *w_p = be.In(w), *dout_p = be.In(dout);
+  be.Run([&] { return RmsNormForwardReference(out_p, rstd_p, x_p, w_p, s, 1e-6f); },
+         [&] { return RmsNormForwardCpu(out_p, rstd_p, x_p, w_p, s, 1e-6f); },
+         [&](Stream& st) { return RmsNormForward(st, out_p, rstd_p, x_p, w_p, s, 1e-6f); });
+  be.Run([&] { return RmsNormBackwardReference(dinp_p, dw_p, dout_p, x_p, w_p, rstd_p, s); },
+         [&] { return RmsNormBackwardCpu(dinp_p, dw_p, dout_p, x_p, w_p, rstd_p, s); },
+         [&](Stream& st) { return RmsNormBackward(st, dinp_p, dw_p, dout_p, x_p, w_p, rstd_p, s); });
+  be.Finish();
+  return {AsOutput("out", out), AsOutput("rstd", rstd), AsOutput("dinp", dinp),
+          AsOutput("dweight", dw)};
+}
+
+template <typename T>
+Outputs RunRope(Impl impl, Device* device, const RopeShape& s, float theta) {
+  Backend be(impl, device);
+  const int64_t n = s.batch * s.seq_len * s.stride();
+  auto x = Random<T>(n, 18), dout = Random<T>(n, 19);
+  std::vector<T> out(n, FromFloat<T>(7.0f)), dinp(n, FromFloat<T>(7.0f));  // 7: untouched marker
+  auto *out_p = be.Out(&out), *dinp_p = be.Out(&dinp);
+  auto *x_p = be.In(x), *dout_p = be.In(dout);
+  be.Run([&] { return RopeForwardReference(out_p, x_p, s, theta); },
+         [&] { return RopeForwardCpu(out_p, x_p, s, theta); },
+         [&](Stream& st) { return RopeForward(st, out_p, x_p, s, theta); });
+  be.Run([&] { return RopeBackwardReference(dinp_p, dout_p, s, theta); },
+         [&] { return RopeBackwardCpu(dinp_p, dout_p, s, theta); },
+         [&](Stream& st) { return RopeBackward(st, dinp_p, dout_p, s, theta); });
+  be.Finish();
+  return {AsOutput("out", out), AsOutput("dinp", dinp)};
+}
+
+template <typename T>
+Outputs RunAttention(Impl impl, Device* device, const AttentionShape& s) {
+  Backend be(impl, device);
+  const int64_t nq = s.batch * s.seq_len * s.qs(), nkv = s.batch * s.seq_len * s.kvs();
+  const int64_t no = s.batch * s.seq_len * s.heads * s.head_size;
+  auto q = Random<T>(nq, 20, -2.0f, 2.0f), k = Random<T>(nkv, 21, -2.0f, 2.0f),
+       v = Random<T>(nkv, 22), dout = Random<T>(no, 23);
+  std::vector<T> out(no), dq(nq, FromFloat<T>(7.0f)), dk(nkv, FromFloat<T>(7.0f)),
+      dv(nkv, FromFloat<T>(7.0f));
+  std::vector<float> lse(s.batch * s.heads * s.seq_len);
+  auto *out_p = be.Out(&out), *dq_p = be.Out(&dq), *dk_p = be.Out(&dk), *dv_p = be.Out(&dv);
+  auto* lse_p = be.Out(&lse);
+  auto *q_p = be.In(q), *k_p = be.In(k), *v_p = be.In(v), *dout_p = be.In(dout);
+  be.Run([&] { return AttentionForwardReference(out_p, lse_p, q_p, k_p, v_p, s); },
+         [&] { return AttentionForwardCpu(out_p, lse_p, q_p, k_p, v_p, s); },
+         [&](Stream& st) { return AttentionForward(st, out_p, lse_p, q_p, k_p, v_p, s); });
+  be.Run([&] { return AttentionBackwardReference(dq_p, dk_p, dv_p, dout_p, q_p, k_p, v_p, out_p, lse_p, s); },
+         [&] { return AttentionBackwardCpu(dq_p, dk_p, dv_p, dout_p, q_p, k_p, v_p, out_p, lse_p, s); },
+         [&](Stream& st) {
+           return AttentionBackward(st, dq_p, dk_p, dv_p, dout_p, q_p, k_p, v_p, out_p, lse_p, s);
+         });
+  be.Finish();
+  return {AsOutput("out", out), AsOutput("lse", lse), AsOutput("dq", dq), AsOutput("dk", dk),
+          AsOutput("dv", dv)};
+}
+
+template <typename T>
+Outputs RunActivations(Impl impl, Device* device, int64_t n) {
+  Backend be(impl, device);
+  auto x = Random<T>(n, 24, -4.0f, 4.0f), up = Random<T>(n, 25, -2.0f, 2.0f),
+       dout = Random<T>(n, 26);
+  std::vector<T> gelu(n), dgelu(n), swiglu(n), dgate(n), dup(n);
+  auto *gelu_p = be.Out(&gelu), *dgelu_p = be.Out(&dgelu), *swiglu_p = be.Out(&swiglu);
+  auto *dgate_p = be.Out(&dgate), *dup_p = be.Out(&dup);
+  auto *x_p = be.In(x), *up_p = be.In(up), *dout_p = be.In(dout);
+  be.Run([&] { return GeluForwardReference(gelu_p, x_p, n); },
+         [&] { return GeluForwardCpu(gelu_p, x_p, n); },
+         [&](Stream& st) { return GeluForward(st, gelu_p, x_p, n); });
+  be.Run([&] { return GeluBackwardReference(dgelu_p, x_p, dout_p, n); },
+         [&] { return GeluBackwardCpu(dgelu_p, x_p, dout_p, n); },
+         [&](Stream& st) { return GeluBackward(st, dgelu_p, x_p, dout_p, n); });
+  be.Run([&] { return SwiGluForwardReference(swiglu_p, x_p, up_p, n); },
+         [&] { return SwiGluForwardCpu(swiglu_p, x_p, up_p, n); },
+         [&](Stream& st) { return SwiGluForward(st, swiglu_p, x_p, up_p, n); });
+  be.Run([&] { return SwiGluBackwardReference(dgate_p, dup_p, dout_p, x_p, up_p, n); },
+         [&] { return SwiGluBackwardCpu(dgate_p, dup_p, dout_p, x_p, up_p, n); },
+         [&](Stream& st) { return SwiGluBackward(st, dgate_p, dup_p, dout_p, x_p, up_p, n); });
+  be.Finish();
+  return {AsOutput("gelu", gelu), AsOutput("dgelu", dgelu), AsOutput("swiglu", swiglu),
+          AsOutput("dgate", dgate), AsOutput("dup", dup)};
+}
+
+template <typename T>
+Outputs RunPointwise(Impl impl, Device* device, int64_t rows, int64_t channels) {
+  Backend be(impl, device);
+  const int64_t n = rows * channels;
+  auto a = Random<T>(n, 27), b = Random<T>(n, 28), bias = Random<T>(channels, 29);
+  std::vector<T> sum(n), biased = a;
+  auto dbias = Random<float>(channels, 30);
+  auto *sum_p = be.Out(&sum), *biased_p = be.Out(&biased);
+  auto* dbias_p = be.Out(&dbias);
+  auto *a_p = be.In(a), *b_p = be.In(b), *bias_p = be.In(bias);
+  be.Run([&] { return ResidualForwardReference(sum_p, a_p, b_p, n); },
+         [&] { return ResidualForwardCpu(sum_p, a_p, b_p, n); },
+         [&](Stream& st) { return ResidualForward(st, sum_p, a_p, b_p, n); });
+  be.Run([&] { return BiasAddForwardReference(biased_p, bias_p, rows, channels); },
+         [&] { return BiasAddForwardCpu(biased_p, bias_p, rows, channels); },
+         [&](Stream& st) { return BiasAddForward(st, biased_p, bias_p, rows, channels); });
+  be.Run([&] { return BiasBackwardReference(dbias_p, b_p, rows, channels); },
+         [&] { return BiasBackwardCpu(dbias_p, b_p, rows, channels); },
+         [&](Stream& st) { return BiasBackward(st, dbias_p, b_p, rows, channels); });
+  be.Finish();
+  return {AsOutput("residual", sum), AsOutput("bias_add", biased), AsOutput("dbias", dbias)};
+}
+
+// targets: every `ignore_every`-th row is ignored (0: none; 1: all).
+template <typename T>
+Outputs RunCrossEntropy(Impl impl, Device* device, const CrossEntropyShape& s, int ignore_every,
+                        bool in_place, int32_t ignore_index = -100) {
+  Backend be(impl, device);
+  auto logits = Random<T>(s.rows * s.stride(), 31, -4.0f, 4.0f);
+  std::vector<int32_t> targets(s.rows);
+  for (int64_t i = 0; i < s.rows; ++i) {
+    const bool ignored = ignore_every > 0 && i % ignore_every == 0;
+    targets[i] = ignored ? ignore_index : static_cast<int32_t>((i * 13 + 5) % s.vocab);
+  }
+  std::vector<T> dlogits(logits.size(), FromFloat<T>(7.0f));
+  std::vector<float> loss(1, 7.0f), rows(s.rows, 7.0f);
+  auto *loss_p = be.Out(&loss), *rows_p = be.Out(&rows);
+  T* dl_p = in_place ? be.Out(&logits) : be.Out(&dlogits);
+  const T* lg_p = in_place ? dl_p : be.In(logits);
+  auto* tg_p = be.In(targets);
+  const CrossEntropyOptions o{.ignore_index = ignore_index, .grad_scale = 0.25f};
+  be.Run([&] { return SoftmaxCrossEntropyReference(loss_p, rows_p, dl_p, lg_p, tg_p, s, o); },
+         [&] { return SoftmaxCrossEntropyCpu(loss_p, rows_p, dl_p, lg_p, tg_p, s, o); },
+         [&](Stream& st) { return SoftmaxCrossEntropy(st, loss_p, rows_p, dl_p, lg_p, tg_p, s, o); });
+  be.Finish();
+  return {AsOutput("loss", loss), AsOutput("row_losses", rows),
+          AsOutput("dlogits", in_place ? logits : dlogits)};
+}
+
+// ---- comparisons ----
+
+// Outputs stored as T may differ by the rounding of T (plus the fp32 compute
+// differences, well below it): |got - ref| <= atol + k eps(T) |ref|. fp32
+// outputs (statistics, parameter gradients, losses) get fp32 compute slack.
+template <typename T>
+void ExpectOutputsClose(const Outputs& ref, const Outputs& got, double k, const std::string& what) {
+  ASSERT_EQ(ref.size(), got.size());
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double rtol = ref[i].stored_as_t ? k * Eps<T>() : 1e-4;
+    ExpectClose(ref[i].values, got[i].values, 2e-5, rtol, what + " " + ref[i].name);
+  }
+}
+
+inline void ExpectOutputsIdentical(const Outputs& a, const Outputs& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) ExpectBitIdentical(a[i].values, b[i].values, what + " " + a[i].name);
+}
+
+}  // namespace tierflow::testing_ops
