@@ -1,0 +1,142 @@
+// The CUDA kernels of the training ops against the fast CPU paths (which are
+// themselves pinned to the references), within a few units of rounding of
+// the storage type; plus run-to-run bit-identity on the GPU. Skipped, with
+// the reason, where no GPU is usable.
+#include <gtest/gtest.h>
+
+#include "tests/kernels/ops_runners.h"
+
+namespace tierflow {
+namespace {
+
+using namespace testing_ops;  // NOLINT: test-local helpers
+
+// k = 4: CUDA and the CPU differ in summation order and in expf/tanhf/cosf
+// rounding, then both round to T.
+constexpr double kUlps = 4.0;
+
+template <typename T>
+class OpsCuda : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why = CudaUnavailableReason();
+    if (!why.empty()) GTEST_SKIP() << "no GPU: " << why;
+    DeviceOptions o;
+    o.kind = "cuda";
+    auto d = CreateDevice(o);
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    dev_ = std::move(d).value();
+  }
+  std::unique_ptr<Device> dev_;
+};
+using StorageTypes = ::testing::Types<float, bf16, fp16>;
+TYPED_TEST_SUITE(OpsCuda, StorageTypes);
+
+TYPED_TEST(OpsCuda, Embedding) {
+  using T = TypeParam;
+  const EmbeddingShape s{.batch = 2, .seq_len = 16, .channels = 32, .vocab = 67};
+  for (bool positions : {true, false}) {
+    ExpectOutputsClose<T>(RunEmbedding<T>(Impl::kFast, nullptr, s, positions),
+                          RunEmbedding<T>(Impl::kDevice, this->dev_.get(), s, positions), kUlps,
+                          "embedding");
+  }
+}
+
+TYPED_TEST(OpsCuda, LayerNorm) {
+  using T = TypeParam;
+  for (NormShape s : {NormShape{.rows = 130, .channels = 48}, NormShape{.rows = 3, .channels = 769}}) {
+    ExpectOutputsClose<T>(RunLayerNorm<T>(Impl::kFast, nullptr, s),
+                          RunLayerNorm<T>(Impl::kDevice, this->dev_.get(), s), kUlps, "layernorm");
+  }
+}
+
+TYPED_TEST(OpsCuda, RmsNorm) {
+  using T = TypeParam;
+  for (NormShape s : {NormShape{.rows = 130, .channels = 40}, NormShape{.rows = 3, .channels = 1000}}) {
+    ExpectOutputsClose<T>(RunRmsNorm<T>(Impl::kFast, nullptr, s),
+                          RunRmsNorm<T>(Impl::kDevice, this->dev_.get(), s), kUlps, "rmsnorm");
+  }
+}
+
+TYPED_TEST(OpsCuda, Rope) {
+  using T = TypeParam;
+  const RopeShape s{.batch = 2, .seq_len = 40, .heads = 4, .head_size = 16, .token_stride = 96};
+  ExpectOutputsClose<T>(RunRope<T>(Impl::kFast, nullptr, s, 500000.0f),
+                        RunRope<T>(Impl::kDevice, this->dev_.get(), s, 500000.0f), kUlps, "rope");
+}
+
+TYPED_TEST(OpsCuda, AttentionShapes) {
+  using T = TypeParam;
+  const AttentionShape shapes[] = {
+      // GPT-2 style MHA inside a fused qkv, several key tiles.
+      {.batch = 2, .seq_len = 70, .heads = 2, .kv_heads = 2, .head_size = 32, .q_stride = 192, .kv_stride = 192},
+      // GQA, head size not a multiple of 32.
+      {.batch = 1, .seq_len = 45, .heads = 6, .kv_heads = 2, .head_size = 40},
+      // MQA, one token.
+      {.batch = 3, .seq_len = 1, .heads = 4, .kv_heads = 1, .head_size = 16},
+      // The largest head size (shared memory above 48 KiB).
+      {.batch = 1, .seq_len = 33, .heads = 2, .kv_heads = 1, .head_size = 256},
+  };
+  for (const AttentionShape& s : shapes) {
+    ExpectOutputsClose<T>(RunAttention<T>(Impl::kFast, nullptr, s),
+                          RunAttention<T>(Impl::kDevice, this->dev_.get(), s), kUlps,
+                          "attention T=" + std::to_string(s.seq_len) + " HS=" + std::to_string(s.head_size));
+  }
+}
+
+TYPED_TEST(OpsCuda, Activations) {
+  using T = TypeParam;
+  ExpectOutputsClose<T>(RunActivations<T>(Impl::kFast, nullptr, 5000),
+                        RunActivations<T>(Impl::kDevice, this->dev_.get(), 5000), kUlps, "activations");
+}
+
+TYPED_TEST(OpsCuda, ResidualAndBias) {
+  using T = TypeParam;
+  ExpectOutputsClose<T>(RunPointwise<T>(Impl::kFast, nullptr, 130, 33),
+                        RunPointwise<T>(Impl::kDevice, this->dev_.get(), 130, 33), kUlps, "pointwise");
+}
+
+TYPED_TEST(OpsCuda, CrossEntropy) {
+  using T = TypeParam;
+  const CrossEntropyShape s{.rows = 32, .vocab = 1067, .padded_vocab = 1088};
+  for (bool in_place : {false, true}) {
+    for (int ignore_every : {0, 3, 1}) {
+      ExpectOutputsClose<T>(RunCrossEntropy<T>(Impl::kFast, nullptr, s, ignore_every, in_place),
+                            RunCrossEntropy<T>(Impl::kDevice, this->dev_.get(), s, ignore_every, in_place),
+                            kUlps, "cross-entropy ignore_every=" + std::to_string(ignore_every));
+    }
+  }
+}
+
+TYPED_TEST(OpsCuda, CastMatchesTheHostConversion) {
+  using T = TypeParam;
+  auto stream = std::move(this->dev_->CreateStream("cast")).value();
+  auto src = Random<float>(1000, 40, -70000.0f, 70000.0f);
+  src[0] = 1e-6f;  // subnormal in fp16
+  auto a = std::move(this->dev_->Allocate(4000)).value();
+  auto b = std::move(this->dev_->Allocate(sizeof(T) * 1000)).value();
+  std::vector<T> got(1000);
+  ASSERT_TRUE(stream->CopyHostToDevice(a.data(), src.data(), 4000).ok());
+  ASSERT_TRUE(Cast(*stream, DType::kF32, a.data(), DTypeOf<T>(), b.data(), 1000).ok());
+  ASSERT_TRUE(stream->CopyDeviceToHost(got.data(), b.data(), sizeof(T) * 1000).ok());
+  ASSERT_TRUE(stream->Synchronize().ok());
+  std::vector<T> want(1000);
+  ConvertBuffer(DType::kF32, src.data(), DTypeOf<T>(), want.data(), 1000);
+  ExpectBitIdentical(want, got, "cast");
+}
+
+TYPED_TEST(OpsCuda, BackwardIsBitIdenticalRunToRun) {
+  using T = TypeParam;
+  Device* d = this->dev_.get();
+  const AttentionShape as{.batch = 2, .seq_len = 100, .heads = 4, .kv_heads = 2, .head_size = 64};
+  ExpectOutputsIdentical(RunAttention<T>(Impl::kDevice, d, as), RunAttention<T>(Impl::kDevice, d, as),
+                         "attention");
+  const EmbeddingShape es{.batch = 4, .seq_len = 64, .channels = 96, .vocab = 67};
+  ExpectOutputsIdentical(RunEmbedding<T>(Impl::kDevice, d, es, true),
+                         RunEmbedding<T>(Impl::kDevice, d, es, true), "embedding");
+  ExpectOutputsIdentical(RunLayerNorm<T>(Impl::kDevice, d, {.rows = 300, .channels = 96}),
+                         RunLayerNorm<T>(Impl::kDevice, d, {.rows = 300, .channels = 96}), "layernorm");
+}
+
+}  // namespace
+}  // namespace tierflow
