@@ -9,7 +9,7 @@
 namespace tierflow {
 
 using optim_internal::BlockBuffer;
-using optim_internal::FloatArrayMap;
+using optim_internal::FloatBlock;
 
 Status ValidateAdamOptions(const AdamOptions& o) {
   auto bad = [](const std::string& what) {
@@ -52,23 +52,23 @@ StatusOr<StepResult> AdamStep(const AdamOptions& o, const AdamStepArgs& args,
 
   StepResult result;
   result.has_non_finite_grads = optim_internal::ParallelForBlocks(
-      spans.n, [&](size_t begin, size_t len) {
-        const auto count = static_cast<Eigen::Index>(len);
+      spans.n, [&]<int N>(size_t begin, Eigen::Index len) {
         BlockBuffer g_buffer;
-        optim_internal::LoadScaledGrads(spans.grads, spans.grad_dtype, begin, len, grad_scale,
-                                        g_buffer.data);
-        const bool non_finite = optim_internal::HasNonFinite(g_buffer.data, len);
-        FloatArrayMap g(g_buffer.data, count);
-        FloatArrayMap p(spans.params + begin, count);
-        FloatArrayMap m(spans.exp_avg + begin, count);
-        FloatArrayMap v(spans.exp_avg_sq + begin, count);
+        optim_internal::LoadScaledGrads<N>(spans.grads, spans.grad_dtype, begin, len, grad_scale,
+                                           g_buffer.data);
+        const bool non_finite = optim_internal::HasNonFinite<N>(g_buffer.data, len);
+        FloatBlock<N> g(g_buffer.data, len);
+        FloatBlock<N> p(spans.params + begin, len);
+        FloatBlock<N> m(spans.exp_avg + begin, len);
+        FloatBlock<N> v(spans.exp_avg_sq + begin, len);
         if (l2) g += weight_decay * p;
         m = beta1 * m + one_minus_beta1 * g;
         v = beta2 * v + one_minus_beta2 * g.square();
-        p = p * decay - step_size * (m / (v.unaryExpr(optim_internal::ExactSqrtOp()) * inv_sqrt_bc2 + eps));
+        p = p * decay -
+            step_size * (m / (v.unaryExpr(optim_internal::ExactSqrtOp()) * inv_sqrt_bc2 + eps));
         if (spans.out != nullptr) {
-          optim_internal::StoreNarrowed(spans.params + begin, spans.out, spans.out_dtype, begin,
-                                        len);
+          optim_internal::StoreNarrowed<N>(spans.params + begin, spans.out, spans.out_dtype, begin,
+                                           len);
         }
         return non_finite;
       });

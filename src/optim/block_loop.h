@@ -4,7 +4,8 @@
 // Why this shape: the step is memory-bound, so each parameter must be read
 // and written once. A block of kBlockElems elements of every stream stays in
 // L1 while Eigen makes several cheap passes over it (widen gradients, update
-// moments, update weights, narrow the copy), so DRAM sees one pass. Chunk and
+// moments, update weights, narrow the copy), so DRAM sees one pass, and the
+// arithmetic stays cheaper than the memory traffic. Chunk and
 // block boundaries are fixed offsets from the span's start, never derived
 // from the thread count, and the library is built with -ffp-contract=off and
 // EIGEN_FAST_MATH=0 so the vector body and the scalar tail round identically:
@@ -13,6 +14,17 @@
 //
 // Internal header: include only from src/optim.
 #pragma once
+
+// Eigen 3.4.0 never enables its F16C fp16 conversions under GCC (its test
+// reads EIGEN_COMP_CLANG, which is defined as 0 there), leaving fp16 <-> fp32
+// to a slow bit-twiddling emulation. Enable them when the instruction set
+// has F16C; both paths round identically. Must precede the first Eigen include.
+#if defined(__F16C__) && !defined(EIGEN_HAS_FP16_C)
+#ifdef EIGEN_CORE_H
+#error "include optim/block_loop.h before any Eigen header"
+#endif
+#define EIGEN_HAS_FP16_C
+#endif
 
 #include <Eigen/Core>
 #include <tbb/blocked_range.h>
@@ -34,16 +46,26 @@ static_assert(sizeof(Eigen::bfloat16) == sizeof(bf16) && sizeof(Eigen::half) == 
 // One oneTBB task (see optim_spans.h): large enough to amortize scheduling,
 // small enough to balance a few-million-element sub-group.
 inline constexpr size_t kChunkElems = kOptimChunkElems;
-// One L1 working set: 2 KiB per fp32 stream, ~10 KiB for the widest kernel.
-inline constexpr size_t kBlockElems = 512;
+// One block: 128 elements, 512 bytes per fp32 stream. Full blocks have this
+// size at compile time, so Eigen emits straight-line vector code with no
+// alignment peeling, and a block's few passes (~10 instructions per vector)
+// fit the out-of-order window together: the next block's moment updates
+// overlap this block's sqrt and divide, which set the pace. (Measured: 512-
+// element dynamic blocks cost ~1.5 cycles/element, 64-128 fixed ~1.07, the
+// same as one hand-fused loop.) Only the last block of a span is dynamic.
+inline constexpr int kBlockElems = 128;
 static_assert(kChunkElems % kBlockElems == 0);
 
-using FloatArrayMap = Eigen::Map<Eigen::ArrayXf>;
-using ConstFloatArrayMap = Eigen::Map<const Eigen::ArrayXf>;
-template <typename T>
-using ArrayMap = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
-template <typename T>
-using ConstArrayMap = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+// Kernels are written once over the block size N: kBlockElems, or
+// Eigen::Dynamic for the ragged last block of a span.
+template <int N>
+using FloatBlock = Eigen::Map<Eigen::Array<float, N, 1>>;
+template <int N>
+using ConstFloatBlock = Eigen::Map<const Eigen::Array<float, N, 1>>;
+template <typename T, int N>
+using Block = Eigen::Map<Eigen::Array<T, N, 1>>;
+template <typename T, int N>
+using ConstBlock = Eigen::Map<const Eigen::Array<T, N, 1>>;
 
 // Correctly rounded sqrt, vectorized. Eigen 3.4 marks its AVX-512 float sqrt
 // as vectorizable only under EIGEN_FAST_MATH, where it is rsqrt14 plus one
@@ -54,19 +76,26 @@ struct ExactSqrtOp {
   float operator()(float x) const { return std::sqrt(x); }
   template <typename Packet>
   Packet packetOp(const Packet& x) const {
+    // GCC 12 flags the self-initialised _mm512_undefined_ps() inside
+    // _mm512_sqrt_ps as uninitialised: a false positive in its own header.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
     return Eigen::internal::psqrt(x);
+#pragma GCC diagnostic pop
   }
 };
 
-// A block-local fp32 scratch buffer (the widened, scaled gradients).
+// A block-local fp32 scratch buffer (e.g. the widened, scaled gradients).
 struct alignas(64) BlockBuffer {
   float data[kBlockElems];
 };
 
-// Calls block_fn(begin, len) for consecutive blocks covering [0, n): chunks
-// in parallel (one task per chunk), blocks within a chunk in order. Returns
-// true when any block_fn returned true (e.g. "saw a non-finite gradient").
-// block_fn must be safe to call concurrently for disjoint ranges.
+// Calls block_fn.template operator()<N>(begin, len) for consecutive blocks
+// covering [0, n): N = kBlockElems for full blocks, Eigen::Dynamic for the
+// last one when it is shorter. Chunks run in parallel (one oneTBB task
+// each), blocks within a chunk in order. Returns true when any call returned
+// true (e.g. "saw a non-finite gradient"). block_fn must be safe to call
+// concurrently for disjoint ranges.
 template <typename BlockFn>
 bool ParallelForBlocks(size_t n, const BlockFn& block_fn) {
   if (n == 0) return false;
@@ -78,8 +107,13 @@ bool ParallelForBlocks(size_t n, const BlockFn& block_fn) {
         bool chunk_any = false;
         for (size_t c = chunks.begin(); c < chunks.end(); ++c) {
           const size_t chunk_end = std::min(n, (c + 1) * kChunkElems);
-          for (size_t b = c * kChunkElems; b < chunk_end; b += kBlockElems) {
-            chunk_any |= block_fn(b, std::min(kBlockElems, chunk_end - b));
+          size_t b = c * kChunkElems;
+          for (; b + kBlockElems <= chunk_end; b += kBlockElems) {
+            chunk_any |= block_fn.template operator()<kBlockElems>(b, kBlockElems);
+          }
+          if (b < chunk_end) {
+            chunk_any |= block_fn.template operator()<Eigen::Dynamic>(
+                b, static_cast<Eigen::Index>(chunk_end - b));
           }
         }
         if (chunk_any) any.store(true, std::memory_order_relaxed);
@@ -88,54 +122,105 @@ bool ParallelForBlocks(size_t n, const BlockFn& block_fn) {
   return any.load(std::memory_order_relaxed);
 }
 
+// Eigen 3.4 does not vectorize .cast<>() inside array expressions (its cast
+// functor has no packet path), so 16-bit <-> fp32 conversions use Eigen's
+// packet conversions directly: F16C / AVX-512 for fp16, integer rounding for
+// bf16, whatever the build's instruction set offers. Both directions are
+// exact or round to nearest even, in the vector body and the scalar tail
+// alike (NaN payloads aside).
+//
+// Packet code below names Eigen's packet types as template arguments; GCC
+// warns that their vector attributes are ignored there, which is harmless
+// (Eigen silences the same warning in its own headers).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wignored-attributes"
+
+template <typename Half>
+inline constexpr bool kHasPacketCast =
+    Eigen::internal::packet_traits<Half>::Vectorizable &&
+    Eigen::internal::unpacket_traits<typename Eigen::internal::packet_traits<Half>::type>::size ==
+        Eigen::internal::unpacket_traits<Eigen::internal::packet_traits<float>::type>::size;
+
+// dst[i] = float(src[i]) * scale for i in [0, len).
+template <typename Half>
+inline void WidenScaled(const Half* src, float* dst, Eigen::Index len, float scale) {
+  Eigen::Index done = 0;
+  if constexpr (kHasPacketCast<Half>) {
+    namespace ei = Eigen::internal;
+    using PacketF = typename ei::packet_traits<float>::type;
+    using PacketH = typename ei::packet_traits<Half>::type;
+    constexpr Eigen::Index kLanes = ei::unpacket_traits<PacketF>::size;
+    const PacketF scale_packet = ei::pset1<PacketF>(scale);
+    done = len - len % kLanes;
+    for (Eigen::Index i = 0; i < done; i += kLanes) {
+      ei::pstoreu(dst + i, ei::pmul(ei::pcast<PacketH, PacketF>(ei::ploadu<PacketH>(src + i)),
+                                    scale_packet));
+    }
+  }
+  for (Eigen::Index i = done; i < len; ++i) dst[i] = static_cast<float>(src[i]) * scale;
+}
+
+// dst[i] = Half(src[i]), rounded to nearest even, for i in [0, len).
+template <typename Half>
+inline void Narrow(const float* src, Half* dst, Eigen::Index len) {
+  Eigen::Index done = 0;
+  if constexpr (kHasPacketCast<Half>) {
+    namespace ei = Eigen::internal;
+    using PacketF = typename ei::packet_traits<float>::type;
+    using PacketH = typename ei::packet_traits<Half>::type;
+    constexpr Eigen::Index kLanes = ei::unpacket_traits<PacketF>::size;
+    done = len - len % kLanes;
+    for (Eigen::Index i = 0; i < done; i += kLanes) {
+      ei::pstoreu(dst + i, ei::pcast<PacketF, PacketH>(ei::ploadu<PacketF>(src + i)));
+    }
+  }
+  for (Eigen::Index i = done; i < len; ++i) dst[i] = Half(src[i]);
+}
+
+#pragma GCC diagnostic pop
+
 // Writes grads[begin, begin+len) widened to fp32 and multiplied by `scale`
-// into dst (len <= kBlockElems). Widening is exact; the product rounds once.
-inline void LoadScaledGrads(const void* grads, DType dtype, size_t begin, size_t len, float scale,
-                            float* dst) {
-  FloatArrayMap out(dst, static_cast<Eigen::Index>(len));
-  const auto count = static_cast<Eigen::Index>(len);
+// into dst. Widening is exact; the product rounds once.
+template <int N>
+inline void LoadScaledGrads(const void* grads, DType dtype, size_t begin, Eigen::Index len,
+                            float scale, float* dst) {
   switch (dtype) {
     case DType::kF32:
-      out = ConstFloatArrayMap(static_cast<const float*>(grads) + begin, count) * scale;
+      FloatBlock<N>(dst, len) =
+          ConstFloatBlock<N>(static_cast<const float*>(grads) + begin, len) * scale;
       return;
     case DType::kBF16:
-      out = ConstArrayMap<Eigen::bfloat16>(static_cast<const Eigen::bfloat16*>(grads) + begin,
-                                           count)
-                .cast<float>() *
-            scale;
+      WidenScaled(static_cast<const Eigen::bfloat16*>(grads) + begin, dst, len, scale);
       return;
     case DType::kF16:
-      out = ConstArrayMap<Eigen::half>(static_cast<const Eigen::half*>(grads) + begin, count)
-                .cast<float>() *
-            scale;
+      WidenScaled(static_cast<const Eigen::half*>(grads) + begin, dst, len, scale);
       return;
   }
 }
 
 // Writes src[0, len) to out[begin, begin+len) in `dtype`, rounding to nearest
 // even (NaN stays NaN, Inf stays Inf; NaN payloads are not preserved).
-inline void StoreNarrowed(const float* src, void* out, DType dtype, size_t begin, size_t len) {
-  const auto count = static_cast<Eigen::Index>(len);
-  ConstFloatArrayMap in(src, count);
+template <int N>
+inline void StoreNarrowed(const float* src, void* out, DType dtype, size_t begin,
+                          Eigen::Index len) {
   switch (dtype) {
     case DType::kF32:
-      FloatArrayMap(static_cast<float*>(out) + begin, count) = in;
+      FloatBlock<N>(static_cast<float*>(out) + begin, len) = ConstFloatBlock<N>(src, len);
       return;
     case DType::kBF16:
-      ArrayMap<Eigen::bfloat16>(static_cast<Eigen::bfloat16*>(out) + begin, count) =
-          in.cast<Eigen::bfloat16>();
+      Narrow(src, static_cast<Eigen::bfloat16*>(out) + begin, len);
       return;
     case DType::kF16:
-      ArrayMap<Eigen::half>(static_cast<Eigen::half*>(out) + begin, count) =
-          in.cast<Eigen::half>();
+      Narrow(src, static_cast<Eigen::half*>(out) + begin, len);
       return;
   }
 }
 
 // True when some element of the (L1-resident) block is Inf or NaN: x * 0 is
 // NaN exactly for those, and a sum containing a NaN is NaN.
-inline bool HasNonFinite(const float* block, size_t len) {
-  const float probe = (ConstFloatArrayMap(block, static_cast<Eigen::Index>(len)) * 0.0f).sum();
+template <int N>
+inline bool HasNonFinite(const float* block, Eigen::Index len) {
+  const float probe = (ConstFloatBlock<N>(block, len) * 0.0f).sum();
   return probe != probe;
 }
 

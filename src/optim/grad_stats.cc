@@ -14,6 +14,28 @@ using optim_internal::BlockBuffer;
 using optim_internal::kBlockElems;
 using optim_internal::kChunkElems;
 
+namespace {
+
+// Adds the block's sum of squares to *sum (fp32 within the block, exact
+// fallback in double when that overflows), or sets *non_finite.
+template <int N>
+void AddBlock(const void* grads, DType dtype, size_t begin, Eigen::Index len, double* sum,
+              bool* non_finite) {
+  BlockBuffer g;
+  optim_internal::LoadScaledGrads<N>(grads, dtype, begin, len, 1.0f, g.data);
+  const float block_sum = optim_internal::ConstFloatBlock<N>(g.data, len).square().sum();
+  if (std::isfinite(block_sum)) {
+    *sum += block_sum;
+  } else if (optim_internal::HasNonFinite<N>(g.data, len)) {
+    *non_finite = true;
+  } else {
+    // Finite gradients whose squares overflow fp32: redo in double.
+    for (Eigen::Index i = 0; i < len; ++i) *sum += static_cast<double>(g.data[i]) * g.data[i];
+  }
+}
+
+}  // namespace
+
 StatusOr<GradStatsResult> GradStats(const void* grads, DType dtype, size_t n) {
   GradStatsResult result;
   if (n == 0) return result;
@@ -32,20 +54,12 @@ StatusOr<GradStatsResult> GradStats(const void* grads, DType dtype, size_t n) {
           double sum = 0;
           bool non_finite = false;
           for (size_t b = c * kChunkElems; b < chunk_end; b += kBlockElems) {
-            const size_t len = std::min(kBlockElems, chunk_end - b);
-            BlockBuffer g;
-            optim_internal::LoadScaledGrads(grads, dtype, b, len, 1.0f, g.data);
-            const float block_sum =
-                optim_internal::ConstFloatArrayMap(g.data, static_cast<Eigen::Index>(len))
-                    .square()
-                    .sum();
-            if (std::isfinite(block_sum)) {
-              sum += block_sum;
-            } else if (optim_internal::HasNonFinite(g.data, len)) {
-              non_finite = true;
+            const size_t len = std::min<size_t>(kBlockElems, chunk_end - b);
+            if (len == kBlockElems) {
+              AddBlock<kBlockElems>(grads, dtype, b, kBlockElems, &sum, &non_finite);
             } else {
-              // Finite gradients whose squares overflow fp32: redo in double.
-              for (size_t i = 0; i < len; ++i) sum += static_cast<double>(g.data[i]) * g.data[i];
+              AddBlock<Eigen::Dynamic>(grads, dtype, b, static_cast<Eigen::Index>(len), &sum,
+                                       &non_finite);
             }
           }
           chunk_sums[c] = sum;

@@ -8,7 +8,7 @@
 namespace tierflow {
 
 using optim_internal::BlockBuffer;
-using optim_internal::FloatArrayMap;
+using optim_internal::FloatBlock;
 
 StatusOr<StepResult> LionStep(const LionOptions& o, const LionStepArgs& args,
                               const OptimSpans& spans) {
@@ -27,22 +27,21 @@ StatusOr<StepResult> LionStep(const LionOptions& o, const LionStepArgs& args,
 
   StepResult result;
   result.has_non_finite_grads = optim_internal::ParallelForBlocks(
-      spans.n, [&](size_t begin, size_t len) {
-        const auto count = static_cast<Eigen::Index>(len);
+      spans.n, [&]<int N>(size_t begin, Eigen::Index len) {
         BlockBuffer g_buffer, c_buffer;
-        optim_internal::LoadScaledGrads(spans.grads, spans.grad_dtype, begin, len, grad_scale,
-                                        g_buffer.data);
-        const bool non_finite = optim_internal::HasNonFinite(g_buffer.data, len);
-        FloatArrayMap g(g_buffer.data, count);
-        FloatArrayMap c(c_buffer.data, count);
-        FloatArrayMap p(spans.params + begin, count);
-        FloatArrayMap m(spans.exp_avg + begin, count);
+        optim_internal::LoadScaledGrads<N>(spans.grads, spans.grad_dtype, begin, len, grad_scale,
+                                           g_buffer.data);
+        const bool non_finite = optim_internal::HasNonFinite<N>(g_buffer.data, len);
+        FloatBlock<N> g(g_buffer.data, len);
+        FloatBlock<N> c(c_buffer.data, len);
+        FloatBlock<N> p(spans.params + begin, len);
+        FloatBlock<N> m(spans.exp_avg + begin, len);
         c = beta1 * m + one_minus_beta1 * g;
         p = p * decay - lr * c.sign();
         m = beta2 * m + one_minus_beta2 * g;
         if (spans.out != nullptr) {
-          optim_internal::StoreNarrowed(spans.params + begin, spans.out, spans.out_dtype, begin,
-                                        len);
+          optim_internal::StoreNarrowed<N>(spans.params + begin, spans.out, spans.out_dtype, begin,
+                                           len);
         }
         return non_finite;
       });

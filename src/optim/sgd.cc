@@ -9,7 +9,7 @@
 namespace tierflow {
 
 using optim_internal::BlockBuffer;
-using optim_internal::FloatArrayMap;
+using optim_internal::FloatBlock;
 
 StatusOr<StepResult> SgdStep(const SgdOptions& o, const SgdStepArgs& args,
                              const OptimSpans& spans) {
@@ -35,17 +35,16 @@ StatusOr<StepResult> SgdStep(const SgdOptions& o, const SgdStepArgs& args,
 
   StepResult result;
   result.has_non_finite_grads = optim_internal::ParallelForBlocks(
-      spans.n, [&](size_t begin, size_t len) {
-        const auto count = static_cast<Eigen::Index>(len);
+      spans.n, [&]<int N>(size_t begin, Eigen::Index len) {
         BlockBuffer g_buffer;
-        optim_internal::LoadScaledGrads(spans.grads, spans.grad_dtype, begin, len, grad_scale,
-                                        g_buffer.data);
-        const bool non_finite = optim_internal::HasNonFinite(g_buffer.data, len);
-        FloatArrayMap g(g_buffer.data, count);
-        FloatArrayMap p(spans.params + begin, count);
+        optim_internal::LoadScaledGrads<N>(spans.grads, spans.grad_dtype, begin, len, grad_scale,
+                                           g_buffer.data);
+        const bool non_finite = optim_internal::HasNonFinite<N>(g_buffer.data, len);
+        FloatBlock<N> g(g_buffer.data, len);
+        FloatBlock<N> p(spans.params + begin, len);
         if (weight_decay != 0.0f) g += weight_decay * p;
         if (use_momentum) {
-          FloatArrayMap buf(spans.exp_avg + begin, count);
+          FloatBlock<N> buf(spans.exp_avg + begin, len);
           if (first_step) {
             buf = g;
           } else {
@@ -59,8 +58,8 @@ StatusOr<StepResult> SgdStep(const SgdOptions& o, const SgdStepArgs& args,
         }
         p -= lr * g;
         if (spans.out != nullptr) {
-          optim_internal::StoreNarrowed(spans.params + begin, spans.out, spans.out_dtype, begin,
-                                        len);
+          optim_internal::StoreNarrowed<N>(spans.params + begin, spans.out, spans.out_dtype, begin,
+                                           len);
         }
         return non_finite;
       });

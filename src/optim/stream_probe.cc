@@ -7,21 +7,21 @@
 namespace tierflow {
 
 using optim_internal::BlockBuffer;
-using optim_internal::FloatArrayMap;
+using optim_internal::FloatBlock;
 
 Status StreamProbe(const OptimSpans& spans, float addend) {
   TF_RETURN_IF_ERROR(ValidateOptimSpans(spans, false, false, "StreamProbe"));
-  optim_internal::ParallelForBlocks(spans.n, [&](size_t begin, size_t len) {
-    const auto count = static_cast<Eigen::Index>(len);
+  optim_internal::ParallelForBlocks(spans.n, [&]<int N>(size_t begin, Eigen::Index len) {
     BlockBuffer a_buffer;
-    optim_internal::LoadScaledGrads(spans.grads, spans.grad_dtype, begin, len, addend,
-                                    a_buffer.data);
-    FloatArrayMap a(a_buffer.data, count);
+    optim_internal::LoadScaledGrads<N>(spans.grads, spans.grad_dtype, begin, len, addend,
+                                       a_buffer.data);
+    FloatBlock<N> a(a_buffer.data, len);
     for (float* state : {spans.params, spans.exp_avg, spans.exp_avg_sq}) {
-      if (state != nullptr) FloatArrayMap(state + begin, count) += a;
+      if (state != nullptr) FloatBlock<N>(state + begin, len) += a;
     }
     if (spans.out != nullptr) {
-      optim_internal::StoreNarrowed(spans.params + begin, spans.out, spans.out_dtype, begin, len);
+      optim_internal::StoreNarrowed<N>(spans.params + begin, spans.out, spans.out_dtype, begin,
+                                       len);
     }
     return false;
   });
