@@ -1,0 +1,104 @@
+// GradStats against a double-precision sum, the non-finite flag wherever the
+// bad value sits, finite gradients whose squares overflow fp32, and
+// bit-identical sums for any thread count and alignment.
+//
+// Tolerance: the sum is accumulated in fp32 within 128-element blocks (a
+// reduction tree about 12 additions deep, all terms non-negative), then in
+// double: relative error <= ~12 * 2^-24 = 7e-7; we allow 2e-6.
+#include <cmath>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "optim/grad_stats.h"
+#include "optim/optim_reference.h"
+#include "optim/optim_spans.h"
+#include "tests/optim/optim_test_util.h"
+
+namespace tierflow {
+namespace {
+
+using optim_test::GradBuffer;
+using optim_test::GradGenerator;
+
+double ReferenceSumSquares(const GradBuffer& g) {
+  double sum = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double x = ReferenceGrad(g.data(), g.dtype(), i);
+    sum += x * x;
+  }
+  return sum;
+}
+
+const size_t kLarge = 6 * kOptimChunkElems + 999;
+
+TEST(GradStats, SumOfSquaresMatchesDoubleReference) {
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+    for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{4096 + 3}, kLarge}) {
+      for (size_t offset : {0, 1, 7}) {
+        SCOPED_TRACE(::testing::Message() << DTypeName(dtype) << " n " << n << " offset " << offset);
+        GradBuffer g(dtype, n, offset);
+        GradGenerator(n, 9).Fill(g);
+        auto stats = GradStats(g.data(), dtype, n);
+        ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+        EXPECT_FALSE(stats->has_non_finite);
+        const double want = ReferenceSumSquares(g);
+        EXPECT_NEAR(stats->sum_squares, want, 2e-6 * want);
+      }
+    }
+  }
+}
+
+TEST(GradStats, FlagsInfAndNanAnywhere) {
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+    for (size_t bad_index : {size_t{0}, size_t{128}, kLarge / 2, kLarge - 1}) {
+      for (float bad : {INFINITY, -INFINITY, NAN}) {
+        GradBuffer g(dtype, kLarge, 0);
+        for (size_t i = 0; i < kLarge; ++i) g.Set(i, 0.25f);
+        g.Set(bad_index, bad);
+        auto stats = GradStats(g.data(), dtype, kLarge);
+        ASSERT_TRUE(stats.ok());
+        EXPECT_TRUE(stats->has_non_finite)
+            << DTypeName(dtype) << " index " << bad_index << " value " << bad;
+        EXPECT_TRUE(std::isnan(stats->sum_squares));
+      }
+    }
+  }
+}
+
+TEST(GradStats, FiniteGradientsWhoseSquaresOverflowFp32AreNotNonFinite) {
+  // bf16 reaches 3e38; 1e30^2 = 1e60 overflows fp32 but not double.
+  const size_t n = 1000;
+  GradBuffer g(DType::kBF16, n, 0);
+  for (size_t i = 0; i < n; ++i) g.Set(i, i == 500 ? 1e30f : 1.0f);
+  auto stats = GradStats(g.data(), DType::kBF16, n);
+  ASSERT_TRUE(stats.ok());
+  EXPECT_FALSE(stats->has_non_finite);
+  const double want = ReferenceSumSquares(g);
+  EXPECT_TRUE(std::isfinite(stats->sum_squares));
+  EXPECT_NEAR(stats->sum_squares, want, 1e-12 * want);
+}
+
+TEST(GradStats, BitIdenticalForAnyThreadCountAndAlignment) {
+  std::vector<double> sums;
+  for (int threads : {1, 2, 5}) {
+    for (size_t offset : {0, 3}) {
+      GradBuffer g(DType::kF32, kLarge, offset);
+      GradGenerator(kLarge, 2).Fill(g);
+      optim_test::WithThreads(threads, [&] {
+        auto stats = GradStats(g.data(), DType::kF32, kLarge);
+        ASSERT_TRUE(stats.ok());
+        sums.push_back(stats->sum_squares);
+      });
+    }
+  }
+  for (double s : sums) EXPECT_EQ(s, sums[0]);
+}
+
+TEST(GradStats, RejectsNullWithElements) {
+  EXPECT_EQ(GradStats(nullptr, DType::kF32, 3).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(GradStats(nullptr, DType::kF32, 0).ok());
+}
+
+}  // namespace
+}  // namespace tierflow
