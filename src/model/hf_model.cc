@@ -1,0 +1,157 @@
+// Hugging Face model directories <-> ParamLayout: per-tensor reads into the
+// unit buffers (the file's dtype converted to fp32 by HfCheckpoint), and saves
+// that convert each fp32 tensor to the output dtype.
+#include "model/hf_model.h"
+
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <system_error>
+
+#include "io/json_util.h"
+#include "kernels/pointwise.h"
+
+namespace tierflow {
+namespace {
+
+std::vector<TensorSpec> UnitSpecs(const ParamLayout& layout, int unit) {
+  std::vector<TensorSpec> specs;
+  for (const TensorSlot& s : layout.tensors[unit]) {
+    specs.push_back(TensorSpec{s.tensor.name, s.tensor.shape});
+  }
+  return specs;
+}
+
+const char* ArchitectureOf(const ModelConfig& c) {
+  if (c.family == ModelFamily::kGpt2) return "GPT2LMHeadModel";
+  if (c.model_type == "mistral") return "MistralForCausalLM";
+  if (c.model_type == "qwen2") return "Qwen2ForCausalLM";
+  return "LlamaForCausalLM";
+}
+
+const char* TorchDTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return "float32";
+    case DType::kBF16: return "bfloat16";
+    case DType::kF16: return "float16";
+  }
+  return "float32";
+}
+
+}  // namespace
+
+TensorNameOptions HfTensorNames(const ModelConfig& config) {
+  TensorNameOptions names;
+  if (config.family == ModelFamily::kGpt2) names.alternative_prefixes = {"transformer."};
+  return names;
+}
+
+Status ValidateHfCheckpoint(const HfCheckpoint& checkpoint, const ParamLayout& layout) {
+  std::vector<TensorSpec> specs;
+  for (size_t u = 0; u < layout.tensors.size(); ++u) {
+    std::vector<TensorSpec> unit = UnitSpecs(layout, static_cast<int>(u));
+    specs.insert(specs.end(), unit.begin(), unit.end());
+  }
+  return checkpoint.Validate(specs, HfTensorNames(layout.config));
+}
+
+Status ReadHfUnit(const HfCheckpoint& checkpoint, const ParamLayout& layout, int unit, float* out) {
+  if (unit < 0 || static_cast<size_t>(unit) >= layout.tensors.size()) {
+    return InvalidArgumentError("ReadHfUnit: no unit " + std::to_string(unit));
+  }
+  std::vector<TensorDestination> dests;
+  for (const TensorSlot& s : layout.tensors[unit]) {
+    dests.push_back(TensorDestination{TensorSpec{s.tensor.name, s.tensor.shape}, DType::kF32,
+                                      out + s.offset});
+  }
+  return checkpoint.ReadInto(dests, HfTensorNames(layout.config));
+}
+
+StatusOr<HfModel> LoadHfModel(const std::string& dir) {
+  HfModel model;
+  TF_ASSIGN_OR_RETURN(model.config, LoadModelConfig(dir));
+  TF_ASSIGN_OR_RETURN(model.config_json,
+                      ReadSmallFile((std::filesystem::path(dir) / "config.json").string(),
+                                    16u << 20));
+  TF_ASSIGN_OR_RETURN(model.layout, MakeParamLayout(model.config));
+  TF_ASSIGN_OR_RETURN(HfCheckpoint checkpoint, HfCheckpoint::Open(dir));
+  TF_RETURN_IF_ERROR(ValidateHfCheckpoint(checkpoint, model.layout));
+  model.weights.resize(static_cast<size_t>(model.layout.total_params));
+  for (size_t u = 0; u < model.layout.units.size(); ++u) {
+    TF_RETURN_IF_ERROR(ReadHfUnit(checkpoint, model.layout, static_cast<int>(u),
+                                  model.weights.data() + model.layout.unit_offsets[u]));
+  }
+  return model;
+}
+
+StatusOr<std::string> HfConfigJson(const ModelConfig& c, DType dtype,
+                                   const std::string& base_json) {
+  nlohmann::json j;
+  if (!base_json.empty()) {
+    j = nlohmann::json::parse(base_json, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object()) {
+      return InvalidArgumentError("HfConfigJson: the base config.json is not a JSON object");
+    }
+    j["torch_dtype"] = TorchDTypeName(dtype);
+    return j.dump(2) + "\n";
+  }
+  j["architectures"] = {ArchitectureOf(c)};
+  j["model_type"] = c.model_type;
+  j["vocab_size"] = c.vocab_size;
+  j["tie_word_embeddings"] = c.tie_embeddings;
+  j["torch_dtype"] = TorchDTypeName(dtype);
+  if (c.family == ModelFamily::kGpt2) {
+    j["n_positions"] = c.max_seq_len;
+    j["n_ctx"] = c.max_seq_len;
+    j["n_embd"] = c.d_model;
+    j["n_layer"] = c.n_layers;
+    j["n_head"] = c.n_heads;
+    j["n_inner"] = c.d_ff;
+    j["layer_norm_epsilon"] = c.norm_eps;
+    j["activation_function"] = "gelu_new";
+  } else {
+    j["hidden_size"] = c.d_model;
+    j["intermediate_size"] = c.d_ff;
+    j["num_hidden_layers"] = c.n_layers;
+    j["num_attention_heads"] = c.n_heads;
+    j["num_key_value_heads"] = c.n_kv_heads;
+    j["head_dim"] = c.head_dim;
+    j["max_position_embeddings"] = c.max_seq_len;
+    j["rms_norm_eps"] = c.norm_eps;
+    j["rope_theta"] = c.rope_theta;
+    j["hidden_act"] = "silu";
+    j["mlp_bias"] = c.mlp_bias;
+    if (c.model_type != "qwen2") j["attention_bias"] = c.qkv_bias;
+  }
+  return j.dump(2) + "\n";
+}
+
+Status SaveHfModel(const std::string& dir, const ParamLayout& layout, const float* weights,
+                   const HfModelSaveOptions& options) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    return IoError("cannot create the model directory '" + dir + "': " + ec.message());
+  }
+  TF_ASSIGN_OR_RETURN(std::string config_json,
+                      HfConfigJson(layout.config, options.dtype, options.base_config_json));
+  // One converted copy of the weights in the output dtype, tensors in layout order.
+  const size_t esize = DTypeSize(options.dtype);
+  std::vector<unsigned char> data(static_cast<size_t>(layout.total_params) * esize);
+  TF_RETURN_IF_ERROR(
+      CastCpu(DType::kF32, weights, options.dtype, data.data(), layout.total_params));
+  std::vector<SafetensorsEntry> entries;
+  for (size_t u = 0; u < layout.tensors.size(); ++u) {
+    for (const TensorSlot& s : layout.tensors[u]) {
+      const int64_t index = layout.unit_offsets[u] + s.offset;
+      entries.push_back(SafetensorsEntry{s.tensor.name, options.dtype, s.tensor.shape,
+                                         data.data() + static_cast<size_t>(index) * esize});
+    }
+  }
+  HfSaveOptions save;
+  save.max_shard_bytes = options.max_shard_bytes;
+  save.fs = options.fs;
+  return SaveHfCheckpoint(dir, entries, config_json, save);
+}
+
+}  // namespace tierflow

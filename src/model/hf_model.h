@@ -1,0 +1,67 @@
+// A transformer's weights in the Hugging Face layout (config.json plus
+// safetensors, sharded when large), mapped onto the engine's per-unit flat
+// fp32 parameter layout (ParamLayout): load a directory, read one unit's
+// tensors straight from an open checkpoint (so the engine can initialise unit
+// by unit without holding the whole model), save a model crash-safely.
+//
+// GPT-2 tensors are written without the "transformer." prefix (GPT2Model's
+// names, which GPT2LMHeadModel.from_pretrained accepts) and read with or
+// without it. The tied head is not stored (transformers re-ties it).
+// Thread safety: reentrant; HfCheckpoint reads are thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "io/file_system.h"
+#include "io/hf_checkpoint.h"
+#include "model/param_layout.h"
+#include "tierflow/dtype.h"
+#include "tierflow/model_config.h"
+
+namespace tierflow {
+
+// The names a layout's tensors may carry in checkpoints (see TensorNameOptions).
+TensorNameOptions HfTensorNames(const ModelConfig& config);
+
+// Checks every tensor of the layout is in the checkpoint with its shape.
+// Errors: NotFound / InvalidArgument naming the checkpoint and the tensors.
+Status ValidateHfCheckpoint(const HfCheckpoint& checkpoint, const ParamLayout& layout);
+
+// Reads unit `unit`'s tensors (converted to fp32) into out[0, units[unit].num_params).
+Status ReadHfUnit(const HfCheckpoint& checkpoint, const ParamLayout& layout, int unit, float* out);
+
+struct HfModel {
+  ModelConfig config;
+  std::string config_json;     // the config.json text as found (kept for saving back)
+  ParamLayout layout;
+  std::vector<float> weights;  // (layout.total_params,) fp32, all units in order
+};
+
+// Loads `dir` (config.json + weights). Errors: those of LoadModelConfig,
+// HfCheckpoint::Open and ValidateHfCheckpoint (naming the missing or
+// mis-shaped tensor).
+StatusOr<HfModel> LoadHfModel(const std::string& dir);
+
+// A config.json for `config` (what transformers needs to rebuild the model),
+// with "torch_dtype" set to `dtype`. When `base_json` (a config.json text) is
+// given, it is kept as is (rope_scaling, token ids, ...) and only torch_dtype
+// is replaced. Errors: InvalidArgument if base_json is not a JSON object.
+StatusOr<std::string> HfConfigJson(const ModelConfig& config, DType dtype,
+                                   const std::string& base_json = "");
+
+struct HfModelSaveOptions {
+  DType dtype = DType::kBF16;        // tensors' dtype in the files. Default: bf16
+  std::string base_config_json;      // see HfConfigJson. Default: "" (generated)
+  uint64_t max_shard_bytes = 5'000'000'000;  // Default: 5 GB, as transformers
+  FileSystem* fs = nullptr;          // Default: DefaultFileSystem()
+};
+
+// Saves the model whose fp32 weights (all units, layout order, (total_params,))
+// are `weights` into `dir` (created if missing) via SaveHfCheckpoint
+// (crash-safe). Errors: I/O errors naming the path.
+Status SaveHfModel(const std::string& dir, const ParamLayout& layout, const float* weights,
+                   const HfModelSaveOptions& options = {});
+
+}  // namespace tierflow

@@ -1,0 +1,330 @@
+// TransformerModel: activation buffers (one device allocation with typed
+// views, llm.c style), seeded or checkpoint initialisation, and the step's
+// orchestration: embeddings, blocks, head and loss forward; then head, blocks
+// (recomputed first under checkpointing) and embeddings backward, handing
+// each unit's gradient bucket to the engine as soon as it is complete.
+#include "model/transformer.h"
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <utility>
+
+#include "kernels/cross_entropy.h"
+#include "kernels/embedding.h"
+#include "model/hf_model.h"
+#include "model/transformer_block.h"
+
+namespace tierflow {
+
+using model_internal::BlockActs;
+using model_internal::BlockScratch;
+using model_internal::Dims;
+using model_internal::MakeDims;
+
+struct TransformerModel::Buffers {
+  DeviceBuffer memory;
+  PinnedBuffer loss_host;      // (1) fp32, the loss copied back after each run
+  std::vector<void*> residual; // L + 1 of (N, C): the input of each block, then the last output
+  std::vector<BlockActs> blocks;  // L sets, or 1 shared set under checkpointing
+  void* xf = nullptr;          // (N, C) final norm output
+  float* xf_mean = nullptr;    // (N)
+  float* xf_rstd = nullptr;    // (N)
+  void* logits = nullptr;      // (N, V), then dlogits in place
+  float* loss = nullptr;       // (1)
+  float* row_losses = nullptr; // (N)
+  int32_t* tokens = nullptr;   // (N)
+  int32_t* targets = nullptr;  // (N)
+  void* dres = nullptr;        // (N, C) residual-stream gradient
+  BlockScratch scratch;
+};
+
+namespace {
+
+constexpr int32_t kIgnoreIndex = -100;
+
+// Assigns 256-byte-aligned offsets in one allocation; with a null base it only counts.
+class Carver {
+ public:
+  explicit Carver(char* base) : base_(base) {}
+  void* Take(uint64_t num_bytes) {
+    const uint64_t at = used_;
+    used_ += (num_bytes + 255) / 256 * 256;
+    return base_ != nullptr ? base_ + at : nullptr;
+  }
+  float* Floats(uint64_t n) { return static_cast<float*>(Take(n * 4)); }
+  uint64_t used() const { return used_; }
+
+ private:
+  char* base_;
+  uint64_t used_ = 0;
+};
+
+// Lays out every activation buffer of `b` (pointers only when base != null);
+// returns the bytes used.
+uint64_t Carve(char* base, const ModelConfig& c, const TrainShape& shape,
+               TransformerModel::Buffers* b) {
+  const Dims d = MakeDims(c, shape.batch, shape.seq_len);
+  const uint64_t es = DTypeSize(shape.dtype);
+  const uint64_t N = static_cast<uint64_t>(d.N);
+  Carver cv(base);
+  TransformerModel::Buffers local;
+  TransformerModel::Buffers& buf = b != nullptr ? *b : local;
+  buf.residual.assign(static_cast<size_t>(c.n_layers) + 1, nullptr);
+  for (void*& r : buf.residual) r = cv.Take(N * d.C * es);
+  const int sets = shape.checkpoint_activations ? 1 : static_cast<int>(c.n_layers);
+  buf.blocks.assign(static_cast<size_t>(sets), BlockActs{});
+  for (BlockActs& a : buf.blocks) {
+    a.ln1 = cv.Take(N * d.C * es);
+    if (d.layernorm) a.ln1_mean = cv.Floats(N);
+    a.ln1_rstd = cv.Floats(N);
+    a.qkv = cv.Take(N * (d.Q + 2 * d.KV) * es);
+    a.att = cv.Take(N * d.Q * es);
+    a.lse = cv.Floats(N * d.NH);
+    a.mid = cv.Take(N * d.C * es);
+    a.ln2 = cv.Take(N * d.C * es);
+    if (d.layernorm) a.ln2_mean = cv.Floats(N);
+    a.ln2_rstd = cv.Floats(N);
+    a.fc = cv.Take(N * d.F * es);
+    if (d.swiglu) a.up = cv.Take(N * d.F * es);
+    a.act = cv.Take(N * d.F * es);
+  }
+  buf.xf = cv.Take(N * d.C * es);
+  if (d.layernorm) buf.xf_mean = cv.Floats(N);
+  buf.xf_rstd = cv.Floats(N);
+  buf.logits = cv.Take(N * d.V * es);
+  buf.loss = cv.Floats(1);
+  buf.row_losses = cv.Floats(N);
+  buf.tokens = static_cast<int32_t*>(cv.Take(N * 4));
+  buf.targets = static_cast<int32_t*>(cv.Take(N * 4));
+  buf.dres = cv.Take(N * d.C * es);
+  buf.scratch.dln = cv.Take(N * d.C * es);
+  buf.scratch.datt = cv.Take(N * d.Q * es);
+  buf.scratch.dqkv = cv.Take(N * (d.Q + 2 * d.KV) * es);
+  buf.scratch.dact = cv.Take(N * d.F * es);
+  if (d.swiglu) {
+    buf.scratch.dgate = cv.Take(N * d.F * es);
+    buf.scratch.dup = cv.Take(N * d.F * es);
+  }
+  return cv.used();
+}
+
+bool EndsWith(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// GPT-2's residual projections (scaled init): attention out and MLP down.
+bool IsResidualProjection(const std::string& name) {
+  return EndsWith(name, "attn.c_proj.weight") || EndsWith(name, "mlp.c_proj.weight") ||
+         EndsWith(name, "o_proj.weight") || EndsWith(name, "down_proj.weight");
+}
+
+}  // namespace
+
+TransformerModel::TransformerModel(Device& device, ParamLayout layout, const TrainShape& shape,
+                                   const TransformerInit& init)
+    : device_(device), layout_(std::move(layout)), shape_(shape), init_(init) {}
+
+TransformerModel::~TransformerModel() = default;
+
+uint64_t TransformerModel::ActivationBytes(const ModelConfig& config, const TrainShape& shape) {
+  return Carve(nullptr, config, shape, nullptr);
+}
+
+StatusOr<std::unique_ptr<TransformerModel>> TransformerModel::Create(Device& device,
+                                                                     const ModelConfig& config,
+                                                                     const TrainShape& shape,
+                                                                     const TransformerInit& init) {
+  TF_ASSIGN_OR_RETURN(ParamLayout layout, MakeParamLayout(config));
+  if (shape.batch < 1 || shape.seq_len < 1) {
+    return InvalidArgumentError("transformer '" + config.name + "': batch (" +
+                                std::to_string(shape.batch) + ") and seq_len (" +
+                                std::to_string(shape.seq_len) + ") must be >= 1");
+  }
+  if (shape.seq_len > config.max_seq_len) {
+    return InvalidArgumentError("transformer '" + config.name + "': seq_len " +
+                                std::to_string(shape.seq_len) + " exceeds the model's " +
+                                std::to_string(config.max_seq_len) + " positions");
+  }
+  std::unique_ptr<TransformerModel> model(
+      new TransformerModel(device, std::move(layout), shape, init));
+  if (!init.weights_dir.empty()) {
+    TF_ASSIGN_OR_RETURN(HfCheckpoint checkpoint, HfCheckpoint::Open(init.weights_dir));
+    TF_RETURN_IF_ERROR(ValidateHfCheckpoint(checkpoint, model->layout_));
+    model->checkpoint_ = std::make_unique<HfCheckpoint>(std::move(checkpoint));
+  }
+  TF_RETURN_IF_ERROR(model->Allocate());
+  return model;
+}
+
+Status TransformerModel::Allocate() {
+  buf_ = std::make_unique<Buffers>();
+  activation_bytes_ = Carve(nullptr, layout_.config, shape_, nullptr);
+  TF_ASSIGN_OR_RETURN(buf_->memory, device_.Allocate(activation_bytes_, "transformer activations"));
+  Carve(static_cast<char*>(buf_->memory.data()), layout_.config, shape_, buf_.get());
+  TF_ASSIGN_OR_RETURN(buf_->loss_host, device_.AllocatePinned(sizeof(float), "transformer loss"));
+  *buf_->loss_host.as<float>() = 0.0f;
+  return Status::Ok();
+}
+
+Status TransformerModel::InitialWeights(int unit, float* out) {
+  if (unit < 0 || static_cast<size_t>(unit) >= layout_.units.size()) {
+    return InvalidArgumentError("InitialWeights: no unit " + std::to_string(unit));
+  }
+  if (checkpoint_ != nullptr) return ReadHfUnit(*checkpoint_, layout_, unit, out);
+  // Seeded per unit, so a unit's weights do not depend on the order units are asked for.
+  std::mt19937_64 rng(init_.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(unit) + 1);
+  const float residual_std =
+      init_.init_std / std::sqrt(2.0f * static_cast<float>(std::max<int64_t>(1, layout_.config.n_layers)));
+  for (const TensorSlot& s : layout_.tensors[unit]) {
+    float* t = out + s.offset;
+    const int64_t n = s.tensor.num_elements;
+    if (s.tensor.shape.size() == 1) {
+      // 1-D tensors are norm weights (1) and biases (0).
+      const float value = EndsWith(s.tensor.name, ".bias") ? 0.0f : 1.0f;
+      for (int64_t i = 0; i < n; ++i) t[i] = value;
+      continue;
+    }
+    std::normal_distribution<float> dist(
+        0.0f, IsResidualProjection(s.tensor.name) ? residual_std : init_.init_std);
+    for (int64_t i = 0; i < n; ++i) t[i] = dist(rng);
+  }
+  return Status::Ok();
+}
+
+StatusOr<float> TransformerModel::LastLoss() {
+  if (!ran_) return FailedPreconditionError("LastLoss before any ForwardBackward");
+  return *buf_->loss_host.as<float>();
+}
+
+Status TransformerModel::ForwardBackward(Stream& compute, const MicroBatch& batch,
+                                         float dloss_scale, UnitAccess& access) {
+  if (batch.inputs == nullptr || batch.targets == nullptr) {
+    return InvalidArgumentError("transformer '" + layout_.config.name +
+                                "': a micro-batch needs token inputs and targets");
+  }
+  if (batch.batch < 1 || batch.batch > shape_.batch || batch.seq_len < 1 ||
+      batch.seq_len > shape_.seq_len) {
+    return InvalidArgumentError(
+        "transformer '" + layout_.config.name + "': micro-batch shape (" +
+        std::to_string(batch.batch) + ", " + std::to_string(batch.seq_len) +
+        ") outside the allocated (1.." + std::to_string(shape_.batch) + ", 1.." +
+        std::to_string(shape_.seq_len) + ")");
+  }
+  const int64_t n = static_cast<int64_t>(batch.batch) * batch.seq_len;
+  const int64_t vocab = layout_.config.vocab_size;
+  for (int64_t i = 0; i < n; ++i) {
+    if (batch.inputs[i] < 0 || batch.inputs[i] >= vocab) {
+      return InvalidArgumentError("transformer: input token " + std::to_string(batch.inputs[i]) +
+                                  " at position " + std::to_string(i) + " is outside [0, " +
+                                  std::to_string(vocab) + ")");
+    }
+    const int32_t t = batch.targets[i];
+    if (t != kIgnoreIndex && (t < 0 || t >= vocab)) {
+      return InvalidArgumentError("transformer: target " + std::to_string(t) + " at position " +
+                                  std::to_string(i) + " is outside [0, " + std::to_string(vocab) +
+                                  ") and not the ignore index -100");
+    }
+  }
+  ran_ = true;
+  switch (shape_.dtype) {
+    case DType::kF32: return Run<float>(compute, batch, dloss_scale, access);
+    case DType::kBF16: return Run<bf16>(compute, batch, dloss_scale, access);
+    case DType::kF16: return Run<fp16>(compute, batch, dloss_scale, access);
+  }
+  return InternalError("transformer: unknown dtype");
+}
+
+template <typename T>
+Status TransformerModel::Run(Stream& s, const MicroBatch& batch, float dloss_scale,
+                             UnitAccess& access) {
+  const ModelConfig& c = layout_.config;
+  const Dims d = MakeDims(c, batch.batch, batch.seq_len);
+  const int L = layout_.num_layers();
+  const bool tied = layout_.head.lm_head < 0;
+  Buffers& b = *buf_;
+  const size_t row_bytes = static_cast<size_t>(d.N * d.C) * sizeof(T);
+  auto residual = [&](int l) { return static_cast<T*>(b.residual[l]); };
+  auto acts = [&](int l) -> const BlockActs& {
+    return b.blocks[shape_.checkpoint_activations ? 0 : l];
+  };
+
+  TF_RETURN_IF_ERROR(s.CopyHostToDevice(b.tokens, batch.inputs, d.N * sizeof(int32_t)));
+  TF_RETURN_IF_ERROR(s.CopyHostToDevice(b.targets, batch.targets, d.N * sizeof(int32_t)));
+
+  // ---- forward ----
+  std::vector<const T*> w(layout_.units.size());
+  for (size_t u = 0; u < w.size(); ++u) {
+    TF_ASSIGN_OR_RETURN(void* p, access.Weights(static_cast<int>(u)));
+    w[u] = static_cast<const T*>(p);
+  }
+  const T* emb = w[layout_.embedding_unit()];
+  const T* head = w[layout_.head_unit()];
+  const EmbeddingShape es{d.B, d.T, d.C, d.V};
+  const T* wpe = layout_.embedding.wpe >= 0 ? emb + layout_.embedding.wpe : nullptr;
+  TF_RETURN_IF_ERROR(
+      EmbeddingForward<T>(s, residual(0), b.tokens, emb + layout_.embedding.wte, wpe, es));
+  for (int l = 0; l < L; ++l) {
+    TF_RETURN_IF_ERROR(model_internal::BlockForward<T>(s, d, layout_.layer, w[layout_.layer_unit(l)],
+                                                       residual(l), residual(l + 1), acts(l)));
+  }
+  T* xf = static_cast<T*>(b.xf);
+  T* logits = static_cast<T*>(b.logits);
+  const T* head_norm_b = layout_.head.norm_b >= 0 ? head + layout_.head.norm_b : nullptr;
+  TF_RETURN_IF_ERROR(model_internal::NormForward<T>(s, d, xf, b.xf_mean, b.xf_rstd, residual(L),
+                                                    head + layout_.head.norm_w, head_norm_b));
+  const T* lm_head = tied ? emb + layout_.embedding.wte : head + layout_.head.lm_head;
+  TF_RETURN_IF_ERROR(model_internal::LinearForward<T>(s, logits, xf, lm_head, nullptr, d.N, d.C,
+                                                      d.V, false, 0.0f));
+  CrossEntropyOptions ce;
+  ce.ignore_index = kIgnoreIndex;
+  ce.grad_scale = dloss_scale;
+  TF_RETURN_IF_ERROR(SoftmaxCrossEntropy<T>(s, b.loss, b.row_losses, logits, logits, b.targets,
+                                            CrossEntropyShape{d.N, d.V, 0}, ce));
+  TF_RETURN_IF_ERROR(s.CopyDeviceToHost(b.loss_host.data(), b.loss, sizeof(float)));
+
+  // ---- backward: head ----
+  T* dres = static_cast<T*>(b.dres);
+  T* dln = static_cast<T*>(b.scratch.dln);
+  TF_ASSIGN_OR_RETURN(float* g_head, access.BeginGrads(layout_.head_unit()));
+  float* g_emb = nullptr;
+  if (tied) {
+    // The tied wte gets gradients from the head now and the embedding last.
+    TF_ASSIGN_OR_RETURN(g_emb, access.BeginGrads(layout_.embedding_unit()));
+  }
+  float* d_lm_head = tied ? g_emb + layout_.embedding.wte : g_head + layout_.head.lm_head;
+  TF_RETURN_IF_ERROR(model_internal::LinearBackward<T>(s, dln, 0.0f, d_lm_head, nullptr, logits,
+                                                       xf, lm_head, d.N, d.C, d.V, false));
+  TF_RETURN_IF_ERROR(s.Memset(dres, 0, row_bytes));
+  TF_RETURN_IF_ERROR(model_internal::NormBackward<T>(
+      s, d, dres, g_head + layout_.head.norm_w,
+      layout_.head.norm_b >= 0 ? g_head + layout_.head.norm_b : nullptr, dln, residual(L),
+      head + layout_.head.norm_w, b.xf_mean, b.xf_rstd));
+  TF_RETURN_IF_ERROR(access.EndGrads(layout_.head_unit()));
+
+  // ---- backward: blocks, last first ----
+  for (int l = L - 1; l >= 0; --l) {
+    const T* wl = w[layout_.layer_unit(l)];
+    if (shape_.checkpoint_activations) {
+      // Recompute the block's activations from its saved input. Its output
+      // lands on residual(l + 1), which backward no longer needs.
+      TF_RETURN_IF_ERROR(model_internal::BlockForward<T>(s, d, layout_.layer, wl, residual(l),
+                                                         residual(l + 1), acts(l)));
+    }
+    TF_ASSIGN_OR_RETURN(float* g, access.BeginGrads(layout_.layer_unit(l)));
+    TF_RETURN_IF_ERROR(model_internal::BlockBackward<T>(s, d, layout_.layer, wl, g, residual(l),
+                                                        dres, acts(l), b.scratch));
+    TF_RETURN_IF_ERROR(access.EndGrads(layout_.layer_unit(l)));
+  }
+
+  // ---- backward: embeddings ----
+  if (!tied) {
+    TF_ASSIGN_OR_RETURN(g_emb, access.BeginGrads(layout_.embedding_unit()));
+  }
+  float* dwpe = layout_.embedding.wpe >= 0 ? g_emb + layout_.embedding.wpe : nullptr;
+  TF_RETURN_IF_ERROR(
+      EmbeddingBackward<T>(s, g_emb + layout_.embedding.wte, dwpe, dres, b.tokens, es));
+  return access.EndGrads(layout_.embedding_unit());
+}
+
+}  // namespace tierflow

@@ -1,0 +1,111 @@
+// The GPT-2 and Llama transformers as engine Trainables: forward and backward
+// of a decoder-only language model, enqueued on the compute stream through the
+// training ops (src/kernels) and Gemm, so the same code runs on the CPU device
+// and on CUDA.
+//
+// Numerics: activations and activation gradients are stored in the weights
+// dtype (bf16/fp16/fp32), every op computes in fp32, norm/attention statistics
+// are fp32, parameter gradients are fp32 and accumulated ("+=") into the
+// engine's buckets, and the loss is the fused softmax cross-entropy's fp32
+// mean over non-ignored targets. The loss gradient is scaled by dloss_scale.
+//
+// Activation checkpointing keeps only each block's input (the residual stream
+// entering it); backward recomputes the block's forward into one shared set of
+// buffers just before its backward. The CPU ops are deterministic, so the
+// gradients are bit-identical with checkpointing on or off.
+//
+// Gradient buckets (UnitAccess): head first, then blocks last to first, then
+// the embeddings, each BeginGrads just before and EndGrads right after the
+// unit's backward. With tied embeddings the wte bucket (unit 0) is begun
+// before the head backward and ended after the embedding backward.
+//
+// Thread safety: one ForwardBackward at a time (the engine's contract).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/trainable.h"
+#include "io/hf_checkpoint.h"
+#include "model/param_layout.h"
+#include "tierflow/device.h"
+#include "tierflow/dtype.h"
+#include "tierflow/model_config.h"
+
+namespace tierflow {
+
+// The activation shape the model allocates for.
+struct TrainShape {
+  int batch = 1;        // B: sequences per micro-batch (a micro-batch may have fewer)
+  int seq_len = 64;     // T: tokens per sequence (a micro-batch may have fewer);
+                        //    REQUIRES <= config.max_seq_len
+  bool checkpoint_activations = false;  // recompute each block in backward. Default: off
+  DType dtype = DType::kBF16;  // weights and activations; must equal the engine's weights dtype
+};
+
+// Where InitialWeights comes from.
+struct TransformerInit {
+  // A Hugging Face model directory (config.json + safetensors) whose tensors
+  // are the initial weights; "" = seeded random init. Default: "".
+  std::string weights_dir;
+  // Seeded init (GPT-2 style): matrices and embeddings N(0, std), the residual
+  // output projections (attention out, MLP down) N(0, std / sqrt(2 L)),
+  // biases 0, norm weights 1. Default: seed 1234, std 0.02.
+  uint64_t seed = 1234;
+  float init_std = 0.02f;
+};
+
+class TransformerModel : public Trainable {
+ public:
+  // Validates the config and the shape, opens the weights directory when one
+  // is given (checking every tensor's presence and shape up front: an error
+  // names the missing or mis-shaped tensor), and allocates the activations on
+  // `device` (OutOfMemory names the bytes). `device` must outlive the model.
+  static StatusOr<std::unique_ptr<TransformerModel>> Create(Device& device,
+                                                            const ModelConfig& config,
+                                                            const TrainShape& shape,
+                                                            const TransformerInit& init = {});
+  ~TransformerModel() override;
+
+  std::vector<UnitInfo> Units() const override { return layout_.units; }
+  Status InitialWeights(int unit, float* out) override;
+  // REQUIRES: batch.inputs and batch.targets (host, (batch, seq_len) each),
+  // 1 <= batch.batch <= shape.batch, 1 <= batch.seq_len <= shape.seq_len.
+  // Tokens must lie in [0, V); targets in [0, V) or -100 (ignored): checked
+  // on the host, InvalidArgument naming the position otherwise.
+  Status ForwardBackward(Stream& compute, const MicroBatch& batch, float dloss_scale,
+                         UnitAccess& access) override;
+  StatusOr<float> LastLoss() override;
+
+  const ParamLayout& layout() const { return layout_; }
+  const ModelConfig& config() const { return layout_.config; }
+  const TrainShape& shape() const { return shape_; }
+  // Device bytes of the activations (the whole allocation).
+  uint64_t activation_bytes() const { return activation_bytes_; }
+
+  // Device activation bytes for a config and shape (what Create allocates).
+  static uint64_t ActivationBytes(const ModelConfig& config, const TrainShape& shape);
+
+ // The device activation buffers (defined in transformer.cc).
+  struct Buffers;
+
+ private:
+  TransformerModel(Device& device, ParamLayout layout, const TrainShape& shape,
+                   const TransformerInit& init);
+  Status Allocate();
+  template <typename T>
+  Status Run(Stream& s, const MicroBatch& batch, float dloss_scale, UnitAccess& access);
+
+  Device& device_;
+  ParamLayout layout_;
+  TrainShape shape_;
+  TransformerInit init_;
+  std::unique_ptr<HfCheckpoint> checkpoint_;  // set when init_.weights_dir is given
+  std::unique_ptr<Buffers> buf_;
+  uint64_t activation_bytes_ = 0;
+  bool ran_ = false;
+};
+
+}  // namespace tierflow

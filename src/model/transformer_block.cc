@@ -1,0 +1,269 @@
+// Forward and backward of one transformer block (GPT-2 or Llama), and the
+// linear and norm helpers the head shares. llm.c's order: norm1, qkv
+// projection, (RoPE), causal attention, output projection added onto the
+// residual, norm2, MLP added onto the residual. Backward walks it in reverse;
+// the residual stream's gradient is one buffer (dres) that the norms'
+// backward accumulate into, as the identity branch of each residual needs.
+#include "model/transformer_block.h"
+
+#include "kernels/activations.h"
+#include "kernels/attention.h"
+#include "kernels/gemm.h"
+#include "kernels/layernorm.h"
+#include "kernels/pointwise.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rope.h"
+
+namespace tierflow::model_internal {
+
+Dims MakeDims(const ModelConfig& c, int64_t batch, int64_t seq_len) {
+  Dims d;
+  d.B = batch;
+  d.T = seq_len;
+  d.N = batch * seq_len;
+  d.C = c.d_model;
+  d.NH = c.n_heads;
+  d.NKV = c.n_kv_heads;
+  d.HS = c.head_dim;
+  d.Q = c.n_heads * c.head_dim;
+  d.KV = c.n_kv_heads * c.head_dim;
+  d.F = c.d_ff;
+  d.V = c.vocab_size;
+  d.conv1d = c.family == ModelFamily::kGpt2;
+  d.layernorm = c.norm == NormKind::kLayerNorm;
+  d.swiglu = c.mlp == MlpKind::kSwiGlu;
+  d.rope = c.family == ModelFamily::kLlama;
+  d.eps = static_cast<float>(c.norm_eps);
+  d.theta = static_cast<float>(c.rope_theta);
+  return d;
+}
+
+template <typename T>
+Status LinearForward(Stream& s, T* y, const T* x, const T* w, const T* b, int64_t n, int64_t in,
+                     int64_t out, bool conv1d, float beta) {
+  GemmParams p = PackedGemm(n, out, in, false, !conv1d, DTypeOf<T>(), DTypeOf<T>());
+  p.a = x;
+  p.b = w;
+  p.c = y;
+  p.beta = beta;
+  TF_RETURN_IF_ERROR(Gemm(s, p));
+  if (b != nullptr) TF_RETURN_IF_ERROR(BiasAddForward<T>(s, y, b, n, out));
+  return Status::Ok();
+}
+
+template <typename T>
+Status LinearBackward(Stream& s, T* dx, float dx_beta, float* dw, float* db, const T* dy,
+                      const T* x, const T* w, int64_t n, int64_t in, int64_t out, bool conv1d) {
+  // dW: Conv1D (in, out) += x^T dy; Linear (out, in) += dy^T x. fp32, accumulated.
+  GemmParams p = conv1d ? PackedGemm(in, out, n, true, false, DTypeOf<T>(), DType::kF32)
+                        : PackedGemm(out, in, n, true, false, DTypeOf<T>(), DType::kF32);
+  p.a = conv1d ? static_cast<const void*>(x) : static_cast<const void*>(dy);
+  p.b = conv1d ? static_cast<const void*>(dy) : static_cast<const void*>(x);
+  p.c = dw;
+  p.beta = 1.0f;
+  TF_RETURN_IF_ERROR(Gemm(s, p));
+  if (db != nullptr) TF_RETURN_IF_ERROR(BiasBackward<T>(s, db, dy, n, out));
+  if (dx != nullptr) {
+    // dx (n, in) = dy (n, out) W^T for Conv1D (W (in, out)), dy W for Linear (W (out, in)).
+    GemmParams q = PackedGemm(n, in, out, false, conv1d, DTypeOf<T>(), DTypeOf<T>());
+    q.a = dy;
+    q.b = w;
+    q.c = dx;
+    q.beta = dx_beta;
+    TF_RETURN_IF_ERROR(Gemm(s, q));
+  }
+  return Status::Ok();
+}
+
+template <typename T>
+Status NormForward(Stream& s, const Dims& d, T* out, float* mean, float* rstd, const T* inp,
+                   const T* weight, const T* bias) {
+  const NormShape ns{d.N, d.C};
+  if (d.layernorm) return LayerNormForward<T>(s, out, mean, rstd, inp, weight, bias, ns, d.eps);
+  return RmsNormForward<T>(s, out, rstd, inp, weight, ns, d.eps);
+}
+
+template <typename T>
+Status NormBackward(Stream& s, const Dims& d, T* dinp, float* dweight, float* dbias,
+                    const T* dout, const T* inp, const T* weight, const float* mean,
+                    const float* rstd) {
+  const NormShape ns{d.N, d.C};
+  if (d.layernorm) {
+    return LayerNormBackward<T>(s, dinp, dweight, dbias, dout, inp, weight, mean, rstd, ns);
+  }
+  return RmsNormBackward<T>(s, dinp, dweight, dout, inp, weight, rstd, ns);
+}
+
+namespace {
+
+// The q, k, v views of a qkv-shaped buffer (BlockActs::qkv / BlockScratch::dqkv).
+template <typename P>
+struct QkvView {
+  P* q;
+  P* k;
+  P* v;
+  AttentionShape shape;
+};
+
+template <typename P>
+QkvView<P> ViewQkv(const Dims& d, P* qkv) {
+  QkvView<P> view;
+  view.shape = AttentionShape{d.B, d.T, d.NH, d.NKV, d.HS, 0, 0};
+  if (d.conv1d) {
+    // GPT-2's c_attn output: per token [q (C) | k (C) | v (C)].
+    view.q = qkv;
+    view.k = qkv + d.Q;
+    view.v = qkv + d.Q + d.KV;
+    view.shape.q_stride = view.shape.kv_stride = d.Q + 2 * d.KV;
+  } else {
+    view.q = qkv;
+    view.k = qkv + d.N * d.Q;
+    view.v = qkv + d.N * (d.Q + d.KV);
+  }
+  return view;
+}
+
+template <typename T>
+const T* Param(const T* w, int64_t offset) {
+  return offset >= 0 ? w + offset : nullptr;
+}
+inline float* Grad(float* g, int64_t offset) { return offset >= 0 ? g + offset : nullptr; }
+
+}  // namespace
+
+template <typename T>
+Status BlockForward(Stream& s, const Dims& d, const LayerOffsets& o, const T* w, const T* x,
+                    T* out, const BlockActs& a) {
+  T* ln1 = static_cast<T*>(a.ln1);
+  T* att = static_cast<T*>(a.att);
+  T* mid = static_cast<T*>(a.mid);
+  T* ln2 = static_cast<T*>(a.ln2);
+  T* fc = static_cast<T*>(a.fc);
+  T* act = static_cast<T*>(a.act);
+  const size_t row_bytes = static_cast<size_t>(d.N * d.C) * sizeof(T);
+
+  TF_RETURN_IF_ERROR(NormForward<T>(s, d, ln1, a.ln1_mean, a.ln1_rstd, x, Param(w, o.norm1_w),
+                                    Param(w, o.norm1_b)));
+  QkvView<T> qkv = ViewQkv(d, static_cast<T*>(a.qkv));
+  if (d.conv1d) {
+    TF_RETURN_IF_ERROR(LinearForward<T>(s, qkv.q, ln1, w + o.qkv_w, Param(w, o.qkv_b), d.N, d.C,
+                                        d.Q + 2 * d.KV, true, 0.0f));
+  } else {
+    TF_RETURN_IF_ERROR(
+        LinearForward<T>(s, qkv.q, ln1, w + o.q_w, Param(w, o.q_b), d.N, d.C, d.Q, false, 0.0f));
+    TF_RETURN_IF_ERROR(
+        LinearForward<T>(s, qkv.k, ln1, w + o.k_w, Param(w, o.k_b), d.N, d.C, d.KV, false, 0.0f));
+    TF_RETURN_IF_ERROR(
+        LinearForward<T>(s, qkv.v, ln1, w + o.v_w, Param(w, o.v_b), d.N, d.C, d.KV, false, 0.0f));
+  }
+  if (d.rope) {
+    TF_RETURN_IF_ERROR(RopeForward<T>(s, qkv.q, qkv.q, RopeShape{d.B, d.T, d.NH, d.HS, 0}, d.theta));
+    TF_RETURN_IF_ERROR(
+        RopeForward<T>(s, qkv.k, qkv.k, RopeShape{d.B, d.T, d.NKV, d.HS, 0}, d.theta));
+  }
+  TF_RETURN_IF_ERROR(AttentionForward<T>(s, att, a.lse, qkv.q, qkv.k, qkv.v, qkv.shape));
+  // mid = x + att Wo + bo: the projection accumulates onto a copy of the residual.
+  TF_RETURN_IF_ERROR(s.CopyDeviceToDevice(mid, x, row_bytes));
+  TF_RETURN_IF_ERROR(
+      LinearForward<T>(s, mid, att, w + o.o_w, Param(w, o.o_b), d.N, d.Q, d.C, d.conv1d, 1.0f));
+  TF_RETURN_IF_ERROR(NormForward<T>(s, d, ln2, a.ln2_mean, a.ln2_rstd, mid, Param(w, o.norm2_w),
+                                    Param(w, o.norm2_b)));
+  if (d.swiglu) {
+    T* up = static_cast<T*>(a.up);
+    TF_RETURN_IF_ERROR(
+        LinearForward<T>(s, fc, ln2, w + o.gate_w, Param(w, o.gate_b), d.N, d.C, d.F, false, 0.0f));
+    TF_RETURN_IF_ERROR(
+        LinearForward<T>(s, up, ln2, w + o.up_w, Param(w, o.up_b), d.N, d.C, d.F, false, 0.0f));
+    TF_RETURN_IF_ERROR(SwiGluForward<T>(s, act, fc, up, d.N * d.F));
+  } else {
+    TF_RETURN_IF_ERROR(
+        LinearForward<T>(s, fc, ln2, w + o.fc_w, Param(w, o.fc_b), d.N, d.C, d.F, d.conv1d, 0.0f));
+    TF_RETURN_IF_ERROR(GeluForward<T>(s, act, fc, d.N * d.F));
+  }
+  TF_RETURN_IF_ERROR(s.CopyDeviceToDevice(out, mid, row_bytes));
+  return LinearForward<T>(s, out, act, w + o.down_w, Param(w, o.down_b), d.N, d.F, d.C, d.conv1d,
+                          1.0f);
+}
+
+template <typename T>
+Status BlockBackward(Stream& s, const Dims& d, const LayerOffsets& o, const T* w, float* g,
+                     const T* x, T* dres, const BlockActs& a, const BlockScratch& sc) {
+  const T* ln1 = static_cast<const T*>(a.ln1);
+  const T* att = static_cast<const T*>(a.att);
+  const T* mid = static_cast<const T*>(a.mid);
+  const T* ln2 = static_cast<const T*>(a.ln2);
+  const T* fc = static_cast<const T*>(a.fc);
+  const T* act = static_cast<const T*>(a.act);
+  T* dln = static_cast<T*>(sc.dln);
+  T* datt = static_cast<T*>(sc.datt);
+  T* dact = static_cast<T*>(sc.dact);
+
+  // MLP: out = mid + down(act(...)); dres is d(out) = d(down output).
+  TF_RETURN_IF_ERROR(LinearBackward<T>(s, dact, 0.0f, g + o.down_w, Grad(g, o.down_b), dres, act,
+                                       w + o.down_w, d.N, d.F, d.C, d.conv1d));
+  if (d.swiglu) {
+    T* dgate = static_cast<T*>(sc.dgate);
+    T* dup = static_cast<T*>(sc.dup);
+    const T* up = static_cast<const T*>(a.up);
+    TF_RETURN_IF_ERROR(SwiGluBackward<T>(s, dgate, dup, dact, fc, up, d.N * d.F));
+    TF_RETURN_IF_ERROR(LinearBackward<T>(s, dln, 0.0f, g + o.gate_w, Grad(g, o.gate_b), dgate,
+                                         ln2, w + o.gate_w, d.N, d.C, d.F, false));
+    TF_RETURN_IF_ERROR(LinearBackward<T>(s, dln, 1.0f, g + o.up_w, Grad(g, o.up_b), dup, ln2,
+                                         w + o.up_w, d.N, d.C, d.F, false));
+  } else {
+    TF_RETURN_IF_ERROR(GeluBackward<T>(s, dact, fc, dact, d.N * d.F));
+    TF_RETURN_IF_ERROR(LinearBackward<T>(s, dln, 0.0f, g + o.fc_w, Grad(g, o.fc_b), dact, ln2,
+                                         w + o.fc_w, d.N, d.C, d.F, d.conv1d));
+  }
+  // dres becomes d(mid): the identity branch plus norm2's input gradient.
+  TF_RETURN_IF_ERROR(NormBackward<T>(s, d, dres, g + o.norm2_w, Grad(g, o.norm2_b), dln, mid,
+                                     w + o.norm2_w, a.ln2_mean, a.ln2_rstd));
+
+  // Attention: mid = x + o_proj(att).
+  TF_RETURN_IF_ERROR(LinearBackward<T>(s, datt, 0.0f, g + o.o_w, Grad(g, o.o_b), dres, att,
+                                       w + o.o_w, d.N, d.Q, d.C, d.conv1d));
+  QkvView<const T> qkv = ViewQkv(d, static_cast<const T*>(a.qkv));
+  QkvView<T> dqkv = ViewQkv(d, static_cast<T*>(sc.dqkv));
+  TF_RETURN_IF_ERROR(AttentionBackward<T>(s, dqkv.q, dqkv.k, dqkv.v, datt, qkv.q, qkv.k, qkv.v,
+                                          att, a.lse, qkv.shape));
+  if (d.rope) {
+    TF_RETURN_IF_ERROR(
+        RopeBackward<T>(s, dqkv.q, dqkv.q, RopeShape{d.B, d.T, d.NH, d.HS, 0}, d.theta));
+    TF_RETURN_IF_ERROR(
+        RopeBackward<T>(s, dqkv.k, dqkv.k, RopeShape{d.B, d.T, d.NKV, d.HS, 0}, d.theta));
+  }
+  if (d.conv1d) {
+    TF_RETURN_IF_ERROR(LinearBackward<T>(s, dln, 0.0f, g + o.qkv_w, Grad(g, o.qkv_b), dqkv.q,
+                                         ln1, w + o.qkv_w, d.N, d.C, d.Q + 2 * d.KV, true));
+  } else {
+    TF_RETURN_IF_ERROR(LinearBackward<T>(s, dln, 0.0f, g + o.q_w, Grad(g, o.q_b), dqkv.q, ln1,
+                                         w + o.q_w, d.N, d.C, d.Q, false));
+    TF_RETURN_IF_ERROR(LinearBackward<T>(s, dln, 1.0f, g + o.k_w, Grad(g, o.k_b), dqkv.k, ln1,
+                                         w + o.k_w, d.N, d.C, d.KV, false));
+    TF_RETURN_IF_ERROR(LinearBackward<T>(s, dln, 1.0f, g + o.v_w, Grad(g, o.v_b), dqkv.v, ln1,
+                                         w + o.v_w, d.N, d.C, d.KV, false));
+  }
+  // dres becomes d(x).
+  return NormBackward<T>(s, d, dres, g + o.norm1_w, Grad(g, o.norm1_b), dln, x, w + o.norm1_w,
+                         a.ln1_mean, a.ln1_rstd);
+}
+
+#define TF_INSTANTIATE_BLOCK(T)                                                                  \
+  template Status BlockForward<T>(Stream&, const Dims&, const LayerOffsets&, const T*, const T*, \
+                                  T*, const BlockActs&);                                         \
+  template Status BlockBackward<T>(Stream&, const Dims&, const LayerOffsets&, const T*, float*,  \
+                                   const T*, T*, const BlockActs&, const BlockScratch&);         \
+  template Status LinearForward<T>(Stream&, T*, const T*, const T*, const T*, int64_t, int64_t,  \
+                                   int64_t, bool, float);                                        \
+  template Status LinearBackward<T>(Stream&, T*, float, float*, float*, const T*, const T*,      \
+                                    const T*, int64_t, int64_t, int64_t, bool);                  \
+  template Status NormForward<T>(Stream&, const Dims&, T*, float*, float*, const T*, const T*,   \
+                                 const T*);                                                      \
+  template Status NormBackward<T>(Stream&, const Dims&, T*, float*, float*, const T*, const T*,  \
+                                  const T*, const float*, const float*);
+TF_INSTANTIATE_BLOCK(float)
+TF_INSTANTIATE_BLOCK(bf16)
+TF_INSTANTIATE_BLOCK(fp16)
+#undef TF_INSTANTIATE_BLOCK
+
+}  // namespace tierflow::model_internal
