@@ -1,0 +1,233 @@
+// Hugging Face load/save of the transformer layout: load -> save -> load is
+// bit-exact (fp32 and bf16, single file and sharded), GPT-2 names with the
+// "transformer." prefix load, the generated config.json reads back as the
+// same config, and a missing or mis-shaped tensor is an error naming it.
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "common/half.h"
+#include "model/hf_model.h"
+#include "model/transformer.h"
+#include "tests/model/model_test_util.h"
+
+namespace tierflow {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "tierflow-hfmodel-XXXXXX").string();
+    path_ = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  std::string sub(const std::string& name) const { return (fs::path(path_) / name).string(); }
+
+ private:
+  std::string path_;
+};
+
+std::string FileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<float> RandomWeights(const ParamLayout& layout, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 0.5f);
+  std::vector<float> w(layout.total_params);
+  for (float& v : w) v = dist(rng);
+  return w;
+}
+
+bool BitEqual(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+}
+
+// The SafetensorsEntry list of a layout (fp32), optionally renaming or reshaping.
+std::vector<SafetensorsEntry> Entries(const ParamLayout& layout, const std::vector<float>& w) {
+  std::vector<SafetensorsEntry> entries;
+  for (size_t u = 0; u < layout.tensors.size(); ++u) {
+    for (const TensorSlot& s : layout.tensors[u]) {
+      entries.push_back({s.tensor.name, DType::kF32, s.tensor.shape,
+                         w.data() + layout.unit_offsets[u] + s.offset});
+    }
+  }
+  return entries;
+}
+
+struct Case {
+  ModelConfig config;
+  DType dtype;
+};
+
+class HfModelRoundTripTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(HfModelRoundTripTest, LoadSaveLoadIsBitExact) {
+  const Case c = GetParam();
+  auto layout = MakeParamLayout(c.config).value();
+  const std::vector<float> original = RandomWeights(layout, 3);
+  TempDir tmp;
+  for (uint64_t shard_bytes : {uint64_t{5'000'000'000}, uint64_t{4096}}) {
+    const std::string a = tmp.sub("a" + std::to_string(shard_bytes));
+    const std::string b = tmp.sub("b" + std::to_string(shard_bytes));
+    HfModelSaveOptions save{.dtype = c.dtype, .max_shard_bytes = shard_bytes};
+    ASSERT_TRUE(SaveHfModel(a, layout, original.data(), save).ok());
+    auto first = LoadHfModel(a);
+    ASSERT_TRUE(first.ok()) << first.status().ToString();
+    if (c.dtype == DType::kF32) {
+      EXPECT_TRUE(BitEqual(original, first->weights));
+    } else {
+      for (size_t i = 0; i < original.size(); ++i) {
+        ASSERT_EQ(Bf16ToFloat(FloatToBf16(original[i])), first->weights[i]) << i;
+      }
+    }
+    save.base_config_json = first->config_json;
+    ASSERT_TRUE(SaveHfModel(b, first->layout, first->weights.data(), save).ok());
+    auto second = LoadHfModel(b);
+    ASSERT_TRUE(second.ok()) << second.status().ToString();
+    EXPECT_TRUE(BitEqual(first->weights, second->weights));
+    const bool sharded = fs::exists(fs::path(a) / "model.safetensors.index.json");
+    EXPECT_EQ(shard_bytes == 4096, sharded);
+    if (!sharded) {
+      EXPECT_EQ(FileBytes(a + "/model.safetensors"), FileBytes(b + "/model.safetensors"));
+    }
+    EXPECT_EQ(FileBytes(a + "/config.json"), FileBytes(b + "/config.json"));
+  }
+}
+
+// A model created from a directory starts from exactly its weights.
+TEST_P(HfModelRoundTripTest, TransformerInitialisesFromDirectory) {
+  const Case c = GetParam();
+  auto layout = MakeParamLayout(c.config).value();
+  const std::vector<float> original = RandomWeights(layout, 5);
+  TempDir tmp;
+  const std::string dir = tmp.sub("m");
+  ASSERT_TRUE(SaveHfModel(dir, layout, original.data(), {.dtype = c.dtype}).ok());
+  auto loaded = LoadHfModel(dir).value();
+  auto device = testing_util::MakeCpuDevice();
+  TransformerInit init;
+  init.weights_dir = dir;
+  auto model = TransformerModel::Create(*device, loaded.config, {1, 4, false, c.dtype}, init);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  EXPECT_TRUE(BitEqual(loaded.weights, testing_util::InitialFlat(**model)));
+}
+
+TEST_P(HfModelRoundTripTest, GeneratedConfigJsonReadsBack) {
+  const ModelConfig c = GetParam().config;
+  auto text = HfConfigJson(c, DType::kBF16);
+  ASSERT_TRUE(text.ok());
+  auto back = ParseModelConfigJson(*text, "generated");
+  ASSERT_TRUE(back.ok()) << back.status().ToString() << "\n" << *text;
+  EXPECT_EQ(c.family, back->family);
+  EXPECT_EQ(c.model_type, back->model_type);
+  EXPECT_EQ(ParameterCount(c), ParameterCount(*back));
+  EXPECT_EQ(c.n_kv_heads, back->n_kv_heads);
+  EXPECT_EQ(c.d_ff, back->d_ff);
+  EXPECT_EQ(c.tie_embeddings, back->tie_embeddings);
+  EXPECT_EQ(c.qkv_bias, back->qkv_bias);
+  EXPECT_EQ(c.norm_eps, back->norm_eps);
+  EXPECT_EQ(c.rope_theta, back->rope_theta);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Families, HfModelRoundTripTest,
+    ::testing::Values(Case{testing_util::TinyGpt2(), DType::kF32},
+                      Case{testing_util::TinyGpt2(), DType::kBF16},
+                      Case{testing_util::TinyLlama(), DType::kF32},
+                      Case{testing_util::TinyLlama(), DType::kBF16},
+                      Case{testing_util::TinyQwenTied(), DType::kBF16}),
+    [](const ::testing::TestParamInfo<Case>& info) {
+      std::string name = info.param.config.name + "_" + std::string(DTypeName(info.param.dtype));
+      for (char& ch : name) {
+        if (ch == '-') ch = '_';
+      }
+      return name;
+    });
+
+// GPT2LMHeadModel checkpoints carry "transformer." on every name.
+TEST(HfModelTest, Gpt2PrefixedNamesLoad) {
+  auto layout = MakeParamLayout(testing_util::TinyGpt2()).value();
+  const std::vector<float> w = RandomWeights(layout, 8);
+  std::vector<SafetensorsEntry> entries = Entries(layout, w);
+  for (SafetensorsEntry& e : entries) e.name = "transformer." + e.name;
+  TempDir tmp;
+  const std::string dir = tmp.sub("m");
+  fs::create_directories(dir);
+  ASSERT_TRUE(
+      SaveHfCheckpoint(dir, entries, HfConfigJson(layout.config, DType::kF32).value()).ok());
+  auto loaded = LoadHfModel(dir);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_TRUE(BitEqual(w, loaded->weights));
+}
+
+TEST(HfModelTest, MissingTensorIsNamed) {
+  auto layout = MakeParamLayout(testing_util::TinyLlama()).value();
+  const std::vector<float> w = RandomWeights(layout, 8);
+  std::vector<SafetensorsEntry> entries = Entries(layout, w);
+  const std::string missing = "model.layers.1.mlp.up_proj.weight";
+  std::erase_if(entries, [&](const SafetensorsEntry& e) { return e.name == missing; });
+  TempDir tmp;
+  const std::string dir = tmp.sub("m");
+  fs::create_directories(dir);
+  ASSERT_TRUE(
+      SaveHfCheckpoint(dir, entries, HfConfigJson(layout.config, DType::kF32).value()).ok());
+  auto loaded = LoadHfModel(dir);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(StatusCode::kNotFound, loaded.status().code());
+  EXPECT_NE(std::string::npos, loaded.status().message().find(missing)) << loaded.status().ToString();
+  auto device = testing_util::MakeCpuDevice();
+  TransformerInit init;
+  init.weights_dir = dir;
+  auto model = TransformerModel::Create(*device, layout.config, {1, 4}, init);
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(std::string::npos, model.status().message().find(missing));
+}
+
+TEST(HfModelTest, WrongShapeIsNamed) {
+  auto layout = MakeParamLayout(testing_util::TinyGpt2()).value();
+  const std::vector<float> w = RandomWeights(layout, 8);
+  std::vector<SafetensorsEntry> entries = Entries(layout, w);
+  const std::string wrong = "h.0.attn.c_attn.weight";
+  for (SafetensorsEntry& e : entries) {
+    if (e.name == wrong) std::swap(e.shape[0], e.shape[1]);  // (3C, C): an nn.Linear layout
+  }
+  TempDir tmp;
+  const std::string dir = tmp.sub("m");
+  fs::create_directories(dir);
+  ASSERT_TRUE(
+      SaveHfCheckpoint(dir, entries, HfConfigJson(layout.config, DType::kF32).value()).ok());
+  auto loaded = LoadHfModel(dir);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(StatusCode::kInvalidArgument, loaded.status().code());
+  EXPECT_NE(std::string::npos, loaded.status().message().find(wrong)) << loaded.status().ToString();
+}
+
+TEST(HfModelTest, LayoutIsContiguousPerUnit) {
+  for (const ModelConfig& c : {testing_util::TinyGpt2(), testing_util::TinyLlama()}) {
+    auto layout = MakeParamLayout(c).value();
+    ASSERT_EQ(static_cast<size_t>(c.n_layers) + 2, layout.units.size());
+    EXPECT_EQ(ParameterCount(c), layout.total_params);
+    for (size_t u = 0; u < layout.units.size(); ++u) {
+      int64_t next = 0;
+      for (const TensorSlot& s : layout.tensors[u]) {
+        EXPECT_EQ(next, s.offset) << s.tensor.name;
+        next += s.tensor.num_elements;
+      }
+      EXPECT_EQ(static_cast<int64_t>(layout.units[u].num_params), next);
+    }
+    EXPECT_EQ(c.tie_embeddings, layout.head.lm_head < 0);
+  }
+}
+
+}  // namespace
+}  // namespace tierflow
