@@ -1,8 +1,7 @@
 // LargestFittingModel: how big a model of the same family this hardware can
-// fine-tune with the same setup. Two searches, the larger answer wins: the
-// family's published presets, and the input model's width at any depth
-// (every tier's use grows with depth, so feasibility is monotone in the
-// number of layers and a binary search finds the deepest that fits).
+// fine-tune with the same setup, searched over realistic shapes: the
+// family's presets and the input model, each at its own width and at every
+// depth a real model of that width might have.
 #include <algorithm>
 #include <string>
 
@@ -11,57 +10,54 @@
 namespace tierflow {
 namespace {
 
-constexpr int64_t kMaxSearchLayers = 1 << 20;
-
-StatusOr<bool> Fits(const PlanInput& input, const Hardware& hw) {
-  TF_ASSIGN_OR_RETURN(Plan plan, ComputePlan(input, hw));
+StatusOr<bool> Fits(const PlanInput& input, const Hardware& hw, int64_t layers) {
+  PlanInput candidate = input;
+  candidate.model.n_layers = layers;
+  TF_ASSIGN_OR_RETURN(Plan plan, ComputePlan(candidate, hw));
   return plan.feasible;
 }
 
 }  // namespace
 
-StatusOr<LargestModel> LargestFittingModel(const PlanInput& input, const Hardware& hw) {
-  LargestModel best;
-  for (const ModelConfig& preset : FamilyPresetLadder(input.model.family)) {
-    PlanInput candidate = input;
-    candidate.model = preset;
-    candidate.seq_len = std::min(input.seq_len, preset.max_seq_len);
-    TF_ASSIGN_OR_RETURN(bool fits, Fits(candidate, hw));
-    const int64_t params = ParameterCount(preset);
-    if (fits && params > best.params) {
-      best.params = params;
-      best.description = preset.name + " (preset)";
-    }
+StatusOr<int64_t> DeepestFittingLayers(const PlanInput& input, const Hardware& hw,
+                                       int64_t max_layers) {
+  if (max_layers < 1) return InvalidArgumentError("max_layers must be at least 1");
+  TF_ASSIGN_OR_RETURN(bool one_fits, Fits(input, hw, 1));
+  if (!one_fits) return int64_t{0};
+  // Invariant: `lo` layers fit; `hi` layers do not, or hi = max_layers + 1.
+  int64_t lo = 1, hi = max_layers + 1;
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    TF_ASSIGN_OR_RETURN(bool fits, Fits(input, hw, mid));
+    (fits ? lo : hi) = mid;
   }
+  return lo;
+}
 
-  PlanInput deep = input;
-  deep.model.n_layers = 1;
-  TF_ASSIGN_OR_RETURN(bool one_fits, Fits(deep, hw));
-  if (one_fits) {
-    // Invariant: `lo` layers fit, `hi` layers do not (or hi is the cap).
-    int64_t lo = 1, hi = 2;
-    while (hi <= kMaxSearchLayers) {
-      deep.model.n_layers = hi;
-      TF_ASSIGN_OR_RETURN(bool fits, Fits(deep, hw));
-      if (!fits) break;
-      lo = hi;
-      hi *= 2;
-    }
-    hi = std::min(hi, kMaxSearchLayers + 1);
-    while (hi - lo > 1) {
-      const int64_t mid = lo + (hi - lo) / 2;
-      deep.model.n_layers = mid;
-      TF_ASSIGN_OR_RETURN(bool fits, Fits(deep, hw));
-      (fits ? lo : hi) = mid;
-    }
-    deep.model.n_layers = lo;
-    const int64_t params = ParameterCount(deep.model);
-    if (params > best.params) {
-      best.params = params;
-      best.description = input.model.name + " width (d_model " +
-                         std::to_string(input.model.d_model) + ") with " + std::to_string(lo) +
-                         " layers";
-    }
+StatusOr<LargestModel> LargestFittingModel(const PlanInput& input, const Hardware& hw) {
+  std::vector<ModelConfig> candidates = FamilyPresetLadder(input.model.family);
+  bool input_is_preset = false;
+  for (const ModelConfig& c : candidates) input_is_preset |= c.name == input.model.name;
+  if (!input_is_preset) candidates.push_back(input.model);
+
+  LargestModel best;
+  for (const ModelConfig& shape : candidates) {
+    PlanInput candidate = input;
+    candidate.model = shape;
+    candidate.seq_len = std::min(input.seq_len, shape.max_seq_len);
+    const int64_t max_layers = std::max(shape.n_layers, shape.d_model / kMinWidthPerLayer);
+    TF_ASSIGN_OR_RETURN(int64_t layers, DeepestFittingLayers(candidate, hw, max_layers));
+    if (layers == 0) continue;
+    ModelConfig found = shape;
+    found.n_layers = layers;
+    const int64_t params = ParameterCount(found);
+    if (params <= best.params) continue;
+    best.params = params;
+    best.config = found;
+    best.description = layers == shape.n_layers
+                           ? shape.name + " as it is"
+                           : shape.name + " with " + std::to_string(layers) + " layers instead of " +
+                                 std::to_string(shape.n_layers);
   }
   return best;
 }

@@ -151,12 +151,22 @@ StatusOr<Plan> ComputePlan(const PlanInput& input, const Hardware& hardware);
 Status RequireFeasible(const Plan& plan);
 
 // The largest model of the input's family that fits the hardware with the
-// same training setup: the family's presets, and the input model's width at
-// every depth (a binary search over layers). params = 0 when nothing fits.
+// same training setup. Candidates are the family's presets and the input
+// model, each at its own width and any depth up to max(its layers,
+// d_model / kMinWidthPerLayer) (real models keep d_model / layers >= 32;
+// deeper ones would be answers nobody trains). params = 0 when nothing fits.
+inline constexpr int64_t kMinWidthPerLayer = 32;
 struct LargestModel {
   int64_t params = 0;
-  std::string description;  // "llama-8b (preset)" or "llama-7b width, 41 layers"
+  std::string description;  // "llama-8b (preset)" or "llama-7b with 53 layers instead of 32"
+  ModelConfig config;       // the model found (valid when params > 0)
 };
 StatusOr<LargestModel> LargestFittingModel(const PlanInput& input, const Hardware& hardware);
+
+// The most layers in 1..max_layers with which input.model (its width
+// unchanged) fits; 0 when even one layer does not. Feasibility is monotone
+// in depth (every tier grows with it), so this is a binary search.
+StatusOr<int64_t> DeepestFittingLayers(const PlanInput& input, const Hardware& hardware,
+                                       int64_t max_layers);
 
 }  // namespace tierflow

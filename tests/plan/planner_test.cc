@@ -301,20 +301,38 @@ TEST(LargestModel, GrowsWithHostMemoryAndNvme) {
   }
 }
 
-TEST(LargestModel, IsFeasibleAndOneLayerMoreIsNot) {
+TEST(LargestModel, DeepestFitIsFeasibleAndOneLayerMoreIsNot) {
   PlanInput in = Input("llama-7b", 2048);
+  Hardware hw = Machine(24 * kGiB, 64 * kGiB, kTiB, true);
+  auto layers = DeepestFittingLayers(in, hw, 1000);
+  ASSERT_TRUE(layers.ok()) << layers.status().ToString();
+  ASSERT_GT(*layers, 32);  // llama-7b itself fits this machine
+  ASSERT_LT(*layers, 1000);
+  in.model.n_layers = *layers;
+  EXPECT_TRUE(ComputePlan(in, hw)->feasible);
+  in.model.n_layers = *layers + 1;
+  EXPECT_FALSE(ComputePlan(in, hw)->feasible);
+  EXPECT_EQ(*DeepestFittingLayers(in, hw, 10), 10);  // capped
+}
+
+TEST(LargestModel, IsFeasibleAtLeastAsBigAsFittingPresetsAndRealisticallyShaped) {
+  PlanInput in = Input("llama-13b", 2048);
   Hardware hw = Machine(24 * kGiB, 64 * kGiB, kTiB, true);
   auto largest = LargestFittingModel(in, hw);
   ASSERT_TRUE(largest.ok());
-  ASSERT_THAT(largest->description, HasSubstr("layers"));
-  const int64_t per_layer = LayerParameterCount(in.model);
-  const int64_t layers = (largest->params - EmbeddingParameterCount(in.model) -
-                          HeadParameterCount(in.model)) / per_layer;
-  in.model.n_layers = layers;
-  EXPECT_EQ(ParameterCount(in.model), largest->params);
-  EXPECT_TRUE(ComputePlan(in, hw)->feasible);
-  in.model.n_layers = layers + 1;
-  EXPECT_FALSE(ComputePlan(in, hw)->feasible);
+  ASSERT_GT(largest->params, 0);
+  EXPECT_EQ(ParameterCount(largest->config), largest->params);
+  EXPECT_LE(largest->config.n_layers * kMinWidthPerLayer,
+            std::max<int64_t>(largest->config.d_model, 32 * kMinWidthPerLayer));
+  PlanInput check = in;
+  check.model = largest->config;
+  check.seq_len = std::min(in.seq_len, largest->config.max_seq_len);
+  EXPECT_TRUE(ComputePlan(check, hw)->feasible);
+  for (const ModelConfig& preset : FamilyPresetLadder(ModelFamily::kLlama)) {
+    check.model = preset;
+    check.seq_len = std::min<int64_t>(2048, preset.max_seq_len);
+    if (ComputePlan(check, hw)->feasible) EXPECT_GE(largest->params, ParameterCount(preset));
+  }
 }
 
 TEST(LargestModel, NothingFitsATinyBudget) {
