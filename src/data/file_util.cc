@@ -1,0 +1,82 @@
+// ReadWholeFile and MappedFile: the system-call boundary of the data pipeline.
+#include "data/file_util.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace tierflow {
+namespace {
+
+StatusOr<int> OpenForReading(const std::string& path) {
+  int fd;
+  do {
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) return ErrnoStatus(errno, "open " + path);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    Status s = ErrnoStatus(errno, "stat " + path);
+    ::close(fd);
+    return s;
+  }
+  if (S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    return InvalidArgumentError(path + " is a directory; a file was expected here");
+  }
+  return fd;
+}
+
+}  // namespace
+
+StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  TF_ASSIGN_OR_RETURN(int fd, OpenForReading(path));
+  std::string contents;
+  Status s;
+  char buf[1 << 16];
+  while (true) {
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      s = ErrnoStatus(errno, "read " + path + " at offset " + std::to_string(contents.size()));
+      break;
+    }
+    if (n == 0) break;
+    contents.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  if (!s.ok()) return s;
+  return contents;
+}
+
+StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
+  TF_ASSIGN_OR_RETURN(int fd, OpenForReading(path));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    Status s = ErrnoStatus(errno, "stat " + path);
+    ::close(fd);
+    return s;
+  }
+  const size_t num_bytes = static_cast<size_t>(st.st_size);
+  const std::byte* data = nullptr;
+  if (num_bytes > 0) {
+    void* p = ::mmap(nullptr, num_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      Status s = ErrnoStatus(errno, "mmap " + path);
+      ::close(fd);
+      return s;
+    }
+    data = static_cast<const std::byte*>(p);
+  }
+  ::close(fd);  // the mapping keeps the file referenced
+  return std::unique_ptr<MappedFile>(new MappedFile(path, data, num_bytes));
+}
+
+MappedFile::~MappedFile() {
+  if (data_ != nullptr) ::munmap(const_cast<std::byte*>(data_), num_bytes_);
+}
+
+}  // namespace tierflow

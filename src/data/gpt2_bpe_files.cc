@@ -1,0 +1,195 @@
+// Gpt2BpeTokenizer's file loaders: vocab.json + merges.txt and tokenizer.json.
+//
+// Both formats write tokens in GPT-2's byte-level alphabet; they are turned
+// into raw bytes here, so the tokenizer itself only sees bytes. Every
+// malformation is an InvalidArgument naming the file and the entry or line.
+#include <set>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "data/file_util.h"
+#include "data/gpt2_bpe_tokenizer.h"
+#include "data/gpt2_byte_level.h"
+
+namespace tierflow {
+namespace {
+
+using Json = nlohmann::json;
+
+StatusOr<Json> ParseJson(std::string_view text, const std::string& name) {
+  try {
+    return Json::parse(text.begin(), text.end());
+  } catch (const Json::exception& e) {
+    return InvalidArgumentError(name + ": not valid JSON (" + e.what() + ")");
+  }
+}
+
+// vocab.json's object, or tokenizer.json's model.vocab: token text -> id.
+StatusOr<std::vector<Gpt2BpeTokenizer::Token>> ParseVocabObject(const Json& vocab,
+                                                                const std::string& name) {
+  if (!vocab.is_object()) {
+    return InvalidArgumentError(name + ": the vocabulary must be a JSON object of token -> id");
+  }
+  std::vector<Gpt2BpeTokenizer::Token> tokens;
+  tokens.reserve(vocab.size());
+  for (const auto& [key, value] : vocab.items()) {
+    if (!value.is_number_integer()) {
+      return InvalidArgumentError(name + ": the id of token \"" + key + "\" is " + value.dump() +
+                                  ", not an integer");
+    }
+    auto bytes = Gpt2VocabTextToBytes(key);
+    if (!bytes.ok()) {
+      return InvalidArgumentError(name + ": token \"" + key + "\" " + bytes.status().message());
+    }
+    tokens.push_back({std::move(bytes).value(), value.get<int64_t>()});
+  }
+  return tokens;
+}
+
+StatusOr<Gpt2BpeTokenizer::Merge> MergeFromParts(std::string_view left, std::string_view right,
+                                                 std::string where) {
+  auto l = Gpt2VocabTextToBytes(left);
+  if (!l.ok())
+    return InvalidArgumentError(where + ": \"" + std::string(left) + "\" " + l.status().message());
+  auto r = Gpt2VocabTextToBytes(right);
+  if (!r.ok())
+    return InvalidArgumentError(where + ": \"" + std::string(right) + "\" " + r.status().message());
+  return Gpt2BpeTokenizer::Merge{std::move(l).value(), std::move(r).value(), std::move(where)};
+}
+
+// "left right" with exactly one space: byte-level tokens never hold U+0020.
+StatusOr<Gpt2BpeTokenizer::Merge> ParseMergeLine(std::string_view line, std::string where) {
+  const size_t space = line.find(' ');
+  if (space == std::string_view::npos || space == 0 || space + 1 == line.size() ||
+      line.find(' ', space + 1) != std::string_view::npos) {
+    return InvalidArgumentError(where + ": expected two tokens separated by one space, got \"" +
+                                std::string(line) + "\"");
+  }
+  return MergeFromParts(line.substr(0, space), line.substr(space + 1), std::move(where));
+}
+
+StatusOr<std::vector<Gpt2BpeTokenizer::Merge>> ParseMergesText(std::string_view text,
+                                                               const std::string& name) {
+  std::vector<Gpt2BpeTokenizer::Merge> merges;
+  size_t line_number = 0;
+  for (size_t pos = 0; pos < text.size();) {
+    size_t eol = text.find('\n', pos);
+    if (eol == std::string_view::npos) eol = text.size();
+    std::string_view line = text.substr(pos, eol - pos);
+    pos = eol + 1;
+    ++line_number;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.empty()) continue;
+    if (line_number == 1 && line.rfind("#version", 0) == 0) continue;
+    TF_ASSIGN_OR_RETURN(auto merge,
+                        ParseMergeLine(line, name + " line " + std::to_string(line_number)));
+    merges.push_back(std::move(merge));
+  }
+  return merges;
+}
+
+Status Unsupported(const std::string& name, const std::string& what) {
+  return UnimplementedError(name + ": " + what +
+                            "; tierflow implements GPT-2-style byte-level BPE only (model BPE, "
+                            "no normalizer, a ByteLevel pre-tokenizer without add_prefix_space)");
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> Gpt2BpeTokenizer::FromVocabAndMergesText(
+    std::string_view vocab_json, std::string_view merges_txt, const std::string& vocab_name,
+    const std::string& merges_name) {
+  TF_ASSIGN_OR_RETURN(Json vocab, ParseJson(vocab_json, vocab_name));
+  TF_ASSIGN_OR_RETURN(auto tokens, ParseVocabObject(vocab, vocab_name));
+  TF_ASSIGN_OR_RETURN(auto merges, ParseMergesText(merges_txt, merges_name));
+  return Create(std::move(tokens), std::move(merges), vocab_name);
+}
+
+StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> Gpt2BpeTokenizer::FromVocabAndMerges(
+    const std::string& vocab_json_path, const std::string& merges_txt_path) {
+  TF_ASSIGN_OR_RETURN(std::string vocab, ReadWholeFile(vocab_json_path));
+  TF_ASSIGN_OR_RETURN(std::string merges, ReadWholeFile(merges_txt_path));
+  return FromVocabAndMergesText(vocab, merges, vocab_json_path, merges_txt_path);
+}
+
+StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> Gpt2BpeTokenizer::FromTokenizerJsonText(
+    std::string_view text, const std::string& name) {
+  TF_ASSIGN_OR_RETURN(Json root, ParseJson(text, name));
+  if (!root.is_object() || !root.contains("model") || !root["model"].is_object()) {
+    return InvalidArgumentError(name +
+                                ": no \"model\" object; is this a Hugging Face tokenizer.json?");
+  }
+  const Json& model = root["model"];
+  if (model.contains("type") && model["type"] != "BPE") {
+    return Unsupported(name, "model.type is " + model["type"].dump());
+  }
+  if (root.contains("normalizer") && !root["normalizer"].is_null()) {
+    return Unsupported(
+        name, "it has a normalizer (" + root["normalizer"].value("type", std::string("?")) + ")");
+  }
+  if (root.contains("pre_tokenizer") && !root["pre_tokenizer"].is_null()) {
+    const Json& pre = root["pre_tokenizer"];
+    if (!pre.is_object() || pre.value("type", std::string()) != "ByteLevel") {
+      return Unsupported(name,
+                         "its pre_tokenizer is " +
+                             (pre.is_object() ? pre.value("type", std::string("?")) : pre.dump()));
+    }
+    if (pre.value("add_prefix_space", false))
+      return Unsupported(name, "its pre_tokenizer adds a prefix space");
+    if (!pre.value("use_regex", true))
+      return Unsupported(name, "its pre_tokenizer does not split with GPT-2's regex");
+  }
+  if (!model.contains("vocab")) return InvalidArgumentError(name + ": model has no \"vocab\"");
+  TF_ASSIGN_OR_RETURN(auto tokens, ParseVocabObject(model["vocab"], name + " model.vocab"));
+
+  std::vector<Merge> merges;
+  if (model.contains("merges")) {
+    const Json& list = model["merges"];
+    if (!list.is_array()) return InvalidArgumentError(name + ": model.merges is not an array");
+    merges.reserve(list.size());
+    for (size_t i = 0; i < list.size(); ++i) {
+      std::string where = name + " model.merges[" + std::to_string(i) + "]";
+      const Json& m = list[i];
+      if (m.is_string()) {
+        TF_ASSIGN_OR_RETURN(auto merge, ParseMergeLine(m.get<std::string>(), std::move(where)));
+        merges.push_back(std::move(merge));
+      } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+        TF_ASSIGN_OR_RETURN(auto merge, MergeFromParts(m[0].get<std::string>(),
+                                                       m[1].get<std::string>(), std::move(where)));
+        merges.push_back(std::move(merge));
+      } else {
+        return InvalidArgumentError(
+            where + ": expected \"left right\" or [\"left\", \"right\"], got " + m.dump());
+      }
+    }
+  }
+
+  // added_tokens hold raw text (not byte-level); GPT-2's <|endoftext|> is both
+  // there and in model.vocab, which is fine when they agree.
+  if (root.contains("added_tokens") && !root["added_tokens"].is_null()) {
+    const Json& added = root["added_tokens"];
+    if (!added.is_array()) return InvalidArgumentError(name + ": added_tokens is not an array");
+    std::set<std::pair<std::string, int64_t>> known;
+    for (const Token& t : tokens) known.emplace(t.bytes, t.id);
+    for (size_t i = 0; i < added.size(); ++i) {
+      const Json& a = added[i];
+      if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() ||
+          !a.contains("content") || !a["content"].is_string()) {
+        return InvalidArgumentError(name + ": added_tokens[" + std::to_string(i) +
+                                    "] needs an integer \"id\" and a string \"content\"");
+      }
+      Token t{a["content"].get<std::string>(), a["id"].get<int64_t>()};
+      if (known.count({t.bytes, t.id}) == 0) tokens.push_back(std::move(t));
+    }
+  }
+  return Create(std::move(tokens), std::move(merges), name);
+}
+
+StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> Gpt2BpeTokenizer::FromTokenizerJson(
+    const std::string& path) {
+  TF_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path));
+  return FromTokenizerJsonText(text, path);
+}
+
+}  // namespace tierflow

@@ -1,0 +1,53 @@
+// LoadTokenizer: "byte", a tokenizer.json, or a directory of GPT-2 files.
+#include "data/tokenizer.h"
+
+#include <sys/stat.h>
+
+#include "data/byte_tokenizer.h"
+#include "data/gpt2_bpe_tokenizer.h"
+
+namespace tierflow {
+namespace {
+
+bool IsFile(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+bool IsDirectory(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& spec) {
+  if (spec == "byte") return std::unique_ptr<Tokenizer>(new ByteTokenizer());
+  if (IsDirectory(spec)) {
+    const std::string dir = spec.back() == '/' ? spec : spec + "/";
+    if (IsFile(dir + "tokenizer.json")) {
+      TF_ASSIGN_OR_RETURN(auto t, Gpt2BpeTokenizer::FromTokenizerJson(dir + "tokenizer.json"));
+      return std::unique_ptr<Tokenizer>(std::move(t));
+    }
+    for (const auto& [vocab, merges] :
+         {std::pair<const char*, const char*>{"vocab.json", "merges.txt"},
+          {"encoder.json", "vocab.bpe"}}) {
+      if (IsFile(dir + vocab) && IsFile(dir + merges)) {
+        TF_ASSIGN_OR_RETURN(auto t,
+                            Gpt2BpeTokenizer::FromVocabAndMerges(dir + vocab, dir + merges));
+        return std::unique_ptr<Tokenizer>(std::move(t));
+      }
+    }
+    return NotFoundError("no tokenizer in directory " + spec +
+                         ": expected tokenizer.json, vocab.json + merges.txt, or encoder.json + "
+                         "vocab.bpe");
+  }
+  if (IsFile(spec)) {
+    TF_ASSIGN_OR_RETURN(auto t, Gpt2BpeTokenizer::FromTokenizerJson(spec));
+    return std::unique_ptr<Tokenizer>(std::move(t));
+  }
+  return NotFoundError("tokenizer \"" + spec +
+                       "\" is neither \"byte\" nor an existing tokenizer.json or directory of "
+                       "GPT-2 tokenizer files");
+}
+
+}  // namespace tierflow
