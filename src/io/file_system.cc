@@ -114,8 +114,8 @@ Status WriteFileAtomically(FileSystem* fs, const std::string& path,
   // pid + a process-wide counter: concurrent writers (threads or processes)
   // of the same path never share a temporary file.
   static std::atomic<uint64_t> counter{0};
-  const std::string tmp_path = path + ".tmp-" + std::to_string(::getpid()) + "-" +
-                               std::to_string(counter.fetch_add(1));
+  const std::string tmp_path =
+      path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1));
   const std::string context = "writing " + path;
 
   StatusOr<std::unique_ptr<WritableFile>> file = fs->NewWritableFile(tmp_path);
@@ -138,9 +138,8 @@ Status WriteFileAtomically(FileSystem* fs, const std::string& path,
 
 Status WriteStringToFileAtomically(FileSystem* fs, const std::string& path,
                                    std::string_view contents) {
-  return WriteFileAtomically(fs, path, [contents](WritableFile& f) {
-    return f.Append(contents.data(), contents.size());
-  });
+  return WriteFileAtomically(
+      fs, path, [contents](WritableFile& f) { return f.Append(contents.data(), contents.size()); });
 }
 
 }  // namespace tierflow

@@ -20,7 +20,7 @@ namespace {
 using Json = nlohmann::json;
 
 constexpr std::string_view kSaveIdKey = "tierflow_save_id";
-constexpr size_t kMaxIndexBytes = size_t{256} << 20;   // real indexes are ~100 KB
+constexpr size_t kMaxIndexBytes = size_t{256} << 20;  // real indexes are ~100 KB
 constexpr size_t kMaxErrorsListed = 5;
 
 std::string JoinPath(const std::string& dir, std::string_view name) {
@@ -74,7 +74,8 @@ StatusOr<HfCheckpoint> HfCheckpoint::Open(const std::string& dir) {
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0) return ErrnoStatus(errno, "open model directory " + dir);
   if (!S_ISDIR(st.st_mode)) {
-    return InvalidArgumentError(dir + " is not a directory; pass the model directory that "
+    return InvalidArgumentError(dir +
+                                " is not a directory; pass the model directory that "
                                 "holds config.json and the .safetensors files");
   }
 
@@ -90,8 +91,7 @@ StatusOr<HfCheckpoint> HfCheckpoint::Open(const std::string& dir) {
   }
   if (!IsRegularFile(index_path)) {
     return NotFoundError("model directory " + dir + " has neither " +
-                         std::string(kHfSingleFileName) + " nor " +
-                         std::string(kHfIndexFileName) +
+                         std::string(kHfSingleFileName) + " nor " + std::string(kHfIndexFileName) +
                          "; tierflow reads Hugging Face safetensors checkpoints (convert "
                          "pytorch_model.bin files with transformers' save_pretrained)");
   }
@@ -163,8 +163,8 @@ StatusOr<HfCheckpoint> HfCheckpoint::Open(const std::string& dir) {
                          ckpt.files_[f]->path() + " holds");
       }
       if (owner->second != f) {
-        return bad_index("tensor '" + t.name + "' is in both " + ckpt.files_[f]->path() +
-                         " and " + ckpt.files_[owner->second]->path());
+        return bad_index("tensor '" + t.name + "' is in both " + ckpt.files_[f]->path() + " and " +
+                         ckpt.files_[owner->second]->path());
       }
     }
   }
@@ -198,18 +198,18 @@ StatusOr<HfCheckpoint::Location> HfCheckpoint::Resolve(const TensorSpec& spec,
     Location loc = Find(candidate);
     if (loc.tensor == nullptr) continue;
     if (loc.tensor->shape != spec.shape) {
-      return InvalidArgumentError(
-          "safetensors file " + loc.file->path() + ", tensor '" + candidate + "': shape " +
-          FormatShape(loc.tensor->shape) + " but the model config needs " +
-          FormatShape(spec.shape) + "; the checkpoint does not match config.json");
+      return InvalidArgumentError("safetensors file " + loc.file->path() + ", tensor '" +
+                                  candidate + "': shape " + FormatShape(loc.tensor->shape) +
+                                  " but the model config needs " + FormatShape(spec.shape) +
+                                  "; the checkpoint does not match config.json");
     }
     return loc;
   }
   std::string tried;
   for (const std::string& c : candidates) tried += (tried.empty() ? "'" : ", '") + c + "'";
-  return NotFoundError("checkpoint " + dir_ + " (" +
-                       (sharded_ ? std::string(kHfIndexFileName) : files_.front()->path()) +
-                       ") has no tensor '" + spec.name + "' (tried " + tried +
+  return NotFoundError("checkpoint " +
+                       (sharded_ ? JoinPath(dir_, kHfIndexFileName) : files_.front()->path()) +
+                       " has no tensor '" + spec.name + "' (tried " + tried +
                        "), which the model config needs; the checkpoint is for another model "
                        "or is incomplete");
 }
@@ -254,9 +254,9 @@ Status HfCheckpoint::ReadInto(std::span<const TensorDestination> destinations,
   }
   for (size_t i = 0; i < destinations.size(); ++i) {
     const TensorDestination& d = destinations[i];
-    TF_RETURN_IF_ERROR(locations[i].file->Read(*locations[i].tensor, d.dtype, d.data,
-                                               locations[i].tensor->num_elements *
-                                                   DTypeSize(d.dtype)));
+    TF_RETURN_IF_ERROR(
+        locations[i].file->Read(*locations[i].tensor, d.dtype, d.data,
+                                locations[i].tensor->num_elements * DTypeSize(d.dtype)));
   }
   return Status::Ok();
 }
@@ -296,8 +296,8 @@ Status SaveHfCheckpoint(const std::string& dir, std::span<const SafetensorsEntry
 
   std::set<std::string> written;
   if (shards.size() == 1) {
-    TF_RETURN_IF_ERROR(WriteSafetensors(JoinPath(dir, kHfSingleFileName), shards.front(),
-                                        options.metadata, fs));
+    TF_RETURN_IF_ERROR(
+        WriteSafetensors(JoinPath(dir, kHfSingleFileName), shards.front(), options.metadata, fs));
     written.insert(std::string(kHfSingleFileName));
   } else {
     const std::string save_id = NewSaveId();
@@ -326,8 +326,8 @@ Status SaveHfCheckpoint(const std::string& dir, std::span<const SafetensorsEntry
   std::vector<std::string> stale;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
-    const bool ours = name == kHfSingleFileName || name == kHfIndexFileName ||
-                      LooksLikeShardName(name);
+    const bool ours =
+        name == kHfSingleFileName || name == kHfIndexFileName || LooksLikeShardName(name);
     if (ours && !written.count(name)) stale.push_back(entry.path().string());
   }
   if (ec) {

@@ -34,8 +34,8 @@ inline constexpr std::string_view kHfConfigFileName = "config.json";
 
 // A tensor the model needs, as the model config describes it.
 struct TensorSpec {
-  std::string name;             // e.g. "h.0.attn.c_attn.weight"
-  std::vector<uint64_t> shape;  // e.g. {768, 2304}
+  std::string name;            // e.g. "h.0.attn.c_attn.weight"
+  std::vector<int64_t> shape;  // e.g. {768, 2304}, as ParamTensor::shape
 };
 
 // How a spec's name is matched to a checkpoint's names.

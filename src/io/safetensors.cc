@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -90,7 +91,10 @@ Status ParseTensorEntry(const std::string& name, const Json& entry, std::string_
     if (!AsUnsigned(dim, &d)) {
       return Corrupt(where + ": shape entry " + dim.dump() + " is not a non-negative integer");
     }
-    info->shape.push_back(d);
+    if (d > static_cast<uint64_t>(INT64_MAX)) {
+      return Corrupt(where + ": shape entry " + dim.dump() + " is larger than 2^63 - 1");
+    }
+    info->shape.push_back(static_cast<int64_t>(d));
     if (__builtin_mul_overflow(info->num_elements, d, &info->num_elements)) {
       return Corrupt(where + ": shape " + shape_it->dump() + " overflows 64 bits");
     }
@@ -135,14 +139,17 @@ std::optional<SafetensorsDTypeInfo> FindSafetensorsDType(std::string_view name) 
 
 std::string_view SafetensorsDTypeName(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return "F32";
-    case DType::kBF16: return "BF16";
-    case DType::kF16: return "F16";
+    case DType::kF32:
+      return "F32";
+    case DType::kBF16:
+      return "BF16";
+    case DType::kF16:
+      return "F16";
   }
   return "?";
 }
 
-std::string FormatShape(const std::vector<uint64_t>& shape) {
+std::string FormatShape(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) {
     if (i) s += ", ";
@@ -197,8 +204,7 @@ StatusOr<SafetensorsHeader> ParseSafetensorsHeaderJson(std::string_view json,
       if (!it.value().is_object()) return Corrupt(where + ": \"__metadata__\" is not an object");
       for (auto m = it.value().begin(); m != it.value().end(); ++m) {
         if (!m.value().is_string()) {
-          return Corrupt(where + ": \"__metadata__\" value of \"" + m.key() +
-                         "\" is not a string");
+          return Corrupt(where + ": \"__metadata__\" value of \"" + m.key() + "\" is not a string");
         }
         header.metadata[m.key()] = m.value().get<std::string>();
       }

@@ -37,9 +37,9 @@ inline constexpr uint64_t kSafetensorsMaxHeaderBytes = 100'000'000;
 // listed and size-checked; only F32, F16 and BF16 map to a tierflow DType and
 // can be read as floats or written.
 struct SafetensorsDTypeInfo {
-  std::string_view name;          // "F32", "BF16", "I64", ...
-  uint32_t element_bytes;         // 1, 2, 4 or 8
-  std::optional<DType> dtype;     // set for F32, F16, BF16
+  std::string_view name;       // "F32", "BF16", "I64", ...
+  uint32_t element_bytes;      // 1, 2, 4 or 8
+  std::optional<DType> dtype;  // set for F32, F16, BF16
 };
 
 // Looks up a dtype name from a file header; nullopt if it is not one of
@@ -52,12 +52,12 @@ std::string_view SafetensorsDTypeName(DType dtype);
 // One tensor as the header describes it.
 struct SafetensorsTensorInfo {
   std::string name;
-  std::string dtype_name;        // as in the file, e.g. "BF16"
-  uint32_t element_bytes = 0;    // size of one element of dtype_name
-  std::optional<DType> dtype;    // set when tierflow can read it as floats (F32/F16/BF16)
-  std::vector<uint64_t> shape;   // [] for a scalar; entries may be 0
-  uint64_t num_elements = 0;     // product of shape (1 for a scalar)
-  uint64_t begin_bytes = 0;      // [begin_bytes, end_bytes) within the data region
+  std::string dtype_name;      // as in the file, e.g. "BF16"
+  uint32_t element_bytes = 0;  // size of one element of dtype_name
+  std::optional<DType> dtype;  // set when tierflow can read it as floats (F32/F16/BF16)
+  std::vector<int64_t> shape;  // [] for a scalar; entries are >= 0 and may be 0
+  uint64_t num_elements = 0;   // product of shape (1 for a scalar)
+  uint64_t begin_bytes = 0;    // [begin_bytes, end_bytes) within the data region
   uint64_t end_bytes = 0;
 
   uint64_t num_bytes() const { return end_bytes - begin_bytes; }
@@ -75,7 +75,8 @@ struct SafetensorsHeader {
   // The tensor called `name`, or nullptr. O(log n).
   const SafetensorsTensorInfo* Find(std::string_view name) const;
 
-  std::map<std::string, size_t, std::less<>> index_by_name;  // name -> position in `tensors`
+  // name -> position in `tensors`; filled by the parser, used by Find.
+  std::map<std::string, size_t, std::less<>> index_by_name;
 };
 
 // Checks the 8-byte length field's value `header_num_bytes` against the
@@ -96,6 +97,6 @@ StatusOr<SafetensorsHeader> ParseSafetensorsHeader(std::string_view file_bytes,
                                                    std::string_view file_label = "<memory>");
 
 // "[768, 2304]", for error messages.
-std::string FormatShape(const std::vector<uint64_t>& shape);
+std::string FormatShape(const std::vector<int64_t>& shape);
 
 }  // namespace tierflow

@@ -51,9 +51,8 @@ StatusOr<std::unique_ptr<SafetensorsReader>> SafetensorsReader::Open(const std::
   TF_RETURN_IF_ERROR(CheckSafetensorsHeaderLength(header_num_bytes, file_num_bytes, path));
   std::string json(header_num_bytes, '\0');
   TF_RETURN_IF_ERROR(reader->PreadFully(json.data(), json.size(), 8, "header"));
-  TF_ASSIGN_OR_RETURN(reader->header_,
-                      ParseSafetensorsHeaderJson(json, file_num_bytes - 8 - header_num_bytes,
-                                                 path));
+  TF_ASSIGN_OR_RETURN(reader->header_, ParseSafetensorsHeaderJson(
+                                           json, file_num_bytes - 8 - header_num_bytes, path));
   return reader;
 }
 
@@ -86,10 +85,9 @@ Status SafetensorsReader::PreadFully(void* dst, size_t num_bytes, uint64_t offse
 Status SafetensorsReader::ReadRaw(const SafetensorsTensorInfo& tensor, void* dst,
                                   size_t dst_num_bytes) const {
   if (dst_num_bytes != tensor.num_bytes()) {
-    return InvalidArgumentError(TensorWhere(path_, tensor.name) + ": holds " +
-                                std::to_string(tensor.num_bytes()) +
-                                " bytes but the destination buffer has " +
-                                std::to_string(dst_num_bytes));
+    return InvalidArgumentError(
+        TensorWhere(path_, tensor.name) + ": holds " + std::to_string(tensor.num_bytes()) +
+        " bytes but the destination buffer has " + std::to_string(dst_num_bytes));
   }
   return PreadFully(dst, dst_num_bytes, header_.data_offset_bytes() + tensor.begin_bytes,
                     "tensor '" + tensor.name + "'");
@@ -104,12 +102,10 @@ Status SafetensorsReader::Read(const SafetensorsTensorInfo& tensor, DType to, vo
   }
   const uint64_t want_num_bytes = tensor.num_elements * DTypeSize(to);
   if (dst_num_bytes != want_num_bytes) {
-    return InvalidArgumentError(TensorWhere(path_, tensor.name) + ": " +
-                                std::to_string(tensor.num_elements) + " elements as " +
-                                std::string(DTypeName(to)) + " need " +
-                                std::to_string(want_num_bytes) +
-                                " bytes but the destination buffer has " +
-                                std::to_string(dst_num_bytes));
+    return InvalidArgumentError(
+        TensorWhere(path_, tensor.name) + ": " + std::to_string(tensor.num_elements) +
+        " elements as " + std::string(DTypeName(to)) + " need " + std::to_string(want_num_bytes) +
+        " bytes but the destination buffer has " + std::to_string(dst_num_bytes));
   }
   const DType from = *tensor.dtype;
   if (from == to) return ReadRaw(tensor, dst, dst_num_bytes);

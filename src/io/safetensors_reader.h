@@ -47,8 +47,7 @@ class SafetensorsReader {
   // tensor.num_elements * DTypeSize(to) bytes.
   // Errors: as ReadRaw, plus Unimplemented if the stored dtype is not F32, F16
   // or BF16. Thread-safe.
-  Status Read(const SafetensorsTensorInfo& tensor, DType to, void* dst,
-              size_t dst_num_bytes) const;
+  Status Read(const SafetensorsTensorInfo& tensor, DType to, void* dst, size_t dst_num_bytes) const;
 
   // Read() by name; NotFound naming the file and the tensor if it is absent.
   Status Read(std::string_view name, DType to, void* dst, size_t dst_num_bytes) const;

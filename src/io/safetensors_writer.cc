@@ -13,18 +13,21 @@ namespace tierflow {
 
 StatusOr<uint64_t> SafetensorsEntryBytes(const SafetensorsEntry& entry) {
   uint64_t num_bytes = DTypeSize(entry.dtype);
-  for (uint64_t d : entry.shape) {
-    if (__builtin_mul_overflow(num_bytes, d, &num_bytes)) {
-      return InvalidArgumentError("tensor '" + entry.name + "': shape " +
-                                  FormatShape(entry.shape) + " overflows 64 bits");
+  for (int64_t d : entry.shape) {
+    if (d < 0) {
+      return InvalidArgumentError("tensor '" + entry.name + "': shape " + FormatShape(entry.shape) +
+                                  " has a negative dimension");
+    }
+    if (__builtin_mul_overflow(num_bytes, static_cast<uint64_t>(d), &num_bytes)) {
+      return InvalidArgumentError("tensor '" + entry.name + "': shape " + FormatShape(entry.shape) +
+                                  " overflows 64 bits");
     }
   }
   return num_bytes;
 }
 
 StatusOr<SafetensorsLayout> PlanSafetensorsLayout(
-    std::span<const SafetensorsEntry> entries,
-    const std::map<std::string, std::string>& metadata) {
+    std::span<const SafetensorsEntry> entries, const std::map<std::string, std::string>& metadata) {
   std::vector<uint64_t> entry_bytes(entries.size());
   std::set<std::string_view> names;
   for (size_t i = 0; i < entries.size(); ++i) {
@@ -38,8 +41,8 @@ StatusOr<SafetensorsLayout> PlanSafetensorsLayout(
     }
     TF_ASSIGN_OR_RETURN(entry_bytes[i], SafetensorsEntryBytes(e));
     if (entry_bytes[i] > 0 && e.data == nullptr) {
-      return InvalidArgumentError("tensor '" + e.name + "' has " +
-                                  std::to_string(entry_bytes[i]) + " bytes but no data pointer");
+      return InvalidArgumentError("tensor '" + e.name + "' has " + std::to_string(entry_bytes[i]) +
+                                  " bytes but no data pointer");
     }
   }
 

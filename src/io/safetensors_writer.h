@@ -24,11 +24,12 @@ namespace tierflow {
 struct SafetensorsEntry {
   std::string name;
   DType dtype = DType::kF32;
-  std::vector<uint64_t> shape;  // [] for a scalar
-  const void* data = nullptr;   // may be null only when the tensor has no elements
+  std::vector<int64_t> shape;  // [] for a scalar; entries >= 0
+  const void* data = nullptr;  // may be null only when the tensor has no elements
 };
 
-// Bytes the data region of `entry` takes; InvalidArgument on overflow.
+// Bytes the data region of `entry` takes; InvalidArgument on a negative
+// dimension or overflow.
 StatusOr<uint64_t> SafetensorsEntryBytes(const SafetensorsEntry& entry);
 
 // The header (length field + padded JSON) WriteSafetensors would write, and
@@ -38,8 +39,8 @@ struct SafetensorsLayout {
   std::vector<size_t> data_order;  // indexes into the entries, in file order
   uint64_t data_num_bytes = 0;
 };
-StatusOr<SafetensorsLayout> PlanSafetensorsLayout(std::span<const SafetensorsEntry> entries,
-                                                  const std::map<std::string, std::string>& metadata);
+StatusOr<SafetensorsLayout> PlanSafetensorsLayout(
+    std::span<const SafetensorsEntry> entries, const std::map<std::string, std::string>& metadata);
 
 // Writes `entries` and `metadata` (the "__metadata__" map; may be empty) to
 // `path` via WriteFileAtomically: on failure `path` keeps its old contents.

@@ -175,11 +175,12 @@ TEST(HfCheckpoint, SaveShardedWritesTheIndexAndLoadsBack) {
   }
   EXPECT_EQ(names.size(), n + 2);
   // Shards are filled in the caller's order: the embeddings come first.
-  EXPECT_EQ(index["weight_map"]["wte.weight"], "model-00001-of-" + [&] {
-    char b[8];
-    std::snprintf(b, sizeof(b), "%05zu", n);
-    return std::string(b);
-  }() + ".safetensors");
+  EXPECT_EQ(
+      index["weight_map"]["wte.weight"], "model-00001-of-" + [&] {
+        char b[8];
+        std::snprintf(b, sizeof(b), "%05zu", n);
+        return std::string(b);
+      }() + ".safetensors");
 
   auto ckpt = HfCheckpoint::Open(dir.path());
   ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
@@ -289,8 +290,7 @@ TEST(HfCheckpoint, ValidateListsSeveralProblemsAtOnce) {
   auto ckpt = HfCheckpoint::Open(dir.path());
   ASSERT_TRUE(ckpt.ok());
   std::vector<TensorSpec> specs = {{"x", {1}}, {"ln_f.weight", {9}}};
-  ExpectError(ckpt->Validate(specs), StatusCode::kNotFound,
-              {"2 tensors", "'x'", "'ln_f.weight'"});
+  ExpectError(ckpt->Validate(specs), StatusCode::kNotFound, {"2 tensors", "'x'", "'ln_f.weight'"});
 }
 
 TEST(HfCheckpoint, AlternativePrefixesMatchGpt2NameVariants) {
@@ -363,13 +363,11 @@ TEST_F(ShardedCheckpointTest, IndexNamingATensorAbsentFromItsShardIsDataLoss) {
 }
 
 TEST_F(ShardedCheckpointTest, ShardHoldingATensorTheIndexPutsElsewhereIsDataLoss) {
-  // Point ln_f.weight at another shard that does not hold it: first the
-  // "does not hold it" check fires; with a tensor in two shards it is the
-  // "in both" check. Build the latter by copying a shard's tensor into another.
+  // The index maps wte.weight to the first shard; the last shard is
+  // rewritten to hold a copy too (same save id), so one tensor is in two files.
   const std::string s1 = ShardOf("wte.weight");
   const std::string s_last = ShardOf("ln_f.weight");
   ASSERT_NE(s1, s_last);
-  // Rewrite the last shard to also hold wte.weight (with the same save id).
   auto ckpt = HfCheckpoint::Open(dir_.path());
   ASSERT_TRUE(ckpt.ok());
   std::vector<SafetensorsEntry> es;
@@ -385,8 +383,7 @@ TEST_F(ShardedCheckpointTest, ShardHoldingATensorTheIndexPutsElsewhereIsDataLoss
     es.push_back({t.name, *t.dtype, t.shape, keep[t.name].data()});
   }
   es.push_back({"wte.weight", DType::kBF16, {16, 8}, model_.Bytes("wte.weight").data()});
-  ASSERT_TRUE(
-      WriteSafetensors(dir_.File(s_last), es, last->header().metadata).ok());
+  ASSERT_TRUE(WriteSafetensors(dir_.File(s_last), es, last->header().metadata).ok());
   auto reopened = HfCheckpoint::Open(dir_.path());
   ASSERT_FALSE(reopened.ok());
   ExpectError(reopened.status(), StatusCode::kDataLoss,
@@ -428,21 +425,26 @@ TEST_F(ShardedCheckpointTest, IndexThatIsNotJsonIsDataLoss) {
 }
 
 TEST_F(ShardedCheckpointTest, ShardsOfTwoDifferentSavesAreDetected) {
-  // A save over this checkpoint with the same shard names, torn after the
-  // first shard: simulate by keeping the old index and old shards but
-  // putting a newer save's first shard in place.
+  // A save over this checkpoint with the same shard names, torn after it
+  // replaced the first shard: the old index and the old other shards remain.
+  std::map<std::string, std::string> old_files;  // name -> bytes
+  for (const std::string& name : dir_.List()) old_files[name] = ReadBytes(dir_.File(name));
   const std::string s1 = ShardOf("wte.weight");
-  const std::string old_index = ReadBytes(IndexPath());
   HfSaveOptions options;
   options.max_shard_bytes = 700;
   ASSERT_TRUE(SaveHfCheckpoint(dir_.path(), model_.Entries(), kConfig, options).ok());
-  const std::string new_first_shard = ReadBytes(dir_.File(s1));
-  ASSERT_TRUE(HfCheckpoint::Open(dir_.path()).ok());
-  WriteBytes(IndexPath(), old_index);
+  ASSERT_EQ(dir_.List().size(), old_files.size());
+  for (const auto& [name, bytes] : old_files) {
+    if (name != s1) WriteBytes(dir_.File(name), bytes);
+  }
   auto ckpt = HfCheckpoint::Open(dir_.path());
   ASSERT_FALSE(ckpt.ok());
-  ExpectError(ckpt.status(), StatusCode::kDataLoss, {dir_.File(s1), "interrupted"});
-  (void)new_first_shard;
+  ExpectError(ckpt.status(), StatusCode::kDataLoss, {dir_.File(s1), IndexPath(), "interrupted"});
+  // With the old first shard back, the old checkpoint loads again.
+  WriteBytes(dir_.File(s1), old_files[s1]);
+  auto restored = HfCheckpoint::Open(dir_.path());
+  ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+  ExpectMatchesModel(*restored, model_);
 }
 
 // ---- saving over an existing checkpoint ----
@@ -495,8 +497,8 @@ TEST(HfCheckpointSave, SwitchingLayoutsRemovesTheOldFiles) {
   ASSERT_TRUE(SaveHfCheckpoint(dir.path(), a.Entries(), kConfig, sharded).ok());
   WriteBytes(dir.File("tokenizer.json"), "{}");  // not ours: must survive
   ASSERT_TRUE(SaveHfCheckpoint(dir.path(), b.Entries(), kConfig).ok());
-  EXPECT_EQ(dir.List(), (std::vector<std::string>{"config.json", "model.safetensors",
-                                                   "tokenizer.json"}));
+  EXPECT_EQ(dir.List(),
+            (std::vector<std::string>{"config.json", "model.safetensors", "tokenizer.json"}));
   auto single = HfCheckpoint::Open(dir.path());
   ASSERT_TRUE(single.ok());
   ExpectMatchesModel(*single, b);
@@ -514,8 +516,8 @@ TEST(HfCheckpointSave, BadConfigJsonIsRefusedBeforeAnyFileIsWritten) {
   FakeModel model(26);
   ExpectError(SaveHfCheckpoint(dir.path(), model.Entries(), "{\"n_layer\": "),
               StatusCode::kInvalidArgument, {"config.json", dir.path()});
-  ExpectError(SaveHfCheckpoint(dir.path(), model.Entries(), "[1]"),
-              StatusCode::kInvalidArgument, {"not a JSON object"});
+  ExpectError(SaveHfCheckpoint(dir.path(), model.Entries(), "[1]"), StatusCode::kInvalidArgument,
+              {"not a JSON object"});
   EXPECT_TRUE(dir.List().empty());
 }
 

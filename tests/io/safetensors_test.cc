@@ -10,10 +10,10 @@
 #include <gtest/gtest.h>
 
 #include "common/half.h"
-#include "tests/io/io_test_util.h"
 #include "io/safetensors.h"
 #include "io/safetensors_reader.h"
 #include "io/safetensors_writer.h"
+#include "tests/io/io_test_util.h"
 
 namespace tierflow {
 namespace {
@@ -148,8 +148,9 @@ TEST(Safetensors, LayoutIsAlignedAndDeterministic) {
 TEST(Safetensors, ReadConvertsBetweenFloatTypesWithRoundToNearestEven) {
   ScratchDir dir;
   const std::string path = dir.File("c.safetensors");
-  std::vector<float> f32 = {1.0f, -2.5f, 3.14159265f, 1e-8f, 65504.0f, 70000.0f, -0.0f,
-                            std::numeric_limits<float>::infinity()};
+  std::vector<float> f32 = {
+      1.0f,     -2.5f,    3.14159265f, 1e-8f,
+      65504.0f, 70000.0f, -0.0f,       std::numeric_limits<float>::infinity()};
   std::vector<bf16> b16(f32.size());
   for (size_t i = 0; i < f32.size(); ++i) b16[i] = FloatToBf16(f32[i] * 0.75f);
   std::vector<SafetensorsEntry> es = {
@@ -195,9 +196,8 @@ TEST(Safetensors, ConversionOfALargeTensorCrossesChunkBoundaries) {
 }
 
 TEST(Safetensors, NonFloatDTypesParseButAreNotReadAsFloats) {
-  const std::string json =
-      R"({"ids":{"dtype":"I64","shape":[2],"data_offsets":[0,16]},)"
-      R"("w":{"dtype":"F32","shape":[1],"data_offsets":[16,20]}})";
+  const std::string json = R"({"ids":{"dtype":"I64","shape":[2],"data_offsets":[0,16]},)"
+                           R"("w":{"dtype":"F32","shape":[1],"data_offsets":[16,20]}})";
   ScratchDir dir;
   const std::string path = dir.File("i.safetensors");
   WriteBytes(path, BuildFile(json, 20));
@@ -215,7 +215,9 @@ TEST(Safetensors, NonFloatDTypesParseButAreNotReadAsFloats) {
 }
 
 TEST(Safetensors, HeaderWithTrailingSpacesAndNoTensorsIsValid) {
-  auto h = ParseSafetensorsHeader(BuildFile(R"({"__metadata__":{"a":"b"}})" "      ", 0));
+  auto h = ParseSafetensorsHeader(BuildFile(R"({"__metadata__":{"a":"b"}})"
+                                            "      ",
+                                            0));
   ASSERT_TRUE(h.ok()) << h.status().ToString();
   EXPECT_TRUE(h->tensors.empty());
   EXPECT_EQ(h->metadata.at("a"), "b");
@@ -241,9 +243,7 @@ TEST(SafetensorsMalformed, FileShorterThanTheLengthField) {
   ExpectOpenFails("\x10\x00\x00", StatusCode::kDataLoss, {"shorter than the 8-byte"});
 }
 
-TEST(SafetensorsMalformed, EmptyFile) {
-  ExpectOpenFails("", StatusCode::kDataLoss, {"0 bytes"});
-}
+TEST(SafetensorsMalformed, EmptyFile) { ExpectOpenFails("", StatusCode::kDataLoss, {"0 bytes"}); }
 
 TEST(SafetensorsMalformed, HeaderLengthBeyondEndOfFile) {
   ExpectOpenFails(LengthField(1000) + "{}", StatusCode::kDataLoss, {"1000", "only 10 bytes"});
@@ -283,16 +283,14 @@ TEST(SafetensorsMalformed, OffsetsOutOfBounds) {
 }
 
 TEST(SafetensorsMalformed, OverlappingOffsets) {
-  const std::string json =
-      R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
-      R"("b":{"dtype":"F32","shape":[4],"data_offsets":[8,24]}})";
+  const std::string json = R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
+                           R"("b":{"dtype":"F32","shape":[4],"data_offsets":[8,24]}})";
   ExpectOpenFails(BuildFile(json, 24), StatusCode::kDataLoss, {"'b'", "overlap", "'a'"});
 }
 
 TEST(SafetensorsMalformed, TwoTensorsAtTheSameOffsets) {
-  const std::string json =
-      R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
-      R"("b":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})";
+  const std::string json = R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
+                           R"("b":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})";
   ExpectOpenFails(BuildFile(json, 16), StatusCode::kDataLoss, {"'b'", "overlap", "'a'"});
 }
 
@@ -302,9 +300,8 @@ TEST(SafetensorsMalformed, EndBeforeBegin) {
 }
 
 TEST(SafetensorsMalformed, GapBetweenTensors) {
-  const std::string json =
-      R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
-      R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})";
+  const std::string json = R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                           R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})";
   ExpectOpenFails(BuildFile(json, 12), StatusCode::kDataLoss, {"'b'", "gap of 4 bytes", "'a'"});
 }
 
@@ -352,9 +349,8 @@ TEST(SafetensorsMalformed, MissingDataOffsets) {
 }
 
 TEST(SafetensorsMalformed, DuplicateTensorNames) {
-  const std::string json =
-      R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
-      R"("w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})";
+  const std::string json = R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                           R"("w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})";
   ExpectOpenFails(BuildFile(json, 8), StatusCode::kDataLoss, {"\"w\"", "twice"});
 }
 
@@ -415,11 +411,11 @@ TEST(SafetensorsWriter, RejectsDuplicateNamesNegativeShapesAndNullData) {
   ExpectError(WriteSafetensors(dir.File("d.safetensors"), neg, {}), StatusCode::kInvalidArgument,
               {"'n'", "negative"});
   std::vector<SafetensorsEntry> null = {{"z", DType::kF32, {4}, nullptr}};
-  ExpectError(WriteSafetensors(dir.File("d.safetensors"), null, {}),
-              StatusCode::kInvalidArgument, {"'z'"});
+  ExpectError(WriteSafetensors(dir.File("d.safetensors"), null, {}), StatusCode::kInvalidArgument,
+              {"'z'"});
   std::vector<SafetensorsEntry> meta = {{"__metadata__", DType::kF32, {1}, x}};
-  ExpectError(WriteSafetensors(dir.File("d.safetensors"), meta, {}),
-              StatusCode::kInvalidArgument, {"__metadata__"});
+  ExpectError(WriteSafetensors(dir.File("d.safetensors"), meta, {}), StatusCode::kInvalidArgument,
+              {"__metadata__"});
   EXPECT_TRUE(dir.List().empty()) << "a refused write must leave no file behind";
 }
 
