@@ -50,18 +50,28 @@ struct BlockOp {
 };
 
 struct TicketState {
-  StateStore* store = nullptr;
+  StateStore* store = nullptr;  // only while I/O is in flight (the store drains before closing)
   TensorId tensor = 0;
   IoOpKind kind = IoOpKind::kRead;
+  uint32_t block_size_bytes = 0;
   std::vector<BlockOp> blocks;  // never resized once submitted: the engine holds &request
+  // For verification in Wait(), which may run after the store is gone.
+  std::string tensor_name;
+  std::vector<std::string> paths;  // per directory
+  std::shared_ptr<std::atomic<uint64_t>> checksum_mismatches;
 
-  std::mutex mu;
+  std::mutex mu;  // guards the I/O state below (ring threads write it)
   std::condition_variable cv;
   size_t remaining = 0;
-  Status first_error;
-  bool done = false;
+  Status io_error;
+  bool io_done = false;
+
+  std::mutex verify_mu;  // the first Wait() verifies reads; later ones reuse the result
+  bool verified = false;
+  Status result;
 
   void OnBlockDone(BlockOp& block, Status status);
+  Status Verify();
 };
 
 }  // namespace internal
@@ -71,15 +81,22 @@ using internal::TicketState;
 
 Status IoTicket::Wait() const {
   if (!state_) return Status::Ok();
-  std::unique_lock<std::mutex> lock(state_->mu);
-  state_->cv.wait(lock, [this] { return state_->done; });
-  return state_->first_error;
+  {
+    std::unique_lock<std::mutex> lock(state_->mu);
+    state_->cv.wait(lock, [this] { return state_->io_done; });
+  }
+  std::lock_guard<std::mutex> lock(state_->verify_mu);
+  if (!state_->verified) {
+    state_->result = state_->Verify();
+    state_->verified = true;
+  }
+  return state_->result;
 }
 
 bool IoTicket::done() const {
   if (!state_) return true;
   std::lock_guard<std::mutex> lock(state_->mu);
-  return state_->done;
+  return state_->io_done;
 }
 
 namespace {
@@ -151,22 +168,9 @@ Status ValidateOptions(const StateStoreOptions& o) {
 }  // namespace
 
 void TicketState::OnBlockDone(BlockOp& block, Status status) {
-  const TensorSpec& spec = store->tensors_[tensor].spec;
-  if (status.ok() && kind == IoOpKind::kRead) {
-    uint32_t crc = Crc32c(0, block.request.buffer, block.valid_bytes);
-    if (crc != block.crc) {
-      const auto& d = *store->dirs_[block.dir];
-      status = DataLossError("checksum mismatch reading " + d.path + " at offset " +
-                             std::to_string(block.request.offset_bytes) + " (stored CRC32C " +
-                             std::to_string(block.crc) + ", data gives " + std::to_string(crc) +
-                             "); the data on the drive is corrupt");
-      std::lock_guard<std::mutex> lock(store->mu_);
-      ++store->num_checksum_mismatches_;
-    }
-  }
   if (!status.ok()) {
-    status = status.WithContext(
-        BlockContext(spec, block.tensor_block, store->block_size_bytes_, block.valid_bytes));
+    status = status.WithContext(BlockContext(store->tensors_[tensor].spec, block.tensor_block,
+                                             block_size_bytes, block.valid_bytes));
   }
   if (kind == IoOpKind::kRead) {
     std::lock_guard<std::mutex> lock(store->mu_);
@@ -180,16 +184,39 @@ void TicketState::OnBlockDone(BlockOp& block, Status status) {
   bool last = false;
   {
     std::lock_guard<std::mutex> lock(mu);
-    if (!status.ok() && first_error.ok()) first_error = std::move(status);
+    if (!status.ok() && io_error.ok()) io_error = std::move(status);
     last = --remaining == 0;
   }
   if (!last) return;
   store->FinishTicket(*this);
   {
     std::lock_guard<std::mutex> lock(mu);
-    done = true;
+    io_done = true;
   }
   cv.notify_all();
+}
+
+// Reads are verified by the waiter, not on the ring thread: the ring thread
+// then only moves bytes (as fast as the raw loop), and checksumming overlaps
+// with the I/O of the transfers still in flight.
+Status TicketState::Verify() {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!io_error.ok()) return io_error;
+  }
+  if (kind != IoOpKind::kRead) return Status::Ok();
+  for (const BlockOp& b : blocks) {
+    uint32_t crc = Crc32c(0, b.request.buffer, b.valid_bytes);
+    if (crc == b.crc) continue;
+    checksum_mismatches->fetch_add(1);
+    uint64_t begin = b.tensor_block * block_size_bytes;
+    return DataLossError("tensor '" + tensor_name + "' block " + std::to_string(b.tensor_block) + " (bytes [" +
+                         std::to_string(begin) + ", " + std::to_string(begin + b.valid_bytes) +
+                         ")): checksum mismatch reading " + paths[b.dir] + " at offset " +
+                         std::to_string(b.request.offset_bytes) + " (stored CRC32C " + std::to_string(b.crc) +
+                         ", data gives " + std::to_string(crc) + "); the data on the drive is corrupt");
+  }
+  return Status::Ok();
 }
 
 void StateStore::ReleaseBlockLocked(Directory& d, uint32_t physical) {
@@ -202,8 +229,11 @@ void StateStore::ReleaseBlockLocked(Directory& d, uint32_t physical) {
 
 void StateStore::FinishTicket(TicketState& t) {
   if (t.kind != IoOpKind::kWrite) return;
-  // Only this thread touches first_error now (remaining reached 0).
-  bool ok = t.first_error.ok();
+  bool ok;
+  {
+    std::lock_guard<std::mutex> lock(t.mu);
+    ok = t.io_error.ok();
+  }
   std::lock_guard<std::mutex> lock(mu_);
   for (const BlockOp& b : t.blocks) {
     Directory& d = *dirs_[b.dir];
@@ -257,6 +287,20 @@ Status StateStore::CheckRange(TensorId id, const void* buffer, uint64_t offset_b
   return Status::Ok();
 }
 
+std::shared_ptr<TicketState> StateStore::NewTicket(TensorId id, IoOpKind kind, uint64_t num_blocks) {
+  auto ticket = std::make_shared<TicketState>();
+  ticket->store = this;
+  ticket->tensor = id;
+  ticket->kind = kind;
+  ticket->block_size_bytes = block_size_bytes_;
+  ticket->blocks.resize(num_blocks);
+  ticket->tensor_name = tensors_[id].spec.name;
+  ticket->paths = paths_;
+  ticket->checksum_mismatches = checksum_mismatches_;
+  ticket->remaining = num_blocks;
+  return ticket;
+}
+
 StatusOr<IoTicket> StateStore::ReadAsync(TensorId id, void* dst, uint64_t offset_bytes,
                                          uint64_t num_bytes) {
   TF_RETURN_IF_ERROR(CheckRange(id, dst, offset_bytes, num_bytes));
@@ -264,11 +308,7 @@ StatusOr<IoTicket> StateStore::ReadAsync(TensorId id, void* dst, uint64_t offset
   const uint32_t num_dirs = static_cast<uint32_t>(dirs_.size());
   uint64_t first = offset_bytes / block_size_bytes_;
   uint64_t count = (num_bytes + block_size_bytes_ - 1) / block_size_bytes_;
-  auto ticket = std::make_shared<TicketState>();
-  ticket->store = this;
-  ticket->tensor = id;
-  ticket->kind = IoOpKind::kRead;
-  ticket->blocks.resize(count);
+  auto ticket = NewTicket(id, IoOpKind::kRead, count);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (closed_) return FailedPreconditionError("swap set " + run_id_ + " is closed");
@@ -299,7 +339,6 @@ StatusOr<IoTicket> StateStore::ReadAsync(TensorId id, void* dst, uint64_t offset
     }
     ++num_reads_;
   }
-  ticket->remaining = count;
   for (uint64_t i = 0; i < count; ++i) {
     BlockOp& b = ticket->blocks[i];
     const Directory& d = *dirs_[b.dir];
@@ -322,11 +361,7 @@ StatusOr<IoTicket> StateStore::WriteAsync(TensorId id, const void* src, uint64_t
   const uint32_t num_dirs = static_cast<uint32_t>(dirs_.size());
   uint64_t first = offset_bytes / block_size_bytes_;
   uint64_t count = (num_bytes + block_size_bytes_ - 1) / block_size_bytes_;
-  auto ticket = std::make_shared<TicketState>();
-  ticket->store = this;
-  ticket->tensor = id;
-  ticket->kind = IoOpKind::kWrite;
-  ticket->blocks.resize(count);
+  auto ticket = NewTicket(id, IoOpKind::kWrite, count);
   std::vector<uint64_t> need(num_dirs, 0);
   for (uint64_t i = 0; i < count; ++i) {
     uint64_t k = first + i;
@@ -335,8 +370,6 @@ StatusOr<IoTicket> StateStore::WriteAsync(TensorId id, const void* src, uint64_t
     b.dir = BlockDirectory(ts.start_dir, k, num_dirs);
     b.local_block = ts.first_local_block[b.dir] + k / num_dirs;
     b.valid_bytes = static_cast<uint32_t>(std::min<uint64_t>(block_size_bytes_, ts.spec.num_bytes - k * block_size_bytes_));
-    // The checksum covers the tensor's bytes only, not the padding to 4096.
-    b.crc = Crc32c(0, static_cast<const uint8_t*>(src) + i * block_size_bytes_, b.valid_bytes);
     ++need[b.dir];
   }
   {
@@ -370,19 +403,23 @@ StatusOr<IoTicket> StateStore::WriteAsync(TensorId id, const void* src, uint64_t
     }
     ++num_writes_;
   }
-  ticket->remaining = count;
+  // Checksum each block just before submitting it, so the drive starts on
+  // block 0 while the rest are still being checksummed.
   for (uint64_t i = 0; i < count; ++i) {
     BlockOp& b = ticket->blocks[i];
     const Directory& d = *dirs_[b.dir];
+    uint8_t* block_src = const_cast<uint8_t*>(static_cast<const uint8_t*>(src)) + i * block_size_bytes_;
+    // The checksum covers the tensor's bytes only, not the padding to 4096.
+    b.crc = Crc32c(0, block_src, b.valid_bytes);
     b.request.kind = IoOpKind::kWrite;
     b.request.file = b.dir;
-    b.request.buffer = const_cast<uint8_t*>(static_cast<const uint8_t*>(src)) + i * block_size_bytes_;
+    b.request.buffer = block_src;
     b.request.num_bytes = static_cast<uint32_t>(RoundUp(b.valid_bytes, kDirectIoAlignment));
     b.request.offset_bytes = d.header.data_offset_bytes + uint64_t{b.physical} * block_size_bytes_;
     TicketState* t = ticket.get();
     b.request.on_done = [keep = ticket, t, &b](Status s) { t->OnBlockDone(b, std::move(s)); };
+    engine_->Submit(&b.request);
   }
-  for (BlockOp& b : ticket->blocks) engine_->Submit(&b.request);
   return IoTicket(ticket);
 }
 
@@ -491,7 +528,7 @@ StateStoreStats StateStore::stats() const {
   s.num_reads = num_reads_;
   s.num_writes = num_writes_;
   s.num_failed_writes_rolled_back = num_rolled_back_;
-  s.num_checksum_mismatches = num_checksum_mismatches_;
+  s.num_checksum_mismatches = checksum_mismatches_->load();
   return s;
 }
 
@@ -502,7 +539,11 @@ Status StateStore::InitEngine() {
   eo.register_files = options_.register_files;
   eo.backend_factory = options_.backend_factory;
   std::vector<IoFile> files;
-  for (const auto& d : dirs_) files.push_back({d->fd, d->path});
+  paths_.clear();
+  for (const auto& d : dirs_) {
+    files.push_back({d->fd, d->path});
+    paths_.push_back(d->path);
+  }
   TF_ASSIGN_OR_RETURN(engine_, IoEngine::Create(eo, std::move(files)));
   return Status::Ok();
 }

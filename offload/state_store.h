@@ -23,6 +23,7 @@
 
 #include <sys/uio.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -83,10 +84,12 @@ class IoTicket {
  public:
   IoTicket() = default;
   explicit IoTicket(std::shared_ptr<internal::TicketState> state) : state_(std::move(state)) {}
-  // Blocks until every block of the transfer has completed; returns OK or the
-  // first error (naming tensor, block, path and offset). May be called again.
+  // Blocks until every block of the transfer has completed, then (for reads)
+  // verifies every block's CRC32C on the calling thread; returns OK or the
+  // first error (naming tensor, block, path and offset). May be called again
+  // and from several threads; the check runs once. Valid after the store closed.
   Status Wait() const;
-  // True once Wait() would not block.
+  // True once the I/O has completed (Wait() then only verifies checksums).
   bool done() const;
 
  private:
@@ -197,6 +200,7 @@ class StateStore {
   void ReleaseBlockLocked(Directory& dir, uint32_t physical);
   void FinishTicket(internal::TicketState& ticket);
   Status CloseInternal(bool keep_files);
+  std::shared_ptr<internal::TicketState> NewTicket(TensorId id, IoOpKind kind, uint64_t num_blocks);
 
   StateStoreOptions options_;
   std::string run_id_;
@@ -209,7 +213,9 @@ class StateStore {
   mutable std::mutex mu_;             // guards the block maps and counters below
   std::condition_variable free_cv_;   // a block was freed
   bool closed_ = false;
-  uint64_t num_reads_ = 0, num_writes_ = 0, num_rolled_back_ = 0, num_checksum_mismatches_ = 0;
+  uint64_t num_reads_ = 0, num_writes_ = 0, num_rolled_back_ = 0;
+  std::shared_ptr<std::atomic<uint64_t>> checksum_mismatches_ = std::make_shared<std::atomic<uint64_t>>(0);
+  std::vector<std::string> paths_;  // per directory, for tickets' messages
   std::mutex sync_mu_;                // serialises Sync/Close
 };
 

@@ -38,6 +38,19 @@ TEST(Crc32c, HardwareMatchesPortableAtEveryLengthAndAlignment) {
   EXPECT_EQ(Crc32cHardware(0x1234, data.data(), 4096), Crc32cPortable(0x1234, data.data(), 4096));
 }
 
+TEST(Crc32c, InterleavedStreamsMatchPortableOnLongBuffers) {
+  if (!Crc32cHardwareAvailable()) GTEST_SKIP() << "this CPU has no SSE4.2";
+  // Around multiples of the 3 x 4 KiB interleave, and a 1 MiB block.
+  std::vector<uint8_t> data((1 << 20) + 8192);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>((i * 2654435761u) >> 13);
+  for (size_t len : {12287ul, 12288ul, 12289ul, 24576ul + 7, 36864ul * 3 + 100, 1ul << 20, (1ul << 20) + 4100}) {
+    for (size_t offset = 0; offset < 4; ++offset) {
+      ASSERT_EQ(Crc32cHardware(0xABCDu, data.data() + offset, len), Crc32cPortable(0xABCDu, data.data() + offset, len))
+          << "offset " << offset << " len " << len;
+    }
+  }
+}
+
 TEST(Crc32c, ExtendingEqualsOneShot) {
   std::string s = "the quick brown fox jumps over the lazy dog, twice over and again";
   for (size_t split = 0; split <= s.size(); ++split) {
