@@ -163,7 +163,8 @@ Status DataLoader::RestoreState(const nlohmann::json& state) {
   };
   if (!state.is_object())
     return bad("expected a JSON object, got a " + std::string(state.type_name()));
-  if (state.value("format", std::string()) != kStateFormat) {
+  auto format = state.find("format");
+  if (format == state.end() || !format->is_string() || format->get<std::string>() != kStateFormat) {
     return bad("\"format\" is not \"" + std::string(kStateFormat) + "\"");
   }
   const auto integer = [&](const char* key, int64_t* out) -> Status {

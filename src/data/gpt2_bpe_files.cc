@@ -89,6 +89,15 @@ StatusOr<std::vector<Gpt2BpeTokenizer::Merge>> ParseMergesText(std::string_view 
   return merges;
 }
 
+// A tokenizer.json component's "type", or its JSON text when it has none.
+std::string ComponentType(const Json& component) {
+  if (component.is_object()) {
+    auto type = component.find("type");
+    if (type != component.end() && type->is_string()) return type->get<std::string>();
+  }
+  return component.dump();
+}
+
 Status Unsupported(const std::string& name, const std::string& what) {
   return UnimplementedError(name + ": " + what +
                             "; tierflow implements GPT-2-style byte-level BPE only (model BPE, "
@@ -125,20 +134,26 @@ StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> Gpt2BpeTokenizer::FromTokenizerJsonT
     return Unsupported(name, "model.type is " + model["type"].dump());
   }
   if (root.contains("normalizer") && !root["normalizer"].is_null()) {
-    return Unsupported(
-        name, "it has a normalizer (" + root["normalizer"].value("type", std::string("?")) + ")");
+    return Unsupported(name, "it has a normalizer (" + ComponentType(root["normalizer"]) + ")");
   }
   if (root.contains("pre_tokenizer") && !root["pre_tokenizer"].is_null()) {
     const Json& pre = root["pre_tokenizer"];
-    if (!pre.is_object() || pre.value("type", std::string()) != "ByteLevel") {
-      return Unsupported(name,
-                         "its pre_tokenizer is " +
-                             (pre.is_object() ? pre.value("type", std::string("?")) : pre.dump()));
+    if (ComponentType(pre) != "ByteLevel") {
+      return Unsupported(name, "its pre_tokenizer is " + ComponentType(pre));
     }
-    if (pre.value("add_prefix_space", false))
+    for (const char* key : {"add_prefix_space", "use_regex", "trim_offsets"}) {
+      auto it = pre.find(key);
+      if (it != pre.end() && !it->is_boolean()) {
+        return InvalidArgumentError(name + ": pre_tokenizer." + key + " is " + it->dump() +
+                                    ", not true or false");
+      }
+    }
+    if (pre.value("add_prefix_space", false)) {
       return Unsupported(name, "its pre_tokenizer adds a prefix space");
-    if (!pre.value("use_regex", true))
+    }
+    if (!pre.value("use_regex", true)) {
       return Unsupported(name, "its pre_tokenizer does not split with GPT-2's regex");
+    }
   }
   if (!model.contains("vocab")) return InvalidArgumentError(name + ": model has no \"vocab\"");
   TF_ASSIGN_OR_RETURN(auto tokens, ParseVocabObject(model["vocab"], name + " model.vocab"));

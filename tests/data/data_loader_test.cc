@@ -233,6 +233,11 @@ TEST(DataLoader, RestoreRefusesStateFromOtherSettings) {
   broken = state;
   broken["format"] = "something else";
   EXPECT_EQ(r.RestoreState(broken).code(), StatusCode::kInvalidArgument);
+  broken["format"] = 5;  // mistyped values are errors, not exceptions
+  EXPECT_EQ(r.RestoreState(broken).code(), StatusCode::kInvalidArgument);
+  broken = state;
+  broken["seed"] = "nine";
+  EXPECT_EQ(r.RestoreState(broken).code(), StatusCode::kInvalidArgument);
   broken = state;
   broken["index"] = r.batches_per_epoch();
   EXPECT_EQ(r.RestoreState(broken).code(), StatusCode::kInvalidArgument);

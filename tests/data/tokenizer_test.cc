@@ -263,7 +263,12 @@ TEST(Gpt2Bpe, UnsupportedTokenizerJsonIsUnimplementedNotMisread) {
   unigram["model"]["type"] = "Unigram";
   nlohmann::json normalized = root;
   normalized["normalizer"] = {{"type", "NFC"}};
-  for (const auto& j : {llama3, prefix, unigram, normalized}) {
+  // Mistyped components are reported, not thrown.
+  nlohmann::json odd_normalizer = root;
+  odd_normalizer["normalizer"] = "NFC";
+  nlohmann::json odd_pre = root;
+  odd_pre["pre_tokenizer"] = {{"type", 3}};
+  for (const auto& j : {llama3, prefix, unigram, normalized, odd_normalizer, odd_pre}) {
     auto t = Gpt2BpeTokenizer::FromTokenizerJsonText(j.dump(), "tokenizer.json");
     ASSERT_FALSE(t.ok());
     EXPECT_EQ(t.status().code(), StatusCode::kUnimplemented) << t.status().ToString();
