@@ -10,6 +10,7 @@ namespace tierflow::cli {
 void AddBenchCopy(CLI::App& bench, int* exit_code);
 void AddBenchAdam(CLI::App& bench, int* exit_code);
 void AddBenchNvme(CLI::App& bench, int* exit_code);
+void AddBenchEngine(CLI::App& bench, int* exit_code);
 void AddPlan(CLI::App& app, int* exit_code);
 
 }  // namespace tierflow::cli

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   tierflow::cli::AddBenchCopy(*bench, &exit_code);
   tierflow::cli::AddBenchAdam(*bench, &exit_code);
   tierflow::cli::AddBenchNvme(*bench, &exit_code);
+  tierflow::cli::AddBenchEngine(*bench, &exit_code);
   tierflow::cli::AddPlan(app, &exit_code);
 
   try {

@@ -50,6 +50,11 @@ struct EngineOptions {
   // kOverlapped: at most this many parameters are updated speculatively per
   // step (the host tier keeps a 12 B/param backup of each). Default: 256Mi.
   uint64_t speculation_params = 256u << 20;
+  // kOverlapped: speculate on a unit's sub-groups as soon as its gradients are
+  // in, before accumulating the next unit's (deterministic: every sub-group
+  // within the budget is speculated). Default false: speculation fills the
+  // worker's idle time between arrivals and never delays the clip decision.
+  bool speculate_eagerly = false;
 
   TraceRecorder* trace = nullptr;  // not owned; null = no spans
 };

@@ -171,7 +171,17 @@ StatusOr<int> NvmeStateTier::FreeSlot(bool wait) {
       return static_cast<int>(i);
     }
   }
-  return InternalError("NVMe tier: every slot is held; raise buffer_count");
+  // Only read-aheads left: drop one (its read must land before the buffer is reused).
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    if (slots_[i].state == SlotState::kReading) {
+      TF_RETURN_IF_ERROR(Settle(slots_[i]));
+      slots_[i].state = SlotState::kFree;
+      slots_[i].group = -1;
+      return static_cast<int>(i);
+    }
+  }
+  return InternalError("NVMe tier: all " + std::to_string(slots_.size()) +
+                       " slots are held by sub-groups being updated; raise buffer_count");
 }
 
 Status NvmeStateTier::StartRead(int g, int slot_index) {
@@ -197,8 +207,11 @@ StateView NvmeStateTier::ViewOf(int g, Slot& slot) {
 
 Status NvmeStateTier::Prefetch(int g) {
   if (SlotOf(g) >= 0) return Status::Ok();
+  // Read ahead only into a free slot, and keep one free for the next Acquire.
+  int free_slots = 0;
+  for (const Slot& slot : slots_) free_slots += slot.state == SlotState::kFree;
+  if (free_slots < 2) return Status::Ok();  // Acquire will read it
   TF_ASSIGN_OR_RETURN(int s, FreeSlot(/*wait=*/false));
-  if (s < 0) return Status::Ok();  // no slot free now: Acquire will read it
   return StartRead(g, s);
 }
 
@@ -224,6 +237,15 @@ StatusOr<StateView> NvmeStateTier::Acquire(int g) {
 }
 
 Status NvmeStateTier::StartWrite(int g, int slot_index, int copy) {
+  // An earlier write of the same copy (an aborted speculation) may still be in
+  // flight: writes to the same blocks land in any order, so let it land first.
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    Slot& other = slots_[i];
+    if (static_cast<int>(i) != slot_index && other.state == SlotState::kWriting &&
+        other.group == g && other.copy == copy) {
+      TF_RETURN_IF_ERROR(Settle(other));
+    }
+  }
   Slot& slot = slots_[slot_index];
   TF_ASSIGN_OR_RETURN(slot.ticket, store_->WriteAsync(TensorOf(g, copy), slot.buffer.data(), 0,
                                                       TensorBytes(g)));

@@ -172,6 +172,9 @@ class OffloadEngine : public UnitAccess {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Arrival> queue_;
+  std::deque<int> spec_pending_;      // sub-groups waiting to be speculated
+  int64_t spec_step_ = 0;             // the step they belong to
+  uint64_t spec_queued_params_ = 0;
   std::deque<StepContext> steps_;
   std::vector<int64_t> unit_ready_step_;  // per unit: step whose update is enqueued
   int64_t optimizer_step_ = 0;

@@ -14,25 +14,45 @@
 namespace tierflow {
 
 void OffloadEngine::WorkerLoop() {
+  // Arrivals come first (accumulation frees gradient buckets, so backward
+  // never stalls on the optimizer, and the clip decision comes as early as
+  // possible); speculative updates fill the time between arrivals.
   for (;;) {
-    Arrival a;
+    Arrival a{};
+    bool have_arrival = false;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return !queue_.empty(); });
-      a = queue_.front();
-      queue_.pop_front();
+      cv_.wait(lock, [&] { return !queue_.empty() || !spec_pending_.empty(); });
+      if (!queue_.empty()) {
+        a = queue_.front();
+        queue_.pop_front();
+        have_arrival = true;
+      }
     }
-    if (a.stop) return;
-    Status s = ProcessArrival(a);
+    if (have_arrival && a.stop) return;
+    Status s;
+    if (have_arrival) {
+      s = ProcessArrival(a);
+    } else {
+      const int g = spec_pending_.front();
+      spec_pending_.pop_front();
+      StepContext* ctx;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ctx = FindStep(spec_step_);
+      }
+      if (ctx != nullptr && !ctx->decided) s = Speculate(*ctx, g);
+    }
     if (!s.ok()) {
       {
         std::lock_guard<std::mutex> lock(mu_);
         if (worker_error_.ok()) {
           worker_error_ = s.WithContext(
-              "optimizer step " + std::to_string(a.step_id) +
+              "optimizer step " + std::to_string(have_arrival ? a.step_id : spec_step_) +
               " failed; the state in memory may be partly updated: resume from the last "
               "checkpoint");
         }
+        spec_pending_.clear();
       }
       cv_.notify_all();
       // Keep draining (freeing buckets) so nothing blocks on us; later steps fail fast.
@@ -84,6 +104,10 @@ Status OffloadEngine::ProcessArrival(const Arrival& a) {
     }
     speculations_.clear();
     spec_used_params_ = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      spec_queued_params_ = 0;
+    }
     prefetched_upto_ = 0;
     if (options_.pipeline == Pipeline::kSynchronous) TF_RETURN_IF_ERROR(PrefetchForward(0));
   }
@@ -92,17 +116,40 @@ Status OffloadEngine::ProcessArrival(const Arrival& a) {
   ctx->unit_non_finite[u] = gs.has_non_finite;
   ++ctx->units_complete;
 
-  if (options_.pipeline == Pipeline::kOverlapped) {
-    bool any_non_finite = false;
-    for (char c : ctx->unit_non_finite) any_non_finite |= (c != 0);
-    if (!any_non_finite) {
-      for (int g : layout_.by_unit[u]) {
-        if (spec_used_params_ + layout_.groups[g].num_params > spec_capacity_params_) break;
-        TF_RETURN_IF_ERROR(Speculate(*ctx, g));
-      }
+  if (gs.has_non_finite) {
+    std::lock_guard<std::mutex> lock(mu_);
+    spec_pending_.clear();  // the step will be skipped: speculating is wasted work
+  } else if (options_.pipeline == Pipeline::kOverlapped) {
+    // Queue this unit's sub-groups for speculation, within the budget.
+    std::lock_guard<std::mutex> lock(mu_);
+    spec_step_ = ctx->id;
+    for (int g : layout_.by_unit[u]) {
+      const uint64_t gn = layout_.groups[g].num_params;
+      if (spec_queued_params_ + gn > spec_capacity_params_) break;
+      spec_queued_params_ += gn;
+      spec_pending_.push_back(g);
     }
   }
-  if (ctx->units_complete == static_cast<int>(units_.size())) return Decide(*ctx);
+  if (options_.speculate_eagerly) {
+    while (true) {
+      int g;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (spec_pending_.empty()) break;
+        g = spec_pending_.front();
+        spec_pending_.pop_front();
+      }
+      TF_RETURN_IF_ERROR(Speculate(*ctx, g));
+    }
+  }
+  if (ctx->units_complete == static_cast<int>(units_.size())) {
+    {
+      // Sub-groups not speculated yet are updated after the decision instead.
+      std::lock_guard<std::mutex> lock(mu_);
+      spec_pending_.clear();
+    }
+    return Decide(*ctx);
+  }
   return Status::Ok();
 }
 

@@ -225,7 +225,11 @@ TEST_P(PipelineTest, OverlappedEqualsSynchronousBitForBit) {
   EngineOptions overlapped = sync;
   overlapped.pipeline = Pipeline::kOverlapped;
   overlapped.buffer_count = 6;
-  RunResult s = Train(sync, data), o = Train(overlapped, data);
+  overlapped.speculate_eagerly = true;  // every step speculates: rollback is exercised
+  EngineOptions opportunistic = overlapped;
+  opportunistic.speculate_eagerly = false;
+  RunResult s = Train(sync, data), o = Train(overlapped, data), p = Train(opportunistic, data);
+  EXPECT_EQ(s.state, p.state);
   ASSERT_EQ(s.stats.size(), 5u);
   ASSERT_EQ(o.stats.size(), 5u);
   EXPECT_EQ(s.state, o.state);

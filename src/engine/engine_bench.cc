@@ -1,0 +1,171 @@
+// Stage-alone measurements and the pipelined step of `tierflow bench engine`.
+#include "engine/engine_bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#include "engine/grad_accumulate.h"
+#include "engine/nvme_state_tier.h"
+#include "engine/offload_engine.h"
+#include "engine/synthetic_model.h"
+#include "optim/adam.h"
+#include "optim/grad_stats.h"
+
+namespace tierflow {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Hands the model plain buffers: the compute stage alone, nothing streamed.
+class LocalAccess : public UnitAccess {
+ public:
+  LocalAccess(char* weights, uint64_t unit_bytes, float* grads)
+      : weights_(weights), unit_bytes_(unit_bytes), grads_(grads) {}
+  StatusOr<void*> Weights(int unit) override { return static_cast<void*>(weights_ + unit * unit_bytes_); }
+  StatusOr<float*> BeginGrads(int unit) override { return grads_; }
+  Status EndGrads(int unit) override { return Status::Ok(); }
+
+ private:
+  char* weights_;
+  uint64_t unit_bytes_;
+  float* grads_;
+};
+
+struct FreeDeleter {
+  void operator()(float* p) const { std::free(p); }
+};
+
+}  // namespace
+
+StatusOr<EngineBenchResult> RunEngineBench(Device& device, const EngineBenchOptions& options) {
+  if (options.units < 1 || options.params < static_cast<uint64_t>(options.units)) {
+    return InvalidArgumentError("bench engine: --params must be at least --units");
+  }
+  const EngineOptions& eo = options.engine;
+  TF_ASSIGN_OR_RETURN(auto model, SyntheticModel::Create(device, options.units,
+                                                          options.params / options.units,
+                                                          options.tokens, eo.weights_dtype));
+  const std::vector<UnitInfo> units = model->Units();
+  const SubGroupLayout layout = MakeSubGroups(units, eo.sub_group_params);
+  const uint64_t total = layout.total_params, unit_params = units[0].num_params;
+  const size_t wbytes = DTypeSize(eo.weights_dtype);
+  EngineBenchResult result;
+  result.params = total;
+  TF_ASSIGN_OR_RETURN(auto stream, device.CreateStream("bench"));
+
+  {  // compute alone (forward + backward), and D2H / H2D alone.
+    TF_ASSIGN_OR_RETURN(DeviceBuffer weights, device.Allocate(total * wbytes, "bench weights"));
+    TF_ASSIGN_OR_RETURN(DeviceBuffer grads, device.Allocate(unit_params * 4, "bench grads"));
+    TF_ASSIGN_OR_RETURN(PinnedBuffer host_grads, device.AllocatePinned(unit_params * 4, "bench"));
+    TF_ASSIGN_OR_RETURN(PinnedBuffer host_weights,
+                        device.AllocatePinned(layout.max_group_params * wbytes, "bench"));
+    TF_RETURN_IF_ERROR(stream->Memset(weights.data(), 0, total * wbytes));
+    TF_RETURN_IF_ERROR(stream->Memset(grads.data(), 0, unit_params * 4));
+    LocalAccess access(static_cast<char*>(weights.data()), unit_params * wbytes, grads.as<float>());
+    TF_RETURN_IF_ERROR(model->ForwardBackward(*stream, MicroBatch{}, 1.0f, access));  // warm-up
+    TF_RETURN_IF_ERROR(stream->Synchronize());
+    auto t0 = Clock::now();
+    TF_RETURN_IF_ERROR(model->ForwardBackward(*stream, MicroBatch{}, 1.0f, access));
+    TF_RETURN_IF_ERROR(stream->Synchronize());
+    result.stage_seconds["compute"] = Since(t0);
+    t0 = Clock::now();
+    for (size_t u = 0; u < units.size(); ++u) {
+      TF_RETURN_IF_ERROR(stream->CopyDeviceToHost(host_grads.data(), grads.data(), unit_params * 4));
+    }
+    TF_RETURN_IF_ERROR(stream->Synchronize());
+    result.stage_seconds["d2h"] = Since(t0);
+    t0 = Clock::now();
+    for (const SubGroup& g : layout.groups) {
+      TF_RETURN_IF_ERROR(stream->CopyHostToDevice(
+          static_cast<char*>(weights.data()) + g.global_offset * wbytes, host_weights.data(),
+          g.num_params * wbytes));
+    }
+    TF_RETURN_IF_ERROR(stream->Synchronize());
+    result.stage_seconds["h2d"] = Since(t0);
+  }
+
+  {  // host side alone: accumulation + norm, then AdamW over every sub-group.
+    std::unique_ptr<float, FreeDeleter> acc(static_cast<float*>(std::aligned_alloc(64, total * 4)));
+    std::unique_ptr<float, FreeDeleter> grad(static_cast<float*>(std::aligned_alloc(64, unit_params * 4)));
+    std::unique_ptr<float, FreeDeleter> state(static_cast<float*>(std::aligned_alloc(64, 3 * total * 4)));
+    std::vector<char> out(layout.max_group_params * wbytes);
+    if (!acc || !grad || !state) return OutOfMemoryError("bench engine: host buffers");
+    std::fill(grad.get(), grad.get() + unit_params, 1e-3f);
+    std::memset(state.get(), 0, 3 * total * 4);
+    std::memset(acc.get(), 0, total * 4);
+    auto t0 = Clock::now();
+    for (size_t u = 0; u < units.size(); ++u) {
+      AccumulateGrads(acc.get() + layout.unit_offsets[u], grad.get(), DType::kF32, unit_params, true);
+      TF_RETURN_IF_ERROR(GradStats(acc.get() + layout.unit_offsets[u], DType::kF32, unit_params).status());
+    }
+    result.stage_seconds["accumulate"] = Since(t0);
+    t0 = Clock::now();
+    for (const SubGroup& g : layout.groups) {
+      OptimSpans spans;
+      spans.params = state.get() + g.global_offset;
+      spans.exp_avg = state.get() + total + g.global_offset;
+      spans.exp_avg_sq = state.get() + 2 * total + g.global_offset;
+      spans.grads = acc.get() + g.global_offset;
+      spans.grad_dtype = DType::kF32;
+      spans.out = out.data();
+      spans.out_dtype = eo.weights_dtype;
+      spans.n = g.num_params;
+      TF_RETURN_IF_ERROR(AdamStep(eo.adam, AdamStepArgs{}, spans).status());
+    }
+    result.stage_seconds["optimizer"] = Since(t0);
+  }
+
+  if (eo.offload == "nvme") {  // NVMe state I/O alone: read and write every sub-group, pipelined.
+    std::vector<int> all(layout.groups.size());
+    for (size_t g = 0; g < all.size(); ++g) all[g] = static_cast<int>(g);
+    NvmeTierOptions no;
+    no.paths = eo.nvme_paths;
+    no.buffered = eo.nvme_buffered;
+    no.slots = eo.buffer_count;
+    no.two_copies = eo.pipeline == Pipeline::kOverlapped;
+    TF_ASSIGN_OR_RETURN(auto tier, NvmeStateTier::Create(layout, all, no, device));
+    std::vector<float> zeros(layout.max_group_params, 0.0f);
+    for (int g : all) TF_RETURN_IF_ERROR(tier->Write(g, zeros.data(), nullptr, nullptr));
+    auto t0 = Clock::now();
+    for (size_t g = 0; g < all.size(); ++g) {
+      for (size_t a = g; a < std::min(all.size(), g + eo.buffer_count - 1); ++a) {
+        TF_RETURN_IF_ERROR(tier->Prefetch(static_cast<int>(a)));
+      }
+      TF_RETURN_IF_ERROR(tier->Acquire(static_cast<int>(g)).status());
+      TF_RETURN_IF_ERROR(tier->Release(static_cast<int>(g), /*modified=*/true));
+    }
+    TF_RETURN_IF_ERROR(tier->Flush());
+    result.stage_seconds["nvme"] = Since(t0);
+  }
+
+  for (const auto& [stage, seconds] : result.stage_seconds) {
+    if (seconds > result.slowest_stage_seconds) {
+      result.slowest_stage_seconds = seconds;
+      result.slowest_stage = stage;
+    }
+  }
+
+  // The pipelined step through the engine, in steady state: one warm-up
+  // step, then `steps` steps back to back (each step's optimizer overlaps the
+  // next forward), timed until every update has landed, per step.
+  TF_ASSIGN_OR_RETURN(auto engine, OffloadEngine::Create(device, *model, eo));
+  std::vector<MicroBatch> batch(1);
+  TF_RETURN_IF_ERROR(engine->Step(batch).status());
+  TF_RETURN_IF_ERROR(engine->Finish().status());
+  const int steps = std::max(1, options.steps);
+  auto t0 = Clock::now();
+  for (int s = 0; s < steps; ++s) TF_RETURN_IF_ERROR(engine->Step(batch).status());
+  TF_ASSIGN_OR_RETURN(result.engine_stats, engine->Finish());
+  result.step_seconds = Since(t0) / steps;
+  double sum = 0;
+  for (const auto& [stage, seconds] : result.stage_seconds) sum += seconds;
+  const double denom = sum - result.slowest_stage_seconds;
+  result.overlap_efficiency =
+      denom > 0 ? std::clamp((sum - result.step_seconds) / denom, 0.0, 1.0) : 0.0;
+  return result;
+}
+
+}  // namespace tierflow

@@ -1,0 +1,37 @@
+// `tierflow bench engine`: one optimizer step of a synthetic model of a given
+// size, each stage measured alone (compute, D2H, gradient accumulation, CPU
+// optimizer, NVMe state I/O, H2D) and then the pipelined step through the
+// OffloadEngine, so the step can be compared with its slowest stage.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/engine_options.h"
+#include "tierflow/device.h"
+
+namespace tierflow {
+
+struct EngineBenchOptions {
+  uint64_t params = 64ull << 20;  // total parameters. Default: 64Mi
+  int units = 16;                 // equal units (layers). Default: 16
+  int tokens = 512;               // tokens per micro-batch. Default: 512
+  int steps = 4;                  // timed steps, back to back (after one warm-up). Default: 4
+  EngineOptions engine;           // offload, nvme_paths, pipeline, dtype, ...
+};
+
+struct EngineBenchResult {
+  uint64_t params = 0;
+  std::map<std::string, double> stage_seconds;  // each stage alone
+  std::string slowest_stage;
+  double slowest_stage_seconds = 0;
+  double step_seconds = 0;  // pipelined step: steady-state seconds per step
+  double overlap_efficiency = 0;  // (sum alone - step) / (sum alone - slowest), clamped to [0, 1]
+  StepStats engine_stats;   // the engine's own view of the last step
+};
+
+StatusOr<EngineBenchResult> RunEngineBench(Device& device, const EngineBenchOptions& options);
+
+}  // namespace tierflow

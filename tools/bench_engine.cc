@@ -1,0 +1,135 @@
+// `tierflow bench engine`: each stage of one optimizer step alone, then the
+// pipelined step, for a synthetic model of a chosen size.
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/trace.h"
+#include "common/units.h"
+#include "engine/engine_bench.h"
+#include "tools/commands.h"
+#include "tools/device_flags.h"
+
+namespace tierflow::cli {
+namespace {
+
+struct EngineBenchFlags {
+  DeviceFlags device;
+  std::string params = "64M";
+  int units = 16;
+  int tokens = 512;
+  int steps = 4;
+  std::string offload = "host";
+  std::vector<std::string> nvme_paths;
+  bool nvme_buffered = false;
+  std::string pipeline = "overlapped";
+  std::string dtype = "bf16";
+  std::string sub_group = "4M";
+  int buffer_count = 4;
+  float clip = 0;
+  std::string trace_path;
+  bool json = false;
+};
+
+Status Run(const EngineBenchFlags& f, Device& device) {
+  EngineBenchOptions o;
+  TF_ASSIGN_OR_RETURN(o.params, ParseCount(f.params));
+  o.units = f.units;
+  o.tokens = f.tokens;
+  o.steps = f.steps;
+  o.engine.offload = f.offload;
+  o.engine.nvme_paths = f.nvme_paths;
+  o.engine.nvme_buffered = f.nvme_buffered;
+  o.engine.pipeline = f.pipeline == "sync" ? Pipeline::kSynchronous : Pipeline::kOverlapped;
+  TF_ASSIGN_OR_RETURN(o.engine.weights_dtype, ParseDType(f.dtype));
+  TF_ASSIGN_OR_RETURN(o.engine.sub_group_params, ParseCount(f.sub_group));
+  o.engine.buffer_count = f.buffer_count;
+  o.engine.clip_grad_norm = f.clip;
+  TraceRecorder trace;
+  if (!f.trace_path.empty()) {
+    trace.SetEnabled(true);
+    o.engine.trace = &trace;
+  }
+  if (f.offload == "nvme" && f.nvme_paths.empty()) {
+    return InvalidArgumentError("--offload-optimizer nvme needs --nvme-path DIR");
+  }
+  for (const std::string& p : f.nvme_paths) std::filesystem::create_directories(p);
+  TF_ASSIGN_OR_RETURN(EngineBenchResult r, RunEngineBench(device, o));
+  if (!f.trace_path.empty()) TF_RETURN_IF_ERROR(trace.WriteChromeTrace(f.trace_path));
+  const double ratio = r.step_seconds / r.slowest_stage_seconds;
+  if (f.json) {
+    nlohmann::json j;
+    j["device"] = device.description();
+    j["params"] = r.params;
+    j["tokens"] = o.tokens;
+    j["offload"] = f.offload;
+    j["pipeline"] = f.pipeline;
+    j["step_seconds"] = r.step_seconds;
+    j["slowest_stage"] = r.slowest_stage;
+    j["slowest_stage_seconds"] = r.slowest_stage_seconds;
+    j["step_to_slowest_stage"] = ratio;
+    j["overlap_efficiency"] = r.overlap_efficiency;
+    j["stages"] = r.stage_seconds;
+    j["engine_stage_busy_seconds"] = r.engine_stats.stage_seconds;
+    j["speculated_groups"] = r.engine_stats.speculated_groups;
+    j["rolled_back"] = r.engine_stats.rolled_back;
+    j["nvme_read_bytes"] = r.engine_stats.nvme_read_bytes;
+    j["nvme_written_bytes"] = r.engine_stats.nvme_written_bytes;
+    std::printf("%s\n", j.dump(2).c_str());
+    return Status::Ok();
+  }
+  std::printf("device: %s\nmodel: %llu params in %d units, %d tokens, %s weights, state on %s, %s pipeline\n\n",
+              device.description().c_str(), static_cast<unsigned long long>(r.params), o.units,
+              o.tokens, f.dtype.c_str(), f.offload.c_str(), f.pipeline.c_str());
+  std::printf("%-12s %10s\n", "stage alone", "seconds");
+  for (const auto& [stage, seconds] : r.stage_seconds) {
+    std::printf("%-12s %10.4f%s\n", stage.c_str(), seconds, stage == r.slowest_stage ? "  (slowest)" : "");
+  }
+  std::printf("\npipelined step: %.4f s = %.2f x the slowest stage; overlap efficiency %.0f%%\n",
+              r.step_seconds, ratio, 100 * r.overlap_efficiency);
+  if (r.engine_stats.rolled_back) std::printf("(speculation was rolled back: clipping triggered)\n");
+  return Status::Ok();
+}
+
+}  // namespace
+
+void AddBenchEngine(CLI::App& bench, int* exit_code) {
+  auto f = std::make_shared<EngineBenchFlags>();
+  CLI::App* cmd = bench.add_subcommand(
+      "engine", "One optimizer step of a synthetic model: each stage alone, then pipelined");
+  f->device.Add(*cmd);
+  cmd->add_option("--params", f->params, "Total parameters, e.g. 64M or 1e9")->capture_default_str();
+  cmd->add_option("--units", f->units, "Number of equal units (layers)")->capture_default_str();
+  cmd->add_option("--tokens", f->tokens, "Tokens per micro-batch (sets compute)")->capture_default_str();
+  cmd->add_option("--steps", f->steps, "Timed steps, back to back, after a warm-up")->capture_default_str();
+  cmd->add_option("--offload-optimizer", f->offload, "Where optimizer state lives")
+      ->check(CLI::IsMember({"host", "nvme"}))->capture_default_str();
+  cmd->add_option("--nvme-path", f->nvme_paths, "Directory for NVMe state (repeat per drive)");
+  cmd->add_flag("--nvme-buffered", f->nvme_buffered, "Buffered I/O (file systems without O_DIRECT)");
+  cmd->add_option("--pipeline", f->pipeline, "overlapped | sync")
+      ->check(CLI::IsMember({"overlapped", "sync"}))->capture_default_str();
+  cmd->add_option("--dtype", f->dtype, "Working weights: bf16 | fp16 | fp32")->capture_default_str();
+  cmd->add_option("--sub-group-size", f->sub_group, "Parameters per optimizer sub-group")->capture_default_str();
+  cmd->add_option("--buffer-count", f->buffer_count, "NVMe slots / staging buffers")->capture_default_str();
+  cmd->add_option("--clip", f->clip, "Global-norm clipping threshold (0 = off)")->capture_default_str();
+  cmd->add_option("--trace", f->trace_path, "Write a Chrome trace of the run to FILE");
+  cmd->add_flag("--json", f->json, "Print one JSON object");
+  cmd->callback([f, exit_code] {
+    std::unique_ptr<Device> device = f->device.CreateOrReport();
+    if (!device) {
+      *exit_code = 1;
+      return;
+    }
+    Status s = Run(*f, *device);
+    if (!s.ok()) {
+      std::fprintf(stderr, "tierflow bench engine: %s\n", s.ToString().c_str());
+      *exit_code = 1;
+    }
+  });
+}
+
+}  // namespace tierflow::cli
