@@ -37,13 +37,14 @@ struct PlanFlags {
   int64_t grad_accum = 1;
   std::string dtype = "bf16";
   std::string checkpointing = "on";
-  bool flash_attention = false;
   std::string optimizer = "adamw";
   std::string offload = "auto";
   double ratio = -1;
   std::string sub_group;
-  int staging_buffers = kDefaultStagingBuffers;
-  int nvme_io_buffers = kDefaultNvmeIoBuffers;
+  int buffer_count = kDefaultBufferCount;
+  int grad_buckets = kDefaultGradBuckets;
+  std::string pipeline = "overlapped";
+  std::string speculation = "256M";
 
   std::string device = "auto";
   std::string gpu_memory, host_memory, nvme_capacity;
@@ -92,7 +93,6 @@ StatusOr<PlanInput> InputFromFlags(const PlanFlags& f) {
   in.grad_accum = f.grad_accum;
   TF_ASSIGN_OR_RETURN(in.dtype, ParseDType(f.dtype));
   in.checkpointing = f.checkpointing == "on";
-  in.attention_saves_probabilities = !f.flash_attention;
   TF_ASSIGN_OR_RETURN(in.optimizer, ParseOptimizerKind(f.optimizer));
   TF_ASSIGN_OR_RETURN(in.offload, ParseOffloadChoice(f.offload));
   in.nvme_ratio = f.ratio;
@@ -101,8 +101,12 @@ StatusOr<PlanInput> InputFromFlags(const PlanFlags& f) {
     if (n == 0) return InvalidArgumentError("--sub-group must be positive");
     in.sub_group_params = static_cast<int64_t>(n);
   }
-  in.staging_buffers = f.staging_buffers;
-  in.nvme_io_buffers = f.nvme_io_buffers;
+  in.buffer_count = f.buffer_count;
+  in.grad_buckets = f.grad_buckets;
+  in.pipeline = f.pipeline == "sync" ? PipelineKind::kSynchronous : PipelineKind::kOverlapped;
+  TF_ASSIGN_OR_RETURN(uint64_t speculation, ParseCount(f.speculation));
+  in.speculation_params = static_cast<int64_t>(speculation);
+  in.nvme_directories = std::max<int>(1, static_cast<int>(f.nvme_paths.size()));
   return in;
 }
 
@@ -271,17 +275,23 @@ void AddPlan(CLI::App& app, int* exit_code) {
   cmd->add_option("--checkpointing", f->checkpointing, "Activation checkpointing: on | off")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
-  cmd->add_flag("--flash-attention", f->flash_attention,
-                "Plan for a fused attention that keeps no (T, T) probabilities");
   cmd->add_option("--optimizer", f->optimizer, "adamw | lion | sgd")->capture_default_str();
   cmd->add_option("--offload-optimizer", f->offload,
                   "Optimizer state: auto (host while it fits, rest on NVMe) | host | nvme")
       ->capture_default_str();
   cmd->add_option("--ratio", f->ratio, "Fraction of optimizer state on NVMe, 0..1 (default: planner's)");
-  cmd->add_option("--sub-group", f->sub_group, "Parameters per optimizer sub-group, e.g. 16M");
-  cmd->add_option("--staging-buffers", f->staging_buffers, "Pinned staging buffers")
+  cmd->add_option("--sub-group", f->sub_group,
+                  "Parameters per optimizer sub-group, e.g. 16M (default: the engine's 4M)");
+  cmd->add_option("--buffer-count", f->buffer_count,
+                  "Weight staging slots = NVMe I/O slots (the engine's buffer_count)")
       ->capture_default_str();
-  cmd->add_option("--nvme-io-buffers", f->nvme_io_buffers, "Pinned NVMe I/O buffers")
+  cmd->add_option("--grad-buckets", f->grad_buckets, "Device gradient buckets")
+      ->capture_default_str();
+  cmd->add_option("--pipeline", f->pipeline, "The engine's step pipeline: overlapped | sync")
+      ->check(CLI::IsMember({"overlapped", "sync"}))
+      ->capture_default_str();
+  cmd->add_option("--speculation", f->speculation,
+                  "Overlapped pipeline: parameters updated speculatively per step")
       ->capture_default_str();
   cmd->add_option("--device", f->device,
                   "auto (the GPU if one answers, else the emulated CPU device) | cpu | cuda")

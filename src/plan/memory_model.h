@@ -1,8 +1,14 @@
 // The "tierflow convention": what each piece of training state costs, in
-// bytes per parameter or per token, and which tier holds it. These constants
-// and formulas are the single definition that both the planner and the
-// engine use; docs/PLANNER.md explains each one and compares the convention
-// with DeepSpeed's (16 / 18 / 20 bytes per parameter) and accelerate's.
+// bytes per parameter or per token, and which tier holds it. It describes the
+// engine as built: the OffloadEngine's buffers (src/engine/offload_engine.cc),
+// its state tiers and swap files (offload/), and the transformer's activation
+// arena (src/model/transformer.cc). docs/PLANNER.md explains each component
+// and compares the convention with DeepSpeed's (16 / 18 / 20 bytes per
+// parameter) and accelerate's.
+//
+// The defaults below must equal EngineOptions' (src/engine/engine_options.h);
+// the planner does not depend on the engine, so they are stated here and the
+// engine can take them from here.
 //
 // All functions are pure and reentrant.
 #pragma once
@@ -32,18 +38,28 @@ int OptimizerMomentCount(OptimizerKind kind);
 inline constexpr uint64_t kMasterBytesPerParam = 4;          // fp32 master weights
 inline constexpr uint64_t kMomentBytesPerParam = 4;          // each fp32 moment
 inline constexpr uint64_t kGradAccumulatorBytesPerParam = 4; // fp32, pinned host
+inline constexpr uint64_t kGradBucketBytesPerParam = 4;      // device buckets and their pinned staging: fp32
 // Master weights plus moments: what moves between host and NVMe per
 // parameter (12 for AdamW).
 constexpr uint64_t OptimizerStateBytesPerParam(int num_moments) {
   return kMasterBytesPerParam + kMomentBytesPerParam * static_cast<uint64_t>(num_moments);
 }
 
+// ---- the engine's defaults (EngineOptions) ----
+
+inline constexpr int64_t kDefaultSubGroupParams = int64_t{4} << 20;  // sub_group_params
+inline constexpr int kDefaultBufferCount = 4;   // weight staging slots = NVMe I/O slots
+inline constexpr int kDefaultGradBuckets = 3;   // device gradient buckets (+ pinned staging each)
+// Overlapped pipeline: at most this many parameters are updated
+// speculatively per step; the host keeps a 12 B/param backup of them (when
+// any state is on host) and a pinned 16-bit copy of their new weights.
+inline constexpr int64_t kDefaultSpeculationParams = int64_t{256} << 20;
+
 // ---- fixed sizes ----
 
-// cuBLAS workspace per compute stream (the size cuBLAS uses on Hopper), and
-// the number of streams that issue GEMMs (compute and recompute).
+// cuBLAS workspace per stream that issues GEMMs, and how many such streams.
 inline constexpr uint64_t kGemmWorkspaceBytesPerStream = 32ull << 20;
-inline constexpr int kGemmStreams = 2;
+inline constexpr int kGemmStreams = 1;
 // Device memory the CUDA context, cuBLAS handles and the allocator's
 // fragmentation take when the capacity given is the card's total
 // (--gpu-memory); a capacity detected through the Device API is already net.
@@ -51,67 +67,74 @@ inline constexpr uint64_t kCudaContextBytes = 768ull << 20;
 // Host memory of the process beyond its tier buffers: code, thread stacks,
 // oneTBB, dataset and tokenizer buffers, allocator slack.
 inline constexpr uint64_t kHostProcessOverheadBytes = 1ull << 30;
-
 // When the planner places the optimizer state itself, it fills host memory
 // only up to this fraction, leaving the rest for the page cache and other
 // processes: a plan at 99% of RAM is a host OOM waiting to happen.
 inline constexpr double kHostAutoPlacementFraction = 0.9;
 
-// NVMe state files: fixed-size blocks with a checksum each, one file per
-// (tensor, state kind) with a header, data padded to the O_DIRECT alignment.
+// NVMe swap files (offload/swap_format.h): one file per directory; a header
+// with a tensor table, two copies of a block table (8 bytes per physical
+// block), then the data in fixed-size blocks. Each sub-group's state is one
+// tensor (two with the overlapped pipeline: the previous copy survives a
+// failed or rolled-back update), rounded up to whole blocks. Every
+// directory keeps (buffer_count + 1) x the largest tensor of spare blocks
+// so each I/O slot can land on fresh blocks.
 inline constexpr uint64_t kNvmeBlockBytes = 1ull << 20;
-inline constexpr uint64_t kNvmeChecksumBytesPerBlock = 8;
-inline constexpr uint64_t kNvmeFileHeaderBytes = 4096;
-inline constexpr uint64_t kNvmeAlignmentBytes = 4096;
-
-// Buffer counts. Default staging: 2 (one being filled while one is copied).
-// Default NVMe I/O: 3 (read-ahead, in the optimizer, write-behind).
-inline constexpr int kDefaultStagingBuffers = 2;
-inline constexpr int kDefaultNvmeIoBuffers = 3;
-
-// Optimizer sub-group size (parameters updated as one unit and moved to and
-// from NVMe as one unit): P / 32 rounded up to kSubGroupQuantumParams,
-// clamped to [kSubGroupQuantumParams, kMaxDefaultSubGroupParams] and to P.
-inline constexpr int64_t kSubGroupQuantumParams = 1 << 16;
-inline constexpr int64_t kMaxDefaultSubGroupParams = 1 << 25;
-int64_t DefaultSubGroupParams(int64_t num_params);
+inline constexpr uint64_t kNvmeBlockTableBytesPerBlock = 8;
+inline constexpr uint64_t kNvmeHeaderBytesPerTensor = 64;  // name and geometry (estimate)
+inline constexpr uint64_t kNvmeHeaderFixedBytes = 256;
+inline constexpr uint64_t kDirectIoAlignmentBytes = 4096;
 
 // ---- activations on the device ----
 
-// Activation memory of one micro-batch (B sequences of T tokens), in bytes.
-// See docs/PLANNER.md for the derivation: the tensors each op saves for
-// backward, in the activation dtype (= the weight dtype), plus fp32 norm
-// statistics. The engine's forward/backward must stay within these.
+// Bytes of the transformer's activation arena for micro-batches of B
+// sequences of T tokens (N = B*T), as TransformerModel allocates it: one
+// allocation, every buffer rounded up to 256 bytes, activations in the
+// weights dtype, norm and attention statistics in fp32. See docs/PLANNER.md.
 struct ActivationBytes {
-  uint64_t inputs = 0;          // token ids and targets, int32: B*T*8
-  uint64_t stored_layers = 0;   // what L blocks keep until their backward
-  uint64_t final_norm = 0;      // final norm input and output + stats
-  uint64_t recompute_layer = 0; // with checkpointing: one block's full set, rebuilt in backward
-  uint64_t gradients = 0;       // activation-gradient working set of one block's backward
-  uint64_t logits = 0;          // fp32 logits (dlogits in place) + a 16-bit dlogits copy
-  // Peak = inputs + stored_layers + final_norm +
-  //        max(logits, recompute_layer + gradients).
-  uint64_t peak() const;
+  uint64_t residual = 0;      // (L+1) residual-stream tensors (N, C): block inputs and the output
+  uint64_t blocks = 0;        // saved block activations: L sets, or 1 with checkpointing
+  uint64_t final_norm = 0;    // (N, C) + statistics
+  uint64_t logits = 0;        // (N, V) in the activation dtype, loss and per-row losses
+  uint64_t inputs = 0;        // token ids and targets, int32
+  uint64_t gradients = 0;     // activation-gradient scratch of one block's backward
+  uint64_t total() const {
+    return residual + blocks + final_norm + logits + inputs + gradients;
+  }
 };
 
 struct ActivationOptions {
   int64_t micro_batch = 1;      // B
   int64_t seq_len = 0;          // T
-  DType dtype = DType::kBF16;   // activation dtype
-  bool checkpointing = true;    // keep only each block's input
-  // The attention keeps its softmax probabilities (B, H, T, T) for backward,
-  // as a plain kernel does; false = a fused (flash) kernel that keeps only
-  // the log-sum-exp (B, H, T) in fp32. Default: true.
-  bool attention_saves_probabilities = true;
+  DType dtype = DType::kBF16;   // activation dtype (= the weights dtype)
+  bool checkpointing = true;    // keep only block inputs; recompute into one shared set
 };
 
-// Elements per token one block keeps for backward without checkpointing
-// (excluding the attention probabilities, which scale with T):
-//   4C + (H + 2KV)D + HD + m*F,  m = 2 (GELU: pre-activation and output)
-//   or 3 (SwiGLU: gate, up, product). The 4C are the block input, the first
-//   norm's output, the residual after attention and the second norm's output.
-int64_t LayerSavedElementsPerToken(const ModelConfig& model);
+// Bytes of one block's saved set (excluding its input, which is a residual
+// tensor): norm outputs, q/k/v, attention output, attention log-sum-exp
+// (fp32, H per token: the attention keeps no (T, T) probabilities), the
+// residual after attention, the MLP hidden (2F GELU / 3F SwiGLU) and the
+// norm statistics.
+uint64_t BlockActivationBytes(const ModelConfig& model, int64_t tokens, DType dtype);
 
 ActivationBytes ComputeActivationBytes(const ModelConfig& model, const ActivationOptions& options);
+
+// ---- sub-groups (the engine's MakeSubGroups) ----
+
+// The engine cuts each parameter unit (ParameterGroups: embeddings, each
+// block, head) into slices of at most sub_group_params; a slice never spans
+// two units. With an NVMe ratio r the sub-groups whose first parameter is at
+// or beyond llround((1 - r) * P) live on NVMe.
+struct SubGroupSummary {
+  int64_t num_sub_groups = 0;
+  int64_t max_unit_params = 0;       // the largest unit (sizes gradient buckets)
+  int64_t max_group_params = 0;      // the largest sub-group (sizes weight staging)
+  int64_t nvme_params = 0;           // parameters in NVMe sub-groups
+  int64_t nvme_sub_groups = 0;
+  int64_t max_nvme_group_params = 0; // sizes the NVMe I/O slots
+  uint64_t nvme_block_bytes = 0;     // state bytes of NVMe sub-groups, each rounded to blocks
+};
+SubGroupSummary SummarizeSubGroups(const ModelConfig& model, int64_t sub_group_params,
+                                   double nvme_ratio, uint64_t state_bytes_per_param);
 
 }  // namespace tierflow

@@ -37,6 +37,7 @@ nlohmann::json PlanToJson(const PlanInput& in, const Hardware& hw, const Plan& p
                 {"dtype", std::string(DTypeName(in.dtype))},
                 {"checkpointing", in.checkpointing},
                 {"optimizer", std::string(OptimizerKindName(in.optimizer))},
+                {"pipeline", in.pipeline == PipelineKind::kOverlapped ? "overlapped" : "sync"},
                 {"offload_optimizer", std::string(OffloadChoiceName(in.offload))},
                 {"state_bytes_per_param", plan.state_bytes_per_param}};
   const Bandwidths& bw = hw.bandwidths;
@@ -66,22 +67,24 @@ nlohmann::json PlanToJson(const PlanInput& in, const Hardware& hw, const Plan& p
       {"with_checkpointing_bytes", plan.activations_with_checkpointing_bytes},
       {"without_checkpointing_bytes", plan.activations_without_checkpointing_bytes},
       {"planned",
-       {{"inputs", plan.activations.inputs},
-        {"stored_layers", plan.activations.stored_layers},
+       {{"residual", plan.activations.residual},
+        {"blocks", plan.activations.blocks},
         {"final_norm", plan.activations.final_norm},
-        {"recompute_layer", plan.activations.recompute_layer},
-        {"gradients", plan.activations.gradients},
         {"logits", plan.activations.logits},
-        {"peak", plan.activations.peak()}}}};
+        {"inputs", plan.activations.inputs},
+        {"gradients", plan.activations.gradients},
+        {"total", plan.activations.total()}}}};
   const Placement& p = plan.placement;
   j["placement"] = {{"optimizer_state", p.where()},
+                    {"offload", p.offload()},
                     {"nvme_ratio", p.nvme_ratio},
                     {"host_state_params", p.host_state_params},
                     {"nvme_state_params", p.nvme_state_params},
                     {"sub_group_params", p.sub_group_params},
                     {"num_sub_groups", p.num_sub_groups},
-                    {"staging_buffers", p.staging_buffers},
-                    {"nvme_io_buffers", p.nvme_io_buffers},
+                    {"nvme_sub_groups", p.nvme_sub_groups},
+                    {"buffer_count", p.buffer_count},
+                    {"grad_buckets", p.grad_buckets},
                     {"chosen_by", p.chosen_by_planner ? "planner" : "user"}};
   nlohmann::json stages = nlohmann::json::object();
   for (const StageTime& s : plan.stages) stages[s.name] = s.seconds;

@@ -95,12 +95,14 @@ std::string FormatPlanReport(const PlanInput& in, const Hardware& hw, const Plan
   Appendf(&out, "; %s params' state on host, %s on NVMe\n",
           FormatParamCount(p.host_state_params).c_str(),
           FormatParamCount(p.nvme_state_params).c_str());
-  Appendf(&out, "  sub-groups of %s params (%lld), %d staging buffers, %d NVMe I/O buffers\n",
-          FormatParamCount(p.sub_group_params).c_str(), static_cast<long long>(p.num_sub_groups),
-          p.staging_buffers, p.nvme_io_buffers);
-  if (p.where() != "host") {
-    Appendf(&out, "  flags: --offload-optimizer nvme --ratio %.2f\n", p.nvme_ratio);
-  }
+  Appendf(&out, "  %lld sub-groups of up to %s params (%lld on NVMe), %d staging/I-O slots, "
+                "%d gradient buckets\n",
+          static_cast<long long>(p.num_sub_groups), FormatParamCount(p.sub_group_params).c_str(),
+          static_cast<long long>(p.nvme_sub_groups), p.buffer_count, p.grad_buckets);
+  Appendf(&out, "  engine options: offload=%s", p.offload().c_str());
+  if (p.offload() == "nvme") Appendf(&out, " nvme_ratio=%.2f", p.nvme_ratio);
+  Appendf(&out, " sub_group_params=%lld buffer_count=%d grad_buckets=%d\n",
+          static_cast<long long>(p.sub_group_params), p.buffer_count, p.grad_buckets);
   out += "\n";
 
   Appendf(&out, "step time (rates: %s)\n", hw.bandwidths.source.c_str());

@@ -1,7 +1,7 @@
-// ComputePlan: sizes every tier's components by the tierflow convention,
-// places the optimizer state (host, NVMe or split), checks each tier against
-// its capacity, names the binding constraint with advice, and predicts the
-// step time (plan/step_time.h).
+// ComputePlan: sizes every tier's components as the engine allocates them
+// (plan/memory_model.h), places the optimizer state (host, NVMe or split),
+// checks each tier against its capacity, names the binding constraint with
+// advice, and predicts the step time (plan/step_time.h).
 #include "plan/planner.h"
 
 #include <algorithm>
@@ -18,6 +18,8 @@ namespace {
 
 uint64_t U(int64_t v) { return static_cast<uint64_t>(std::max<int64_t>(v, 0)); }
 
+uint64_t RoundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
+
 std::string Percent(uint64_t used, uint64_t capacity) {
   if (capacity == 0) return used == 0 ? "0%" : "no capacity";
   char buf[32];
@@ -32,23 +34,6 @@ double Utilization(const TierPlan& tier) {
   return static_cast<double>(used) / static_cast<double>(tier.capacity_bytes);
 }
 
-// Parameter tensors per group kind, for counting NVMe state files.
-struct TensorCounts {
-  int64_t embedding = 0, layer = 0, head = 0;
-  int64_t Total(int64_t n_layers) const { return embedding + n_layers * layer + head; }
-};
-
-TensorCounts CountTensors(const ModelConfig& model) {
-  ModelConfig one = model;
-  one.n_layers = 1;  // blocks are identical; avoids building L groups of names
-  std::vector<ParamGroup> groups = ParameterGroups(one);
-  TensorCounts c;
-  c.embedding = static_cast<int64_t>(groups.front().tensors.size());
-  c.layer = static_cast<int64_t>(groups[1].tensors.size());
-  c.head = static_cast<int64_t>(groups.back().tensors.size());
-  return c;
-}
-
 Status ValidateInput(const PlanInput& in, const Hardware& hw) {
   TF_RETURN_IF_ERROR(ValidateModelConfig(in.model));
   if (in.micro_batch < 1) return InvalidArgumentError("micro-batch must be at least 1");
@@ -58,7 +43,7 @@ Status ValidateInput(const PlanInput& in, const Hardware& hw) {
                                 " is outside 1.." + std::to_string(in.model.max_seq_len) +
                                 " (the positions of model '" + in.model.name + "')");
   }
-  if (in.nvme_ratio > 1 || (in.nvme_ratio >= 0 && std::isnan(in.nvme_ratio))) {
+  if (in.nvme_ratio > 1 || std::isnan(in.nvme_ratio)) {
     return InvalidArgumentError("the NVMe ratio must be in [0, 1], got " +
                                 std::to_string(in.nvme_ratio));
   }
@@ -67,46 +52,118 @@ Status ValidateInput(const PlanInput& in, const Hardware& hw) {
                                 std::to_string(in.nvme_ratio) +
                                 ") contradicts --offload-optimizer host");
   }
-  if (in.sub_group_params < 0) return InvalidArgumentError("sub-group size must be positive");
-  if (in.staging_buffers < 1 || in.nvme_io_buffers < 1) {
-    return InvalidArgumentError("buffer counts must be at least 1");
-  }
+  if (in.sub_group_params < 1) return InvalidArgumentError("sub-group size must be positive");
+  if (in.buffer_count < 2) return InvalidArgumentError("buffer count must be at least 2");
+  if (in.grad_buckets < 2) return InvalidArgumentError("gradient buckets must be at least 2");
+  if (in.speculation_params < 0) return InvalidArgumentError("speculation size must be >= 0");
+  if (in.nvme_directories < 1) return InvalidArgumentError("need at least one NVMe directory");
   if (hw.cores < 1) return InvalidArgumentError("the hardware must have at least one core");
   return Status::Ok();
 }
 
-// Everything about the host except the resident optimizer state.
-struct HostFixed {
-  uint64_t accumulator = 0, grad_staging = 0, weight_staging = 0, nvme_io = 0, overhead = 0,
-           device_share = 0;
-  uint64_t Sum(bool with_nvme) const {
-    return accumulator + grad_staging + weight_staging + overhead + device_share +
-           (with_nvme ? nvme_io : 0);
-  }
+// Host and NVMe tiers for one NVMe ratio (the device tier does not depend on it).
+struct StateTiers {
+  TierPlan host, nvme;
+  uint64_t pinned_bytes = 0;
+  SubGroupSummary sub_groups;
 };
 
-int64_t NvmeParams(double ratio, int64_t params) {
-  if (ratio <= 0) return 0;
-  return std::min<int64_t>(params, static_cast<int64_t>(std::ceil(ratio * params)));
+StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t params,
+                           uint64_t state_bytes, uint64_t device_tensor_bytes, double ratio) {
+  StateTiers t;
+  t.sub_groups = SummarizeSubGroups(in.model, in.sub_group_params, ratio, state_bytes);
+  const SubGroupSummary& sg = t.sub_groups;
+  const uint64_t P = U(params);
+  const uint64_t a = DTypeSize(in.dtype);
+  const uint64_t host_params = P - U(sg.nvme_params);
+  const int moments = OptimizerMomentCount(in.optimizer);
+  const bool overlapped = in.pipeline == PipelineKind::kOverlapped;
+  const uint64_t spec_params = overlapped ? std::min(U(in.speculation_params), P) : 0;
+  const uint64_t buffers = U(in.buffer_count);
+  const std::string bc = std::to_string(in.buffer_count);
+
+  const uint64_t accumulator = P * kGradAccumulatorBytesPerParam;
+  const uint64_t grad_staging =
+      U(in.grad_buckets) * U(sg.max_unit_params) * kGradBucketBytesPerParam;
+  const uint64_t weight_staging = buffers * U(sg.max_group_params) * a;
+  const uint64_t spec_weights = spec_params * a;
+  const uint64_t nvme_slots =
+      sg.nvme_sub_groups > 0
+          ? buffers * RoundUp(U(sg.max_nvme_group_params) * state_bytes, kDirectIoAlignmentBytes)
+          : 0;
+  t.host.name = "host";
+  t.host.capacity_bytes = hw.host_memory_bytes;
+  t.host.components = {
+      {"master_weights", host_params * kMasterBytesPerParam, "fp32, 4 B/param on host"},
+      {"optimizer_moments", host_params * kMomentBytesPerParam * U(moments),
+       std::to_string(moments) + " fp32 moment(s), " + std::to_string(4 * moments) +
+           " B/param on host"},
+      {"speculation_backup", host_params > 0 ? spec_params * state_bytes : 0,
+       "overlapped pipeline: state backup of the speculated sub-groups"},
+      {"gradient_accumulator", accumulator, "fp32, 4 B/param, pinned"},
+      {"pinned_gradient_staging", grad_staging,
+       "fp32 D2H landing: largest unit x " + std::to_string(in.grad_buckets) + " buckets"},
+      {"pinned_weight_staging", weight_staging,
+       "H2D source: largest sub-group x " + std::to_string(a) + " B x " + bc + " slots"},
+      {"pinned_speculative_weights", spec_weights,
+       "overlapped pipeline: new weights of the speculated sub-groups"},
+      {"nvme_io_buffers", nvme_slots,
+       "pinned: largest NVMe sub-group x " + std::to_string(state_bytes) + " B x " + bc +
+           " slots"},
+      {"process_overhead", kHostProcessOverheadBytes, "code, threads, dataset, allocator slack"},
+  };
+  if (hw.device_memory_is_host_memory) {
+    t.host.components.push_back(
+        {"emulated_device_memory", device_tensor_bytes, "the CPU device's memory is host RAM"});
+  }
+  t.pinned_bytes = accumulator + grad_staging + weight_staging + spec_weights + nvme_slots;
+
+  t.nvme.name = "nvme";
+  t.nvme.capacity_bytes = hw.nvme_capacity_bytes;
+  if (sg.nvme_sub_groups > 0) {
+    const uint64_t copies = overlapped ? 2 : 1;
+    const uint64_t dirs = U(in.nvme_directories);
+    const uint64_t state_files = copies * sg.nvme_block_bytes;
+    const uint64_t spare =
+        dirs * RoundUp((buffers + 1) * U(sg.max_nvme_group_params) * state_bytes, kNvmeBlockBytes);
+    const uint64_t tensors = copies * U(sg.nvme_sub_groups);
+    const uint64_t blocks_per_dir = (state_files + spare) / dirs / kNvmeBlockBytes + 1;
+    const uint64_t metadata =
+        dirs * (RoundUp(kNvmeHeaderFixedBytes + kNvmeHeaderBytesPerTensor * tensors,
+                        kDirectIoAlignmentBytes) +
+                2 * RoundUp(16 + kNvmeBlockTableBytesPerBlock * blocks_per_dir,
+                            kDirectIoAlignmentBytes));
+    t.nvme.components = {
+        {"state_files", state_files,
+         std::to_string(state_bytes) + " B/param (master + moments) x " + std::to_string(copies) +
+             (copies == 2 ? " copies (overlapped pipeline)" : " copy") + ", whole 1 MiB blocks"},
+        {"spare_blocks", spare,
+         "per directory: (" + bc + " slots + 1) x the largest sub-group's state"},
+        {"headers_and_block_tables", metadata, "tensor table and two block tables per file"},
+    };
+  } else {
+    t.nvme.components = {{"state_files", 0, "no optimizer state on NVMe"}};
+  }
+  return t;
 }
 
 // The placement: the user's ratio, or (kAuto) the smallest ratio, in steps of
 // 1%, that lets the host hold the rest within kHostAutoPlacementFraction of
-// its capacity.
-double ChooseRatio(const PlanInput& in, int64_t params, uint64_t state_bytes,
-                   const HostFixed& fixed, uint64_t host_capacity, bool* chosen_by_planner) {
+// its capacity (1 when none does).
+double ChooseRatio(const PlanInput& in, const Hardware& hw, int64_t params, uint64_t state_bytes,
+                   uint64_t device_tensor_bytes, bool* chosen_by_planner) {
   *chosen_by_planner = false;
   if (in.nvme_ratio >= 0) return in.nvme_ratio;
   if (in.offload == OffloadChoice::kHost) return 0;
   if (in.offload == OffloadChoice::kNvme) return 1;
   *chosen_by_planner = true;
-  const double target = static_cast<double>(host_capacity) * kHostAutoPlacementFraction;
-  const double all_state = static_cast<double>(U(params) * state_bytes);
-  if (static_cast<double>(fixed.Sum(false)) + all_state <= target) return 0;
-  const double room = target - static_cast<double>(fixed.Sum(true));
-  double ratio = 1.0 - std::max(room, 0.0) / all_state;
-  ratio = std::ceil(ratio * 100.0 - 1e-9) / 100.0;
-  return std::clamp(ratio, 0.01, 1.0);
+  const double target = static_cast<double>(hw.host_memory_bytes) * kHostAutoPlacementFraction;
+  for (int percent = 0; percent <= 100; ++percent) {
+    const double ratio = percent / 100.0;
+    StateTiers t = BuildStateTiers(in, hw, params, state_bytes, device_tensor_bytes, ratio);
+    if (static_cast<double>(t.host.total_bytes()) <= target) return ratio;
+  }
+  return 1.0;
 }
 
 std::string DeviceAdvice(const PlanInput& in, const Plan& plan) {
@@ -115,15 +172,13 @@ std::string DeviceAdvice(const PlanInput& in, const Plan& plan) {
   const uint64_t fixed = weights + plan.device.bytes_of("cuda_context") +
                          plan.device.bytes_of("workspace") +
                          plan.device.bytes_of("gradient_buckets");
-  std::string s;
   if (fixed > cap) {
-    s = "the " + std::string(DTypeName(in.dtype)) + " working weights alone are " +
-        FormatBytes(weights) +
-        " and tierflow keeps them on the device: use a device with at least " +
-        FormatBytes(plan.device.total_bytes()) + ", or a smaller model";
-    return s;
+    return "the " + std::string(DTypeName(in.dtype)) + " working weights alone are " +
+           FormatBytes(weights) +
+           " and tierflow keeps them on the device: use a device with at least " +
+           FormatBytes(plan.device.total_bytes()) + ", or a smaller model";
   }
-  s = "activations take " + FormatBytes(plan.device.bytes_of("activations")) + " of it: ";
+  std::string s = "activations take " + FormatBytes(plan.device.bytes_of("activations")) + " of it: ";
   std::string sep;
   if (!in.checkpointing) {
     s += "turn activation checkpointing on (--checkpointing on: activations " +
@@ -141,7 +196,7 @@ std::string DeviceAdvice(const PlanInput& in, const Plan& plan) {
 
 std::string HostAdvice(const PlanInput& in, const Plan& plan) {
   const Placement& p = plan.placement;
-  if (p.nvme_ratio < 1.0) {
+  if (p.nvme_state_params < plan.params) {
     std::string how = in.offload == OffloadChoice::kHost
                           ? "move optimizer state to NVMe (--offload-optimizer nvme, or auto "
                             "to let the planner split it)"
@@ -193,9 +248,8 @@ void Explain(const PlanInput& in, Plan& plan) {
                                   "% on NVMe";
   if (plan.feasible) {
     plan.explanation = "fits: " + state_where + "; the tightest tier is " +
-                       TierName(binding->name) + " (" +
-                       FormatBytes(binding->total_bytes()) + " of " +
-                       FormatBytes(binding->capacity_bytes) + ", " +
+                       TierName(binding->name) + " (" + FormatBytes(binding->total_bytes()) +
+                       " of " + FormatBytes(binding->capacity_bytes) + ", " +
                        Percent(binding->total_bytes(), binding->capacity_bytes) + ")";
     return;
   }
@@ -252,6 +306,8 @@ std::string Placement::where() const {
   return "split";
 }
 
+std::string Placement::offload() const { return nvme_state_params > 0 ? "nvme" : "host"; }
+
 StatusOr<Plan> ComputePlan(const PlanInput& in, const Hardware& hw) {
   TF_RETURN_IF_ERROR(ValidateInput(in, hw));
   const ModelConfig& m = in.model;
@@ -264,38 +320,35 @@ StatusOr<Plan> ComputePlan(const PlanInput& in, const Hardware& hw) {
   const uint64_t P = U(plan.params);
   const uint64_t a = DTypeSize(in.dtype);
   const uint64_t s = plan.state_bytes_per_param;
-  const uint64_t largest_group = U(LargestGroupParameterCount(m));
 
   // ---- device ----
   ActivationOptions act;
   act.micro_batch = in.micro_batch;
   act.seq_len = in.seq_len;
   act.dtype = in.dtype;
-  act.attention_saves_probabilities = in.attention_saves_probabilities;
   act.checkpointing = true;
-  plan.activations_with_checkpointing_bytes = ComputeActivationBytes(m, act).peak();
+  plan.activations_with_checkpointing_bytes = ComputeActivationBytes(m, act).total();
   act.checkpointing = false;
-  plan.activations_without_checkpointing_bytes = ComputeActivationBytes(m, act).peak();
+  plan.activations_without_checkpointing_bytes = ComputeActivationBytes(m, act).total();
   act.checkpointing = in.checkpointing;
   plan.activations = ComputeActivationBytes(m, act);
+  const SubGroupSummary layout = SummarizeSubGroups(m, in.sub_group_params, 0.0, s);
 
   plan.device.name = "device";
   plan.device.capacity_bytes = hw.device_memory_bytes;
   plan.device.components = {
       {"weights", P * a, std::to_string(a) + " B/param, all layers resident"},
-      {"gradient_buckets", largest_group * a * U(in.staging_buffers),
-       "largest layer group x " + std::to_string(a) + " B x " +
-           std::to_string(in.staging_buffers) + " buffers (D2H staging)"},
-      {"activations", plan.activations.peak(),
-       std::string(in.checkpointing ? "checkpointing on" : "checkpointing off") +
-           " (on: " + FormatBytes(plan.activations_with_checkpointing_bytes) +
-           ", off: " + FormatBytes(plan.activations_without_checkpointing_bytes) +
-           "), incl. logits " + FormatBytes(plan.activations.logits)},
+      {"gradient_buckets", U(in.grad_buckets) * U(layout.max_unit_params) * kGradBucketBytesPerParam,
+       "fp32: largest unit x " + std::to_string(in.grad_buckets) + " buckets"},
+      {"activations", plan.activations.total(),
+       std::string(in.checkpointing ? "checkpointing on" : "checkpointing off") + " (on: " +
+           FormatBytes(plan.activations_with_checkpointing_bytes) + ", off: " +
+           FormatBytes(plan.activations_without_checkpointing_bytes) + "), incl. logits " +
+           FormatBytes(plan.activations.logits)},
   };
   if (hw.device_is_gpu) {
     plan.device.components.push_back(
-        {"workspace", kGemmWorkspaceBytesPerStream * kGemmStreams,
-         "cuBLAS workspace, " + std::to_string(kGemmStreams) + " streams"});
+        {"workspace", kGemmWorkspaceBytesPerStream * kGemmStreams, "cuBLAS workspace"});
   }
   if (hw.device_reserved_bytes > 0) {
     plan.device.components.push_back(
@@ -303,77 +356,25 @@ StatusOr<Plan> ComputePlan(const PlanInput& in, const Hardware& hw) {
   }
   const uint64_t device_tensors = plan.device.total_bytes() - hw.device_reserved_bytes;
 
-  // ---- placement ----
-  plan.placement.sub_group_params =
-      in.sub_group_params > 0 ? std::min(in.sub_group_params, plan.params)
-                              : DefaultSubGroupParams(plan.params);
-  const uint64_t sub_group = U(plan.placement.sub_group_params);
-  HostFixed fixed;
-  fixed.accumulator = P * kGradAccumulatorBytesPerParam;
-  fixed.grad_staging = largest_group * a * U(in.staging_buffers);
-  fixed.weight_staging = sub_group * a * U(in.staging_buffers);
-  fixed.nvme_io = sub_group * s * U(in.nvme_io_buffers);
-  fixed.overhead = kHostProcessOverheadBytes;
-  fixed.device_share = hw.device_memory_is_host_memory ? device_tensors : 0;
+  // ---- placement, host, NVMe ----
   bool chosen = false;
-  const double ratio = ChooseRatio(in, plan.params, s, fixed, hw.host_memory_bytes, &chosen);
+  const double ratio = ChooseRatio(in, hw, plan.params, s, device_tensors, &chosen);
+  StateTiers tiers = BuildStateTiers(in, hw, plan.params, s, device_tensors, ratio);
+  plan.host = std::move(tiers.host);
+  plan.nvme = std::move(tiers.nvme);
+  plan.pinned_bytes = tiers.pinned_bytes;
+  plan.sub_groups = tiers.sub_groups;
+
   Placement& p = plan.placement;
-  p.nvme_state_params = NvmeParams(ratio, plan.params);
+  p.nvme_ratio = ratio;
+  p.nvme_state_params = plan.sub_groups.nvme_params;
   p.host_state_params = plan.params - p.nvme_state_params;
-  p.nvme_ratio = plan.params > 0 ? static_cast<double>(p.nvme_state_params) / plan.params : 0;
-  p.num_sub_groups = (plan.params + p.sub_group_params - 1) / p.sub_group_params;
-  p.staging_buffers = in.staging_buffers;
-  p.nvme_io_buffers = p.nvme_state_params > 0 ? in.nvme_io_buffers : 0;
+  p.sub_group_params = in.sub_group_params;
+  p.num_sub_groups = plan.sub_groups.num_sub_groups;
+  p.nvme_sub_groups = plan.sub_groups.nvme_sub_groups;
+  p.buffer_count = in.buffer_count;
+  p.grad_buckets = in.grad_buckets;
   p.chosen_by_planner = chosen;
-  const uint64_t host_params = U(p.host_state_params);
-  const uint64_t nvme_params = U(p.nvme_state_params);
-  const int moments = OptimizerMomentCount(in.optimizer);
-
-  // ---- host ----
-  plan.host.name = "host";
-  plan.host.capacity_bytes = hw.host_memory_bytes;
-  plan.host.components = {
-      {"master_weights", host_params * kMasterBytesPerParam, "fp32, 4 B/param on host"},
-      {"optimizer_moments", host_params * kMomentBytesPerParam * U(moments),
-       std::to_string(moments) + " fp32 moment(s), " + std::to_string(4 * moments) +
-           " B/param on host"},
-      {"gradient_accumulator", fixed.accumulator, "fp32, 4 B/param, pinned"},
-      {"pinned_gradient_staging", fixed.grad_staging,
-       "D2H landing: largest layer group x " + std::to_string(in.staging_buffers) + " buffers"},
-      {"pinned_weight_staging", fixed.weight_staging,
-       "H2D source: sub-group x " + std::to_string(a) + " B x " +
-           std::to_string(in.staging_buffers) + " buffers"},
-      {"nvme_io_buffers", nvme_params > 0 ? fixed.nvme_io : 0,
-       "pinned, sub-group x " + std::to_string(s) + " B x " +
-           std::to_string(in.nvme_io_buffers) + " buffers"},
-      {"process_overhead", fixed.overhead, "code, threads, dataset, allocator slack"},
-  };
-  if (fixed.device_share > 0) {
-    plan.host.components.push_back(
-        {"emulated_device_memory", fixed.device_share, "the CPU device's memory is host RAM"});
-  }
-  plan.pinned_bytes = fixed.accumulator + fixed.grad_staging + fixed.weight_staging +
-                      plan.host.bytes_of("nvme_io_buffers");
-
-  // ---- NVMe ----
-  plan.nvme.name = "nvme";
-  plan.nvme.capacity_bytes = hw.nvme_capacity_bytes;
-  const uint64_t state_file_bytes = nvme_params * s;
-  uint64_t metadata = 0;
-  if (nvme_params > 0) {
-    const TensorCounts counts = CountTensors(m);
-    const double share = static_cast<double>(nvme_params) / static_cast<double>(P);
-    const uint64_t files = static_cast<uint64_t>(
-        std::ceil(share * static_cast<double>(counts.Total(m.n_layers)))) * U(1 + moments);
-    const uint64_t blocks = (state_file_bytes + kNvmeBlockBytes - 1) / kNvmeBlockBytes + files;
-    metadata = blocks * kNvmeChecksumBytesPerBlock +
-               files * (kNvmeFileHeaderBytes + kNvmeAlignmentBytes);
-  }
-  plan.nvme.components = {
-      {"state_files", state_file_bytes,
-       std::to_string(s) + " B/param (master + moments) for the NVMe share"},
-      {"checksums_and_headers", metadata, "a checksum per 1 MiB block, header and padding per file"},
-  };
 
   Explain(in, plan);
   PredictStepTime(in, hw, plan);

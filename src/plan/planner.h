@@ -30,23 +30,32 @@ enum class OffloadChoice : uint8_t {
 std::string_view OffloadChoiceName(OffloadChoice choice);  // "auto", "host", "nvme"
 StatusOr<OffloadChoice> ParseOffloadChoice(std::string_view name);
 
+// The engine's two step pipelines (EngineOptions::pipeline).
+enum class PipelineKind : uint8_t {
+  kOverlapped,   // the optimizer speculates during backward (the engine's default)
+  kSynchronous,  // the optimizer starts when the whole gradient is in
+};
+
 struct PlanInput {
   ModelConfig model;
   int64_t micro_batch = 1;      // sequences per micro-batch (B). REQUIRES >= 1
   int64_t seq_len = 0;          // tokens per sequence (T). REQUIRES 1..model.max_seq_len
   int64_t grad_accum = 1;       // micro-batches per optimizer step. REQUIRES >= 1
-  DType dtype = DType::kBF16;   // working weights, gradients and activations on the device
+  DType dtype = DType::kBF16;   // working weights and activations on the device
   bool checkpointing = true;    // activation checkpointing (keep block inputs, recompute)
-  bool attention_saves_probabilities = true;  // see ActivationOptions
   OptimizerKind optimizer = OptimizerKind::kAdamW;
   OffloadChoice offload = OffloadChoice::kAuto;
-  // Fraction in [0, 1] of the parameters whose optimizer state is on NVMe.
-  // < 0 = not given: kAuto picks the smallest that fits the host, kHost
-  // means 0, kNvme means 1. Given with kHost it must be 0.
+  // Fraction in [0, 1] of the parameters whose optimizer state is on NVMe
+  // (the engine's nvme_ratio: the last sub-groups). < 0 = not given: kAuto
+  // picks the smallest that fits the host, kHost means 0, kNvme means 1.
+  // Given with kHost it must be 0.
   double nvme_ratio = -1;
-  int64_t sub_group_params = 0;  // 0 = DefaultSubGroupParams(P)
-  int staging_buffers = kDefaultStagingBuffers;
-  int nvme_io_buffers = kDefaultNvmeIoBuffers;
+  int64_t sub_group_params = kDefaultSubGroupParams;
+  int buffer_count = kDefaultBufferCount;  // weight staging slots and NVMe I/O slots. REQUIRES >= 2
+  int grad_buckets = kDefaultGradBuckets;  // REQUIRES >= 2
+  PipelineKind pipeline = PipelineKind::kOverlapped;
+  int64_t speculation_params = kDefaultSpeculationParams;  // kOverlapped only
+  int nvme_directories = 1;  // swap directories (one per drive); each keeps spare blocks
 };
 
 // Rates the step-time prediction uses. Defaults come from
@@ -94,16 +103,19 @@ struct TierPlan {
   uint64_t bytes_of(std::string_view component) const;  // 0 when absent
 };
 
+// Where the engine puts the optimizer state, in EngineOptions' terms.
 struct Placement {
-  double nvme_ratio = 0;          // fraction of parameters with optimizer state on NVMe
+  double nvme_ratio = 0;          // EngineOptions::nvme_ratio (0 = offload "host")
   int64_t host_state_params = 0;  // parameters whose master + moments are in host RAM
-  int64_t nvme_state_params = 0;  // ... on NVMe
+  int64_t nvme_state_params = 0;  // ... on NVMe (whole sub-groups at the model's end)
   int64_t sub_group_params = 0;
   int64_t num_sub_groups = 0;
-  int staging_buffers = 0;
-  int nvme_io_buffers = 0;        // 0 when nothing is on NVMe
+  int64_t nvme_sub_groups = 0;
+  int buffer_count = 0;
+  int grad_buckets = 0;
   bool chosen_by_planner = false; // false when the user fixed the placement
   std::string where() const;      // "host", "nvme" or "split"
+  std::string offload() const;    // EngineOptions::offload: "host" or "nvme"
 };
 
 struct StageTime {
@@ -122,6 +134,7 @@ struct Plan {
   TierPlan device, host, nvme;
   uint64_t pinned_bytes = 0;  // part of the host total that is page-locked
   ActivationBytes activations;                    // as planned (checkpointing per input)
+  SubGroupSummary sub_groups;                     // the engine's layout under this placement
   uint64_t activations_with_checkpointing_bytes = 0;
   uint64_t activations_without_checkpointing_bytes = 0;
 

@@ -1,8 +1,9 @@
-// Step-time prediction. The engine runs the micro-batches' forward and
-// backward on the device while gradients stream out (D2H) and accumulate on
-// the host, then runs the CPU optimizer over sub-groups with NVMe reads,
-// writes and the H2D of new weights pipelined behind it. So a step takes the
-// slowest stage of each phase plus the pipeline's fill.
+// Step-time prediction. The engine runs each micro-batch's backward on the
+// device while its gradients stream out (D2H) and accumulate on the host;
+// the CPU optimizer then updates sub-groups with NVMe reads, writes and the
+// H2D of new weights pipelined behind it, overlapping the next step's
+// forward. So a step takes the slowest stage of each overlapped phase plus
+// the update pipeline's fill.
 #include "plan/step_time.h"
 
 #include <algorithm>
@@ -35,9 +36,10 @@ void PredictStepTime(const PlanInput& in, const Hardware& hw, Plan& plan) {
                         static_cast<double>(plan.tokens_per_step);
   const double compute =
       Seconds(plan.flops_per_step, bw.device_tflops * 1e12 * bw.device_efficiency);
-  const double d2h = Seconds(k * P * a, bw.d2h_gb_per_second * 1e9);
-  // Accumulate: read the 16-bit gradient, read and write the fp32 sum.
-  const double accumulate = Seconds(k * P * (a + 8.0), bw.host_memory_gb_per_second * 1e9);
+  // Gradients leave the device in fp32, every micro-batch.
+  const double d2h = Seconds(k * P * 4.0, bw.d2h_gb_per_second * 1e9);
+  // Accumulate: read the fp32 staging, read and write the fp32 sum.
+  const double accumulate = Seconds(k * P * 12.0, bw.host_memory_gb_per_second * 1e9);
   const double optimizer = Seconds(P, bw.adam_params_per_second);
   // Reads and writes share the drives, so their times add.
   const double nvme = Seconds(nvme_params * s, bw.nvme_read_gb_per_second * 1e9) +
@@ -46,17 +48,27 @@ void PredictStepTime(const PlanInput& in, const Hardware& hw, Plan& plan) {
 
   plan.stages = {
       {"compute", compute, "forward + backward on the device"},
-      {"d2h_gradients", d2h, "gradients to pinned host buffers, every micro-batch"},
+      {"d2h_gradients", d2h, "fp32 gradients to pinned host buffers, every micro-batch"},
       {"host_accumulate", accumulate, "fp32 gradient accumulation on the host"},
       {"optimizer", optimizer, "CPU optimizer over all parameters"},
       {"nvme_io", nvme, "optimizer state read + written for the NVMe share"},
-      {"h2d_weights", h2d, "new 16-bit weights to the device"},
+      {"h2d_weights", h2d, "new weights to the device"},
   };
-  const double backward_phase = std::max({compute, d2h, accumulate});
+  // The update (optimizer, NVMe, H2D pipelined over sub-groups) of step n
+  // overlaps the first forward of step n+1, which waits per unit; each
+  // backward overlaps its own D2H and accumulation. Speculation during
+  // backward (the overlapped pipeline) can only shorten this; not counted.
+  const double forward_share = in.checkpointing ? 0.25 : 1.0 / 3.0;  // 2N of 8N or 6N
+  const double per_micro = compute / k;
+  const double transfer_per_micro = std::max(d2h, accumulate) / k;
   const double update_slowest = std::max({optimizer, nvme, h2d});
   const double update_sum = optimizer + nvme + h2d;
   const double groups = static_cast<double>(std::max<int64_t>(plan.placement.num_sub_groups, 1));
-  plan.predicted_step_seconds = backward_phase + update_slowest + (update_sum - update_slowest) / groups;
+  const double update = update_slowest + (update_sum - update_slowest) / groups;
+  plan.predicted_step_seconds =
+      std::max(update, forward_share * per_micro) +
+      std::max((1 - forward_share) * per_micro, transfer_per_micro) +
+      (k - 1) * std::max(per_micro, transfer_per_micro);
   plan.serial_step_seconds = compute + d2h + accumulate + update_sum;
 }
 

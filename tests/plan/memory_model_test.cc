@@ -19,13 +19,26 @@ TEST(MemoryModel, StateBytesPerParamByOptimizer) {
   EXPECT_FALSE(ParseOptimizerKind("adagrad").ok());
 }
 
-TEST(MemoryModel, LayerSavedElementsGpt2AndLlama) {
-  // GPT-2: 4C + 3C (qkv) + C (attention output) + 2F.
-  EXPECT_EQ(LayerSavedElementsPerToken(TinyGpt2()), 4 * 128 + 3 * 128 + 128 + 2 * 512);
-  // Llama-3.1-8B: 4C + (H + 2KV)D + HD + 3F with H=32, KV=8, D=128.
-  ModelConfig llama = *PresetModelConfig("llama-8b");
-  EXPECT_EQ(LayerSavedElementsPerToken(llama),
-            4 * 4096 + (32 + 16) * 128 + 32 * 128 + 3 * 14336);
+// tiny-gpt2 with B=2, T=64: N=128 tokens, bf16. Every buffer is a multiple
+// of 256 bytes already except the loss (4 -> 256).
+TEST(MemoryModel, BlockBytesGpt2ByHand) {
+  const uint64_t NC = 128 * 128 * 2, stats = 2 * 128 * 4;  // (N, C) bf16; LayerNorm mean + rstd
+  const uint64_t expected = (NC + stats)      // norm1
+                            + 128 * 384 * 2   // q, k, v
+                            + NC              // attention output
+                            + 128 * 4 * 4     // log-sum-exp, fp32 (N, H)
+                            + NC              // residual after attention
+                            + (NC + stats)    // norm2
+                            + 2 * 128 * 512 * 2;  // fc, gelu
+  EXPECT_EQ(BlockActivationBytes(TinyGpt2(), 128, DType::kBF16), expected);
+}
+
+TEST(MemoryModel, BlockBytesLlamaByHand) {
+  ModelConfig m = *PresetModelConfig("tiny-llama");  // C=128 H=4 KV=2 D=32 F=352, RMSNorm, SwiGLU
+  const uint64_t NC = 128 * 128 * 2, stats = 128 * 4;  // rstd only
+  const uint64_t expected = (NC + stats) + 128 * (128 + 2 * 64) * 2 + NC + 128 * 4 * 4 + NC +
+                            (NC + stats) + 3 * 128 * 352 * 2;  // gate, up, act
+  EXPECT_EQ(BlockActivationBytes(m, 128, DType::kBF16), expected);
 }
 
 TEST(MemoryModel, ActivationsWithCheckpointingByHand) {
@@ -35,16 +48,15 @@ TEST(MemoryModel, ActivationsWithCheckpointingByHand) {
   o.dtype = DType::kBF16;
   o.checkpointing = true;
   ActivationBytes b = ComputeActivationBytes(TinyGpt2(), o);
-  const uint64_t tokens = 128;
-  EXPECT_EQ(b.inputs, tokens * 8);
-  EXPECT_EQ(b.final_norm, tokens * (2 * 128 * 2 + 8));
-  EXPECT_EQ(b.stored_layers, 4 * tokens * 128 * 2);
-  // One block rebuilt: 2048 elements x 2 B, probabilities H*T x 2 B, 16 B of norm stats.
-  EXPECT_EQ(b.recompute_layer, tokens * (2048 * 2 + 4 * 64 * 2 + 16));
-  // Residual in/out (2C) + two of the widest intermediate (F = 512 > 3C > H*T).
-  EXPECT_EQ(b.gradients, tokens * (2 * 128 + 2 * 512) * 2);
-  EXPECT_EQ(b.logits, tokens * 256 * (4 + 2));
-  EXPECT_EQ(b.peak(), 1024u + 131072u + 66560u + (591872u + 327680u));
+  const uint64_t NC = 128 * 128 * 2;
+  const uint64_t block = BlockActivationBytes(TinyGpt2(), 128, DType::kBF16);
+  EXPECT_EQ(b.residual, 5 * NC);                        // L + 1 residual tensors
+  EXPECT_EQ(b.blocks, block);                           // one shared recompute set
+  EXPECT_EQ(b.final_norm, NC + 2 * 128 * 4);
+  EXPECT_EQ(b.logits, 128u * 256 * 2 + 256 + 128 * 4);  // logits, loss (rounded), row losses
+  EXPECT_EQ(b.inputs, 2u * 128 * 4);
+  EXPECT_EQ(b.gradients, 2 * NC + NC + 128u * 384 * 2 + 128u * 512 * 2);  // dres dln datt dqkv dact
+  EXPECT_EQ(b.total(), 1088256u);
 }
 
 TEST(MemoryModel, ActivationsWithoutCheckpointingKeepEveryBlock) {
@@ -52,39 +64,51 @@ TEST(MemoryModel, ActivationsWithoutCheckpointingKeepEveryBlock) {
   o.micro_batch = 2;
   o.seq_len = 64;
   o.checkpointing = false;
-  ActivationBytes b = ComputeActivationBytes(TinyGpt2(), o);
-  EXPECT_EQ(b.stored_layers, 4u * 128 * (2048 * 2 + 4 * 64 * 2 + 16));
-  EXPECT_EQ(b.recompute_layer, 0u);
+  ActivationBytes off = ComputeActivationBytes(TinyGpt2(), o);
+  EXPECT_EQ(off.blocks, 4 * BlockActivationBytes(TinyGpt2(), 128, DType::kBF16));
   o.checkpointing = true;
-  EXPECT_GT(b.peak(), ComputeActivationBytes(TinyGpt2(), o).peak());
+  ActivationBytes on = ComputeActivationBytes(TinyGpt2(), o);
+  EXPECT_EQ(off.total() - on.total(), 3 * on.blocks);
 }
 
-TEST(MemoryModel, FlashAttentionDropsTheProbabilities) {
+TEST(MemoryModel, BuffersAreRoundedTo256Bytes) {
   ActivationOptions o;
   o.micro_batch = 1;
-  o.seq_len = 256;
-  o.checkpointing = false;
-  ActivationBytes with_probs = ComputeActivationBytes(TinyGpt2(), o);
-  o.attention_saves_probabilities = false;
-  ActivationBytes flash = ComputeActivationBytes(TinyGpt2(), o);
-  // Per block and token: H*T*2 bytes of probabilities become H*4 bytes of log-sum-exp.
-  EXPECT_EQ(with_probs.stored_layers - flash.stored_layers, 4u * 256 * (4 * 256 * 2 - 4 * 4));
-}
-
-TEST(MemoryModel, Fp32ActivationsHaveNoExtraLogitsCopy) {
-  ActivationOptions o;
-  o.micro_batch = 1;
-  o.seq_len = 16;
+  o.seq_len = 3;  // N = 3: fp32 statistics of 12 bytes take 256
   o.dtype = DType::kF32;
-  EXPECT_EQ(ComputeActivationBytes(TinyGpt2(), o).logits, 16u * 256 * 4);
+  ActivationBytes b = ComputeActivationBytes(TinyGpt2(), o);
+  EXPECT_EQ(b.inputs, 2u * 256);
+  EXPECT_EQ(b.final_norm, 3u * 128 * 4 /* 1536 */ + 2 * 256);
+  EXPECT_EQ(b.logits, 3u * 256 * 4 + 256 + 256);
 }
 
-TEST(MemoryModel, DefaultSubGroupIsClampedAndQuantized) {
-  EXPECT_EQ(DefaultSubGroupParams(1000), 1000);                      // never beyond P
-  EXPECT_EQ(DefaultSubGroupParams(858880), kSubGroupQuantumParams);  // P/32 rounds up to 64Ki
-  EXPECT_EQ(DefaultSubGroupParams(int64_t{100} << 20), 3276800);      // P/32 = 50 x 64Ki
-  EXPECT_EQ(DefaultSubGroupParams((int64_t{100} << 20) + 64), 3276800 + 65536);
-  EXPECT_EQ(DefaultSubGroupParams(int64_t{70} << 30), kMaxDefaultSubGroupParams);
+TEST(SubGroups, OneSlicePerUnitWhenSubGroupsAreLarge) {
+  SubGroupSummary s = SummarizeSubGroups(TinyGpt2(), kDefaultSubGroupParams, 0.0, 12);
+  EXPECT_EQ(s.num_sub_groups, 6);  // embeddings, 4 blocks, head
+  EXPECT_EQ(s.max_unit_params, 12 * 128 * 128 + 13 * 128);
+  EXPECT_EQ(s.max_group_params, s.max_unit_params);
+  EXPECT_EQ(s.nvme_params, 0);
+  EXPECT_EQ(s.nvme_sub_groups, 0);
+}
+
+TEST(SubGroups, SlicesNeverSpanUnitsAndNvmeTakesTheTail) {
+  const int64_t S = 65536;
+  const int64_t layer = 198272;  // 3 full slices + 1664
+  SubGroupSummary all = SummarizeSubGroups(TinyGpt2(), S, 1.0, 12);
+  EXPECT_EQ(all.num_sub_groups, 1 + 4 * 4 + 1);
+  EXPECT_EQ(all.max_group_params, S);
+  EXPECT_EQ(all.nvme_params, 858880);
+  EXPECT_EQ(all.nvme_sub_groups, 18);
+  EXPECT_EQ(all.nvme_block_bytes, 18u << 20);  // every slice's 12 B/param fits one 1 MiB block
+
+  // Ratio 0.5: sub-groups starting at or after llround(0.5 * P) = 429440. Block 1
+  // spans [263808, 462080); its slices start at +0, +65536, +131072, +196608, so
+  // only its last (1664 params, at 460416) goes; blocks 2, 3 and the head follow.
+  SubGroupSummary half = SummarizeSubGroups(TinyGpt2(), S, 0.5, 12);
+  EXPECT_EQ(half.nvme_params, 1664 + 2 * layer + 256);
+  EXPECT_EQ(half.nvme_sub_groups, 1 + 4 + 4 + 1);
+  EXPECT_EQ(half.max_nvme_group_params, S);
+  EXPECT_EQ(SummarizeSubGroups(TinyGpt2(), S, 0.0, 12).nvme_params, 0);
 }
 
 }  // namespace

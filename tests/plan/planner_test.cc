@@ -46,45 +46,63 @@ TEST(Planner, TinyGpt2AccountingByHand) {
   in.offload = OffloadChoice::kHost;
   Plan plan = MustPlan(in, Machine(1 * kGiB, 8 * kGiB, 0));
   const uint64_t P = 858880;
-  const uint64_t largest_group = 12 * 128 * 128 + 13 * 128;  // a block
+  const uint64_t unit = 12 * 128 * 128 + 13 * 128;  // a block: the largest unit and sub-group
   ASSERT_EQ(plan.params, static_cast<int64_t>(P));
   EXPECT_EQ(plan.device.bytes_of("weights"), P * 2);
-  EXPECT_EQ(plan.device.bytes_of("gradient_buckets"), largest_group * 2 * 2);
-  EXPECT_EQ(plan.device.bytes_of("activations"), 1118208u);  // memory_model_test's sum
-  EXPECT_EQ(plan.device.bytes_of("workspace"), 0u);          // no cuBLAS on the CPU device
-  EXPECT_EQ(plan.device.total_bytes(), P * 2 + largest_group * 4 + 1118208u);
+  EXPECT_EQ(plan.device.bytes_of("gradient_buckets"), 3 * unit * 4);  // fp32 buckets
+  EXPECT_EQ(plan.device.bytes_of("activations"), 1088256u);         // memory_model_test's sum
+  EXPECT_EQ(plan.device.bytes_of("workspace"), 0u);                 // no cuBLAS on the CPU device
+  EXPECT_EQ(plan.device.total_bytes(), P * 2 + 12 * unit + 1088256u);
 
   EXPECT_EQ(plan.host.bytes_of("master_weights"), P * 4);
   EXPECT_EQ(plan.host.bytes_of("optimizer_moments"), P * 8);
+  EXPECT_EQ(plan.host.bytes_of("speculation_backup"), P * 12);  // all of P fits the 256Mi budget
   EXPECT_EQ(plan.host.bytes_of("gradient_accumulator"), P * 4);
-  EXPECT_EQ(plan.host.bytes_of("pinned_gradient_staging"), largest_group * 2 * 2);
-  EXPECT_EQ(plan.host.bytes_of("pinned_weight_staging"), 65536u * 2 * 2);
+  EXPECT_EQ(plan.host.bytes_of("pinned_gradient_staging"), 3 * unit * 4);
+  EXPECT_EQ(plan.host.bytes_of("pinned_weight_staging"), 4 * unit * 2);
+  EXPECT_EQ(plan.host.bytes_of("pinned_speculative_weights"), P * 2);
   EXPECT_EQ(plan.host.bytes_of("nvme_io_buffers"), 0u);
   EXPECT_EQ(plan.host.bytes_of("process_overhead"), kHostProcessOverheadBytes);
-  EXPECT_EQ(plan.host.total_bytes(),
-            P * 16 + largest_group * 4 + 65536u * 4 + kHostProcessOverheadBytes);
-  EXPECT_EQ(plan.pinned_bytes, P * 4 + largest_group * 4 + 65536u * 4);
+  EXPECT_EQ(plan.host.total_bytes(), P * 30 + 12 * unit + 8 * unit + kHostProcessOverheadBytes);
+  EXPECT_EQ(plan.pinned_bytes, P * 4 + 12 * unit + 8 * unit + P * 2);
   EXPECT_EQ(plan.nvme.total_bytes(), 0u);
   EXPECT_TRUE(plan.feasible);
   EXPECT_EQ(plan.placement.where(), "host");
+  EXPECT_EQ(plan.placement.offload(), "host");
+  EXPECT_EQ(plan.placement.num_sub_groups, 6);
   EXPECT_FALSE(plan.placement.chosen_by_planner);
   EXPECT_EQ(plan.tokens_per_step, 128);
+
+  // The synchronous pipeline keeps no speculation buffers.
+  in.pipeline = PipelineKind::kSynchronous;
+  plan = MustPlan(in, Machine(1 * kGiB, 8 * kGiB, 0));
+  EXPECT_EQ(plan.host.bytes_of("speculation_backup"), 0u);
+  EXPECT_EQ(plan.host.bytes_of("pinned_speculative_weights"), 0u);
 }
 
-TEST(Planner, NvmeTierHoldsTwelveBytesPerParamPlusMetadata) {
+TEST(Planner, NvmeTierBytesByHand) {
   PlanInput in = Input("tiny-llama", 64);
   in.offload = OffloadChoice::kNvme;
+  in.sub_group_params = 65536;
+  // Units: embeddings 32768 (1 slice), 4 blocks of 184576 (3 slices), head 32896 (1):
+  // 14 sub-groups, each 12 B/param in one or more whole 1 MiB blocks: 14 MiB.
   Plan plan = MustPlan(in, Machine(1 * kGiB, 8 * kGiB, 1 * kGiB));
   const uint64_t P = 803968;
   EXPECT_EQ(plan.placement.where(), "nvme");
+  EXPECT_EQ(plan.placement.nvme_sub_groups, 14);
   EXPECT_EQ(plan.host.bytes_of("master_weights"), 0u);
   EXPECT_EQ(plan.host.bytes_of("optimizer_moments"), 0u);
-  EXPECT_EQ(plan.host.bytes_of("nvme_io_buffers"), 65536u * 12 * 3);
-  EXPECT_EQ(plan.nvme.bytes_of("state_files"), P * 12);
-  // 1 + 4*9 + 2 tensors, 3 files each (master, m, v); blocks: ceil(9.2 MiB / 1 MiB) + one per file.
-  const uint64_t files = (1 + 4 * 9 + 2) * 3;
-  const uint64_t blocks = (P * 12 + (1 << 20) - 1) / (1 << 20) + files;
-  EXPECT_EQ(plan.nvme.bytes_of("checksums_and_headers"), blocks * 8 + files * 8192);
+  EXPECT_EQ(plan.host.bytes_of("speculation_backup"), 0u);  // no host state to back up
+  EXPECT_EQ(plan.host.bytes_of("nvme_io_buffers"), 4u * 65536 * 12);
+  EXPECT_EQ(plan.nvme.bytes_of("state_files"), 2u * (14u << 20));  // two copies (overlapped)
+  EXPECT_EQ(plan.nvme.bytes_of("spare_blocks"), 4u << 20);         // 5 x 768 KiB -> 4 MiB
+  // Header: 256 + 64 x 28 tensors -> 4 KiB; block tables: 2 x (16 + 8 x 33 blocks) -> 2 x 4 KiB.
+  EXPECT_EQ(plan.nvme.bytes_of("headers_and_block_tables"), 3u * 4096);
+  EXPECT_EQ(plan.host.bytes_of("gradient_accumulator"), P * 4);
+
+  in.pipeline = PipelineKind::kSynchronous;
+  plan = MustPlan(in, Machine(1 * kGiB, 8 * kGiB, 1 * kGiB));
+  EXPECT_EQ(plan.nvme.bytes_of("state_files"), 14u << 20);
 }
 
 TEST(Planner, AutoKeepsStateOnHostWhenItFits) {
@@ -93,7 +111,8 @@ TEST(Planner, AutoKeepsStateOnHostWhenItFits) {
   EXPECT_EQ(plan.placement.where(), "host");
   EXPECT_TRUE(plan.placement.chosen_by_planner);
   EXPECT_EQ(plan.nvme.total_bytes(), 0u);
-  EXPECT_EQ(plan.placement.nvme_io_buffers, 0);
+  EXPECT_EQ(plan.placement.nvme_sub_groups, 0);
+  EXPECT_EQ(plan.host.bytes_of("nvme_io_buffers"), 0u);
 }
 
 TEST(Planner, AutoMovesStateToNvmeWhenHostIsTooSmall) {
@@ -111,8 +130,12 @@ TEST(Planner, AutoMovesStateToNvmeWhenHostIsTooSmall) {
   // ...but no more than 1% of the state beyond it.
   EXPECT_GT(static_cast<double>(plan.host.total_bytes()) + 0.011 * plan.params * 12,
             kHostAutoPlacementFraction * 64 * kGiB);
-  EXPECT_EQ(plan.nvme.bytes_of("state_files"),
-            static_cast<uint64_t>(plan.placement.nvme_state_params) * 12);
+  // Two copies (overlapped pipeline) of 12 B/param; 4Mi sub-groups fill whole 1 MiB blocks
+  // but the last slice of each unit is rounded up.
+  const double state = 2.0 * 12 * static_cast<double>(plan.placement.nvme_state_params);
+  EXPECT_GE(static_cast<double>(plan.nvme.bytes_of("state_files")), state);
+  EXPECT_LE(static_cast<double>(plan.nvme.bytes_of("state_files")),
+            state + 2.0 * plan.placement.nvme_sub_groups * (1 << 20));
 
   hw.host_memory_bytes = 30 * kGiB;  // less host: all state to NVMe
   plan = MustPlan(Input("llama-7b", 2048), hw);
@@ -161,7 +184,7 @@ TEST(Planner, DeviceTooSmallForActivationsSuggestsCheckpointing) {
 TEST(Planner, HostTooSmallWithStateOnHostIsRefusedNamingHost) {
   PlanInput in = Input("gpt2", 1024);
   in.offload = OffloadChoice::kHost;
-  Plan plan = MustPlan(in, Machine(8 * kGiB, 2 * kGiB, kTiB, true));
+  Plan plan = MustPlan(in, Machine(8 * kGiB, 3 * kGiB, kTiB, true));
   EXPECT_FALSE(plan.feasible);
   EXPECT_EQ(plan.binding_constraint, "host");
   EXPECT_THAT(plan.explanation, HasSubstr("host memory"));
@@ -169,7 +192,7 @@ TEST(Planner, HostTooSmallWithStateOnHostIsRefusedNamingHost) {
   EXPECT_EQ(RequireFeasible(plan).code(), StatusCode::kOutOfMemory);
   // The same budget with auto placement fits by moving state to NVMe.
   in.offload = OffloadChoice::kAuto;
-  plan = MustPlan(in, Machine(8 * kGiB, 2 * kGiB, kTiB, true));
+  plan = MustPlan(in, Machine(8 * kGiB, 3 * kGiB, kTiB, true));
   EXPECT_TRUE(plan.feasible) << plan.explanation;
   EXPECT_NE(plan.placement.where(), "host");
 }
@@ -267,18 +290,25 @@ TEST(StepTime, StagesByHandAndOverlapBound) {
     return 0.0;
   };
   EXPECT_DOUBLE_EQ(stage("compute"), plan.flops_per_step / 50e12);
-  EXPECT_DOUBLE_EQ(stage("d2h_gradients"), 4 * P * 2 / 20e9);
-  EXPECT_DOUBLE_EQ(stage("host_accumulate"), 4 * P * 10 / 40e9);
+  EXPECT_DOUBLE_EQ(stage("d2h_gradients"), 4 * P * 4 / 20e9);  // fp32 gradients
+  EXPECT_DOUBLE_EQ(stage("host_accumulate"), 4 * P * 12 / 40e9);
   EXPECT_DOUBLE_EQ(stage("optimizer"), P / 1e9);
   EXPECT_DOUBLE_EQ(stage("nvme_io"), P * 12 / 6e9 + P * 12 / 4e9);
   EXPECT_DOUBLE_EQ(stage("h2d_weights"), P * 2 / 20e9);
   double serial = 0;
   for (const StageTime& s : plan.stages) serial += s.seconds;
   EXPECT_DOUBLE_EQ(plan.serial_step_seconds, serial);
+  // docs/PLANNER.md: the update overlaps the next forward (1/4 of a
+  // checkpointed micro-batch's compute); backward overlaps D2H and accumulation.
+  const double c = stage("compute") / 4, xfer = stage("host_accumulate") / 4;
+  const double upd_max = stage("nvme_io");
+  const double update =
+      upd_max + (stage("optimizer") + stage("h2d_weights")) / plan.placement.num_sub_groups;
+  EXPECT_NEAR(plan.predicted_step_seconds,
+              std::max(update, 0.25 * c) + std::max(0.75 * c, xfer) + 3 * std::max(c, xfer),
+              1e-9 * plan.serial_step_seconds);
   EXPECT_LT(plan.predicted_step_seconds, plan.serial_step_seconds);
-  EXPECT_GE(plan.predicted_step_seconds,
-            std::max({stage("compute"), stage("d2h_gradients"), stage("host_accumulate")}) +
-                stage("nvme_io"));
+  for (const StageTime& s : plan.stages) EXPECT_GE(plan.predicted_step_seconds, s.seconds);
 }
 
 TEST(LargestModel, GrowsWithHostMemoryAndNvme) {
