@@ -328,6 +328,7 @@ StatusOr<IoTicket> StateStore::ReadAsync(TensorId id, void* dst, uint64_t offset
           if (--ud.readers[u.physical] == 0 && ud.free_when_unread[u.physical]) {
             ud.free_when_unread[u.physical] = 0;
             ud.free.push_back(u.physical);
+            free_cv_.notify_all();
           }
         }
         return FailedPreconditionError(BlockContext(ts.spec, k, block_size_bytes_, b.valid_bytes) +
