@@ -1,10 +1,12 @@
 // TransformerModel: activation buffers (one device allocation with typed
 // views, llm.c style), seeded or checkpoint initialisation, and the step's
-// orchestration: embeddings, blocks, head and loss forward; then head, blocks
-// (recomputed first under checkpointing) and embeddings backward, handing
-// each unit's gradient bucket to the engine as soon as it is complete.
+// orchestration: embeddings and blocks forward; the head's forward, loss and
+// backward chunk by chunk over the rows; blocks (recomputed first under
+// checkpointing) and embeddings backward, handing each unit's gradient bucket
+// to the engine as soon as it is complete.
 #include "model/transformer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -24,14 +26,14 @@ using model_internal::MakeDims;
 
 struct TransformerModel::Buffers {
   DeviceBuffer memory;
-  PinnedBuffer loss_host;      // (1) fp32, the loss copied back after each run
+  PinnedBuffer loss_host;      // (chunks) fp32, each head chunk's loss copied back
   std::vector<void*> residual; // L + 1 of (N, C): the input of each block, then the last output
   std::vector<BlockActs> blocks;  // L sets, or 1 shared set under checkpointing
   void* xf = nullptr;          // (N, C) final norm output
   float* xf_mean = nullptr;    // (N)
   float* xf_rstd = nullptr;    // (N)
-  void* logits = nullptr;      // (N, V), then dlogits in place
-  float* loss = nullptr;       // (1)
+  void* logits = nullptr;      // (chunk rows, V), then dlogits in place
+  float* loss = nullptr;       // (chunks) each head chunk's mean loss
   float* row_losses = nullptr; // (N)
   int32_t* tokens = nullptr;   // (N)
   int32_t* targets = nullptr;  // (N)
@@ -42,6 +44,12 @@ struct TransformerModel::Buffers {
 namespace {
 
 constexpr int32_t kIgnoreIndex = -100;
+
+// Rows per head chunk: at most `budget` logits, at least one row (see
+// TrainShape::head_chunk_logits).
+int64_t HeadChunkRows(int64_t rows, int64_t vocab, int64_t budget) {
+  return std::clamp<int64_t>(budget / vocab, 1, rows);
+}
 
 // Assigns 256-byte-aligned offsets in one allocation; with a null base it only counts.
 class Carver {
@@ -92,8 +100,9 @@ uint64_t Carve(char* base, const ModelConfig& c, const TrainShape& shape,
   buf.xf = cv.Take(N * d.C * es);
   if (d.layernorm) buf.xf_mean = cv.Floats(N);
   buf.xf_rstd = cv.Floats(N);
-  buf.logits = cv.Take(N * d.V * es);
-  buf.loss = cv.Floats(1);
+  const int64_t chunk_rows = HeadChunkRows(d.N, d.V, shape.head_chunk_logits);
+  buf.logits = cv.Take(static_cast<uint64_t>(chunk_rows) * d.V * es);
+  buf.loss = cv.Floats(static_cast<uint64_t>((d.N + chunk_rows - 1) / chunk_rows));
   buf.row_losses = cv.Floats(N);
   buf.tokens = static_cast<int32_t*>(cv.Take(N * 4));
   buf.targets = static_cast<int32_t*>(cv.Take(N * 4));
@@ -141,6 +150,9 @@ StatusOr<std::unique_ptr<TransformerModel>> TransformerModel::Create(Device& dev
                                 std::to_string(shape.batch) + ") and seq_len (" +
                                 std::to_string(shape.seq_len) + ") must be >= 1");
   }
+  if (shape.head_chunk_logits < 1) {
+    return InvalidArgumentError("transformer '" + config.name + "': head_chunk_logits must be >= 1");
+  }
   if (shape.seq_len > config.max_seq_len) {
     return InvalidArgumentError("transformer '" + config.name + "': seq_len " +
                                 std::to_string(shape.seq_len) + " exceeds the model's " +
@@ -162,8 +174,13 @@ Status TransformerModel::Allocate() {
   activation_bytes_ = Carve(nullptr, layout_.config, shape_, nullptr);
   TF_ASSIGN_OR_RETURN(buf_->memory, device_.Allocate(activation_bytes_, "transformer activations"));
   Carve(static_cast<char*>(buf_->memory.data()), layout_.config, shape_, buf_.get());
-  TF_ASSIGN_OR_RETURN(buf_->loss_host, device_.AllocatePinned(sizeof(float), "transformer loss"));
-  *buf_->loss_host.as<float>() = 0.0f;
+  const int64_t rows = int64_t{shape_.batch} * shape_.seq_len;
+  const int64_t chunk_rows =
+      HeadChunkRows(rows, layout_.config.vocab_size, shape_.head_chunk_logits);
+  const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
+  TF_ASSIGN_OR_RETURN(buf_->loss_host,
+                      device_.AllocatePinned(static_cast<size_t>(chunks) * sizeof(float),
+                                             "transformer loss"));
   return Status::Ok();
 }
 
@@ -194,7 +211,12 @@ Status TransformerModel::InitialWeights(int unit, float* out) {
 
 StatusOr<float> TransformerModel::LastLoss() {
   if (!ran_) return FailedPreconditionError("LastLoss before any ForwardBackward");
-  return *buf_->loss_host.as<float>();
+  // The mean over all valid targets, from each chunk's mean over its own.
+  double loss = 0;
+  for (size_t c = 0; c < chunk_weights_.size(); ++c) {
+    if (chunk_weights_[c] > 0) loss += double{buf_->loss_host.as<float>()[c]} * chunk_weights_[c];
+  }
+  return static_cast<float>(loss);
 }
 
 Status TransformerModel::ForwardBackward(Stream& compute, const MicroBatch& batch,
@@ -268,24 +290,15 @@ Status TransformerModel::Run(Stream& s, const MicroBatch& batch, float dloss_sca
     TF_RETURN_IF_ERROR(model_internal::BlockForward<T>(s, d, layout_.layer, w[layout_.layer_unit(l)],
                                                        residual(l), residual(l + 1), acts(l)));
   }
+  // ---- head: forward, loss and backward, chunk by chunk over the rows ----
   T* xf = static_cast<T*>(b.xf);
   T* logits = static_cast<T*>(b.logits);
+  T* dres = static_cast<T*>(b.dres);
+  T* dln = static_cast<T*>(b.scratch.dln);
   const T* head_norm_b = layout_.head.norm_b >= 0 ? head + layout_.head.norm_b : nullptr;
   TF_RETURN_IF_ERROR(model_internal::NormForward<T>(s, d, xf, b.xf_mean, b.xf_rstd, residual(L),
                                                     head + layout_.head.norm_w, head_norm_b));
   const T* lm_head = tied ? emb + layout_.embedding.wte : head + layout_.head.lm_head;
-  TF_RETURN_IF_ERROR(model_internal::LinearForward<T>(s, logits, xf, lm_head, nullptr, d.N, d.C,
-                                                      d.V, false, 0.0f));
-  CrossEntropyOptions ce;
-  ce.ignore_index = kIgnoreIndex;
-  ce.grad_scale = dloss_scale;
-  TF_RETURN_IF_ERROR(SoftmaxCrossEntropy<T>(s, b.loss, b.row_losses, logits, logits, b.targets,
-                                            CrossEntropyShape{d.N, d.V, 0}, ce));
-  TF_RETURN_IF_ERROR(s.CopyDeviceToHost(b.loss_host.data(), b.loss, sizeof(float)));
-
-  // ---- backward: head ----
-  T* dres = static_cast<T*>(b.dres);
-  T* dln = static_cast<T*>(b.scratch.dln);
   TF_ASSIGN_OR_RETURN(float* g_head, access.BeginGrads(layout_.head_unit()));
   float* g_emb = nullptr;
   if (tied) {
@@ -293,8 +306,38 @@ Status TransformerModel::Run(Stream& s, const MicroBatch& batch, float dloss_sca
     TF_ASSIGN_OR_RETURN(g_emb, access.BeginGrads(layout_.embedding_unit()));
   }
   float* d_lm_head = tied ? g_emb + layout_.embedding.wte : g_head + layout_.head.lm_head;
-  TF_RETURN_IF_ERROR(model_internal::LinearBackward<T>(s, dln, 0.0f, d_lm_head, nullptr, logits,
-                                                       xf, lm_head, d.N, d.C, d.V, false));
+  // Each chunk's cross-entropy is a mean over its own valid targets; weighting
+  // it by (chunk valid / all valid) makes the sum the mean over the batch.
+  const int64_t chunk_rows = HeadChunkRows(d.N, d.V, shape_.head_chunk_logits);
+  const int64_t chunks = (d.N + chunk_rows - 1) / chunk_rows;
+  std::vector<int64_t> valid(static_cast<size_t>(chunks), 0);
+  int64_t total_valid = 0;
+  for (int64_t i = 0; i < d.N; ++i) {
+    if (batch.targets[i] != kIgnoreIndex) {
+      ++valid[static_cast<size_t>(i / chunk_rows)];
+      ++total_valid;
+    }
+  }
+  chunk_weights_.assign(static_cast<size_t>(chunks), 0.0);
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t r0 = c * chunk_rows;
+    const int64_t rows = std::min(chunk_rows, d.N - r0);
+    const double weight =
+        total_valid > 0 ? static_cast<double>(valid[c]) / static_cast<double>(total_valid) : 0.0;
+    chunk_weights_[c] = weight;
+    TF_RETURN_IF_ERROR(model_internal::LinearForward<T>(s, logits, xf + r0 * d.C, lm_head, nullptr,
+                                                        rows, d.C, d.V, false, 0.0f));
+    CrossEntropyOptions ce;
+    ce.ignore_index = kIgnoreIndex;
+    ce.grad_scale = static_cast<float>(dloss_scale * weight);
+    TF_RETURN_IF_ERROR(SoftmaxCrossEntropy<T>(s, b.loss + c, b.row_losses + r0, logits, logits,
+                                              b.targets + r0, CrossEntropyShape{rows, d.V, 0}, ce));
+    TF_RETURN_IF_ERROR(model_internal::LinearBackward<T>(s, dln + r0 * d.C, 0.0f, d_lm_head,
+                                                         nullptr, logits, xf + r0 * d.C, lm_head,
+                                                         rows, d.C, d.V, false));
+  }
+  TF_RETURN_IF_ERROR(s.CopyDeviceToHost(b.loss_host.data(), b.loss,
+                                        static_cast<size_t>(chunks) * sizeof(float)));
   TF_RETURN_IF_ERROR(s.Memset(dres, 0, row_bytes));
   TF_RETURN_IF_ERROR(model_internal::NormBackward<T>(
       s, d, dres, g_head + layout_.head.norm_w,

@@ -14,6 +14,10 @@
 // buffers just before its backward. The CPU ops are deterministic, so the
 // gradients are bit-identical with checkpointing on or off.
 //
+// The loss is the mean over all non-ignored targets of the micro-batch (each
+// head chunk's mean weighted by its share of the valid targets, counted on
+// the host; an all-ignored micro-batch has loss 0 and zero gradients).
+//
 // Gradient buckets (UnitAccess): head first, then blocks last to first, then
 // the embeddings, each BeginGrads just before and EndGrads right after the
 // unit's backward. With tied embeddings the wte bucket (unit 0) is begun
@@ -43,6 +47,10 @@ struct TrainShape {
                         //    REQUIRES <= config.max_seq_len
   bool checkpoint_activations = false;  // recompute each block in backward. Default: off
   DType dtype = DType::kBF16;  // weights and activations; must equal the engine's weights dtype
+  // The head (logits, loss, their gradients) runs over row chunks of at most
+  // this many logits, so the (N, V) logits never exist at once (Llama-3's V =
+  // 128256 at N = 4096 rows would be 1 GiB in bf16). Default: 16Mi (32 MiB bf16).
+  int64_t head_chunk_logits = int64_t{16} << 20;
 };
 
 // Where InitialWeights comes from.
@@ -105,6 +113,7 @@ class TransformerModel : public Trainable {
   std::unique_ptr<HfCheckpoint> checkpoint_;  // set when init_.weights_dir is given
   std::unique_ptr<Buffers> buf_;
   uint64_t activation_bytes_ = 0;
+  std::vector<double> chunk_weights_;  // per head chunk: its share of the valid targets
   bool ran_ = false;
 };
 

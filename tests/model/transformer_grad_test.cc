@@ -65,7 +65,9 @@ TEST_P(TransformerGradTest, MatchesFiniteDifferencesFp32) {
   const ModelConfig config = GetParam();
   auto device = MakeCpuDevice();
   auto stream = device->CreateStream("compute").value();
-  TrainShape shape{.batch = 2, .seq_len = 5, .checkpoint_activations = false, .dtype = DType::kF32};
+  // Head chunks of 3 rows: 4 chunks of the 10 rows, one of them with an ignored target.
+  TrainShape shape{.batch = 2, .seq_len = 5, .checkpoint_activations = false,
+                   .dtype = DType::kF32, .head_chunk_logits = 3 * config.vocab_size};
   TransformerInit init;
   init.seed = 7;
   init.init_std = 0.3f;  // larger than training's 0.02 so every path carries signal
@@ -150,6 +152,39 @@ TEST_P(TransformerGradTest, CheckpointingGivesIdenticalGradients) {
     EXPECT_EQ(0, std::memcmp(results[0].grads.data(), results[1].grads.data(),
                              results[0].grads.size() * 4))
         << config.name << " " << DTypeName(dtype);
+  }
+}
+
+// Chunking the head over rows changes only the fp32 summation order of the
+// head's weight gradient; an all-ignored micro-batch gives loss 0 and no gradient.
+TEST_P(TransformerGradTest, HeadChunksMatchOneChunkAndAllIgnoredIsZero) {
+  const ModelConfig config = GetParam();
+  auto device = MakeCpuDevice();
+  auto stream = device->CreateStream("compute").value();
+  const TokenBatch tb = RandomTokens(2, 7, 23, 6);
+  std::vector<Result> results;
+  for (int64_t budget : {int64_t{1} << 20, int64_t{2 * 23}, int64_t{1}}) {
+    auto model = TransformerModel::Create(*device, config, {2, 7, false, DType::kF32, budget}).value();
+    DirectUnitAccess access(*device, *stream, model->Units(), DType::kF32);
+    ASSERT_TRUE(access.SetWeights(JitteredWeights(*model, 3)).ok());
+    auto r = RunOnce(*model, access, *stream, tb);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    results.push_back(*r);
+    if (budget == 1) {
+      TokenBatch ignored = tb;
+      std::fill(ignored.targets.begin(), ignored.targets.end(), -100);
+      auto z = RunOnce(*model, access, *stream, ignored);
+      ASSERT_TRUE(z.ok()) << z.status().ToString();
+      EXPECT_EQ(0.0f, z->loss);
+      for (float g : z->grads) ASSERT_EQ(0.0f, g);
+    }
+  }
+  for (size_t k = 1; k < results.size(); ++k) {
+    EXPECT_NEAR(results[0].loss, results[k].loss, 1e-5f * results[0].loss);
+    for (size_t i = 0; i < results[0].grads.size(); ++i) {
+      ASSERT_NEAR(results[0].grads[i], results[k].grads[i], 1e-6f + 1e-4f * std::abs(results[0].grads[i]))
+          << "budget case " << k << " param " << i;
+    }
   }
 }
 
