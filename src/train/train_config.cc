@@ -1,0 +1,914 @@
+// Reading a `tierflow train` JSON config: DeepSpeed's keys (so the configs
+// people already have keep working) and tierflow's own under "tierflow".
+//
+// Every value is type-checked; a wrong type or range is an InvalidArgument
+// naming the file and the JSON path. "auto" (written by the HF Trainer
+// integration) keeps the default / command-line value and is noted in
+// `warnings`. Keys tierflow knows but does not need are warned about as
+// ignored; keys nobody knows are warned about as unknown. Two keys that set
+// the same field to different values (train_micro_batch_size_per_gpu and
+// tierflow.micro_batch, bf16 and fp16 both enabled, ...) are an error naming
+// both.
+#include "train/train_config.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace tierflow {
+namespace {
+
+using Json = nlohmann::json;
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string Join(const std::string& parent, const std::string& key) {
+  return parent.empty() ? key : parent + "." + key;
+}
+
+std::string Describe(const Json& v) {
+  std::string s = v.dump();
+  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  return s;
+}
+
+std::string FormatValue(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.9g", v);
+  return buf;
+}
+std::string FormatValue(float v) { return FormatValue(static_cast<double>(v)); }
+std::string FormatValue(int v) { return std::to_string(v); }
+std::string FormatValue(int64_t v) { return std::to_string(v); }
+std::string FormatValue(uint32_t v) { return std::to_string(v); }
+std::string FormatValue(uint64_t v) { return std::to_string(v); }
+std::string FormatValue(bool v) { return v ? "true" : "false"; }
+std::string FormatValue(const std::string& v) { return "\"" + v + "\""; }
+std::string FormatValue(const std::vector<std::string>& v) {
+  std::string out = "[";
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + FormatValue(v[i]);
+  return out + "]";
+}
+std::string FormatValue(const std::vector<int64_t>& v) {
+  std::string out = "[";
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+  return out + "]";
+}
+
+// DeepSpeed keys tierflow accepts and ignores (they tune multi-GPU
+// communication, monitoring or features tierflow does not have).
+const std::set<std::string>& IgnoredTopLevelKeys() {
+  static const std::set<std::string> kKeys = {
+      "steps_per_print", "wall_clock_breakdown", "zero_allow_untested_optimizer",
+      "zero_force_ds_cpu_optimizer", "tensorboard", "wandb", "csv_monitor", "comet",
+      "comms_logger", "flops_profiler", "dump_state", "prescale_gradients",
+      "gradient_predivide_factor", "communication_data_type", "sparse_gradients",
+      "memory_breakdown", "elasticity", "data_efficiency", "compression_training",
+      "checkpoint", "data_types", "autotuning", "sparse_attention", "monitor_config",
+      "seq_parallel_communication_data_type", "sequence_parallel_size", "torch_autocast",
+      "graph_harvesting", "use_data_before_expert_parallelism", "timers", "weight_quantization",
+      "hybrid_engine", "curriculum_learning", "progressive_layer_drop", "eigenvalue",
+      "quantize_training", "disable_allgather", "fp32_allreduce", "amp", "train_dataloader",
+      "dataloader_drop_last", "zero_force_ds_cpu_optimizer", "compile", "nebula",
+      "aws_cpu_offload"};
+  return kKeys;
+}
+
+const std::set<std::string>& IgnoredZeroKeys() {
+  static const std::set<std::string> kKeys = {
+      "allgather_partitions", "allgather_bucket_size", "overlap_comm", "reduce_scatter",
+      "reduce_bucket_size", "contiguous_gradients", "round_robin_gradients",
+      "elastic_checkpoint", "load_from_fp32_weights", "ignore_unused_parameters",
+      "legacy_stage1", "use_multi_rank_bucket_allreduce", "mics_shard_size",
+      "mics_hierarchical_params_gather", "zero_hpz_partition_size", "zero_quantized_weights",
+      "zero_quantized_nontrainable_weights", "zero_quantized_gradients",
+      "memory_efficient_linear", "gather_16bit_weights_on_model_save",
+      "stage3_gather_16bit_weights_on_model_save", "stage3_gather_fp16_weights_on_model_save",
+      "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
+      "stage3_model_persistence_threshold", "stage3_max_live_parameters",
+      "stage3_max_reuse_distance", "prefetch_bucket_size", "param_persistence_threshold",
+      "model_persistence_threshold", "max_live_parameters", "max_reuse_distance",
+      "cpu_offload_params", "cpu_offload_use_pin_memory", "offload_param",
+      "log_trace_cache_warnings", "override_module_apply", "pipeline_loading_checkpoint",
+      "module_granularity_threshold", "use_all_reduce_for_fetch_params"};
+  return kKeys;
+}
+
+class Parser {
+ public:
+  Parser(std::string label, const TrainConfig& base) : label_(std::move(label)), c_(base) {}
+
+  StatusOr<TrainConfig> Run(const Json& root) {
+    if (!root.is_object()) {
+      return InvalidArgumentError(label_ + ": the config must be a JSON object ({...}), got " +
+                                  Describe(root));
+    }
+    TF_RETURN_IF_ERROR(TopLevel(root));
+    TF_RETURN_IF_ERROR(ResolveBatch());
+    TF_RETURN_IF_ERROR(ResolvePrecision());
+    TF_RETURN_IF_ERROR(ResolveOffload());
+    for (auto& w : warnings_) c_.warnings.push_back(label_ + ": " + w);
+    return c_;
+  }
+
+ private:
+  // ---- errors and notes ----
+  Status Error(const std::string& path, const std::string& what) const {
+    return InvalidArgumentError(label_ + ": " + path + ": " + what);
+  }
+  Status TypeError(const std::string& path, const std::string& expected, const Json& v) const {
+    return Error(path, "expected " + expected + ", got " + Describe(v));
+  }
+  void Warn(std::string w) { warnings_.push_back(std::move(w)); }
+  void Unknown(const std::string& path) { Warn("unknown key '" + path + "' ignored"); }
+  void Ignored(const std::string& path, const std::string& why) {
+    Warn("'" + path + "' ignored: " + why);
+  }
+  // True (and noted) if `v` is "auto": the field keeps its current value.
+  bool IsAuto(const Json& v, const std::string& path) {
+    if (v.is_string() && Lower(v.get<std::string>()) == "auto") {
+      Warn("'" + path + "' is \"auto\": keeping the default / command-line value");
+      return true;
+    }
+    return false;
+  }
+
+  // ---- typed readers: each names the path on failure ----
+  Status ReadNumber(const Json& v, const std::string& path, double* out) const {
+    if (!v.is_number()) return TypeError(path, "a number", v);
+    double d = v.get<double>();
+    if (!std::isfinite(d)) return Error(path, "expected a finite number");
+    *out = d;
+    return Status::Ok();
+  }
+  Status ReadInt(const Json& v, const std::string& path, int64_t min_value, int64_t max_value,
+                 int64_t* out) const {
+    // DeepSpeed configs often write counts as 1e9 (a JSON float); accept integral floats.
+    if (!v.is_number()) return TypeError(path, "an integer", v);
+    int64_t i = 0;
+    if (v.is_number_integer()) {
+      if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(max_value)) {
+        return Error(path, "value " + Describe(v) + " is out of range [" +
+                               std::to_string(min_value) + ", " + std::to_string(max_value) + "]");
+      }
+      i = v.get<int64_t>();
+    } else {
+      double d = v.get<double>();
+      if (!std::isfinite(d) || d != std::floor(d) || std::fabs(d) > 9.0e18) {
+        return TypeError(path, "an integer", v);
+      }
+      i = static_cast<int64_t>(d);
+    }
+    if (i < min_value || i > max_value) {
+      return Error(path, "value " + std::to_string(i) + " is out of range [" +
+                             std::to_string(min_value) + ", " + std::to_string(max_value) + "]");
+    }
+    *out = i;
+    return Status::Ok();
+  }
+  Status ReadBool(const Json& v, const std::string& path, bool* out) const {
+    if (!v.is_boolean()) return TypeError(path, "true or false", v);
+    *out = v.get<bool>();
+    return Status::Ok();
+  }
+  Status ReadString(const Json& v, const std::string& path, std::string* out) const {
+    if (!v.is_string()) return TypeError(path, "a string", v);
+    *out = v.get<std::string>();
+    return Status::Ok();
+  }
+  Status ReadStringList(const Json& v, const std::string& path,
+                        std::vector<std::string>* out) const {
+    if (v.is_string()) {
+      *out = {v.get<std::string>()};
+      return Status::Ok();
+    }
+    if (!v.is_array()) return TypeError(path, "a string or an array of strings", v);
+    out->clear();
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (!v[i].is_string()) {
+        return TypeError(path + "[" + std::to_string(i) + "]", "a string", v[i]);
+      }
+      out->push_back(v[i].get<std::string>());
+    }
+    return Status::Ok();
+  }
+  Status RequireObject(const Json& v, const std::string& path) const {
+    if (!v.is_object()) return TypeError(path, "an object ({...})", v);
+    return Status::Ok();
+  }
+
+  // ---- assignment with contradiction detection ----
+  // Records which key set each field; a second key setting it differently
+  // is a contradiction naming both.
+  template <typename T>
+  Status Set(const std::string& field, const std::string& path, T* dst, T value) {
+    std::string shown = FormatValue(value);
+    auto it = set_by_.find(field);
+    if (it != set_by_.end() && it->second.second != shown) {
+      return InvalidArgumentError(label_ + ": contradictory settings: '" + it->second.first +
+                                  "' = " + it->second.second + " but '" + path + "' = " + shown +
+                                  "; remove one of them");
+    }
+    set_by_[field] = {path, shown};
+    *dst = std::move(value);
+    return Status::Ok();
+  }
+  bool WasSet(const std::string& field) const { return set_by_.count(field) != 0; }
+
+  // Readers that also assign (skipping "auto").
+  Status Float(const Json& v, const std::string& path, const std::string& field, float* dst) {
+    if (IsAuto(v, path)) return Status::Ok();
+    double d = 0;
+    TF_RETURN_IF_ERROR(ReadNumber(v, path, &d));
+    if (std::fabs(d) > std::numeric_limits<float>::max()) {
+      return Error(path, "value " + Describe(v) + " does not fit a 32-bit float");
+    }
+    return Set(field, path, dst, static_cast<float>(d));
+  }
+  Status Double(const Json& v, const std::string& path, const std::string& field, double* dst) {
+    if (IsAuto(v, path)) return Status::Ok();
+    double d = 0;
+    TF_RETURN_IF_ERROR(ReadNumber(v, path, &d));
+    return Set(field, path, dst, d);
+  }
+  template <typename T>
+  Status Int(const Json& v, const std::string& path, const std::string& field, T* dst,
+             int64_t min_value = std::numeric_limits<int64_t>::min()) {
+    if (IsAuto(v, path)) return Status::Ok();
+    int64_t max_value = static_cast<int64_t>(
+        std::min<uint64_t>(std::numeric_limits<T>::max(), std::numeric_limits<int64_t>::max()));
+    int64_t lo = std::max<int64_t>(min_value, std::is_signed_v<T>
+                                                  ? static_cast<int64_t>(std::numeric_limits<T>::min())
+                                                  : 0);
+    int64_t i = 0;
+    TF_RETURN_IF_ERROR(ReadInt(v, path, lo, max_value, &i));
+    return Set(field, path, dst, static_cast<T>(i));
+  }
+  Status Bool(const Json& v, const std::string& path, const std::string& field, bool* dst) {
+    if (IsAuto(v, path)) return Status::Ok();
+    bool b = false;
+    TF_RETURN_IF_ERROR(ReadBool(v, path, &b));
+    return Set(field, path, dst, b);
+  }
+  Status String(const Json& v, const std::string& path, const std::string& field,
+                std::string* dst) {
+    if (IsAuto(v, path)) return Status::Ok();
+    std::string s;
+    TF_RETURN_IF_ERROR(ReadString(v, path, &s));
+    return Set(field, path, dst, s);
+  }
+
+  // ---- sections ----
+  Status TopLevel(const Json& root) {
+    for (auto it = root.begin(); it != root.end(); ++it) {
+      const std::string& key = it.key();
+      const Json& v = it.value();
+      if (key == "train_micro_batch_size_per_gpu") {
+        if (IsAuto(v, key)) continue;
+        int64_t i = 0;
+        TF_RETURN_IF_ERROR(ReadInt(v, key, 1, std::numeric_limits<int>::max(), &i));
+        ds_micro_ = i;
+      } else if (key == "gradient_accumulation_steps") {
+        if (IsAuto(v, key)) continue;
+        int64_t i = 0;
+        TF_RETURN_IF_ERROR(ReadInt(v, key, 1, std::numeric_limits<int>::max(), &i));
+        ds_accum_ = i;
+      } else if (key == "train_batch_size") {
+        if (IsAuto(v, key)) continue;
+        int64_t i = 0;
+        TF_RETURN_IF_ERROR(ReadInt(v, key, 1, std::numeric_limits<int>::max(), &i));
+        ds_train_batch_ = i;
+      } else if (key == "gradient_clipping") {
+        TF_RETURN_IF_ERROR(Float(v, key, "gradient_clipping", &c_.gradient_clipping));
+      } else if (key == "optimizer") {
+        TF_RETURN_IF_ERROR(Optimizer(v, key));
+      } else if (key == "scheduler") {
+        TF_RETURN_IF_ERROR(Scheduler(v, key));
+      } else if (key == "fp16") {
+        TF_RETURN_IF_ERROR(Fp16(v, key));
+      } else if (key == "bf16" || key == "bfloat16") {
+        TF_RETURN_IF_ERROR(Bf16(v, key));
+      } else if (key == "zero_optimization") {
+        TF_RETURN_IF_ERROR(Zero(v, key));
+      } else if (key == "aio") {
+        TF_RETURN_IF_ERROR(Aio(v, key));
+      } else if (key == "activation_checkpointing") {
+        Ignored(key, "DeepSpeed's activation checkpointing block configures partitioning; "
+                     "use tierflow.activation_checkpointing (or --activation-checkpointing) "
+                     "to turn recomputation on");
+      } else if (key == "tierflow") {
+        TF_RETURN_IF_ERROR(Tierflow(v, key));
+      } else if (IgnoredTopLevelKeys().count(key)) {
+        Ignored(key, "not used by tierflow (single GPU, no DeepSpeed runtime features)");
+      } else {
+        Unknown(key);
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status Optimizer(const Json& v, const std::string& path) {
+    TF_RETURN_IF_ERROR(RequireObject(v, path));
+    std::optional<std::string> type;
+    std::optional<bool> adam_w_mode;
+    auto read_adam_w_mode = [&](const Json& x, const std::string& p) -> Status {
+      if (IsAuto(x, p)) return Status::Ok();
+      bool b = false;
+      TF_RETURN_IF_ERROR(ReadBool(x, p, &b));
+      adam_w_mode = b;
+      return Status::Ok();
+    };
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      std::string p = Join(path, it.key());
+      if (it.key() == "type") {
+        std::string t;
+        TF_RETURN_IF_ERROR(ReadString(it.value(), p, &t));
+        type = t;
+      } else if (it.key() == "params") {
+        const Json& params = it.value();
+        TF_RETURN_IF_ERROR(RequireObject(params, p));
+        for (auto jt = params.begin(); jt != params.end(); ++jt) {
+          std::string q = Join(p, jt.key());
+          const Json& x = jt.value();
+          const std::string& k = jt.key();
+          if (k == "lr") {
+            TF_RETURN_IF_ERROR(Float(x, q, "lr", &c_.lr));
+          } else if (k == "betas") {
+            if (IsAuto(x, q)) continue;
+            if (!x.is_array() || x.size() != 2 || !x[0].is_number() || !x[1].is_number()) {
+              return TypeError(q, "an array of two numbers", x);
+            }
+            TF_RETURN_IF_ERROR(Float(x[0], q + "[0]", "beta1", &c_.beta1));
+            TF_RETURN_IF_ERROR(Float(x[1], q + "[1]", "beta2", &c_.beta2));
+          } else if (k == "eps") {
+            TF_RETURN_IF_ERROR(Float(x, q, "eps", &c_.eps));
+          } else if (k == "weight_decay") {
+            TF_RETURN_IF_ERROR(Float(x, q, "weight_decay", &c_.weight_decay));
+          } else if (k == "adam_w_mode") {
+            TF_RETURN_IF_ERROR(read_adam_w_mode(x, q));
+          } else if (k == "bias_correction") {
+            bool b = true;
+            if (IsAuto(x, q)) continue;
+            TF_RETURN_IF_ERROR(ReadBool(x, q, &b));
+            if (!b) {
+              return Error(q, "false is not supported: tierflow's Adam always applies bias "
+                              "correction; remove the key or set it to true");
+            }
+          } else if (k == "amsgrad") {
+            bool b = false;
+            if (IsAuto(x, q)) continue;
+            TF_RETURN_IF_ERROR(ReadBool(x, q, &b));
+            if (b) return Error(q, "AMSGrad is not supported; remove the key or set it to false");
+          } else if (k == "max_grad_norm") {
+            return Error(q, "not an optimizer parameter (DeepSpeed rejects it too); use the "
+                            "top-level 'gradient_clipping' instead");
+          } else if (k == "torch_adam" || k == "fp32_optimizer_states" ||
+                     k == "set_grad_none" || k == "fused") {
+            Ignored(q, "tierflow always uses its own offloaded Adam");
+          } else {
+            Unknown(q);
+          }
+        }
+      } else if (it.key() == "adam_w_mode") {
+        TF_RETURN_IF_ERROR(read_adam_w_mode(it.value(), p));
+      } else {
+        Unknown(p);
+      }
+    }
+    if (!type) {
+      return Error(path + ".type", "missing: name the optimizer (\"AdamW\" or \"Adam\")");
+    }
+    std::string t = Lower(*type);
+    std::string name;
+    if (t == "adamw") {
+      if (adam_w_mode && !*adam_w_mode) {
+        Warn("'" + path + ".params.adam_w_mode' is false but type is AdamW: DeepSpeed uses "
+             "decoupled weight decay for AdamW regardless; so does tierflow");
+      }
+      name = "adamw";
+    } else if (t == "adam") {
+      // DeepSpeed: type "Adam" means AdamW (decoupled weight decay) unless
+      // adam_w_mode is explicitly false (ADAM_W_MODE_DEFAULT = True).
+      name = adam_w_mode.value_or(true) ? "adamw" : "adam";
+    } else {
+      return Error(path + ".type", "optimizer '" + *type +
+                                       "' is not supported; tierflow supports \"Adam\" and "
+                                       "\"AdamW\" (case-insensitive)");
+    }
+    return Set("optimizer", path + ".type", &c_.optimizer, name);
+  }
+
+  Status Scheduler(const Json& v, const std::string& path) {
+    TF_RETURN_IF_ERROR(RequireObject(v, path));
+    if (!v.contains("type")) {
+      return Error(path + ".type", "missing: name the schedule (WarmupLR, WarmupDecayLR or "
+                                   "WarmupCosineLR)");
+    }
+    std::string type;
+    TF_RETURN_IF_ERROR(ReadString(v["type"], path + ".type", &type));
+    std::string t = Lower(type);
+    LrScheduleConfig s = c_.scheduler;
+    // DeepSpeed's constructor defaults apply to keys the block leaves out;
+    // "auto" keeps the base (default / command-line) value instead.
+    const Json* params = v.contains("params") ? &v["params"] : nullptr;
+    auto absent = [&](const char* key) {
+      return params == nullptr || !params->is_object() || !params->contains(key);
+    };
+    if (t == "warmuplr" || t == "warmupdecaylr") {
+      s.type = t == "warmuplr" ? "WarmupLR" : "WarmupDecayLR";
+      if (absent("warmup_min_lr")) s.warmup_min_lr = 0.0f;
+      if (absent("warmup_max_lr")) s.warmup_max_lr = 0.001f;
+      if (absent("warmup_num_steps")) s.warmup_num_steps = 1000;
+      if (absent("warmup_type")) s.warmup_type = "log";
+    } else if (t == "warmupcosinelr") {
+      s.type = "WarmupCosineLR";
+      if (absent("warmup_min_ratio")) s.warmup_min_ratio = 0.0f;
+      if (absent("warmup_num_steps")) s.warmup_num_steps = 1000;
+      if (absent("cos_min_ratio")) s.cos_min_ratio = 0.0001f;
+      if (absent("warmup_type")) s.warmup_type = "log";
+    } else {
+      return Error(path + ".type", "schedule '" + type +
+                                       "' is not supported; use WarmupLR, WarmupDecayLR or "
+                                       "WarmupCosineLR (or remove the scheduler block for a "
+                                       "constant learning rate)");
+    }
+    bool has_total = s.type != "WarmupLR";
+    bool cosine = s.type == "WarmupCosineLR";
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      std::string p = Join(path, it.key());
+      if (it.key() == "type") continue;
+      if (it.key() != "params") {
+        Unknown(p);
+        continue;
+      }
+      TF_RETURN_IF_ERROR(RequireObject(it.value(), p));
+      for (auto jt = it.value().begin(); jt != it.value().end(); ++jt) {
+        const std::string& k = jt.key();
+        const Json& x = jt.value();
+        std::string q = Join(p, k);
+        if (k == "warmup_num_steps") {
+          TF_RETURN_IF_ERROR(Int(x, q, "scheduler.warmup_num_steps", &s.warmup_num_steps, 0));
+        } else if (k == "warmup_type") {
+          TF_RETURN_IF_ERROR(String(x, q, "scheduler.warmup_type", &s.warmup_type));
+          if (s.warmup_type != "log" && s.warmup_type != "linear") {
+            return Error(q, "'" + s.warmup_type + "' is not a warmup type; use \"log\" or "
+                            "\"linear\"");
+          }
+        } else if (!cosine && k == "warmup_min_lr") {
+          TF_RETURN_IF_ERROR(Float(x, q, "scheduler.warmup_min_lr", &s.warmup_min_lr));
+        } else if (!cosine && k == "warmup_max_lr") {
+          // HF writes "auto" here and fills in the optimizer's lr: same as ours (-1).
+          if (x.is_string() && Lower(x.get<std::string>()) == "auto") {
+            Warn("'" + q + "' is \"auto\": the optimizer's lr is used");
+            s.warmup_max_lr = -1.0f;
+            continue;
+          }
+          TF_RETURN_IF_ERROR(Float(x, q, "scheduler.warmup_max_lr", &s.warmup_max_lr));
+        } else if (has_total && k == "total_num_steps") {
+          if (x.is_string() && Lower(x.get<std::string>()) == "auto") {
+            Warn("'" + q + "' is \"auto\": the run's step count is used");
+            s.total_num_steps = 0;
+            continue;
+          }
+          TF_RETURN_IF_ERROR(Int(x, q, "scheduler.total_num_steps", &s.total_num_steps, 1));
+        } else if (cosine && k == "warmup_min_ratio") {
+          TF_RETURN_IF_ERROR(Float(x, q, "scheduler.warmup_min_ratio", &s.warmup_min_ratio));
+        } else if (cosine && k == "cos_min_ratio") {
+          TF_RETURN_IF_ERROR(Float(x, q, "scheduler.cos_min_ratio", &s.cos_min_ratio));
+        } else if (k == "last_batch_iteration") {
+          Ignored(q, "use --resume to continue a run's schedule");
+        } else {
+          Unknown(q);
+        }
+      }
+    }
+    c_.scheduler = s;
+    return Status::Ok();
+  }
+
+  Status Fp16(const Json& v, const std::string& path) {
+    TF_RETURN_IF_ERROR(RequireObject(v, path));
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      const std::string& k = it.key();
+      const Json& x = it.value();
+      std::string p = Join(path, k);
+      if (k == "enabled") {
+        if (IsAuto(x, p)) continue;
+        bool b = false;
+        TF_RETURN_IF_ERROR(ReadBool(x, p, &b));
+        fp16_enabled_ = b;
+      } else if (k == "loss_scale") {
+        TF_RETURN_IF_ERROR(Float(x, p, "loss_scale", &c_.loss_scale));
+      } else if (k == "initial_scale_power") {
+        TF_RETURN_IF_ERROR(Int(x, p, "initial_scale_power", &c_.initial_scale_power));
+      } else if (k == "loss_scale_window") {
+        TF_RETURN_IF_ERROR(Int(x, p, "loss_scale_window", &c_.loss_scale_window));
+      } else if (k == "hysteresis") {
+        TF_RETURN_IF_ERROR(Int(x, p, "hysteresis", &c_.hysteresis));
+      } else if (k == "min_loss_scale") {
+        TF_RETURN_IF_ERROR(Float(x, p, "min_loss_scale", &c_.min_loss_scale));
+      } else if (k == "auto_cast" || k == "consecutive_hysteresis" ||
+                 k == "fp16_master_weights_and_grads" || k == "type") {
+        Ignored(p, "tierflow keeps fp32 master weights and uses the standard dynamic loss scaler");
+      } else {
+        Unknown(p);
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status Bf16(const Json& v, const std::string& path) {
+    TF_RETURN_IF_ERROR(RequireObject(v, path));
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      const std::string& k = it.key();
+      std::string p = Join(path, k);
+      if (k == "enabled") {
+        if (IsAuto(it.value(), p)) continue;
+        bool b = false;
+        TF_RETURN_IF_ERROR(ReadBool(it.value(), p, &b));
+        bf16_enabled_ = b;
+        bf16_path_ = path;
+      } else if (k == "immediate_grad_update" || k == "check_grad_overflow" ||
+                 k == "bf16_master_weights_and_grads" || k == "bf16_optimizer_states") {
+        Ignored(p, "tierflow keeps fp32 master weights and optimizer state");
+      } else {
+        Unknown(p);
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status Zero(const Json& v, const std::string& path) {
+    TF_RETURN_IF_ERROR(RequireObject(v, path));
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      const std::string& k = it.key();
+      const Json& x = it.value();
+      std::string p = Join(path, k);
+      if (k == "stage") {
+        if (IsAuto(x, p)) continue;
+        int64_t stage = 0;
+        TF_RETURN_IF_ERROR(ReadInt(x, p, 0, 3, &stage));
+        zero_stage_ = stage;
+      } else if (k == "offload_optimizer") {
+        TF_RETURN_IF_ERROR(OffloadOptimizer(x, p));
+      } else if (k == "cpu_offload") {
+        // DeepSpeed's older spelling of offload_optimizer.device = "cpu".
+        bool b = false;
+        if (IsAuto(x, p)) continue;
+        TF_RETURN_IF_ERROR(ReadBool(x, p, &b));
+        if (b) {
+          TF_RETURN_IF_ERROR(Set("offload", p, &c_.offload, std::string("host")));
+          offload_requested_ = p;
+        }
+      } else if (k == "sub_group_size") {
+        TF_RETURN_IF_ERROR(Int(x, p, "sub_group_size", &c_.sub_group_size, 1));
+      } else if (k == "offload_param") {
+        Ignored(p, "parameters stay on the GPU in tierflow (only optimizer state is offloaded)");
+      } else if (IgnoredZeroKeys().count(k)) {
+        Ignored(p, "multi-GPU communication / ZeRO-3 partitioning setting, not used on one GPU");
+      } else {
+        Unknown(p);
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status OffloadOptimizer(const Json& v, const std::string& path) {
+    TF_RETURN_IF_ERROR(RequireObject(v, path));
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      const std::string& k = it.key();
+      const Json& x = it.value();
+      std::string p = Join(path, k);
+      if (k == "device") {
+        if (IsAuto(x, p)) continue;
+        std::string d;
+        TF_RETURN_IF_ERROR(ReadString(x, p, &d));
+        std::string dl = Lower(d);
+        if (dl == "cpu") {
+          TF_RETURN_IF_ERROR(Set("offload", p, &c_.offload, std::string("host")));
+          offload_requested_ = p;
+        } else if (dl == "nvme") {
+          TF_RETURN_IF_ERROR(Set("offload", p, &c_.offload, std::string("nvme")));
+          offload_requested_ = p;
+        } else if (dl == "none") {
+          Warn("'" + p + "' is \"none\": tierflow always offloads optimizer state; using host "
+               "memory");
+          TF_RETURN_IF_ERROR(Set("offload", p, &c_.offload, std::string("host")));
+        } else {
+          return Error(p, "'" + d + "' is not an offload device; use \"cpu\" (host memory) or "
+                          "\"nvme\"");
+        }
+      } else if (k == "nvme_path") {
+        if (IsAuto(x, p)) continue;
+        std::vector<std::string> paths;
+        TF_RETURN_IF_ERROR(ReadStringList(x, p, &paths));
+        if (paths.empty()) return Error(p, "the list is empty; name at least one directory");
+        for (size_t i = 0; i < paths.size(); ++i) {
+          if (paths[i].empty()) return Error(p, "an empty path; name a directory on the drive");
+        }
+        TF_RETURN_IF_ERROR(Set("nvme_paths", p, &c_.nvme_paths, paths));
+      } else if (k == "pin_memory") {
+        TF_RETURN_IF_ERROR(Bool(x, p, "pin_memory", &c_.pin_memory));
+      } else if (k == "buffer_count") {
+        TF_RETURN_IF_ERROR(Int(x, p, "buffer_count", &c_.buffer_count));
+      } else if (k == "ratio") {
+        TF_RETURN_IF_ERROR(Double(x, p, "nvme_ratio", &c_.nvme_ratio));
+      } else if (k == "fast_init" || k == "pipeline" || k == "pipeline_read" ||
+                 k == "pipeline_write" || k == "super_offload" || k == "cpuadam_cores_perc") {
+        Ignored(p, "tierflow always overlaps NVMe reads/writes with the step "
+                   "(see tierflow.pipeline)");
+      } else {
+        Unknown(p);
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status Aio(const Json& v, const std::string& path) {
+    TF_RETURN_IF_ERROR(RequireObject(v, path));
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      const std::string& k = it.key();
+      const Json& x = it.value();
+      std::string p = Join(path, k);
+      if (k == "block_size") {
+        TF_RETURN_IF_ERROR(Int(x, p, "aio_block_size", &c_.aio_block_size, 1));
+      } else if (k == "queue_depth") {
+        TF_RETURN_IF_ERROR(Int(x, p, "aio_queue_depth", &c_.aio_queue_depth, 1));
+      } else if (k == "intra_op_parallelism" || k == "thread_count") {
+        int64_t n = 0;
+        if (IsAuto(x, p)) continue;
+        TF_RETURN_IF_ERROR(ReadInt(x, p, 1, 1024, &n));
+        Ignored(p, "io_uring rings are sized automatically");
+      } else if (k == "single_submit" || k == "overlap_events") {
+        bool b = false;
+        if (IsAuto(x, p)) continue;
+        TF_RETURN_IF_ERROR(ReadBool(x, p, &b));
+        Ignored(p, "io_uring handles submission and completion");
+      } else if (k == "use_gds") {
+        Ignored(p, "GPUDirect Storage is not used; NVMe traffic goes through pinned host memory");
+      } else {
+        Unknown(p);
+      }
+    }
+    return Status::Ok();
+  }
+
+  // tierflow's own keys mirror TrainConfig's field names.
+  Status Tierflow(const Json& v, const std::string& path) {
+    TF_RETURN_IF_ERROR(RequireObject(v, path));
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      const std::string& k = it.key();
+      const Json& x = it.value();
+      std::string p = Join(path, k);
+      Status s;
+      if (k == "model") s = String(x, p, k, &c_.model);
+      else if (k == "data") s = String(x, p, k, &c_.data);
+      else if (k == "token_dtype") s = String(x, p, k, &c_.token_dtype);
+      else if (k == "text_field") s = String(x, p, k, &c_.text_field);
+      else if (k == "tokenizer") s = String(x, p, k, &c_.tokenizer);
+      else if (k == "shuffle") s = Bool(x, p, k, &c_.shuffle);
+      else if (k == "seed") s = Int(x, p, k, &c_.seed);
+      else if (k == "eval_fraction") s = Double(x, p, k, &c_.eval_fraction);
+      else if (k == "eval_every") s = Int(x, p, k, &c_.eval_every);
+      else if (k == "eval_batches") s = Int(x, p, k, &c_.eval_batches);
+      else if (k == "micro_batch") s = Int(x, p, k, &c_.micro_batch);
+      else if (k == "grad_accum") s = Int(x, p, k, &c_.grad_accum);
+      else if (k == "seq_len") s = Int(x, p, k, &c_.seq_len);
+      else if (k == "steps") s = Int(x, p, k, &c_.steps);
+      else if (k == "activation_checkpointing") s = Bool(x, p, k, &c_.activation_checkpointing);
+      else if (k == "dtype") {
+        if (IsAuto(x, p)) continue;
+        s = ReadString(x, p, &tf_dtype_);
+        tf_dtype_path_ = p;
+      }
+      else if (k == "loss_scale") s = Float(x, p, k, &c_.loss_scale);
+      else if (k == "initial_scale_power") s = Int(x, p, k, &c_.initial_scale_power);
+      else if (k == "loss_scale_window") s = Int(x, p, k, &c_.loss_scale_window);
+      else if (k == "hysteresis") s = Int(x, p, k, &c_.hysteresis);
+      else if (k == "min_loss_scale") s = Float(x, p, k, &c_.min_loss_scale);
+      else if (k == "optimizer") {
+        if (IsAuto(x, p)) continue;
+        std::string o;
+        s = ReadString(x, p, &o);
+        if (s.ok()) s = Set(k, p, &c_.optimizer, Lower(o));
+      }
+      else if (k == "lr") s = Float(x, p, k, &c_.lr);
+      else if (k == "beta1") s = Float(x, p, k, &c_.beta1);
+      else if (k == "beta2") s = Float(x, p, k, &c_.beta2);
+      else if (k == "eps") s = Float(x, p, k, &c_.eps);
+      else if (k == "weight_decay") s = Float(x, p, k, &c_.weight_decay);
+      else if (k == "gradient_clipping") s = Float(x, p, k, &c_.gradient_clipping);
+      else if (k == "offload") {
+        if (IsAuto(x, p)) continue;
+        std::string o;
+        s = ReadString(x, p, &o);
+        if (s.ok()) s = Set(k, p, &c_.offload, Lower(o) == "cpu" ? std::string("host") : Lower(o));
+        if (s.ok()) offload_requested_ = p;
+      }
+      else if (k == "nvme_paths" || k == "nvme_path") {
+        if (IsAuto(x, p)) continue;
+        std::vector<std::string> paths;
+        s = ReadStringList(x, p, &paths);
+        if (s.ok()) s = Set("nvme_paths", p, &c_.nvme_paths, paths);
+      }
+      else if (k == "nvme_buffered") s = Bool(x, p, k, &c_.nvme_buffered);
+      else if (k == "nvme_ratio") s = Double(x, p, k, &c_.nvme_ratio);
+      else if (k == "buffer_count") s = Int(x, p, k, &c_.buffer_count);
+      else if (k == "sub_group_size") s = Int(x, p, k, &c_.sub_group_size, 1);
+      else if (k == "pin_memory") s = Bool(x, p, k, &c_.pin_memory);
+      else if (k == "aio_block_size") s = Int(x, p, k, &c_.aio_block_size, 1);
+      else if (k == "aio_queue_depth") s = Int(x, p, k, &c_.aio_queue_depth, 1);
+      else if (k == "pipeline") s = String(x, p, k, &c_.pipeline);
+      else if (k == "device") s = String(x, p, k, &c_.device);
+      else if (k == "device_memory") s = String(x, p, k, &c_.device_memory);
+      else if (k == "out_dir") s = String(x, p, k, &c_.out_dir);
+      else if (k == "checkpoint_every") s = Int(x, p, k, &c_.checkpoint_every);
+      else if (k == "resume") s = Bool(x, p, k, &c_.resume);
+      else if (k == "metrics_path") s = String(x, p, k, &c_.metrics_path);
+      else if (k == "trace_path") s = String(x, p, k, &c_.trace_path);
+      else if (k == "trace_steps") {
+        if (!x.is_array()) {
+          s = TypeError(p, "an array of step numbers", x);
+        } else {
+          std::vector<int64_t> steps;
+          for (size_t i = 0; i < x.size() && s.ok(); ++i) {
+            int64_t n = 0;
+            s = ReadInt(x[i], p + "[" + std::to_string(i) + "]", 1,
+                        std::numeric_limits<int64_t>::max(), &n);
+            steps.push_back(n);
+          }
+          if (s.ok()) s = Set(k, p, &c_.trace_steps, steps);
+        }
+      }
+      else if (k == "log_every") s = Int(x, p, k, &c_.log_every);
+      else Unknown(p);
+      TF_RETURN_IF_ERROR(s);
+    }
+    return Status::Ok();
+  }
+
+  // ---- cross-key resolution ----
+
+  // DeepSpeed's rule on one GPU: train_batch_size = micro * accum; any two
+  // determine the third; train_batch_size alone means accum = 1.
+  Status ResolveBatch() {
+    std::optional<int64_t> micro = ds_micro_, accum = ds_accum_;
+    if (ds_train_batch_) {
+      int64_t tbs = *ds_train_batch_;
+      if (micro && accum) {
+        if (*micro * *accum != tbs) {
+          return InvalidArgumentError(
+              label_ + ": contradictory settings: train_batch_size = " + std::to_string(tbs) +
+              " but train_micro_batch_size_per_gpu * gradient_accumulation_steps = " +
+              std::to_string(*micro) + " * " + std::to_string(*accum) + " = " +
+              std::to_string(*micro * *accum) +
+              " (one GPU); fix one of them or drop train_batch_size");
+        }
+      } else if (micro) {
+        if (tbs % *micro != 0) {
+          return InvalidArgumentError(
+              label_ + ": contradictory settings: train_batch_size = " + std::to_string(tbs) +
+              " is not a multiple of train_micro_batch_size_per_gpu = " + std::to_string(*micro));
+        }
+        accum = tbs / *micro;
+      } else if (accum) {
+        if (tbs % *accum != 0) {
+          return InvalidArgumentError(
+              label_ + ": contradictory settings: train_batch_size = " + std::to_string(tbs) +
+              " is not a multiple of gradient_accumulation_steps = " + std::to_string(*accum));
+        }
+        micro = tbs / *accum;
+      } else {
+        micro = tbs;
+        accum = 1;
+      }
+    }
+    if (micro) {
+      TF_RETURN_IF_ERROR(Set("micro_batch", ds_train_batch_ && !ds_micro_
+                                                ? "train_batch_size"
+                                                : "train_micro_batch_size_per_gpu",
+                             &c_.micro_batch, static_cast<int>(*micro)));
+    }
+    if (accum) {
+      TF_RETURN_IF_ERROR(Set("grad_accum", ds_train_batch_ && !ds_accum_
+                                               ? "train_batch_size"
+                                               : "gradient_accumulation_steps",
+                             &c_.grad_accum, static_cast<int>(*accum)));
+    }
+    // tierflow.micro_batch / grad_accum were recorded under the same field
+    // names while reading, so the Set() calls above report any disagreement.
+    return Status::Ok();
+  }
+
+  Status ResolvePrecision() {
+    if (fp16_enabled_.value_or(false) && bf16_enabled_.value_or(false)) {
+      return InvalidArgumentError(label_ + ": contradictory settings: fp16.enabled and " +
+                                  bf16_path_ + ".enabled are both true; enable one of them");
+    }
+    std::optional<std::string> dtype;
+    std::string from;
+    if (fp16_enabled_.value_or(false)) {
+      dtype = "fp16";
+      from = "fp16.enabled";
+    } else if (bf16_enabled_.value_or(false)) {
+      dtype = "bf16";
+      from = bf16_path_ + ".enabled";
+    } else if (fp16_enabled_.has_value() || bf16_enabled_.has_value()) {
+      // Explicitly disabled and nothing else enabled: DeepSpeed trains in fp32.
+      dtype = "fp32";
+      from = fp16_enabled_.has_value() ? "fp16.enabled" : bf16_path_ + ".enabled";
+      Warn("'" + from + "' is false and no other precision is enabled: training in fp32, "
+           "as DeepSpeed would");
+    }
+    if (dtype) TF_RETURN_IF_ERROR(Set("dtype", from, &c_.dtype, *dtype));
+    if (!tf_dtype_path_.empty()) {
+      TF_RETURN_IF_ERROR(Set("dtype", tf_dtype_path_, &c_.dtype, Lower(tf_dtype_)));
+    }
+    return Status::Ok();
+  }
+
+  // ZeRO stage: tierflow always keeps optimizer state off the GPU (ZeRO-2 +
+  // offload on one GPU). Stages 1-2 mean exactly that; 3 would also partition
+  // parameters, which tierflow does not; 0 (no ZeRO) cannot offload, so 0
+  // together with an offload device is a contradiction.
+  Status ResolveOffload() {
+    if (!zero_stage_) return Status::Ok();
+    if (*zero_stage_ == 0) {
+      if (!offload_requested_.empty()) {
+        return InvalidArgumentError(
+            label_ + ": contradictory settings: zero_optimization.stage = 0 (no ZeRO, no "
+                     "offload) but '" + offload_requested_ + "' asks for optimizer offload; "
+                     "set stage to 2 (or remove it)");
+      }
+      Warn("'zero_optimization.stage' = 0 ignored: tierflow always offloads optimizer state "
+           "(as ZeRO-2 with offload_optimizer)");
+    } else if (*zero_stage_ == 3) {
+      Warn("'zero_optimization.stage' = 3: parameters stay on the GPU in tierflow; optimizer "
+           "state is offloaded as with stage 2");
+    }
+    return Status::Ok();
+  }
+
+  std::string label_;
+  TrainConfig c_;
+  std::vector<std::string> warnings_;
+  std::map<std::string, std::pair<std::string, std::string>> set_by_;  // field -> (path, value)
+  std::optional<int64_t> ds_micro_, ds_accum_, ds_train_batch_, zero_stage_;
+  std::optional<bool> fp16_enabled_, bf16_enabled_;
+  std::string bf16_path_ = "bf16";
+  std::string tf_dtype_, tf_dtype_path_;
+  std::string offload_requested_;  // the key that asked for cpu/nvme offload
+};
+
+}  // namespace
+
+StatusOr<TrainConfig> ParseTrainConfig(std::string_view json_text, const std::string& label,
+                                       const TrainConfig& base) {
+  Json root;
+  try {
+    // Comments are allowed: people annotate their DeepSpeed configs.
+    root = Json::parse(json_text.begin(), json_text.end(), /*cb=*/nullptr,
+                       /*allow_exceptions=*/true, /*ignore_comments=*/true);
+  } catch (const Json::parse_error& e) {
+    // e.what() reads "[json.exception.parse_error.101] parse error at line L, column C: ...".
+    std::string what = e.what();
+    size_t at = what.find("] ");
+    if (at != std::string::npos) what = what.substr(at + 2);
+    return InvalidArgumentError(label + ": not valid JSON (byte " + std::to_string(e.byte) +
+                                "): " + what);
+  }
+  return Parser(label, base).Run(root);
+}
+
+StatusOr<TrainConfig> LoadTrainConfig(const std::string& path, const TrainConfig& base) {
+  errno = 0;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    if (errno != 0) return ErrnoStatus(errno, "open config " + path);
+    return NotFoundError("config " + path + ": cannot be opened");
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return IoError("read config " + path + ": read failed");
+  return ParseTrainConfig(text.str(), path, base);
+}
+
+}  // namespace tierflow

@@ -1,0 +1,213 @@
+// Range and combination checks on a TrainConfig after the config file and
+// command-line flags are applied. Each error names the setting (the
+// TrainConfig field, which is also the tierflow.* key) and says what to do.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <initializer_list>
+#include <string>
+
+#include "train/train_config.h"
+
+namespace tierflow {
+namespace {
+
+Status Bad(const std::string& setting, const std::string& what) {
+  return InvalidArgumentError(setting + ": " + what);
+}
+
+std::string Num(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.9g", v);
+  return buf;
+}
+
+bool IsOneOf(const std::string& v, std::initializer_list<const char*> options) {
+  for (const char* o : options) {
+    if (v == o) return true;
+  }
+  return false;
+}
+
+Status ValidateSchedule(const TrainConfig& c) {
+  const LrScheduleConfig& s = c.scheduler;
+  if (!IsOneOf(s.type, {"constant", "WarmupLR", "WarmupDecayLR", "WarmupCosineLR"})) {
+    return Bad("scheduler.type", "'" + s.type +
+                                     "' is not a schedule; use constant, WarmupLR, "
+                                     "WarmupDecayLR or WarmupCosineLR");
+  }
+  if (s.type == "constant") return Status::Ok();
+  if (!IsOneOf(s.warmup_type, {"log", "linear"})) {
+    return Bad("scheduler.warmup_type", "'" + s.warmup_type + "' is not valid; use log or linear");
+  }
+  if (s.warmup_num_steps < 0) {
+    return Bad("scheduler.warmup_num_steps", "is " + std::to_string(s.warmup_num_steps) +
+                                                 "; use 0 or more");
+  }
+  const int64_t total = s.total_num_steps > 0 ? s.total_num_steps : c.steps;
+  if (s.type == "WarmupCosineLR") {
+    if (!(s.warmup_min_ratio >= 0.0f && s.warmup_min_ratio <= 1.0f)) {
+      return Bad("scheduler.warmup_min_ratio", "is " + Num(s.warmup_min_ratio) +
+                                                   "; use a ratio in [0, 1]");
+    }
+    if (!(s.cos_min_ratio >= 0.0f && s.cos_min_ratio <= 1.0f)) {
+      return Bad("scheduler.cos_min_ratio", "is " + Num(s.cos_min_ratio) +
+                                                "; use a ratio in [0, 1]");
+    }
+    // DeepSpeed divides by (total - max(2, warmup)); equal values would divide by zero.
+    if (total <= std::max<int64_t>(2, s.warmup_num_steps)) {
+      return Bad("scheduler.total_num_steps",
+                 std::to_string(total) + " must exceed warmup_num_steps (" +
+                     std::to_string(std::max<int64_t>(2, s.warmup_num_steps)) +
+                     ", at least 2) for WarmupCosineLR; raise total_num_steps or shorten warmup");
+    }
+  } else {
+    if (!std::isfinite(s.warmup_min_lr) || s.warmup_min_lr < 0.0f) {
+      return Bad("scheduler.warmup_min_lr", "is " + Num(s.warmup_min_lr) + "; use 0 or more");
+    }
+    const float max_lr = s.warmup_max_lr < 0.0f ? c.lr : s.warmup_max_lr;
+    if (!std::isfinite(s.warmup_max_lr) || max_lr <= 0.0f) {
+      return Bad("scheduler.warmup_max_lr", "is " + Num(s.warmup_max_lr) +
+                                                "; use a positive rate (or leave it out to use lr)");
+    }
+    if (s.type == "WarmupDecayLR" && s.warmup_num_steps > total) {
+      return Bad("scheduler.warmup_num_steps",
+                 std::to_string(s.warmup_num_steps) + " is more than total_num_steps (" +
+                     std::to_string(total) + "); shorten warmup or raise total_num_steps");
+    }
+  }
+  if (s.type != "WarmupLR" && s.total_num_steps < 0) {
+    return Bad("scheduler.total_num_steps", "is negative; use 0 (the run's steps) or more");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ValidateTrainConfig(const TrainConfig& c) {
+  if (c.model.empty()) return Bad("model", "is empty; name a preset or a model directory");
+  if (!IsOneOf(c.token_dtype, {"", "u16", "u32"})) {
+    return Bad("token_dtype", "'" + c.token_dtype + "' is not valid; use u16, u32 or leave it "
+                              "empty for text");
+  }
+  if (!(c.eval_fraction >= 0.0 && c.eval_fraction < 1.0)) {
+    return Bad("eval_fraction", "is " + Num(c.eval_fraction) + "; use a fraction in [0, 1)");
+  }
+  if (c.eval_every < 0) return Bad("eval_every", "is negative; use 0 (never) or more");
+  if (c.eval_every > 0 && c.eval_batches < 1) {
+    return Bad("eval_batches", "is " + std::to_string(c.eval_batches) + "; use 1 or more");
+  }
+
+  if (c.micro_batch < 1) {
+    return Bad("micro_batch", "is " + std::to_string(c.micro_batch) +
+                                  " (train_micro_batch_size_per_gpu); use 1 or more");
+  }
+  if (c.grad_accum < 1) {
+    return Bad("grad_accum", "is " + std::to_string(c.grad_accum) +
+                                 " (gradient_accumulation_steps); use 1 or more");
+  }
+  if (c.seq_len < 2) {
+    return Bad("seq_len", "is " + std::to_string(c.seq_len) +
+                              "; use 2 or more (one input and one target token)");
+  }
+  if (c.steps < 1) return Bad("steps", "is " + std::to_string(c.steps) + "; use 1 or more");
+
+  if (!IsOneOf(c.dtype, {"bf16", "fp16", "fp32"})) {
+    return Bad("dtype", "'" + c.dtype + "' is not valid; use bf16, fp16 or fp32");
+  }
+  if (c.dtype == "fp16") {
+    if (!std::isfinite(c.loss_scale) || c.loss_scale < 0.0f) {
+      return Bad("loss_scale", "is " + Num(c.loss_scale) +
+                                   "; use 0 (dynamic) or a positive static scale");
+    }
+    if (c.initial_scale_power < 0 || c.initial_scale_power > 63) {
+      return Bad("initial_scale_power", "is " + std::to_string(c.initial_scale_power) +
+                                            "; use 0..63 (the scale starts at 2^power)");
+    }
+    if (c.loss_scale_window < 1) {
+      return Bad("loss_scale_window", "is " + std::to_string(c.loss_scale_window) +
+                                          "; use 1 or more steps");
+    }
+    if (c.hysteresis < 1) {
+      return Bad("hysteresis", "is " + std::to_string(c.hysteresis) + "; use 1 or more");
+    }
+    if (!std::isfinite(c.min_loss_scale) || c.min_loss_scale <= 0.0f) {
+      return Bad("min_loss_scale", "is " + Num(c.min_loss_scale) + "; use a positive scale");
+    }
+    if (c.loss_scale == 0.0f && std::ldexp(1.0, c.initial_scale_power) < c.min_loss_scale) {
+      return Bad("min_loss_scale", Num(c.min_loss_scale) + " is above the initial scale 2^" +
+                                       std::to_string(c.initial_scale_power) +
+                                       "; lower it or raise initial_scale_power");
+    }
+  }
+
+  if (!IsOneOf(c.optimizer, {"adamw", "adam"})) {
+    return Bad("optimizer", "'" + c.optimizer + "' is not supported; use adamw or adam");
+  }
+  if (!std::isfinite(c.lr) || c.lr <= 0.0f) {
+    return Bad("lr", "is " + Num(c.lr) + "; use a positive, finite learning rate");
+  }
+  if (!(c.beta1 >= 0.0f && c.beta1 < 1.0f)) {
+    return Bad("beta1", "is " + Num(c.beta1) + "; use a value in [0, 1) (e.g. 0.9)");
+  }
+  if (!(c.beta2 >= 0.0f && c.beta2 < 1.0f)) {
+    return Bad("beta2", "is " + Num(c.beta2) + "; use a value in [0, 1) (e.g. 0.999)");
+  }
+  if (!std::isfinite(c.eps) || c.eps < 0.0f) {
+    return Bad("eps", "is " + Num(c.eps) + "; use 0 or a small positive value (e.g. 1e-8)");
+  }
+  if (!std::isfinite(c.weight_decay) || c.weight_decay < 0.0f) {
+    return Bad("weight_decay", "is " + Num(c.weight_decay) + "; use 0 or more");
+  }
+  if (!std::isfinite(c.gradient_clipping) || c.gradient_clipping < 0.0f) {
+    return Bad("gradient_clipping", "is " + Num(c.gradient_clipping) +
+                                        "; use 0 (off) or a positive max norm");
+  }
+  TF_RETURN_IF_ERROR(ValidateSchedule(c));
+
+  if (!IsOneOf(c.offload, {"host", "nvme"})) {
+    return Bad("offload", "'" + c.offload + "' is not valid; use host or nvme");
+  }
+  for (const std::string& p : c.nvme_paths) {
+    if (p.empty()) return Bad("nvme_paths", "contains an empty path; name a directory");
+  }
+  if (!(c.nvme_ratio >= 0.0 && c.nvme_ratio <= 1.0)) {
+    return Bad("nvme_ratio", "is " + Num(c.nvme_ratio) +
+                                 " (offload_optimizer.ratio); use a fraction in [0, 1]");
+  }
+  if (c.buffer_count < 2) {
+    return Bad("buffer_count", "is " + std::to_string(c.buffer_count) +
+                                   " (offload_optimizer.buffer_count); use 2 or more so one "
+                                   "sub-group can load while another computes");
+  }
+  if (c.sub_group_size < 1) {
+    return Bad("sub_group_size", "is 0 (zero_optimization.sub_group_size); use 1 or more");
+  }
+  if (c.aio_block_size == 0 || c.aio_block_size % 4096 != 0) {
+    return Bad("aio_block_size", "is " + std::to_string(c.aio_block_size) +
+                                     " (aio.block_size); use a positive multiple of 4096 "
+                                     "(O_DIRECT alignment), e.g. 1048576");
+  }
+  if (c.aio_queue_depth < 1) {
+    return Bad("aio_queue_depth", "is 0 (aio.queue_depth); use 1 or more");
+  }
+  if (!IsOneOf(c.pipeline, {"overlapped", "sync"})) {
+    return Bad("pipeline", "'" + c.pipeline + "' is not valid; use overlapped or sync");
+  }
+
+  if (c.device.empty()) return Bad("device", "is empty; use auto, cpu or cuda");
+  if (c.checkpoint_every < 0) {
+    return Bad("checkpoint_every", "is negative; use 0 (only at the end) or more steps");
+  }
+  if (c.log_every < 1) return Bad("log_every", "is " + std::to_string(c.log_every) +
+                                                   "; use 1 or more steps");
+  for (int64_t s : c.trace_steps) {
+    if (s < 1 || s > c.steps) {
+      return Bad("trace_steps", "step " + std::to_string(s) + " is outside the run (1.." +
+                                    std::to_string(c.steps) + "); list steps the run reaches");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace tierflow

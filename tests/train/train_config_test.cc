@@ -1,0 +1,550 @@
+// Reading `tierflow train` configs: a real DeepSpeed ZeRO-Infinity config,
+// each DeepSpeed key's mapping, "auto", warnings for unknown and ignored
+// keys, contradictions, wrong types (naming the JSON path), malformed JSON
+// (naming the file and position), and ValidateTrainConfig's ranges.
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "train/train_config.h"
+
+namespace tierflow {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::Contains;
+using ::testing::HasSubstr;
+
+StatusOr<TrainConfig> Parse(const std::string& text) {
+  return ParseTrainConfig(text, "config.json", TrainConfig());
+}
+
+TrainConfig ParseOk(const std::string& text) {
+  auto c = Parse(text);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return c.ok() ? *c : TrainConfig();
+}
+
+std::string ParseError(const std::string& text) {
+  auto c = Parse(text);
+  EXPECT_FALSE(c.ok()) << "expected an error for " << text;
+  if (c.ok()) return "";
+  EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument) << c.status().ToString();
+  return c.status().message();
+}
+
+bool HasWarning(const TrainConfig& c, const std::string& part) {
+  for (const auto& w : c.warnings) {
+    if (w.find(part) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// DeepSpeed's ZeRO-Infinity example (docs: config-json, "NVMe offload"),
+// with the optimizer, scheduler and fp16 blocks DeepSpeed's tutorials use.
+constexpr const char* kZeroInfinityConfig = R"({
+  "train_batch_size": 32,
+  "train_micro_batch_size_per_gpu": 8,
+  "gradient_accumulation_steps": 4,
+  "steps_per_print": 2000,
+  "gradient_clipping": 1.0,
+  "wall_clock_breakdown": false,
+  "optimizer": {
+    "type": "Adam",
+    "params": {
+      "lr": 0.00015,
+      "betas": [0.9, 0.95],
+      "eps": 1e-8,
+      "weight_decay": 0.01
+    }
+  },
+  "scheduler": {
+    "type": "WarmupDecayLR",
+    "params": {
+      "warmup_min_lr": 0,
+      "warmup_max_lr": 0.00015,
+      "warmup_num_steps": 100,
+      "total_num_steps": 5000,
+      "warmup_type": "linear"
+    }
+  },
+  "fp16": {
+    "enabled": true,
+    "loss_scale": 0,
+    "initial_scale_power": 12,
+    "loss_scale_window": 500,
+    "hysteresis": 2,
+    "min_loss_scale": 1
+  },
+  "zero_optimization": {
+    "stage": 3,
+    "contiguous_gradients": true,
+    "stage3_max_live_parameters": 1e9,
+    "stage3_max_reuse_distance": 1e9,
+    "stage3_prefetch_bucket_size": 1e7,
+    "stage3_param_persistence_threshold": 1e5,
+    "reduce_bucket_size": 1e7,
+    "sub_group_size": 1e9,
+    "offload_optimizer": {
+      "device": "nvme",
+      "nvme_path": "/local_nvme",
+      "pin_memory": true,
+      "buffer_count": 4,
+      "fast_init": false
+    },
+    "offload_param": {
+      "device": "nvme",
+      "nvme_path": "/local_nvme",
+      "pin_memory": true,
+      "buffer_count": 5,
+      "buffer_size": 1e8,
+      "max_in_cpu": 1e9
+    }
+  },
+  "aio": {
+    "block_size": 1048576,
+    "queue_depth": 8,
+    "thread_count": 1,
+    "single_submit": false,
+    "overlap_events": true
+  }
+})";
+
+TEST(TrainConfig, ZeroInfinityDeepSpeedConfigParsesToTheRightFields) {
+  TrainConfig c = ParseOk(kZeroInfinityConfig);
+  EXPECT_EQ(c.micro_batch, 8);
+  EXPECT_EQ(c.grad_accum, 4);
+  EXPECT_FLOAT_EQ(c.gradient_clipping, 1.0f);
+  EXPECT_EQ(c.optimizer, "adamw");  // DeepSpeed's "Adam" defaults to adam_w_mode = true
+  EXPECT_FLOAT_EQ(c.lr, 1.5e-4f);
+  EXPECT_FLOAT_EQ(c.beta1, 0.9f);
+  EXPECT_FLOAT_EQ(c.beta2, 0.95f);
+  EXPECT_FLOAT_EQ(c.eps, 1e-8f);
+  EXPECT_FLOAT_EQ(c.weight_decay, 0.01f);
+  EXPECT_EQ(c.scheduler.type, "WarmupDecayLR");
+  EXPECT_FLOAT_EQ(c.scheduler.warmup_min_lr, 0.0f);
+  EXPECT_FLOAT_EQ(c.scheduler.warmup_max_lr, 1.5e-4f);
+  EXPECT_EQ(c.scheduler.warmup_num_steps, 100);
+  EXPECT_EQ(c.scheduler.total_num_steps, 5000);
+  EXPECT_EQ(c.scheduler.warmup_type, "linear");
+  EXPECT_EQ(c.dtype, "fp16");
+  EXPECT_FLOAT_EQ(c.loss_scale, 0.0f);
+  EXPECT_EQ(c.initial_scale_power, 12);
+  EXPECT_EQ(c.loss_scale_window, 500);
+  EXPECT_EQ(c.hysteresis, 2);
+  EXPECT_FLOAT_EQ(c.min_loss_scale, 1.0f);
+  EXPECT_EQ(c.offload, "nvme");
+  EXPECT_EQ(c.nvme_paths, std::vector<std::string>{"/local_nvme"});
+  EXPECT_TRUE(c.pin_memory);
+  EXPECT_EQ(c.buffer_count, 4);
+  EXPECT_EQ(c.sub_group_size, 1000000000u);
+  EXPECT_EQ(c.aio_block_size, 1048576u);
+  EXPECT_EQ(c.aio_queue_depth, 8u);
+  // Accepted-but-unused keys are warned about by path, and none is "unknown".
+  EXPECT_TRUE(HasWarning(c, "'zero_optimization.offload_param' ignored"));
+  EXPECT_TRUE(HasWarning(c, "'zero_optimization.stage' = 3"));
+  EXPECT_TRUE(HasWarning(c, "'aio.thread_count' ignored"));
+  EXPECT_TRUE(HasWarning(c, "'aio.single_submit' ignored"));
+  EXPECT_TRUE(HasWarning(c, "'steps_per_print' ignored"));
+  EXPECT_TRUE(HasWarning(c, "'zero_optimization.stage3_max_live_parameters' ignored"));
+  EXPECT_FALSE(HasWarning(c, "unknown key")) << ::testing::PrintToString(c.warnings);
+  EXPECT_TRUE(ValidateTrainConfig(c).ok()) << ValidateTrainConfig(c).ToString();
+}
+
+TEST(TrainConfig, WarningsNameTheFile) {
+  TrainConfig c = ParseOk(R"({"steps_per_print": 10})");
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_THAT(c.warnings[0], HasSubstr("config.json: 'steps_per_print' ignored"));
+}
+
+TEST(TrainConfig, BaseValuesSurviveWhenTheFileIsSilent) {
+  TrainConfig base;
+  base.lr = 7e-4f;
+  base.micro_batch = 3;
+  base.offload = "host";
+  auto c = ParseTrainConfig("{}", "x.json", base);
+  ASSERT_TRUE(c.ok());
+  EXPECT_FLOAT_EQ(c->lr, 7e-4f);
+  EXPECT_EQ(c->micro_batch, 3);
+  EXPECT_EQ(c->offload, "host");
+  EXPECT_TRUE(c->warnings.empty());
+}
+
+TEST(TrainConfig, BatchKeysResolveAsDeepSpeedDoesOnOneGpu) {
+  TrainConfig a = ParseOk(R"({"train_batch_size": 32, "train_micro_batch_size_per_gpu": 4})");
+  EXPECT_EQ(a.micro_batch, 4);
+  EXPECT_EQ(a.grad_accum, 8);
+  TrainConfig b = ParseOk(R"({"train_batch_size": 32, "gradient_accumulation_steps": 2})");
+  EXPECT_EQ(b.micro_batch, 16);
+  EXPECT_EQ(b.grad_accum, 2);
+  TrainConfig d = ParseOk(R"({"train_batch_size": 6})");
+  EXPECT_EQ(d.micro_batch, 6);
+  EXPECT_EQ(d.grad_accum, 1);
+  TrainConfig e = ParseOk(R"({"gradient_accumulation_steps": 5})");
+  EXPECT_EQ(e.grad_accum, 5);
+  EXPECT_EQ(e.micro_batch, TrainConfig().micro_batch);
+}
+
+TEST(TrainConfig, TrainBatchSizeThatDisagreesIsAnErrorNamingAllThree) {
+  std::string m = ParseError(R"({"train_batch_size": 30, "train_micro_batch_size_per_gpu": 4,
+                                 "gradient_accumulation_steps": 8})");
+  EXPECT_THAT(m, AllOf(HasSubstr("config.json"), HasSubstr("contradictory"),
+                       HasSubstr("train_batch_size = 30"),
+                       HasSubstr("train_micro_batch_size_per_gpu"),
+                       HasSubstr("gradient_accumulation_steps"), HasSubstr("32")));
+  EXPECT_THAT(ParseError(R"({"train_batch_size": 30, "train_micro_batch_size_per_gpu": 4})"),
+              HasSubstr("not a multiple of train_micro_batch_size_per_gpu = 4"));
+}
+
+TEST(TrainConfig, Bf16AndFp16BothEnabledIsAnErrorNamingBoth) {
+  std::string m = ParseError(R"({"fp16": {"enabled": true}, "bf16": {"enabled": true}})");
+  EXPECT_THAT(m, AllOf(HasSubstr("contradictory"), HasSubstr("fp16.enabled"),
+                       HasSubstr("bf16.enabled")));
+}
+
+TEST(TrainConfig, PrecisionBlocksSetDtype) {
+  EXPECT_EQ(ParseOk(R"({"bf16": {"enabled": true}})").dtype, "bf16");
+  EXPECT_EQ(ParseOk(R"({"bfloat16": {"enabled": true}})").dtype, "bf16");
+  EXPECT_EQ(ParseOk(R"({"fp16": {"enabled": true}, "bf16": {"enabled": false}})").dtype, "fp16");
+  TrainConfig fp32 = ParseOk(R"({"fp16": {"enabled": false}})");
+  EXPECT_EQ(fp32.dtype, "fp32");
+  EXPECT_TRUE(HasWarning(fp32, "training in fp32"));
+}
+
+TEST(TrainConfig, TierflowKeyThatContradictsADeepSpeedKeyNamesBoth) {
+  std::string m = ParseError(
+      R"({"train_micro_batch_size_per_gpu": 4, "tierflow": {"micro_batch": 2}})");
+  EXPECT_THAT(m, AllOf(HasSubstr("tierflow.micro_batch"),
+                       HasSubstr("train_micro_batch_size_per_gpu"), HasSubstr("contradictory")));
+  std::string d = ParseError(R"({"bf16": {"enabled": true}, "tierflow": {"dtype": "fp32"}})");
+  EXPECT_THAT(d, AllOf(HasSubstr("bf16.enabled"), HasSubstr("tierflow.dtype")));
+  // Agreeing values are fine.
+  TrainConfig ok = ParseOk(R"({"optimizer": {"type": "AdamW", "params": {"lr": 0.01}},
+                              "tierflow": {"lr": 0.01}})");
+  EXPECT_FLOAT_EQ(ok.lr, 0.01f);
+}
+
+TEST(TrainConfig, AdamTypeFollowsDeepSpeedsAdamWMode) {
+  EXPECT_EQ(ParseOk(R"({"optimizer": {"type": "Adam"}})").optimizer, "adamw");
+  EXPECT_EQ(ParseOk(R"({"optimizer": {"type": "adam", "params": {"adam_w_mode": false}}})")
+                .optimizer,
+            "adam");
+  EXPECT_EQ(ParseOk(R"({"optimizer": {"type": "ADAMW"}})").optimizer, "adamw");
+  EXPECT_EQ(ParseOk(R"({"optimizer": {"type": "Adam", "adam_w_mode": false}})").optimizer,
+            "adam");
+}
+
+TEST(TrainConfig, UnsupportedOptimizerNamesTheSupportedOnes) {
+  std::string m = ParseError(R"({"optimizer": {"type": "Lamb", "params": {"lr": 0.1}}})");
+  EXPECT_THAT(m, AllOf(HasSubstr("optimizer.type"), HasSubstr("Lamb"), HasSubstr("\"Adam\""),
+                       HasSubstr("\"AdamW\"")));
+  EXPECT_THAT(ParseError(R"({"optimizer": {"type": "OneBitAdam"}})"), HasSubstr("OneBitAdam"));
+  EXPECT_THAT(ParseError(R"({"optimizer": {"params": {"lr": 0.1}}})"),
+              HasSubstr("optimizer.type: missing"));
+  EXPECT_THAT(ParseError(R"({"optimizer": {"type": "AdamW", "params": {"max_grad_norm": 1}}})"),
+              HasSubstr("gradient_clipping"));
+}
+
+TEST(TrainConfig, OffloadDevicesMapToTiers) {
+  EXPECT_EQ(ParseOk(R"({"zero_optimization": {"offload_optimizer": {"device": "cpu"}}})").offload,
+            "host");
+  TrainConfig none =
+      ParseOk(R"({"zero_optimization": {"offload_optimizer": {"device": "none"}}})");
+  EXPECT_EQ(none.offload, "host");
+  EXPECT_TRUE(HasWarning(none, "always offloads optimizer state"));
+  EXPECT_EQ(ParseOk(R"({"zero_optimization": {"cpu_offload": true}})").offload, "host");
+  TrainConfig two = ParseOk(R"({"zero_optimization": {"offload_optimizer":
+      {"device": "nvme", "nvme_path": ["/nvme0", "/nvme1"], "ratio": 0.5,
+       "pin_memory": false, "buffer_count": 6}}})");
+  EXPECT_EQ(two.offload, "nvme");
+  EXPECT_EQ(two.nvme_paths, (std::vector<std::string>{"/nvme0", "/nvme1"}));
+  EXPECT_DOUBLE_EQ(two.nvme_ratio, 0.5);
+  EXPECT_FALSE(two.pin_memory);
+  EXPECT_EQ(two.buffer_count, 6);
+  EXPECT_THAT(ParseError(R"({"zero_optimization": {"offload_optimizer": {"device": "gpu"}}})"),
+              AllOf(HasSubstr("zero_optimization.offload_optimizer.device"), HasSubstr("gpu")));
+}
+
+TEST(TrainConfig, ZeroStageZeroWithOffloadIsAContradiction) {
+  std::string m = ParseError(R"({"zero_optimization": {"stage": 0,
+      "offload_optimizer": {"device": "nvme"}}})");
+  EXPECT_THAT(m, AllOf(HasSubstr("zero_optimization.stage = 0"),
+                       HasSubstr("zero_optimization.offload_optimizer.device")));
+  TrainConfig alone = ParseOk(R"({"zero_optimization": {"stage": 0}})");
+  EXPECT_TRUE(HasWarning(alone, "'zero_optimization.stage' = 0 ignored"));
+  TrainConfig two = ParseOk(R"({"zero_optimization": {"stage": 2}})");
+  EXPECT_TRUE(two.warnings.empty());
+  EXPECT_THAT(ParseError(R"({"zero_optimization": {"stage": 4}})"),
+              HasSubstr("zero_optimization.stage: value 4 is out of range [0, 3]"));
+}
+
+TEST(TrainConfig, SchedulerBlocksGetDeepSpeedDefaults) {
+  TrainConfig w = ParseOk(R"({"scheduler": {"type": "WarmupLR"}})");
+  EXPECT_EQ(w.scheduler.type, "WarmupLR");
+  EXPECT_FLOAT_EQ(w.scheduler.warmup_max_lr, 0.001f);
+  EXPECT_EQ(w.scheduler.warmup_num_steps, 1000);
+  EXPECT_EQ(w.scheduler.warmup_type, "log");
+  TrainConfig cos = ParseOk(R"({"scheduler": {"type": "WarmupCosineLR", "params":
+      {"total_num_steps": 500, "warmup_min_ratio": 0.05, "warmup_num_steps": 20,
+       "cos_min_ratio": 0.1, "warmup_type": "linear"}}})");
+  EXPECT_EQ(cos.scheduler.type, "WarmupCosineLR");
+  EXPECT_EQ(cos.scheduler.total_num_steps, 500);
+  EXPECT_FLOAT_EQ(cos.scheduler.warmup_min_ratio, 0.05f);
+  EXPECT_EQ(cos.scheduler.warmup_num_steps, 20);
+  EXPECT_FLOAT_EQ(cos.scheduler.cos_min_ratio, 0.1f);
+  EXPECT_EQ(cos.scheduler.warmup_type, "linear");
+  EXPECT_THAT(ParseError(R"({"scheduler": {"type": "OneCycle"}})"),
+              AllOf(HasSubstr("scheduler.type"), HasSubstr("OneCycle"), HasSubstr("WarmupLR")));
+  EXPECT_THAT(ParseError(R"({"scheduler": {"type": "WarmupLR", "params":
+      {"warmup_type": "cubic"}}})"),
+              HasSubstr("scheduler.params.warmup_type"));
+  // A key of another schedule type is named as unknown, not silently used.
+  TrainConfig wrong = ParseOk(R"({"scheduler": {"type": "WarmupLR", "params":
+      {"cos_min_ratio": 0.1}}})");
+  EXPECT_TRUE(HasWarning(wrong, "unknown key 'scheduler.params.cos_min_ratio' ignored"));
+}
+
+TEST(TrainConfig, UnknownKeysAreWarnedByPath) {
+  TrainConfig c = ParseOk(R"({"trian_batch_size": 8, "optimizer": {"type": "AdamW",
+      "params": {"lr": 0.1, "momentum": 0.9}}, "zero_optimization": {"offload_optimizer":
+      {"devcie": "cpu"}}, "aio": {"blocksize": 4096}, "tierflow": {"seqlen": 64}})");
+  EXPECT_TRUE(HasWarning(c, "unknown key 'trian_batch_size' ignored"));
+  EXPECT_TRUE(HasWarning(c, "unknown key 'optimizer.params.momentum' ignored"));
+  EXPECT_TRUE(HasWarning(c, "unknown key 'zero_optimization.offload_optimizer.devcie' ignored"));
+  EXPECT_TRUE(HasWarning(c, "unknown key 'aio.blocksize' ignored"));
+  EXPECT_TRUE(HasWarning(c, "unknown key 'tierflow.seqlen' ignored"));
+}
+
+TEST(TrainConfig, WrongTypesNameTheKeyPath) {
+  EXPECT_THAT(ParseError(R"({"optimizer": {"type": "AdamW", "params": {"betas": 0.9}}})"),
+              HasSubstr("config.json: optimizer.params.betas: expected an array of two numbers"));
+  EXPECT_THAT(ParseError(R"({"optimizer": {"type": "AdamW", "params": {"betas": [0.9]}}})"),
+              HasSubstr("optimizer.params.betas: expected an array of two numbers"));
+  EXPECT_THAT(ParseError(R"({"optimizer": {"type": "AdamW", "params": {"lr": "0.1"}}})"),
+              HasSubstr("config.json: optimizer.params.lr: expected a number, got \"0.1\""));
+  EXPECT_THAT(ParseError(R"({"train_micro_batch_size_per_gpu": 2.5})"),
+              HasSubstr("train_micro_batch_size_per_gpu: expected an integer"));
+  EXPECT_THAT(ParseError(R"({"train_micro_batch_size_per_gpu": 0})"),
+              HasSubstr("train_micro_batch_size_per_gpu: value 0 is out of range"));
+  EXPECT_THAT(ParseError(R"({"fp16": {"enabled": "yes"}})"),
+              HasSubstr("fp16.enabled: expected true or false"));
+  EXPECT_THAT(ParseError(R"({"zero_optimization": {"offload_optimizer": {"pin_memory": 1}}})"),
+              HasSubstr("zero_optimization.offload_optimizer.pin_memory: expected true or false"));
+  EXPECT_THAT(ParseError(R"({"zero_optimization": {"offload_optimizer": {"nvme_path": 3}}})"),
+              HasSubstr("offload_optimizer.nvme_path: expected a string or an array of strings"));
+  EXPECT_THAT(ParseError(R"({"zero_optimization": {"sub_group_size": -1}})"),
+              HasSubstr("zero_optimization.sub_group_size"));
+  EXPECT_THAT(ParseError(R"({"aio": {"queue_depth": 1e20}})"), HasSubstr("aio.queue_depth"));
+  EXPECT_THAT(ParseError(R"({"zero_optimization": []})"),
+              HasSubstr("zero_optimization: expected an object"));
+  EXPECT_THAT(ParseError(R"({"tierflow": {"steps": "many"}})"),
+              HasSubstr("tierflow.steps: expected an integer"));
+  EXPECT_THAT(ParseError(R"({"tierflow": {"trace_steps": [1, "x"]}})"),
+              HasSubstr("tierflow.trace_steps[1]"));
+  EXPECT_THAT(ParseError("[1, 2]"), HasSubstr("must be a JSON object"));
+}
+
+TEST(TrainConfig, MalformedJsonNamesTheFileAndPosition) {
+  std::string m = ParseError("{\n  \"train_batch_size\": 8,\n  \"gradient_clipping\": ,\n}");
+  EXPECT_THAT(m, AllOf(HasSubstr("config.json"), HasSubstr("not valid JSON"),
+                       HasSubstr("line 3, column"), HasSubstr("byte")));
+}
+
+TEST(TrainConfig, CommentsAreAllowed) {
+  TrainConfig c = ParseOk("{\n  // micro batch\n  \"train_micro_batch_size_per_gpu\": 2\n}");
+  EXPECT_EQ(c.micro_batch, 2);
+}
+
+TEST(TrainConfig, AutoKeepsTheBaseValueAndIsNoted) {
+  TrainConfig base;
+  base.lr = 5e-4f;
+  base.micro_batch = 3;
+  base.grad_accum = 2;
+  base.dtype = "bf16";
+  // The HF Trainer's usual ZeRO-2 config.
+  auto c = ParseTrainConfig(R"({
+    "fp16": {"enabled": "auto", "loss_scale": 0, "initial_scale_power": 16},
+    "bf16": {"enabled": "auto"},
+    "optimizer": {"type": "AdamW", "params": {"lr": "auto", "betas": "auto", "eps": "auto",
+                                              "weight_decay": "auto"}},
+    "scheduler": {"type": "WarmupDecayLR", "params": {"warmup_min_lr": "auto",
+        "warmup_max_lr": "auto", "warmup_num_steps": "auto", "total_num_steps": "auto"}},
+    "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu", "pin_memory": true},
+        "allgather_partitions": true, "allgather_bucket_size": 2e8, "overlap_comm": true,
+        "reduce_scatter": true, "reduce_bucket_size": "auto", "contiguous_gradients": true},
+    "gradient_accumulation_steps": "auto",
+    "gradient_clipping": "auto",
+    "steps_per_print": 2000,
+    "train_batch_size": "auto",
+    "train_micro_batch_size_per_gpu": "auto",
+    "wall_clock_breakdown": false
+  })", "hf.json", base);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_FLOAT_EQ(c->lr, 5e-4f);
+  EXPECT_EQ(c->micro_batch, 3);
+  EXPECT_EQ(c->grad_accum, 2);
+  EXPECT_EQ(c->dtype, "bf16");
+  EXPECT_FLOAT_EQ(c->beta1, base.beta1);
+  EXPECT_FLOAT_EQ(c->gradient_clipping, base.gradient_clipping);
+  EXPECT_EQ(c->offload, "host");
+  EXPECT_EQ(c->scheduler.type, "WarmupDecayLR");
+  EXPECT_FLOAT_EQ(c->scheduler.warmup_max_lr, -1.0f);  // the optimizer's lr
+  EXPECT_EQ(c->scheduler.total_num_steps, 0);         // the run's steps
+  EXPECT_EQ(c->scheduler.warmup_num_steps, 0);        // base value, not DeepSpeed's 1000
+  EXPECT_TRUE(HasWarning(*c, "'optimizer.params.lr' is \"auto\""));
+  EXPECT_TRUE(HasWarning(*c, "'train_batch_size' is \"auto\""));
+  EXPECT_FALSE(HasWarning(*c, "unknown key")) << ::testing::PrintToString(c->warnings);
+  EXPECT_TRUE(ValidateTrainConfig(*c).ok()) << ValidateTrainConfig(*c).ToString();
+}
+
+TEST(TrainConfig, TierflowBlockMirrorsTheFieldNames) {
+  TrainConfig c = ParseOk(R"({"tierflow": {
+    "model": "/models/llama", "data": "corpus.jsonl", "text_field": "content",
+    "seq_len": 512, "steps": 1000, "dtype": "fp32", "seed": 7, "out_dir": "/tmp/out",
+    "checkpoint_every": 250, "offload": "cpu", "nvme_paths": ["/a", "/b"],
+    "pipeline": "sync", "trace_steps": [2, 3], "resume": true, "device_memory": "2GiB",
+    "activation_checkpointing": true, "eval_fraction": 0.1}})");
+  EXPECT_EQ(c.model, "/models/llama");
+  EXPECT_EQ(c.data, "corpus.jsonl");
+  EXPECT_EQ(c.text_field, "content");
+  EXPECT_EQ(c.seq_len, 512);
+  EXPECT_EQ(c.steps, 1000);
+  EXPECT_EQ(c.dtype, "fp32");
+  EXPECT_EQ(c.seed, 7u);
+  EXPECT_EQ(c.out_dir, "/tmp/out");
+  EXPECT_EQ(c.checkpoint_every, 250);
+  EXPECT_EQ(c.offload, "host");
+  EXPECT_EQ(c.nvme_paths, (std::vector<std::string>{"/a", "/b"}));
+  EXPECT_EQ(c.pipeline, "sync");
+  EXPECT_EQ(c.trace_steps, (std::vector<int64_t>{2, 3}));
+  EXPECT_TRUE(c.resume);
+  EXPECT_EQ(c.device_memory, "2GiB");
+  EXPECT_TRUE(c.activation_checkpointing);
+  EXPECT_DOUBLE_EQ(c.eval_fraction, 0.1);
+}
+
+TEST(TrainConfig, LoadReadsTheFileAndNamesItInErrors) {
+  std::string path = ::testing::TempDir() + "tierflow_train_config_test.json";
+  {
+    std::ofstream out(path);
+    out << R"({"train_micro_batch_size_per_gpu": 5, "fp16": {"enabled": 1}})";
+  }
+  auto bad = LoadTrainConfig(path, TrainConfig());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr(path + ": fp16.enabled"));
+  {
+    std::ofstream out(path);
+    out << R"({"train_micro_batch_size_per_gpu": 5})";
+  }
+  auto good = LoadTrainConfig(path, TrainConfig());
+  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  EXPECT_EQ(good->micro_batch, 5);
+  std::remove(path.c_str());
+  auto missing = LoadTrainConfig(path, TrainConfig());
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_THAT(missing.status().message(), HasSubstr(path));
+}
+
+// ---- ValidateTrainConfig ----
+
+Status ValidateWith(void (*edit)(TrainConfig&)) {
+  TrainConfig c;
+  edit(c);
+  return ValidateTrainConfig(c);
+}
+
+TEST(ValidateTrainConfig, DefaultsAreValid) {
+  EXPECT_TRUE(ValidateTrainConfig(TrainConfig()).ok());
+}
+
+TEST(ValidateTrainConfig, EachBadSettingIsNamed) {
+  struct Case {
+    void (*edit)(TrainConfig&);
+    const char* setting;
+  };
+  const Case cases[] = {
+      {[](TrainConfig& c) { c.micro_batch = 0; }, "micro_batch:"},
+      {[](TrainConfig& c) { c.grad_accum = 0; }, "grad_accum:"},
+      {[](TrainConfig& c) { c.seq_len = 1; }, "seq_len:"},
+      {[](TrainConfig& c) { c.steps = 0; }, "steps:"},
+      {[](TrainConfig& c) { c.lr = 0.0f; }, "lr:"},
+      {[](TrainConfig& c) { c.lr = std::numeric_limits<float>::infinity(); }, "lr:"},
+      {[](TrainConfig& c) { c.beta1 = 1.0f; }, "beta1:"},
+      {[](TrainConfig& c) { c.beta2 = -0.1f; }, "beta2:"},
+      {[](TrainConfig& c) { c.eps = -1e-8f; }, "eps:"},
+      {[](TrainConfig& c) { c.weight_decay = -1.0f; }, "weight_decay:"},
+      {[](TrainConfig& c) { c.gradient_clipping = -1.0f; }, "gradient_clipping:"},
+      {[](TrainConfig& c) { c.nvme_ratio = 1.5; }, "nvme_ratio:"},
+      {[](TrainConfig& c) { c.buffer_count = 1; }, "buffer_count:"},
+      {[](TrainConfig& c) { c.sub_group_size = 0; }, "sub_group_size:"},
+      {[](TrainConfig& c) { c.aio_block_size = 1000; }, "aio_block_size:"},
+      {[](TrainConfig& c) { c.aio_queue_depth = 0; }, "aio_queue_depth:"},
+      {[](TrainConfig& c) { c.dtype = "fp8"; }, "dtype:"},
+      {[](TrainConfig& c) { c.offload = "gpu"; }, "offload:"},
+      {[](TrainConfig& c) { c.pipeline = "async"; }, "pipeline:"},
+      {[](TrainConfig& c) { c.optimizer = "sgd"; }, "optimizer:"},
+      {[](TrainConfig& c) { c.scheduler.type = "OneCycle"; }, "scheduler.type:"},
+      {[](TrainConfig& c) {
+         c.dtype = "fp16";
+         c.loss_scale_window = 0;
+       }, "loss_scale_window:"},
+      {[](TrainConfig& c) {
+         c.dtype = "fp16";
+         c.hysteresis = 0;
+       }, "hysteresis:"},
+      {[](TrainConfig& c) {
+         c.dtype = "fp16";
+         c.initial_scale_power = 70;
+       }, "initial_scale_power:"},
+      {[](TrainConfig& c) {
+         c.dtype = "fp16";
+         c.min_loss_scale = 0.0f;
+       }, "min_loss_scale:"},
+      {[](TrainConfig& c) {
+         c.dtype = "fp16";
+         c.loss_scale = -2.0f;
+       }, "loss_scale:"},
+      {[](TrainConfig& c) {
+         c.scheduler.type = "WarmupDecayLR";
+         c.scheduler.warmup_num_steps = 500;
+         c.scheduler.total_num_steps = 100;
+       }, "scheduler.warmup_num_steps:"},
+      {[](TrainConfig& c) {
+         c.scheduler.type = "WarmupCosineLR";
+         c.scheduler.warmup_num_steps = 100;
+         c.scheduler.total_num_steps = 100;
+       }, "scheduler.total_num_steps:"},
+      {[](TrainConfig& c) {
+         c.scheduler.type = "WarmupCosineLR";
+         c.scheduler.cos_min_ratio = 2.0f;
+       }, "scheduler.cos_min_ratio:"},
+      {[](TrainConfig& c) {
+         c.scheduler.type = "WarmupLR";
+         c.scheduler.warmup_type = "exp";
+       }, "scheduler.warmup_type:"},
+      {[](TrainConfig& c) { c.trace_steps = {0}; }, "trace_steps:"},
+      {[](TrainConfig& c) { c.checkpoint_every = -1; }, "checkpoint_every:"},
+      {[](TrainConfig& c) { c.eval_fraction = 1.0; }, "eval_fraction:"},
+      {[](TrainConfig& c) { c.token_dtype = "u8"; }, "token_dtype:"},
+  };
+  for (const Case& k : cases) {
+    Status s = ValidateWith(k.edit);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << k.setting;
+    EXPECT_THAT(s.message(), HasSubstr(k.setting)) << s.ToString();
+    EXPECT_THAT(s.message(), HasSubstr("; ")) << "says what to do: " << s.ToString();
+  }
+}
+
+TEST(ValidateTrainConfig, Fp16KnobsAreOnlyCheckedForFp16) {
+  EXPECT_TRUE(ValidateWith([](TrainConfig& c) {
+                c.dtype = "bf16";
+                c.hysteresis = 0;
+              }).ok());
+}
+
+}  // namespace
+}  // namespace tierflow
