@@ -51,8 +51,8 @@ Status SwiGluBackwardReference(T* dgate,       // (n), overwritten
 template <typename T>
 Status SwiGluBackwardCpu(T* dgate, T* dup, const T* dout, const T* gate, const T* up, int64_t n);
 template <typename T>
-Status SwiGluBackward(Stream& stream, T* dgate, T* dup, const T* dout, const T* gate,
-                      const T* up, int64_t n);
+Status SwiGluBackward(Stream& stream, T* dgate, T* dup, const T* dout, const T* gate, const T* up,
+                      int64_t n);
 
 #ifdef TIERFLOW_HAVE_CUDA
 template <typename T>

@@ -47,11 +47,11 @@ constexpr int64_t kAttentionMaxHeadSizeCuda = 256;
 Status ValidateAttention(const char* op, const AttentionShape& s);
 
 template <typename T>
-Status AttentionForwardReference(T* out,        // (B, T, NH, HS)
-                                 float* lse,    // (B, NH, T)
-                                 const T* q,    // (B, T, NH, HS), q_stride
-                                 const T* k,    // (B, T, NKV, HS), kv_stride
-                                 const T* v,    // (B, T, NKV, HS), kv_stride
+Status AttentionForwardReference(T* out,      // (B, T, NH, HS)
+                                 float* lse,  // (B, NH, T)
+                                 const T* q,  // (B, T, NH, HS), q_stride
+                                 const T* k,  // (B, T, NKV, HS), kv_stride
+                                 const T* v,  // (B, T, NKV, HS), kv_stride
                                  const AttentionShape& s);
 template <typename T>
 Status AttentionForwardCpu(T* out, float* lse, const T* q, const T* k, const T* v,
@@ -61,23 +61,22 @@ Status AttentionForward(Stream& stream, T* out, float* lse, const T* q, const T*
                         const AttentionShape& s);
 
 template <typename T>
-Status AttentionBackwardReference(T* dq,              // (B, T, NH, HS), q_stride, overwritten
-                                  T* dk,              // (B, T, NKV, HS), kv_stride, overwritten
-                                  T* dv,              // (B, T, NKV, HS), kv_stride, overwritten
-                                  const T* dout,      // (B, T, NH, HS)
-                                  const T* q,         // (B, T, NH, HS), q_stride
-                                  const T* k,         // (B, T, NKV, HS), kv_stride
-                                  const T* v,         // (B, T, NKV, HS), kv_stride
-                                  const T* out,       // (B, T, NH, HS) from forward
-                                  const float* lse,   // (B, NH, T) from forward
+Status AttentionBackwardReference(T* dq,             // (B, T, NH, HS), q_stride, overwritten
+                                  T* dk,             // (B, T, NKV, HS), kv_stride, overwritten
+                                  T* dv,             // (B, T, NKV, HS), kv_stride, overwritten
+                                  const T* dout,     // (B, T, NH, HS)
+                                  const T* q,        // (B, T, NH, HS), q_stride
+                                  const T* k,        // (B, T, NKV, HS), kv_stride
+                                  const T* v,        // (B, T, NKV, HS), kv_stride
+                                  const T* out,      // (B, T, NH, HS) from forward
+                                  const float* lse,  // (B, NH, T) from forward
                                   const AttentionShape& s);
 template <typename T>
-Status AttentionBackwardCpu(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k,
-                            const T* v, const T* out, const float* lse, const AttentionShape& s);
+Status AttentionBackwardCpu(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v,
+                            const T* out, const float* lse, const AttentionShape& s);
 template <typename T>
-Status AttentionBackward(Stream& stream, T* dq, T* dk, T* dv, const T* dout, const T* q,
-                         const T* k, const T* v, const T* out, const float* lse,
-                         const AttentionShape& s);
+Status AttentionBackward(Stream& stream, T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k,
+                         const T* v, const T* out, const float* lse, const AttentionShape& s);
 
 #ifdef TIERFLOW_HAVE_CUDA
 template <typename T>
@@ -86,8 +85,8 @@ Status AttentionForwardCuda(cudaStream_t stream, T* out, float* lse, const T* q,
 // Needs no scratch: each block recomputes the row dot products dout . out of
 // the query tile it reads.
 template <typename T>
-Status AttentionBackwardCuda(cudaStream_t stream, T* dq, T* dk, T* dv, const T* dout,
-                             const T* q, const T* k, const T* v, const T* out, const float* lse,
+Status AttentionBackwardCuda(cudaStream_t stream, T* dq, T* dk, T* dv, const T* dout, const T* q,
+                             const T* k, const T* v, const T* out, const float* lse,
                              const AttentionShape& s);
 #endif
 

@@ -42,13 +42,13 @@ struct CrossEntropyOptions {
 Status ValidateCrossEntropy(const char* op, const CrossEntropyShape& s);
 
 template <typename T>
-Status SoftmaxCrossEntropyReference(float* loss,            // (1) mean over valid rows
-                                    float* row_losses,      // (N) per-row losses; required (the mean sums it)
-                                    T* dlogits,             // (N, Vp) or nullptr
-                                    const T* logits,        // (N, Vp)
-                                    const int32_t* targets, // (N)
-                                    const CrossEntropyShape& s,
-                                    const CrossEntropyOptions& options = {});
+Status SoftmaxCrossEntropyReference(
+    float* loss,             // (1) mean over valid rows
+    float* row_losses,       // (N) per-row losses; required (the mean sums it)
+    T* dlogits,              // (N, Vp) or nullptr
+    const T* logits,         // (N, Vp)
+    const int32_t* targets,  // (N)
+    const CrossEntropyShape& s, const CrossEntropyOptions& options = {});
 template <typename T>
 Status SoftmaxCrossEntropyCpu(float* loss, float* row_losses, T* dlogits, const T* logits,
                               const int32_t* targets, const CrossEntropyShape& s,
@@ -62,8 +62,8 @@ Status SoftmaxCrossEntropy(Stream& stream, float* loss, float* row_losses, T* dl
 #ifdef TIERFLOW_HAVE_CUDA
 template <typename T>
 Status SoftmaxCrossEntropyCuda(cudaStream_t stream, float* loss, float* row_losses, T* dlogits,
-                               const T* logits, const int32_t* targets,
-                               const CrossEntropyShape& s, const CrossEntropyOptions& options);
+                               const T* logits, const int32_t* targets, const CrossEntropyShape& s,
+                               const CrossEntropyOptions& options);
 #endif
 
 }  // namespace tierflow

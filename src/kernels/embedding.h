@@ -20,10 +20,10 @@
 namespace tierflow {
 
 struct EmbeddingShape {
-  int64_t batch = 0;    // B
-  int64_t seq_len = 0;  // T (<= max positions of wpe when wpe is used)
-  int64_t channels = 0; // C
-  int64_t vocab = 0;    // V (rows of wte)
+  int64_t batch = 0;     // B
+  int64_t seq_len = 0;   // T (<= max positions of wpe when wpe is used)
+  int64_t channels = 0;  // C
+  int64_t vocab = 0;     // V (rows of wte)
 };
 
 Status ValidateEmbedding(const char* op, const EmbeddingShape& s);
@@ -38,14 +38,14 @@ template <typename T>
 Status EmbeddingForwardCpu(T* out, const int32_t* tokens, const T* wte, const T* wpe,
                            const EmbeddingShape& s);
 template <typename T>
-Status EmbeddingForward(Stream& stream, T* out, const int32_t* tokens, const T* wte,
-                        const T* wpe, const EmbeddingShape& s);
+Status EmbeddingForward(Stream& stream, T* out, const int32_t* tokens, const T* wte, const T* wpe,
+                        const EmbeddingShape& s);
 
 template <typename T>
-Status EmbeddingBackwardReference(float* dwte,           // (V, C) +=
-                                  float* dwpe,           // (T, C) += or nullptr
-                                  const T* dout,         // (B*T, C)
-                                  const int32_t* tokens, // (B*T)
+Status EmbeddingBackwardReference(float* dwte,            // (V, C) +=
+                                  float* dwpe,            // (T, C) += or nullptr
+                                  const T* dout,          // (B*T, C)
+                                  const int32_t* tokens,  // (B*T)
                                   const EmbeddingShape& s);
 template <typename T>
 Status EmbeddingBackwardCpu(float* dwte, float* dwpe, const T* dout, const int32_t* tokens,

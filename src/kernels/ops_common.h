@@ -37,11 +37,17 @@ namespace tierflow {
 template <typename T>
 constexpr DType DTypeOf();
 template <>
-constexpr DType DTypeOf<float>() { return DType::kF32; }
+constexpr DType DTypeOf<float>() {
+  return DType::kF32;
+}
 template <>
-constexpr DType DTypeOf<bf16>() { return DType::kBF16; }
+constexpr DType DTypeOf<bf16>() {
+  return DType::kBF16;
+}
 template <>
-constexpr DType DTypeOf<fp16>() { return DType::kF16; }
+constexpr DType DTypeOf<fp16>() {
+  return DType::kF16;
+}
 
 namespace ops_internal {
 

@@ -48,8 +48,8 @@ Status RmsNormBackward(Stream& stream, T* dinp, float* dweight, const T* dout, c
 
 #ifdef TIERFLOW_HAVE_CUDA
 template <typename T>
-Status RmsNormForwardCuda(cudaStream_t stream, T* out, float* rstd, const T* inp,
-                          const T* weight, const NormShape& s, float eps);
+Status RmsNormForwardCuda(cudaStream_t stream, T* out, float* rstd, const T* inp, const T* weight,
+                          const NormShape& s, float eps);
 template <typename T>
 Status RmsNormBackwardCuda(cudaStream_t stream, T* dinp, float* dweight, const T* dout,
                            const T* inp, const T* weight, const float* rstd, const NormShape& s);

@@ -47,8 +47,7 @@ Status RopeBackwardReference(T* dinp,        // (B, T, heads, HS), overwritten
                              const T* dout,  // (B, T, heads, HS)
                              const RopeShape& s, float theta = kRopeThetaDefault);
 template <typename T>
-Status RopeBackwardCpu(T* dinp, const T* dout, const RopeShape& s,
-                       float theta = kRopeThetaDefault);
+Status RopeBackwardCpu(T* dinp, const T* dout, const RopeShape& s, float theta = kRopeThetaDefault);
 template <typename T>
 Status RopeBackward(Stream& stream, T* dinp, const T* dout, const RopeShape& s,
                     float theta = kRopeThetaDefault);

@@ -44,7 +44,8 @@ TYPED_TEST(OpsCuda, Embedding) {
 
 TYPED_TEST(OpsCuda, LayerNorm) {
   using T = TypeParam;
-  for (NormShape s : {NormShape{.rows = 130, .channels = 48}, NormShape{.rows = 3, .channels = 769}}) {
+  for (NormShape s :
+       {NormShape{.rows = 130, .channels = 48}, NormShape{.rows = 3, .channels = 769}}) {
     ExpectOutputsClose<T>(RunLayerNorm<T>(Impl::kFast, nullptr, s),
                           RunLayerNorm<T>(Impl::kDevice, this->dev_.get(), s), kUlps, "layernorm");
   }
@@ -52,7 +53,8 @@ TYPED_TEST(OpsCuda, LayerNorm) {
 
 TYPED_TEST(OpsCuda, RmsNorm) {
   using T = TypeParam;
-  for (NormShape s : {NormShape{.rows = 130, .channels = 40}, NormShape{.rows = 3, .channels = 1000}}) {
+  for (NormShape s :
+       {NormShape{.rows = 130, .channels = 40}, NormShape{.rows = 3, .channels = 1000}}) {
     ExpectOutputsClose<T>(RunRmsNorm<T>(Impl::kFast, nullptr, s),
                           RunRmsNorm<T>(Impl::kDevice, this->dev_.get(), s), kUlps, "rmsnorm");
   }
@@ -69,7 +71,13 @@ TYPED_TEST(OpsCuda, AttentionShapes) {
   using T = TypeParam;
   const AttentionShape shapes[] = {
       // GPT-2 style MHA inside a fused qkv, several key tiles.
-      {.batch = 2, .seq_len = 70, .heads = 2, .kv_heads = 2, .head_size = 32, .q_stride = 192, .kv_stride = 192},
+      {.batch = 2,
+       .seq_len = 70,
+       .heads = 2,
+       .kv_heads = 2,
+       .head_size = 32,
+       .q_stride = 192,
+       .kv_stride = 192},
       // GQA, head size not a multiple of 32.
       {.batch = 1, .seq_len = 45, .heads = 6, .kv_heads = 2, .head_size = 40},
       // MQA, one token.
@@ -78,22 +86,25 @@ TYPED_TEST(OpsCuda, AttentionShapes) {
       {.batch = 1, .seq_len = 33, .heads = 2, .kv_heads = 1, .head_size = 256},
   };
   for (const AttentionShape& s : shapes) {
-    ExpectOutputsClose<T>(RunAttention<T>(Impl::kFast, nullptr, s),
-                          RunAttention<T>(Impl::kDevice, this->dev_.get(), s), kUlps,
-                          "attention T=" + std::to_string(s.seq_len) + " HS=" + std::to_string(s.head_size));
+    ExpectOutputsClose<T>(
+        RunAttention<T>(Impl::kFast, nullptr, s),
+        RunAttention<T>(Impl::kDevice, this->dev_.get(), s), kUlps,
+        "attention T=" + std::to_string(s.seq_len) + " HS=" + std::to_string(s.head_size));
   }
 }
 
 TYPED_TEST(OpsCuda, Activations) {
   using T = TypeParam;
   ExpectOutputsClose<T>(RunActivations<T>(Impl::kFast, nullptr, 5000),
-                        RunActivations<T>(Impl::kDevice, this->dev_.get(), 5000), kUlps, "activations");
+                        RunActivations<T>(Impl::kDevice, this->dev_.get(), 5000), kUlps,
+                        "activations");
 }
 
 TYPED_TEST(OpsCuda, ResidualAndBias) {
   using T = TypeParam;
   ExpectOutputsClose<T>(RunPointwise<T>(Impl::kFast, nullptr, 130, 33),
-                        RunPointwise<T>(Impl::kDevice, this->dev_.get(), 130, 33), kUlps, "pointwise");
+                        RunPointwise<T>(Impl::kDevice, this->dev_.get(), 130, 33), kUlps,
+                        "pointwise");
 }
 
 TYPED_TEST(OpsCuda, CrossEntropy) {
@@ -101,9 +112,10 @@ TYPED_TEST(OpsCuda, CrossEntropy) {
   const CrossEntropyShape s{.rows = 32, .vocab = 1067, .padded_vocab = 1088};
   for (bool in_place : {false, true}) {
     for (int ignore_every : {0, 3, 1}) {
-      ExpectOutputsClose<T>(RunCrossEntropy<T>(Impl::kFast, nullptr, s, ignore_every, in_place),
-                            RunCrossEntropy<T>(Impl::kDevice, this->dev_.get(), s, ignore_every, in_place),
-                            kUlps, "cross-entropy ignore_every=" + std::to_string(ignore_every));
+      ExpectOutputsClose<T>(
+          RunCrossEntropy<T>(Impl::kFast, nullptr, s, ignore_every, in_place),
+          RunCrossEntropy<T>(Impl::kDevice, this->dev_.get(), s, ignore_every, in_place), kUlps,
+          "cross-entropy ignore_every=" + std::to_string(ignore_every));
     }
   }
 }
@@ -129,13 +141,14 @@ TYPED_TEST(OpsCuda, BackwardIsBitIdenticalRunToRun) {
   using T = TypeParam;
   Device* d = this->dev_.get();
   const AttentionShape as{.batch = 2, .seq_len = 100, .heads = 4, .kv_heads = 2, .head_size = 64};
-  ExpectOutputsIdentical(RunAttention<T>(Impl::kDevice, d, as), RunAttention<T>(Impl::kDevice, d, as),
-                         "attention");
+  ExpectOutputsIdentical(RunAttention<T>(Impl::kDevice, d, as),
+                         RunAttention<T>(Impl::kDevice, d, as), "attention");
   const EmbeddingShape es{.batch = 4, .seq_len = 64, .channels = 96, .vocab = 67};
   ExpectOutputsIdentical(RunEmbedding<T>(Impl::kDevice, d, es, true),
                          RunEmbedding<T>(Impl::kDevice, d, es, true), "embedding");
   ExpectOutputsIdentical(RunLayerNorm<T>(Impl::kDevice, d, {.rows = 300, .channels = 96}),
-                         RunLayerNorm<T>(Impl::kDevice, d, {.rows = 300, .channels = 96}), "layernorm");
+                         RunLayerNorm<T>(Impl::kDevice, d, {.rows = 300, .channels = 96}),
+                         "layernorm");
 }
 
 }  // namespace

@@ -53,8 +53,13 @@ TYPED_TEST(OpsFastPath, RopeOnAFusedQkvSlice) {
 TYPED_TEST(OpsFastPath, AttentionGqaAcrossQueryBlocks) {
   using T = TypeParam;
   // T = 70 crosses the 64-row query block; fused-qkv strides.
-  const AttentionShape s{.batch = 2, .seq_len = 70, .heads = 4, .kv_heads = 2, .head_size = 8,
-                         .q_stride = 64, .kv_stride = 64};
+  const AttentionShape s{.batch = 2,
+                         .seq_len = 70,
+                         .heads = 4,
+                         .kv_heads = 2,
+                         .head_size = 8,
+                         .q_stride = 64,
+                         .kv_stride = 64};
   ExpectOutputsClose<T>(RunAttention<T>(Impl::kReference, nullptr, s),
                         RunAttention<T>(Impl::kFast, nullptr, s), kUlps, "attention");
 }
@@ -106,21 +111,30 @@ void ExpectSameBitsForThreadCounts(F run, const std::string& what) {
 
 TEST(OpsDeterminism, FastPathsAreBitIdenticalForOneAndTwoThreads) {
   ExpectSameBitsForThreadCounts(
-      [] { return RunEmbedding<float>(Impl::kFast, nullptr, {.batch = 4, .seq_len = 40, .channels = 160, .vocab = 67}, true); },
+      [] {
+        return RunEmbedding<float>(Impl::kFast, nullptr,
+                                   {.batch = 4, .seq_len = 40, .channels = 160, .vocab = 67}, true);
+      },
       "embedding");
-  ExpectSameBitsForThreadCounts([] { return RunLayerNorm<float>(Impl::kFast, nullptr, {.rows = 300, .channels = 40}); },
-                                "layernorm");
-  ExpectSameBitsForThreadCounts([] { return RunRmsNorm<float>(Impl::kFast, nullptr, {.rows = 300, .channels = 40}); },
-                                "rmsnorm");
+  ExpectSameBitsForThreadCounts(
+      [] { return RunLayerNorm<float>(Impl::kFast, nullptr, {.rows = 300, .channels = 40}); },
+      "layernorm");
+  ExpectSameBitsForThreadCounts(
+      [] { return RunRmsNorm<float>(Impl::kFast, nullptr, {.rows = 300, .channels = 40}); },
+      "rmsnorm");
   ExpectSameBitsForThreadCounts(
       [] {
-        return RunAttention<float>(Impl::kFast, nullptr,
-                                   {.batch = 2, .seq_len = 130, .heads = 4, .kv_heads = 2, .head_size = 8});
+        return RunAttention<float>(
+            Impl::kFast, nullptr,
+            {.batch = 2, .seq_len = 130, .heads = 4, .kv_heads = 2, .head_size = 8});
       },
       "attention");
-  ExpectSameBitsForThreadCounts([] { return RunPointwise<float>(Impl::kFast, nullptr, 300, 40); }, "pointwise");
+  ExpectSameBitsForThreadCounts([] { return RunPointwise<float>(Impl::kFast, nullptr, 300, 40); },
+                                "pointwise");
   ExpectSameBitsForThreadCounts(
-      [] { return RunCrossEntropy<float>(Impl::kFast, nullptr, {.rows = 100, .vocab = 67}, 5, false); },
+      [] {
+        return RunCrossEntropy<float>(Impl::kFast, nullptr, {.rows = 100, .vocab = 67}, 5, false);
+      },
       "cross-entropy");
 }
 
@@ -142,9 +156,11 @@ TEST(OpsCpuDevice, StreamEntryPointsRunTheFastPath) {
   ExpectOutputsIdentical(RunEmbedding<bf16>(Impl::kFast, nullptr, es, true),
                          RunEmbedding<bf16>(Impl::kDevice, d, es, true), "embedding");
   ExpectOutputsIdentical(RunLayerNorm<bf16>(Impl::kFast, nullptr, {.rows = 32, .channels = 32}),
-                         RunLayerNorm<bf16>(Impl::kDevice, d, {.rows = 32, .channels = 32}), "layernorm");
+                         RunLayerNorm<bf16>(Impl::kDevice, d, {.rows = 32, .channels = 32}),
+                         "layernorm");
   ExpectOutputsIdentical(RunRmsNorm<float>(Impl::kFast, nullptr, {.rows = 32, .channels = 32}),
-                         RunRmsNorm<float>(Impl::kDevice, d, {.rows = 32, .channels = 32}), "rmsnorm");
+                         RunRmsNorm<float>(Impl::kDevice, d, {.rows = 32, .channels = 32}),
+                         "rmsnorm");
   const RopeShape rs{.batch = 2, .seq_len = 16, .heads = 2, .head_size = 16};
   ExpectOutputsIdentical(RunRope<float>(Impl::kFast, nullptr, rs, 10000.0f),
                          RunRope<float>(Impl::kDevice, d, rs, 10000.0f), "rope");
@@ -210,8 +226,8 @@ TEST(OpsEdgeCases, DlogitsRowsSumToZeroAndPaddingIsZero) {
 TEST(OpsEdgeCases, SingleTokenAttentionReturnsTheValue) {
   // With one key the softmax is 1: out = v and lse = q . k * scale.
   const AttentionShape s{.batch = 1, .seq_len = 1, .heads = 2, .kv_heads = 1, .head_size = 4};
-  std::vector<float> q = {1, 2, 3, 4, -1, 0, 1, 0}, k = {0.5f, 0.5f, 0.5f, 0.5f},
-                     v = {9, 8, 7, 6}, out(8), lse(2);
+  std::vector<float> q = {1, 2, 3, 4, -1, 0, 1, 0}, k = {0.5f, 0.5f, 0.5f, 0.5f}, v = {9, 8, 7, 6},
+                     out(8), lse(2);
   ASSERT_TRUE(AttentionForwardCpu(out.data(), lse.data(), q.data(), k.data(), v.data(), s).ok());
   for (int h = 0; h < 2; ++h) {
     for (int d = 0; d < 4; ++d) EXPECT_EQ(out[h * 4 + d], v[d]);
@@ -239,9 +255,12 @@ TEST(OpsErrors, BadShapesAndInputsAreInvalidArgument) {
     EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
     EXPECT_NE(st.message().find(needle), std::string::npos) << st.message();
   };
-  expect_invalid(AttentionForwardCpu(p, p, p, p, p, {.batch = 1, .seq_len = 4, .heads = 4, .kv_heads = 3, .head_size = 4}),
-                 "does not divide");
-  expect_invalid(RopeForwardCpu(p, p, {.batch = 1, .seq_len = 2, .heads = 1, .head_size = 5}), "odd");
+  expect_invalid(
+      AttentionForwardCpu(p, p, p, p, p,
+                          {.batch = 1, .seq_len = 4, .heads = 4, .kv_heads = 3, .head_size = 4}),
+      "does not divide");
+  expect_invalid(RopeForwardCpu(p, p, {.batch = 1, .seq_len = 2, .heads = 1, .head_size = 5}),
+                 "odd");
   expect_invalid(LayerNormForwardCpu(p, p, p, p, p, p, {.rows = 0, .channels = 4}), "rows");
   std::vector<int32_t> tokens = {1, 67};
   expect_invalid(EmbeddingForwardCpu(p, tokens.data(), p, static_cast<float*>(nullptr),
@@ -251,7 +270,8 @@ TEST(OpsErrors, BadShapesAndInputsAreInvalidArgument) {
   float loss = 0.0f;
   expect_invalid(SoftmaxCrossEntropyCpu(&loss, p, p, p, targets.data(), {.rows = 2, .vocab = 13}),
                  "target 13");
-  expect_invalid(SoftmaxCrossEntropyCpu(&loss, p, p, p, targets.data(), {.rows = 2, .vocab = 13, .padded_vocab = 8}),
+  expect_invalid(SoftmaxCrossEntropyCpu(&loss, p, p, p, targets.data(),
+                                        {.rows = 2, .vocab = 13, .padded_vocab = 8}),
                  "padded_vocab");
 }
 

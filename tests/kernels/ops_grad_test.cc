@@ -28,10 +28,12 @@ TEST(OpsGradient, EmbeddingWithPositions) {
   auto w = Random<float>(s.batch * s.seq_len * s.channels, 3);
   std::vector<float> out(w.size()), dwte(wte.size(), 0.0f), dwpe(wpe.size(), 0.0f);
   auto loss = [&] {
-    EXPECT_TRUE(EmbeddingForwardReference(out.data(), tokens.data(), wte.data(), wpe.data(), s).ok());
+    EXPECT_TRUE(
+        EmbeddingForwardReference(out.data(), tokens.data(), wte.data(), wpe.data(), s).ok());
     return Dot(w, out);
   };
-  ASSERT_TRUE(EmbeddingBackwardReference(dwte.data(), dwpe.data(), w.data(), tokens.data(), s).ok());
+  ASSERT_TRUE(
+      EmbeddingBackwardReference(dwte.data(), dwpe.data(), w.data(), tokens.data(), s).ok());
   CheckGradient(&wte, dwte, loss, "dwte", wte.size());
   CheckGradient(&wpe, dwpe, loss, "dwpe", wpe.size());
 }
@@ -43,12 +45,14 @@ TEST(OpsGradient, LayerNorm) {
   std::vector<float> out(60), mean(6), rstd(6), dx(60, 0.0f), dw(10, 0.0f), db(10, 0.0f);
   auto loss = [&] {
     EXPECT_TRUE(LayerNormForwardReference(out.data(), mean.data(), rstd.data(), x.data(),
-                                          weight.data(), bias.data(), s).ok());
+                                          weight.data(), bias.data(), s)
+                    .ok());
     return Dot(w, out);
   };
   loss();
   ASSERT_TRUE(LayerNormBackwardReference(dx.data(), dw.data(), db.data(), w.data(), x.data(),
-                                         weight.data(), mean.data(), rstd.data(), s).ok());
+                                         weight.data(), mean.data(), rstd.data(), s)
+                  .ok());
   CheckGradient(&x, dx, loss, "dinp");
   CheckGradient(&weight, dw, loss, "dweight");
   CheckGradient(&bias, db, loss, "dbias");
@@ -65,7 +69,8 @@ TEST(OpsGradient, RmsNorm) {
   };
   loss();
   ASSERT_TRUE(RmsNormBackwardReference(dx.data(), dw.data(), w.data(), x.data(), weight.data(),
-                                       rstd.data(), s).ok());
+                                       rstd.data(), s)
+                  .ok());
   CheckGradient(&x, dx, loss, "dinp");
   CheckGradient(&weight, dw, loss, "dweight");
 }
@@ -94,12 +99,14 @@ void AttentionGradientCheck(const AttentionShape& s) {
   std::vector<float> out(no), lse(s.batch * s.heads * s.seq_len);
   std::vector<float> dq(nq, 0.0f), dk(nkv, 0.0f), dv(nkv, 0.0f);
   auto loss = [&] {
-    EXPECT_TRUE(AttentionForwardReference(out.data(), lse.data(), q.data(), k.data(), v.data(), s).ok());
+    EXPECT_TRUE(
+        AttentionForwardReference(out.data(), lse.data(), q.data(), k.data(), v.data(), s).ok());
     return Dot(w, out);
   };
   loss();
   ASSERT_TRUE(AttentionBackwardReference(dq.data(), dk.data(), dv.data(), w.data(), q.data(),
-                                         k.data(), v.data(), out.data(), lse.data(), s).ok());
+                                         k.data(), v.data(), out.data(), lse.data(), s)
+                  .ok());
   CheckGradient(&q, dq, loss, "dq");
   CheckGradient(&k, dk, loss, "dk");
   CheckGradient(&v, dv, loss, "dv");
@@ -132,7 +139,8 @@ TEST(OpsGradient, SwiGlu) {
     EXPECT_TRUE(SwiGluForwardReference(out.data(), gate.data(), up.data(), 64).ok());
     return Dot(w, out);
   };
-  ASSERT_TRUE(SwiGluBackwardReference(dgate.data(), dup.data(), w.data(), gate.data(), up.data(), 64).ok());
+  ASSERT_TRUE(
+      SwiGluBackwardReference(dgate.data(), dup.data(), w.data(), gate.data(), up.data(), 64).ok());
   CheckGradient(&gate, dgate, loss, "dgate", 64);
   CheckGradient(&up, dup, loss, "dup", 64);
 }
@@ -159,11 +167,13 @@ TEST(OpsGradient, SoftmaxCrossEntropyWithIgnoredRows) {
   auto loss = [&] {
     float l = 0.0f;
     EXPECT_TRUE(SoftmaxCrossEntropyReference<float>(&l, rows.data(), nullptr, logits.data(),
-                                                    targets.data(), s, o).ok());
+                                                    targets.data(), s, o)
+                    .ok());
     return 0.5 * l;  // grad_scale scales the gradient of the mean loss
   };
   ASSERT_TRUE(SoftmaxCrossEntropyReference(&loss_value, rows.data(), dlogits.data(), logits.data(),
-                                           targets.data(), s, o).ok());
+                                           targets.data(), s, o)
+                  .ok());
   CheckGradient(&logits, dlogits, loss, "dlogits", logits.size());
 }
 

@@ -72,9 +72,15 @@ class Backend {
   void Run(R reference, F fast, D device) {
     Status st;
     switch (impl_) {
-      case Impl::kReference: st = reference(); break;
-      case Impl::kFast: st = fast(); break;
-      case Impl::kDevice: st = device(*stream_); break;
+      case Impl::kReference:
+        st = reference();
+        break;
+      case Impl::kFast:
+        st = fast();
+        break;
+      case Impl::kDevice:
+        st = device(*stream_);
+        break;
     }
     ASSERT_TRUE(st.ok()) << st.ToString();
   }
@@ -162,13 +168,16 @@ Outputs RunLayerNorm(Impl impl, Device* device, const NormShape& s) {
   be.Run([&] { return LayerNormForwardReference(out_p, mean_p, rstd_p, x_p, w_p, b_p, s); },
          [&] { return LayerNormForwardCpu(out_p, mean_p, rstd_p, x_p, w_p, b_p, s); },
          [&](Stream& st) { return LayerNormForward(st, out_p, mean_p, rstd_p, x_p, w_p, b_p, s); });
-  be.Run([&] { return LayerNormBackwardReference(dinp_p, dw_p, db_p, dout_p, x_p, w_p, mean_p, rstd_p, s); },
-         [&] { return LayerNormBackwardCpu(dinp_p, dw_p, db_p, dout_p, x_p, w_p, mean_p, rstd_p, s); },
-         [&](Stream& st) {
-           return LayerNormBackward(st, dinp_p, dw_p, db_p, dout_p, x_p, w_p, mean_p, rstd_p, s);
-         });
+  be.Run(
+      [&] {
+        return LayerNormBackwardReference(dinp_p, dw_p, db_p, dout_p, x_p, w_p, mean_p, rstd_p, s);
+      },
+      [&] { return LayerNormBackwardCpu(dinp_p, dw_p, db_p, dout_p, x_p, w_p, mean_p, rstd_p, s); },
+      [&](Stream& st) {
+        return LayerNormBackward(st, dinp_p, dw_p, db_p, dout_p, x_p, w_p, mean_p, rstd_p, s);
+      });
   be.Finish();
-  return {AsOutput("out", out),   AsOutput("mean", mean), AsOutput("rstd", rstd),
+  return {AsOutput("out", out),   AsOutput("mean", mean),  AsOutput("rstd", rstd),
           AsOutput("dinp", dinp), AsOutput("dweight", dw), AsOutput("dbias", db)};
 }
 
@@ -188,9 +197,10 @@ Outputs RunRmsNorm(Impl impl, Device* device, const NormShape& s) {
   be.Run([&] { return RmsNormForwardReference(out_p, rstd_p, x_p, w_p, s, 1e-6f); },
          [&] { return RmsNormForwardCpu(out_p, rstd_p, x_p, w_p, s, 1e-6f); },
          [&](Stream& st) { return RmsNormForward(st, out_p, rstd_p, x_p, w_p, s, 1e-6f); });
-  be.Run([&] { return RmsNormBackwardReference(dinp_p, dw_p, dout_p, x_p, w_p, rstd_p, s); },
-         [&] { return RmsNormBackwardCpu(dinp_p, dw_p, dout_p, x_p, w_p, rstd_p, s); },
-         [&](Stream& st) { return RmsNormBackward(st, dinp_p, dw_p, dout_p, x_p, w_p, rstd_p, s); });
+  be.Run(
+      [&] { return RmsNormBackwardReference(dinp_p, dw_p, dout_p, x_p, w_p, rstd_p, s); },
+      [&] { return RmsNormBackwardCpu(dinp_p, dw_p, dout_p, x_p, w_p, rstd_p, s); },
+      [&](Stream& st) { return RmsNormBackward(st, dinp_p, dw_p, dout_p, x_p, w_p, rstd_p, s); });
   be.Finish();
   return {AsOutput("out", out), AsOutput("rstd", rstd), AsOutput("dinp", dinp),
           AsOutput("dweight", dw)};
@@ -230,11 +240,16 @@ Outputs RunAttention(Impl impl, Device* device, const AttentionShape& s) {
   be.Run([&] { return AttentionForwardReference(out_p, lse_p, q_p, k_p, v_p, s); },
          [&] { return AttentionForwardCpu(out_p, lse_p, q_p, k_p, v_p, s); },
          [&](Stream& st) { return AttentionForward(st, out_p, lse_p, q_p, k_p, v_p, s); });
-  be.Run([&] { return AttentionBackwardReference(dq_p, dk_p, dv_p, dout_p, q_p, k_p, v_p, out_p, lse_p, s); },
-         [&] { return AttentionBackwardCpu(dq_p, dk_p, dv_p, dout_p, q_p, k_p, v_p, out_p, lse_p, s); },
-         [&](Stream& st) {
-           return AttentionBackward(st, dq_p, dk_p, dv_p, dout_p, q_p, k_p, v_p, out_p, lse_p, s);
-         });
+  be.Run(
+      [&] {
+        return AttentionBackwardReference(dq_p, dk_p, dv_p, dout_p, q_p, k_p, v_p, out_p, lse_p, s);
+      },
+      [&] {
+        return AttentionBackwardCpu(dq_p, dk_p, dv_p, dout_p, q_p, k_p, v_p, out_p, lse_p, s);
+      },
+      [&](Stream& st) {
+        return AttentionBackward(st, dq_p, dk_p, dv_p, dout_p, q_p, k_p, v_p, out_p, lse_p, s);
+      });
   be.Finish();
   return {AsOutput("out", out), AsOutput("lse", lse), AsOutput("dq", dq), AsOutput("dk", dk),
           AsOutput("dv", dv)};
@@ -307,9 +322,10 @@ Outputs RunCrossEntropy(Impl impl, Device* device, const CrossEntropyShape& s, i
   const T* lg_p = in_place ? dl_p : be.In(logits);
   auto* tg_p = be.In(targets);
   const CrossEntropyOptions o{.ignore_index = ignore_index, .grad_scale = 0.25f};
-  be.Run([&] { return SoftmaxCrossEntropyReference(loss_p, rows_p, dl_p, lg_p, tg_p, s, o); },
-         [&] { return SoftmaxCrossEntropyCpu(loss_p, rows_p, dl_p, lg_p, tg_p, s, o); },
-         [&](Stream& st) { return SoftmaxCrossEntropy(st, loss_p, rows_p, dl_p, lg_p, tg_p, s, o); });
+  be.Run(
+      [&] { return SoftmaxCrossEntropyReference(loss_p, rows_p, dl_p, lg_p, tg_p, s, o); },
+      [&] { return SoftmaxCrossEntropyCpu(loss_p, rows_p, dl_p, lg_p, tg_p, s, o); },
+      [&](Stream& st) { return SoftmaxCrossEntropy(st, loss_p, rows_p, dl_p, lg_p, tg_p, s, o); });
   be.Finish();
   return {AsOutput("loss", loss), AsOutput("row_losses", rows),
           AsOutput("dlogits", in_place ? logits : dlogits)};
@@ -331,7 +347,8 @@ void ExpectOutputsClose(const Outputs& ref, const Outputs& got, double k, const 
 
 inline void ExpectOutputsIdentical(const Outputs& a, const Outputs& b, const std::string& what) {
   ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) ExpectBitIdentical(a[i].values, b[i].values, what + " " + a[i].name);
+  for (size_t i = 0; i < a.size(); ++i)
+    ExpectBitIdentical(a[i].values, b[i].values, what + " " + a[i].name);
 }
 
 }  // namespace tierflow::testing_ops

@@ -22,11 +22,17 @@ namespace tierflow::testing_ops {
 template <typename T>
 constexpr double Eps();
 template <>
-constexpr double Eps<float>() { return 1.1920929e-7; }
+constexpr double Eps<float>() {
+  return 1.1920929e-7;
+}
 template <>
-constexpr double Eps<bf16>() { return 0.0078125; }
+constexpr double Eps<bf16>() {
+  return 0.0078125;
+}
 template <>
-constexpr double Eps<fp16>() { return 0.0009765625; }
+constexpr double Eps<fp16>() {
+  return 0.0009765625;
+}
 
 template <typename T>
 std::vector<T> Random(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {

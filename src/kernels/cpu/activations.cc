@@ -3,6 +3,8 @@
 #include "kernels/activations.h"
 
 #include <cmath>
+#include <initializer_list>
+#include <utility>
 
 #include "kernels/cpu/cpu_rows.h"
 
@@ -15,9 +17,11 @@ constexpr int64_t kElementChunk = 4096;
 constexpr double kGeluScale = 0.7978845608028654;  // sqrt(2 / pi)
 constexpr double kGeluCube = 0.044715;
 
-Status CheckElementwise(const char* op, int64_t n, std::initializer_list<const void*> ptrs) {
+using NamedPointer = std::pair<const char*, const void*>;
+
+Status CheckElementwise(const char* op, int64_t n, std::initializer_list<NamedPointer> ptrs) {
   TF_RETURN_IF_ERROR(ops_internal::CheckPositive(op, "n", n));
-  for (const void* p : ptrs) TF_RETURN_IF_ERROR(ops_internal::CheckNotNull(op, "a tensor", p));
+  for (const auto& [name, p] : ptrs) TF_RETURN_IF_ERROR(ops_internal::CheckNotNull(op, name, p));
   return Status::Ok();
 }
 
@@ -27,7 +31,7 @@ Status CheckElementwise(const char* op, int64_t n, std::initializer_list<const v
 
 template <typename T>
 Status GeluForwardReference(T* out, const T* inp, int64_t n) {
-  TF_RETURN_IF_ERROR(CheckElementwise("GeluForwardReference", n, {out, inp}));
+  TF_RETURN_IF_ERROR(CheckElementwise("GeluForwardReference", n, {{"out", out}, {"inp", inp}}));
   for (int64_t i = 0; i < n; ++i) {
     const double x = ToFloat(inp[i]);
     const double y = 0.5 * x * (1.0 + std::tanh(kGeluScale * (x + kGeluCube * x * x * x)));
@@ -38,12 +42,13 @@ Status GeluForwardReference(T* out, const T* inp, int64_t n) {
 
 template <typename T>
 Status GeluBackwardReference(T* dinp, const T* inp, const T* dout, int64_t n) {
-  TF_RETURN_IF_ERROR(CheckElementwise("GeluBackwardReference", n, {dinp, inp, dout}));
+  TF_RETURN_IF_ERROR(
+      CheckElementwise("GeluBackwardReference", n, {{"dinp", dinp}, {"inp", inp}, {"dout", dout}}));
   for (int64_t i = 0; i < n; ++i) {
     const double x = ToFloat(inp[i]);
     const double th = std::tanh(kGeluScale * (x + kGeluCube * x * x * x));
-    const double grad = 0.5 * (1.0 + th) +
-                        0.5 * x * (1.0 - th * th) * kGeluScale * (1.0 + 3.0 * kGeluCube * x * x);
+    const double grad =
+        0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * kGeluScale * (1.0 + 3.0 * kGeluCube * x * x);
     dinp[i] = FromFloat<T>(static_cast<float>(grad * ToFloat(dout[i])));
   }
   return Status::Ok();
@@ -51,7 +56,8 @@ Status GeluBackwardReference(T* dinp, const T* inp, const T* dout, int64_t n) {
 
 template <typename T>
 Status SwiGluForwardReference(T* out, const T* gate, const T* up, int64_t n) {
-  TF_RETURN_IF_ERROR(CheckElementwise("SwiGluForwardReference", n, {out, gate, up}));
+  TF_RETURN_IF_ERROR(
+      CheckElementwise("SwiGluForwardReference", n, {{"out", out}, {"gate", gate}, {"up", up}}));
   for (int64_t i = 0; i < n; ++i) {
     const double g = ToFloat(gate[i]);
     out[i] = FromFloat<T>(static_cast<float>(g / (1.0 + std::exp(-g)) * ToFloat(up[i])));
@@ -62,8 +68,9 @@ Status SwiGluForwardReference(T* out, const T* gate, const T* up, int64_t n) {
 template <typename T>
 Status SwiGluBackwardReference(T* dgate, T* dup, const T* dout, const T* gate, const T* up,
                                int64_t n) {
-  TF_RETURN_IF_ERROR(
-      CheckElementwise("SwiGluBackwardReference", n, {dgate, dup, dout, gate, up}));
+  TF_RETURN_IF_ERROR(CheckElementwise(
+      "SwiGluBackwardReference", n,
+      {{"dgate", dgate}, {"dup", dup}, {"dout", dout}, {"gate", gate}, {"up", up}}));
   for (int64_t i = 0; i < n; ++i) {
     const double g = ToFloat(gate[i]), u = ToFloat(up[i]), d = ToFloat(dout[i]);
     const double sig = 1.0 / (1.0 + std::exp(-g));
@@ -77,13 +84,13 @@ Status SwiGluBackwardReference(T* dgate, T* dup, const T* dout, const T* gate, c
 
 template <typename T>
 Status GeluForwardCpu(T* out, const T* inp, int64_t n) {
-  TF_RETURN_IF_ERROR(CheckElementwise("GeluForwardCpu", n, {out, inp}));
+  TF_RETURN_IF_ERROR(CheckElementwise("GeluForwardCpu", n, {{"out", out}, {"inp", inp}}));
   ops_internal::ForEachChunk(n, kElementChunk, [&](int64_t, int64_t i0, int64_t i1) {
     FloatArray x(i1 - i0), y(i1 - i0);
     ops_internal::WidenRow(inp + i0, i1 - i0, x.data());
     y = 0.5f * x *
-        (1.0f + (static_cast<float>(kGeluScale) * (x + static_cast<float>(kGeluCube) * x.cube()))
-                    .tanh());
+        (1.0f +
+         (static_cast<float>(kGeluScale) * (x + static_cast<float>(kGeluCube) * x.cube())).tanh());
     ops_internal::NarrowRow(y.data(), i1 - i0, out + i0);
   });
   return Status::Ok();
@@ -91,7 +98,8 @@ Status GeluForwardCpu(T* out, const T* inp, int64_t n) {
 
 template <typename T>
 Status GeluBackwardCpu(T* dinp, const T* inp, const T* dout, int64_t n) {
-  TF_RETURN_IF_ERROR(CheckElementwise("GeluBackwardCpu", n, {dinp, inp, dout}));
+  TF_RETURN_IF_ERROR(
+      CheckElementwise("GeluBackwardCpu", n, {{"dinp", dinp}, {"inp", inp}, {"dout", dout}}));
   const float scale = static_cast<float>(kGeluScale), cube = static_cast<float>(kGeluCube);
   ops_internal::ForEachChunk(n, kElementChunk, [&](int64_t, int64_t i0, int64_t i1) {
     const int64_t m = i1 - i0;
@@ -99,7 +107,8 @@ Status GeluBackwardCpu(T* dinp, const T* inp, const T* dout, int64_t n) {
     ops_internal::WidenRow(inp + i0, m, x.data());
     ops_internal::WidenRow(dout + i0, m, g.data());
     th = (scale * (x + cube * x.cube())).tanh();
-    g *= 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th.square()) * scale * (1.0f + 3.0f * cube * x.square());
+    g *= 0.5f * (1.0f + th) +
+         0.5f * x * (1.0f - th.square()) * scale * (1.0f + 3.0f * cube * x.square());
     ops_internal::NarrowRow(g.data(), m, dinp + i0);
   });
   return Status::Ok();
@@ -107,7 +116,8 @@ Status GeluBackwardCpu(T* dinp, const T* inp, const T* dout, int64_t n) {
 
 template <typename T>
 Status SwiGluForwardCpu(T* out, const T* gate, const T* up, int64_t n) {
-  TF_RETURN_IF_ERROR(CheckElementwise("SwiGluForwardCpu", n, {out, gate, up}));
+  TF_RETURN_IF_ERROR(
+      CheckElementwise("SwiGluForwardCpu", n, {{"out", out}, {"gate", gate}, {"up", up}}));
   ops_internal::ForEachChunk(n, kElementChunk, [&](int64_t, int64_t i0, int64_t i1) {
     const int64_t m = i1 - i0;
     FloatArray g(m), u(m);
@@ -121,7 +131,9 @@ Status SwiGluForwardCpu(T* out, const T* gate, const T* up, int64_t n) {
 
 template <typename T>
 Status SwiGluBackwardCpu(T* dgate, T* dup, const T* dout, const T* gate, const T* up, int64_t n) {
-  TF_RETURN_IF_ERROR(CheckElementwise("SwiGluBackwardCpu", n, {dgate, dup, dout, gate, up}));
+  TF_RETURN_IF_ERROR(CheckElementwise(
+      "SwiGluBackwardCpu", n,
+      {{"dgate", dgate}, {"dup", dup}, {"dout", dout}, {"gate", gate}, {"up", up}}));
   ops_internal::ForEachChunk(n, kElementChunk, [&](int64_t, int64_t i0, int64_t i1) {
     const int64_t m = i1 - i0;
     FloatArray g(m), u(m), d(m), sig(m), r(m);
@@ -192,18 +204,18 @@ Status SwiGluBackward(Stream& stream, T* dgate, T* dup, const T* dout, const T* 
 #endif
 }
 
-#define TF_INSTANTIATE_ACTIVATIONS(T)                                                          \
-  template Status GeluForwardReference<T>(T*, const T*, int64_t);                             \
-  template Status GeluForwardCpu<T>(T*, const T*, int64_t);                                   \
-  template Status GeluForward<T>(Stream&, T*, const T*, int64_t);                             \
-  template Status GeluBackwardReference<T>(T*, const T*, const T*, int64_t);                  \
-  template Status GeluBackwardCpu<T>(T*, const T*, const T*, int64_t);                        \
-  template Status GeluBackward<T>(Stream&, T*, const T*, const T*, int64_t);                  \
-  template Status SwiGluForwardReference<T>(T*, const T*, const T*, int64_t);                 \
-  template Status SwiGluForwardCpu<T>(T*, const T*, const T*, int64_t);                       \
-  template Status SwiGluForward<T>(Stream&, T*, const T*, const T*, int64_t);                 \
-  template Status SwiGluBackwardReference<T>(T*, T*, const T*, const T*, const T*, int64_t);  \
-  template Status SwiGluBackwardCpu<T>(T*, T*, const T*, const T*, const T*, int64_t);        \
+#define TF_INSTANTIATE_ACTIVATIONS(T)                                                        \
+  template Status GeluForwardReference<T>(T*, const T*, int64_t);                            \
+  template Status GeluForwardCpu<T>(T*, const T*, int64_t);                                  \
+  template Status GeluForward<T>(Stream&, T*, const T*, int64_t);                            \
+  template Status GeluBackwardReference<T>(T*, const T*, const T*, int64_t);                 \
+  template Status GeluBackwardCpu<T>(T*, const T*, const T*, int64_t);                       \
+  template Status GeluBackward<T>(Stream&, T*, const T*, const T*, int64_t);                 \
+  template Status SwiGluForwardReference<T>(T*, const T*, const T*, int64_t);                \
+  template Status SwiGluForwardCpu<T>(T*, const T*, const T*, int64_t);                      \
+  template Status SwiGluForward<T>(Stream&, T*, const T*, const T*, int64_t);                \
+  template Status SwiGluBackwardReference<T>(T*, T*, const T*, const T*, const T*, int64_t); \
+  template Status SwiGluBackwardCpu<T>(T*, T*, const T*, const T*, const T*, int64_t);       \
   template Status SwiGluBackward<T>(Stream&, T*, T*, const T*, const T*, const T*, int64_t);
 TF_INSTANTIATE_ACTIVATIONS(float)
 TF_INSTANTIATE_ACTIVATIONS(bf16)

@@ -31,8 +31,8 @@ void LoadHead(const T* base, int64_t b, int64_t head, int64_t stride, const Atte
 }
 
 template <typename T>
-void StoreHead(const RowMatrix& m, int64_t b, int64_t head, int64_t stride,
-               const AttentionShape& s, T* base) {
+void StoreHead(const RowMatrix& m, int64_t b, int64_t head, int64_t stride, const AttentionShape& s,
+               T* base) {
   for (int64_t t = 0; t < s.seq_len; ++t) {
     ops_internal::NarrowRow(m.row(t).data(), s.head_size,
                             base + (b * s.seq_len + t) * stride + head * s.head_size);
@@ -81,7 +81,8 @@ Status AttentionForwardReference(T* out, float* lse, const T* q, const T* k, con
         for (int64_t j = 0; j <= t; ++j) {
           const T* kr = k + (b * s.seq_len + j) * kvs + g * HS;
           double dot = 0.0;
-          for (int64_t d = 0; d < HS; ++d) dot += static_cast<double>(ToFloat(qr[d])) * ToFloat(kr[d]);
+          for (int64_t d = 0; d < HS; ++d)
+            dot += static_cast<double>(ToFloat(qr[d])) * ToFloat(kr[d]);
           scores[j] = dot * scale;
           max_score = std::max(max_score, scores[j]);
         }
@@ -175,8 +176,11 @@ Status AttentionForwardCpu(T* out, float* lse, const T* q, const T* k, const T* 
                            const AttentionShape& s) {
   const char* op = "AttentionForwardCpu";
   TF_RETURN_IF_ERROR(ValidateAttention(op, s));
-  for (auto [name, ptr] : {std::pair<const char*, const void*>{"out", out}, {"lse", lse},
-                           {"q", q}, {"k", k}, {"v", v}}) {
+  for (auto [name, ptr] : {std::pair<const char*, const void*>{"out", out},
+                           {"lse", lse},
+                           {"q", q},
+                           {"k", k},
+                           {"v", v}}) {
     TF_RETURN_IF_ERROR(ops_internal::CheckNotNull(op, name, ptr));
   }
   const int64_t T_ = s.seq_len, group = s.heads / s.kv_heads;
@@ -207,12 +211,18 @@ Status AttentionForwardCpu(T* out, float* lse, const T* q, const T* k, const T* 
 }
 
 template <typename T>
-Status AttentionBackwardCpu(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k,
-                            const T* v, const T* out, const float* lse, const AttentionShape& s) {
+Status AttentionBackwardCpu(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v,
+                            const T* out, const float* lse, const AttentionShape& s) {
   const char* op = "AttentionBackwardCpu";
   TF_RETURN_IF_ERROR(ValidateAttention(op, s));
-  for (auto [name, ptr] : {std::pair<const char*, const void*>{"dq", dq}, {"dk", dk}, {"dv", dv},
-                           {"dout", dout}, {"q", q}, {"k", k}, {"v", v}, {"out", out},
+  for (auto [name, ptr] : {std::pair<const char*, const void*>{"dq", dq},
+                           {"dk", dk},
+                           {"dv", dv},
+                           {"dout", dout},
+                           {"q", q},
+                           {"k", k},
+                           {"v", v},
+                           {"out", out},
                            {"lse", lse}}) {
     TF_RETURN_IF_ERROR(ops_internal::CheckNotNull(op, name, ptr));
   }
@@ -272,9 +282,8 @@ Status AttentionForward(Stream& stream, T* out, float* lse, const T* q, const T*
 }
 
 template <typename T>
-Status AttentionBackward(Stream& stream, T* dq, T* dk, T* dv, const T* dout, const T* q,
-                         const T* k, const T* v, const T* out, const float* lse,
-                         const AttentionShape& s) {
+Status AttentionBackward(Stream& stream, T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k,
+                         const T* v, const T* out, const float* lse, const AttentionShape& s) {
   TF_RETURN_IF_ERROR(ValidateAttention("AttentionBackward", s));
   if (stream.device_kind() == DeviceKind::kCpu) {
     return stream.HostCallback(
@@ -288,7 +297,7 @@ Status AttentionBackward(Stream& stream, T* dq, T* dk, T* dv, const T* dout, con
 #endif
 }
 
-#define TF_INSTANTIATE_ATTENTION(T)                                                            \
+#define TF_INSTANTIATE_ATTENTION(T)                                                           \
   template Status AttentionForwardReference<T>(T*, float*, const T*, const T*, const T*,      \
                                                const AttentionShape&);                        \
   template Status AttentionForwardCpu<T>(T*, float*, const T*, const T*, const T*,            \

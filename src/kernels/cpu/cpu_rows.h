@@ -6,10 +6,10 @@
 // fast paths bit-identical for any number of threads.
 #pragma once
 
-#include <Eigen/Core>
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 #include <tbb/partitioner.h>
+#include <Eigen/Core>
 
 #include <algorithm>
 #include <cstdint>

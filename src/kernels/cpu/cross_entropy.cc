@@ -27,8 +27,8 @@ Status CheckTargets(const char* op, const int32_t* targets, const CrossEntropySh
   return Status::Ok();
 }
 
-Status CheckPointers(const char* op, const float* loss, const float* row_losses,
-                     const void* logits, const int32_t* targets) {
+Status CheckPointers(const char* op, const float* loss, const float* row_losses, const void* logits,
+                     const int32_t* targets) {
   TF_RETURN_IF_ERROR(ops_internal::CheckNotNull(op, "loss", loss));
   TF_RETURN_IF_ERROR(ops_internal::CheckNotNull(op, "row_losses", row_losses));
   TF_RETURN_IF_ERROR(ops_internal::CheckNotNull(op, "logits", logits));
@@ -137,9 +137,8 @@ Status SoftmaxCrossEntropy(Stream& stream, float* loss, float* row_losses, T* dl
   TF_RETURN_IF_ERROR(ValidateCrossEntropy(op, s));
   TF_RETURN_IF_ERROR(CheckPointers(op, loss, row_losses, logits, targets));
   if (stream.device_kind() == DeviceKind::kCpu) {
-    return stream.HostCallback([=] {
-      return SoftmaxCrossEntropyCpu(loss, row_losses, dlogits, logits, targets, s, o);
-    });
+    return stream.HostCallback(
+        [=] { return SoftmaxCrossEntropyCpu(loss, row_losses, dlogits, logits, targets, s, o); });
   }
 #ifdef TIERFLOW_HAVE_CUDA
   return SoftmaxCrossEntropyCuda(ops_internal::CudaStreamOf(stream), loss, row_losses, dlogits,
@@ -149,16 +148,14 @@ Status SoftmaxCrossEntropy(Stream& stream, float* loss, float* row_losses, T* dl
 #endif
 }
 
-#define TF_INSTANTIATE_CROSS_ENTROPY(T)                                                       \
-  template Status SoftmaxCrossEntropyReference<T>(float*, float*, T*, const T*,              \
-                                                  const int32_t*, const CrossEntropyShape&,  \
-                                                  const CrossEntropyOptions&);               \
-  template Status SoftmaxCrossEntropyCpu<T>(float*, float*, T*, const T*, const int32_t*,    \
-                                            const CrossEntropyShape&,                        \
-                                            const CrossEntropyOptions&);                     \
-  template Status SoftmaxCrossEntropy<T>(Stream&, float*, float*, T*, const T*,              \
-                                         const int32_t*, const CrossEntropyShape&,           \
-                                         const CrossEntropyOptions&);
+#define TF_INSTANTIATE_CROSS_ENTROPY(T)                                                            \
+  template Status SoftmaxCrossEntropyReference<T>(float*, float*, T*, const T*, const int32_t*,    \
+                                                  const CrossEntropyShape&,                        \
+                                                  const CrossEntropyOptions&);                     \
+  template Status SoftmaxCrossEntropyCpu<T>(float*, float*, T*, const T*, const int32_t*,          \
+                                            const CrossEntropyShape&, const CrossEntropyOptions&); \
+  template Status SoftmaxCrossEntropy<T>(Stream&, float*, float*, T*, const T*, const int32_t*,    \
+                                         const CrossEntropyShape&, const CrossEntropyOptions&);
 TF_INSTANTIATE_CROSS_ENTROPY(float)
 TF_INSTANTIATE_CROSS_ENTROPY(bf16)
 TF_INSTANTIATE_CROSS_ENTROPY(fp16)

@@ -177,18 +177,18 @@ Status EmbeddingBackward(Stream& stream, float* dwte, float* dwpe, const T* dout
 #endif
 }
 
-#define TF_INSTANTIATE_EMBEDDING(T)                                                              \
-  template Status EmbeddingForwardReference<T>(T*, const int32_t*, const T*, const T*,          \
-                                               const EmbeddingShape&);                          \
-  template Status EmbeddingForwardCpu<T>(T*, const int32_t*, const T*, const T*,                \
-                                         const EmbeddingShape&);                                \
-  template Status EmbeddingForward<T>(Stream&, T*, const int32_t*, const T*, const T*,          \
-                                      const EmbeddingShape&);                                   \
-  template Status EmbeddingBackwardReference<T>(float*, float*, const T*, const int32_t*,       \
-                                                const EmbeddingShape&);                         \
-  template Status EmbeddingBackwardCpu<T>(float*, float*, const T*, const int32_t*,             \
-                                          const EmbeddingShape&);                               \
-  template Status EmbeddingBackward<T>(Stream&, float*, float*, const T*, const int32_t*,       \
+#define TF_INSTANTIATE_EMBEDDING(T)                                                       \
+  template Status EmbeddingForwardReference<T>(T*, const int32_t*, const T*, const T*,    \
+                                               const EmbeddingShape&);                    \
+  template Status EmbeddingForwardCpu<T>(T*, const int32_t*, const T*, const T*,          \
+                                         const EmbeddingShape&);                          \
+  template Status EmbeddingForward<T>(Stream&, T*, const int32_t*, const T*, const T*,    \
+                                      const EmbeddingShape&);                             \
+  template Status EmbeddingBackwardReference<T>(float*, float*, const T*, const int32_t*, \
+                                                const EmbeddingShape&);                   \
+  template Status EmbeddingBackwardCpu<T>(float*, float*, const T*, const int32_t*,       \
+                                          const EmbeddingShape&);                         \
+  template Status EmbeddingBackward<T>(Stream&, float*, float*, const T*, const int32_t*, \
                                        const EmbeddingShape&);
 TF_INSTANTIATE_EMBEDDING(float)
 TF_INSTANTIATE_EMBEDDING(bf16)

@@ -124,9 +124,14 @@ Status LayerNormBackwardCpu(T* dinp, float* dweight, float* dbias, const T* dout
                             const NormShape& s) {
   const char* op = "LayerNormBackwardCpu";
   TF_RETURN_IF_ERROR(ValidateNorm(op, s));
-  for (auto [name, ptr] : {std::pair<const char*, const void*>{"dinp", dinp}, {"dweight", dweight},
-                           {"dbias", dbias}, {"dout", dout}, {"inp", inp}, {"weight", weight},
-                           {"mean", mean}, {"rstd", rstd}}) {
+  for (auto [name, ptr] : {std::pair<const char*, const void*>{"dinp", dinp},
+                           {"dweight", dweight},
+                           {"dbias", dbias},
+                           {"dout", dout},
+                           {"inp", inp},
+                           {"weight", weight},
+                           {"mean", mean},
+                           {"rstd", rstd}}) {
     TF_RETURN_IF_ERROR(CheckNotNull(op, name, ptr));
   }
   const int64_t C = s.channels;
@@ -194,20 +199,19 @@ Status LayerNormBackward(Stream& stream, T* dinp, float* dweight, float* dbias, 
 #endif
 }
 
-#define TF_INSTANTIATE_LAYERNORM(T)                                                              \
-  template Status LayerNormForwardReference<T>(T*, float*, float*, const T*, const T*, const T*, \
-                                               const NormShape&, float);                        \
-  template Status LayerNormForwardCpu<T>(T*, float*, float*, const T*, const T*, const T*,       \
-                                         const NormShape&, float);                              \
-  template Status LayerNormForward<T>(Stream&, T*, float*, float*, const T*, const T*, const T*, \
-                                      const NormShape&, float);                                 \
-  template Status LayerNormBackwardReference<T>(T*, float*, float*, const T*, const T*,          \
-                                                const T*, const float*, const float*,           \
-                                                const NormShape&);                              \
-  template Status LayerNormBackwardCpu<T>(T*, float*, float*, const T*, const T*, const T*,      \
-                                          const float*, const float*, const NormShape&);        \
-  template Status LayerNormBackward<T>(Stream&, T*, float*, float*, const T*, const T*,          \
-                                       const T*, const float*, const float*, const NormShape&);
+#define TF_INSTANTIATE_LAYERNORM(T)                                                               \
+  template Status LayerNormForwardReference<T>(T*, float*, float*, const T*, const T*, const T*,  \
+                                               const NormShape&, float);                          \
+  template Status LayerNormForwardCpu<T>(T*, float*, float*, const T*, const T*, const T*,        \
+                                         const NormShape&, float);                                \
+  template Status LayerNormForward<T>(Stream&, T*, float*, float*, const T*, const T*, const T*,  \
+                                      const NormShape&, float);                                   \
+  template Status LayerNormBackwardReference<T>(T*, float*, float*, const T*, const T*, const T*, \
+                                                const float*, const float*, const NormShape&);    \
+  template Status LayerNormBackwardCpu<T>(T*, float*, float*, const T*, const T*, const T*,       \
+                                          const float*, const float*, const NormShape&);          \
+  template Status LayerNormBackward<T>(Stream&, T*, float*, float*, const T*, const T*, const T*, \
+                                       const float*, const float*, const NormShape&);
 TF_INSTANTIATE_LAYERNORM(float)
 TF_INSTANTIATE_LAYERNORM(bf16)
 TF_INSTANTIATE_LAYERNORM(fp16)

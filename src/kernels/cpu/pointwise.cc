@@ -185,15 +185,15 @@ Status Cast(Stream& stream, DType from, const void* src, DType to, void* dst, in
 #endif
 }
 
-#define TF_INSTANTIATE_POINTWISE(T)                                                       \
-  template Status ResidualForwardReference<T>(T*, const T*, const T*, int64_t);          \
-  template Status ResidualForwardCpu<T>(T*, const T*, const T*, int64_t);                \
-  template Status ResidualForward<T>(Stream&, T*, const T*, const T*, int64_t);          \
-  template Status BiasAddForwardReference<T>(T*, const T*, int64_t, int64_t);            \
-  template Status BiasAddForwardCpu<T>(T*, const T*, int64_t, int64_t);                  \
-  template Status BiasAddForward<T>(Stream&, T*, const T*, int64_t, int64_t);            \
-  template Status BiasBackwardReference<T>(float*, const T*, int64_t, int64_t);          \
-  template Status BiasBackwardCpu<T>(float*, const T*, int64_t, int64_t);                \
+#define TF_INSTANTIATE_POINTWISE(T)                                             \
+  template Status ResidualForwardReference<T>(T*, const T*, const T*, int64_t); \
+  template Status ResidualForwardCpu<T>(T*, const T*, const T*, int64_t);       \
+  template Status ResidualForward<T>(Stream&, T*, const T*, const T*, int64_t); \
+  template Status BiasAddForwardReference<T>(T*, const T*, int64_t, int64_t);   \
+  template Status BiasAddForwardCpu<T>(T*, const T*, int64_t, int64_t);         \
+  template Status BiasAddForward<T>(Stream&, T*, const T*, int64_t, int64_t);   \
+  template Status BiasBackwardReference<T>(float*, const T*, int64_t, int64_t); \
+  template Status BiasBackwardCpu<T>(float*, const T*, int64_t, int64_t);       \
   template Status BiasBackward<T>(Stream&, float*, const T*, int64_t, int64_t);
 TF_INSTANTIATE_POINTWISE(float)
 TF_INSTANTIATE_POINTWISE(bf16)

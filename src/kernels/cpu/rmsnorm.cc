@@ -48,7 +48,8 @@ Status RmsNormBackwardReference(T* dinp, float* dweight, const T* dout, const T*
     const T* g = dout + i * C;
     double dn_n_mean = 0.0;
     for (int64_t c = 0; c < C; ++c) {
-      dn_n_mean += static_cast<double>(ToFloat(weight[c])) * ToFloat(g[c]) * ToFloat(x[c]) * rstd[i];
+      dn_n_mean +=
+          static_cast<double>(ToFloat(weight[c])) * ToFloat(g[c]) * ToFloat(x[c]) * rstd[i];
     }
     dn_n_mean /= static_cast<double>(C);
     for (int64_t c = 0; c < C; ++c) {
@@ -94,8 +95,12 @@ Status RmsNormBackwardCpu(T* dinp, float* dweight, const T* dout, const T* inp, 
                           const float* rstd, const NormShape& s) {
   const char* op = "RmsNormBackwardCpu";
   TF_RETURN_IF_ERROR(ValidateNorm(op, s));
-  for (auto [name, ptr] : {std::pair<const char*, const void*>{"dinp", dinp}, {"dweight", dweight},
-                           {"dout", dout}, {"inp", inp}, {"weight", weight}, {"rstd", rstd}}) {
+  for (auto [name, ptr] : {std::pair<const char*, const void*>{"dinp", dinp},
+                           {"dweight", dweight},
+                           {"dout", dout},
+                           {"inp", inp},
+                           {"weight", weight},
+                           {"rstd", rstd}}) {
     TF_RETURN_IF_ERROR(CheckNotNull(op, name, ptr));
   }
   const int64_t C = s.channels;
@@ -157,14 +162,14 @@ Status RmsNormBackward(Stream& stream, T* dinp, float* dweight, const T* dout, c
 
 #define TF_INSTANTIATE_RMSNORM(T)                                                                \
   template Status RmsNormForwardReference<T>(T*, float*, const T*, const T*, const NormShape&,   \
-                                             float);                                            \
+                                             float);                                             \
   template Status RmsNormForwardCpu<T>(T*, float*, const T*, const T*, const NormShape&, float); \
   template Status RmsNormForward<T>(Stream&, T*, float*, const T*, const T*, const NormShape&,   \
-                                    float);                                                     \
+                                    float);                                                      \
   template Status RmsNormBackwardReference<T>(T*, float*, const T*, const T*, const T*,          \
-                                              const float*, const NormShape&);                  \
+                                              const float*, const NormShape&);                   \
   template Status RmsNormBackwardCpu<T>(T*, float*, const T*, const T*, const T*, const float*,  \
-                                        const NormShape&);                                      \
+                                        const NormShape&);                                       \
   template Status RmsNormBackward<T>(Stream&, T*, float*, const T*, const T*, const T*,          \
                                      const float*, const NormShape&);
 TF_INSTANTIATE_RMSNORM(float)

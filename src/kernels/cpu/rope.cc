@@ -13,8 +13,8 @@ namespace {
 
 // HF computes inv_freq and the angle in fp32; so do we (both devices).
 float InvFreq(int64_t i, int64_t head_size, float theta) {
-  return static_cast<float>(1.0 / std::pow(static_cast<double>(theta),
-                                           static_cast<double>(2 * i) / head_size));
+  return static_cast<float>(
+      1.0 / std::pow(static_cast<double>(theta), static_cast<double>(2 * i) / head_size));
 }
 
 template <typename T>
@@ -48,24 +48,24 @@ void RotateCpu(T* out, const T* inp, const RopeShape& s, float theta, float sign
       sin_table[t * half + i] = sign * std::sin(angle);
     }
   }
-  ops_internal::ForEachChunk(s.batch * s.seq_len, ops_internal::kRowChunk,
-                             [&](int64_t, int64_t r0, int64_t r1) {
-    ops_internal::FloatArray x0(half), x1(half), y0(half), y1(half);
-    for (int64_t row = r0; row < r1; ++row) {
-      const int64_t t = row % s.seq_len;
-      Eigen::Map<const ops_internal::FloatArray> c(cos_table.data() + t * half, half);
-      Eigen::Map<const ops_internal::FloatArray> sn(sin_table.data() + t * half, half);
-      for (int64_t h = 0; h < s.heads; ++h) {
-        const int64_t base = row * stride + h * s.head_size;
-        ops_internal::WidenRow(inp + base, half, x0.data());
-        ops_internal::WidenRow(inp + base + half, half, x1.data());
-        y0 = x0 * c - x1 * sn;
-        y1 = x1 * c + x0 * sn;
-        ops_internal::NarrowRow(y0.data(), half, out + base);
-        ops_internal::NarrowRow(y1.data(), half, out + base + half);
-      }
-    }
-  });
+  ops_internal::ForEachChunk(
+      s.batch * s.seq_len, ops_internal::kRowChunk, [&](int64_t, int64_t r0, int64_t r1) {
+        ops_internal::FloatArray x0(half), x1(half), y0(half), y1(half);
+        for (int64_t row = r0; row < r1; ++row) {
+          const int64_t t = row % s.seq_len;
+          Eigen::Map<const ops_internal::FloatArray> c(cos_table.data() + t * half, half);
+          Eigen::Map<const ops_internal::FloatArray> sn(sin_table.data() + t * half, half);
+          for (int64_t h = 0; h < s.heads; ++h) {
+            const int64_t base = row * stride + h * s.head_size;
+            ops_internal::WidenRow(inp + base, half, x0.data());
+            ops_internal::WidenRow(inp + base + half, half, x1.data());
+            y0 = x0 * c - x1 * sn;
+            y1 = x1 * c + x0 * sn;
+            ops_internal::NarrowRow(y0.data(), half, out + base);
+            ops_internal::NarrowRow(y1.data(), half, out + base + half);
+          }
+        }
+      });
 }
 
 }  // namespace
@@ -151,12 +151,12 @@ Status RopeBackward(Stream& stream, T* dinp, const T* dout, const RopeShape& s, 
 #endif
 }
 
-#define TF_INSTANTIATE_ROPE(T)                                                          \
-  template Status RopeForwardReference<T>(T*, const T*, const RopeShape&, float);       \
-  template Status RopeForwardCpu<T>(T*, const T*, const RopeShape&, float);             \
-  template Status RopeForward<T>(Stream&, T*, const T*, const RopeShape&, float);       \
-  template Status RopeBackwardReference<T>(T*, const T*, const RopeShape&, float);      \
-  template Status RopeBackwardCpu<T>(T*, const T*, const RopeShape&, float);            \
+#define TF_INSTANTIATE_ROPE(T)                                                     \
+  template Status RopeForwardReference<T>(T*, const T*, const RopeShape&, float);  \
+  template Status RopeForwardCpu<T>(T*, const T*, const RopeShape&, float);        \
+  template Status RopeForward<T>(Stream&, T*, const T*, const RopeShape&, float);  \
+  template Status RopeBackwardReference<T>(T*, const T*, const RopeShape&, float); \
+  template Status RopeBackwardCpu<T>(T*, const T*, const RopeShape&, float);       \
   template Status RopeBackward<T>(Stream&, T*, const T*, const RopeShape&, float);
 TF_INSTANTIATE_ROPE(float)
 TF_INSTANTIATE_ROPE(bf16)

@@ -12,7 +12,7 @@ constexpr int kThreads = 256;
 constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2 / pi)
 constexpr float kGeluCube = 0.044715f;
 
-#define TF_GRID_STRIDE(i, n)                                                           \
+#define TF_GRID_STRIDE(i, n)                                                             \
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
@@ -88,11 +88,11 @@ Status SwiGluBackwardCuda(cudaStream_t stream, T* dgate, T* dup, const T* dout, 
   return cuda_ops::CheckLaunch("SwiGluBackwardKernel");
 }
 
-#define TF_INSTANTIATE_ACTIVATIONS_CUDA(T)                                                     \
-  template Status GeluForwardCuda<T>(cudaStream_t, T*, const T*, int64_t);                    \
-  template Status GeluBackwardCuda<T>(cudaStream_t, T*, const T*, const T*, int64_t);         \
-  template Status SwiGluForwardCuda<T>(cudaStream_t, T*, const T*, const T*, int64_t);        \
-  template Status SwiGluBackwardCuda<T>(cudaStream_t, T*, T*, const T*, const T*, const T*,   \
+#define TF_INSTANTIATE_ACTIVATIONS_CUDA(T)                                                  \
+  template Status GeluForwardCuda<T>(cudaStream_t, T*, const T*, int64_t);                  \
+  template Status GeluBackwardCuda<T>(cudaStream_t, T*, const T*, const T*, int64_t);       \
+  template Status SwiGluForwardCuda<T>(cudaStream_t, T*, const T*, const T*, int64_t);      \
+  template Status SwiGluBackwardCuda<T>(cudaStream_t, T*, T*, const T*, const T*, const T*, \
                                         int64_t);
 TF_INSTANTIATE_ACTIVATIONS_CUDA(float)
 TF_INSTANTIATE_ACTIVATIONS_CUDA(bf16)

@@ -17,8 +17,8 @@ using cuda_ops::Store;
 using cuda_ops::WarpMax;
 using cuda_ops::WarpSum;
 
-constexpr int kWarps = 4;    // rows (warps) per block
-constexpr int kTile = 32;    // staged rows per tile: one per lane
+constexpr int kWarps = 4;  // rows (warps) per block
+constexpr int kTile = 32;  // staged rows per tile: one per lane
 constexpr int kPerLane = static_cast<int>(kAttentionMaxHeadSizeCuda) / 32;
 
 struct Dims {
@@ -173,12 +173,12 @@ static __global__ void AttentionBackwardDkvKernel(T* dk, T* dv, const T* dout, c
                                                   const float* lse, Dims d) {
   extern __shared__ float smem[];
   const int64_t pitch = d.HS + 1;
-  float* q_tile = smem;                     // (kTile, HS + 1), pre-scaled
-  float* do_tile = q_tile + kTile * pitch;  // (kTile, HS + 1)
-  float* k_rows = do_tile + kTile * pitch;  // (kWarps, HS)
-  float* v_rows = k_rows + kWarps * d.HS;   // (kWarps, HS)
-  float* lse_tile = v_rows + kWarps * d.HS; // (kTile)
-  float* d_tile = lse_tile + kTile;         // (kTile)
+  float* q_tile = smem;                      // (kTile, HS + 1), pre-scaled
+  float* do_tile = q_tile + kTile * pitch;   // (kTile, HS + 1)
+  float* k_rows = do_tile + kTile * pitch;   // (kWarps, HS)
+  float* v_rows = k_rows + kWarps * d.HS;    // (kWarps, HS)
+  float* lse_tile = v_rows + kWarps * d.HS;  // (kTile)
+  float* d_tile = lse_tile + kTile;          // (kTile)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t b = blockIdx.z, g = blockIdx.y, group = d.NH / d.NKV;
   const int64_t first_key = static_cast<int64_t>(blockIdx.x) * kWarps;
@@ -274,15 +274,20 @@ Status CheckCudaShape(const char* op, const AttentionShape& s) {
 }
 
 Dims MakeDims(const AttentionShape& s) {
-  return Dims{s.seq_len, s.heads, s.kv_heads, s.head_size, s.qs(), s.kvs(),
+  return Dims{s.seq_len,
+              s.heads,
+              s.kv_heads,
+              s.head_size,
+              s.qs(),
+              s.kvs(),
               1.0f / sqrtf(static_cast<float>(s.head_size))};
 }
 
 template <typename Kernel>
 Status AllowSharedMemory(Kernel kernel, size_t num_bytes) {
   if (num_bytes <= 48 * 1024) return Status::Ok();
-  TF_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
-      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(num_bytes)));
+  TF_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(num_bytes)));
   return Status::Ok();
 }
 
@@ -302,8 +307,8 @@ Status AttentionForwardCuda(cudaStream_t stream, T* out, float* lse, const T* q,
 }
 
 template <typename T>
-Status AttentionBackwardCuda(cudaStream_t stream, T* dq, T* dk, T* dv, const T* dout,
-                             const T* q, const T* k, const T* v, const T* out, const float* lse,
+Status AttentionBackwardCuda(cudaStream_t stream, T* dq, T* dk, T* dv, const T* dout, const T* q,
+                             const T* k, const T* v, const T* out, const float* lse,
                              const AttentionShape& s) {
   TF_RETURN_IF_ERROR(CheckCudaShape("AttentionBackwardCuda", s));
   const Dims d = MakeDims(s);
@@ -311,24 +316,23 @@ Status AttentionBackwardCuda(cudaStream_t stream, T* dq, T* dk, T* dv, const T* 
   const size_t dq_smem = sizeof(float) * (2 * kTile * (d.HS + 1) + 2 * kWarps * d.HS);
   TF_RETURN_IF_ERROR(AllowSharedMemory(AttentionBackwardDqKernel<T>, dq_smem));
   dim3 dq_grid(row_blocks, static_cast<unsigned int>(s.heads), static_cast<unsigned int>(s.batch));
-  AttentionBackwardDqKernel<T><<<dq_grid, kWarps * 32, dq_smem, stream>>>(dq, dout, q, k, v, out,
-                                                                          lse, d);
+  AttentionBackwardDqKernel<T>
+      <<<dq_grid, kWarps * 32, dq_smem, stream>>>(dq, dout, q, k, v, out, lse, d);
   TF_RETURN_IF_ERROR(cuda_ops::CheckLaunch("AttentionBackwardDqKernel"));
-  const size_t kv_smem =
-      sizeof(float) * (2 * kTile * (d.HS + 1) + 2 * kWarps * d.HS + 2 * kTile);
+  const size_t kv_smem = sizeof(float) * (2 * kTile * (d.HS + 1) + 2 * kWarps * d.HS + 2 * kTile);
   TF_RETURN_IF_ERROR(AllowSharedMemory(AttentionBackwardDkvKernel<T>, kv_smem));
   dim3 kv_grid(row_blocks, static_cast<unsigned int>(s.kv_heads),
                static_cast<unsigned int>(s.batch));
-  AttentionBackwardDkvKernel<T><<<kv_grid, kWarps * 32, kv_smem, stream>>>(dk, dv, dout, q, k, v,
-                                                                           out, lse, d);
+  AttentionBackwardDkvKernel<T>
+      <<<kv_grid, kWarps * 32, kv_smem, stream>>>(dk, dv, dout, q, k, v, out, lse, d);
   return cuda_ops::CheckLaunch("AttentionBackwardDkvKernel");
 }
 
-#define TF_INSTANTIATE_ATTENTION_CUDA(T)                                                        \
-  template Status AttentionForwardCuda<T>(cudaStream_t, T*, float*, const T*, const T*,        \
-                                          const T*, const AttentionShape&);                    \
-  template Status AttentionBackwardCuda<T>(cudaStream_t, T*, T*, T*, const T*, const T*,       \
-                                           const T*, const T*, const T*, const float*,         \
+#define TF_INSTANTIATE_ATTENTION_CUDA(T)                                                           \
+  template Status AttentionForwardCuda<T>(cudaStream_t, T*, float*, const T*, const T*, const T*,  \
+                                          const AttentionShape&);                                  \
+  template Status AttentionBackwardCuda<T>(cudaStream_t, T*, T*, T*, const T*, const T*, const T*, \
+                                           const T*, const T*, const float*,                       \
                                            const AttentionShape&);
 TF_INSTANTIATE_ATTENTION_CUDA(float)
 TF_INSTANTIATE_ATTENTION_CUDA(bf16)

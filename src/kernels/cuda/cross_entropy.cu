@@ -20,16 +20,16 @@ static __global__ void CountValidKernel(float* count, const int32_t* targets, in
                                         int32_t ignore_index) {
   __shared__ float scratch[32];
   float c = 0.0f;
-  for (int64_t i = threadIdx.x; i < N; i += blockDim.x) c += targets[i] != ignore_index ? 1.0f : 0.0f;
+  for (int64_t i = threadIdx.x; i < N; i += blockDim.x)
+    c += targets[i] != ignore_index ? 1.0f : 0.0f;
   c = BlockReduce<false>(c, scratch);
   if (threadIdx.x == 0) *count = c;
 }
 
 template <typename T>
 static __global__ void CrossEntropyRowKernel(float* row_losses, T* dlogits, const T* logits,
-                                             const int32_t* targets, const float* count,
-                                             int64_t V, int64_t Vp, int32_t ignore_index,
-                                             float grad_scale) {
+                                             const int32_t* targets, const float* count, int64_t V,
+                                             int64_t Vp, int32_t ignore_index, float grad_scale) {
   __shared__ float scratch[32];
   const int64_t row = blockIdx.x;
   const T* x = logits + row * Vp;
@@ -72,8 +72,8 @@ static __global__ void MeanLossKernel(float* loss, const float* row_losses, int6
 
 template <typename T>
 Status SoftmaxCrossEntropyCuda(cudaStream_t stream, float* loss, float* row_losses, T* dlogits,
-                               const T* logits, const int32_t* targets,
-                               const CrossEntropyShape& s, const CrossEntropyOptions& o) {
+                               const T* logits, const int32_t* targets, const CrossEntropyShape& s,
+                               const CrossEntropyOptions& o) {
   TF_RETURN_IF_ERROR(ValidateCrossEntropy("SoftmaxCrossEntropyCuda", s));
   if (s.rows >= (int64_t{1} << 24)) {
     return InvalidArgumentError("SoftmaxCrossEntropyCuda: rows " + std::to_string(s.rows) +
@@ -89,9 +89,9 @@ Status SoftmaxCrossEntropyCuda(cudaStream_t stream, float* loss, float* row_loss
   return cuda_ops::CheckLaunch("MeanLossKernel");
 }
 
-#define TF_INSTANTIATE_CROSS_ENTROPY_CUDA(T)                                                  \
-  template Status SoftmaxCrossEntropyCuda<T>(cudaStream_t, float*, float*, T*, const T*,     \
-                                             const int32_t*, const CrossEntropyShape&,       \
+#define TF_INSTANTIATE_CROSS_ENTROPY_CUDA(T)                                             \
+  template Status SoftmaxCrossEntropyCuda<T>(cudaStream_t, float*, float*, T*, const T*, \
+                                             const int32_t*, const CrossEntropyShape&,   \
                                              const CrossEntropyOptions&);
 TF_INSTANTIATE_CROSS_ENTROPY_CUDA(float)
 TF_INSTANTIATE_CROSS_ENTROPY_CUDA(bf16)

@@ -29,9 +29,8 @@ static __global__ void EmbeddingForwardKernel(T* out, const int32_t* tokens, con
 }
 
 template <typename T>
-static __global__ void EmbeddingBackwardWteKernel(float* dwte, const T* dout,
-                                                  const int32_t* tokens, int64_t rows, int64_t C,
-                                                  int64_t V) {
+static __global__ void EmbeddingBackwardWteKernel(float* dwte, const T* dout, const int32_t* tokens,
+                                                  int64_t rows, int64_t C, int64_t V) {
   const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   const int slice = blockIdx.y;
   if (c >= C) return;
@@ -43,8 +42,8 @@ static __global__ void EmbeddingBackwardWteKernel(float* dwte, const T* dout,
 }
 
 template <typename T>
-static __global__ void EmbeddingBackwardWpeKernel(float* dwpe, const T* dout, int64_t B,
-                                                  int64_t T_, int64_t C) {
+static __global__ void EmbeddingBackwardWpeKernel(float* dwpe, const T* dout, int64_t B, int64_t T_,
+                                                  int64_t C) {
   const int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (idx >= T_ * C) return;
   const int64_t t = idx / C, c = idx % C;
@@ -81,11 +80,11 @@ Status EmbeddingBackwardCuda(cudaStream_t stream, float* dwte, float* dwpe, cons
   return cuda_ops::CheckLaunch("EmbeddingBackwardWpeKernel");
 }
 
-#define TF_INSTANTIATE_EMBEDDING_CUDA(T)                                                         \
-  template Status EmbeddingForwardCuda<T>(cudaStream_t, T*, const int32_t*, const T*, const T*, \
-                                          const EmbeddingShape&);                               \
-  template Status EmbeddingBackwardCuda<T>(cudaStream_t, float*, float*, const T*,              \
-                                           const int32_t*, const EmbeddingShape&);
+#define TF_INSTANTIATE_EMBEDDING_CUDA(T)                                                           \
+  template Status EmbeddingForwardCuda<T>(cudaStream_t, T*, const int32_t*, const T*, const T*,    \
+                                          const EmbeddingShape&);                                  \
+  template Status EmbeddingBackwardCuda<T>(cudaStream_t, float*, float*, const T*, const int32_t*, \
+                                           const EmbeddingShape&);
 TF_INSTANTIATE_EMBEDDING_CUDA(float)
 TF_INSTANTIATE_EMBEDDING_CUDA(bf16)
 TF_INSTANTIATE_EMBEDDING_CUDA(fp16)

@@ -14,8 +14,8 @@ constexpr int kWarpsPerBlock = 8;
 
 template <typename T>
 static __global__ void LayerNormForwardKernel(T* out, float* mean, float* rstd, const T* inp,
-                                              const T* weight, const T* bias, int64_t N,
-                                              int64_t C, float eps) {
+                                              const T* weight, const T* bias, int64_t N, int64_t C,
+                                              float eps) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= N) return;
@@ -112,15 +112,15 @@ Status LayerNormBackwardCuda(cudaStream_t stream, T* dinp, float* dweight, float
   TF_RETURN_IF_ERROR(cuda_ops::LaunchColumnSum(stream, dweight, s.rows, s.channels,
                                                NormTimesGrad<T>{dout, inp, mean, rstd, s.channels},
                                                "LayerNorm dweight"));
-  return cuda_ops::LaunchColumnSum(stream, dbias, s.rows, s.channels,
-                                   GradOnly<T>{dout, s.channels}, "LayerNorm dbias");
+  return cuda_ops::LaunchColumnSum(stream, dbias, s.rows, s.channels, GradOnly<T>{dout, s.channels},
+                                   "LayerNorm dbias");
 }
 
 #define TF_INSTANTIATE_LAYERNORM_CUDA(T)                                                         \
-  template Status LayerNormForwardCuda<T>(cudaStream_t, T*, float*, float*, const T*, const T*, \
-                                          const T*, const NormShape&, float);                   \
-  template Status LayerNormBackwardCuda<T>(cudaStream_t, T*, float*, float*, const T*,          \
-                                           const T*, const T*, const float*, const float*,      \
+  template Status LayerNormForwardCuda<T>(cudaStream_t, T*, float*, float*, const T*, const T*,  \
+                                          const T*, const NormShape&, float);                    \
+  template Status LayerNormBackwardCuda<T>(cudaStream_t, T*, float*, float*, const T*, const T*, \
+                                           const T*, const float*, const float*,                 \
                                            const NormShape&);
 TF_INSTANTIATE_LAYERNORM_CUDA(float)
 TF_INSTANTIATE_LAYERNORM_CUDA(bf16)

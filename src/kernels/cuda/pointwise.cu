@@ -10,7 +10,7 @@ using cuda_ops::Store;
 
 constexpr int kThreads = 256;
 
-#define TF_GRID_STRIDE(i, n)                                                           \
+#define TF_GRID_STRIDE(i, n)                                                             \
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
@@ -86,16 +86,19 @@ Status BiasBackwardCuda(cudaStream_t stream, float* dbias, const T* dout, int64_
 Status CastCuda(cudaStream_t stream, DType from, const void* src, DType to, void* dst, int64_t n) {
   TF_RETURN_IF_ERROR(ops_internal::CheckPositive("CastCuda", "n", n));
   switch (from) {
-    case DType::kF32: return CastFrom(stream, static_cast<const float*>(src), to, dst, n);
-    case DType::kBF16: return CastFrom(stream, static_cast<const bf16*>(src), to, dst, n);
-    case DType::kF16: return CastFrom(stream, static_cast<const fp16*>(src), to, dst, n);
+    case DType::kF32:
+      return CastFrom(stream, static_cast<const float*>(src), to, dst, n);
+    case DType::kBF16:
+      return CastFrom(stream, static_cast<const bf16*>(src), to, dst, n);
+    case DType::kF16:
+      return CastFrom(stream, static_cast<const fp16*>(src), to, dst, n);
   }
   return InvalidArgumentError("CastCuda: unknown source dtype");
 }
 
-#define TF_INSTANTIATE_POINTWISE_CUDA(T)                                                       \
-  template Status ResidualForwardCuda<T>(cudaStream_t, T*, const T*, const T*, int64_t);      \
-  template Status BiasAddForwardCuda<T>(cudaStream_t, T*, const T*, int64_t, int64_t);        \
+#define TF_INSTANTIATE_POINTWISE_CUDA(T)                                                 \
+  template Status ResidualForwardCuda<T>(cudaStream_t, T*, const T*, const T*, int64_t); \
+  template Status BiasAddForwardCuda<T>(cudaStream_t, T*, const T*, int64_t, int64_t);   \
   template Status BiasBackwardCuda<T>(cudaStream_t, float*, const T*, int64_t, int64_t);
 TF_INSTANTIATE_POINTWISE_CUDA(float)
 TF_INSTANTIATE_POINTWISE_CUDA(bf16)

@@ -25,7 +25,8 @@ static __global__ void RmsNormForwardKernel(T* out, float* rstd, const T* inp, c
     ss += v * v;
   }
   const float r = rsqrtf(WarpSum(ss) / static_cast<float>(C) + eps);
-  for (int64_t c = lane; c < C; c += 32) Store(out + row * C + c, Load(x + c) * r * Load(weight + c));
+  for (int64_t c = lane; c < C; c += 32)
+    Store(out + row * C + c, Load(x + c) * r * Load(weight + c));
   if (lane == 0 && rstd != nullptr) rstd[row] = r;
 }
 
@@ -40,7 +41,8 @@ static __global__ void RmsNormBackwardInputKernel(T* dinp, const T* dout, const 
   const T* g = dout + row * C;
   const float r = rstd[row];
   float dn_n_sum = 0.0f;
-  for (int64_t c = lane; c < C; c += 32) dn_n_sum += Load(weight + c) * Load(g + c) * Load(x + c) * r;
+  for (int64_t c = lane; c < C; c += 32)
+    dn_n_sum += Load(weight + c) * Load(g + c) * Load(x + c) * r;
   const float dn_n_mean = WarpSum(dn_n_sum) / static_cast<float>(C);
   for (int64_t c = lane; c < C; c += 32) {
     const float n = Load(x + c) * r;
@@ -68,8 +70,8 @@ unsigned int RowBlocks(int64_t N) {
 }  // namespace
 
 template <typename T>
-Status RmsNormForwardCuda(cudaStream_t stream, T* out, float* rstd, const T* inp,
-                          const T* weight, const NormShape& s, float eps) {
+Status RmsNormForwardCuda(cudaStream_t stream, T* out, float* rstd, const T* inp, const T* weight,
+                          const NormShape& s, float eps) {
   TF_RETURN_IF_ERROR(ValidateNorm("RmsNormForwardCuda", s));
   RmsNormForwardKernel<<<RowBlocks(s.rows), kWarpsPerBlock * 32, 0, stream>>>(
       out, rstd, inp, weight, s.rows, s.channels, eps);
@@ -88,11 +90,11 @@ Status RmsNormBackwardCuda(cudaStream_t stream, T* dinp, float* dweight, const T
                                    "RmsNorm dweight");
 }
 
-#define TF_INSTANTIATE_RMSNORM_CUDA(T)                                                        \
-  template Status RmsNormForwardCuda<T>(cudaStream_t, T*, float*, const T*, const T*,        \
-                                        const NormShape&, float);                            \
-  template Status RmsNormBackwardCuda<T>(cudaStream_t, T*, float*, const T*, const T*,       \
-                                         const T*, const float*, const NormShape&);
+#define TF_INSTANTIATE_RMSNORM_CUDA(T)                                                           \
+  template Status RmsNormForwardCuda<T>(cudaStream_t, T*, float*, const T*, const T*,            \
+                                        const NormShape&, float);                                \
+  template Status RmsNormBackwardCuda<T>(cudaStream_t, T*, float*, const T*, const T*, const T*, \
+                                         const float*, const NormShape&);
 TF_INSTANTIATE_RMSNORM_CUDA(float)
 TF_INSTANTIATE_RMSNORM_CUDA(bf16)
 TF_INSTANTIATE_RMSNORM_CUDA(fp16)

@@ -23,8 +23,9 @@ static __global__ void RopeKernel(T* out, const T* inp, int64_t rows, int64_t T_
     const int64_t h = (idx / half) % heads;
     const int64_t row = idx / (half * heads);
     const int64_t t = row % T_;
-    const float inv_freq = static_cast<float>(
-        1.0 / pow(static_cast<double>(theta), static_cast<double>(2 * i) / static_cast<double>(HS)));
+    const float inv_freq =
+        static_cast<float>(1.0 / pow(static_cast<double>(theta),
+                                     static_cast<double>(2 * i) / static_cast<double>(HS)));
     const float angle = static_cast<float>(t) * inv_freq;
     const float c = cosf(angle), sn = sign * sinf(angle);
     const int64_t base = row * stride + h * HS;
