@@ -28,7 +28,7 @@ const size_t kLarge = 3 * kOptimChunkElems + 77;
 // State shared by the Lion and SGD runs: weights, one buffer, gradients, out.
 struct OneMomentRun {
   OneMomentRun(size_t n, DType grad_dtype, std::optional<DType> out_dtype, size_t offset)
-      : n(n), params(n, offset), buffer(n, offset + 1), out(4 * n, offset),
+      : n(n), params(n, offset), buffer(n, offset + 1), out(4 * n, offset * (out_dtype ? DTypeSize(*out_dtype) : 1)),
         grads(grad_dtype, n, offset), generator(n, 3), out_dtype(out_dtype) {
     auto p0 = optim_test::RandomFloats(n, 4, -1.0f, 1.0f);
     auto m0 = optim_test::RandomFloats(n, 5, -0.1f, 0.1f);
