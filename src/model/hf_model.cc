@@ -14,6 +14,8 @@
 namespace tierflow {
 namespace {
 
+namespace fs = std::filesystem;
+
 std::vector<TensorSpec> UnitSpecs(const ParamLayout& layout, int unit) {
   std::vector<TensorSpec> specs;
   for (const TensorSlot& s : layout.tensors[unit]) {
@@ -82,6 +84,22 @@ StatusOr<HfModel> LoadHfModel(const std::string& dir) {
                                   model.weights.data() + model.layout.unit_offsets[u]));
   }
   return model;
+}
+
+StatusOr<ResolvedModel> ResolveTrainableModel(const std::string& spec) {
+  ResolvedModel resolved;
+  TF_ASSIGN_OR_RETURN(resolved.config, ResolveModel(spec));
+  if (PresetModelConfig(spec).ok()) return resolved;  // presets win over paths, as in ResolveModel
+  std::error_code ec;
+  fs::path path(spec);
+  if (fs::is_regular_file(path, ec)) path = path.parent_path();
+  if (!fs::is_directory(path, ec) || !fs::exists(path / "config.json", ec)) return resolved;
+  TF_ASSIGN_OR_RETURN(resolved.config_json,
+                      ReadSmallFile((path / "config.json").string(), 16u << 20));
+  if (fs::exists(path / kHfSingleFileName, ec) || fs::exists(path / kHfIndexFileName, ec)) {
+    resolved.weights_dir = path.string();
+  }
+  return resolved;
 }
 
 StatusOr<std::string> HfConfigJson(const ModelConfig& c, DType dtype,

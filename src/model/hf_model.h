@@ -51,6 +51,17 @@ StatusOr<HfModel> LoadHfModel(const std::string& dir);
 StatusOr<std::string> HfConfigJson(const ModelConfig& config, DType dtype,
                                    const std::string& base_json = "");
 
+// What `tierflow train --model SPEC` names: a preset ("tiny-gpt2"), a
+// config.json (random init), or a Hugging Face directory (its weights when it
+// holds model.safetensors or an index, else random init).
+struct ResolvedModel {
+  ModelConfig config;
+  std::string weights_dir;  // for TransformerInit::weights_dir; "" = seeded init
+  std::string config_json;  // the directory's config.json text ("" for presets), for saving
+};
+// Errors: those of ResolveModel (NotFound listing the presets, bad config.json).
+StatusOr<ResolvedModel> ResolveTrainableModel(const std::string& spec);
+
 struct HfModelSaveOptions {
   DType dtype = DType::kBF16;        // tensors' dtype in the files. Default: bf16
   std::string base_config_json;      // see HfConfigJson. Default: "" (generated)

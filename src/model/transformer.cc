@@ -153,6 +153,18 @@ StatusOr<std::unique_ptr<TransformerModel>> TransformerModel::Create(Device& dev
   if (shape.head_chunk_logits < 1) {
     return InvalidArgumentError("transformer '" + config.name + "': head_chunk_logits must be >= 1");
   }
+  if (!config.rope_scaling_type.empty() && !shape.allow_unscaled_rope) {
+    return UnimplementedError("transformer '" + config.name + "': rope_scaling '" +
+                              config.rope_scaling_type +
+                              "' is not implemented; set TrainShape::allow_unscaled_rope to train "
+                              "with plain RoPE (the model then differs from its Hugging Face twin)");
+  }
+  if (config.sliding_window > 0 && shape.seq_len > config.sliding_window) {
+    return UnimplementedError("transformer '" + config.name + "': seq_len " +
+                              std::to_string(shape.seq_len) + " exceeds the sliding window (" +
+                              std::to_string(config.sliding_window) +
+                              "), which tierflow's attention does not apply; use a shorter seq_len");
+  }
   if (shape.seq_len > config.max_seq_len) {
     return InvalidArgumentError("transformer '" + config.name + "': seq_len " +
                                 std::to_string(shape.seq_len) + " exceeds the model's " +

@@ -212,6 +212,28 @@ TEST(HfModelTest, WrongShapeIsNamed) {
   EXPECT_NE(std::string::npos, loaded.status().message().find(wrong)) << loaded.status().ToString();
 }
 
+TEST(HfModelTest, ResolveTrainableModelFindsWeights) {
+  auto preset = ResolveTrainableModel("tiny-llama");
+  ASSERT_TRUE(preset.ok());
+  EXPECT_EQ("", preset->weights_dir);
+  EXPECT_EQ(256, preset->config.vocab_size);
+  auto layout = MakeParamLayout(testing_util::TinyGpt2()).value();
+  const std::vector<float> w = RandomWeights(layout, 8);
+  TempDir tmp;
+  const std::string dir = tmp.sub("m");
+  ASSERT_TRUE(SaveHfModel(dir, layout, w.data(), {.dtype = DType::kBF16}).ok());
+  auto with_weights = ResolveTrainableModel(dir);
+  ASSERT_TRUE(with_weights.ok()) << with_weights.status().ToString();
+  EXPECT_EQ(dir, with_weights->weights_dir);
+  EXPECT_NE(std::string::npos, with_weights->config_json.find("bfloat16"));
+  fs::remove(fs::path(dir) / "model.safetensors");
+  auto config_only = ResolveTrainableModel(dir + "/config.json");
+  ASSERT_TRUE(config_only.ok()) << config_only.status().ToString();
+  EXPECT_EQ("", config_only->weights_dir);
+  EXPECT_EQ(ParameterCount(layout.config), ParameterCount(config_only->config));
+  EXPECT_EQ(StatusCode::kNotFound, ResolveTrainableModel(tmp.sub("nothing")).status().code());
+}
+
 TEST(HfModelTest, LayoutIsContiguousPerUnit) {
   for (const ModelConfig& c : {testing_util::TinyGpt2(), testing_util::TinyLlama()}) {
     auto layout = MakeParamLayout(c).value();

@@ -130,7 +130,7 @@ TEST_P(TransformerGradTest, MatchesFiniteDifferencesFp32) {
 // gradients are bit-identical, in every dtype.
 TEST_P(TransformerGradTest, CheckpointingGivesIdenticalGradients) {
   const ModelConfig config = GetParam();
-  for (DType dtype : {DType::kF32, DType::kBF16}) {
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
     auto device = MakeCpuDevice();
     auto stream = device->CreateStream("compute").value();
     std::vector<Result> results;
@@ -234,6 +234,16 @@ TEST_P(TransformerGradTest, RejectsBadInputs) {
   EXPECT_FALSE(
       TransformerModel::Create(*device, config, {1, static_cast<int>(config.max_seq_len) + 1})
           .ok());
+  ModelConfig scaled = config;
+  scaled.rope_scaling_type = "llama3";
+  EXPECT_EQ(StatusCode::kUnimplemented, TransformerModel::Create(*device, scaled, {1, 4}).status().code());
+  TrainShape allow{1, 4};
+  allow.allow_unscaled_rope = true;
+  EXPECT_TRUE(TransformerModel::Create(*device, scaled, allow).ok());
+  ModelConfig windowed = config;
+  windowed.sliding_window = 3;
+  EXPECT_EQ(StatusCode::kUnimplemented, TransformerModel::Create(*device, windowed, {1, 4}).status().code());
+  EXPECT_TRUE(TransformerModel::Create(*device, windowed, {1, 3}).ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, TransformerGradTest,
