@@ -73,8 +73,9 @@ inline constexpr uint64_t kHostProcessOverheadBytes = 1ull << 30;
 inline constexpr double kHostAutoPlacementFraction = 0.9;
 
 // NVMe swap files (offload/swap_format.h): one file per directory; a header
-// with a tensor table, two copies of a block table (8 bytes per physical
-// block), then the data in fixed-size blocks. Each sub-group's state is one
+// with a tensor table and two copies of a block table (8 bytes per logical
+// block), padded together to the first 1 MiB boundary, then the data in
+// fixed-size blocks. Each sub-group's state is one
 // tensor (two with the overlapped pipeline: the previous copy survives a
 // failed or rolled-back update), rounded up to whole blocks. Every
 // directory keeps (buffer_count + 1) x the largest tensor of spare blocks

@@ -126,20 +126,24 @@ StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t para
     const uint64_t state_files = copies * sg.nvme_block_bytes;
     const uint64_t spare =
         dirs * RoundUp((buffers + 1) * U(sg.max_nvme_group_params) * state_bytes, kNvmeBlockBytes);
+    // Per directory: the header (tensor table) and two block-table copies
+    // (8 bytes per logical block), together padded to where data starts.
     const uint64_t tensors = copies * U(sg.nvme_sub_groups);
-    const uint64_t blocks_per_dir = (state_files + spare) / dirs / kNvmeBlockBytes + 1;
+    const uint64_t logical_blocks_per_dir = state_files / dirs / kNvmeBlockBytes + 1;
     const uint64_t metadata =
-        dirs * (RoundUp(kNvmeHeaderFixedBytes + kNvmeHeaderBytesPerTensor * tensors,
-                        kDirectIoAlignmentBytes) +
-                2 * RoundUp(16 + kNvmeBlockTableBytesPerBlock * blocks_per_dir,
-                            kDirectIoAlignmentBytes));
+        dirs * RoundUp(RoundUp(kNvmeHeaderFixedBytes + kNvmeHeaderBytesPerTensor * tensors,
+                               kDirectIoAlignmentBytes) +
+                           2 * RoundUp(32 + kNvmeBlockTableBytesPerBlock * logical_blocks_per_dir,
+                                       kDirectIoAlignmentBytes),
+                       kNvmeBlockBytes);
     t.nvme.components = {
         {"state_files", state_files,
          std::to_string(state_bytes) + " B/param (master + moments) x " + std::to_string(copies) +
              (copies == 2 ? " copies (overlapped pipeline)" : " copy") + ", whole 1 MiB blocks"},
         {"spare_blocks", spare,
          "per directory: (" + bc + " slots + 1) x the largest sub-group's state"},
-        {"headers_and_block_tables", metadata, "tensor table and two block tables per file"},
+        {"headers_and_block_tables", metadata,
+         "tensor table and two block tables per file, padded to the first data block"},
     };
   } else {
     t.nvme.components = {{"state_files", 0, "no optimizer state on NVMe"}};

@@ -96,8 +96,9 @@ TEST(Planner, NvmeTierBytesByHand) {
   EXPECT_EQ(plan.host.bytes_of("nvme_io_buffers"), 4u * 65536 * 12);
   EXPECT_EQ(plan.nvme.bytes_of("state_files"), 2u * (14u << 20));  // two copies (overlapped)
   EXPECT_EQ(plan.nvme.bytes_of("spare_blocks"), 4u << 20);         // 5 x 768 KiB -> 4 MiB
-  // Header: 256 + 64 x 28 tensors -> 4 KiB; block tables: 2 x (16 + 8 x 33 blocks) -> 2 x 4 KiB.
-  EXPECT_EQ(plan.nvme.bytes_of("headers_and_block_tables"), 3u * 4096);
+  // Header (256 + 64 x 28 tensors -> 4 KiB) and block tables (2 x (32 + 8 x 29) -> 2 x 4 KiB),
+  // padded to the first 1 MiB data block.
+  EXPECT_EQ(plan.nvme.bytes_of("headers_and_block_tables"), 1u << 20);
   EXPECT_EQ(plan.host.bytes_of("gradient_accumulator"), P * 4);
 
   in.pipeline = PipelineKind::kSynchronous;
