@@ -220,11 +220,17 @@ std::string HostAdvice(const PlanInput& in, const Plan& plan) {
   return s + ": use a host with more RAM, or a smaller model";
 }
 
-std::string NvmeAdvice(const Plan& plan) {
-  if (plan.nvme.capacity_bytes == 0) {
-    return "no NVMe path has free space: give one with --nvme-path (or --nvme-capacity)";
+std::string NvmeAdvice(const PlanInput& in, const Plan& plan) {
+  std::string s = plan.nvme.capacity_bytes == 0
+                      ? "no NVMe path has free space: give one with --nvme-path (or --nvme-capacity)"
+                      : "free space on the NVMe paths or add a larger one with --nvme-path";
+  if (in.pipeline == PipelineKind::kOverlapped) {
+    // The synchronous pipeline keeps one copy of the state instead of two.
+    const uint64_t sync_bytes = plan.nvme.total_bytes() - plan.nvme.bytes_of("state_files") / 2;
+    s += ", or use the synchronous pipeline (--pipeline sync keeps one copy of the state: " +
+         FormatBytes(sync_bytes) + ")";
   }
-  return "free space on the NVMe paths or add a larger one with --nvme-path";
+  return s;
 }
 
 std::string TierName(const std::string& tier) {
@@ -259,7 +265,7 @@ void Explain(const PlanInput& in, Plan& plan) {
   }
   std::string advice = binding->name == "device" ? DeviceAdvice(in, plan)
                        : binding->name == "host" ? HostAdvice(in, plan)
-                                                 : NvmeAdvice(plan);
+                                                 : NvmeAdvice(in, plan);
   plan.explanation = "does not fit: the binding constraint is " + TierName(binding->name) +
                      ": needs " + FormatBytes(binding->total_bytes()) + ", has " +
                      FormatBytes(binding->capacity_bytes) + "; " + advice;

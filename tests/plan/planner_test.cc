@@ -213,6 +213,7 @@ TEST(Planner, NvmeTooSmallIsRefusedNamingNvme) {
   EXPECT_EQ(plan.binding_constraint, "nvme");
   EXPECT_THAT(plan.explanation, HasSubstr("NVMe capacity"));
   EXPECT_THAT(plan.explanation, HasSubstr("--nvme-path"));
+  EXPECT_THAT(plan.explanation, HasSubstr("--pipeline sync"));
   EXPECT_EQ(RequireFeasible(plan).code(), StatusCode::kResourceExhausted);
 
   plan = MustPlan(Input("llama-7b", 2048), Machine(24 * kGiB, 40 * kGiB, 0, true));
