@@ -1,0 +1,128 @@
+// Everything `tierflow train` is told: from command-line flags and/or a JSON
+// config file that may use DeepSpeed's keys (so existing configs work).
+//
+// Precedence: built-in defaults < --config FILE < explicit command-line flags.
+// Unknown keys in the file are warned about by name (collected in
+// `warnings`); contradictory settings are errors naming both.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tierflow/status.h"
+
+namespace tierflow {
+
+struct LrScheduleConfig {
+  // "constant", "WarmupLR", "WarmupDecayLR", "WarmupCosineLR" (DeepSpeed's names).
+  std::string type = "constant";
+  float warmup_min_lr = 0.0f;   // WarmupLR/WarmupDecayLR: warmup_min_lr
+  float warmup_max_lr = -1.0f;  // <0: the optimizer's lr
+  int64_t warmup_num_steps = 0;
+  std::string warmup_type = "log";  // "log" | "linear" (DeepSpeed default: log)
+  int64_t total_num_steps = 0;  // WarmupDecayLR / WarmupCosineLR; 0: the run's steps
+  float cos_min_ratio = 0.0001f;    // WarmupCosineLR: lr floor as a ratio of max
+  float warmup_min_ratio = 0.0f;    // WarmupCosineLR: start of warmup as a ratio of max
+};
+
+struct TrainConfig {
+  // Model and data.
+  std::string model = "tiny-llama";   // preset name or HF directory
+  std::string data;                   // text/JSONL/token file; "" = the bundled corpus
+  std::string token_dtype;            // "" (text) | "u16" | "u32"
+  std::string text_field = "text";    // JSONL field
+  std::string tokenizer;              // "" = the model's (dir) or bytes (presets)
+  bool shuffle = true;
+  uint64_t seed = 1234;
+  double eval_fraction = 0.05;        // held-out share of the data
+  int64_t eval_every = 50;            // steps between eval losses; 0 = never
+  int eval_batches = 4;
+
+  // Batch.
+  int micro_batch = 4;                // train_micro_batch_size_per_gpu
+  int grad_accum = 1;                 // gradient_accumulation_steps
+  int seq_len = 128;
+  int64_t steps = 300;
+  bool activation_checkpointing = false;
+
+  // Precision.
+  std::string dtype = "bf16";         // bf16 | fp16 | fp32 (from bf16/fp16 "enabled")
+  float loss_scale = 0.0f;            // fp16: 0 = dynamic
+  int initial_scale_power = 16;
+  int loss_scale_window = 1000;
+  int hysteresis = 2;
+  float min_loss_scale = 1.0f;
+
+  // Optimizer.
+  std::string optimizer = "adamw";    // adamw | adam
+  float lr = 1e-3f;
+  float beta1 = 0.9f, beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = 0.0f;
+  float gradient_clipping = 1.0f;     // 0 = off
+  LrScheduleConfig scheduler;
+
+  // Offload.
+  std::string offload = "nvme";       // host | nvme (offload_optimizer.device; "cpu" = host)
+  std::vector<std::string> nvme_paths;  // "" = a temporary directory, removed at exit
+  bool nvme_buffered = false;
+  double nvme_ratio = 1.0;            // offload_optimizer.ratio
+  int buffer_count = 4;               // offload_optimizer.buffer_count
+  uint64_t sub_group_size = 4u << 20; // zero_optimization.sub_group_size
+  bool pin_memory = true;             // offload_optimizer.pin_memory (always pinned here)
+  uint32_t aio_block_size = 1u << 20; // aio.block_size
+  uint32_t aio_queue_depth = 32;      // aio.queue_depth
+  std::string pipeline = "overlapped";  // overlapped | sync
+
+  // Device.
+  std::string device = "auto";
+  std::string device_memory;          // e.g. "2GiB"
+
+  // Output.
+  std::string out_dir;                // checkpoints and the final model; "" = ./tierflow-out
+  int64_t checkpoint_every = 100;     // steps; 0 = only at the end
+  bool resume = false;
+  std::string metrics_path;           // JSONL; "" = <out>/metrics.jsonl
+  std::string trace_path;             // Chrome trace of trace_steps
+  std::vector<int64_t> trace_steps;   // default: {2}
+  int64_t log_every = 10;
+
+  std::vector<std::string> warnings;  // unknown keys, ignored settings
+};
+
+// Reads a JSON config (tierflow's own keys and DeepSpeed's) on top of `base`.
+// Errors: NotFound (file), InvalidArgument naming the file and key for bad
+// types/values and for contradictions (bf16 and fp16 both enabled, ...).
+// Mapping notes (DeepSpeed semantics, one GPU):
+//  - "auto" keeps the value from `base` (noted in `warnings`); for
+//    scheduler.params.warmup_max_lr it means the optimizer's lr (-1) and for
+//    total_num_steps the run's steps (0).
+//  - train_batch_size = micro * accum; any two determine the third.
+//  - optimizer.type "Adam" is AdamW unless params.adam_w_mode is false
+//    (DeepSpeed's ADAM_W_MODE_DEFAULT = true); only Adam/AdamW are accepted.
+//  - A scheduler block gets DeepSpeed's constructor defaults for keys it
+//    omits (warmup_max_lr 0.001, warmup_num_steps 1000, warmup_type log,
+//    cos_min_ratio 0.0001).
+//  - zero_optimization.stage 0 plus an offload device is a contradiction;
+//    stage 0 alone and stage 3 are warnings (tierflow offloads like stage 2).
+//  - offload_optimizer.device cpu|none -> "host", nvme -> "nvme".
+//  - tierflow.<field> keys use TrainConfig's field names; one that disagrees
+//    with the DeepSpeed key for the same field is a contradiction.
+// Warnings are prefixed with the label and name the key's JSON path.
+StatusOr<TrainConfig> LoadTrainConfig(const std::string& path, const TrainConfig& base);
+// Same, from JSON text; `label` names it in errors.
+StatusOr<TrainConfig> ParseTrainConfig(std::string_view json_text, const std::string& label,
+                                       const TrainConfig& base);
+
+// Checks ranges and combinations after flags are applied.
+Status ValidateTrainConfig(const TrainConfig& config);
+
+// The learning rate of optimizer step `step` (1-based) under the schedule:
+// DeepSpeed's formula at its last_batch_iteration = step - 1 (see
+// lr_schedule.cc), with base lr = config.lr. Past total_num_steps,
+// WarmupCosineLR holds cos_min_ratio (DeepSpeed's would rise again).
+// REQUIRES: ValidateTrainConfig(config).ok().
+float ScheduledLr(const TrainConfig& config, int64_t step);
+
+}  // namespace tierflow
