@@ -45,12 +45,12 @@ uint64_t CpuEvent::BeginRecord() {
 }
 
 void CpuEvent::Complete(uint64_t generation) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (generation > completed_) {
-      completed_ = generation;
-      completed_at_ = std::chrono::steady_clock::now();
-    }
+  // Notify under the lock: a host thread woken by this may destroy the event
+  // as soon as it sees the completion, so nothing may touch it after unlock.
+  std::lock_guard<std::mutex> lock(mu_);
+  if (generation > completed_) {
+    completed_ = generation;
+    completed_at_ = std::chrono::steady_clock::now();
   }
   cv_.notify_all();
 }
