@@ -45,7 +45,7 @@ std::string Join(const std::string& parent, const std::string& key) {
 }
 
 std::string Describe(const Json& v) {
-  std::string s = v.dump();
+  std::string s = v.dump(-1, ' ', false, Json::error_handler_t::replace);
   if (s.size() > 60) s = s.substr(0, 57) + "...";
   return s;
 }
@@ -895,7 +895,13 @@ StatusOr<TrainConfig> ParseTrainConfig(std::string_view json_text, const std::st
     return InvalidArgumentError(label + ": not valid JSON (byte " + std::to_string(e.byte) +
                                 "): " + what);
   }
-  return Parser(label, base).Run(root);
+  try {
+    return Parser(label, base).Run(root);
+  } catch (const Json::exception& e) {
+    // Every access above is type-checked first; reaching here is a tierflow bug.
+    return InternalError(label + ": reading the config hit a JSON type error: " +
+                         std::string(e.what()));
+  }
 }
 
 StatusOr<TrainConfig> LoadTrainConfig(const std::string& path, const TrainConfig& base) {
