@@ -100,7 +100,9 @@ class Backend {
     EXPECT_TRUE(buf.ok()) << buf.status().ToString();
     if (!buf.ok()) return nullptr;
     void* ptr = buf->data();
-    if (num_bytes > 0) EXPECT_TRUE(stream_->CopyHostToDevice(ptr, host, num_bytes).ok());
+    if (num_bytes > 0) {
+      EXPECT_TRUE(stream_->CopyHostToDevice(ptr, host, num_bytes).ok());
+    }
     buffers_.push_back(std::move(buf).value());
     return ptr;
   }
