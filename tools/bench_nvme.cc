@@ -43,6 +43,7 @@ struct NvmeBenchOptions {
   std::string sweep_size = "1GiB";
   bool json = false;
   uint32_t repeat = 1;
+  bool store_first = false;
 };
 
 struct Config {
@@ -145,7 +146,8 @@ Status RunStore(const NvmeBenchOptions& opt, const Config& config, uint64_t chun
   return store->Close();
 }
 
-StatusOr<Result> RunConfigOnce(const NvmeBenchOptions& opt, const Config& config, uint64_t chunk_hint);
+StatusOr<Result> RunConfigOnce(const NvmeBenchOptions& opt, const Config& config, uint64_t chunk_hint,
+                               bool store_first);
 
 // One raw run and one store run, alternated `repeat` times; keeps each
 // side's best (the run least disturbed by other processes on the machine).
@@ -153,7 +155,7 @@ StatusOr<Result> RunConfig(const NvmeBenchOptions& opt, const Config& config, ui
                            std::vector<Result>* runs = nullptr) {
   Result best;
   for (uint32_t i = 0; i < std::max<uint32_t>(1, opt.repeat); ++i) {
-    TF_ASSIGN_OR_RETURN(Result r, RunConfigOnce(opt, config, chunk_hint));
+    TF_ASSIGN_OR_RETURN(Result r, RunConfigOnce(opt, config, chunk_hint, opt.store_first != (i % 2 == 1)));
     if (runs != nullptr) runs->push_back(r);
     if (i == 0) {
       best = r;
@@ -169,7 +171,8 @@ StatusOr<Result> RunConfig(const NvmeBenchOptions& opt, const Config& config, ui
   return best;
 }
 
-StatusOr<Result> RunConfigOnce(const NvmeBenchOptions& opt, const Config& config, uint64_t chunk_hint) {
+StatusOr<Result> RunConfigOnce(const NvmeBenchOptions& opt, const Config& config, uint64_t chunk_hint,
+                               bool store_first) {
   Result r;
   r.config = config;
   uint64_t chunk = std::max<uint64_t>(offload::RoundUp(chunk_hint, config.block_size_bytes), config.block_size_bytes);
@@ -179,13 +182,23 @@ StatusOr<Result> RunConfigOnce(const NvmeBenchOptions& opt, const Config& config
   po.block_size_bytes = config.block_size_bytes;
   po.queue_depth = config.queue_depth;
   po.io_mode = opt.buffered ? offload::IoMode::kBuffered : offload::IoMode::kDirect;
-  double cpu0 = ProcessCpuSeconds();
-  TF_ASSIGN_OR_RETURN(offload::RawIoProbeResult raw, offload::RunRawIoProbe(po));
-  double cpu1 = ProcessCpuSeconds();
-  r.raw_write_gb_per_second = raw.write_gb_per_second;
-  r.raw_read_gb_per_second = raw.read_gb_per_second;
-  TF_RETURN_IF_ERROR(RunStore(opt, config, chunk, &r));
-  r.raw_cpu_seconds = cpu1 - cpu0;  // includes the probe's small setup
+  auto raw_run = [&]() -> Status {
+    double cpu0 = ProcessCpuSeconds();
+    TF_ASSIGN_OR_RETURN(offload::RawIoProbeResult raw, offload::RunRawIoProbe(po));
+    r.raw_cpu_seconds = ProcessCpuSeconds() - cpu0;  // includes the probe's small setup
+    r.raw_write_gb_per_second = raw.write_gb_per_second;
+    r.raw_read_gb_per_second = raw.read_gb_per_second;
+    return Status::Ok();
+  };
+  // The drive may still be flushing what the first run wrote while the
+  // second runs; alternating which goes first keeps that from favouring one.
+  if (store_first) {
+    TF_RETURN_IF_ERROR(RunStore(opt, config, chunk, &r));
+    TF_RETURN_IF_ERROR(raw_run());
+  } else {
+    TF_RETURN_IF_ERROR(raw_run());
+    TF_RETURN_IF_ERROR(RunStore(opt, config, chunk, &r));
+  }
   return r;
 }
 
@@ -342,6 +355,8 @@ void AddBenchNvme(CLI::App& bench, int* exit_code) {
   cmd->add_option("--repeat", opt->repeat,
                   "Alternate raw and store runs this many times and keep each side's best")
       ->capture_default_str();
+  cmd->add_flag("--store-first", opt->store_first,
+                "Run the store before the raw loop (repeats alternate the order either way)");
   cmd->add_flag("--json", opt->json, "Print one JSON object instead of a table");
   cmd->callback([opt, exit_code] {
     Status s = RunNvmeBench(*opt);

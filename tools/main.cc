@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   int exit_code = 0;
 
+  tierflow::cli::AddTrain(app, &exit_code);
   CLI::App* bench = app.add_subcommand(
       "bench", "Measure this machine: copy/PCIe bandwidth, CPU Adam, NVMe throughput");
   bench->require_subcommand(1);

@@ -58,19 +58,18 @@ struct PlanFlags {
 StatusOr<ModelConfig> ModelFromFlags(const PlanFlags& f) {
   if (!f.model.empty()) {
     if (f.layers || f.d_model || f.heads) {
-      return InvalidArgumentError("give either --model or the dimensions (--layers, --d-model, "
-                                  "--heads, ...), not both");
+      return InvalidArgumentError(
+          "give either --model or the dimensions (--layers, --d-model, "
+          "--heads, ...), not both");
     }
     return ResolveModel(f.model);
   }
   if (!f.layers || !f.d_model || !f.heads) {
-    return InvalidArgumentError("say which model: --model PRESET|DIR|config.json (presets: " +
-                                [] {
-                                  std::string s;
-                                  for (const auto& n : PresetNames()) s += (s.empty() ? "" : ", ") + n;
-                                  return s;
-                                }() +
-                                "), or --layers, --d-model and --heads (with --family)");
+    return InvalidArgumentError("say which model: --model PRESET|DIR|config.json (presets: " + [] {
+      std::string s;
+      for (const auto& n : PresetNames()) s += (s.empty() ? "" : ", ") + n;
+      return s;
+    }() + "), or --layers, --d-model and --heads (with --family)");
   }
   TF_ASSIGN_OR_RETURN(ModelFamily family, ParseModelFamily(f.family));
   ModelDimensions d;
@@ -169,8 +168,7 @@ StatusOr<Hardware> HardwareFromFlags(const PlanFlags& f, std::vector<std::string
     }
     hw.device_description = "emulated CPU device";
     std::string why = f.device == "cpu" ? "--device cpu" : "no GPU: " + CudaUnavailableReason();
-    gpu_note = "device: emulated CPU device (" + why + "), " +
-               FormatBytes(hw.device_memory_bytes) +
+    gpu_note = "device: emulated CPU device (" + why + "), " + FormatBytes(hw.device_memory_bytes) +
                ", its memory is host RAM; give --gpu-memory 24GiB to plan for a GPU";
   }
   notes->insert(notes->begin(), gpu_note);
@@ -203,9 +201,9 @@ StatusOr<Hardware> HardwareFromFlags(const PlanFlags& f, std::vector<std::string
   } else {
     TF_ASSIGN_OR_RETURN(CpuInfo cpus, DetectCpus("/", OnlineCpus()));
     hw.cores = cpus.usable_cores;
-    notes->push_back("cores:  " + std::to_string(hw.cores) + ", detected" +
-                     (cpus.cgroup_cpu_limit > 0 ? " (cgroup quota in " + cpus.cgroup_limit_file + ")"
-                                                : ""));
+    notes->push_back(
+        "cores:  " + std::to_string(hw.cores) + ", detected" +
+        (cpus.cgroup_cpu_limit > 0 ? " (cgroup quota in " + cpus.cgroup_limit_file + ")" : ""));
   }
 
   hw.bandwidths = DefaultBandwidths(hw.device_is_gpu, hw.cores);
@@ -222,12 +220,12 @@ StatusOr<Hardware> HardwareFromFlags(const PlanFlags& f, std::vector<std::string
                 "rates:  %s: H2D %.1f / D2H %.1f GB/s, host memory %.1f GB/s, optimizer %.2g "
                 "params/s, NVMe %.1f read / %.1f write GB/s, device %.3g TFLOP/s x %.0f%%",
                 b.source.c_str(), b.h2d_gb_per_second, b.d2h_gb_per_second,
-                b.host_memory_gb_per_second, b.adam_params_per_second,
-                b.nvme_read_gb_per_second, b.nvme_write_gb_per_second, b.device_tflops,
-                b.device_efficiency * 100);
+                b.host_memory_gb_per_second, b.adam_params_per_second, b.nvme_read_gb_per_second,
+                b.nvme_write_gb_per_second, b.device_tflops, b.device_efficiency * 100);
   notes->push_back(rates);
   if (f.profile.empty()) {
-    notes->push_back("        (defaults; measure this machine with `tierflow bench` and pass --profile)");
+    notes->push_back(
+        "        (defaults; measure this machine with `tierflow bench` and pass --profile)");
   }
   return hw;
 }
@@ -253,21 +251,28 @@ StatusOr<int> RunPlan(const PlanFlags& f) {
 void AddPlan(CLI::App& app, int* exit_code) {
   auto f = std::make_shared<PlanFlags>();
   CLI::App* cmd = app.add_subcommand(
-      "plan", "What a fine-tune needs per memory tier, whether it fits, where the optimizer "
-              "state goes, and the predicted step time");
-  cmd->footer("Exit status: 0 when the run fits, 3 when it does not, 1 on errors.\n"
-              "The accounting (bytes per parameter per component) is in docs/PLANNER.md.");
-  cmd->add_option("--model", f->model, "Preset name, a directory with config.json, or a config.json");
+      "plan",
+      "What a fine-tune needs per memory tier, whether it fits, where the optimizer "
+      "state goes, and the predicted step time");
+  cmd->footer(
+      "Exit status: 0 when the run fits, 3 when it does not, 1 on errors.\n"
+      "The accounting (bytes per parameter per component) is in docs/PLANNER.md.");
+  cmd->add_option("--model", f->model,
+                  "Preset name, a directory with config.json, or a config.json");
   cmd->add_option("--family", f->family, "With explicit dimensions: gpt2 | llama")
       ->capture_default_str();
   cmd->add_option("--layers", f->layers, "Explicit dimensions: number of blocks");
   cmd->add_option("--d-model", f->d_model, "Explicit dimensions: hidden size");
   cmd->add_option("--heads", f->heads, "Explicit dimensions: attention heads");
-  cmd->add_option("--kv-heads", f->kv_heads, "Explicit dimensions: key/value heads (default: heads)");
+  cmd->add_option("--kv-heads", f->kv_heads,
+                  "Explicit dimensions: key/value heads (default: heads)");
   cmd->add_option("--d-ff", f->d_ff, "Explicit dimensions: MLP width (default: family's)");
-  cmd->add_option("--vocab", f->vocab, "Explicit dimensions: vocabulary (default: 50257 gpt2, 32000 llama)");
-  cmd->add_option("--micro-batch", f->micro_batch, "Sequences per micro-batch")->capture_default_str();
-  cmd->add_option("--seq-len", f->seq_len, "Tokens per sequence (default: 2048 or the model's maximum)");
+  cmd->add_option("--vocab", f->vocab,
+                  "Explicit dimensions: vocabulary (default: 50257 gpt2, 32000 llama)");
+  cmd->add_option("--micro-batch", f->micro_batch, "Sequences per micro-batch")
+      ->capture_default_str();
+  cmd->add_option("--seq-len", f->seq_len,
+                  "Tokens per sequence (default: 2048 or the model's maximum)");
   cmd->add_option("--grad-accum", f->grad_accum, "Micro-batches per optimizer step")
       ->capture_default_str();
   cmd->add_option("--dtype", f->dtype, "Device weights/activations: bf16 | fp16 | fp32")
@@ -279,7 +284,8 @@ void AddPlan(CLI::App& app, int* exit_code) {
   cmd->add_option("--offload-optimizer", f->offload,
                   "Optimizer state: auto (host while it fits, rest on NVMe) | host | nvme")
       ->capture_default_str();
-  cmd->add_option("--ratio", f->ratio, "Fraction of optimizer state on NVMe, 0..1 (default: planner's)");
+  cmd->add_option("--ratio", f->ratio,
+                  "Fraction of optimizer state on NVMe, 0..1 (default: planner's)");
   cmd->add_option("--sub-group", f->sub_group,
                   "Parameters per optimizer sub-group, e.g. 16M (default: the engine's 4M)");
   cmd->add_option("--buffer-count", f->buffer_count,
@@ -298,9 +304,12 @@ void AddPlan(CLI::App& app, int* exit_code) {
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
   cmd->add_option("--gpu-memory", f->gpu_memory, "GPU memory, e.g. 24GiB (overrides detection)");
-  cmd->add_option("--host-memory", f->host_memory, "Usable host RAM, e.g. 64GiB (overrides detection)");
-  cmd->add_option("--nvme-capacity", f->nvme_capacity, "Free NVMe space, e.g. 1TiB (overrides statvfs)");
-  cmd->add_option("--nvme-path", f->nvme_paths, "Directory on an NVMe drive (repeatable; default $TMPDIR or /tmp)");
+  cmd->add_option("--host-memory", f->host_memory,
+                  "Usable host RAM, e.g. 64GiB (overrides detection)");
+  cmd->add_option("--nvme-capacity", f->nvme_capacity,
+                  "Free NVMe space, e.g. 1TiB (overrides statvfs)");
+  cmd->add_option("--nvme-path", f->nvme_paths,
+                  "Directory on an NVMe drive (repeatable; default $TMPDIR or /tmp)");
   cmd->add_option("--cores", f->cores, "CPU cores for the optimizer (overrides detection)");
   cmd->add_option("--profile", f->profile, "Bandwidth profile JSON saved by `tierflow bench`");
   cmd->add_option("--device-tflops", f->device_tflops, "Dense 16-bit TFLOP/s of the device");

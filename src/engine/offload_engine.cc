@@ -294,6 +294,47 @@ Status OffloadEngine::WriteState(int g, const float* master, const float* exp_av
   return TierOf(g).Write(g, master, exp_avg, exp_avg_sq);
 }
 
+namespace {
+// Weights from the engine, gradients into one scratch buffer that nobody reads.
+class EvalAccess : public UnitAccess {
+ public:
+  EvalAccess(OffloadEngine* engine, float* scratch) : engine_(engine), scratch_(scratch) {}
+  StatusOr<void*> Weights(int unit) override { return engine_->Weights(unit); }
+  StatusOr<float*> BeginGrads(int unit) override { return scratch_; }
+  Status EndGrads(int unit) override { return Status::Ok(); }
+
+ private:
+  OffloadEngine* engine_;
+  float* scratch_;
+};
+}  // namespace
+
+StatusOr<float> OffloadEngine::EvaluateLoss(const MicroBatch& batch) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!worker_error_.ok()) return worker_error_;
+    if (finished_step_ < issued_step_) {
+      return FailedPreconditionError("EvaluateLoss while a step is in flight: call Finish first");
+    }
+  }
+  // Every bucket is free when idle; borrow the first as scratch.
+  EvalAccess access(this, buckets_[0].grads.as<float>());
+  TF_RETURN_IF_ERROR(model_.ForwardBackward(*compute_, batch, 1.0f, access));
+  TF_RETURN_IF_ERROR(compute_->Synchronize());
+  return model_.LastLoss();
+}
+
+uint64_t OffloadEngine::HostStateBytes() const {
+  uint64_t bytes = 0;
+  if (host_tier_) bytes += host_tier_->Stats().host_bytes;
+  if (nvme_tier_) bytes += nvme_tier_->Stats().host_bytes;
+  return bytes;
+}
+
+uint64_t OffloadEngine::NvmeFileBytes() const {
+  return nvme_tier_ ? static_cast<NvmeStateTier*>(nvme_tier_.get())->store().stats().file_bytes : 0;
+}
+
 // ---- UnitAccess ----
 
 StatusOr<void*> OffloadEngine::Weights(int unit) {

@@ -74,6 +74,15 @@ class OffloadEngine : public UnitAccess {
   // Reads the device working weights of the whole model, as fp32.
   Status ReadDeviceWeights(float* out);
 
+  // Mean loss of `batch` with the current weights (forward and a discarded
+  // backward on the compute stream). REQUIRES: idle (after Finish).
+  StatusOr<float> EvaluateLoss(const MicroBatch& batch);
+
+  // Bytes the optimizer state occupies: in host RAM (states, or NVMe slots)
+  // and in NVMe swap files.
+  uint64_t HostStateBytes() const;
+  uint64_t NvmeFileBytes() const;
+
   // UnitAccess, for the model during Step.
   StatusOr<void*> Weights(int unit) override;
   StatusOr<float*> BeginGrads(int unit) override;

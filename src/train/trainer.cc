@@ -1,0 +1,428 @@
+// The training loop of `tierflow train`.
+#include "train/trainer.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "common/trace.h"
+#include "common/units.h"
+#include "data/data_loader.h"
+#include "data/text_dataset.h"
+#include "data/tokenizer.h"
+#include "engine/offload_engine.h"
+#include "model/engine_weights.h"
+#include "model/hf_model.h"
+#include "model/transformer.h"
+#include "plan/bandwidth_profile.h"
+#include "plan/hardware_detect.h"
+#include "plan/planner.h"
+#include "train/checkpoint.h"
+
+#ifndef TIERFLOW_SOURCE_DIR
+#define TIERFLOW_SOURCE_DIR "."
+#endif
+
+namespace tierflow {
+namespace fs = std::filesystem;
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A temporary directory for NVMe swap files, removed when the run ends.
+class TempDirectory {
+ public:
+  static StatusOr<TempDirectory> Create() {
+    const char* base = std::getenv("TMPDIR");
+    std::string tmpl = std::string(base != nullptr && *base ? base : "/var/tmp") +
+                       "/tierflow-nvme-XXXXXX";
+    if (::mkdtemp(tmpl.data()) == nullptr) {
+      return ErrnoStatus(errno, "create a temporary NVMe directory " + tmpl +
+                                    " (give one with --nvme-path DIR)");
+    }
+    TempDirectory d;
+    d.path_ = tmpl;
+    return d;
+  }
+  TempDirectory() = default;
+  TempDirectory(TempDirectory&& o) noexcept : path_(std::move(o.path_)) { o.path_.clear(); }
+  TempDirectory& operator=(TempDirectory&& o) noexcept {
+    std::swap(path_, o.path_);
+    return *this;
+  }
+  ~TempDirectory() {
+    if (!path_.empty()) {
+      std::error_code ec;
+      fs::remove_all(path_, ec);
+    }
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::string BundledCorpus() { return std::string(TIERFLOW_SOURCE_DIR) + "/data/tiny_corpus.txt"; }
+
+EngineOptions MakeEngineOptions(const TrainConfig& c, DType dtype,
+                                const std::vector<std::string>& nvme_paths) {
+  EngineOptions o;
+  o.weights_dtype = dtype;
+  o.adam.lr = c.lr;
+  o.adam.beta1 = c.beta1;
+  o.adam.beta2 = c.beta2;
+  o.adam.eps = c.eps;
+  o.adam.weight_decay = c.weight_decay;
+  o.adam.decoupled = c.optimizer != "adam";
+  o.clip_grad_norm = c.gradient_clipping;
+  o.loss_scaler.static_scale = c.loss_scale;
+  o.loss_scaler.initial_scale_power = c.initial_scale_power;
+  o.loss_scaler.scale_window = c.loss_scale_window;
+  o.loss_scaler.hysteresis = c.hysteresis;
+  o.loss_scaler.min_scale = c.min_loss_scale;
+  o.offload = c.offload;
+  o.nvme_ratio = c.nvme_ratio;
+  o.nvme_paths = nvme_paths;
+  o.nvme_buffered = c.nvme_buffered;
+  o.sub_group_params = c.sub_group_size;
+  o.buffer_count = c.buffer_count;
+  o.pipeline = c.pipeline == "sync" ? Pipeline::kSynchronous : Pipeline::kOverlapped;
+  return o;
+}
+
+MicroBatch ToMicroBatch(const TokenBatch& b) {
+  MicroBatch mb;
+  mb.inputs = b.inputs.data();
+  mb.targets = b.targets.data();
+  mb.batch = b.batch;
+  mb.seq_len = b.seq_len;
+  return mb;
+}
+
+// Replaces OUT/model with the final weights, crash-safely (temp dir + rename).
+Status SaveFinalModel(const std::string& out_dir, OffloadEngine& engine, const ParamLayout& layout,
+                      DType dtype) {
+  TF_ASSIGN_OR_RETURN(std::vector<float> weights, GatherMasterWeights(engine));
+  const fs::path final_dir = fs::path(out_dir) / "model";
+  const fs::path tmp = fs::path(out_dir) / (".model.tmp-" + std::to_string(::getpid()));
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  HfModelSaveOptions options;
+  options.dtype = dtype == DType::kF32 ? DType::kF32 : dtype;
+  TF_RETURN_IF_ERROR(SaveHfModel(tmp.string(), layout, weights.data(), options));
+  if (fs::exists(final_dir)) {
+    const fs::path old = fs::path(out_dir) / (".model.old-" + std::to_string(::getpid()));
+    fs::rename(final_dir, old, ec);
+    if (ec) return IoError("move aside " + final_dir.string() + ": " + ec.message());
+    fs::remove_all(old, ec);
+  }
+  fs::rename(tmp, final_dir, ec);
+  if (ec) return IoError("rename " + tmp.string() + " to " + final_dir.string() + ": " + ec.message());
+  return Status::Ok();
+}
+
+// The planner's view of this run and this machine.
+StatusOr<Plan> PlanRun(const TrainConfig& c, const ModelConfig& model, DType dtype, Device& device,
+                       const std::vector<std::string>& nvme_paths) {
+  PlanInput in;
+  in.model = model;
+  in.micro_batch = c.micro_batch;
+  in.seq_len = c.seq_len;
+  in.grad_accum = c.grad_accum;
+  in.dtype = dtype;
+  in.checkpointing = c.activation_checkpointing;
+  in.optimizer = OptimizerKind::kAdamW;
+  TF_ASSIGN_OR_RETURN(in.offload, ParseOffloadChoice(c.offload));
+  if (c.offload == "nvme") in.nvme_ratio = c.nvme_ratio;
+  in.sub_group_params = static_cast<int64_t>(c.sub_group_size);
+  in.buffer_count = c.buffer_count;
+  in.pipeline = c.pipeline == "sync" ? PipelineKind::kSynchronous : PipelineKind::kOverlapped;
+  in.nvme_directories = std::max<int>(1, static_cast<int>(nvme_paths.size()));
+  Hardware hw;
+  hw.device_is_gpu = device.kind() == DeviceKind::kCuda;
+  hw.device_description = device.description();
+  hw.device_memory_bytes = device.DeviceMemory().capacity_bytes;
+  hw.device_memory_is_host_memory = device.kind() == DeviceKind::kCpu;
+  TF_ASSIGN_OR_RETURN(HostMemoryInfo mem, DetectHostMemory("/"));
+  hw.host_memory_bytes = mem.usable_bytes;
+  for (const std::string& p : nvme_paths) {
+    TF_ASSIGN_OR_RETURN(uint64_t free_bytes, FreeBytesAt(p));
+    hw.nvme_capacity_bytes += free_bytes;
+  }
+  hw.cores = OnlineCpus();
+  hw.bandwidths = DefaultBandwidths(hw.device_is_gpu, hw.cores);
+  return ComputePlan(in, hw);
+}
+
+}  // namespace
+
+StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& reporter,
+                                  const std::atomic<bool>* stop) {
+  TF_RETURN_IF_ERROR(ValidateTrainConfig(config));
+  const auto run_start = Clock::now();
+  const std::string out_dir = config.out_dir.empty() ? "tierflow-out" : config.out_dir;
+  {
+    std::error_code ec;
+    fs::create_directories(out_dir, ec);
+    if (ec) return IoError("create output directory " + out_dir + ": " + ec.message());
+  }
+
+  // Model, tokenizer, data.
+  TF_ASSIGN_OR_RETURN(ModelConfig model_config, ResolveModel(config.model));
+  const bool model_is_dir = fs::is_directory(config.model);
+  std::string tokenizer_spec = config.tokenizer;
+  if (tokenizer_spec.empty()) tokenizer_spec = model_is_dir ? config.model : "byte";
+  const std::string data_path = config.data.empty() ? BundledCorpus() : config.data;
+  std::unique_ptr<Tokenizer> tokenizer;
+  if (config.token_dtype.empty()) {
+    TF_ASSIGN_OR_RETURN(tokenizer, LoadTokenizer(tokenizer_spec));
+    if (tokenizer->vocab_size() > model_config.vocab_size) {
+      return InvalidArgumentError("tokenizer '" + tokenizer_spec + "' has " +
+                                  std::to_string(tokenizer->vocab_size()) +
+                                  " tokens but model '" + config.model + "' only " +
+                                  std::to_string(model_config.vocab_size) +
+                                  "; use the model's own tokenizer (--tokenizer)");
+    }
+  }
+  DatasetOptions dataset;
+  dataset.path = data_path;
+  dataset.text_field = config.text_field;
+  dataset.vocab_size = static_cast<int32_t>(model_config.vocab_size);
+  if (!config.token_dtype.empty()) {
+    TF_ASSIGN_OR_RETURN(TokenDtype td, ParseTokenDtype(config.token_dtype));
+    dataset.token_dtype = td;
+    dataset.format = DataFormat::kTokens;
+  }
+  TF_ASSIGN_OR_RETURN(TokenSource tokens, LoadTokens(dataset, tokenizer.get()));
+  DataLoaderOptions loader_options;
+  loader_options.batch = config.micro_batch;
+  loader_options.seq_len = config.seq_len;
+  loader_options.shuffle = config.shuffle;
+  loader_options.seed = config.seed;
+  loader_options.eval_fraction = config.eval_fraction;
+  TF_ASSIGN_OR_RETURN(DataLoader loader, DataLoader::Create(std::move(tokens), loader_options));
+
+  // Device, model, engine. Every allocation happens here, before any step.
+  DeviceOptions device_options;
+  device_options.kind = config.device;
+  if (!config.device_memory.empty()) {
+    TF_ASSIGN_OR_RETURN(device_options.memory_capacity_bytes, ParseByteSize(config.device_memory));
+  }
+  TF_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, CreateDevice(device_options));
+  TF_ASSIGN_OR_RETURN(DType dtype, ParseDType(config.dtype));
+  TrainShape shape;
+  shape.batch = config.micro_batch;
+  shape.seq_len = config.seq_len;
+  shape.checkpoint_activations = config.activation_checkpointing;
+  shape.dtype = dtype;
+  TempDirectory temp_nvme;
+  std::vector<std::string> nvme_paths = config.nvme_paths;
+  if (config.offload != "host" && nvme_paths.empty()) {
+    TF_ASSIGN_OR_RETURN(temp_nvme, TempDirectory::Create());
+    nvme_paths.push_back(temp_nvme.path());
+  }
+  for (const std::string& p : nvme_paths) {
+    std::error_code ec;
+    fs::create_directories(p, ec);
+    if (ec) return IoError("create NVMe directory " + p + ": " + ec.message());
+  }
+  // The planner decides "auto" placement and refuses a run that cannot fit,
+  // before anything is allocated.
+  TF_ASSIGN_OR_RETURN(Plan plan, PlanRun(config, model_config, dtype, *device, nvme_paths));
+  TF_RETURN_IF_ERROR(RequireFeasible(plan).WithContext("tierflow plan says this run does not fit"));
+  TrainConfig placed = config;
+  placed.offload = plan.placement.offload();
+  placed.nvme_ratio = plan.placement.nvme_ratio;
+
+  TransformerInit init;
+  init.seed = config.seed;
+  if (model_is_dir) init.weights_dir = config.model;
+  TF_ASSIGN_OR_RETURN(auto model, TransformerModel::Create(*device, model_config, shape, init));
+  TraceRecorder trace;
+  EngineOptions engine_options = MakeEngineOptions(placed, dtype, nvme_paths);
+  engine_options.trace = &trace;
+  TF_ASSIGN_OR_RETURN(auto engine, OffloadEngine::Create(*device, *model, engine_options));
+  const ParamLayout& layout = model->layout();
+
+  RunInfo info;
+  info.device = device->description();
+  info.params = layout.total_params;
+  info.model = config.model + " (" + std::string(ModelFamilyName(model_config.family)) + ", " +
+               std::to_string(layout.total_params) + " parameters)";
+  info.train_tokens = loader.num_train_tokens();
+  info.eval_tokens = loader.num_eval_tokens();
+  info.offload = plan.placement.where() == "host" ? "host RAM"
+                 : plan.placement.where() == "nvme" ? "NVMe"
+                                                    : "split host RAM / NVMe";
+  info.nvme_dir = placed.offload == "nvme" ? nvme_paths[0] : "";
+  info.predicted_step_seconds = plan.predicted_step_seconds;
+  info.out_dir = out_dir;
+  info.tokens_per_step = static_cast<int64_t>(config.micro_batch) * config.seq_len * config.grad_accum;
+
+  // Resume.
+  int64_t step = 0;
+  if (config.resume) {
+    bool resumed = false;
+    for (const CheckpointInfo& c : ListCheckpoints(out_dir)) {
+      if (!c.verified) {
+        reporter.OnNote("skipping checkpoint " + c.path + ": " + c.problem);
+        continue;
+      }
+      TF_ASSIGN_OR_RETURN(CheckpointState state, LoadTrainingCheckpoint(c.path, *engine, layout));
+      TF_RETURN_IF_ERROR(loader.RestoreState(state.data_state)
+                             .WithContext("checkpoint " + c.path + " data position"));
+      step = state.step;
+      info.resumed_from = c.path;
+      resumed = true;
+      break;
+    }
+    if (!resumed) {
+      reporter.OnNote("--resume: no complete checkpoint under " + out_dir +
+                      "/checkpoints; starting from the beginning");
+    }
+  }
+  info.start_step = step;
+  reporter.OnStart(info);
+
+  // Metrics: appended on resume (steps after the checkpoint), fresh otherwise.
+  const std::string metrics_path =
+      config.metrics_path.empty() ? out_dir + "/metrics.jsonl" : config.metrics_path;
+  std::ofstream metrics(metrics_path, step > 0 ? std::ios::app : std::ios::trunc);
+  if (!metrics) return ErrnoStatus(errno, "open metrics file " + metrics_path);
+
+  TrainResult result;
+  const int64_t start_step = step;
+  auto loop_start = Clock::now();
+  auto last = loop_start;
+  std::vector<TokenBatch> batches(config.grad_accum);
+  int64_t last_checkpoint = step;
+  auto checkpoint = [&](double loss) -> Status {
+    TF_RETURN_IF_ERROR(engine->Finish().status());
+    CheckpointState state;
+    state.step = step;
+    state.optimizer_step = engine->optimizer_step();
+    state.scaler = engine->loss_scaler_state();
+    state.data_state = loader.SaveState();
+    state.loss = loss;
+    state.model = config.model;
+    TF_RETURN_IF_ERROR(SaveTrainingCheckpoint(out_dir, *engine, layout, state));
+    last_checkpoint = step;
+    reporter.OnCheckpoint(step, (fs::path(out_dir) / "checkpoints").string());
+    return Status::Ok();
+  };
+  auto evaluate = [&]() -> StatusOr<double> {
+    TF_RETURN_IF_ERROR(engine->Finish().status());
+    const int64_t n = std::min<int64_t>(config.eval_batches, loader.num_eval_batches());
+    if (n <= 0) return -1.0;
+    double sum = 0;
+    TokenBatch b;
+    for (int64_t i = 0; i < n; ++i) {
+      loader.EvalBatch(i, &b);
+      TF_ASSIGN_OR_RETURN(float loss, engine->EvaluateLoss(ToMicroBatch(b)));
+      sum += loss;
+    }
+    return sum / static_cast<double>(n);
+  };
+
+  double last_loss = 0;
+  while (step < config.steps) {
+    const int64_t next = step + 1;
+    const bool traced = std::find(config.trace_steps.begin(), config.trace_steps.end(), next) !=
+                        config.trace_steps.end();
+    trace.SetEnabled(traced && !config.trace_path.empty());
+    const float lr = ScheduledLr(config, next);
+    engine->SetLearningRate(lr);
+    std::vector<MicroBatch> micro(config.grad_accum);
+    for (int k = 0; k < config.grad_accum; ++k) {
+      loader.Next(&batches[k]);
+      micro[k] = ToMicroBatch(batches[k]);
+    }
+    TF_ASSIGN_OR_RETURN(StepStats stats, engine->Step(micro));
+    step = next;
+    last_loss = stats.loss;
+    if (step == start_step + 1) result.first_loss = stats.loss;
+    const auto now = Clock::now();
+    const double step_seconds = std::chrono::duration<double>(now - last).count();
+    last = now;
+    StepReport report;
+    report.step = step;
+    report.total_steps = config.steps;
+    report.stats = stats;
+    report.lr = lr;
+    report.tokens_per_second = static_cast<double>(info.tokens_per_step) / std::max(step_seconds, 1e-9);
+    report.elapsed_seconds = std::chrono::duration<double>(now - loop_start).count();
+    report.eta_seconds = report.elapsed_seconds / static_cast<double>(step - start_step) *
+                         static_cast<double>(config.steps - step);
+    report.device_bytes = device->DeviceMemory().in_use_bytes;
+    report.pinned_bytes = device->PinnedMemory().in_use_bytes;
+    report.host_state_bytes = engine->HostStateBytes();
+    report.nvme_bytes = engine->NvmeFileBytes();
+    reporter.OnStep(report);
+
+    nlohmann::json line = {{"step", step},
+                           {"loss", stats.loss},
+                           {"lr", lr},
+                           {"grad_norm", std::isfinite(stats.grad_norm) ? nlohmann::json(stats.grad_norm)
+                                                                        : nlohmann::json(nullptr)},
+                           {"clip_coef", stats.clip_coef},
+                           {"loss_scale", stats.loss_scale},
+                           {"skipped", stats.skipped},
+                           {"rolled_back", stats.rolled_back},
+                           {"tokens", info.tokens_per_step},
+                           {"tokens_per_second", report.tokens_per_second},
+                           {"elapsed_seconds", report.elapsed_seconds},
+                           {"device_bytes", report.device_bytes},
+                           {"pinned_bytes", report.pinned_bytes}};
+    if (traced && !config.trace_path.empty()) {
+      TF_RETURN_IF_ERROR(engine->Finish().status());
+      TF_RETURN_IF_ERROR(trace.WriteChromeTrace(config.trace_path));
+      trace.SetEnabled(false);
+    }
+    if (config.eval_every > 0 && step % config.eval_every == 0) {
+      TF_ASSIGN_OR_RETURN(double eval_loss, evaluate());
+      if (eval_loss >= 0) {
+        line["eval_loss"] = eval_loss;
+        result.eval_loss = eval_loss;
+        reporter.OnEval(step, eval_loss);
+      }
+    }
+    metrics << line.dump() << "\n";
+    metrics.flush();
+    if (!metrics) return IoError("write metrics file " + metrics_path);
+
+    const bool stop_now = stop != nullptr && stop->load();
+    if ((config.checkpoint_every > 0 && step % config.checkpoint_every == 0) || stop_now) {
+      TF_RETURN_IF_ERROR(checkpoint(stats.loss));
+    }
+    if (stop_now) {
+      result.stopped = true;
+      break;
+    }
+  }
+
+  TF_RETURN_IF_ERROR(engine->Finish().status());
+  if (!result.stopped) {
+    if (last_checkpoint != step) TF_RETURN_IF_ERROR(checkpoint(last_loss));
+    if (config.eval_every > 0 && step % config.eval_every != 0) {
+      TF_ASSIGN_OR_RETURN(double eval_loss, evaluate());
+      if (eval_loss >= 0) {
+        result.eval_loss = eval_loss;
+        reporter.OnEval(step, eval_loss);
+      }
+    }
+    TF_RETURN_IF_ERROR(SaveFinalModel(out_dir, *engine, layout, dtype));
+    result.final_model_dir = (fs::path(out_dir) / "model").string();
+  }
+  result.steps_done = step;
+  result.last_loss = last_loss;
+  result.seconds = std::chrono::duration<double>(Clock::now() - run_start).count();
+  return result;
+}
+
+}  // namespace tierflow

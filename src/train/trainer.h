@@ -1,0 +1,66 @@
+// The training loop of `tierflow train`: model, data, engine, schedule,
+// evaluation, metrics, traces, checkpoints and resume.
+//
+// Library code: it reports through a TrainReporter (the command prints
+// progress), never prints or exits itself. A stop request (SIGINT/SIGTERM in
+// the command) ends the run after the current step with a checkpoint.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "engine/engine_options.h"
+#include "train/train_config.h"
+
+namespace tierflow {
+
+struct RunInfo {
+  std::string device;          // description
+  std::string model;           // name and parameter count
+  int64_t params = 0;
+  int64_t train_tokens = 0, eval_tokens = 0;
+  std::string offload;         // where the optimizer state lives
+  std::string nvme_dir;        // "" when on host
+  std::string out_dir;
+  int64_t start_step = 0;      // > 0 when resumed
+  std::string resumed_from;    // checkpoint path, "" when starting fresh
+  int64_t tokens_per_step = 0;
+  double predicted_step_seconds = 0;  // the planner's prediction
+};
+
+struct StepReport {
+  int64_t step = 0, total_steps = 0;
+  StepStats stats;
+  float lr = 0;
+  double tokens_per_second = 0;
+  double elapsed_seconds = 0;
+  double eta_seconds = 0;
+  uint64_t device_bytes = 0, pinned_bytes = 0, host_state_bytes = 0, nvme_bytes = 0;
+};
+
+class TrainReporter {
+ public:
+  virtual ~TrainReporter() = default;
+  virtual void OnStart(const RunInfo& info) {}
+  virtual void OnNote(const std::string& message) {}   // e.g. "no checkpoint: starting fresh"
+  virtual void OnStep(const StepReport& report) {}
+  virtual void OnEval(int64_t step, double eval_loss) {}
+  virtual void OnCheckpoint(int64_t step, const std::string& path) {}
+};
+
+struct TrainResult {
+  int64_t steps_done = 0;        // the loop's step counter at the end
+  double first_loss = 0, last_loss = 0;
+  double eval_loss = -1;         // last eval loss (-1: none)
+  std::string final_model_dir;   // OUT/model
+  bool stopped = false;          // ended early by a stop request
+  double seconds = 0;
+};
+
+// Runs `config` to completion (or until *stop becomes true).
+StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& reporter,
+                                  const std::atomic<bool>* stop = nullptr);
+
+}  // namespace tierflow
