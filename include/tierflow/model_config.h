@@ -44,9 +44,9 @@ struct ModelConfig {
   int64_t head_dim = 0;     // D (C / H unless config.json sets head_dim)
   int64_t d_ff = 0;         // F (n_inner or 4C / intermediate_size)
 
-  double norm_eps = 1e-5;     // layer_norm_epsilon / rms_norm_eps
-  double rope_theta = 0;      // RoPE base; 0 for GPT-2 (learned positions)
-  bool tie_embeddings = true; // lm_head shares the token embedding (counted once)
+  double norm_eps = 1e-5;      // layer_norm_epsilon / rms_norm_eps
+  double rope_theta = 0;       // RoPE base; 0 for GPT-2 (learned positions)
+  bool tie_embeddings = true;  // lm_head shares the token embedding (counted once)
 
   MlpKind mlp = MlpKind::kGelu;
   NormKind norm = NormKind::kLayerNorm;

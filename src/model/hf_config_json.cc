@@ -23,8 +23,8 @@ class ConfigReader {
   ConfigReader(const json& object, std::string_view source) : j_(object), source_(source) {}
 
   Status Error(std::string_view key, std::string_view what) const {
-    return InvalidArgumentError("config.json '" + source_ + "': key '" + std::string(key) +
-                                "' " + std::string(what));
+    return InvalidArgumentError("config.json '" + source_ + "': key '" + std::string(key) + "' " +
+                                std::string(what));
   }
 
   bool Has(std::string_view key) const {
@@ -134,8 +134,7 @@ StatusOr<ModelConfig> ParseLlamaFamily(const ConfigReader& r, std::string_view s
   TF_ASSIGN_OR_RETURN(c.max_seq_len,
                       r.PositiveIntOr("max_position_embeddings", mistral || qwen2 ? 32768 : 2048));
   if (!r.Has("head_dim") && c.d_model % c.n_heads != 0) {
-    return r.Error("num_attention_heads", "must divide hidden_size (" +
-                                              std::to_string(c.d_model) +
+    return r.Error("num_attention_heads", "must divide hidden_size (" + std::to_string(c.d_model) +
                                               ") when head_dim is not given");
   }
   TF_ASSIGN_OR_RETURN(c.head_dim, r.PositiveIntOr("head_dim", c.d_model / c.n_heads));
@@ -166,8 +165,8 @@ StatusOr<ModelConfig> ParseLlamaFamily(const ConfigReader& r, std::string_view s
     if (!rs.is_object()) return r.Error("rope_scaling", "must be an object or null");
     auto type = rs.find("rope_type");
     if (type == rs.end()) type = rs.find("type");
-    c.rope_scaling_type = (type != rs.end() && type->is_string()) ? type->get<std::string>()
-                                                                  : "unknown";
+    c.rope_scaling_type =
+        (type != rs.end() && type->is_string()) ? type->get<std::string>() : "unknown";
   }
   bool use_sliding_window = mistral;
   if (qwen2) {
@@ -234,10 +233,11 @@ StatusOr<ModelConfig> ResolveModel(std::string_view spec) {
   if (preset.ok()) return preset;
   std::error_code ec;
   if (std::filesystem::exists(std::string(spec), ec)) return LoadModelConfig(std::string(spec));
-  return NotFoundError("'" + std::string(spec) +
-                       "' is neither a model preset nor a path to a config.json or a directory "
-                       "holding one; " + preset.status().message().substr(
-                                              preset.status().message().find("presets:")));
+  return NotFoundError(
+      "'" + std::string(spec) +
+      "' is neither a model preset nor a path to a config.json or a directory "
+      "holding one; " +
+      preset.status().message().substr(preset.status().message().find("presets:")));
 }
 
 }  // namespace tierflow

@@ -23,7 +23,7 @@ void Add(ParamGroup& group, std::string name, std::vector<int64_t> shape) {
 ParamGroup Gpt2Layer(const ModelConfig& c, int64_t i) {
   const int64_t C = c.d_model, F = c.d_ff;
   const int64_t qkv = (c.n_heads + 2 * c.n_kv_heads) * c.head_dim;  // 3C for GPT-2
-  const int64_t attn = c.n_heads * c.head_dim;                     // C
+  const int64_t attn = c.n_heads * c.head_dim;                      // C
   const std::string p = "h." + std::to_string(i) + ".";
   ParamGroup g;
   g.name = "layer." + std::to_string(i);
@@ -115,10 +115,10 @@ Status ValidateModelConfig(const ModelConfig& c) {
     const char* name;
     int64_t value;
   };
-  for (Dim d : {Dim{"vocab_size", c.vocab_size}, Dim{"max_seq_len", c.max_seq_len},
-                Dim{"d_model", c.d_model}, Dim{"n_layers", c.n_layers},
-                Dim{"n_heads", c.n_heads}, Dim{"n_kv_heads", c.n_kv_heads},
-                Dim{"head_dim", c.head_dim}, Dim{"d_ff", c.d_ff}}) {
+  for (Dim d :
+       {Dim{"vocab_size", c.vocab_size}, Dim{"max_seq_len", c.max_seq_len},
+        Dim{"d_model", c.d_model}, Dim{"n_layers", c.n_layers}, Dim{"n_heads", c.n_heads},
+        Dim{"n_kv_heads", c.n_kv_heads}, Dim{"head_dim", c.head_dim}, Dim{"d_ff", c.d_ff}}) {
     if (d.value <= 0) {
       return Invalid(c, std::string(d.name) + " must be positive, got " + std::to_string(d.value));
     }
@@ -162,9 +162,7 @@ int64_t LayerParameterCount(const ModelConfig& config) {
       .num_params;
 }
 
-int64_t EmbeddingParameterCount(const ModelConfig& config) {
-  return Embeddings(config).num_params;
-}
+int64_t EmbeddingParameterCount(const ModelConfig& config) { return Embeddings(config).num_params; }
 
 int64_t HeadParameterCount(const ModelConfig& config) { return Head(config).num_params; }
 

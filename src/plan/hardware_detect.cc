@@ -10,8 +10,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
-#include <cstdlib>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -199,8 +199,8 @@ StatusOr<HostMemoryInfo> DetectHostMemory(const std::string& root_dir) {
   const CgroupPaths paths = ReadCgroupPaths(root);
   for (const char* base : {"sys/fs/cgroup", "sys/fs/cgroup/unified"}) {
     for (const fs::path& dir : CgroupDirs(root / base, paths.v2)) {
-      TF_RETURN_IF_ERROR(
-          ApplyMemoryLimitFile(dir / "memory.max", &info.cgroup_limit_bytes, &info.cgroup_limit_file));
+      TF_RETURN_IF_ERROR(ApplyMemoryLimitFile(dir / "memory.max", &info.cgroup_limit_bytes,
+                                              &info.cgroup_limit_file));
     }
   }
   for (const fs::path& dir : CgroupDirs(root / "sys/fs/cgroup/memory", paths.v1_memory)) {

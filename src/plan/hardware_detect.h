@@ -32,10 +32,10 @@ struct HostMemoryInfo {
 StatusOr<HostMemoryInfo> DetectHostMemory(const std::string& root = "/");
 
 struct CpuInfo {
-  int online_cpus = 0;             // CPUs this process may run on
-  double cgroup_cpu_limit = 0;     // quota / period; 0 = none
-  std::string cgroup_limit_file;   // where the quota was read ("" = none)
-  int usable_cores = 0;            // min(online_cpus, ceil(cgroup limit)), at least 1
+  int online_cpus = 0;            // CPUs this process may run on
+  double cgroup_cpu_limit = 0;    // quota / period; 0 = none
+  std::string cgroup_limit_file;  // where the quota was read ("" = none)
+  int usable_cores = 0;           // min(online_cpus, ceil(cgroup limit)), at least 1
 };
 
 // Applies the cgroup CPU quota (v2 cpu.max "QUOTA PERIOD" or "max PERIOD";

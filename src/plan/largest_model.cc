@@ -56,8 +56,8 @@ StatusOr<LargestModel> LargestFittingModel(const PlanInput& input, const Hardwar
     best.config = found;
     best.description = layers == shape.n_layers
                            ? shape.name + " as it is"
-                           : shape.name + " with " + std::to_string(layers) + " layers instead of " +
-                                 std::to_string(shape.n_layers);
+                           : shape.name + " with " + std::to_string(layers) +
+                                 " layers instead of " + std::to_string(shape.n_layers);
   }
   return best;
 }

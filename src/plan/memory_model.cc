@@ -18,9 +18,12 @@ uint64_t RoundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
 
 std::string_view OptimizerKindName(OptimizerKind kind) {
   switch (kind) {
-    case OptimizerKind::kAdamW: return "adamw";
-    case OptimizerKind::kLion: return "lion";
-    case OptimizerKind::kSgd: return "sgd";
+    case OptimizerKind::kAdamW:
+      return "adamw";
+    case OptimizerKind::kLion:
+      return "lion";
+    case OptimizerKind::kSgd:
+      return "sgd";
   }
   return "?";
 }
@@ -45,12 +48,12 @@ uint64_t BlockActivationBytes(const ModelConfig& m, int64_t tokens, DType dtype)
   const bool layernorm = m.norm == NormKind::kLayerNorm;
   const uint64_t stats = (layernorm ? 2 : 1) * Buf(N * 4);  // mean (LayerNorm) and rstd
   uint64_t b = 0;
-  b += Buf(N * C * a) + stats;                             // norm1 output
-  b += Buf(N * (Q + 2 * KV) * a);                          // q, k, v
-  b += Buf(N * Q * a);                                     // attention output
-  b += Buf(N * static_cast<uint64_t>(m.n_heads) * 4);      // log-sum-exp, fp32
-  b += Buf(N * C * a);                                     // residual after attention
-  b += Buf(N * C * a) + stats;                             // norm2 output
+  b += Buf(N * C * a) + stats;                                // norm1 output
+  b += Buf(N * (Q + 2 * KV) * a);                             // q, k, v
+  b += Buf(N * Q * a);                                        // attention output
+  b += Buf(N * static_cast<uint64_t>(m.n_heads) * 4);         // log-sum-exp, fp32
+  b += Buf(N * C * a);                                        // residual after attention
+  b += Buf(N * C * a) + stats;                                // norm2 output
   b += (m.mlp == MlpKind::kSwiGlu ? 3 : 2) * Buf(N * F * a);  // fc/gate, [up], activation
   return b;
 }
@@ -69,7 +72,8 @@ ActivationBytes ComputeActivationBytes(const ModelConfig& m, const ActivationOpt
 
   ActivationBytes out;
   out.residual = (L + 1) * Buf(N * C * a);
-  out.blocks = (o.checkpointing ? 1 : L) * BlockActivationBytes(m, static_cast<int64_t>(N), o.dtype);
+  out.blocks =
+      (o.checkpointing ? 1 : L) * BlockActivationBytes(m, static_cast<int64_t>(N), o.dtype);
   out.final_norm = Buf(N * C * a) + (layernorm ? 2 : 1) * Buf(N * 4);
   out.logits = Buf(N * V * a) + Buf(4) + Buf(N * 4);  // logits, loss, per-row losses
   out.inputs = 2 * Buf(N * 4);
@@ -89,7 +93,8 @@ SubGroupSummary SummarizeSubGroups(const ModelConfig& m, int64_t sub_group_param
   const int64_t total = embedding + m.n_layers * layer + head;
   const double r = std::clamp(nvme_ratio, 0.0, 1.0);
   const int64_t host_target =
-      r > 0 ? static_cast<int64_t>(std::llround((1.0 - r) * static_cast<double>(total))) : total + 1;
+      r > 0 ? static_cast<int64_t>(std::llround((1.0 - r) * static_cast<double>(total)))
+            : total + 1;
   const uint64_t full_block_bytes =
       RoundUp(static_cast<uint64_t>(S) * state_bytes_per_param, kNvmeBlockBytes);
 
@@ -112,9 +117,9 @@ SubGroupSummary SummarizeSubGroups(const ModelConfig& m, int64_t sub_group_param
       s.nvme_sub_groups += count;
       s.nvme_params += full * S + last;
       s.max_nvme_group_params = std::max(s.max_nvme_group_params, full > 0 ? S : last);
-      s.nvme_block_bytes += static_cast<uint64_t>(full) * full_block_bytes +
-                            RoundUp(static_cast<uint64_t>(last) * state_bytes_per_param,
-                                    kNvmeBlockBytes);
+      s.nvme_block_bytes +=
+          static_cast<uint64_t>(full) * full_block_bytes +
+          RoundUp(static_cast<uint64_t>(last) * state_bytes_per_param, kNvmeBlockBytes);
     }
     offset += n;
   };

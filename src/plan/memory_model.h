@@ -35,10 +35,11 @@ int OptimizerMomentCount(OptimizerKind kind);
 
 // ---- bytes per parameter (host / NVMe) ----
 
-inline constexpr uint64_t kMasterBytesPerParam = 4;          // fp32 master weights
-inline constexpr uint64_t kMomentBytesPerParam = 4;          // each fp32 moment
-inline constexpr uint64_t kGradAccumulatorBytesPerParam = 4; // fp32, pinned host
-inline constexpr uint64_t kGradBucketBytesPerParam = 4;      // device buckets and their pinned staging: fp32
+inline constexpr uint64_t kMasterBytesPerParam = 4;           // fp32 master weights
+inline constexpr uint64_t kMomentBytesPerParam = 4;           // each fp32 moment
+inline constexpr uint64_t kGradAccumulatorBytesPerParam = 4;  // fp32, pinned host
+inline constexpr uint64_t kGradBucketBytesPerParam =
+    4;  // device buckets and their pinned staging: fp32
 // Master weights plus moments: what moves between host and NVMe per
 // parameter (12 for AdamW).
 constexpr uint64_t OptimizerStateBytesPerParam(int num_moments) {
@@ -48,8 +49,8 @@ constexpr uint64_t OptimizerStateBytesPerParam(int num_moments) {
 // ---- the engine's defaults (EngineOptions) ----
 
 inline constexpr int64_t kDefaultSubGroupParams = int64_t{4} << 20;  // sub_group_params
-inline constexpr int kDefaultBufferCount = 4;   // weight staging slots = NVMe I/O slots
-inline constexpr int kDefaultGradBuckets = 3;   // device gradient buckets (+ pinned staging each)
+inline constexpr int kDefaultBufferCount = 4;  // weight staging slots = NVMe I/O slots
+inline constexpr int kDefaultGradBuckets = 3;  // device gradient buckets (+ pinned staging each)
 // Overlapped pipeline: at most this many parameters are updated
 // speculatively per step; the host keeps a 12 B/param backup of them (when
 // any state is on host) and a pinned 16-bit copy of their new weights.
@@ -93,22 +94,20 @@ inline constexpr uint64_t kDirectIoAlignmentBytes = 4096;
 // allocation, every buffer rounded up to 256 bytes, activations in the
 // weights dtype, norm and attention statistics in fp32. See docs/PLANNER.md.
 struct ActivationBytes {
-  uint64_t residual = 0;      // (L+1) residual-stream tensors (N, C): block inputs and the output
-  uint64_t blocks = 0;        // saved block activations: L sets, or 1 with checkpointing
-  uint64_t final_norm = 0;    // (N, C) + statistics
-  uint64_t logits = 0;        // (N, V) in the activation dtype, loss and per-row losses
-  uint64_t inputs = 0;        // token ids and targets, int32
-  uint64_t gradients = 0;     // activation-gradient scratch of one block's backward
-  uint64_t total() const {
-    return residual + blocks + final_norm + logits + inputs + gradients;
-  }
+  uint64_t residual = 0;    // (L+1) residual-stream tensors (N, C): block inputs and the output
+  uint64_t blocks = 0;      // saved block activations: L sets, or 1 with checkpointing
+  uint64_t final_norm = 0;  // (N, C) + statistics
+  uint64_t logits = 0;      // (N, V) in the activation dtype, loss and per-row losses
+  uint64_t inputs = 0;      // token ids and targets, int32
+  uint64_t gradients = 0;   // activation-gradient scratch of one block's backward
+  uint64_t total() const { return residual + blocks + final_norm + logits + inputs + gradients; }
 };
 
 struct ActivationOptions {
-  int64_t micro_batch = 1;      // B
-  int64_t seq_len = 0;          // T
-  DType dtype = DType::kBF16;   // activation dtype (= the weights dtype)
-  bool checkpointing = true;    // keep only block inputs; recompute into one shared set
+  int64_t micro_batch = 1;     // B
+  int64_t seq_len = 0;         // T
+  DType dtype = DType::kBF16;  // activation dtype (= the weights dtype)
+  bool checkpointing = true;   // keep only block inputs; recompute into one shared set
 };
 
 // Bytes of one block's saved set (excluding its input, which is a residual
@@ -128,12 +127,12 @@ ActivationBytes ComputeActivationBytes(const ModelConfig& model, const Activatio
 // or beyond llround((1 - r) * P) live on NVMe.
 struct SubGroupSummary {
   int64_t num_sub_groups = 0;
-  int64_t max_unit_params = 0;       // the largest unit (sizes gradient buckets)
-  int64_t max_group_params = 0;      // the largest sub-group (sizes weight staging)
-  int64_t nvme_params = 0;           // parameters in NVMe sub-groups
+  int64_t max_unit_params = 0;   // the largest unit (sizes gradient buckets)
+  int64_t max_group_params = 0;  // the largest sub-group (sizes weight staging)
+  int64_t nvme_params = 0;       // parameters in NVMe sub-groups
   int64_t nvme_sub_groups = 0;
-  int64_t max_nvme_group_params = 0; // sizes the NVMe I/O slots
-  uint64_t nvme_block_bytes = 0;     // state bytes of NVMe sub-groups, each rounded to blocks
+  int64_t max_nvme_group_params = 0;  // sizes the NVMe I/O slots
+  uint64_t nvme_block_bytes = 0;      // state bytes of NVMe sub-groups, each rounded to blocks
 };
 SubGroupSummary SummarizeSubGroups(const ModelConfig& model, int64_t sub_group_params,
                                    double nvme_ratio, uint64_t state_bytes_per_param);

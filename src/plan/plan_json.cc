@@ -63,17 +63,16 @@ nlohmann::json PlanToJson(const PlanInput& in, const Hardware& hw, const Plan& p
                 {"host", TierJson(plan.host)},
                 {"nvme", TierJson(plan.nvme)}};
   j["tiers"]["host"]["pinned_bytes"] = plan.pinned_bytes;
-  j["activations"] = {
-      {"with_checkpointing_bytes", plan.activations_with_checkpointing_bytes},
-      {"without_checkpointing_bytes", plan.activations_without_checkpointing_bytes},
-      {"planned",
-       {{"residual", plan.activations.residual},
-        {"blocks", plan.activations.blocks},
-        {"final_norm", plan.activations.final_norm},
-        {"logits", plan.activations.logits},
-        {"inputs", plan.activations.inputs},
-        {"gradients", plan.activations.gradients},
-        {"total", plan.activations.total()}}}};
+  j["activations"] = {{"with_checkpointing_bytes", plan.activations_with_checkpointing_bytes},
+                      {"without_checkpointing_bytes", plan.activations_without_checkpointing_bytes},
+                      {"planned",
+                       {{"residual", plan.activations.residual},
+                        {"blocks", plan.activations.blocks},
+                        {"final_norm", plan.activations.final_norm},
+                        {"logits", plan.activations.logits},
+                        {"inputs", plan.activations.inputs},
+                        {"gradients", plan.activations.gradients},
+                        {"total", plan.activations.total()}}}};
   const Placement& p = plan.placement;
   j["placement"] = {{"optimizer_state", p.where()},
                     {"offload", p.offload()},
@@ -92,10 +91,10 @@ nlohmann::json PlanToJson(const PlanInput& in, const Hardware& hw, const Plan& p
   j["flops_per_step"] = plan.flops_per_step;
   j["predicted_step_seconds"] = plan.predicted_step_seconds;
   j["serial_step_seconds"] = plan.serial_step_seconds;
-  j["tokens_per_second"] = plan.predicted_step_seconds > 0
-                               ? static_cast<double>(plan.tokens_per_step) /
-                                     plan.predicted_step_seconds
-                               : 0.0;
+  j["tokens_per_second"] =
+      plan.predicted_step_seconds > 0
+          ? static_cast<double>(plan.tokens_per_step) / plan.predicted_step_seconds
+          : 0.0;
   if (largest != nullptr) {
     j["max_params"] = largest->params;
     j["max_model"] = largest->description;

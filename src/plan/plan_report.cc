@@ -40,20 +40,29 @@ void AppendTier(std::string* out, const TierPlan& tier, const char* title) {
 std::string FormatParamCount(int64_t params) {
   const double p = static_cast<double>(params);
   char buf[32];
-  if (p >= 1e9) std::snprintf(buf, sizeof(buf), "%.2f B", p / 1e9);
-  else if (p >= 1e6) std::snprintf(buf, sizeof(buf), "%.1f M", p / 1e6);
-  else if (p >= 1e3) std::snprintf(buf, sizeof(buf), "%.1f K", p / 1e3);
-  else std::snprintf(buf, sizeof(buf), "%lld", static_cast<long long>(params));
+  if (p >= 1e9)
+    std::snprintf(buf, sizeof(buf), "%.2f B", p / 1e9);
+  else if (p >= 1e6)
+    std::snprintf(buf, sizeof(buf), "%.1f M", p / 1e6);
+  else if (p >= 1e3)
+    std::snprintf(buf, sizeof(buf), "%.1f K", p / 1e3);
+  else
+    std::snprintf(buf, sizeof(buf), "%lld", static_cast<long long>(params));
   return buf;
 }
 
 std::string FormatSeconds(double seconds) {
   char buf[32];
-  if (seconds < 1e-3) std::snprintf(buf, sizeof(buf), "%.0f us", seconds * 1e6);
-  else if (seconds < 1) std::snprintf(buf, sizeof(buf), "%.0f ms", seconds * 1e3);
-  else if (seconds < 600) std::snprintf(buf, sizeof(buf), "%.1f s", seconds);
-  else if (seconds < 36000) std::snprintf(buf, sizeof(buf), "%.1f min", seconds / 60);
-  else std::snprintf(buf, sizeof(buf), "%.1f h", seconds / 3600);
+  if (seconds < 1e-3)
+    std::snprintf(buf, sizeof(buf), "%.0f us", seconds * 1e6);
+  else if (seconds < 1)
+    std::snprintf(buf, sizeof(buf), "%.0f ms", seconds * 1e3);
+  else if (seconds < 600)
+    std::snprintf(buf, sizeof(buf), "%.1f s", seconds);
+  else if (seconds < 36000)
+    std::snprintf(buf, sizeof(buf), "%.1f min", seconds / 60);
+  else
+    std::snprintf(buf, sizeof(buf), "%.1f h", seconds / 3600);
   return buf;
 }
 
@@ -62,15 +71,17 @@ std::string FormatPlanReport(const PlanInput& in, const Hardware& hw, const Plan
                              const std::vector<std::string>& hardware_notes) {
   const ModelConfig& m = in.model;
   std::string out;
-  Appendf(&out, "model     %s: %s, %s params (%lld layers, d_model %lld, %lld heads / %lld kv, "
-                "d_ff %lld, vocab %lld%s)\n",
+  Appendf(&out,
+          "model     %s: %s, %s params (%lld layers, d_model %lld, %lld heads / %lld kv, "
+          "d_ff %lld, vocab %lld%s)\n",
           m.name.c_str(), std::string(ModelFamilyName(m.family)).c_str(),
           FormatParamCount(plan.params).c_str(), static_cast<long long>(m.n_layers),
           static_cast<long long>(m.d_model), static_cast<long long>(m.n_heads),
           static_cast<long long>(m.n_kv_heads), static_cast<long long>(m.d_ff),
           static_cast<long long>(m.vocab_size), m.tie_embeddings ? ", tied head" : "");
-  Appendf(&out, "training  micro-batch %lld x seq %lld x accumulation %lld = %lld tokens/step; "
-                "%s; checkpointing %s; %s (%llu B/param of state)\n",
+  Appendf(&out,
+          "training  micro-batch %lld x seq %lld x accumulation %lld = %lld tokens/step; "
+          "%s; checkpointing %s; %s (%llu B/param of state)\n",
           static_cast<long long>(in.micro_batch), static_cast<long long>(in.seq_len),
           static_cast<long long>(in.grad_accum), static_cast<long long>(plan.tokens_per_step),
           std::string(DTypeName(in.dtype)).c_str(), in.checkpointing ? "on" : "off",
@@ -90,13 +101,16 @@ std::string FormatPlanReport(const PlanInput& in, const Hardware& hw, const Plan
 
   const Placement& p = plan.placement;
   Appendf(&out, "placement (%s): optimizer state ", p.chosen_by_planner ? "planner" : "user");
-  if (p.where() == "split") Appendf(&out, "split, ratio %.2f on NVMe", p.nvme_ratio);
-  else Appendf(&out, "on %s", p.where() == "host" ? "host" : "NVMe");
+  if (p.where() == "split")
+    Appendf(&out, "split, ratio %.2f on NVMe", p.nvme_ratio);
+  else
+    Appendf(&out, "on %s", p.where() == "host" ? "host" : "NVMe");
   Appendf(&out, "; %s params' state on host, %s on NVMe\n",
           FormatParamCount(p.host_state_params).c_str(),
           FormatParamCount(p.nvme_state_params).c_str());
-  Appendf(&out, "  %lld sub-groups of up to %s params (%lld on NVMe), %d staging/I-O slots, "
-                "%d gradient buckets\n",
+  Appendf(&out,
+          "  %lld sub-groups of up to %s params (%lld on NVMe), %d staging/I-O slots, "
+          "%d gradient buckets\n",
           static_cast<long long>(p.num_sub_groups), FormatParamCount(p.sub_group_params).c_str(),
           static_cast<long long>(p.nvme_sub_groups), p.buffer_count, p.grad_buckets);
   Appendf(&out, "  engine options: offload=%s", p.offload().c_str());
@@ -114,8 +128,7 @@ std::string FormatPlanReport(const PlanInput& in, const Hardware& hw, const Plan
       plan.predicted_step_seconds > 0 ? plan.tokens_per_step / plan.predicted_step_seconds : 0;
   Appendf(&out, "  step: %s with overlap (%s if serial), %.0f tokens/s, %.3g FLOP/step\n",
           FormatSeconds(plan.predicted_step_seconds).c_str(),
-          FormatSeconds(plan.serial_step_seconds).c_str(), tokens_per_second,
-          plan.flops_per_step);
+          FormatSeconds(plan.serial_step_seconds).c_str(), tokens_per_second, plan.flops_per_step);
   if (largest != nullptr) {
     out += "\n";
     if (largest->params > 0) {

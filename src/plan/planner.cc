@@ -108,8 +108,7 @@ StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t para
       {"pinned_speculative_weights", spec_weights,
        "overlapped pipeline: new weights of the speculated sub-groups"},
       {"nvme_io_buffers", nvme_slots,
-       "pinned: largest NVMe sub-group x " + std::to_string(state_bytes) + " B x " + bc +
-           " slots"},
+       "pinned: largest NVMe sub-group x " + std::to_string(state_bytes) + " B x " + bc + " slots"},
       {"process_overhead", kHostProcessOverheadBytes, "code, threads, dataset, allocator slack"},
   };
   if (hw.device_memory_is_host_memory) {
@@ -182,7 +181,8 @@ std::string DeviceAdvice(const PlanInput& in, const Plan& plan) {
            " and tierflow keeps them on the device: use a device with at least " +
            FormatBytes(plan.device.total_bytes()) + ", or a smaller model";
   }
-  std::string s = "activations take " + FormatBytes(plan.device.bytes_of("activations")) + " of it: ";
+  std::string s =
+      "activations take " + FormatBytes(plan.device.bytes_of("activations")) + " of it: ";
   std::string sep;
   if (!in.checkpointing) {
     s += "turn activation checkpointing on (--checkpointing on: activations " +
@@ -209,10 +209,11 @@ std::string HostAdvice(const PlanInput& in, const Plan& plan) {
            FormatBytes(plan.host.bytes_of("master_weights") +
                        plan.host.bytes_of("optimizer_moments"));
   }
-  std::string s = "even with all optimizer state on NVMe the host needs the fp32 gradient "
-                  "accumulator (" +
-                  FormatBytes(plan.host.bytes_of("gradient_accumulator")) +
-                  ", 4 B/param), pinned staging and I/O buffers";
+  std::string s =
+      "even with all optimizer state on NVMe the host needs the fp32 gradient "
+      "accumulator (" +
+      FormatBytes(plan.host.bytes_of("gradient_accumulator")) +
+      ", 4 B/param), pinned staging and I/O buffers";
   if (plan.host.bytes_of("emulated_device_memory") > 0) {
     s += " and the emulated device's memory (" +
          FormatBytes(plan.host.bytes_of("emulated_device_memory")) + ")";
@@ -221,9 +222,10 @@ std::string HostAdvice(const PlanInput& in, const Plan& plan) {
 }
 
 std::string NvmeAdvice(const PlanInput& in, const Plan& plan) {
-  std::string s = plan.nvme.capacity_bytes == 0
-                      ? "no NVMe path has free space: give one with --nvme-path (or --nvme-capacity)"
-                      : "free space on the NVMe paths or add a larger one with --nvme-path";
+  std::string s =
+      plan.nvme.capacity_bytes == 0
+          ? "no NVMe path has free space: give one with --nvme-path (or --nvme-capacity)"
+          : "free space on the NVMe paths or add a larger one with --nvme-path";
   if (in.pipeline == PipelineKind::kOverlapped) {
     // The synchronous pipeline keeps one copy of the state instead of two.
     const uint64_t sync_bytes = plan.nvme.total_bytes() - plan.nvme.bytes_of("state_files") / 2;
@@ -251,11 +253,11 @@ void Explain(const PlanInput& in, Plan& plan) {
 
   const Placement& p = plan.placement;
   std::string state_where =
-      p.where() == "host"   ? "optimizer state on host"
-      : p.where() == "nvme" ? "optimizer state on NVMe"
-                            : "optimizer state split, " +
-                                  std::to_string(static_cast<int>(std::lround(p.nvme_ratio * 100))) +
-                                  "% on NVMe";
+      p.where() == "host" ? "optimizer state on host"
+      : p.where() == "nvme"
+          ? "optimizer state on NVMe"
+          : "optimizer state split, " +
+                std::to_string(static_cast<int>(std::lround(p.nvme_ratio * 100))) + "% on NVMe";
   if (plan.feasible) {
     plan.explanation = "fits: " + state_where + "; the tightest tier is " +
                        TierName(binding->name) + " (" + FormatBytes(binding->total_bytes()) +
@@ -282,9 +284,12 @@ void Explain(const PlanInput& in, Plan& plan) {
 
 std::string_view OffloadChoiceName(OffloadChoice choice) {
   switch (choice) {
-    case OffloadChoice::kAuto: return "auto";
-    case OffloadChoice::kHost: return "host";
-    case OffloadChoice::kNvme: return "nvme";
+    case OffloadChoice::kAuto:
+      return "auto";
+    case OffloadChoice::kHost:
+      return "host";
+    case OffloadChoice::kNvme:
+      return "nvme";
   }
   return "?";
 }
@@ -348,13 +353,14 @@ StatusOr<Plan> ComputePlan(const PlanInput& in, const Hardware& hw) {
   plan.device.capacity_bytes = hw.device_memory_bytes;
   plan.device.components = {
       {"weights", P * a, std::to_string(a) + " B/param, all layers resident"},
-      {"gradient_buckets", U(in.grad_buckets) * U(layout.max_unit_params) * kGradBucketBytesPerParam,
+      {"gradient_buckets",
+       U(in.grad_buckets) * U(layout.max_unit_params) * kGradBucketBytesPerParam,
        "fp32: largest unit x " + std::to_string(in.grad_buckets) + " buckets"},
       {"activations", plan.activations.total(),
-       std::string(in.checkpointing ? "checkpointing on" : "checkpointing off") + " (on: " +
-           FormatBytes(plan.activations_with_checkpointing_bytes) + ", off: " +
-           FormatBytes(plan.activations_without_checkpointing_bytes) + "), incl. logits " +
-           FormatBytes(plan.activations.logits)},
+       std::string(in.checkpointing ? "checkpointing on" : "checkpointing off") +
+           " (on: " + FormatBytes(plan.activations_with_checkpointing_bytes) +
+           ", off: " + FormatBytes(plan.activations_without_checkpointing_bytes) +
+           "), incl. logits " + FormatBytes(plan.activations.logits)},
   };
   if (hw.device_is_gpu) {
     plan.device.components.push_back(

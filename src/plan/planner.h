@@ -38,11 +38,11 @@ enum class PipelineKind : uint8_t {
 
 struct PlanInput {
   ModelConfig model;
-  int64_t micro_batch = 1;      // sequences per micro-batch (B). REQUIRES >= 1
-  int64_t seq_len = 0;          // tokens per sequence (T). REQUIRES 1..model.max_seq_len
-  int64_t grad_accum = 1;       // micro-batches per optimizer step. REQUIRES >= 1
-  DType dtype = DType::kBF16;   // working weights and activations on the device
-  bool checkpointing = true;    // activation checkpointing (keep block inputs, recompute)
+  int64_t micro_batch = 1;     // sequences per micro-batch (B). REQUIRES >= 1
+  int64_t seq_len = 0;         // tokens per sequence (T). REQUIRES 1..model.max_seq_len
+  int64_t grad_accum = 1;      // micro-batches per optimizer step. REQUIRES >= 1
+  DType dtype = DType::kBF16;  // working weights and activations on the device
+  bool checkpointing = true;   // activation checkpointing (keep block inputs, recompute)
   OptimizerKind optimizer = OptimizerKind::kAdamW;
   OffloadChoice offload = OffloadChoice::kAuto;
   // Fraction in [0, 1] of the parameters whose optimizer state is on NVMe
@@ -74,16 +74,16 @@ struct Bandwidths {
 };
 
 struct Hardware {
-  bool device_is_gpu = false;           // false: the emulated CPU device
-  std::string device_description;       // for humans
-  uint64_t device_memory_bytes = 0;     // capacity of the device tier
+  bool device_is_gpu = false;        // false: the emulated CPU device
+  std::string device_description;    // for humans
+  uint64_t device_memory_bytes = 0;  // capacity of the device tier
   // Taken off the device before tensors (kCudaContextBytes when the capacity
   // is the card's total; 0 when it was measured free through the Device API).
   uint64_t device_reserved_bytes = 0;
   // The emulated CPU device's memory is host RAM: its use counts on the host tier too.
   bool device_memory_is_host_memory = false;
-  uint64_t host_memory_bytes = 0;       // usable host RAM (MemAvailable, cgroup limit)
-  uint64_t nvme_capacity_bytes = 0;     // free bytes over all NVMe paths
+  uint64_t host_memory_bytes = 0;    // usable host RAM (MemAvailable, cgroup limit)
+  uint64_t nvme_capacity_bytes = 0;  // free bytes over all NVMe paths
   int cores = 1;
   Bandwidths bandwidths;
 };
@@ -113,13 +113,13 @@ struct Placement {
   int64_t nvme_sub_groups = 0;
   int buffer_count = 0;
   int grad_buckets = 0;
-  bool chosen_by_planner = false; // false when the user fixed the placement
-  std::string where() const;      // "host", "nvme" or "split"
-  std::string offload() const;    // EngineOptions::offload: "host" or "nvme"
+  bool chosen_by_planner = false;  // false when the user fixed the placement
+  std::string where() const;       // "host", "nvme" or "split"
+  std::string offload() const;     // EngineOptions::offload: "host" or "nvme"
 };
 
 struct StageTime {
-  std::string name;  // JSON key: "compute", "d2h_gradients", ...
+  std::string name;    // JSON key: "compute", "d2h_gradients", ...
   double seconds = 0;  // per optimizer step
   std::string note;
 };
@@ -132,9 +132,9 @@ struct Plan {
   uint64_t state_bytes_per_param = 0;  // master + moments (12 for AdamW)
 
   TierPlan device, host, nvme;
-  uint64_t pinned_bytes = 0;  // part of the host total that is page-locked
-  ActivationBytes activations;                    // as planned (checkpointing per input)
-  SubGroupSummary sub_groups;                     // the engine's layout under this placement
+  uint64_t pinned_bytes = 0;    // part of the host total that is page-locked
+  ActivationBytes activations;  // as planned (checkpointing per input)
+  SubGroupSummary sub_groups;   // the engine's layout under this placement
   uint64_t activations_with_checkpointing_bytes = 0;
   uint64_t activations_without_checkpointing_bytes = 0;
 

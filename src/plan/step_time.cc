@@ -65,10 +65,9 @@ void PredictStepTime(const PlanInput& in, const Hardware& hw, Plan& plan) {
   const double update_sum = optimizer + nvme + h2d;
   const double groups = static_cast<double>(std::max<int64_t>(plan.placement.num_sub_groups, 1));
   const double update = update_slowest + (update_sum - update_slowest) / groups;
-  plan.predicted_step_seconds =
-      std::max(update, forward_share * per_micro) +
-      std::max((1 - forward_share) * per_micro, transfer_per_micro) +
-      (k - 1) * std::max(per_micro, transfer_per_micro);
+  plan.predicted_step_seconds = std::max(update, forward_share * per_micro) +
+                                std::max((1 - forward_share) * per_micro, transfer_per_micro) +
+                                (k - 1) * std::max(per_micro, transfer_per_micro);
   plan.serial_step_seconds = compute + d2h + accumulate + update_sum;
 }
 

@@ -31,11 +31,10 @@ std::map<std::string, std::vector<int64_t>> ShapesByName(const ModelConfig& c) {
 // Counts published by the model cards / transformers' num_parameters().
 TEST(ModelPresets, ParameterCountsMatchPublishedFigures) {
   const std::map<std::string, int64_t> expected = {
-      {"gpt2", 124439808},          {"gpt2-medium", 354823168},
-      {"gpt2-large", 774030080},    {"gpt2-xl", 1557611200},
-      {"llama-1b", 1235814400},     {"llama-3b", 3212749824},
-      {"llama-7b", 6738415616},     {"llama-8b", 8030261248},
-      {"llama-13b", 13015864320},   {"llama-70b", 70553706496},
+      {"gpt2", 124439808},        {"gpt2-medium", 354823168}, {"gpt2-large", 774030080},
+      {"gpt2-xl", 1557611200},    {"llama-1b", 1235814400},   {"llama-3b", 3212749824},
+      {"llama-7b", 6738415616},   {"llama-8b", 8030261248},   {"llama-13b", 13015864320},
+      {"llama-70b", 70553706496},
   };
   for (const auto& [name, count] : expected) {
     ModelConfig c = Preset(name);
@@ -109,8 +108,7 @@ TEST(ParameterTensors, LlamaUsesGroupedQueryShapesAndUntiedHead) {
             (std::vector<int64_t>{4096, 4096}));
   EXPECT_EQ(shapes.at("model.layers.0.self_attn.k_proj.weight"),
             (std::vector<int64_t>{1024, 4096}));
-  EXPECT_EQ(shapes.at("model.layers.31.mlp.down_proj.weight"),
-            (std::vector<int64_t>{4096, 14336}));
+  EXPECT_EQ(shapes.at("model.layers.31.mlp.down_proj.weight"), (std::vector<int64_t>{4096, 14336}));
   EXPECT_EQ(shapes.at("lm_head.weight"), (std::vector<int64_t>{128256, 4096}));
   EXPECT_EQ(shapes.count("model.layers.0.self_attn.q_proj.bias"), 0u);
   EXPECT_EQ(shapes.size(), 1u + 32u * 9u + 2u);

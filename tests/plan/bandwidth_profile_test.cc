@@ -56,13 +56,15 @@ TEST(BandwidthProfile, BadProfilesAreRefusedNamingTheKey) {
   auto no_version = ParseBandwidthProfile(R"({"h2d_gb_per_second": 5})", "p.json", base);
   ASSERT_FALSE(no_version.ok());
   EXPECT_THAT(no_version.status().message(), HasSubstr("'version'"));
-  auto negative = ParseBandwidthProfile(R"({"version": 1, "d2h_gb_per_second": -3})", "p.json", base);
+  auto negative =
+      ParseBandwidthProfile(R"({"version": 1, "d2h_gb_per_second": -3})", "p.json", base);
   ASSERT_FALSE(negative.ok());
   EXPECT_THAT(negative.status().message(), HasSubstr("'d2h_gb_per_second'"));
   auto text = ParseBandwidthProfile(R"({"version": 1, "device_tflops": "fast"})", "p.json", base);
   ASSERT_FALSE(text.ok());
   EXPECT_THAT(text.status().message(), HasSubstr("'device_tflops'"));
-  auto efficiency = ParseBandwidthProfile(R"({"version": 1, "device_efficiency": 2})", "p.json", base);
+  auto efficiency =
+      ParseBandwidthProfile(R"({"version": 1, "device_efficiency": 2})", "p.json", base);
   EXPECT_FALSE(efficiency.ok());
   auto broken = ParseBandwidthProfile("{", "p.json", base);
   ASSERT_FALSE(broken.ok());

@@ -23,18 +23,18 @@ TEST(MemoryModel, StateBytesPerParamByOptimizer) {
 // of 256 bytes already except the loss (4 -> 256).
 TEST(MemoryModel, BlockBytesGpt2ByHand) {
   const uint64_t NC = 128 * 128 * 2, stats = 2 * 128 * 4;  // (N, C) bf16; LayerNorm mean + rstd
-  const uint64_t expected = (NC + stats)      // norm1
-                            + 128 * 384 * 2   // q, k, v
-                            + NC              // attention output
-                            + 128 * 4 * 4     // log-sum-exp, fp32 (N, H)
-                            + NC              // residual after attention
-                            + (NC + stats)    // norm2
-                            + 2 * 128 * 512 * 2;  // fc, gelu
+  const uint64_t expected = (NC + stats)                   // norm1
+                            + 128 * 384 * 2                // q, k, v
+                            + NC                           // attention output
+                            + 128 * 4 * 4                  // log-sum-exp, fp32 (N, H)
+                            + NC                           // residual after attention
+                            + (NC + stats)                 // norm2
+                            + 2 * 128 * 512 * 2;           // fc, gelu
   EXPECT_EQ(BlockActivationBytes(TinyGpt2(), 128, DType::kBF16), expected);
 }
 
 TEST(MemoryModel, BlockBytesLlamaByHand) {
-  ModelConfig m = *PresetModelConfig("tiny-llama");  // C=128 H=4 KV=2 D=32 F=352, RMSNorm, SwiGLU
+  ModelConfig m = *PresetModelConfig("tiny-llama");    // C=128 H=4 KV=2 D=32 F=352, RMSNorm, SwiGLU
   const uint64_t NC = 128 * 128 * 2, stats = 128 * 4;  // rstd only
   const uint64_t expected = (NC + stats) + 128 * (128 + 2 * 64) * 2 + NC + 128 * 4 * 4 + NC +
                             (NC + stats) + 3 * 128 * 352 * 2;  // gate, up, act
@@ -50,8 +50,8 @@ TEST(MemoryModel, ActivationsWithCheckpointingByHand) {
   ActivationBytes b = ComputeActivationBytes(TinyGpt2(), o);
   const uint64_t NC = 128 * 128 * 2;
   const uint64_t block = BlockActivationBytes(TinyGpt2(), 128, DType::kBF16);
-  EXPECT_EQ(b.residual, 5 * NC);                        // L + 1 residual tensors
-  EXPECT_EQ(b.blocks, block);                           // one shared recompute set
+  EXPECT_EQ(b.residual, 5 * NC);  // L + 1 residual tensors
+  EXPECT_EQ(b.blocks, block);     // one shared recompute set
   EXPECT_EQ(b.final_norm, NC + 2 * 128 * 4);
   EXPECT_EQ(b.logits, 128u * 256 * 2 + 256 + 128 * 4);  // logits, loss (rounded), row losses
   EXPECT_EQ(b.inputs, 2u * 128 * 4);

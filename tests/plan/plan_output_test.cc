@@ -50,7 +50,8 @@ TEST(PlanJson, HasTheDocumentedKeys) {
       EXPECT_TRUE(j["tiers"][tier].contains(key)) << tier << "." << key;
     }
     uint64_t sum = 0;
-    for (const auto& [name, bytes] : j["tiers"][tier]["components"].items()) sum += bytes.get<uint64_t>();
+    for (const auto& [name, bytes] : j["tiers"][tier]["components"].items())
+      sum += bytes.get<uint64_t>();
     EXPECT_EQ(sum, j["tiers"][tier]["total_bytes"].get<uint64_t>()) << tier;
   }
   EXPECT_EQ(j["tiers"]["device"]["components"]["weights"], 6738415616ull * 2);

@@ -87,9 +87,9 @@ TEST_P(PlanVsEngine, MeasuredPeaksWithinTenPercentOfThePlan) {
   auto model_or = TransformerModel::Create(device, config, shape);
   ASSERT_TRUE(model_or.ok()) << model_or.status().ToString();
 
-  const fs::path dir = fs::temp_directory_path() /
-                       ("tierflow_plan_vs_engine_" + std::to_string(::getpid()) + "_" +
-                        c.preset + "_" + c.offload);
+  const fs::path dir =
+      fs::temp_directory_path() /
+      ("tierflow_plan_vs_engine_" + std::to_string(::getpid()) + "_" + c.preset + "_" + c.offload);
   fs::remove_all(dir);
   fs::create_directories(dir);
   EngineOptions options;
@@ -132,10 +132,10 @@ TEST_P(PlanVsEngine, MeasuredPeaksWithinTenPercentOfThePlan) {
   ExpectWithin10Percent(stats->device_peak_bytes, plan.device.total_bytes(), "device");
   ExpectWithin10Percent(stats->pinned_peak_bytes, plan.pinned_bytes, "pinned host");
   if (c.offload == "host") {
-    ExpectWithin10Percent(stats->host_state_bytes,
-                          plan.host.bytes_of("master_weights") +
-                              plan.host.bytes_of("optimizer_moments"),
-                          "host state");
+    ExpectWithin10Percent(
+        stats->host_state_bytes,
+        plan.host.bytes_of("master_weights") + plan.host.bytes_of("optimizer_moments"),
+        "host state");
   } else {
     EXPECT_EQ(stats->host_state_bytes, 0u);
     ExpectWithin10Percent(swap_bytes, plan.nvme.total_bytes(), "NVMe swap files");

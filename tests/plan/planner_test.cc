@@ -50,8 +50,8 @@ TEST(Planner, TinyGpt2AccountingByHand) {
   ASSERT_EQ(plan.params, static_cast<int64_t>(P));
   EXPECT_EQ(plan.device.bytes_of("weights"), P * 2);
   EXPECT_EQ(plan.device.bytes_of("gradient_buckets"), 3 * unit * 4);  // fp32 buckets
-  EXPECT_EQ(plan.device.bytes_of("activations"), 1088256u);         // memory_model_test's sum
-  EXPECT_EQ(plan.device.bytes_of("workspace"), 0u);                 // no cuBLAS on the CPU device
+  EXPECT_EQ(plan.device.bytes_of("activations"), 1088256u);           // memory_model_test's sum
+  EXPECT_EQ(plan.device.bytes_of("workspace"), 0u);                   // no cuBLAS on the CPU device
   EXPECT_EQ(plan.device.total_bytes(), P * 2 + 12 * unit + 1088256u);
 
   EXPECT_EQ(plan.host.bytes_of("master_weights"), P * 4);
@@ -176,7 +176,8 @@ TEST(Planner, DeviceTooSmallForActivationsSuggestsCheckpointing) {
   EXPECT_EQ(plan.binding_constraint, "device");
   EXPECT_THAT(plan.explanation, HasSubstr("--checkpointing on"));
   EXPECT_THAT(plan.explanation, HasSubstr("--micro-batch"));
-  EXPECT_LT(plan.activations_with_checkpointing_bytes, plan.activations_without_checkpointing_bytes);
+  EXPECT_LT(plan.activations_with_checkpointing_bytes,
+            plan.activations_without_checkpointing_bytes);
   in.checkpointing = true;
   in.micro_batch = 1;
   EXPECT_TRUE(MustPlan(in, hw).feasible);
