@@ -3,6 +3,7 @@
 // go through the real ring with a modified operation.
 #include "offload/fault_injecting_backend.h"
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <unordered_map>
@@ -109,17 +110,24 @@ class FaultInjectingBackend final : public IoBackend {
       }
     }
     if (pass.empty()) return Status::Ok();
-    return inner_->Submit(pass);
+    TF_RETURN_IF_ERROR(inner_->Submit(pass));
+    inner_in_flight_ += pass.size();
+    return Status::Ok();
   }
 
-  StatusOr<size_t> Reap(std::span<IoCompletion> out, bool wait) override {
+  StatusOr<size_t> Reap(std::span<IoCompletion> out, uint32_t min_complete) override {
     size_t n = 0;
     while (n < out.size() && !injected_.empty()) {
       out[n++] = injected_.front();
       injected_.pop_front();
     }
     if (n < out.size()) {
-      TF_ASSIGN_OR_RETURN(size_t got, inner_->Reap(out.subspan(n), wait && n == 0));
+      // Injected completions count toward min_complete; never wait for more
+      // real ones than are in flight in the inner ring.
+      uint32_t want = n >= min_complete ? 0 : static_cast<uint32_t>(min_complete - n);
+      want = std::min<uint32_t>(want, static_cast<uint32_t>(inner_in_flight_));
+      TF_ASSIGN_OR_RETURN(size_t got, inner_->Reap(out.subspan(n), want));
+      inner_in_flight_ -= got;
       for (size_t i = n; i < n + got; ++i) {
         auto it = flip_after_read_.find(out[i].user_data);
         if (it != flip_after_read_.end()) {
@@ -139,6 +147,7 @@ class FaultInjectingBackend final : public IoBackend {
   std::deque<IoCompletion> injected_;
   std::unordered_map<uint64_t, void*> flip_after_read_;
   std::unordered_map<uint64_t, AlignedBuffer> write_copies_;
+  size_t inner_in_flight_ = 0;
 };
 
 }  // namespace

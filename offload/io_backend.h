@@ -64,10 +64,10 @@ class IoBackend {
   // An error means none of `ops` is in flight.
   virtual Status Submit(std::span<const IoOp> ops) = 0;
 
-  // Moves up to `out.size()` completions into `out`; returns how many. With
-  // `wait` it blocks until at least one is there (REQUIRES: something in
-  // flight), otherwise it returns 0 at once when none is ready.
-  virtual StatusOr<size_t> Reap(std::span<IoCompletion> out, bool wait) = 0;
+  // Moves up to `out.size()` completions into `out`; returns how many. It
+  // first blocks until `min_complete` are there (REQUIRES: at least that many
+  // in flight); with 0 it returns at once, possibly with none.
+  virtual StatusOr<size_t> Reap(std::span<IoCompletion> out, uint32_t min_complete) = 0;
 };
 
 // Makes a backend; one call per ring. Tests pass factories that wrap the

@@ -5,6 +5,7 @@
 // user_data (the request's address).
 #include "offload/io_engine.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <deque>
@@ -101,6 +102,26 @@ void IoEngine::Submit(IoRequest* request) {
     ring.queue.push_back(request);
   }
   ring.cv.notify_one();
+}
+
+void IoEngine::Submit(std::span<IoRequest* const> requests) {
+  if (requests.empty()) return;
+  for (IoRequest* r : requests) {
+    r->done_bytes_ = 0;
+    r->retries_ = 0;
+  }
+  num_submitted_.fetch_add(requests.size(), std::memory_order_relaxed);
+  size_t n = rings_.size();
+  size_t per_ring = (requests.size() + n - 1) / n;
+  uint32_t first = next_ring_.fetch_add(1, std::memory_order_relaxed);
+  for (size_t at = 0, k = 0; at < requests.size(); at += per_ring, ++k) {
+    Ring& ring = *rings_[(first + k) % n];
+    {
+      std::lock_guard<std::mutex> lock(ring.mu);
+      for (size_t i = at; i < std::min(requests.size(), at + per_ring); ++i) ring.queue.push_back(requests[i]);
+    }
+    ring.cv.notify_one();
+  }
 }
 
 void IoEngine::Complete(IoRequest* request, Status status) {
@@ -200,9 +221,14 @@ void IoEngine::RingLoop(Ring& ring) {
       }
     }
     if (in_flight == 0) continue;
-    // Block for a completion unless a retry can be submitted right away.
-    bool wait = retry.empty() || in_flight >= qd;
-    StatusOr<size_t> got = ring.backend->Reap(completions, wait);
+    // Block for completions unless a retry can be submitted right away. With
+    // a deep queue, wait until it is half drained: one wake-up then reaps and
+    // refills many operations, and the drive still has qd/2 to work on.
+    uint32_t min_complete = 0;
+    if (retry.empty() || in_flight >= qd) {
+      min_complete = in_flight > qd / 2 ? in_flight - qd / 2 : 1;
+    }
+    StatusOr<size_t> got = ring.backend->Reap(completions, min_complete);
     if (!got.ok()) {
       // The kernel still owns the buffers of what is in flight, so those
       // requests cannot be failed early; record the reason and try again.

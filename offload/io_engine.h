@@ -17,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -88,6 +89,9 @@ class IoEngine {
 
   // Queues `request` on the next ring. Never blocks on I/O.
   void Submit(IoRequest* request);
+  // Queues `requests` in order, split into runs over the rings; one lock and
+  // one wake-up per ring instead of per request.
+  void Submit(std::span<IoRequest* const> requests);
 
   // Registers `buffers` as fixed buffers on every ring, replacing an earlier
   // set (empty = unregister). Later requests whose bytes lie inside one of

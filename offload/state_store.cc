@@ -13,6 +13,10 @@
 #include <set>
 #include <system_error>
 
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
 #include "common/units.h"
 #include "offload/aligned_buffer.h"
 #include "offload/crc32c.h"
@@ -38,6 +42,9 @@ struct StateStore::Directory {
 };
 
 namespace internal {
+
+// Blocks checksummed per parallel task: enough work (MiBs) to amortise a task.
+constexpr size_t kBlocksPerTask = 4;
 
 struct BlockOp {
   IoRequest request;
@@ -78,6 +85,7 @@ struct TicketState {
 
 using internal::BlockOp;
 using internal::TicketState;
+using internal::kBlocksPerTask;
 
 Status IoTicket::Wait() const {
   if (!state_) return Status::Ok();
@@ -205,18 +213,32 @@ Status TicketState::Verify() {
     if (!io_error.ok()) return io_error;
   }
   if (kind != IoOpKind::kRead) return Status::Ok();
-  for (const BlockOp& b : blocks) {
-    uint32_t crc = Crc32c(0, b.request.buffer, b.valid_bytes);
-    if (crc == b.crc) continue;
-    checksum_mismatches->fetch_add(1);
-    uint64_t begin = b.tensor_block * block_size_bytes;
-    return DataLossError("tensor '" + tensor_name + "' block " + std::to_string(b.tensor_block) + " (bytes [" +
-                         std::to_string(begin) + ", " + std::to_string(begin + b.valid_bytes) +
-                         ")): checksum mismatch reading " + paths[b.dir] + " at offset " +
-                         std::to_string(b.request.offset_bytes) + " (stored CRC32C " + std::to_string(b.crc) +
-                         ", data gives " + std::to_string(crc) + "); the data on the drive is corrupt");
-  }
-  return Status::Ok();
+  // Checksum blocks on all cores: on a busy machine one thread's share of a
+  // core may not keep up with the drive. Isolated, so a caller inside a TBB
+  // task never picks up unrelated work while holding verify_mu.
+  std::atomic<uint64_t> first_bad{UINT64_MAX};
+  tbb::this_task_arena::isolate([&] {
+    tbb::parallel_for(tbb::blocked_range<size_t>(0, blocks.size(), kBlocksPerTask),
+                      [&](const tbb::blocked_range<size_t>& range) {
+                        for (size_t i = range.begin(); i != range.end(); ++i) {
+                          const BlockOp& b = blocks[i];
+                          if (Crc32c(0, b.request.buffer, b.valid_bytes) == b.crc) continue;
+                          uint64_t seen = first_bad.load();
+                          while (i < seen && !first_bad.compare_exchange_weak(seen, i)) {
+                          }
+                        }
+                      });
+  });
+  if (first_bad.load() == UINT64_MAX) return Status::Ok();
+  const BlockOp& b = blocks[first_bad.load()];
+  uint32_t crc = Crc32c(0, b.request.buffer, b.valid_bytes);
+  checksum_mismatches->fetch_add(1);
+  uint64_t begin = b.tensor_block * block_size_bytes;
+  return DataLossError("tensor '" + tensor_name + "' block " + std::to_string(b.tensor_block) + " (bytes [" +
+                       std::to_string(begin) + ", " + std::to_string(begin + b.valid_bytes) +
+                       ")): checksum mismatch reading " + paths[b.dir] + " at offset " +
+                       std::to_string(b.request.offset_bytes) + " (stored CRC32C " + std::to_string(b.crc) +
+                       ", data gives " + std::to_string(crc) + "); the data on the drive is corrupt");
 }
 
 void StateStore::ReleaseBlockLocked(Directory& d, uint32_t physical) {
@@ -351,7 +373,10 @@ StatusOr<IoTicket> StateStore::ReadAsync(TensorId id, void* dst, uint64_t offset
     TicketState* t = ticket.get();
     b.request.on_done = [keep = ticket, t, &b](Status s) { t->OnBlockDone(b, std::move(s)); };
   }
-  for (BlockOp& b : ticket->blocks) engine_->Submit(&b.request);
+  std::vector<IoRequest*> requests;
+  requests.reserve(count);
+  for (BlockOp& b : ticket->blocks) requests.push_back(&b.request);
+  engine_->Submit(requests);
   return IoTicket(ticket);
 }
 
@@ -405,22 +430,35 @@ StatusOr<IoTicket> StateStore::WriteAsync(TensorId id, const void* src, uint64_t
     ++num_writes_;
   }
   // Checksum each block just before submitting it, so the drive starts on
-  // block 0 while the rest are still being checksummed.
-  for (uint64_t i = 0; i < count; ++i) {
-    BlockOp& b = ticket->blocks[i];
-    const Directory& d = *dirs_[b.dir];
-    uint8_t* block_src = const_cast<uint8_t*>(static_cast<const uint8_t*>(src)) + i * block_size_bytes_;
-    // The checksum covers the tensor's bytes only, not the padding to 4096.
-    b.crc = Crc32c(0, block_src, b.valid_bytes);
-    b.request.kind = IoOpKind::kWrite;
-    b.request.file = b.dir;
-    b.request.buffer = block_src;
-    b.request.num_bytes = static_cast<uint32_t>(RoundUp(b.valid_bytes, kDirectIoAlignment));
-    b.request.offset_bytes = d.header.data_offset_bytes + uint64_t{b.physical} * block_size_bytes_;
-    TicketState* t = ticket.get();
-    b.request.on_done = [keep = ticket, t, &b](Status s) { t->OnBlockDone(b, std::move(s)); };
-    engine_->Submit(&b.request);
-  }
+  // the first blocks while later ones are still being checksummed; blocks
+  // are spread over all cores (see TicketState::Verify).
+  tbb::this_task_arena::isolate([&] {
+    tbb::parallel_for(
+        tbb::blocked_range<uint64_t>(0, count, kBlocksPerTask), [&](const tbb::blocked_range<uint64_t>& range) {
+          IoRequest* requests[kBlocksPerTask * 4];
+          size_t num_requests = 0;
+          for (uint64_t i = range.begin(); i != range.end(); ++i) {
+            BlockOp& b = ticket->blocks[i];
+            const Directory& d = *dirs_[b.dir];
+            uint8_t* block_src = const_cast<uint8_t*>(static_cast<const uint8_t*>(src)) + i * block_size_bytes_;
+            // The checksum covers the tensor's bytes only, not the padding to 4096.
+            b.crc = Crc32c(0, block_src, b.valid_bytes);
+            b.request.kind = IoOpKind::kWrite;
+            b.request.file = b.dir;
+            b.request.buffer = block_src;
+            b.request.num_bytes = static_cast<uint32_t>(RoundUp(b.valid_bytes, kDirectIoAlignment));
+            b.request.offset_bytes = d.header.data_offset_bytes + uint64_t{b.physical} * block_size_bytes_;
+            TicketState* t = ticket.get();
+            b.request.on_done = [keep = ticket, t, &b](Status s) { t->OnBlockDone(b, std::move(s)); };
+            requests[num_requests++] = &b.request;
+            if (num_requests == std::size(requests)) {
+              engine_->Submit(std::span<IoRequest* const>(requests, num_requests));
+              num_requests = 0;
+            }
+          }
+          engine_->Submit(std::span<IoRequest* const>(requests, num_requests));
+        });
+  });
   return IoTicket(ticket);
 }
 
