@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "common/trace.h"
 #include "common/units.h"
@@ -20,6 +21,8 @@
 #include "model/engine_weights.h"
 #include "model/hf_model.h"
 #include "model/transformer.h"
+#include "offload/swap_set.h"
+#include "io/file_system.h"
 #include "plan/bandwidth_profile.h"
 #include "plan/hardware_detect.h"
 #include "plan/planner.h"
@@ -125,6 +128,55 @@ Status SaveFinalModel(const std::string& out_dir, OffloadEngine& engine, const P
   fs::rename(tmp, final_dir, ec);
   if (ec) return IoError("rename " + tmp.string() + " to " + final_dir.string() + ": " + ec.message());
   return Status::Ok();
+}
+
+// Swap sets this output directory's runs created: a run killed before its
+// clean exit leaves its set behind (stale). Those, and only those, are ours
+// to remove when the next run of the same directory starts; anything else
+// stale is reported by the store and left to `tierflow tier clean`.
+Status CleanOurStaleSwapSets(const std::string& out_dir, const std::vector<std::string>& nvme_paths,
+                             const std::string& new_run_id, TrainReporter& reporter) {
+  const std::string registry = out_dir + "/swap_runs.json";
+  nlohmann::json runs = nlohmann::json::array();
+  {
+    std::ifstream in(registry);
+    if (in) {
+      std::stringstream text;
+      text << in.rdbuf();
+      auto parsed = nlohmann::json::parse(text.str(), nullptr, false);
+      if (parsed.is_array()) runs = parsed;
+      else reporter.OnNote("ignoring unreadable " + registry);
+    }
+  }
+  nlohmann::json kept = nlohmann::json::array();
+  for (const auto& run : runs) {
+    if (!run.is_object() || !run.contains("run_id") || !run["run_id"].is_string() ||
+        !run.contains("paths") || !run["paths"].is_array()) continue;
+    const std::string id = run["run_id"];
+    bool still_there = false;
+    for (const auto& path : run["paths"]) {
+      if (!path.is_string()) continue;
+      auto sets = offload::ListSwapSets(path.get<std::string>());
+      if (!sets.ok()) continue;
+      for (const auto& set : *sets) {
+        if (set.run_id != id) continue;
+        if (set.state == offload::SwapSetState::kStale) {
+          Status removed = offload::RemoveSwapSet(path.get<std::string>(), id);
+          if (removed.ok()) {
+            reporter.OnNote("removed stale swap set " + set.path + " left by an interrupted run of " + out_dir);
+          } else {
+            reporter.OnNote("could not remove stale swap set " + set.path + ": " + removed.ToString());
+            still_there = true;
+          }
+        } else {
+          still_there = true;  // live: another process runs in this directory
+        }
+      }
+    }
+    if (still_there) kept.push_back(run);
+  }
+  kept.push_back({{"run_id", new_run_id}, {"paths", nvme_paths}});
+  return WriteStringToFileAtomically(nullptr, registry, kept.dump(2));
 }
 
 // The planner's view of this run and this machine.
@@ -247,6 +299,10 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   TraceRecorder trace;
   EngineOptions engine_options = MakeEngineOptions(placed, dtype, nvme_paths);
   engine_options.trace = &trace;
+  if (placed.offload == "nvme") {
+    engine_options.run_id = offload::MakeRunId();
+    TF_RETURN_IF_ERROR(CleanOurStaleSwapSets(out_dir, nvme_paths, engine_options.run_id, reporter));
+  }
   TF_ASSIGN_OR_RETURN(auto engine, OffloadEngine::Create(*device, *model, engine_options));
   const ParamLayout& layout = model->layout();
 

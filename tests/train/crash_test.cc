@@ -1,0 +1,115 @@
+// Crash test: `tierflow train` killed with SIGKILL at random moments
+// (checkpointing every step, so many kills land inside a checkpoint write),
+// then resumed, ends with weights identical to an uninterrupted run, and
+// leaves no swap files behind. TIERFLOW_CRASH_ITERATIONS sets how many
+// kill-and-resume rounds run (default 3; the long mode uses many more).
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "offload/swap_set.h"
+
+extern char** environ;
+
+namespace {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+pid_t Spawn(const std::vector<std::string>& args, const std::string& log) {
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(TIERFLOW_BINARY));
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, TIERFLOW_BINARY, &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  return rc == 0 ? pid : -1;
+}
+
+int WaitExit(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::vector<std::string> TrainArgs(const std::string& dir, bool resume) {
+  std::vector<std::string> a = {"train", "--model", "tiny-llama", "--steps", "6",
+                                "--micro-batch", "2", "--seq-len", "32", "--grad-accum", "2",
+                                "--checkpoint-every", "1", "--eval-every", "0", "--device", "cpu",
+                                "--sub-group-size", "40000", "--nvme-path", dir + "/nvme",
+                                "--out", dir + "/out"};
+  if (resume) a.push_back("--resume");
+  return a;
+}
+
+TEST(CrashTest, KilledRunsResumeToTheSameWeights) {
+  const char* env = std::getenv("TIERFLOW_CRASH_ITERATIONS");
+  const int iterations = env != nullptr ? std::max(1, std::atoi(env)) : 3;
+  const std::string root = (fs::temp_directory_path() / ("tierflow-crash-" + std::to_string(getpid()))).string();
+  fs::remove_all(root);
+  fs::create_directories(root);
+
+  const std::string ref = root + "/reference";
+  fs::create_directories(ref);
+  auto t0 = Clock::now();
+  pid_t pid = Spawn(TrainArgs(ref, false), ref + "/log.txt");
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(WaitExit(pid), 0) << ReadFile(ref + "/log.txt");
+  const double run_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  const std::string expected = ReadFile(ref + "/out/model/model.safetensors");
+  ASSERT_FALSE(expected.empty());
+
+  const unsigned seed = static_cast<unsigned>(std::random_device{}());
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> when(0.05 * run_seconds, 0.95 * run_seconds);
+  for (int it = 0; it < iterations; ++it) {
+    const std::string dir = root + "/run" + std::to_string(it);
+    fs::create_directories(dir);
+    for (int kill_no = 0; kill_no < 2; ++kill_no) {
+      pid = Spawn(TrainArgs(dir, kill_no > 0), dir + "/log.txt");
+      ASSERT_GT(pid, 0);
+      const double delay = when(rng);
+      std::this_thread::sleep_for(std::chrono::duration<double>(delay));
+      kill(pid, SIGKILL);
+      WaitExit(pid);
+      std::ofstream(dir + "/log.txt", std::ios::app) << "\n== killed after " << delay << " s ==\n";
+    }
+    pid = Spawn(TrainArgs(dir, true), dir + "/log.txt");
+    ASSERT_EQ(WaitExit(pid), 0) << "seed " << seed << "\n" << ReadFile(dir + "/log.txt");
+    EXPECT_EQ(ReadFile(dir + "/out/model/model.safetensors"), expected)
+        << "iteration " << it << " (seed " << seed << ") ended with other weights\n"
+        << ReadFile(dir + "/log.txt");
+    // The clean final run removed its swap set and the stale ones of the killed runs.
+    auto sets = tierflow::offload::ListSwapSets(dir + "/nvme");
+    ASSERT_TRUE(sets.ok());
+    EXPECT_TRUE(sets->empty()) << "iteration " << it << ": " << sets->size() << " swap sets left";
+  }
+  fs::remove_all(root);
+}
+
+}  // namespace
