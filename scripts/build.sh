@@ -9,6 +9,9 @@ flavour=${1:-release}
 top=$(cd "$(dirname "$0")/.." && pwd)
 launcher=()
 if command -v ccache >/dev/null; then
+  # Relative paths in the cache key: a fresh clone elsewhere still hits.
+  export CCACHE_BASEDIR="$top"
+  export CCACHE_NOHASHDIR=1
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 fi
 case "$flavour" in
