@@ -222,11 +222,13 @@ void IoEngine::RingLoop(Ring& ring) {
     }
     if (in_flight == 0) continue;
     // Block for completions unless a retry can be submitted right away. With
-    // a deep queue, wait until it is half drained: one wake-up then reaps and
-    // refills many operations, and the drive still has qd/2 to work on.
+    // a deep queue, wait until a quarter of it has drained: one wake-up then
+    // reaps and refills several operations while the drive still has three
+    // quarters of the queue to work on.
     uint32_t min_complete = 0;
     if (retry.empty() || in_flight >= qd) {
-      min_complete = in_flight > qd / 2 ? in_flight - qd / 2 : 1;
+      uint32_t keep = qd - qd / 4;
+      min_complete = in_flight > keep ? in_flight - keep : 1;
     }
     StatusOr<size_t> got = ring.backend->Reap(completions, min_complete);
     if (!got.ok()) {
