@@ -40,7 +40,7 @@ struct AdamBenchOptions {
   int threads = 0;  // 0: all cores
   std::string grad_dtype = "f32";
   std::string out_dtype = "none";
-  int iterations = 5;
+  int iterations = 20;
   int scalar_iterations = 2;
   bool json = false;
 };

@@ -52,7 +52,7 @@ StatusOr<StepResult> AdamStep(const AdamOptions& o, const AdamStepArgs& args,
 
   StepResult result;
   result.has_non_finite_grads = optim_internal::ParallelForBlocks(
-      spans.n, [&]<int N>(size_t begin, Eigen::Index len) {
+      spans, [&]<int N>(size_t begin, Eigen::Index len) {
         BlockBuffer g_buffer;
         optim_internal::LoadScaledGrads<N>(spans.grads, spans.grad_dtype, begin, len, grad_scale,
                                            g_buffer.data);

@@ -22,7 +22,8 @@ namespace tierflow {
 inline constexpr size_t kOptimChunkElems = size_t{1} << 14;
 
 // Pointers are borrowed for the duration of one call; the caller owns them.
-// REQUIRES: the arrays do not overlap one another; any alignment is accepted.
+// REQUIRES: the arrays do not overlap one another, and each is aligned to its
+// element size (4 or 2 bytes); no further alignment is needed.
 struct OptimSpans {
   float* params = nullptr;      // (n,) fp32 master weights, updated in place
   float* exp_avg = nullptr;     // (n,) Adam/Lion first moment, SGD momentum buffer

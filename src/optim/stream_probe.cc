@@ -11,7 +11,7 @@ using optim_internal::FloatBlock;
 
 Status StreamProbe(const OptimSpans& spans, float addend) {
   TF_RETURN_IF_ERROR(ValidateOptimSpans(spans, false, false, "StreamProbe"));
-  optim_internal::ParallelForBlocks(spans.n, [&]<int N>(size_t begin, Eigen::Index len) {
+  optim_internal::ParallelForBlocks(spans, [&]<int N>(size_t begin, Eigen::Index len) {
     BlockBuffer a_buffer;
     optim_internal::LoadScaledGrads<N>(spans.grads, spans.grad_dtype, begin, len, addend,
                                        a_buffer.data);
