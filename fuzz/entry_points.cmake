@@ -1,0 +1,26 @@
+# tierflow_fuzz_entry_points: the fuzz entry points (fuzz/entry_points.h) as a
+# plain library, shared by the libFuzzer executables (fuzz/CMakeLists.txt)
+# and the regression test that replays saved crash inputs
+# (tests/fuzz_regressions). Included from both; defined once.
+if(NOT TARGET tierflow_fuzz_entry_points)
+  add_library(tierflow_fuzz_entry_points STATIC
+    ${PROJECT_SOURCE_DIR}/fuzz/temp_dir.cc
+    ${PROJECT_SOURCE_DIR}/fuzz/safetensors_fuzz.cc
+    ${PROJECT_SOURCE_DIR}/fuzz/config_fuzz.cc
+    ${PROJECT_SOURCE_DIR}/fuzz/swap_fuzz.cc
+    ${PROJECT_SOURCE_DIR}/fuzz/data_fuzz.cc
+  )
+  target_link_libraries(tierflow_fuzz_entry_points PUBLIC
+    tierflow_io tierflow_model_config tierflow_offload tierflow_data nlohmann_json::nlohmann_json)
+  # The training config joins when its library is part of the build.
+  if(TARGET tierflow_train_config)
+    target_link_libraries(tierflow_fuzz_entry_points PUBLIC tierflow_train_config)
+    target_compile_definitions(tierflow_fuzz_entry_points PUBLIC TIERFLOW_FUZZ_HAVE_TRAIN_CONFIG=1)
+  endif()
+  # So does the checkpoint reader (it pulls in the engine and the model).
+  if(TARGET tierflow_train)
+    target_sources(tierflow_fuzz_entry_points PRIVATE ${PROJECT_SOURCE_DIR}/fuzz/checkpoint_fuzz.cc)
+    target_link_libraries(tierflow_fuzz_entry_points PUBLIC tierflow_train)
+    target_compile_definitions(tierflow_fuzz_entry_points PUBLIC TIERFLOW_FUZZ_HAVE_TRAIN=1)
+  endif()
+endif()
