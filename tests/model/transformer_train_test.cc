@@ -47,14 +47,14 @@ TEST_P(TransformerTrainTest, LossFallsOnRepetitiveTextBf16) {
   auto config_or = PresetModelConfig(GetParam());
   ASSERT_TRUE(config_or.ok());
   auto device = testing_util::MakeCpuDevice(1ull << 30);
-  TrainShape shape{.batch = 4, .seq_len = 32, .checkpoint_activations = true,
+  TrainShape shape{.batch = 2, .seq_len = 32, .checkpoint_activations = true,
                    .dtype = DType::kBF16};
   auto model_or = TransformerModel::Create(*device, *config_or, shape);
   ASSERT_TRUE(model_or.ok()) << model_or.status().ToString();
   TransformerModel& model = **model_or;
   EngineOptions options;
   options.weights_dtype = DType::kBF16;
-  options.adam.lr = 3e-3f;
+  options.adam.lr = 5e-3f;
   options.adam.weight_decay = 0.0f;
   options.clip_grad_norm = 1.0f;
   options.sub_group_params = 64 << 10;
@@ -63,11 +63,11 @@ TEST_P(TransformerTrainTest, LossFallsOnRepetitiveTextBf16) {
   OffloadEngine& engine = **engine_or;
 
   std::mt19937 rng(17);
-  constexpr int kSteps = 40;
+  constexpr int kSteps = 30;
   std::vector<float> losses;
   for (int step = 0; step < kSteps; ++step) {
     // Two micro-batches per step: the gradient accumulates across them.
-    testing_util::TokenBatch a = TextBatch(4, 32, rng), b = TextBatch(4, 32, rng);
+    testing_util::TokenBatch a = TextBatch(2, 32, rng), b = TextBatch(2, 32, rng);
     auto stats = engine.Step({a.micro(), b.micro()});
     ASSERT_TRUE(stats.ok()) << stats.status().ToString();
     ASSERT_TRUE(std::isfinite(stats->loss));
@@ -77,7 +77,7 @@ TEST_P(TransformerTrainTest, LossFallsOnRepetitiveTextBf16) {
   float last = 0;
   for (int i = kSteps - 5; i < kSteps; ++i) last += losses[i] / 5;
   EXPECT_NEAR(std::log(256.0f), first, 0.3f);  // uniform over bytes at init
-  EXPECT_LT(last, first - 2.0f) << GetParam() << ": first " << first << " last " << last;
+  EXPECT_LT(last, first - 1.5f) << GetParam() << ": first " << first << " last " << last;
   RecordProperty("first_loss", std::to_string(first));
   RecordProperty("last5_loss", std::to_string(last));
 
