@@ -47,14 +47,15 @@ static_assert(sizeof(Eigen::bfloat16) == sizeof(bf16) && sizeof(Eigen::half) == 
 // One oneTBB task (see optim_spans.h): large enough to amortize scheduling,
 // small enough to balance a few-million-element sub-group.
 inline constexpr size_t kChunkElems = kOptimChunkElems;
-// One block: 128 elements, 512 bytes per fp32 stream. Full blocks have this
+// One block: 64 elements, 256 bytes per fp32 stream. Full blocks have this
 // size at compile time, so Eigen emits straight-line vector code with no
 // alignment peeling, and a block's few passes (~10 instructions per vector)
 // fit the out-of-order window together: the next block's moment updates
 // overlap this block's sqrt and divide, which set the pace. (Measured: 512-
 // element dynamic blocks cost ~1.5 cycles/element, 64-128 fixed ~1.07, the
-// same as one hand-fused loop.) Only the last block of a span is dynamic.
-inline constexpr int kBlockElems = 128;
+// same as one hand-fused loop; at 64M parameters 64 kept DRAM busier than
+// 128, and 256 clearly less.) Only the last block of a span is dynamic.
+inline constexpr int kBlockElems = 64;
 static_assert(kChunkElems % kBlockElems == 0);
 
 // Kernels are written once over the block size N: kBlockElems, or
@@ -98,7 +99,7 @@ struct alignas(64) BlockBuffer {
 // once and keep them coming. Tuned on the 64M-parameter step (see
 // tools/bench_adam.cc: on the 2-core development VM the step went from
 // ~0.85 to ~0.92 of the probe); the bandwidth probe uses the same skeleton
-// and so the same prefetches. 512 elements = 4 blocks = 2 KiB per fp32 stream.
+// and so the same prefetches. 512 elements = 8 blocks = 2 KiB per fp32 stream.
 inline constexpr size_t kPrefetchAheadElems = 512;
 
 // Asks for the cache lines of [begin, end) of every stream of `spans`: the

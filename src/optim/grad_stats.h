@@ -16,7 +16,7 @@ namespace tierflow {
 
 struct GradStatsResult {
   // Sum of grad^2 over the span. Meaningless (Inf or NaN) when has_non_finite.
-  // Accumulated in fp32 within each 128-element block and in double across
+  // Accumulated in fp32 within each 64-element block and in double across
   // blocks, in a fixed order: deterministic for any thread count and
   // alignment, relative error below ~1e-6 (a block whose fp32 sum overflows is
   // redone in double). Sums of several spans add in double.
