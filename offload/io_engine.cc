@@ -125,15 +125,16 @@ void IoEngine::Submit(std::span<IoRequest* const> requests) {
 }
 
 void IoEngine::Complete(IoRequest* request, Status status) {
-  if (status.ok()) {
-    num_completed_.fetch_add(1, std::memory_order_relaxed);
-  } else {
-    num_failed_.fetch_add(1, std::memory_order_relaxed);
-  }
+  bool ok = status.ok();
   // on_done may free the request (it belongs to the caller): move the callback out first.
   std::function<void(Status)> done = std::move(request->on_done);
   done(std::move(status));
-  { std::lock_guard<std::mutex> lock(drain_mu_); }
+  done = nullptr;  // drop what it holds before the request counts as complete
+  // Counted after on_done has returned, so Drain() means "all callbacks ran".
+  {
+    std::lock_guard<std::mutex> lock(drain_mu_);
+    (ok ? num_completed_ : num_failed_).fetch_add(1, std::memory_order_relaxed);
+  }
   drain_cv_.notify_all();
 }
 

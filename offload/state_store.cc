@@ -13,10 +13,6 @@
 #include <set>
 #include <system_error>
 
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_for.h>
-#include <tbb/task_arena.h>
-
 #include "common/units.h"
 #include "offload/aligned_buffer.h"
 #include "offload/crc32c.h"
@@ -43,8 +39,8 @@ struct StateStore::Directory {
 
 namespace internal {
 
-// Blocks checksummed per parallel task: enough work (MiBs) to amortise a task.
-constexpr size_t kBlocksPerTask = 4;
+// Write blocks checksummed before they are handed to the engine together.
+constexpr size_t kBlocksPerBatch = 4;
 
 struct BlockOp {
   IoRequest request;
@@ -85,7 +81,7 @@ struct TicketState {
 
 using internal::BlockOp;
 using internal::TicketState;
-using internal::kBlocksPerTask;
+using internal::kBlocksPerBatch;
 
 Status IoTicket::Wait() const {
   if (!state_) return Status::Ok();
@@ -213,24 +209,12 @@ Status TicketState::Verify() {
     if (!io_error.ok()) return io_error;
   }
   if (kind != IoOpKind::kRead) return Status::Ok();
-  // Checksum blocks on all cores: on a busy machine one thread's share of a
-  // core may not keep up with the drive. Isolated, so a caller inside a TBB
-  // task never picks up unrelated work while holding verify_mu.
-  std::atomic<uint64_t> first_bad{UINT64_MAX};
-  tbb::this_task_arena::isolate([&] {
-    tbb::parallel_for(tbb::blocked_range<size_t>(0, blocks.size(), kBlocksPerTask),
-                      [&](const tbb::blocked_range<size_t>& range) {
-                        for (size_t i = range.begin(); i != range.end(); ++i) {
-                          const BlockOp& b = blocks[i];
-                          if (Crc32c(0, b.request.buffer, b.valid_bytes) == b.crc) continue;
-                          uint64_t seen = first_bad.load();
-                          while (i < seen && !first_bad.compare_exchange_weak(seen, i)) {
-                          }
-                        }
-                      });
-  });
-  if (first_bad.load() == UINT64_MAX) return Status::Ok();
-  const BlockOp& b = blocks[first_bad.load()];
+  uint64_t bad = UINT64_MAX;
+  for (size_t i = 0; i < blocks.size() && bad == UINT64_MAX; ++i) {
+    if (Crc32c(0, blocks[i].request.buffer, blocks[i].valid_bytes) != blocks[i].crc) bad = i;
+  }
+  if (bad == UINT64_MAX) return Status::Ok();
+  const BlockOp& b = blocks[bad];
   uint32_t crc = Crc32c(0, b.request.buffer, b.valid_bytes);
   checksum_mismatches->fetch_add(1);
   uint64_t begin = b.tensor_block * block_size_bytes;
@@ -429,36 +413,31 @@ StatusOr<IoTicket> StateStore::WriteAsync(TensorId id, const void* src, uint64_t
     }
     ++num_writes_;
   }
-  // Checksum each block just before submitting it, so the drive starts on
-  // the first blocks while later ones are still being checksummed; blocks
-  // are spread over all cores (see TicketState::Verify).
-  tbb::this_task_arena::isolate([&] {
-    tbb::parallel_for(
-        tbb::blocked_range<uint64_t>(0, count, kBlocksPerTask), [&](const tbb::blocked_range<uint64_t>& range) {
-          IoRequest* requests[kBlocksPerTask * 4];
-          size_t num_requests = 0;
-          for (uint64_t i = range.begin(); i != range.end(); ++i) {
-            BlockOp& b = ticket->blocks[i];
-            const Directory& d = *dirs_[b.dir];
-            uint8_t* block_src = const_cast<uint8_t*>(static_cast<const uint8_t*>(src)) + i * block_size_bytes_;
-            // The checksum covers the tensor's bytes only, not the padding to 4096.
-            b.crc = Crc32c(0, block_src, b.valid_bytes);
-            b.request.kind = IoOpKind::kWrite;
-            b.request.file = b.dir;
-            b.request.buffer = block_src;
-            b.request.num_bytes = static_cast<uint32_t>(RoundUp(b.valid_bytes, kDirectIoAlignment));
-            b.request.offset_bytes = d.header.data_offset_bytes + uint64_t{b.physical} * block_size_bytes_;
-            TicketState* t = ticket.get();
-            b.request.on_done = [keep = ticket, t, &b](Status s) { t->OnBlockDone(b, std::move(s)); };
-            requests[num_requests++] = &b.request;
-            if (num_requests == std::size(requests)) {
-              engine_->Submit(std::span<IoRequest* const>(requests, num_requests));
-              num_requests = 0;
-            }
-          }
-          engine_->Submit(std::span<IoRequest* const>(requests, num_requests));
-        });
-  });
+  // Checksum each block just before submitting it, in small batches, so the
+  // drive starts on the first blocks while later ones are still being
+  // checksummed. (One thread: spreading this over a thread pool bought
+  // nothing on the shared machines measured, see bench nvme.)
+  IoRequest* requests[kBlocksPerBatch];
+  size_t num_requests = 0;
+  for (uint64_t i = 0; i < count; ++i) {
+    BlockOp& b = ticket->blocks[i];
+    const Directory& d = *dirs_[b.dir];
+    uint8_t* block_src = const_cast<uint8_t*>(static_cast<const uint8_t*>(src)) + i * block_size_bytes_;
+    // The checksum covers the tensor's bytes only, not the padding to 4096.
+    b.crc = Crc32c(0, block_src, b.valid_bytes);
+    b.request.kind = IoOpKind::kWrite;
+    b.request.file = b.dir;
+    b.request.buffer = block_src;
+    b.request.num_bytes = static_cast<uint32_t>(RoundUp(b.valid_bytes, kDirectIoAlignment));
+    b.request.offset_bytes = d.header.data_offset_bytes + uint64_t{b.physical} * block_size_bytes_;
+    TicketState* t = ticket.get();
+    b.request.on_done = [keep = ticket, t, &b](Status s) { t->OnBlockDone(b, std::move(s)); };
+    requests[num_requests++] = &b.request;
+    if (num_requests == kBlocksPerBatch || i + 1 == count) {
+      engine_->Submit(std::span<IoRequest* const>(requests, num_requests));
+      num_requests = 0;
+    }
+  }
   return IoTicket(ticket);
 }
 
