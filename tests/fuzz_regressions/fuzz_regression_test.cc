@@ -1,0 +1,162 @@
+// Replays fuzz inputs: the seed corpora through the fuzz entry points
+// (fuzz/entry_points.h), which abort on a crash or a broken parser contract,
+// so "the test finishes" is the assertion; and every input a fuzzer once
+// crashed on, saved as inputs/<target>/<bug-name>, in a test named after the
+// bug that pins what the parser must answer (a Status error, or a clean
+// result) and then replays it through the entry point too.
+//
+// A test for a bug not fixed yet is DISABLED_ (it would crash or fail);
+// whoever fixes the parser enables it.
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "data/data_loader.h"
+#include "offload/swap_format.h"
+#include "tierflow/model_config.h"
+#if TIERFLOW_FUZZ_HAVE_TRAIN_CONFIG
+#include "train/train_config.h"
+#endif
+
+#include "fuzz/entry_points.h"
+
+namespace tierflow::fuzz {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Target {
+  const char* name;  // the fuzz executable, = the corpus folder
+  void (*entry)(std::string_view);
+};
+
+const std::vector<Target>& Targets() {
+  static const std::vector<Target> targets = {
+      {"fuzz_safetensors_header", FuzzSafetensorsHeader},
+      {"fuzz_hf_index", FuzzHfIndex},
+      {"fuzz_model_config", FuzzModelConfig},
+      {"fuzz_swap_header", FuzzSwapHeader},
+      {"fuzz_swap_block_table", FuzzSwapBlockTable},
+      {"fuzz_tokenizer_json", FuzzTokenizerJson},
+      {"fuzz_vocab_merges", FuzzVocabMerges},
+      {"fuzz_gpt2_encode", FuzzGpt2Encode},
+      {"fuzz_token_file", FuzzTokenFile},
+      {"fuzz_data_loader_state", FuzzDataLoaderState},
+#if TIERFLOW_FUZZ_HAVE_TRAIN_CONFIG
+      {"fuzz_train_config", FuzzTrainConfig},
+#endif
+#if TIERFLOW_FUZZ_HAVE_TRAIN
+      {"fuzz_checkpoint_state", FuzzCheckpointState},
+#endif
+  };
+  return targets;
+}
+
+std::string ReadFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Feeds every file under dir/<target>/ to the target; returns how many.
+int ReplayDir(const fs::path& dir, const Target& target) {
+  const fs::path sub = dir / target.name;
+  if (!fs::is_directory(sub)) return 0;
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(sub)) {
+    if (e.is_regular_file()) files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  for (const fs::path& f : files) {
+    SCOPED_TRACE(f.string());
+    target.entry(ReadFile(f));
+  }
+  return static_cast<int>(files.size());
+}
+
+class FuzzReplayTest : public ::testing::TestWithParam<Target> {};
+
+TEST_P(FuzzReplayTest, SeedCorpusIsHandledCleanly) {
+  EXPECT_GT(ReplayDir(TIERFLOW_FUZZ_CORPUS_DIR, GetParam()), 0)
+      << "no seed inputs in fuzz/corpus/" << GetParam().name;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTargets, FuzzReplayTest, ::testing::ValuesIn(Targets()),
+                         [](const ::testing::TestParamInfo<Target>& info) {
+                           return std::string(info.param.name);
+                         });
+
+TEST(FuzzEntryPointsTest, EmptyAndTinyInputsAreHandledCleanly) {
+  for (const Target& t : Targets()) {
+    SCOPED_TRACE(t.name);
+    for (std::string_view input : {std::string_view(""), std::string_view("\0", 1),
+                                   std::string_view("{}"), std::string_view("[]"),
+                                   std::string_view("null"), std::string_view("\xff\xfe")}) {
+      t.entry(input);
+    }
+  }
+}
+
+// ---- one test per bug a fuzzer found ----
+
+std::string Input(const std::string& target, const std::string& bug) {
+  const fs::path path = fs::path(TIERFLOW_FUZZ_REGRESSION_DIR) / target / bug;
+  EXPECT_TRUE(fs::is_regular_file(path)) << path;
+  return ReadFile(path);
+}
+
+// src/model/hf_config_json.cc ParseModelConfigJson catches only
+// json::parse_error; a number too large for a double ("1e400") makes
+// nlohmann throw out_of_range.406, which escapes as an exception and
+// terminates the process. Found by fuzz_model_config within seconds.
+// DISABLED_: not fixed yet (catch json::exception).
+TEST(FuzzRegressionTest, DISABLED_ModelConfigNumberOverflowIsAnError) {
+  const std::string text = Input("fuzz_model_config", "number_overflow_throws");
+  StatusOr<ModelConfig> parsed = ParseModelConfigJson(text, "config.json");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+  FuzzModelConfig(text);
+}
+
+#if TIERFLOW_FUZZ_HAVE_TRAIN_CONFIG
+// src/train/train_config.cc ParseTrainConfig: the same escape (catches only
+// Json::parse_error), e.g. "lr": 1e400 in a DeepSpeed config.
+// DISABLED_: not fixed yet (catch Json::exception).
+TEST(FuzzRegressionTest, DISABLED_TrainConfigNumberOverflowIsAnError) {
+  const std::string text = Input("fuzz_train_config", "number_overflow_throws");
+  StatusOr<TrainConfig> parsed = ParseTrainConfig(text, "ds_config.json", TrainConfig{});
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+  FuzzTrainConfig(text);
+}
+#endif
+
+// offload/swap_format.cc DecodeBlockTable with num_logical_blocks == 0 (a
+// directory that holds no block of any tensor) memcpy's into the empty
+// vectors' data(), a null pointer: undefined behaviour that UBSan reports
+// (nonnull-attribute), at swap_format.cc:215-216; EncodeBlockTable does the
+// same from an empty table. The table itself is valid and must decode.
+// Found by fuzz_swap_block_table within seconds.
+// DISABLED_: not fixed yet (skip the copies when n == 0); without UBSan the
+// test passes, under the ASan+UBSan build it aborts.
+TEST(FuzzRegressionTest, DISABLED_SwapBlockTableWithZeroBlocksDecodes) {
+  const std::string bytes = Input("fuzz_swap_block_table", "zero_blocks_null_memcpy");
+  ASSERT_FALSE(bytes.empty());
+  ASSERT_EQ(bytes[0], '\0');  // the entry point's block count byte
+  const std::span<const uint8_t> table(reinterpret_cast<const uint8_t*>(bytes.data()) + 1,
+                                       bytes.size() - 1);
+  StatusOr<offload::BlockTable> decoded = offload::DecodeBlockTable(table, 0, "swap", 4096);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+  EXPECT_TRUE(decoded->physical.empty());
+  EXPECT_TRUE(decoded->crc.empty());
+  FuzzSwapBlockTable(bytes);
+}
+
+}  // namespace
+}  // namespace tierflow::fuzz
