@@ -13,8 +13,8 @@ StatusOr<std::vector<float>> GatherMasterWeights(OffloadEngine& engine) {
   std::vector<float> m(layout.max_group_params), v(layout.max_group_params);
   for (size_t g = 0; g < layout.groups.size(); ++g) {
     const SubGroup& sg = layout.groups[g];
-    TF_RETURN_IF_ERROR(
-        engine.ReadState(static_cast<int>(g), master.data() + sg.global_offset, m.data(), v.data()));
+    TF_RETURN_IF_ERROR(engine.ReadState(static_cast<int>(g), master.data() + sg.global_offset,
+                                        m.data(), v.data()));
   }
   return master;
 }

@@ -33,9 +33,12 @@ const char* ArchitectureOf(const ModelConfig& c) {
 
 const char* TorchDTypeName(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return "float32";
-    case DType::kBF16: return "bfloat16";
-    case DType::kF16: return "float16";
+    case DType::kF32:
+      return "float32";
+    case DType::kBF16:
+      return "bfloat16";
+    case DType::kF16:
+      return "float16";
   }
   return "float32";
 }
@@ -63,8 +66,8 @@ Status ReadHfUnit(const HfCheckpoint& checkpoint, const ParamLayout& layout, int
   }
   std::vector<TensorDestination> dests;
   for (const TensorSlot& s : layout.tensors[unit]) {
-    dests.push_back(TensorDestination{TensorSpec{s.tensor.name, s.tensor.shape}, DType::kF32,
-                                      out + s.offset});
+    dests.push_back(
+        TensorDestination{TensorSpec{s.tensor.name, s.tensor.shape}, DType::kF32, out + s.offset});
   }
   return checkpoint.ReadInto(dests, HfTensorNames(layout.config));
 }
@@ -72,9 +75,9 @@ Status ReadHfUnit(const HfCheckpoint& checkpoint, const ParamLayout& layout, int
 StatusOr<HfModel> LoadHfModel(const std::string& dir) {
   HfModel model;
   TF_ASSIGN_OR_RETURN(model.config, LoadModelConfig(dir));
-  TF_ASSIGN_OR_RETURN(model.config_json,
-                      ReadSmallFile((std::filesystem::path(dir) / "config.json").string(),
-                                    16u << 20));
+  TF_ASSIGN_OR_RETURN(
+      model.config_json,
+      ReadSmallFile((std::filesystem::path(dir) / "config.json").string(), 16u << 20));
   TF_ASSIGN_OR_RETURN(model.layout, MakeParamLayout(model.config));
   TF_ASSIGN_OR_RETURN(HfCheckpoint checkpoint, HfCheckpoint::Open(dir));
   TF_RETURN_IF_ERROR(ValidateHfCheckpoint(checkpoint, model.layout));

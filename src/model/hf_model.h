@@ -34,7 +34,7 @@ Status ReadHfUnit(const HfCheckpoint& checkpoint, const ParamLayout& layout, int
 
 struct HfModel {
   ModelConfig config;
-  std::string config_json;     // the config.json text as found (kept for saving back)
+  std::string config_json;  // the config.json text as found (kept for saving back)
   ParamLayout layout;
   std::vector<float> weights;  // (layout.total_params,) fp32, all units in order
 };
@@ -63,10 +63,10 @@ struct ResolvedModel {
 StatusOr<ResolvedModel> ResolveTrainableModel(const std::string& spec);
 
 struct HfModelSaveOptions {
-  DType dtype = DType::kBF16;        // tensors' dtype in the files. Default: bf16
-  std::string base_config_json;      // see HfConfigJson. Default: "" (generated)
+  DType dtype = DType::kBF16;                // tensors' dtype in the files. Default: bf16
+  std::string base_config_json;              // see HfConfigJson. Default: "" (generated)
   uint64_t max_shard_bytes = 5'000'000'000;  // Default: 5 GB, as transformers
-  FileSystem* fs = nullptr;          // Default: DefaultFileSystem()
+  FileSystem* fs = nullptr;                  // Default: DefaultFileSystem()
 };
 
 // Saves the model whose fp32 weights (all units, layout order, (total_params,))

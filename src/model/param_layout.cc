@@ -20,12 +20,12 @@ Status PlaceLayerTensor(ModelFamily family, const TensorSlot& slot, LayerOffsets
     int64_t LayerOffsets::*field;
   };
   static constexpr Entry kGpt2[] = {
-      {".ln_1.weight", &LayerOffsets::norm1_w},       {".ln_1.bias", &LayerOffsets::norm1_b},
-      {".attn.c_attn.weight", &LayerOffsets::qkv_w},  {".attn.c_attn.bias", &LayerOffsets::qkv_b},
-      {".attn.c_proj.weight", &LayerOffsets::o_w},    {".attn.c_proj.bias", &LayerOffsets::o_b},
-      {".ln_2.weight", &LayerOffsets::norm2_w},       {".ln_2.bias", &LayerOffsets::norm2_b},
-      {".mlp.c_fc.weight", &LayerOffsets::fc_w},      {".mlp.c_fc.bias", &LayerOffsets::fc_b},
-      {".mlp.c_proj.weight", &LayerOffsets::down_w},  {".mlp.c_proj.bias", &LayerOffsets::down_b},
+      {".ln_1.weight", &LayerOffsets::norm1_w},      {".ln_1.bias", &LayerOffsets::norm1_b},
+      {".attn.c_attn.weight", &LayerOffsets::qkv_w}, {".attn.c_attn.bias", &LayerOffsets::qkv_b},
+      {".attn.c_proj.weight", &LayerOffsets::o_w},   {".attn.c_proj.bias", &LayerOffsets::o_b},
+      {".ln_2.weight", &LayerOffsets::norm2_w},      {".ln_2.bias", &LayerOffsets::norm2_b},
+      {".mlp.c_fc.weight", &LayerOffsets::fc_w},     {".mlp.c_fc.bias", &LayerOffsets::fc_b},
+      {".mlp.c_proj.weight", &LayerOffsets::down_w}, {".mlp.c_proj.bias", &LayerOffsets::down_b},
   };
   static constexpr Entry kLlama[] = {
       {".input_layernorm.weight", &LayerOffsets::norm1_w},

@@ -26,18 +26,18 @@ using model_internal::MakeDims;
 
 struct TransformerModel::Buffers {
   DeviceBuffer memory;
-  PinnedBuffer loss_host;      // (chunks) fp32, each head chunk's loss copied back
-  std::vector<void*> residual; // L + 1 of (N, C): the input of each block, then the last output
+  PinnedBuffer loss_host;         // (chunks) fp32, each head chunk's loss copied back
+  std::vector<void*> residual;    // L + 1 of (N, C): the input of each block, then the last output
   std::vector<BlockActs> blocks;  // L sets, or 1 shared set under checkpointing
-  void* xf = nullptr;          // (N, C) final norm output
-  float* xf_mean = nullptr;    // (N)
-  float* xf_rstd = nullptr;    // (N)
-  void* logits = nullptr;      // (chunk rows, V), then dlogits in place
-  float* loss = nullptr;       // (chunks) each head chunk's mean loss
-  float* row_losses = nullptr; // (N)
-  int32_t* tokens = nullptr;   // (N)
-  int32_t* targets = nullptr;  // (N)
-  void* dres = nullptr;        // (N, C) residual-stream gradient
+  void* xf = nullptr;             // (N, C) final norm output
+  float* xf_mean = nullptr;       // (N)
+  float* xf_rstd = nullptr;       // (N)
+  void* logits = nullptr;         // (chunk rows, V), then dlogits in place
+  float* loss = nullptr;          // (chunks) each head chunk's mean loss
+  float* row_losses = nullptr;    // (N)
+  int32_t* tokens = nullptr;      // (N)
+  int32_t* targets = nullptr;     // (N)
+  void* dres = nullptr;           // (N, C) residual-stream gradient
   BlockScratch scratch;
 };
 
@@ -119,7 +119,8 @@ uint64_t Carve(char* base, const ModelConfig& c, const TrainShape& shape,
 }
 
 bool EndsWith(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // GPT-2's residual projections (scaled init): attention out and MLP down.
@@ -151,19 +152,20 @@ StatusOr<std::unique_ptr<TransformerModel>> TransformerModel::Create(Device& dev
                                 std::to_string(shape.seq_len) + ") must be >= 1");
   }
   if (shape.head_chunk_logits < 1) {
-    return InvalidArgumentError("transformer '" + config.name + "': head_chunk_logits must be >= 1");
+    return InvalidArgumentError("transformer '" + config.name +
+                                "': head_chunk_logits must be >= 1");
   }
   if (!config.rope_scaling_type.empty() && !shape.allow_unscaled_rope) {
-    return UnimplementedError("transformer '" + config.name + "': rope_scaling '" +
-                              config.rope_scaling_type +
-                              "' is not implemented; set TrainShape::allow_unscaled_rope to train "
-                              "with plain RoPE (the model then differs from its Hugging Face twin)");
+    return UnimplementedError(
+        "transformer '" + config.name + "': rope_scaling '" + config.rope_scaling_type +
+        "' is not implemented; set TrainShape::allow_unscaled_rope to train "
+        "with plain RoPE (the model then differs from its Hugging Face twin)");
   }
   if (config.sliding_window > 0 && shape.seq_len > config.sliding_window) {
-    return UnimplementedError("transformer '" + config.name + "': seq_len " +
-                              std::to_string(shape.seq_len) + " exceeds the sliding window (" +
-                              std::to_string(config.sliding_window) +
-                              "), which tierflow's attention does not apply; use a shorter seq_len");
+    return UnimplementedError(
+        "transformer '" + config.name + "': seq_len " + std::to_string(shape.seq_len) +
+        " exceeds the sliding window (" + std::to_string(config.sliding_window) +
+        "), which tierflow's attention does not apply; use a shorter seq_len");
   }
   if (shape.seq_len > config.max_seq_len) {
     return InvalidArgumentError("transformer '" + config.name + "': seq_len " +
@@ -190,9 +192,9 @@ Status TransformerModel::Allocate() {
   const int64_t chunk_rows =
       HeadChunkRows(rows, layout_.config.vocab_size, shape_.head_chunk_logits);
   const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
-  TF_ASSIGN_OR_RETURN(buf_->loss_host,
-                      device_.AllocatePinned(static_cast<size_t>(chunks) * sizeof(float),
-                                             "transformer loss"));
+  TF_ASSIGN_OR_RETURN(
+      buf_->loss_host,
+      device_.AllocatePinned(static_cast<size_t>(chunks) * sizeof(float), "transformer loss"));
   return Status::Ok();
 }
 
@@ -204,7 +206,8 @@ Status TransformerModel::InitialWeights(int unit, float* out) {
   // Seeded per unit, so a unit's weights do not depend on the order units are asked for.
   std::mt19937_64 rng(init_.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(unit) + 1);
   const float residual_std =
-      init_.init_std / std::sqrt(2.0f * static_cast<float>(std::max<int64_t>(1, layout_.config.n_layers)));
+      init_.init_std /
+      std::sqrt(2.0f * static_cast<float>(std::max<int64_t>(1, layout_.config.n_layers)));
   for (const TensorSlot& s : layout_.tensors[unit]) {
     float* t = out + s.offset;
     const int64_t n = s.tensor.num_elements;
@@ -239,11 +242,10 @@ Status TransformerModel::ForwardBackward(Stream& compute, const MicroBatch& batc
   }
   if (batch.batch < 1 || batch.batch > shape_.batch || batch.seq_len < 1 ||
       batch.seq_len > shape_.seq_len) {
-    return InvalidArgumentError(
-        "transformer '" + layout_.config.name + "': micro-batch shape (" +
-        std::to_string(batch.batch) + ", " + std::to_string(batch.seq_len) +
-        ") outside the allocated (1.." + std::to_string(shape_.batch) + ", 1.." +
-        std::to_string(shape_.seq_len) + ")");
+    return InvalidArgumentError("transformer '" + layout_.config.name + "': micro-batch shape (" +
+                                std::to_string(batch.batch) + ", " + std::to_string(batch.seq_len) +
+                                ") outside the allocated (1.." + std::to_string(shape_.batch) +
+                                ", 1.." + std::to_string(shape_.seq_len) + ")");
   }
   const int64_t n = static_cast<int64_t>(batch.batch) * batch.seq_len;
   const int64_t vocab = layout_.config.vocab_size;
@@ -262,9 +264,12 @@ Status TransformerModel::ForwardBackward(Stream& compute, const MicroBatch& batc
   }
   ran_ = true;
   switch (shape_.dtype) {
-    case DType::kF32: return Run<float>(compute, batch, dloss_scale, access);
-    case DType::kBF16: return Run<bf16>(compute, batch, dloss_scale, access);
-    case DType::kF16: return Run<fp16>(compute, batch, dloss_scale, access);
+    case DType::kF32:
+      return Run<float>(compute, batch, dloss_scale, access);
+    case DType::kBF16:
+      return Run<bf16>(compute, batch, dloss_scale, access);
+    case DType::kF16:
+      return Run<fp16>(compute, batch, dloss_scale, access);
   }
   return InternalError("transformer: unknown dtype");
 }
@@ -299,8 +304,8 @@ Status TransformerModel::Run(Stream& s, const MicroBatch& batch, float dloss_sca
   TF_RETURN_IF_ERROR(
       EmbeddingForward<T>(s, residual(0), b.tokens, emb + layout_.embedding.wte, wpe, es));
   for (int l = 0; l < L; ++l) {
-    TF_RETURN_IF_ERROR(model_internal::BlockForward<T>(s, d, layout_.layer, w[layout_.layer_unit(l)],
-                                                       residual(l), residual(l + 1), acts(l)));
+    TF_RETURN_IF_ERROR(model_internal::BlockForward<T>(
+        s, d, layout_.layer, w[layout_.layer_unit(l)], residual(l), residual(l + 1), acts(l)));
   }
   // ---- head: forward, loss and backward, chunk by chunk over the rows ----
   T* xf = static_cast<T*>(b.xf);
@@ -348,8 +353,8 @@ Status TransformerModel::Run(Stream& s, const MicroBatch& batch, float dloss_sca
                                                          nullptr, logits, xf + r0 * d.C, lm_head,
                                                          rows, d.C, d.V, false));
   }
-  TF_RETURN_IF_ERROR(s.CopyDeviceToHost(b.loss_host.data(), b.loss,
-                                        static_cast<size_t>(chunks) * sizeof(float)));
+  TF_RETURN_IF_ERROR(
+      s.CopyDeviceToHost(b.loss_host.data(), b.loss, static_cast<size_t>(chunks) * sizeof(float)));
   TF_RETURN_IF_ERROR(s.Memset(dres, 0, row_bytes));
   TF_RETURN_IF_ERROR(model_internal::NormBackward<T>(
       s, d, dres, g_head + layout_.head.norm_w,

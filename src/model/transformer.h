@@ -42,9 +42,9 @@ namespace tierflow {
 
 // The activation shape the model allocates for.
 struct TrainShape {
-  int batch = 1;        // B: sequences per micro-batch (a micro-batch may have fewer)
-  int seq_len = 64;     // T: tokens per sequence (a micro-batch may have fewer);
-                        //    REQUIRES <= config.max_seq_len
+  int batch = 1;     // B: sequences per micro-batch (a micro-batch may have fewer)
+  int seq_len = 64;  // T: tokens per sequence (a micro-batch may have fewer);
+                     //    REQUIRES <= config.max_seq_len
   bool checkpoint_activations = false;  // recompute each block in backward. Default: off
   DType dtype = DType::kBF16;  // weights and activations; must equal the engine's weights dtype
   // The head (logits, loss, their gradients) runs over row chunks of at most
@@ -103,7 +103,7 @@ class TransformerModel : public Trainable {
   // Device activation bytes for a config and shape (what Create allocates).
   static uint64_t ActivationBytes(const ModelConfig& config, const TrainShape& shape);
 
- // The device activation buffers (defined in transformer.cc).
+  // The device activation buffers (defined in transformer.cc).
   struct Buffers;
 
  private:

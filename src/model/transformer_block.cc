@@ -84,9 +84,8 @@ Status NormForward(Stream& s, const Dims& d, T* out, float* mean, float* rstd, c
 }
 
 template <typename T>
-Status NormBackward(Stream& s, const Dims& d, T* dinp, float* dweight, float* dbias,
-                    const T* dout, const T* inp, const T* weight, const float* mean,
-                    const float* rstd) {
+Status NormBackward(Stream& s, const Dims& d, T* dinp, float* dweight, float* dbias, const T* dout,
+                    const T* inp, const T* weight, const float* mean, const float* rstd) {
   const NormShape ns{d.N, d.C};
   if (d.layernorm) {
     return LayerNormBackward<T>(s, dinp, dweight, dbias, dout, inp, weight, mean, rstd, ns);
@@ -132,8 +131,8 @@ inline float* Grad(float* g, int64_t offset) { return offset >= 0 ? g + offset :
 }  // namespace
 
 template <typename T>
-Status BlockForward(Stream& s, const Dims& d, const LayerOffsets& o, const T* w, const T* x,
-                    T* out, const BlockActs& a) {
+Status BlockForward(Stream& s, const Dims& d, const LayerOffsets& o, const T* w, const T* x, T* out,
+                    const BlockActs& a) {
   T* ln1 = static_cast<T*>(a.ln1);
   T* att = static_cast<T*>(a.att);
   T* mid = static_cast<T*>(a.mid);
@@ -157,7 +156,8 @@ Status BlockForward(Stream& s, const Dims& d, const LayerOffsets& o, const T* w,
         LinearForward<T>(s, qkv.v, ln1, w + o.v_w, Param(w, o.v_b), d.N, d.C, d.KV, false, 0.0f));
   }
   if (d.rope) {
-    TF_RETURN_IF_ERROR(RopeForward<T>(s, qkv.q, qkv.q, RopeShape{d.B, d.T, d.NH, d.HS, 0}, d.theta));
+    TF_RETURN_IF_ERROR(
+        RopeForward<T>(s, qkv.q, qkv.q, RopeShape{d.B, d.T, d.NH, d.HS, 0}, d.theta));
     TF_RETURN_IF_ERROR(
         RopeForward<T>(s, qkv.k, qkv.k, RopeShape{d.B, d.T, d.NKV, d.HS, 0}, d.theta));
   }
@@ -206,8 +206,8 @@ Status BlockBackward(Stream& s, const Dims& d, const LayerOffsets& o, const T* w
     T* dup = static_cast<T*>(sc.dup);
     const T* up = static_cast<const T*>(a.up);
     TF_RETURN_IF_ERROR(SwiGluBackward<T>(s, dgate, dup, dact, fc, up, d.N * d.F));
-    TF_RETURN_IF_ERROR(LinearBackward<T>(s, dln, 0.0f, g + o.gate_w, Grad(g, o.gate_b), dgate,
-                                         ln2, w + o.gate_w, d.N, d.C, d.F, false));
+    TF_RETURN_IF_ERROR(LinearBackward<T>(s, dln, 0.0f, g + o.gate_w, Grad(g, o.gate_b), dgate, ln2,
+                                         w + o.gate_w, d.N, d.C, d.F, false));
     TF_RETURN_IF_ERROR(LinearBackward<T>(s, dln, 1.0f, g + o.up_w, Grad(g, o.up_b), dup, ln2,
                                          w + o.up_w, d.N, d.C, d.F, false));
   } else {
@@ -224,8 +224,8 @@ Status BlockBackward(Stream& s, const Dims& d, const LayerOffsets& o, const T* w
                                        w + o.o_w, d.N, d.Q, d.C, d.conv1d));
   QkvView<const T> qkv = ViewQkv(d, static_cast<const T*>(a.qkv));
   QkvView<T> dqkv = ViewQkv(d, static_cast<T*>(sc.dqkv));
-  TF_RETURN_IF_ERROR(AttentionBackward<T>(s, dqkv.q, dqkv.k, dqkv.v, datt, qkv.q, qkv.k, qkv.v,
-                                          att, a.lse, qkv.shape));
+  TF_RETURN_IF_ERROR(AttentionBackward<T>(s, dqkv.q, dqkv.k, dqkv.v, datt, qkv.q, qkv.k, qkv.v, att,
+                                          a.lse, qkv.shape));
   if (d.rope) {
     TF_RETURN_IF_ERROR(
         RopeBackward<T>(s, dqkv.q, dqkv.q, RopeShape{d.B, d.T, d.NH, d.HS, 0}, d.theta));
@@ -233,8 +233,8 @@ Status BlockBackward(Stream& s, const Dims& d, const LayerOffsets& o, const T* w
         RopeBackward<T>(s, dqkv.k, dqkv.k, RopeShape{d.B, d.T, d.NKV, d.HS, 0}, d.theta));
   }
   if (d.conv1d) {
-    TF_RETURN_IF_ERROR(LinearBackward<T>(s, dln, 0.0f, g + o.qkv_w, Grad(g, o.qkv_b), dqkv.q,
-                                         ln1, w + o.qkv_w, d.N, d.C, d.Q + 2 * d.KV, true));
+    TF_RETURN_IF_ERROR(LinearBackward<T>(s, dln, 0.0f, g + o.qkv_w, Grad(g, o.qkv_b), dqkv.q, ln1,
+                                         w + o.qkv_w, d.N, d.C, d.Q + 2 * d.KV, true));
   } else {
     TF_RETURN_IF_ERROR(LinearBackward<T>(s, dln, 0.0f, g + o.q_w, Grad(g, o.q_b), dqkv.q, ln1,
                                          w + o.q_w, d.N, d.C, d.Q, false));

@@ -29,20 +29,20 @@ Dims MakeDims(const ModelConfig& config, int64_t batch, int64_t seq_len);
 
 // One block's saved activations (device memory; T unless fp32 noted).
 struct BlockActs {
-  void* ln1 = nullptr;         // (N, C) norm1 output
-  float* ln1_mean = nullptr;   // (N) LayerNorm only
-  float* ln1_rstd = nullptr;   // (N)
-  void* qkv = nullptr;         // (N, Q + 2 KV): GPT-2 interleaved per token (N, 3C);
-                               // Llama three packed blocks q (N, Q), k (N, KV), v (N, KV), roped
-  void* att = nullptr;         // (N, Q) attention output
-  float* lse = nullptr;        // (B, NH, T)
-  void* mid = nullptr;         // (N, C) residual after attention
-  void* ln2 = nullptr;         // (N, C)
-  float* ln2_mean = nullptr;   // (N)
-  float* ln2_rstd = nullptr;   // (N)
-  void* fc = nullptr;          // (N, F) GPT-2 c_fc output (pre-GELU) / Llama gate
-  void* up = nullptr;          // (N, F) Llama up
-  void* act = nullptr;         // (N, F) GELU(fc) / SwiGLU(gate, up)
+  void* ln1 = nullptr;        // (N, C) norm1 output
+  float* ln1_mean = nullptr;  // (N) LayerNorm only
+  float* ln1_rstd = nullptr;  // (N)
+  void* qkv = nullptr;        // (N, Q + 2 KV): GPT-2 interleaved per token (N, 3C);
+                              // Llama three packed blocks q (N, Q), k (N, KV), v (N, KV), roped
+  void* att = nullptr;        // (N, Q) attention output
+  float* lse = nullptr;       // (B, NH, T)
+  void* mid = nullptr;        // (N, C) residual after attention
+  void* ln2 = nullptr;        // (N, C)
+  float* ln2_mean = nullptr;  // (N)
+  float* ln2_rstd = nullptr;  // (N)
+  void* fc = nullptr;         // (N, F) GPT-2 c_fc output (pre-GELU) / Llama gate
+  void* up = nullptr;         // (N, F) Llama up
+  void* act = nullptr;        // (N, F) GELU(fc) / SwiGLU(gate, up)
 };
 
 // Backward scratch shared by all blocks.
@@ -57,8 +57,8 @@ struct BlockScratch {
 
 // out (N, C) = block(x). `w` is the block unit's weights.
 template <typename T>
-Status BlockForward(Stream& s, const Dims& d, const LayerOffsets& o, const T* w, const T* x,
-                    T* out, const BlockActs& a);
+Status BlockForward(Stream& s, const Dims& d, const LayerOffsets& o, const T* w, const T* x, T* out,
+                    const BlockActs& a);
 
 // dres (N, C): d(out) on entry, d(x) on return. `g` is the unit's fp32
 // gradient bucket ("+=").
@@ -82,8 +82,7 @@ Status NormForward(Stream& s, const Dims& d, T* out, float* mean, float* rstd, c
                    const T* weight, const T* bias);
 // dinp += (N, C); dweight, dbias += (fp32; dbias null for RMSNorm).
 template <typename T>
-Status NormBackward(Stream& s, const Dims& d, T* dinp, float* dweight, float* dbias,
-                    const T* dout, const T* inp, const T* weight, const float* mean,
-                    const float* rstd);
+Status NormBackward(Stream& s, const Dims& d, T* dinp, float* dweight, float* dbias, const T* dout,
+                    const T* inp, const T* weight, const float* mean, const float* rstd);
 
 }  // namespace tierflow::model_internal

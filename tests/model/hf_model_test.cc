@@ -139,20 +139,20 @@ TEST_P(HfModelRoundTripTest, GeneratedConfigJsonReadsBack) {
   EXPECT_EQ(c.rope_theta, back->rope_theta);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Families, HfModelRoundTripTest,
-    ::testing::Values(Case{testing_util::TinyGpt2(), DType::kF32},
-                      Case{testing_util::TinyGpt2(), DType::kBF16},
-                      Case{testing_util::TinyLlama(), DType::kF32},
-                      Case{testing_util::TinyLlama(), DType::kBF16},
-                      Case{testing_util::TinyQwenTied(), DType::kBF16}),
-    [](const ::testing::TestParamInfo<Case>& info) {
-      std::string name = info.param.config.name + "_" + std::string(DTypeName(info.param.dtype));
-      for (char& ch : name) {
-        if (ch == '-') ch = '_';
-      }
-      return name;
-    });
+INSTANTIATE_TEST_SUITE_P(Families, HfModelRoundTripTest,
+                         ::testing::Values(Case{testing_util::TinyGpt2(), DType::kF32},
+                                           Case{testing_util::TinyGpt2(), DType::kBF16},
+                                           Case{testing_util::TinyLlama(), DType::kF32},
+                                           Case{testing_util::TinyLlama(), DType::kBF16},
+                                           Case{testing_util::TinyQwenTied(), DType::kBF16}),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           std::string name = info.param.config.name + "_" +
+                                              std::string(DTypeName(info.param.dtype));
+                           for (char& ch : name) {
+                             if (ch == '-') ch = '_';
+                           }
+                           return name;
+                         });
 
 // GPT2LMHeadModel checkpoints carry "transformer." on every name.
 TEST(HfModelTest, Gpt2PrefixedNamesLoad) {
@@ -184,7 +184,8 @@ TEST(HfModelTest, MissingTensorIsNamed) {
   auto loaded = LoadHfModel(dir);
   ASSERT_FALSE(loaded.ok());
   EXPECT_EQ(StatusCode::kNotFound, loaded.status().code());
-  EXPECT_NE(std::string::npos, loaded.status().message().find(missing)) << loaded.status().ToString();
+  EXPECT_NE(std::string::npos, loaded.status().message().find(missing))
+      << loaded.status().ToString();
   auto device = testing_util::MakeCpuDevice();
   TransformerInit init;
   init.weights_dir = dir;

@@ -102,7 +102,8 @@ class DirectUnitAccess : public UnitAccess {
     return grads_[unit].as<float>();
   }
   Status EndGrads(int unit) override {
-    if (!open_.at(unit)) return InternalError("EndGrads without BeginGrads, unit " + std::to_string(unit));
+    if (!open_.at(unit))
+      return InternalError("EndGrads without BeginGrads, unit " + std::to_string(unit));
     open_[unit] = false;
     --num_open_;
     ++ended_[unit];
@@ -136,7 +137,8 @@ inline std::vector<float> InitialFlat(TransformerModel& model) {
   std::vector<float> flat(model.layout().total_params);
   for (size_t u = 0; u < model.layout().units.size(); ++u) {
     EXPECT_TRUE(
-        model.InitialWeights(static_cast<int>(u), flat.data() + model.layout().unit_offsets[u]).ok());
+        model.InitialWeights(static_cast<int>(u), flat.data() + model.layout().unit_offsets[u])
+            .ok());
   }
   return flat;
 }

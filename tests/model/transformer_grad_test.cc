@@ -66,8 +66,11 @@ TEST_P(TransformerGradTest, MatchesFiniteDifferencesFp32) {
   auto device = MakeCpuDevice();
   auto stream = device->CreateStream("compute").value();
   // Head chunks of 3 rows: 4 chunks of the 10 rows, one of them with an ignored target.
-  TrainShape shape{.batch = 2, .seq_len = 5, .checkpoint_activations = false,
-                   .dtype = DType::kF32, .head_chunk_logits = 3 * config.vocab_size};
+  TrainShape shape{.batch = 2,
+                   .seq_len = 5,
+                   .checkpoint_activations = false,
+                   .dtype = DType::kF32,
+                   .head_chunk_logits = 3 * config.vocab_size};
   TransformerInit init;
   init.seed = 7;
   init.init_std = 0.3f;  // larger than training's 0.02 so every path carries signal
@@ -164,7 +167,8 @@ TEST_P(TransformerGradTest, HeadChunksMatchOneChunkAndAllIgnoredIsZero) {
   const TokenBatch tb = RandomTokens(2, 7, 23, 6);
   std::vector<Result> results;
   for (int64_t budget : {int64_t{1} << 20, int64_t{2 * 23}, int64_t{1}}) {
-    auto model = TransformerModel::Create(*device, config, {2, 7, false, DType::kF32, budget}).value();
+    auto model =
+        TransformerModel::Create(*device, config, {2, 7, false, DType::kF32, budget}).value();
     DirectUnitAccess access(*device, *stream, model->Units(), DType::kF32);
     ASSERT_TRUE(access.SetWeights(JitteredWeights(*model, 3)).ok());
     auto r = RunOnce(*model, access, *stream, tb);
@@ -182,7 +186,8 @@ TEST_P(TransformerGradTest, HeadChunksMatchOneChunkAndAllIgnoredIsZero) {
   for (size_t k = 1; k < results.size(); ++k) {
     EXPECT_NEAR(results[0].loss, results[k].loss, 1e-5f * results[0].loss);
     for (size_t i = 0; i < results[0].grads.size(); ++i) {
-      ASSERT_NEAR(results[0].grads[i], results[k].grads[i], 1e-6f + 1e-4f * std::abs(results[0].grads[i]))
+      ASSERT_NEAR(results[0].grads[i], results[k].grads[i],
+                  1e-6f + 1e-4f * std::abs(results[0].grads[i]))
           << "budget case " << k << " param " << i;
     }
   }
@@ -236,13 +241,15 @@ TEST_P(TransformerGradTest, RejectsBadInputs) {
           .ok());
   ModelConfig scaled = config;
   scaled.rope_scaling_type = "llama3";
-  EXPECT_EQ(StatusCode::kUnimplemented, TransformerModel::Create(*device, scaled, {1, 4}).status().code());
+  EXPECT_EQ(StatusCode::kUnimplemented,
+            TransformerModel::Create(*device, scaled, {1, 4}).status().code());
   TrainShape allow{1, 4};
   allow.allow_unscaled_rope = true;
   EXPECT_TRUE(TransformerModel::Create(*device, scaled, allow).ok());
   ModelConfig windowed = config;
   windowed.sliding_window = 3;
-  EXPECT_EQ(StatusCode::kUnimplemented, TransformerModel::Create(*device, windowed, {1, 4}).status().code());
+  EXPECT_EQ(StatusCode::kUnimplemented,
+            TransformerModel::Create(*device, windowed, {1, 4}).status().code());
   EXPECT_TRUE(TransformerModel::Create(*device, windowed, {1, 3}).ok());
 }
 

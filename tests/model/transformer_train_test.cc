@@ -47,8 +47,8 @@ TEST_P(TransformerTrainTest, LossFallsOnRepetitiveTextBf16) {
   auto config_or = PresetModelConfig(GetParam());
   ASSERT_TRUE(config_or.ok());
   auto device = testing_util::MakeCpuDevice(1ull << 30);
-  TrainShape shape{.batch = 2, .seq_len = 32, .checkpoint_activations = true,
-                   .dtype = DType::kBF16};
+  TrainShape shape{
+      .batch = 2, .seq_len = 32, .checkpoint_activations = true, .dtype = DType::kBF16};
   auto model_or = TransformerModel::Create(*device, *config_or, shape);
   ASSERT_TRUE(model_or.ok()) << model_or.status().ToString();
   TransformerModel& model = **model_or;
