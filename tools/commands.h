@@ -11,7 +11,9 @@ void AddBenchCopy(CLI::App& bench, int* exit_code);
 void AddBenchAdam(CLI::App& bench, int* exit_code);
 void AddBenchNvme(CLI::App& bench, int* exit_code);
 void AddBenchEngine(CLI::App& bench, int* exit_code);
+void AddBenchAll(CLI::App& bench, int* exit_code);
 void AddPlan(CLI::App& app, int* exit_code);
 void AddTrain(CLI::App& app, int* exit_code);
+void AddTier(CLI::App& app, int* exit_code);
 
 }  // namespace tierflow::cli

@@ -25,7 +25,9 @@ int main(int argc, char** argv) {
   tierflow::cli::AddBenchAdam(*bench, &exit_code);
   tierflow::cli::AddBenchNvme(*bench, &exit_code);
   tierflow::cli::AddBenchEngine(*bench, &exit_code);
+  tierflow::cli::AddBenchAll(*bench, &exit_code);
   tierflow::cli::AddPlan(app, &exit_code);
+  tierflow::cli::AddTier(app, &exit_code);
 
   try {
     app.parse(argc, argv);

@@ -13,9 +13,19 @@
 // and at most a temporary directory, which is ignored (and removed by the next
 // save). Resume verifies sizes and checksums and falls back to the newest
 // checkpoint that verifies.
+//
+// The optimizer state may instead be in the "nvme" layout (`tierflow tier
+// migrate --to nvme`): a kept swap set whose tensors are "<unit>/master",
+// "<unit>/exp_avg", "<unit>/exp_avg_sq"; trainer_state.json then says
+//   "optimizer_layout": "nvme", "swap_set": {"run_id": ..., "directories": [...]}
+// and its "files" list only the model files. Every block of the set carries
+// a CRC32C, which verification checks. For safetensors files "files" also
+// records each tensor's byte range and CRC32C, so a corrupt file is reported
+// with the tensor and bytes that changed.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -42,7 +52,58 @@ struct CheckpointInfo {
   int64_t step = -1;
   bool verified = false;
   std::string problem;  // why it does not verify ("" when it does)
+  std::string layout;   // "host" or "nvme" ("" when trainer_state.json is unreadable)
 };
+
+// Where an nvme-layout checkpoint's optimizer state lives.
+struct CheckpointSwapSet {
+  std::string run_id;
+  std::vector<std::string> directories;  // the StateStore directories, in order
+};
+
+// trainer_state.json of a checkpoint, parsed and checked for format and
+// version (not verified). Errors: NotFound / DataLoss naming the file.
+StatusOr<nlohmann::json> ReadCheckpointState(const std::string& checkpoint_dir);
+
+// The optimizer state of a checkpoint in either layout, read one unit at a
+// time (memory holds what the caller asks for). Does not verify the whole
+// checkpoint; every read checks what it reads (safetensors structure, swap
+// block CRC32Cs). Not thread-safe.
+class CheckpointOptimizerState {
+ public:
+  struct Unit {
+    std::string name;
+    uint64_t num_params = 0;
+  };
+  // Errors: those of ReadCheckpointState; DataLoss when the layout fields
+  // are malformed or the swap set cannot be opened.
+  static StatusOr<std::unique_ptr<CheckpointOptimizerState>> Open(const std::string& checkpoint_dir);
+  virtual ~CheckpointOptimizerState() = default;
+  const std::string& layout() const { return layout_; }      // "host" or "nvme"
+  const CheckpointSwapSet& swap_set() const { return swap_set_; }  // nvme only
+  const std::vector<Unit>& units() const { return units_; }
+  const nlohmann::json& state() const { return state_; }
+  // Reads unit `u`'s three fp32 arrays (units()[u].num_params floats each).
+  // Errors name the file (and for swap files the tensor and byte range).
+  virtual Status ReadUnit(size_t u, float* master, float* exp_avg, float* exp_avg_sq) const = 0;
+
+ protected:
+  std::string dir_, layout_;
+  CheckpointSwapSet swap_set_;
+  std::vector<Unit> units_;
+  nlohmann::json state_;
+};
+
+// The relative path of unit `unit`'s host-layout file ("optimizer/<unit>.safetensors").
+std::string OptimizerUnitFileName(const std::string& unit);
+// The swap-set tensor name of `array` ("master", ...) of `unit`: "<unit>/<array>".
+std::string OptimizerSwapTensorName(const std::string& unit, const std::string& array);
+// The "files" entry of trainer_state.json for `rel` under `dir`: size,
+// CRC32C, and for safetensors files each tensor's range and CRC32C.
+StatusOr<nlohmann::json> DescribeCheckpointFile(const std::string& dir, const std::string& rel);
+// Checks one "files" entry; "" when it matches, else what is wrong (for a
+// changed safetensors file: which tensor and which bytes).
+std::string CheckCheckpointFile(const std::string& dir, const nlohmann::json& entry);
 
 // Writes the checkpoint of `state.step`, then removes all but the newest
 // `keep` complete checkpoints (and stale temporary directories). REQUIRES:
@@ -57,7 +118,8 @@ Status SaveTrainingCheckpoint(const std::string& out_dir, OffloadEngine& engine,
 // verified (trainer_state.json parses; every listed file has its size and CRC32C).
 std::vector<CheckpointInfo> ListCheckpoints(const std::string& out_dir);
 
-// Checks one checkpoint directory (what ListCheckpoints does for each).
+// Checks one checkpoint directory (what ListCheckpoints does for each). For
+// the nvme layout it also reads every block of the swap set and checks it.
 CheckpointInfo VerifyCheckpoint(const std::string& checkpoint_dir);
 
 // Loads a verified checkpoint into the engine (master weights, moments, the

@@ -1,0 +1,272 @@
+// `tierflow tier migrate`.
+#include "tier/tier_migrate.h"
+
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "io/file_system.h"
+#include "io/safetensors_reader.h"
+#include "io/safetensors_writer.h"
+#include "offload/aligned_buffer.h"
+#include "offload/state_store.h"
+#include "offload/swap_set.h"
+#include "tier/swap_reader.h"
+#include "tier/tier_scan.h"
+#include "train/checkpoint.h"
+
+namespace tierflow::tier {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr const char* kArrays[3] = {"master", "exp_avg", "exp_avg_sq"};
+
+struct UnitArrays {
+  std::vector<float> a[3];
+};
+
+Status Step(const MigrateOptions& o, std::string_view step) {
+  return o.before_step ? o.before_step(step) : Status::Ok();
+}
+
+Status ReadUnit(const CheckpointOptimizerState& s, size_t u, UnitArrays* out) {
+  const size_t n = s.units()[u].num_params;
+  for (auto& v : out->a) v.resize(n);
+  return s.ReadUnit(u, out->a[0].data(), out->a[1].data(), out->a[2].data());
+}
+
+std::vector<std::string> StoreDirsOf(const CheckpointSwapSet& set) { return set.directories; }
+
+std::string Absolute(const std::string& p) {
+  std::error_code ec;
+  fs::path a = fs::absolute(p, ec);
+  return ec ? p : a.lexically_normal().string();
+}
+
+Status RemoveSet(const std::vector<std::string>& dirs, const std::string& run_id) {
+  Status first;
+  for (const std::string& d : dirs) {
+    Status s = offload::RemoveSwapSet(d, run_id);
+    if (!s.ok() && s.code() != StatusCode::kNotFound && first.ok()) first = s;
+    RemoveMarker(d, run_id);
+  }
+  return first;
+}
+
+StatusOr<MigrateResult> HostToNvme(const std::string& ckpt, const CheckpointOptimizerState& src,
+                                   nlohmann::json doc, const MigrateOptions& o) {
+  MigrateResult result{"host", "nvme", 0, "", {}};
+  std::vector<std::string> store_dirs;
+  for (const std::string& p : o.nvme_paths) store_dirs.push_back(CheckpointStoreDirectory(Absolute(p)));
+  for (const std::string& r : RemoveMigrationLeftovers(ckpt, store_dirs)) {
+    result.notes.push_back("removed leftover " + r);
+  }
+  const std::string run_id = std::string(kCheckpointRunIdPrefix) + "step-" +
+                             std::to_string(doc.value("step", int64_t{0})) + "-" + offload::MakeRunId();
+  result.run_id = run_id;
+  TF_RETURN_IF_ERROR(Step(o, "write"));
+  // The markers go first: an interrupted write leaves a set `clean` can
+  // attribute (its checkpoint does not use it, so it may go).
+  for (const std::string& d : store_dirs) {
+    std::error_code ec;
+    fs::create_directories(d, ec);
+    if (ec) return IoError("create " + d + ": " + ec.message());
+    TF_RETURN_IF_ERROR(WriteMarker(d, run_id, Absolute(ckpt)));
+  }
+  offload::StateStoreOptions so;
+  so.directories = store_dirs;
+  so.run_id = run_id;
+  so.block_size_bytes = o.block_size_bytes;
+  so.io_mode = o.nvme_buffered ? offload::IoMode::kBuffered : offload::IoMode::kDirect;
+  so.spare_bytes_per_directory = o.block_size_bytes;  // written once; no rewrites
+  std::vector<offload::TensorSpec> specs;
+  for (const auto& unit : src.units()) {
+    for (const char* a : kArrays) specs.push_back({OptimizerSwapTensorName(unit.name, a), DType::kF32, unit.num_params * 4});
+  }
+  {
+    auto store = offload::StateStore::Create(so, specs);
+    if (!store.ok()) {
+      for (const std::string& d : store_dirs) RemoveMarker(d, run_id);
+      return store.status();
+    }
+    Status written = [&]() -> Status {
+      UnitArrays arrays;
+      for (size_t u = 0; u < src.units().size(); ++u) {
+        TF_RETURN_IF_ERROR(ReadUnit(src, u, &arrays));
+        const uint64_t n = src.units()[u].num_params * 4;
+        TF_ASSIGN_OR_RETURN(offload::AlignedBuffer buf,
+                            offload::AlignedBuffer::Allocate(offload::RoundUp(n, offload::kDirectIoAlignment)));
+        for (int a = 0; a < 3; ++a) {
+          std::memcpy(buf.data(), arrays.a[a].data(), n);
+          TF_ASSIGN_OR_RETURN(offload::TensorId id, (*store)->Find(OptimizerSwapTensorName(src.units()[u].name, kArrays[a])));
+          TF_RETURN_IF_ERROR((*store)->Write(id, buf.data()));
+          result.state_bytes += n;
+        }
+      }
+      return (*store)->CloseKeepingFiles();  // Sync()s the block map
+    }();
+    if (!written.ok()) {
+      (void)(*store)->Close();  // the write's error is the one to report
+      for (const std::string& d : store_dirs) RemoveMarker(d, run_id);
+      return written;
+    }
+  }
+  // Read back through the read-only reader (checks every block's CRC32C) and compare.
+  Status verified = [&]() -> Status {
+    TF_RETURN_IF_ERROR(Step(o, "verify"));
+    TF_ASSIGN_OR_RETURN(auto reader, SwapSetReader::Open(store_dirs, run_id));
+    UnitArrays want;
+    std::vector<float> got;
+    for (size_t u = 0; u < src.units().size(); ++u) {
+      TF_RETURN_IF_ERROR(ReadUnit(src, u, &want));
+      const uint64_t n = src.units()[u].num_params;
+      got.resize(n);
+      for (int a = 0; a < 3; ++a) {
+        const std::string name = OptimizerSwapTensorName(src.units()[u].name, kArrays[a]);
+        TF_RETURN_IF_ERROR(reader->Read(name, got.data(), n * 4));
+        if (std::memcmp(got.data(), want.a[a].data(), n * 4) != 0) {
+          return DataLossError("migrated tensor '" + name + "' in swap set " + run_id +
+                               " differs from the checkpoint's; the checkpoint was left in the host layout");
+        }
+      }
+    }
+    return Status::Ok();
+  }();
+  if (!verified.ok()) {
+    if (verified.code() == StatusCode::kDataLoss) (void)RemoveSet(store_dirs, run_id);  // the mismatch is what to report
+    return verified;  // an injected stop leaves the set, as a crash would
+  }
+  TF_RETURN_IF_ERROR(Step(o, "switch"));
+  nlohmann::json files = nlohmann::json::array();
+  std::vector<std::string> old_files;
+  for (const auto& f : doc["files"]) {
+    const std::string rel = f.value("path", "");
+    if (rel.rfind("optimizer/", 0) == 0) old_files.push_back(rel);
+    else files.push_back(f);
+  }
+  doc["files"] = files;
+  doc["optimizer_layout"] = "nvme";
+  doc["swap_set"] = {{"run_id", run_id}, {"directories", store_dirs}};
+  TF_RETURN_IF_ERROR(WriteStringToFileAtomically(nullptr, ckpt + "/trainer_state.json", doc.dump(2)));
+  TF_RETURN_IF_ERROR(Step(o, "remove_source"));
+  std::error_code ec;
+  fs::remove_all(fs::path(ckpt) / "optimizer", ec);
+  if (ec) result.notes.push_back("could not remove " + ckpt + "/optimizer: " + ec.message());
+  TF_RETURN_IF_ERROR(DefaultFileSystem()->SyncDirectory(ckpt));
+  return result;
+}
+
+StatusOr<MigrateResult> NvmeToHostImpl(const std::string& ckpt, const CheckpointOptimizerState& src,
+                                       nlohmann::json doc, const MigrateOptions& o) {
+  MigrateResult result{"nvme", "host", 0, src.swap_set().run_id, {}};
+  const fs::path opt_dir = fs::path(ckpt) / "optimizer";
+  std::error_code ec;
+  TF_RETURN_IF_ERROR(Step(o, "write"));
+  fs::create_directories(opt_dir, ec);
+  if (ec) return IoError("create " + opt_dir.string() + ": " + ec.message());
+  UnitArrays arrays;
+  std::vector<nlohmann::json> new_entries;
+  for (size_t u = 0; u < src.units().size(); ++u) {
+    const auto& unit = src.units()[u];
+    TF_RETURN_IF_ERROR(ReadUnit(src, u, &arrays));
+    const int64_t n = static_cast<int64_t>(unit.num_params);
+    std::vector<SafetensorsEntry> entries = {
+        {"master", DType::kF32, {n}, arrays.a[0].data()},
+        {"exp_avg", DType::kF32, {n}, arrays.a[1].data()},
+        {"exp_avg_sq", DType::kF32, {n}, arrays.a[2].data()},
+    };
+    const std::string rel = OptimizerUnitFileName(unit.name);
+    TF_RETURN_IF_ERROR(WriteSafetensors(ckpt + "/" + rel, entries,
+                                        {{"format", "tierflow.optimizer_state"}, {"unit", unit.name}}));
+    result.state_bytes += 3 * unit.num_params * 4;
+  }
+  TF_RETURN_IF_ERROR(DefaultFileSystem()->SyncDirectory(opt_dir.string()));
+  TF_RETURN_IF_ERROR(Step(o, "verify"));
+  std::vector<float> got;
+  for (size_t u = 0; u < src.units().size(); ++u) {
+    const auto& unit = src.units()[u];
+    TF_RETURN_IF_ERROR(ReadUnit(src, u, &arrays));
+    const std::string rel = OptimizerUnitFileName(unit.name);
+    TF_ASSIGN_OR_RETURN(auto reader, SafetensorsReader::Open(ckpt + "/" + rel));
+    got.resize(unit.num_params);
+    for (int a = 0; a < 3; ++a) {
+      TF_RETURN_IF_ERROR(reader->Read(kArrays[a], DType::kF32, got.data(), unit.num_params * 4));
+      if (std::memcmp(got.data(), arrays.a[a].data(), unit.num_params * 4) != 0) {
+        return DataLossError(ckpt + "/" + rel + ": tensor '" + kArrays[a] +
+                             "' differs from the swap set's after writing; the checkpoint was left in "
+                             "the nvme layout");
+      }
+    }
+    TF_ASSIGN_OR_RETURN(nlohmann::json entry, DescribeCheckpointFile(ckpt, rel));
+    new_entries.push_back(std::move(entry));
+  }
+  TF_RETURN_IF_ERROR(Step(o, "switch"));
+  nlohmann::json files = nlohmann::json::array();
+  for (auto& e : new_entries) files.push_back(std::move(e));
+  for (const auto& f : doc["files"]) files.push_back(f);
+  doc["files"] = files;
+  doc.erase("optimizer_layout");
+  doc.erase("swap_set");
+  TF_RETURN_IF_ERROR(WriteStringToFileAtomically(nullptr, ckpt + "/trainer_state.json", doc.dump(2)));
+  TF_RETURN_IF_ERROR(Step(o, "remove_source"));
+  Status removed = RemoveSet(StoreDirsOf(src.swap_set()), src.swap_set().run_id);
+  if (!removed.ok()) result.notes.push_back("could not remove swap set " + src.swap_set().run_id + ": " + removed.ToString());
+  return result;
+}
+
+}  // namespace
+
+std::vector<std::string> RemoveMigrationLeftovers(const std::string& ckpt, const std::vector<std::string>& store_dirs) {
+  std::vector<std::string> removed;
+  auto doc = ReadCheckpointState(ckpt);
+  if (!doc.ok()) return removed;
+  std::error_code ec;
+  const fs::path opt_dir = fs::path(ckpt) / "optimizer";
+  if (doc->value("optimizer_layout", "host") == "nvme" && fs::exists(opt_dir, ec)) {
+    fs::remove_all(opt_dir, ec);
+    if (!ec) removed.push_back(opt_dir.string());
+  }
+  const std::string me = Absolute(ckpt);
+  for (const std::string& d : store_dirs) {
+    auto sets = offload::ListSwapSets(d);
+    if (!sets.ok()) continue;
+    for (const auto& set : *sets) {
+      if (set.state != offload::SwapSetState::kStale) continue;
+      auto marker = ReadMarker(d, set.run_id);
+      if (!marker || Absolute(*marker) != me || CheckpointUsesSwapSet(ckpt, set.run_id)) continue;
+      if (offload::RemoveSwapSet(d, set.run_id).ok()) {
+        RemoveMarker(d, set.run_id);
+        removed.push_back(set.path);
+      }
+    }
+  }
+  return removed;
+}
+
+StatusOr<MigrateResult> MigrateCheckpoint(const std::string& ckpt, const MigrateOptions& o) {
+  if (o.to != "host" && o.to != "nvme") {
+    return InvalidArgumentError("--to must be host or nvme, not '" + o.to + "'");
+  }
+  CheckpointInfo info = VerifyCheckpoint(ckpt);
+  if (!info.verified) {
+    return DataLossError("checkpoint " + ckpt + " does not verify, so it is not migrated: " + info.problem);
+  }
+  TF_ASSIGN_OR_RETURN(auto src, CheckpointOptimizerState::Open(ckpt));
+  if (src->layout() == o.to) {
+    MigrateResult r{src->layout(), o.to, 0, src->swap_set().run_id, {}};
+    std::vector<std::string> dirs = src->swap_set().directories;
+    for (const std::string& p : o.nvme_paths) dirs.push_back(CheckpointStoreDirectory(Absolute(p)));
+    for (const std::string& x : RemoveMigrationLeftovers(ckpt, dirs)) r.notes.push_back("removed leftover " + x);
+    r.notes.push_back("checkpoint " + ckpt + " is already in the " + o.to + " layout");
+    return r;
+  }
+  if (o.to == "nvme") {
+    if (o.nvme_paths.empty()) return InvalidArgumentError("--to nvme needs at least one --nvme-path DIR");
+    return HostToNvme(ckpt, *src, src->state(), o);
+  }
+  return NvmeToHostImpl(ckpt, *src, src->state(), o);
+}
+
+}  // namespace tierflow::tier

@@ -1,0 +1,58 @@
+// What lives under a path tierflow's tier commands are given: the output
+// directory of a run, a checkpoint directory, or a swap directory, and the
+// swap-set directories each of those implies. Also the markers that tie a
+// checkpoint's kept swap set to its checkpoint.
+//
+// A checkpoint migrated to NVMe keeps its state in a swap set under
+// NVME_DIR/tierflow-checkpoints (not NVME_DIR itself, so a training run using
+// NVME_DIR does not see it as a stale set of a crashed run and refuse to
+// start). Such a set has no lock holder; its marker
+// STORE_DIR/tierflow-swap/RUN_ID.checkpoint holds the checkpoint's path, and
+// `tier clean` keeps a set while that checkpoint exists and still refers to it.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tierflow/status.h"
+
+namespace tierflow::tier {
+
+inline constexpr char kCheckpointStoreSubdir[] = "tierflow-checkpoints";
+inline constexpr char kCheckpointRunIdPrefix[] = "ckpt-";
+
+// NVME_DIR/tierflow-checkpoints: where migrate puts checkpoint swap sets.
+std::string CheckpointStoreDirectory(const std::string& nvme_dir);
+
+// STORE_DIR/tierflow-swap/RUN_ID.checkpoint.
+std::string MarkerPath(const std::string& store_dir, const std::string& run_id);
+// Writes the marker (crash-safely). Errors: I/O errors naming the path.
+Status WriteMarker(const std::string& store_dir, const std::string& run_id,
+                   const std::string& checkpoint_dir);
+// The checkpoint the marker names, or nullopt when there is no marker.
+std::optional<std::string> ReadMarker(const std::string& store_dir, const std::string& run_id);
+// Removes the marker; a missing one is not an error.
+void RemoveMarker(const std::string& store_dir, const std::string& run_id);
+
+// True when `checkpoint_dir` exists and its trainer_state.json uses the swap
+// set `run_id` (so the set must be kept).
+bool CheckpointUsesSwapSet(const std::string& checkpoint_dir, const std::string& run_id);
+
+enum class PathKind { kOutputDir, kCheckpoint, kSwapDir, kUnknown };
+
+struct TierScan {
+  PathKind kind = PathKind::kUnknown;
+  std::vector<std::string> checkpoints;  // checkpoint directories, newest first
+  std::vector<std::string> swap_dirs;    // directories holding tierflow-swap/
+  std::string final_model_dir;           // OUT/model when present
+};
+
+// Classifies `path` and gathers what it implies: for an output directory its
+// checkpoints, the swap directories of its runs (swap_runs.json) and of its
+// checkpoints; for a checkpoint, itself and its swap set's directories; for
+// any directory, itself and DIR/tierflow-checkpoints when they hold swap sets.
+// Errors: NotFound when `path` does not exist.
+StatusOr<TierScan> ScanTierPath(const std::string& path);
+
+}  // namespace tierflow::tier

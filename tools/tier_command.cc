@@ -1,0 +1,179 @@
+// `tierflow tier`: inspect, verify, move, clean and export offloaded state
+// (swap sets, checkpoints) — see src/tier/. Exit status: 0 on success, 1 on
+// errors, 2 when `verify` finds corruption.
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/units.h"
+#include "tier/tier_clean.h"
+#include "tier/tier_export.h"
+#include "tier/tier_ls.h"
+#include "tier/tier_migrate.h"
+#include "tier/tier_verify.h"
+#include "tools/commands.h"
+
+namespace tierflow::cli {
+namespace {
+
+constexpr int kExitCorrupt = 2;
+
+int Fail(const Status& s) {
+  std::fprintf(stderr, "tierflow tier: %s\n", s.ToString().c_str());
+  return 1;
+}
+
+int RunLs(const std::string& path, bool verify) {
+  auto listing = tier::ListTier(path, verify);
+  if (!listing.ok()) return Fail(listing.status());
+  if (listing->checkpoints.empty() && listing->swap_sets.empty() && listing->final_model_dir.empty()) {
+    std::printf("%s: no checkpoints, swap sets or model found\n", path.c_str());
+    return 0;
+  }
+  if (!listing->checkpoints.empty()) std::printf("checkpoints:\n");
+  for (const auto& c : listing->checkpoints) {
+    std::string status = !c.info.problem.empty() ? "INCOMPLETE/CORRUPT: " + c.info.problem
+                         : verify                ? "complete, verified"
+                                                 : "complete (not verified; use --verify)";
+    std::printf("  %s  step %lld  %s layout  %zu units  %s  %s\n", c.info.path.c_str(),
+                static_cast<long long>(c.step), c.layout.empty() ? "?" : c.layout.c_str(), c.num_units,
+                FormatBytes(c.num_bytes).c_str(), status.c_str());
+    if (c.layout == "nvme") {
+      std::printf("    swap set %s in", c.swap_set.run_id.c_str());
+      for (const auto& d : c.swap_set.directories) std::printf(" %s", d.c_str());
+      std::printf("\n");
+    }
+  }
+  if (!listing->swap_sets.empty()) std::printf("swap sets:\n");
+  for (const auto& s : listing->swap_sets) {
+    std::string owner;
+    if (!s.checkpoint.empty()) {
+      owner = s.checkpoint_uses_it ? "  (optimizer state of checkpoint " + s.checkpoint + ")"
+                                   : "  (left by a migration of " + s.checkpoint + "; not in use)";
+    }
+    std::printf("  %s  %s  %u files  %s on disk  %zu tensors  %s data%s\n", s.info.path.c_str(),
+                std::string(offload::SwapSetStateName(s.info.state)).c_str(), s.info.num_files,
+                FormatBytes(s.info.num_bytes).c_str(), s.tensors.size(), FormatBytes(s.data_bytes).c_str(),
+                owner.c_str());
+    if (!s.problem.empty()) std::printf("    problem: %s\n", s.problem.c_str());
+    size_t shown = 0;
+    for (const auto& t : s.tensors) {
+      if (shown++ == 8) {
+        std::printf("    ... %zu more tensors\n", s.tensors.size() - 8);
+        break;
+      }
+      std::printf("    %-40s %s\n", t.name.c_str(), FormatBytes(t.num_bytes).c_str());
+    }
+  }
+  if (!listing->final_model_dir.empty()) {
+    std::printf("final model: %s  %s\n", listing->final_model_dir.c_str(),
+                FormatBytes(listing->final_model_bytes).c_str());
+  }
+  return 0;
+}
+
+int RunVerify(const std::string& path) {
+  auto report = tier::VerifyTierPath(path);
+  if (!report.ok()) return Fail(report.status());
+  size_t bad = 0;
+  for (const auto& item : report->items) {
+    std::printf("%-7s %s %s  (%s)\n", item.ok ? "OK" : "CORRUPT", item.kind.c_str(), item.path.c_str(),
+                item.detail.c_str());
+    for (const auto& p : item.problems) std::printf("        %s\n", p.c_str());
+    if (!item.ok) ++bad;
+  }
+  std::printf("%zu checked, %zu corrupt\n", report->items.size(), bad);
+  return bad == 0 ? 0 : kExitCorrupt;
+}
+
+}  // namespace
+
+void AddTier(CLI::App& app, int* exit_code) {
+  CLI::App* tier = app.add_subcommand("tier", "Inspect, verify, move, clean and export offloaded state");
+  tier->require_subcommand(1);
+
+  struct Flags {
+    std::string path, to, out, block_size = "1MiB";
+    std::vector<std::string> nvme_paths;
+    bool verify = false, dry_run = false, nvme_buffered = false;
+  };
+  auto flags = std::make_shared<Flags>();
+
+  CLI::App* ls = tier->add_subcommand("ls", "Runs, swap sets and checkpoints under PATH: tensors, sizes, tier, step, completeness");
+  ls->add_option("PATH", flags->path, "Training output dir, checkpoint dir or swap directory")->required();
+  ls->add_flag("--verify", flags->verify, "Verify every checkpoint's checksums (reads everything)");
+  ls->callback([flags, exit_code] { *exit_code = RunLs(flags->path, flags->verify); });
+
+  CLI::App* verify = tier->add_subcommand("verify", "Check every header and block checksum under PATH (exit 2 on corruption)");
+  verify->add_option("PATH", flags->path, "Training output dir, checkpoint dir or swap directory")->required();
+  verify->callback([flags, exit_code] { *exit_code = RunVerify(flags->path); });
+
+  CLI::App* migrate = tier->add_subcommand("migrate", "Move a checkpoint's optimizer state between host files and NVMe swap files");
+  migrate->add_option("CKPT", flags->path, "Checkpoint directory (OUT/checkpoints/step-N)")->required();
+  migrate->add_option("--to", flags->to, "host or nvme")->required()->check(CLI::IsMember({"host", "nvme"}));
+  migrate->add_option("--nvme-path", flags->nvme_paths,
+                      "Directory on an NVMe drive (repeat for several drives); the set goes to DIR/tierflow-checkpoints");
+  migrate->add_flag("--nvme-buffered", flags->nvme_buffered, "Page-cache I/O (for file systems without O_DIRECT)");
+  migrate->add_option("--block-size", flags->block_size, "Swap block size (I/O and checksum unit)")->capture_default_str();
+  migrate->callback([flags, exit_code] {
+    tier::MigrateOptions o;
+    o.to = flags->to;
+    o.nvme_paths = flags->nvme_paths;
+    o.nvme_buffered = flags->nvme_buffered;
+    auto bs = ParseByteSize(flags->block_size);
+    if (!bs.ok()) {
+      *exit_code = Fail(bs.status());
+      return;
+    }
+    o.block_size_bytes = static_cast<uint32_t>(*bs);
+    auto r = tier::MigrateCheckpoint(flags->path, o);
+    if (!r.ok()) {
+      *exit_code = Fail(r.status());
+      return;
+    }
+    for (const auto& n : r->notes) std::printf("%s\n", n.c_str());
+    if (r->from != r->to) {
+      std::printf("migrated %s: %s -> %s, %s of optimizer state, verified%s%s\n", flags->path.c_str(),
+                  r->from.c_str(), r->to.c_str(), FormatBytes(r->state_bytes).c_str(),
+                  r->to == "nvme" ? "; swap set " : "", r->to == "nvme" ? r->run_id.c_str() : "");
+    }
+    *exit_code = 0;
+  });
+
+  CLI::App* clean = tier->add_subcommand("clean", "Remove stale swap sets and leftovers of crashed runs (never a live run's)");
+  clean->add_option("PATH", flags->path, "Training output dir, checkpoint dir or swap directory")->required();
+  clean->add_flag("--dry-run", flags->dry_run, "Only say what would be removed");
+  clean->callback([flags, exit_code] {
+    auto r = tier::CleanTier(flags->path, flags->dry_run);
+    if (!r.ok()) {
+      *exit_code = Fail(r.status());
+      return;
+    }
+    const char* verb = flags->dry_run ? "would remove" : "removed";
+    for (const auto& e : r->removed) {
+      std::printf("%s %s (%s): %s\n", verb, e.path.c_str(), FormatBytes(e.num_bytes).c_str(), e.why.c_str());
+    }
+    for (const auto& e : r->kept) std::printf("kept %s (%s): %s\n", e.path.c_str(), FormatBytes(e.num_bytes).c_str(), e.why.c_str());
+    std::printf("%s %zu item(s), %s %s\n", verb, r->removed.size(), FormatBytes(r->freed_bytes).c_str(),
+                flags->dry_run ? "would be freed" : "freed");
+    *exit_code = 0;
+  });
+
+  CLI::App* exp = tier->add_subcommand("export", "Write a checkpoint's optimizer state as one safetensors file");
+  exp->add_option("CKPT", flags->path, "Checkpoint directory")->required();
+  exp->add_option("--out", flags->out, "FILE.safetensors")->required();
+  exp->callback([flags, exit_code] {
+    auto r = tier::ExportCheckpoint(flags->path, flags->out);
+    if (!r.ok()) {
+      *exit_code = Fail(r.status());
+      return;
+    }
+    std::printf("wrote %s: %llu tensors, %s (from the %s layout)\n", flags->out.c_str(),
+                static_cast<unsigned long long>(r->num_tensors), FormatBytes(r->num_bytes).c_str(),
+                r->layout.c_str());
+    *exit_code = 0;
+  });
+}
+
+}  // namespace tierflow::cli
