@@ -24,6 +24,9 @@
 #if TIERFLOW_FUZZ_HAVE_TRAIN_CONFIG
 #include "train/train_config.h"
 #endif
+#if TIERFLOW_FUZZ_HAVE_TRAIN
+#include "train/checkpoint.h"
+#endif
 
 #include "fuzz/entry_points.h"
 
@@ -188,6 +191,32 @@ TEST(FuzzRegressionTest, DISABLED_SwapHeaderWithWrappingSumsIsDataLoss) {
     FuzzSwapHeader(bytes);
   }
 }
+
+#if TIERFLOW_FUZZ_HAVE_TRAIN
+// src/train/checkpoint.cc VerifyCheckpoint (ReadCheckpointState,
+// CheckCheckpointFile) reads trainer_state.json fields with
+// nlohmann::json::value(key, default), which throws type_error.302 when the
+// key holds another type ("version": "1", "format": 1, "bytes": "2"; likewise
+// "step", "optimizer_layout", "path", "crc32c" and the "tensors" entries). The
+// exception escapes VerifyCheckpoint, which returns a CheckpointInfo and is
+// called on every checkpoint directory by ListCheckpoints and resume, so one
+// damaged state file terminates `tierflow train --resume` instead of being
+// skipped as unverified. Found by reading the code behind fuzz_checkpoint_state.
+// DISABLED_: not fixed yet (check types, or catch json::exception).
+TEST(FuzzRegressionTest, DISABLED_CheckpointStateWithMistypedFieldsIsUnverified) {
+  for (const char* bug : {"version_is_string", "format_is_number", "file_bytes_is_string"}) {
+    SCOPED_TRACE(bug);
+    const std::string text = Input("fuzz_checkpoint_state", bug);
+    EXPECT_NO_THROW(FuzzCheckpointState(text));
+    // The entry point left `text` as the state of this checkpoint directory.
+    const std::string dir = FuzzTempDir() + "/step-00000001";
+    CheckpointInfo info;
+    EXPECT_NO_THROW(info = VerifyCheckpoint(dir));
+    EXPECT_FALSE(info.verified);
+    EXPECT_FALSE(info.problem.empty());
+  }
+}
+#endif
 
 }  // namespace
 }  // namespace tierflow::fuzz
