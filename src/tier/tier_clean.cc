@@ -83,6 +83,7 @@ StatusOr<CleanReport> CleanTier(const std::string& path, bool dry_run) {
         }
         TF_RETURN_IF_ERROR(s);
         RemoveMarker(dir, set.run_id);
+        if (marker) RemoveEmptyStoreDirectory(dir);
       }
       report.freed_bytes += e.num_bytes;
       report.removed.push_back(std::move(e));

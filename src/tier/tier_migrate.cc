@@ -51,6 +51,7 @@ Status RemoveSet(const std::vector<std::string>& dirs, const std::string& run_id
     Status s = offload::RemoveSwapSet(d, run_id);
     if (!s.ok() && s.code() != StatusCode::kNotFound && first.ok()) first = s;
     RemoveMarker(d, run_id);
+    RemoveEmptyStoreDirectory(d);
   }
   return first;
 }
@@ -58,14 +59,18 @@ Status RemoveSet(const std::vector<std::string>& dirs, const std::string& run_id
 StatusOr<MigrateResult> HostToNvme(const std::string& ckpt, const CheckpointOptimizerState& src,
                                    nlohmann::json doc, const MigrateOptions& o) {
   MigrateResult result{"host", "nvme", 0, "", {}};
-  std::vector<std::string> store_dirs;
-  for (const std::string& p : o.nvme_paths) store_dirs.push_back(CheckpointStoreDirectory(Absolute(p)));
-  for (const std::string& r : RemoveMigrationLeftovers(ckpt, store_dirs)) {
+  std::vector<std::string> old_dirs;
+  for (const std::string& p : o.nvme_paths) {
+    for (const std::string& d : CheckpointStoreDirectories(Absolute(p))) old_dirs.push_back(d);
+  }
+  for (const std::string& r : RemoveMigrationLeftovers(ckpt, old_dirs)) {
     result.notes.push_back("removed leftover " + r);
   }
   const std::string run_id = std::string(kCheckpointRunIdPrefix) + "step-" +
                              std::to_string(doc.value("step", int64_t{0})) + "-" + offload::MakeRunId();
   result.run_id = run_id;
+  std::vector<std::string> store_dirs;
+  for (const std::string& p : o.nvme_paths) store_dirs.push_back(CheckpointStoreDirectory(Absolute(p), run_id));
   TF_RETURN_IF_ERROR(Step(o, "write"));
   // The markers go first: an interrupted write leaves a set `clean` can
   // attribute (its checkpoint does not use it, so it may go).
@@ -88,7 +93,10 @@ StatusOr<MigrateResult> HostToNvme(const std::string& ckpt, const CheckpointOpti
   {
     auto store = offload::StateStore::Create(so, specs);
     if (!store.ok()) {
-      for (const std::string& d : store_dirs) RemoveMarker(d, run_id);
+      for (const std::string& d : store_dirs) {
+        RemoveMarker(d, run_id);
+        RemoveEmptyStoreDirectory(d);
+      }
       return store.status();
     }
     Status written = [&]() -> Status {
@@ -109,7 +117,10 @@ StatusOr<MigrateResult> HostToNvme(const std::string& ckpt, const CheckpointOpti
     }();
     if (!written.ok()) {
       (void)(*store)->Close();  // the write's error is the one to report
-      for (const std::string& d : store_dirs) RemoveMarker(d, run_id);
+      for (const std::string& d : store_dirs) {
+        RemoveMarker(d, run_id);
+        RemoveEmptyStoreDirectory(d);
+      }
       return written;
     }
   }
@@ -238,6 +249,7 @@ std::vector<std::string> RemoveMigrationLeftovers(const std::string& ckpt, const
       if (!marker || Absolute(*marker) != me || CheckpointUsesSwapSet(ckpt, set.run_id)) continue;
       if (offload::RemoveSwapSet(d, set.run_id).ok()) {
         RemoveMarker(d, set.run_id);
+        RemoveEmptyStoreDirectory(d);
         removed.push_back(set.path);
       }
     }
@@ -257,7 +269,9 @@ StatusOr<MigrateResult> MigrateCheckpoint(const std::string& ckpt, const Migrate
   if (src->layout() == o.to) {
     MigrateResult r{src->layout(), o.to, 0, src->swap_set().run_id, {}};
     std::vector<std::string> dirs = src->swap_set().directories;
-    for (const std::string& p : o.nvme_paths) dirs.push_back(CheckpointStoreDirectory(Absolute(p)));
+    for (const std::string& p : o.nvme_paths) {
+      for (const std::string& d : CheckpointStoreDirectories(Absolute(p))) dirs.push_back(d);
+    }
     for (const std::string& x : RemoveMigrationLeftovers(ckpt, dirs)) r.notes.push_back("removed leftover " + x);
     r.notes.push_back("checkpoint " + ckpt + " is already in the " + o.to + " layout");
     return r;

@@ -16,8 +16,24 @@
 namespace tierflow::tier {
 namespace fs = std::filesystem;
 
-std::string CheckpointStoreDirectory(const std::string& nvme_dir) {
-  return (fs::path(nvme_dir) / kCheckpointStoreSubdir).string();
+std::string CheckpointStoreDirectory(const std::string& nvme_dir, const std::string& run_id) {
+  return (fs::path(nvme_dir) / kCheckpointStoreSubdir / run_id).string();
+}
+
+std::vector<std::string> CheckpointStoreDirectories(const std::string& nvme_dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(fs::path(nvme_dir) / kCheckpointStoreSubdir, ec)) {
+    if (fs::is_directory(e.path() / offload::kSwapRootName, ec)) out.push_back(e.path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void RemoveEmptyStoreDirectory(const std::string& store_dir) {
+  std::error_code ec;
+  fs::remove(fs::path(store_dir) / offload::kSwapRootName, ec);  // only when empty
+  fs::remove(store_dir, ec);
 }
 
 std::string MarkerPath(const std::string& store_dir, const std::string& run_id) {
@@ -62,8 +78,9 @@ std::string Canonical(const std::string& p) {
 
 void AddSwapDir(const std::string& dir, std::vector<std::string>* out, std::set<std::string>* seen) {
   std::error_code ec;
-  for (const std::string& d : {dir, CheckpointStoreDirectory(dir)}) {
-    if (!fs::is_directory(fs::path(d) / offload::kSwapRootName, ec)) continue;
+  std::vector<std::string> dirs = CheckpointStoreDirectories(dir);
+  if (fs::is_directory(fs::path(dir) / offload::kSwapRootName, ec)) dirs.insert(dirs.begin(), dir);
+  for (const std::string& d : dirs) {
     if (seen->insert(Canonical(d)).second) out->push_back(d);
   }
 }

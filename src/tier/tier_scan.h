@@ -3,10 +3,11 @@
 // swap-set directories each of those implies. Also the markers that tie a
 // checkpoint's kept swap set to its checkpoint.
 //
-// A checkpoint migrated to NVMe keeps its state in a swap set under
-// NVME_DIR/tierflow-checkpoints (not NVME_DIR itself, so a training run using
-// NVME_DIR does not see it as a stale set of a crashed run and refuse to
-// start). Such a set has no lock holder; its marker
+// A checkpoint migrated to NVMe keeps its state in a swap set whose store
+// directory is NVME_DIR/tierflow-checkpoints/RUN_ID: not NVME_DIR itself, so
+// a training run using NVME_DIR does not see it as a stale set of a crashed
+// run and refuse to start, and one directory per set, so a second migration
+// is not refused for the first one's (lockless, stale-looking) set. Its marker
 // STORE_DIR/tierflow-swap/RUN_ID.checkpoint holds the checkpoint's path, and
 // `tier clean` keeps a set while that checkpoint exists and still refers to it.
 #pragma once
@@ -22,8 +23,13 @@ namespace tierflow::tier {
 inline constexpr char kCheckpointStoreSubdir[] = "tierflow-checkpoints";
 inline constexpr char kCheckpointRunIdPrefix[] = "ckpt-";
 
-// NVME_DIR/tierflow-checkpoints: where migrate puts checkpoint swap sets.
-std::string CheckpointStoreDirectory(const std::string& nvme_dir);
+// NVME_DIR/tierflow-checkpoints/RUN_ID: the store directory of one checkpoint swap set.
+std::string CheckpointStoreDirectory(const std::string& nvme_dir, const std::string& run_id);
+// The existing store directories under NVME_DIR/tierflow-checkpoints.
+std::vector<std::string> CheckpointStoreDirectories(const std::string& nvme_dir);
+// Removes STORE_DIR/tierflow-swap and STORE_DIR when they are empty (after a
+// set and its marker were removed); anything else left there stays.
+void RemoveEmptyStoreDirectory(const std::string& store_dir);
 
 // STORE_DIR/tierflow-swap/RUN_ID.checkpoint.
 std::string MarkerPath(const std::string& store_dir, const std::string& run_id);

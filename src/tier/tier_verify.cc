@@ -69,6 +69,9 @@ StatusOr<VerifyReport> VerifyTierPath(const std::string& path) {
                                     std::to_string(p.file_offset_bytes) + ": " + p.what);
           }
           item.detail += ", " + std::to_string(checked) + " blocks checked";
+          if (checked == 0 && !h.tensors.empty()) {
+            item.detail += " (its block map was never synced: it holds no recoverable data)";
+          }
           item.ok = item.problems.empty();
         }
         report.items.push_back(std::move(item));

@@ -144,7 +144,7 @@ TEST(TierMigrate, RoundTripKeepsStateAndVerifies) {
   EXPECT_EQ(l->swap_sets[0].tensors.size(), 3 * l->checkpoints[0].num_units);
   EXPECT_TRUE(VerifyTierPath(out.path())->ok());
   // Verifying a swap directory alone checks the set's blocks.
-  auto sv = VerifyTierPath(CheckpointStoreDirectory(nvme.path()));
+  auto sv = VerifyTierPath(nvme.path());
   ASSERT_TRUE(sv.ok()) << sv.status().ToString();
   EXPECT_TRUE(sv->ok());
   EXPECT_FALSE(sv->items.empty());
@@ -156,9 +156,7 @@ TEST(TierMigrate, RoundTripKeepsStateAndVerifies) {
   EXPECT_EQ(info.layout, "host");
   EXPECT_EQ(StateBytes(ckpt), before);
   for (const auto& [path, bytes] : files_before) EXPECT_EQ(tier_test::ReadFile(path), bytes) << path;
-  auto sets = offload::ListSwapSets(CheckpointStoreDirectory(nvme.path()));
-  ASSERT_TRUE(sets.ok());
-  EXPECT_TRUE(sets->empty());
+  EXPECT_TRUE(CheckpointStoreDirectories(nvme.path()).empty());
   // Already there: a note, nothing moved.
   auto again = MigrateCheckpoint(ckpt, ToHost());
   ASSERT_TRUE(again.ok());
@@ -169,11 +167,16 @@ TEST(TierMigrate, ResumeFromMigratedCheckpointIsBitExact) {
   TempDir plain, migrated, nvme;
   tier_test::CopyBaseRun(plain.path());
   tier_test::CopyBaseRun(migrated.path());
-  ASSERT_TRUE(MigrateCheckpoint(Ckpt(migrated, 4), ToNvme(nvme.path())).ok());
+  // Two checkpoints into the same directory, which the resumed run then uses for its own swap set.
+  ASSERT_TRUE(MigrateCheckpoint(Ckpt(migrated, 2), ToNvme(nvme.path())).ok());
+  auto m = MigrateCheckpoint(Ckpt(migrated, 4), ToNvme(nvme.path()));
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(CheckpointStoreDirectories(nvme.path()).size(), 2u);
   TrainReporter quiet;
   for (const TempDir* d : {&plain, &migrated}) {
     TrainConfig c = tier_test::SmallRun(d->path(), 6);
     c.resume = true;
+    c.nvme_paths = {nvme.path()};
     auto r = RunTraining(c, quiet);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
   }
@@ -188,7 +191,7 @@ TEST(TierVerify, CorruptSwapBlockNamesFileTensorAndBytes) {
   const std::string ckpt = Ckpt(out, 4);
   auto r = MigrateCheckpoint(ckpt, ToNvme(nvme.path()));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  const std::string file = offload::SwapFilePath(CheckpointStoreDirectory(nvme.path()), r->run_id, 0);
+  const std::string file = offload::SwapFilePath(CheckpointStoreDirectory(nvme.path(), r->run_id), r->run_id, 0);
   auto view = SwapFileView::Open(file);
   ASSERT_TRUE(view.ok());
   const auto& h = (*view)->header();
@@ -259,9 +262,7 @@ TEST(TierMigrate, InterruptedMigrationLeavesAVerifiedCheckpoint) {
     EXPECT_EQ(StateBytes(ckpt), before);
     ASSERT_TRUE(CleanTier(out.path(), false).ok());
     ASSERT_TRUE(CleanTier(nvme.path(), false).ok());
-    auto sets = offload::ListSwapSets(CheckpointStoreDirectory(nvme.path()));
-    ASSERT_TRUE(sets.ok());
-    EXPECT_TRUE(sets->empty());
+    EXPECT_TRUE(CheckpointStoreDirectories(nvme.path()).empty());
   }
 }
 
@@ -269,7 +270,6 @@ TEST(TierClean, KeepsLiveAndCheckpointSetsRemovesStaleOnes) {
   TempDir out, nvme;
   tier_test::CopyBaseRun(out.path());
   ASSERT_TRUE(MigrateCheckpoint(Ckpt(out, 4), ToNvme(nvme.path())).ok());
-  const std::string store_dir = CheckpointStoreDirectory(nvme.path());
   offload::StateStoreOptions o;
   o.directories = {nvme.path()};
   o.block_size_bytes = 4096;
@@ -312,9 +312,7 @@ TEST(TierClean, KeepsLiveAndCheckpointSetsRemovesStaleOnes) {
   ASSERT_TRUE(clean.ok());
   ASSERT_EQ(clean->removed.size(), 1u);
   EXPECT_EQ(clean->kept.size(), 1u);
-  auto sets = offload::ListSwapSets(store_dir);
-  ASSERT_TRUE(sets.ok());
-  EXPECT_TRUE(sets->empty());
+  EXPECT_TRUE(CheckpointStoreDirectories(nvme.path()).empty());
   EXPECT_TRUE((*live)->Close().ok());
 }
 
