@@ -188,6 +188,10 @@ StatusOr<ModelConfig> ParseModelConfigJson(std::string_view json_text, std::stri
     return InvalidArgumentError("config.json '" + std::string(source) +
                                 "' is not valid JSON (at byte " + std::to_string(e.byte) +
                                 "): " + e.what());
+  } catch (const json::exception& e) {
+    // e.g. out_of_range.406: a number too large for a double ("1e400").
+    return InvalidArgumentError("config.json '" + std::string(source) +
+                                "' holds a value JSON cannot represent: " + e.what());
   }
   if (!j.is_object()) {
     return InvalidArgumentError("config.json '" + std::string(source) +

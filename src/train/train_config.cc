@@ -894,6 +894,10 @@ StatusOr<TrainConfig> ParseTrainConfig(std::string_view json_text, const std::st
     if (at != std::string::npos) what = what.substr(at + 2);
     return InvalidArgumentError(label + ": not valid JSON (byte " + std::to_string(e.byte) +
                                 "): " + what);
+  } catch (const Json::exception& e) {
+    // e.g. out_of_range.406: a number too large for a double ("lr": 1e400).
+    return InvalidArgumentError(label + ": holds a value JSON cannot represent: " +
+                                std::string(e.what()));
   }
   try {
     return Parser(label, base).Run(root);

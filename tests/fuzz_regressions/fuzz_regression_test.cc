@@ -118,8 +118,7 @@ std::string Input(const std::string& target, const std::string& bug) {
 // json::parse_error; a number too large for a double ("1e400") makes
 // nlohmann throw out_of_range.406, which escapes as an exception and
 // terminates the process. Found by fuzz_model_config within seconds.
-// DISABLED_: not fixed yet (catch json::exception).
-TEST(FuzzRegressionTest, DISABLED_ModelConfigNumberOverflowIsAnError) {
+TEST(FuzzRegressionTest, ModelConfigNumberOverflowIsAnError) {
   const std::string text = Input("fuzz_model_config", "number_overflow_throws");
   StatusOr<ModelConfig> parsed = ParseModelConfigJson(text, "config.json");
   ASSERT_FALSE(parsed.ok());
@@ -130,8 +129,7 @@ TEST(FuzzRegressionTest, DISABLED_ModelConfigNumberOverflowIsAnError) {
 #if TIERFLOW_FUZZ_HAVE_TRAIN_CONFIG
 // src/train/train_config.cc ParseTrainConfig: the same escape (catches only
 // Json::parse_error), e.g. "lr": 1e400 in a DeepSpeed config.
-// DISABLED_: not fixed yet (catch Json::exception).
-TEST(FuzzRegressionTest, DISABLED_TrainConfigNumberOverflowIsAnError) {
+TEST(FuzzRegressionTest, TrainConfigNumberOverflowIsAnError) {
   const std::string text = Input("fuzz_train_config", "number_overflow_throws");
   StatusOr<TrainConfig> parsed = ParseTrainConfig(text, "ds_config.json", TrainConfig{});
   ASSERT_FALSE(parsed.ok());
