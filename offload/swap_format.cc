@@ -151,8 +151,11 @@ StatusOr<SwapFileHeader> DecodeSwapHeader(std::span<const uint8_t> bytes, std::s
   if (h.num_dirs == 0 || h.dir_index >= h.num_dirs || h.block_size_bytes == 0 ||
       h.block_size_bytes % kDirectIoAlignment != 0 || h.num_physical_blocks < h.num_logical_blocks ||
       h.num_physical_blocks >= kUnmappedBlock ||
+      h.num_logical_blocks > (uint64_t{1} << 40) ||
       h.block_table_copy_num_bytes != BlockTableCopySize(h.num_logical_blocks) ||
-      h.data_offset_bytes < h.block_table_offset_bytes + 2 * h.block_table_copy_num_bytes) {
+      // Written as subtractions: the sums could wrap around for hostile values.
+      h.data_offset_bytes < h.block_table_offset_bytes ||
+      (h.data_offset_bytes - h.block_table_offset_bytes) / 2 < h.block_table_copy_num_bytes) {
     return Corrupt(path, "inconsistent geometry in header");
   }
   for (uint32_t i = 0; i < num_tensors; ++i) {
@@ -163,10 +166,11 @@ StatusOr<SwapFileHeader> DecodeSwapHeader(std::span<const uint8_t> bytes, std::s
     if (!ok) return Corrupt(path, "tensor table truncated at entry " + std::to_string(i));
     if (dtype > static_cast<uint8_t>(DType::kF16) || t.name.empty() || t.name.size() > kMaxNameBytes ||
         t.start_dir >= h.num_dirs ||
-        t.num_blocks != (t.num_bytes + h.block_size_bytes - 1) / h.block_size_bytes ||
-        t.first_local_block +
-                BlocksInDirectory(t.num_blocks, t.start_dir, h.dir_index, h.num_dirs) >
-            h.num_logical_blocks) {
+        // ceil(num_bytes / block) without the wrapping of num_bytes + block - 1.
+        t.num_blocks != t.num_bytes / h.block_size_bytes + (t.num_bytes % h.block_size_bytes != 0) ||
+        t.first_local_block > h.num_logical_blocks ||
+        BlocksInDirectory(t.num_blocks, t.start_dir, h.dir_index, h.num_dirs) >
+            h.num_logical_blocks - t.first_local_block) {
       return Corrupt(path, "tensor table entry " + std::to_string(i) + " ('" + t.name +
                                "') is inconsistent");
     }
@@ -187,8 +191,10 @@ void EncodeBlockTable(const BlockTable& table, std::span<uint8_t> out) {
   std::memcpy(out.data(), &magic, 8);
   std::memcpy(out.data() + 8, &table.sequence, 8);
   std::memcpy(out.data() + 16, &n, 8);
-  std::memcpy(out.data() + kTablePrefixBytes, table.physical.data(), 4 * n);
-  std::memcpy(out.data() + kTablePrefixBytes + 4 * n, table.crc.data(), 4 * n);
+  if (n > 0) {  // an empty vector's data() may be null: memcpy from null is UB even for 0 bytes
+    std::memcpy(out.data() + kTablePrefixBytes, table.physical.data(), 4 * n);
+    std::memcpy(out.data() + kTablePrefixBytes + 4 * n, table.crc.data(), 4 * n);
+  }
   uint32_t crc = Crc32c(0, out.data(), 24);
   crc = Crc32c(crc, out.data() + kTablePrefixBytes, 8 * n);
   std::memcpy(out.data() + 24, &crc, 4);
@@ -212,8 +218,10 @@ StatusOr<BlockTable> DecodeBlockTable(std::span<const uint8_t> bytes, uint64_t n
   if (crc != stored_crc) return Corrupt(path, where + ": checksum mismatch");
   t.physical.resize(n);
   t.crc.resize(n);
-  std::memcpy(t.physical.data(), bytes.data() + kTablePrefixBytes, 4 * n);
-  std::memcpy(t.crc.data(), bytes.data() + kTablePrefixBytes + 4 * n, 4 * n);
+  if (n > 0) {
+    std::memcpy(t.physical.data(), bytes.data() + kTablePrefixBytes, 4 * n);
+    std::memcpy(t.crc.data(), bytes.data() + kTablePrefixBytes + 4 * n, 4 * n);
+  }
   return t;
 }
 

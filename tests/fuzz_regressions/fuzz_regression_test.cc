@@ -144,9 +144,7 @@ TEST(FuzzRegressionTest, TrainConfigNumberOverflowIsAnError) {
 // (nonnull-attribute), at swap_format.cc:215-216; EncodeBlockTable does the
 // same from an empty table. The table itself is valid and must decode.
 // Found by fuzz_swap_block_table within seconds.
-// DISABLED_: not fixed yet (skip the copies when n == 0); without UBSan the
-// test passes, under the ASan+UBSan build it aborts.
-TEST(FuzzRegressionTest, DISABLED_SwapBlockTableWithZeroBlocksDecodes) {
+TEST(FuzzRegressionTest, SwapBlockTableWithZeroBlocksDecodes) {
   const std::string bytes = Input("fuzz_swap_block_table", "zero_blocks_null_memcpy");
   ASSERT_FALSE(bytes.empty());
   ASSERT_EQ(bytes[0], '\0');  // the entry point's block count byte
@@ -172,8 +170,7 @@ TEST(FuzzRegressionTest, DISABLED_SwapBlockTableWithZeroBlocksDecodes) {
 // Each must be DataLoss. Found by checking fuzz_swap_header's invariants
 // (fuzz/swap_fuzz.cc CheckAcceptedHeader) on crafted inputs; the inputs were
 // written with fuzz/make_seeds.py's swap_header().
-// DISABLED_: not fixed yet (compare with subtraction or a 128-bit sum).
-TEST(FuzzRegressionTest, DISABLED_SwapHeaderWithWrappingSumsIsDataLoss) {
+TEST(FuzzRegressionTest, SwapHeaderWithWrappingSumsIsDataLoss) {
   for (const char* bug :
        {"first_local_block_wraps", "num_bytes_rounding_wraps", "block_table_end_wraps"}) {
     SCOPED_TRACE(bug);
