@@ -80,7 +80,8 @@ TEST_P(HfModelRoundTripTest, LoadSaveLoadIsBitExact) {
   for (uint64_t shard_bytes : {uint64_t{5'000'000'000}, uint64_t{4096}}) {
     const std::string a = tmp.sub("a" + std::to_string(shard_bytes));
     const std::string b = tmp.sub("b" + std::to_string(shard_bytes));
-    HfModelSaveOptions save{.dtype = c.dtype, .max_shard_bytes = shard_bytes};
+    HfModelSaveOptions save = testing_util::SaveOptions(c.dtype);
+    save.max_shard_bytes = shard_bytes;
     ASSERT_TRUE(SaveHfModel(a, layout, original.data(), save).ok());
     auto first = LoadHfModel(a);
     ASSERT_TRUE(first.ok()) << first.status().ToString();
@@ -112,7 +113,7 @@ TEST_P(HfModelRoundTripTest, TransformerInitialisesFromDirectory) {
   const std::vector<float> original = RandomWeights(layout, 5);
   TempDir tmp;
   const std::string dir = tmp.sub("m");
-  ASSERT_TRUE(SaveHfModel(dir, layout, original.data(), {.dtype = c.dtype}).ok());
+  ASSERT_TRUE(SaveHfModel(dir, layout, original.data(), testing_util::SaveOptions(c.dtype)).ok());
   auto loaded = LoadHfModel(dir).value();
   auto device = testing_util::MakeCpuDevice();
   TransformerInit init;
@@ -222,7 +223,7 @@ TEST(HfModelTest, ResolveTrainableModelFindsWeights) {
   const std::vector<float> w = RandomWeights(layout, 8);
   TempDir tmp;
   const std::string dir = tmp.sub("m");
-  ASSERT_TRUE(SaveHfModel(dir, layout, w.data(), {.dtype = DType::kBF16}).ok());
+  ASSERT_TRUE(SaveHfModel(dir, layout, w.data(), testing_util::SaveOptions(DType::kBF16)).ok());
   auto with_weights = ResolveTrainableModel(dir);
   ASSERT_TRUE(with_weights.ok()) << with_weights.status().ToString();
   EXPECT_EQ(dir, with_weights->weights_dir);

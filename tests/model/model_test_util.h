@@ -14,6 +14,7 @@
 
 #include "engine/trainable.h"
 #include "kernels/pointwise.h"
+#include "model/hf_model.h"
 #include "model/transformer.h"
 #include "tierflow/device.h"
 #include "tierflow/model_config.h"
@@ -125,6 +126,12 @@ class DirectUnitAccess : public UnitAccess {
   std::vector<int> ended_, end_order_;
   int num_open_ = 0, max_open_ = 0;
 };
+
+inline HfModelSaveOptions SaveOptions(DType dtype) {
+  HfModelSaveOptions options;
+  options.dtype = dtype;
+  return options;
+}
 
 inline std::unique_ptr<Device> MakeCpuDevice(uint64_t capacity = 512ull << 20) {
   auto d = CreateDevice({.kind = "cpu", .memory_capacity_bytes = capacity});

@@ -87,7 +87,9 @@ TEST_P(TransformerTrainTest, LossFallsOnRepetitiveTextBf16) {
   std::string dir = (std::filesystem::temp_directory_path() /
                      ("tierflow-train-" + GetParam() + "-" + std::to_string(::getpid())))
                         .string();
-  ASSERT_TRUE(SaveHfModel(dir, model.layout(), master->data(), {.dtype = DType::kF32}).ok());
+  ASSERT_TRUE(
+      SaveHfModel(dir, model.layout(), master->data(), testing_util::SaveOptions(DType::kF32))
+          .ok());
   auto loaded = LoadHfModel(dir);
   ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
   EXPECT_EQ(*master, loaded->weights);
