@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the dependencies, builds, and runs every test: the whole suite on
 # the optimized build (CUDA tests skip, with the reason, without a GPU), the
-# whole suite again under ASan+UBSan, and the concurrency tests under TSan.
+# whole suite again under ASan+UBSan, the concurrency tests under TSan, and
+# each libFuzzer target for a bounded time (TIERFLOW_FUZZ_SECONDS, default 15).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -20,4 +21,6 @@ echo "== TSan build and concurrency tests =="
 bash scripts/build.sh tsan
 TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$top/scripts/tsan.supp" \
   ctest --test-dir build/tsan --output-on-failure -L concurrency -j "$(nproc)"
+echo "== fuzzing: every parser of outside input, bounded time each =="
+bash scripts/fuzz.sh "${TIERFLOW_FUZZ_SECONDS:-15}"
 echo "test-all.sh: every test passed"

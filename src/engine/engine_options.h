@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/loss_scaler.h"
+#include "offload/io_backend.h"
 #include "optim/adam.h"
 #include "tierflow/dtype.h"
 
@@ -41,6 +42,8 @@ struct EngineOptions {
   std::vector<std::string> nvme_paths;  // one or more directories (one per drive)
   bool nvme_buffered = false;           // explicit buffered I/O (tmpfs); never a silent fallback
   std::string run_id;                   // names the swap set; "" = generated
+  // Makes the NVMe rings' backends; tests inject faults here. Default: io_uring.
+  offload::IoBackendFactory nvme_backend_factory;
 
   uint64_t sub_group_params = 4u << 20;  // params per optimizer sub-group. Default: 4Mi
   int buffer_count = 4;                  // NVMe I/O slots and weight staging slots. Default: 4

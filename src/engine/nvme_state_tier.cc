@@ -117,6 +117,7 @@ StatusOr<std::unique_ptr<NvmeStateTier>> NvmeStateTier::Create(const SubGroupLay
   so.block_size_bytes = options.block_size_bytes;
   so.queue_depth = options.queue_depth;
   so.io_mode = options.buffered ? offload::IoMode::kBuffered : offload::IoMode::kDirect;
+  if (options.backend_factory) so.backend_factory = options.backend_factory;
   // Every slot may be writing at once: leave room for all of them to land on new blocks.
   so.spare_bytes_per_directory =
       RoundUp(static_cast<uint64_t>(options.slots + 1) * max_bytes, options.block_size_bytes);

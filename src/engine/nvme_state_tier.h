@@ -35,6 +35,7 @@ struct NvmeTierOptions {
   uint32_t block_size_bytes = 1u << 20;
   uint32_t queue_depth = 32;
   TraceRecorder* trace = nullptr;
+  offload::IoBackendFactory backend_factory;  // Default (empty): io_uring
 };
 
 class NvmeStateTier : public StateTier {

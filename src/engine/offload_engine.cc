@@ -96,6 +96,7 @@ Status OffloadEngine::Init() {
     nopt.slots = options_.buffer_count;
     nopt.two_copies = options_.pipeline == Pipeline::kOverlapped;
     nopt.trace = trace_;
+    nopt.backend_factory = options_.nvme_backend_factory;
     TF_ASSIGN_OR_RETURN(nvme_tier_, NvmeStateTier::Create(layout_, nvme_groups, nopt, device_));
   }
   for (size_t g = 0; g < layout_.groups.size(); ++g) group_tier_[g] = host_tier_.get();

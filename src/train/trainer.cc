@@ -215,7 +215,7 @@ StatusOr<Plan> PlanRun(const TrainConfig& c, const ModelConfig& model, DType dty
 }  // namespace
 
 StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& reporter,
-                                  const std::atomic<bool>* stop) {
+                                  const std::atomic<bool>* stop, const TrainHooks* hooks) {
   TF_RETURN_IF_ERROR(ValidateTrainConfig(config));
   const auto run_start = Clock::now();
   const std::string out_dir = config.out_dir.empty() ? "tierflow-out" : config.out_dir;
@@ -299,6 +299,7 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   TraceRecorder trace;
   EngineOptions engine_options = MakeEngineOptions(placed, dtype, nvme_paths);
   engine_options.trace = &trace;
+  if (hooks != nullptr) engine_options.nvme_backend_factory = hooks->nvme_backend_factory;
   if (placed.offload == "nvme") {
     engine_options.run_id = offload::MakeRunId();
     TF_RETURN_IF_ERROR(CleanOurStaleSwapSets(out_dir, nvme_paths, engine_options.run_id, reporter));

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "engine/engine_options.h"
+#include "offload/io_backend.h"
 #include "train/train_config.h"
 
 namespace tierflow {
@@ -59,8 +60,14 @@ struct TrainResult {
   double seconds = 0;
 };
 
+// Test seams: what a test may swap in below the configuration.
+struct TrainHooks {
+  offload::IoBackendFactory nvme_backend_factory;  // e.g. a fault-injecting backend
+};
+
 // Runs `config` to completion (or until *stop becomes true).
 StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& reporter,
-                                  const std::atomic<bool>* stop = nullptr);
+                                  const std::atomic<bool>* stop = nullptr,
+                                  const TrainHooks* hooks = nullptr);
 
 }  // namespace tierflow
