@@ -20,8 +20,13 @@ shift || true
 build=${BUILD_DIR:-build/fuzz}
 jobs=${JOBS:-$(nproc)}
 
+launcher=()
+if command -v ccache >/dev/null; then
+  export CCACHE_BASEDIR="$top" CCACHE_NOHASHDIR=1
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+fi
 CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DTIERFLOW_FUZZ=ON -DTIERFLOW_CUDA=OFF \
-  -DTIERFLOW_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  -DTIERFLOW_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" >/dev/null
 ninja -C "$build" -j "$jobs" fuzzers
 
 if [[ $# -gt 0 ]]; then
