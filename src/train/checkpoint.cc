@@ -16,6 +16,7 @@
 #include "model/engine_weights.h"
 #include "model/hf_model.h"
 #include "offload/crc32c.h"
+#include "offload/swap_set.h"
 #include "tier/swap_reader.h"
 
 namespace tierflow {
@@ -92,6 +93,27 @@ Status ReadUnitState(OffloadEngine& engine, int unit, std::vector<float>* master
 std::string UnitFileName(const std::string& unit) { return OptimizerUnitFileName(unit); }
 
 Status SyncDir(const std::string& dir) { return DefaultFileSystem()->SyncDirectory(dir); }
+
+// An nvme-layout checkpoint being retired takes its swap set with it: the
+// set, its marker (tier/tier_scan.h: STORE_DIR/tierflow-swap/RUN_ID.checkpoint)
+// and the then-empty store directory. Failures leave a set `tierflow tier
+// clean` removes later (its checkpoint is gone), so they are not errors here.
+void RemoveCheckpointSwapSet(const std::string& checkpoint_dir) {
+  auto doc = ReadCheckpointState(checkpoint_dir);
+  if (!doc.ok() || doc->value("optimizer_layout", "host") != "nvme") return;
+  const auto& set = (*doc)["swap_set"];
+  if (!set.is_object() || !set.contains("directories") || !set["directories"].is_array()) return;
+  const std::string run_id = set.value("run_id", "");
+  for (const auto& d : set["directories"]) {
+    if (!d.is_string()) continue;
+    const fs::path dir = d.get<std::string>();
+    if (!offload::RemoveSwapSet(dir.string(), run_id).ok()) continue;
+    std::error_code ec;
+    fs::remove(dir / offload::kSwapRootName / (run_id + ".checkpoint"), ec);
+    fs::remove(dir / offload::kSwapRootName, ec);  // only when empty
+    fs::remove(dir, ec);
+  }
+}
 
 }  // namespace
 
@@ -311,7 +333,10 @@ Status SaveTrainingCheckpoint(const std::string& out_dir, OffloadEngine& engine,
       ++kept;
       continue;
     }
-    if (info.step < state.step) fs::remove_all(info.path, ec);
+    if (info.step < state.step) {
+      RemoveCheckpointSwapSet(info.path);
+      fs::remove_all(info.path, ec);
+    }
   }
   for (const auto& entry : fs::directory_iterator(root)) {
     const std::string fname = entry.path().filename().string();

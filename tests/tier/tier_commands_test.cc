@@ -183,6 +183,10 @@ TEST(TierMigrate, ResumeFromMigratedCheckpointIsBitExact) {
   EXPECT_EQ(tier_test::ReadFile(plain / "model/model.safetensors"),
             tier_test::ReadFile(migrated / "model/model.safetensors"));
   EXPECT_EQ(StateBytes(Ckpt(plain, 6)), StateBytes(Ckpt(migrated, 6)));
+  // Retention retired step 2 and its swap set with it; step 4's stays.
+  EXPECT_FALSE(fs::exists(Ckpt(migrated, 2)));
+  EXPECT_EQ(CheckpointStoreDirectories(nvme.path()).size(), 1u);
+  EXPECT_TRUE(VerifyCheckpoint(Ckpt(migrated, 4)).verified);
 }
 
 TEST(TierVerify, CorruptSwapBlockNamesFileTensorAndBytes) {
