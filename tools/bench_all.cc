@@ -57,7 +57,8 @@ StatusOr<nlohmann::json> RunSelf(const std::vector<std::string>& args) {
   const int status = ::pclose(p);
   if (status != 0) {
     return InternalError("`" + cmd + "` failed (exit status " +
-                         std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + "); run it alone to see why");
+                         std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
+                         "); run it alone to see why");
   }
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded()) return InternalError("`" + cmd + "` did not print JSON");
@@ -65,12 +66,14 @@ StatusOr<nlohmann::json> RunSelf(const std::vector<std::string>& args) {
 }
 
 Status RunBenchAll(const BenchAllOptions& o) {
-  TF_ASSIGN_OR_RETURN(nlohmann::json copy,
-                      RunSelf({"bench", "copy", "--json", "--device", o.device, "--size", o.copy_size}));
-  TF_ASSIGN_OR_RETURN(nlohmann::json adam, RunSelf({"bench", "adam", "--json", "--params", o.adam_params}));
+  TF_ASSIGN_OR_RETURN(nlohmann::json copy, RunSelf({"bench", "copy", "--json", "--device", o.device,
+                                                    "--size", o.copy_size}));
+  TF_ASSIGN_OR_RETURN(nlohmann::json adam,
+                      RunSelf({"bench", "adam", "--json", "--params", o.adam_params}));
   nlohmann::json nvme;
   if (o.nvme_paths.empty()) {
-    std::fprintf(stderr, "no --nvme-path given: NVMe not measured (the planner keeps its NVMe defaults)\n");
+    std::fprintf(stderr,
+                 "no --nvme-path given: NVMe not measured (the planner keeps its NVMe defaults)\n");
   } else {
     std::vector<std::string> args = {"bench", "nvme", "--json", "--size", o.nvme_size};
     for (const auto& p : o.nvme_paths) {
@@ -83,8 +86,9 @@ Status RunBenchAll(const BenchAllOptions& o) {
   TF_ASSIGN_OR_RETURN(nlohmann::json profile, tier::MakeBandwidthProfile(copy, adam, nvme));
   TF_RETURN_IF_ERROR(WriteStringToFileAtomically(nullptr, o.out, profile.dump(2) + "\n"));
   std::printf("wrote %s\n", o.out.c_str());
-  for (const char* key : {"h2d_gb_per_second", "d2h_gb_per_second", "host_memory_gb_per_second",
-                          "adam_params_per_second", "nvme_read_gb_per_second", "nvme_write_gb_per_second"}) {
+  for (const char* key :
+       {"h2d_gb_per_second", "d2h_gb_per_second", "host_memory_gb_per_second",
+        "adam_params_per_second", "nvme_read_gb_per_second", "nvme_write_gb_per_second"}) {
     if (profile.contains(key)) std::printf("  %-28s %.4g\n", key, profile[key].get<double>());
   }
   return Status::Ok();
@@ -95,14 +99,20 @@ Status RunBenchAll(const BenchAllOptions& o) {
 void AddBenchAll(CLI::App& bench, int* exit_code) {
   auto opt = std::make_shared<BenchAllOptions>();
   CLI::App* cmd = bench.add_subcommand(
-      "all", "Copy, CPU Adam and NVMe benches in one bandwidth profile for `tierflow plan --profile`");
+      "all",
+      "Copy, CPU Adam and NVMe benches in one bandwidth profile for `tierflow plan --profile`");
   cmd->add_option("--out", opt->out, "Profile to write (JSON)")->required();
-  cmd->add_option("--device", opt->device, "Device for the copy bench: auto, cpu, cuda")->capture_default_str();
+  cmd->add_option("--device", opt->device, "Device for the copy bench: auto, cpu, cuda")
+      ->capture_default_str();
   cmd->add_option("--copy-size", opt->copy_size, "Bytes per copy")->capture_default_str();
-  cmd->add_option("--adam-params", opt->adam_params, "Parameters per Adam step")->capture_default_str();
-  cmd->add_option("--nvme-path", opt->nvme_paths, "Directory on an NVMe drive (repeat per drive); without it NVMe is skipped");
-  cmd->add_option("--nvme-size", opt->nvme_size, "Bytes written and read by the NVMe bench")->capture_default_str();
-  cmd->add_flag("--nvme-buffered", opt->nvme_buffered, "Page-cache I/O (file systems without O_DIRECT)");
+  cmd->add_option("--adam-params", opt->adam_params, "Parameters per Adam step")
+      ->capture_default_str();
+  cmd->add_option("--nvme-path", opt->nvme_paths,
+                  "Directory on an NVMe drive (repeat per drive); without it NVMe is skipped");
+  cmd->add_option("--nvme-size", opt->nvme_size, "Bytes written and read by the NVMe bench")
+      ->capture_default_str();
+  cmd->add_flag("--nvme-buffered", opt->nvme_buffered,
+                "Page-cache I/O (file systems without O_DIRECT)");
   cmd->callback([opt, exit_code] {
     Status s = RunBenchAll(*opt);
     if (!s.ok()) std::fprintf(stderr, "tierflow bench all: %s\n", s.ToString().c_str());

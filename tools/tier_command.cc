@@ -27,7 +27,8 @@ int Fail(const Status& s) {
 int RunLs(const std::string& path, bool verify) {
   auto listing = tier::ListTier(path, verify);
   if (!listing.ok()) return Fail(listing.status());
-  if (listing->checkpoints.empty() && listing->swap_sets.empty() && listing->final_model_dir.empty()) {
+  if (listing->checkpoints.empty() && listing->swap_sets.empty() &&
+      listing->final_model_dir.empty()) {
     std::printf("%s: no checkpoints, swap sets or model found\n", path.c_str());
     return 0;
   }
@@ -37,8 +38,8 @@ int RunLs(const std::string& path, bool verify) {
                          : verify                ? "complete, verified"
                                                  : "complete (not verified; use --verify)";
     std::printf("  %s  step %lld  %s layout  %zu units  %s  %s\n", c.info.path.c_str(),
-                static_cast<long long>(c.step), c.layout.empty() ? "?" : c.layout.c_str(), c.num_units,
-                FormatBytes(c.num_bytes).c_str(), status.c_str());
+                static_cast<long long>(c.step), c.layout.empty() ? "?" : c.layout.c_str(),
+                c.num_units, FormatBytes(c.num_bytes).c_str(), status.c_str());
     if (c.layout == "nvme") {
       std::printf("    swap set %s in", c.swap_set.run_id.c_str());
       for (const auto& d : c.swap_set.directories) std::printf(" %s", d.c_str());
@@ -54,8 +55,8 @@ int RunLs(const std::string& path, bool verify) {
     }
     std::printf("  %s  %s  %u files  %s on disk  %zu tensors  %s data%s\n", s.info.path.c_str(),
                 std::string(offload::SwapSetStateName(s.info.state)).c_str(), s.info.num_files,
-                FormatBytes(s.info.num_bytes).c_str(), s.tensors.size(), FormatBytes(s.data_bytes).c_str(),
-                owner.c_str());
+                FormatBytes(s.info.num_bytes).c_str(), s.tensors.size(),
+                FormatBytes(s.data_bytes).c_str(), owner.c_str());
     if (!s.problem.empty()) std::printf("    problem: %s\n", s.problem.c_str());
     size_t shown = 0;
     for (const auto& t : s.tensors) {
@@ -78,8 +79,8 @@ int RunVerify(const std::string& path) {
   if (!report.ok()) return Fail(report.status());
   size_t bad = 0;
   for (const auto& item : report->items) {
-    std::printf("%-7s %s %s  (%s)\n", item.ok ? "OK" : "CORRUPT", item.kind.c_str(), item.path.c_str(),
-                item.detail.c_str());
+    std::printf("%-7s %s %s  (%s)\n", item.ok ? "OK" : "CORRUPT", item.kind.c_str(),
+                item.path.c_str(), item.detail.c_str());
     for (const auto& p : item.problems) std::printf("        %s\n", p.c_str());
     if (!item.ok) ++bad;
   }
@@ -90,7 +91,8 @@ int RunVerify(const std::string& path) {
 }  // namespace
 
 void AddTier(CLI::App& app, int* exit_code) {
-  CLI::App* tier = app.add_subcommand("tier", "Inspect, verify, move, clean and export offloaded state");
+  CLI::App* tier =
+      app.add_subcommand("tier", "Inspect, verify, move, clean and export offloaded state");
   tier->require_subcommand(1);
 
   struct Flags {
@@ -100,22 +102,33 @@ void AddTier(CLI::App& app, int* exit_code) {
   };
   auto flags = std::make_shared<Flags>();
 
-  CLI::App* ls = tier->add_subcommand("ls", "Runs, swap sets and checkpoints under PATH: tensors, sizes, tier, step, completeness");
-  ls->add_option("PATH", flags->path, "Training output dir, checkpoint dir or swap directory")->required();
+  CLI::App* ls = tier->add_subcommand(
+      "ls", "Runs, swap sets and checkpoints under PATH: tensors, sizes, tier, step, completeness");
+  ls->add_option("PATH", flags->path, "Training output dir, checkpoint dir or swap directory")
+      ->required();
   ls->add_flag("--verify", flags->verify, "Verify every checkpoint's checksums (reads everything)");
   ls->callback([flags, exit_code] { *exit_code = RunLs(flags->path, flags->verify); });
 
-  CLI::App* verify = tier->add_subcommand("verify", "Check every header and block checksum under PATH (exit 2 on corruption)");
-  verify->add_option("PATH", flags->path, "Training output dir, checkpoint dir or swap directory")->required();
+  CLI::App* verify = tier->add_subcommand(
+      "verify", "Check every header and block checksum under PATH (exit 2 on corruption)");
+  verify->add_option("PATH", flags->path, "Training output dir, checkpoint dir or swap directory")
+      ->required();
   verify->callback([flags, exit_code] { *exit_code = RunVerify(flags->path); });
 
-  CLI::App* migrate = tier->add_subcommand("migrate", "Move a checkpoint's optimizer state between host files and NVMe swap files");
-  migrate->add_option("CKPT", flags->path, "Checkpoint directory (OUT/checkpoints/step-N)")->required();
-  migrate->add_option("--to", flags->to, "host or nvme")->required()->check(CLI::IsMember({"host", "nvme"}));
+  CLI::App* migrate = tier->add_subcommand(
+      "migrate", "Move a checkpoint's optimizer state between host files and NVMe swap files");
+  migrate->add_option("CKPT", flags->path, "Checkpoint directory (OUT/checkpoints/step-N)")
+      ->required();
+  migrate->add_option("--to", flags->to, "host or nvme")
+      ->required()
+      ->check(CLI::IsMember({"host", "nvme"}));
   migrate->add_option("--nvme-path", flags->nvme_paths,
-                      "Directory on an NVMe drive (repeat for several drives); the set goes to DIR/tierflow-checkpoints");
-  migrate->add_flag("--nvme-buffered", flags->nvme_buffered, "Page-cache I/O (for file systems without O_DIRECT)");
-  migrate->add_option("--block-size", flags->block_size, "Swap block size (I/O and checksum unit)")->capture_default_str();
+                      "Directory on an NVMe drive (repeat for several drives); the set goes to "
+                      "DIR/tierflow-checkpoints");
+  migrate->add_flag("--nvme-buffered", flags->nvme_buffered,
+                    "Page-cache I/O (for file systems without O_DIRECT)");
+  migrate->add_option("--block-size", flags->block_size, "Swap block size (I/O and checksum unit)")
+      ->capture_default_str();
   migrate->callback([flags, exit_code] {
     tier::MigrateOptions o;
     o.to = flags->to;
@@ -134,15 +147,18 @@ void AddTier(CLI::App& app, int* exit_code) {
     }
     for (const auto& n : r->notes) std::printf("%s\n", n.c_str());
     if (r->from != r->to) {
-      std::printf("migrated %s: %s -> %s, %s of optimizer state, verified%s%s\n", flags->path.c_str(),
-                  r->from.c_str(), r->to.c_str(), FormatBytes(r->state_bytes).c_str(),
-                  r->to == "nvme" ? "; swap set " : "", r->to == "nvme" ? r->run_id.c_str() : "");
+      std::printf("migrated %s: %s -> %s, %s of optimizer state, verified%s%s\n",
+                  flags->path.c_str(), r->from.c_str(), r->to.c_str(),
+                  FormatBytes(r->state_bytes).c_str(), r->to == "nvme" ? "; swap set " : "",
+                  r->to == "nvme" ? r->run_id.c_str() : "");
     }
     *exit_code = 0;
   });
 
-  CLI::App* clean = tier->add_subcommand("clean", "Remove stale swap sets and leftovers of crashed runs (never a live run's)");
-  clean->add_option("PATH", flags->path, "Training output dir, checkpoint dir or swap directory")->required();
+  CLI::App* clean = tier->add_subcommand(
+      "clean", "Remove stale swap sets and leftovers of crashed runs (never a live run's)");
+  clean->add_option("PATH", flags->path, "Training output dir, checkpoint dir or swap directory")
+      ->required();
   clean->add_flag("--dry-run", flags->dry_run, "Only say what would be removed");
   clean->callback([flags, exit_code] {
     auto r = tier::CleanTier(flags->path, flags->dry_run);
@@ -152,15 +168,19 @@ void AddTier(CLI::App& app, int* exit_code) {
     }
     const char* verb = flags->dry_run ? "would remove" : "removed";
     for (const auto& e : r->removed) {
-      std::printf("%s %s (%s): %s\n", verb, e.path.c_str(), FormatBytes(e.num_bytes).c_str(), e.why.c_str());
+      std::printf("%s %s (%s): %s\n", verb, e.path.c_str(), FormatBytes(e.num_bytes).c_str(),
+                  e.why.c_str());
     }
-    for (const auto& e : r->kept) std::printf("kept %s (%s): %s\n", e.path.c_str(), FormatBytes(e.num_bytes).c_str(), e.why.c_str());
-    std::printf("%s %zu item(s), %s %s\n", verb, r->removed.size(), FormatBytes(r->freed_bytes).c_str(),
-                flags->dry_run ? "would be freed" : "freed");
+    for (const auto& e : r->kept)
+      std::printf("kept %s (%s): %s\n", e.path.c_str(), FormatBytes(e.num_bytes).c_str(),
+                  e.why.c_str());
+    std::printf("%s %zu item(s), %s %s\n", verb, r->removed.size(),
+                FormatBytes(r->freed_bytes).c_str(), flags->dry_run ? "would be freed" : "freed");
     *exit_code = 0;
   });
 
-  CLI::App* exp = tier->add_subcommand("export", "Write a checkpoint's optimizer state as one safetensors file");
+  CLI::App* exp = tier->add_subcommand(
+      "export", "Write a checkpoint's optimizer state as one safetensors file");
   exp->add_option("CKPT", flags->path, "Checkpoint directory")->required();
   exp->add_option("--out", flags->out, "FILE.safetensors")->required();
   exp->callback([flags, exit_code] {

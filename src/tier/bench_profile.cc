@@ -8,7 +8,8 @@ namespace {
 
 StatusOr<double> Rate(const nlohmann::json& j, const char* bench, const char* key) {
   if (!j.is_object() || !j.contains(key) || !j[key].is_number() || !(j[key].get<double>() > 0)) {
-    return InvalidArgumentError(std::string("bench ") + bench + " output has no positive '" + key + "'");
+    return InvalidArgumentError(std::string("bench ") + bench + " output has no positive '" + key +
+                                "'");
   }
   return j[key].get<double>();
 }
@@ -16,7 +17,8 @@ StatusOr<double> Rate(const nlohmann::json& j, const char* bench, const char* ke
 StatusOr<double> CopyRate(const nlohmann::json& copy, const std::string& direction) {
   if (copy.is_object() && copy.contains("results") && copy["results"].is_array()) {
     for (const auto& r : copy["results"]) {
-      if (r.is_object() && r.value("direction", "") == direction && r.value("host_memory", "") == "pinned") {
+      if (r.is_object() && r.value("direction", "") == direction &&
+          r.value("host_memory", "") == "pinned") {
         return Rate(r, "copy", "best_gb_per_second");
       }
     }
@@ -26,7 +28,8 @@ StatusOr<double> CopyRate(const nlohmann::json& copy, const std::string& directi
 
 }  // namespace
 
-StatusOr<nlohmann::json> MakeBandwidthProfile(const nlohmann::json& copy, const nlohmann::json& adam,
+StatusOr<nlohmann::json> MakeBandwidthProfile(const nlohmann::json& copy,
+                                              const nlohmann::json& adam,
                                               const nlohmann::json& nvme) {
   nlohmann::json p = {{"version", 1}};
   nlohmann::json raw = nlohmann::json::object();
@@ -37,7 +40,8 @@ StatusOr<nlohmann::json> MakeBandwidthProfile(const nlohmann::json& copy, const 
   }
   if (!adam.is_null()) {
     TF_ASSIGN_OR_RETURN(p["adam_params_per_second"], Rate(adam, "adam", "params_per_second"));
-    TF_ASSIGN_OR_RETURN(p["host_memory_gb_per_second"], Rate(adam, "adam", "bandwidth_limit_gb_per_second"));
+    TF_ASSIGN_OR_RETURN(p["host_memory_gb_per_second"],
+                        Rate(adam, "adam", "bandwidth_limit_gb_per_second"));
     raw["adam"] = adam;
   }
   if (!nvme.is_null()) {

@@ -17,7 +17,8 @@ namespace tierflow::tier {
 // outputs under "measurements". A null input leaves its rates out (the
 // planner then keeps its defaults for them). Errors: InvalidArgument naming
 // the bench and key when an output lacks a rate or has a non-positive one.
-StatusOr<nlohmann::json> MakeBandwidthProfile(const nlohmann::json& copy, const nlohmann::json& adam,
+StatusOr<nlohmann::json> MakeBandwidthProfile(const nlohmann::json& copy,
+                                              const nlohmann::json& adam,
                                               const nlohmann::json& nvme);
 
 }  // namespace tierflow::tier

@@ -27,7 +27,8 @@ Status PreadAll(int fd, void* dst, uint64_t num_bytes, uint64_t offset, const st
       return ErrnoStatus(errno, "read " + path + " at offset " + std::to_string(offset + done));
     }
     if (n == 0) {
-      return DataLossError("swap file " + path + " ends at offset " + std::to_string(offset + done) +
+      return DataLossError("swap file " + path + " ends at offset " +
+                           std::to_string(offset + done) +
                            " inside data it should hold (truncated)");
     }
     done += static_cast<uint64_t>(n);
@@ -42,7 +43,7 @@ StatusOr<std::unique_ptr<SwapFileView>> SwapFileView::Open(const std::string& pa
   v->path_ = path;
   v->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (v->fd_ < 0) return ErrnoStatus(errno, "open " + path);
-  struct stat st{};
+  struct stat st {};
   if (::fstat(v->fd_, &st) != 0) return ErrnoStatus(errno, "stat " + path);
   v->file_bytes_ = static_cast<uint64_t>(st.st_size);
   std::vector<uint8_t> prefix(offload::kDirectIoAlignment);
@@ -59,7 +60,8 @@ StatusOr<std::unique_ptr<SwapFileView>> SwapFileView::Open(const std::string& pa
   const uint64_t need = h.data_offset_bytes + h.num_physical_blocks * h.block_size_bytes;
   if (v->file_bytes_ < need) {
     return DataLossError("swap file " + path + " is " + std::to_string(v->file_bytes_) +
-                         " bytes but its header needs " + std::to_string(need) + ": it is truncated");
+                         " bytes but its header needs " + std::to_string(need) +
+                         ": it is truncated");
   }
   std::optional<offload::BlockTable> best;
   Status table_error;
@@ -84,8 +86,9 @@ SwapFileView::~SwapFileView() {
 }
 
 uint64_t SwapFileView::num_blocks_written() const {
-  return static_cast<uint64_t>(std::count_if(table_.physical.begin(), table_.physical.end(),
-                                             [](uint32_t p) { return p != offload::kUnmappedBlock; }));
+  return static_cast<uint64_t>(
+      std::count_if(table_.physical.begin(), table_.physical.end(),
+                    [](uint32_t p) { return p != offload::kUnmappedBlock; }));
 }
 
 bool SwapFileView::Locate(const offload::SwapTensorEntry& t, uint64_t k, uint64_t* offset,
@@ -93,7 +96,8 @@ bool SwapFileView::Locate(const offload::SwapTensorEntry& t, uint64_t k, uint64_
   const uint64_t bs = header_.block_size_bytes;
   const uint64_t local = t.first_local_block + k / header_.num_dirs;
   *valid_bytes = static_cast<uint32_t>(std::min<uint64_t>(bs, t.num_bytes - k * bs));
-  const uint32_t p = local < table_.physical.size() ? table_.physical[local] : offload::kUnmappedBlock;
+  const uint32_t p =
+      local < table_.physical.size() ? table_.physical[local] : offload::kUnmappedBlock;
   if (p == offload::kUnmappedBlock || p >= header_.num_physical_blocks) return false;
   *offset = header_.data_offset_bytes + uint64_t{p} * bs;
   *crc = table_.crc[local];
@@ -114,9 +118,9 @@ Status SwapFileView::ReadBlock(const offload::SwapTensorEntry& t, uint64_t k, ui
   if (got != crc) {
     return DataLossError("swap file " + path_ + ": tensor '" + t.name + "' bytes [" +
                          std::to_string(begin) + ", " + std::to_string(begin + valid) +
-                         ") at file offset " + std::to_string(offset) + ": CRC32C mismatch (stored " +
-                         std::to_string(crc) + ", data gives " + std::to_string(got) +
-                         "); the data on the drive is corrupt");
+                         ") at file offset " + std::to_string(offset) +
+                         ": CRC32C mismatch (stored " + std::to_string(crc) + ", data gives " +
+                         std::to_string(got) + "); the data on the drive is corrupt");
   }
   return Status::Ok();
 }
@@ -154,9 +158,10 @@ std::vector<SwapBlockProblem> SwapFileView::VerifyBlocks(uint64_t* num_blocks_ch
   return problems;
 }
 
-StatusOr<std::unique_ptr<SwapSetReader>> SwapSetReader::Open(const std::vector<std::string>& directories,
-                                                             const std::string& run_id) {
-  if (directories.empty()) return InvalidArgumentError("swap set " + run_id + ": no directory given");
+StatusOr<std::unique_ptr<SwapSetReader>> SwapSetReader::Open(
+    const std::vector<std::string>& directories, const std::string& run_id) {
+  if (directories.empty())
+    return InvalidArgumentError("swap set " + run_id + ": no directory given");
   auto reader = std::make_unique<SwapSetReader>();
   for (uint32_t d = 0; d < directories.size(); ++d) {
     const std::string path = offload::SwapFilePath(directories[d], run_id, d);
@@ -166,13 +171,16 @@ StatusOr<std::unique_ptr<SwapSetReader>> SwapSetReader::Open(const std::vector<s
       return DataLossError("swap file " + path + " belongs to run " + h.run_id + " directory " +
                            std::to_string(h.dir_index) + " of " + std::to_string(h.num_dirs) +
                            ", not run " + run_id + " directory " + std::to_string(d) + " of " +
-                           std::to_string(directories.size()) + "; list the directories in the original order");
+                           std::to_string(directories.size()) +
+                           "; list the directories in the original order");
     }
     if (d > 0) {
       const offload::SwapFileHeader& h0 = reader->files_[0]->header();
-      bool same = h.block_size_bytes == h0.block_size_bytes && h.tensors.size() == h0.tensors.size();
+      bool same =
+          h.block_size_bytes == h0.block_size_bytes && h.tensors.size() == h0.tensors.size();
       for (size_t t = 0; same && t < h.tensors.size(); ++t) {
-        same = h.tensors[t].name == h0.tensors[t].name && h.tensors[t].num_bytes == h0.tensors[t].num_bytes &&
+        same = h.tensors[t].name == h0.tensors[t].name &&
+               h.tensors[t].num_bytes == h0.tensors[t].num_bytes &&
                h.tensors[t].start_dir == h0.tensors[t].start_dir;
       }
       if (!same) {
@@ -200,7 +208,8 @@ Status SwapSetReader::Read(std::string_view name, void* dst, uint64_t num_bytes)
   }
   if (t->num_bytes != num_bytes) {
     return InvalidArgumentError("tensor '" + t->name + "' is " + std::to_string(t->num_bytes) +
-                                " bytes in the swap set, " + std::to_string(num_bytes) + " expected");
+                                " bytes in the swap set, " + std::to_string(num_bytes) +
+                                " expected");
   }
   const size_t index = static_cast<size_t>(t - tensors().data());
   const uint32_t n = static_cast<uint32_t>(files_.size());

@@ -26,8 +26,8 @@ struct SwapBlockProblem {
   std::string tensor;               // the tensor the block belongs to
   uint64_t tensor_begin_bytes = 0;  // [begin, end) within the tensor
   uint64_t tensor_end_bytes = 0;
-  uint64_t file_offset_bytes = 0;   // where the block starts in the file
-  std::string what;                 // "CRC32C mismatch (stored X, data gives Y)", ...
+  uint64_t file_offset_bytes = 0;  // where the block starts in the file
+  std::string what;                // "CRC32C mismatch (stored X, data gives Y)", ...
 };
 
 // One swap file, opened read-only: its header and its newest valid block table.
@@ -52,7 +52,8 @@ class SwapFileView {
   // into `dst` (block_size bytes), checking its CRC32C. Errors: DataLoss
   // naming file, tensor, byte range and offset; FailedPrecondition when the
   // block was never written.
-  Status ReadBlock(const offload::SwapTensorEntry& tensor, uint64_t tensor_block, uint8_t* dst) const;
+  Status ReadBlock(const offload::SwapTensorEntry& tensor, uint64_t tensor_block,
+                   uint8_t* dst) const;
 
   // Checks every written block of every tensor in this file. Returns the
   // problems (empty when all verify); counts the blocks checked.
@@ -81,7 +82,9 @@ class SwapSetReader {
   static StatusOr<std::unique_ptr<SwapSetReader>> Open(const std::vector<std::string>& directories,
                                                        const std::string& run_id);
 
-  const std::vector<offload::SwapTensorEntry>& tensors() const { return files_[0]->header().tensors; }
+  const std::vector<offload::SwapTensorEntry>& tensors() const {
+    return files_[0]->header().tensors;
+  }
   // nullptr when there is no tensor by that name.
   const offload::SwapTensorEntry* Find(std::string_view name) const;
   const std::vector<std::unique_ptr<SwapFileView>>& files() const { return files_; }

@@ -45,7 +45,9 @@ StatusOr<CleanReport> CleanTier(const std::string& path, bool dry_run) {
     const fs::path opt = fs::path(c) / "optimizer";
     std::error_code ec;
     if (doc.ok() && doc->value("optimizer_layout", "host") == "nvme" && fs::exists(opt, ec)) {
-      TF_RETURN_IF_ERROR(remove_tree(opt.string(), "optimizer files of an interrupted migration (the checkpoint uses its swap set)"));
+      TF_RETURN_IF_ERROR(remove_tree(
+          opt.string(),
+          "optimizer files of an interrupted migration (the checkpoint uses its swap set)"));
     }
   }
   if (scan.kind == PathKind::kOutputDir) {
@@ -53,7 +55,8 @@ StatusOr<CleanReport> CleanTier(const std::string& path, bool dry_run) {
     for (const auto& e : fs::directory_iterator(fs::path(path) / "checkpoints", ec)) {
       const std::string name = e.path().filename().string();
       if (OrphanedTemporary(name)) {
-        TF_RETURN_IF_ERROR(remove_tree(e.path().string(), "temporary directory of an interrupted checkpoint save"));
+        TF_RETURN_IF_ERROR(remove_tree(e.path().string(),
+                                       "temporary directory of an interrupted checkpoint save"));
       }
     }
   }
@@ -72,8 +75,9 @@ StatusOr<CleanReport> CleanTier(const std::string& path, bool dry_run) {
         report.kept.push_back(std::move(e));
         continue;
       }
-      e.why = !marker ? "stale swap set left by a run that did not exit cleanly"
-                      : "swap set of checkpoint " + *marker + ", which is gone or no longer uses it";
+      e.why = !marker
+                  ? "stale swap set left by a run that did not exit cleanly"
+                  : "swap set of checkpoint " + *marker + ", which is gone or no longer uses it";
       if (!dry_run) {
         Status s = offload::RemoveSwapSet(dir, set.run_id);
         if (s.code() == StatusCode::kFailedPrecondition) {  // became live meanwhile

@@ -8,7 +8,8 @@
 
 namespace tierflow::tier {
 
-StatusOr<ExportResult> ExportCheckpoint(const std::string& checkpoint_dir, const std::string& out_file) {
+StatusOr<ExportResult> ExportCheckpoint(const std::string& checkpoint_dir,
+                                        const std::string& out_file) {
   TF_ASSIGN_OR_RETURN(auto state, CheckpointOptimizerState::Open(checkpoint_dir));
   ExportResult result;
   result.layout = state->layout();

@@ -20,6 +20,7 @@ struct ExportResult {
 // the whole optimizer state (12 bytes per parameter) is held at once, as
 // the safetensors writer takes every tensor together. Errors: DataLoss when
 // the checkpoint's state does not read back clean; I/O errors naming paths.
-StatusOr<ExportResult> ExportCheckpoint(const std::string& checkpoint_dir, const std::string& out_file);
+StatusOr<ExportResult> ExportCheckpoint(const std::string& checkpoint_dir,
+                                        const std::string& out_file);
 
 }  // namespace tierflow::tier

@@ -12,8 +12,8 @@ uint64_t DirectoryBytes(const std::string& dir) {
   std::error_code ec;
   uint64_t total = 0;
   if (!fs::is_directory(dir, ec)) return 0;
-  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
-       it.increment(ec)) {
+  for (auto it = fs::recursive_directory_iterator(dir, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
     if (it->is_regular_file(ec)) total += it->file_size(ec);
   }
   return total;
@@ -41,8 +41,10 @@ StatusOr<TierListing> ListTier(const std::string& path, bool verify) {
       l.swap_set = (*state)->swap_set();
       for (size_t d = 0; d < l.swap_set.directories.size(); ++d) {
         std::error_code ec;
-        l.num_bytes += fs::file_size(offload::SwapFilePath(l.swap_set.directories[d], l.swap_set.run_id,
-                                                           static_cast<uint32_t>(d)), ec);
+        l.num_bytes +=
+            fs::file_size(offload::SwapFilePath(l.swap_set.directories[d], l.swap_set.run_id,
+                                                static_cast<uint32_t>(d)),
+                          ec);
       }
     } else if (l.info.problem.empty()) {
       l.info.problem = state.status().message();

@@ -18,16 +18,16 @@ namespace tierflow::tier {
 struct SwapSetListing {
   std::string directory;  // the directory holding tierflow-swap/
   offload::SwapSetInfo info;
-  std::string checkpoint;  // the checkpoint its marker names ("" when none)
-  bool checkpoint_uses_it = false;  // that checkpoint exists and refers to this set
-  uint64_t data_bytes = 0;          // tensor bytes (from the headers)
+  std::string checkpoint;                         // the checkpoint its marker names ("" when none)
+  bool checkpoint_uses_it = false;                // that checkpoint exists and refers to this set
+  uint64_t data_bytes = 0;                        // tensor bytes (from the headers)
   std::vector<offload::SwapTensorEntry> tensors;  // from the first readable header
-  std::string problem;              // a header that does not decode ("" when fine)
+  std::string problem;                            // a header that does not decode ("" when fine)
 };
 
 struct CheckpointListing {
-  CheckpointInfo info;  // verified only when asked to verify
-  std::string layout;   // "host" / "nvme" / "" (unreadable)
+  CheckpointInfo info;     // verified only when asked to verify
+  std::string layout;      // "host" / "nvme" / "" (unreadable)
   uint64_t num_bytes = 0;  // files in the checkpoint directory plus its swap files
   size_t num_units = 0;
   int64_t step = -1;

@@ -67,10 +67,12 @@ StatusOr<MigrateResult> HostToNvme(const std::string& ckpt, const CheckpointOpti
     result.notes.push_back("removed leftover " + r);
   }
   const std::string run_id = std::string(kCheckpointRunIdPrefix) + "step-" +
-                             std::to_string(doc.value("step", int64_t{0})) + "-" + offload::MakeRunId();
+                             std::to_string(doc.value("step", int64_t{0})) + "-" +
+                             offload::MakeRunId();
   result.run_id = run_id;
   std::vector<std::string> store_dirs;
-  for (const std::string& p : o.nvme_paths) store_dirs.push_back(CheckpointStoreDirectory(Absolute(p), run_id));
+  for (const std::string& p : o.nvme_paths)
+    store_dirs.push_back(CheckpointStoreDirectory(Absolute(p), run_id));
   TF_RETURN_IF_ERROR(Step(o, "write"));
   // The markers go first: an interrupted write leaves a set `clean` can
   // attribute (its checkpoint does not use it, so it may go).
@@ -88,7 +90,8 @@ StatusOr<MigrateResult> HostToNvme(const std::string& ckpt, const CheckpointOpti
   so.spare_bytes_per_directory = o.block_size_bytes;  // written once; no rewrites
   std::vector<offload::TensorSpec> specs;
   for (const auto& unit : src.units()) {
-    for (const char* a : kArrays) specs.push_back({OptimizerSwapTensorName(unit.name, a), DType::kF32, unit.num_params * 4});
+    for (const char* a : kArrays)
+      specs.push_back({OptimizerSwapTensorName(unit.name, a), DType::kF32, unit.num_params * 4});
   }
   {
     auto store = offload::StateStore::Create(so, specs);
@@ -104,11 +107,13 @@ StatusOr<MigrateResult> HostToNvme(const std::string& ckpt, const CheckpointOpti
       for (size_t u = 0; u < src.units().size(); ++u) {
         TF_RETURN_IF_ERROR(ReadUnit(src, u, &arrays));
         const uint64_t n = src.units()[u].num_params * 4;
-        TF_ASSIGN_OR_RETURN(offload::AlignedBuffer buf,
-                            offload::AlignedBuffer::Allocate(offload::RoundUp(n, offload::kDirectIoAlignment)));
+        TF_ASSIGN_OR_RETURN(
+            offload::AlignedBuffer buf,
+            offload::AlignedBuffer::Allocate(offload::RoundUp(n, offload::kDirectIoAlignment)));
         for (int a = 0; a < 3; ++a) {
           std::memcpy(buf.data(), arrays.a[a].data(), n);
-          TF_ASSIGN_OR_RETURN(offload::TensorId id, (*store)->Find(OptimizerSwapTensorName(src.units()[u].name, kArrays[a])));
+          TF_ASSIGN_OR_RETURN(offload::TensorId id, (*store)->Find(OptimizerSwapTensorName(
+                                                        src.units()[u].name, kArrays[a])));
           TF_RETURN_IF_ERROR((*store)->Write(id, buf.data()));
           result.state_bytes += n;
         }
@@ -138,29 +143,34 @@ StatusOr<MigrateResult> HostToNvme(const std::string& ckpt, const CheckpointOpti
         const std::string name = OptimizerSwapTensorName(src.units()[u].name, kArrays[a]);
         TF_RETURN_IF_ERROR(reader->Read(name, got.data(), n * 4));
         if (std::memcmp(got.data(), want.a[a].data(), n * 4) != 0) {
-          return DataLossError("migrated tensor '" + name + "' in swap set " + run_id +
-                               " differs from the checkpoint's; the checkpoint was left in the host layout");
+          return DataLossError(
+              "migrated tensor '" + name + "' in swap set " + run_id +
+              " differs from the checkpoint's; the checkpoint was left in the host layout");
         }
       }
     }
     return Status::Ok();
   }();
   if (!verified.ok()) {
-    if (verified.code() == StatusCode::kDataLoss) (void)RemoveSet(store_dirs, run_id);  // the mismatch is what to report
-    return verified;  // an injected stop leaves the set, as a crash would
+    if (verified.code() == StatusCode::kDataLoss)
+      (void)RemoveSet(store_dirs, run_id);  // the mismatch is what to report
+    return verified;                        // an injected stop leaves the set, as a crash would
   }
   TF_RETURN_IF_ERROR(Step(o, "switch"));
   nlohmann::json files = nlohmann::json::array();
   std::vector<std::string> old_files;
   for (const auto& f : doc["files"]) {
     const std::string rel = f.value("path", "");
-    if (rel.rfind("optimizer/", 0) == 0) old_files.push_back(rel);
-    else files.push_back(f);
+    if (rel.rfind("optimizer/", 0) == 0)
+      old_files.push_back(rel);
+    else
+      files.push_back(f);
   }
   doc["files"] = files;
   doc["optimizer_layout"] = "nvme";
   doc["swap_set"] = {{"run_id", run_id}, {"directories", store_dirs}};
-  TF_RETURN_IF_ERROR(WriteStringToFileAtomically(nullptr, ckpt + "/trainer_state.json", doc.dump(2)));
+  TF_RETURN_IF_ERROR(
+      WriteStringToFileAtomically(nullptr, ckpt + "/trainer_state.json", doc.dump(2)));
   TF_RETURN_IF_ERROR(Step(o, "remove_source"));
   std::error_code ec;
   fs::remove_all(fs::path(ckpt) / "optimizer", ec);
@@ -189,8 +199,8 @@ StatusOr<MigrateResult> NvmeToHostImpl(const std::string& ckpt, const Checkpoint
         {"exp_avg_sq", DType::kF32, {n}, arrays.a[2].data()},
     };
     const std::string rel = OptimizerUnitFileName(unit.name);
-    TF_RETURN_IF_ERROR(WriteSafetensors(ckpt + "/" + rel, entries,
-                                        {{"format", "tierflow.optimizer_state"}, {"unit", unit.name}}));
+    TF_RETURN_IF_ERROR(WriteSafetensors(
+        ckpt + "/" + rel, entries, {{"format", "tierflow.optimizer_state"}, {"unit", unit.name}}));
     result.state_bytes += 3 * unit.num_params * 4;
   }
   TF_RETURN_IF_ERROR(DefaultFileSystem()->SyncDirectory(opt_dir.string()));
@@ -205,9 +215,10 @@ StatusOr<MigrateResult> NvmeToHostImpl(const std::string& ckpt, const Checkpoint
     for (int a = 0; a < 3; ++a) {
       TF_RETURN_IF_ERROR(reader->Read(kArrays[a], DType::kF32, got.data(), unit.num_params * 4));
       if (std::memcmp(got.data(), arrays.a[a].data(), unit.num_params * 4) != 0) {
-        return DataLossError(ckpt + "/" + rel + ": tensor '" + kArrays[a] +
-                             "' differs from the swap set's after writing; the checkpoint was left in "
-                             "the nvme layout");
+        return DataLossError(
+            ckpt + "/" + rel + ": tensor '" + kArrays[a] +
+            "' differs from the swap set's after writing; the checkpoint was left in "
+            "the nvme layout");
       }
     }
     TF_ASSIGN_OR_RETURN(nlohmann::json entry, DescribeCheckpointFile(ckpt, rel));
@@ -220,16 +231,20 @@ StatusOr<MigrateResult> NvmeToHostImpl(const std::string& ckpt, const Checkpoint
   doc["files"] = files;
   doc.erase("optimizer_layout");
   doc.erase("swap_set");
-  TF_RETURN_IF_ERROR(WriteStringToFileAtomically(nullptr, ckpt + "/trainer_state.json", doc.dump(2)));
+  TF_RETURN_IF_ERROR(
+      WriteStringToFileAtomically(nullptr, ckpt + "/trainer_state.json", doc.dump(2)));
   TF_RETURN_IF_ERROR(Step(o, "remove_source"));
   Status removed = RemoveSet(StoreDirsOf(src.swap_set()), src.swap_set().run_id);
-  if (!removed.ok()) result.notes.push_back("could not remove swap set " + src.swap_set().run_id + ": " + removed.ToString());
+  if (!removed.ok())
+    result.notes.push_back("could not remove swap set " + src.swap_set().run_id + ": " +
+                           removed.ToString());
   return result;
 }
 
 }  // namespace
 
-std::vector<std::string> RemoveMigrationLeftovers(const std::string& ckpt, const std::vector<std::string>& store_dirs) {
+std::vector<std::string> RemoveMigrationLeftovers(const std::string& ckpt,
+                                                  const std::vector<std::string>& store_dirs) {
   std::vector<std::string> removed;
   auto doc = ReadCheckpointState(ckpt);
   if (!doc.ok()) return removed;
@@ -263,7 +278,8 @@ StatusOr<MigrateResult> MigrateCheckpoint(const std::string& ckpt, const Migrate
   }
   CheckpointInfo info = VerifyCheckpoint(ckpt);
   if (!info.verified) {
-    return DataLossError("checkpoint " + ckpt + " does not verify, so it is not migrated: " + info.problem);
+    return DataLossError("checkpoint " + ckpt +
+                         " does not verify, so it is not migrated: " + info.problem);
   }
   TF_ASSIGN_OR_RETURN(auto src, CheckpointOptimizerState::Open(ckpt));
   if (src->layout() == o.to) {
@@ -272,12 +288,14 @@ StatusOr<MigrateResult> MigrateCheckpoint(const std::string& ckpt, const Migrate
     for (const std::string& p : o.nvme_paths) {
       for (const std::string& d : CheckpointStoreDirectories(Absolute(p))) dirs.push_back(d);
     }
-    for (const std::string& x : RemoveMigrationLeftovers(ckpt, dirs)) r.notes.push_back("removed leftover " + x);
+    for (const std::string& x : RemoveMigrationLeftovers(ckpt, dirs))
+      r.notes.push_back("removed leftover " + x);
     r.notes.push_back("checkpoint " + ckpt + " is already in the " + o.to + " layout");
     return r;
   }
   if (o.to == "nvme") {
-    if (o.nvme_paths.empty()) return InvalidArgumentError("--to nvme needs at least one --nvme-path DIR");
+    if (o.nvme_paths.empty())
+      return InvalidArgumentError("--to nvme needs at least one --nvme-path DIR");
     return HostToNvme(ckpt, *src, src->state(), o);
   }
   return NvmeToHostImpl(ckpt, *src, src->state(), o);

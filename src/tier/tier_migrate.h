@@ -21,27 +21,28 @@
 namespace tierflow::tier {
 
 struct MigrateOptions {
-  std::string to;                       // "host" or "nvme"
-  std::vector<std::string> nvme_paths;  // for "nvme": one directory per drive
-  bool nvme_buffered = false;           // page-cache I/O (file systems without O_DIRECT)
-  uint32_t block_size_bytes = 1u << 20; // swap-set block (unit of I/O and checksums)
+  std::string to;                        // "host" or "nvme"
+  std::vector<std::string> nvme_paths;   // for "nvme": one directory per drive
+  bool nvme_buffered = false;            // page-cache I/O (file systems without O_DIRECT)
+  uint32_t block_size_bytes = 1u << 20;  // swap-set block (unit of I/O and checksums)
   // Test hook, called before each step ("write", "verify", "switch",
   // "remove_source"); a non-OK return stops the migration there, as a crash would.
   std::function<Status(std::string_view step)> before_step;
 };
 
 struct MigrateResult {
-  std::string from, to;           // layouts
-  uint64_t state_bytes = 0;       // optimizer bytes moved
-  std::string run_id;             // the swap set (nvme side)
-  std::vector<std::string> notes; // leftovers removed, nothing to do, ...
+  std::string from, to;            // layouts
+  uint64_t state_bytes = 0;        // optimizer bytes moved
+  std::string run_id;              // the swap set (nvme side)
+  std::vector<std::string> notes;  // leftovers removed, nothing to do, ...
 };
 
 // Migrates `checkpoint_dir`. Already in the target layout: removes the
 // leftovers and returns with a note. Errors: InvalidArgument (bad options);
 // DataLoss when the checkpoint does not verify before, or the copy does not
 // match after (the source is then kept, and the copy removed); I/O errors.
-StatusOr<MigrateResult> MigrateCheckpoint(const std::string& checkpoint_dir, const MigrateOptions& options);
+StatusOr<MigrateResult> MigrateCheckpoint(const std::string& checkpoint_dir,
+                                          const MigrateOptions& options);
 
 // Removes leftovers of interrupted migrations of `checkpoint_dir`:
 // optimizer files an nvme-layout checkpoint does not list, and swap sets in

@@ -44,7 +44,8 @@ Status WriteMarker(const std::string& store_dir, const std::string& run_id,
                    const std::string& checkpoint_dir) {
   std::error_code ec;
   fs::create_directories(fs::path(store_dir) / offload::kSwapRootName, ec);
-  if (ec) return IoError("create " + store_dir + "/" + offload::kSwapRootName + ": " + ec.message());
+  if (ec)
+    return IoError("create " + store_dir + "/" + offload::kSwapRootName + ": " + ec.message());
   return WriteStringToFileAtomically(nullptr, MarkerPath(store_dir, run_id), checkpoint_dir + "\n");
 }
 
@@ -76,7 +77,8 @@ std::string Canonical(const std::string& p) {
   return ec ? p : c.string();
 }
 
-void AddSwapDir(const std::string& dir, std::vector<std::string>* out, std::set<std::string>* seen) {
+void AddSwapDir(const std::string& dir, std::vector<std::string>* out,
+                std::set<std::string>* seen) {
   std::error_code ec;
   std::vector<std::string> dirs = CheckpointStoreDirectories(dir);
   if (fs::is_directory(fs::path(dir) / offload::kSwapRootName, ec)) dirs.insert(dirs.begin(), dir);
@@ -85,7 +87,8 @@ void AddSwapDir(const std::string& dir, std::vector<std::string>* out, std::set<
   }
 }
 
-void AddCheckpointSwapDirs(const std::string& ckpt, std::vector<std::string>* out, std::set<std::string>* seen) {
+void AddCheckpointSwapDirs(const std::string& ckpt, std::vector<std::string>* out,
+                           std::set<std::string>* seen) {
   auto doc = ReadCheckpointState(ckpt);
   if (!doc.ok() || doc->value("optimizer_layout", "host") != "nvme") return;
   const auto& set = (*doc)["swap_set"];

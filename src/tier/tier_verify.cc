@@ -22,7 +22,8 @@ bool VerifyReport::ok() const {
 StatusOr<VerifyReport> VerifyTierPath(const std::string& path) {
   TF_ASSIGN_OR_RETURN(TierScan scan, ScanTierPath(path));
   if (scan.checkpoints.empty() && scan.swap_dirs.empty()) {
-    return InvalidArgumentError(path + " holds no checkpoint and no swap set; give a training output "
+    return InvalidArgumentError(path +
+                                " holds no checkpoint and no swap set; give a training output "
                                 "directory, a checkpoint directory or a swap directory");
   }
   VerifyReport report;
@@ -30,8 +31,8 @@ StatusOr<VerifyReport> VerifyTierPath(const std::string& path) {
   for (const std::string& c : scan.checkpoints) {
     CheckpointInfo info = VerifyCheckpoint(c);
     VerifyItem item{"checkpoint", c, info.verified, "", {}};
-    item.detail = "step " + std::to_string(info.step) + ", " + (info.layout.empty() ? "?" : info.layout) +
-                  " layout";
+    item.detail = "step " + std::to_string(info.step) + ", " +
+                  (info.layout.empty() ? "?" : info.layout) + " layout";
     if (!info.verified) item.problems.push_back(info.problem);
     if (info.layout == "nvme") {
       auto doc = ReadCheckpointState(c);
@@ -64,8 +65,9 @@ StatusOr<VerifyReport> VerifyTierPath(const std::string& path) {
         } else {
           uint64_t checked = 0;
           for (const SwapBlockProblem& p : (*view)->VerifyBlocks(&checked)) {
-            item.problems.push_back("tensor '" + p.tensor + "' bytes [" + std::to_string(p.tensor_begin_bytes) +
-                                    ", " + std::to_string(p.tensor_end_bytes) + ") at file offset " +
+            item.problems.push_back("tensor '" + p.tensor + "' bytes [" +
+                                    std::to_string(p.tensor_begin_bytes) + ", " +
+                                    std::to_string(p.tensor_end_bytes) + ") at file offset " +
                                     std::to_string(p.file_offset_bytes) + ": " + p.what);
           }
           item.detail += ", " + std::to_string(checked) + " blocks checked";

@@ -20,12 +20,14 @@ int RunTierflow(const std::string& args) {
 TEST(BenchAll, WritesAProfileThePlannerLoads) {
   tier_test::TempDir dir;
   const std::string small = " --device cpu --copy-size 1MiB --adam-params 64K --nvme-size 8MiB";
-  ASSERT_EQ(RunTierflow("bench all --out " + (dir / "p.json") + small + " --nvme-path " + dir.path()), 0);
+  ASSERT_EQ(
+      RunTierflow("bench all --out " + (dir / "p.json") + small + " --nvme-path " + dir.path()), 0);
   const Bandwidths base = DefaultBandwidths(false, 2);
   auto b = LoadBandwidthProfile(dir / "p.json", base);
   ASSERT_TRUE(b.ok()) << b.status().ToString();
-  for (double rate : {b->h2d_gb_per_second, b->d2h_gb_per_second, b->host_memory_gb_per_second,
-                      b->adam_params_per_second, b->nvme_read_gb_per_second, b->nvme_write_gb_per_second}) {
+  for (double rate :
+       {b->h2d_gb_per_second, b->d2h_gb_per_second, b->host_memory_gb_per_second,
+        b->adam_params_per_second, b->nvme_read_gb_per_second, b->nvme_write_gb_per_second}) {
     EXPECT_GT(rate, 0);
   }
   EXPECT_NE(b->nvme_read_gb_per_second, base.nvme_read_gb_per_second);

@@ -12,12 +12,23 @@ namespace {
 
 nlohmann::json CopyOut() {
   return {{"results",
-           {{{"direction", "h2d"}, {"host_memory", "pinned"}, {"best_gb_per_second", 21.5}, {"median_gb_per_second", 20}},
-            {{"direction", "h2d"}, {"host_memory", "pageable"}, {"best_gb_per_second", 9.0}, {"median_gb_per_second", 8}},
-            {{"direction", "d2h"}, {"host_memory", "pinned"}, {"best_gb_per_second", 19.25}, {"median_gb_per_second", 19}}}}};
+           {{{"direction", "h2d"},
+             {"host_memory", "pinned"},
+             {"best_gb_per_second", 21.5},
+             {"median_gb_per_second", 20}},
+            {{"direction", "h2d"},
+             {"host_memory", "pageable"},
+             {"best_gb_per_second", 9.0},
+             {"median_gb_per_second", 8}},
+            {{"direction", "d2h"},
+             {"host_memory", "pinned"},
+             {"best_gb_per_second", 19.25},
+             {"median_gb_per_second", 19}}}}};
 }
 nlohmann::json AdamOut() {
-  return {{"params_per_second", 1.5e9}, {"bandwidth_limit_gb_per_second", 47.0}, {"ratio_to_limit", 0.9}};
+  return {{"params_per_second", 1.5e9},
+          {"bandwidth_limit_gb_per_second", 47.0},
+          {"ratio_to_limit", 0.9}};
 }
 nlohmann::json NvmeOut() { return {{"read_gb_per_second", 6.5}, {"write_gb_per_second", 4.25}}; }
 

@@ -113,8 +113,10 @@ TEST(TierVerify, CorruptSafetensorsNamesFileTensorAndBytes) {
     ASSERT_EQ(item.problems.size(), 1u);
     const std::string& p = item.problems[0];
     EXPECT_NE(p.find(victim), std::string::npos) << p;
-    EXPECT_NE(p.find("tensor 'exp_avg' bytes [" + std::to_string(begin) + ", " + std::to_string(end) + ")"),
-              std::string::npos) << p;
+    EXPECT_NE(p.find("tensor 'exp_avg' bytes [" + std::to_string(begin) + ", " +
+                     std::to_string(end) + ")"),
+              std::string::npos)
+        << p;
   }
   EXPECT_EQ(corrupt, 1);
 }
@@ -125,7 +127,8 @@ TEST(TierMigrate, RoundTripKeepsStateAndVerifies) {
   const std::string ckpt = Ckpt(out, 4);
   const auto before = StateBytes(ckpt);
   std::map<std::string, std::string> files_before;
-  for (const auto& e : fs::directory_iterator(ckpt + "/optimizer")) files_before[e.path()] = tier_test::ReadFile(e.path());
+  for (const auto& e : fs::directory_iterator(ckpt + "/optimizer"))
+    files_before[e.path()] = tier_test::ReadFile(e.path());
 
   auto r = MigrateCheckpoint(ckpt, ToNvme(nvme.path()));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -155,7 +158,8 @@ TEST(TierMigrate, RoundTripKeepsStateAndVerifies) {
   EXPECT_TRUE(info.verified) << info.problem;
   EXPECT_EQ(info.layout, "host");
   EXPECT_EQ(StateBytes(ckpt), before);
-  for (const auto& [path, bytes] : files_before) EXPECT_EQ(tier_test::ReadFile(path), bytes) << path;
+  for (const auto& [path, bytes] : files_before)
+    EXPECT_EQ(tier_test::ReadFile(path), bytes) << path;
   EXPECT_TRUE(CheckpointStoreDirectories(nvme.path()).empty());
   // Already there: a note, nothing moved.
   auto again = MigrateCheckpoint(ckpt, ToHost());
@@ -195,17 +199,21 @@ TEST(TierVerify, CorruptSwapBlockNamesFileTensorAndBytes) {
   const std::string ckpt = Ckpt(out, 4);
   auto r = MigrateCheckpoint(ckpt, ToNvme(nvme.path()));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  const std::string file = offload::SwapFilePath(CheckpointStoreDirectory(nvme.path(), r->run_id), r->run_id, 0);
+  const std::string file =
+      offload::SwapFilePath(CheckpointStoreDirectory(nvme.path(), r->run_id), r->run_id, 0);
   auto view = SwapFileView::Open(file);
   ASSERT_TRUE(view.ok());
   const auto& h = (*view)->header();
   const auto& t = h.tensors[4];  // the second unit's exp_avg
-  const uint64_t offset = h.data_offset_bytes + uint64_t{(*view)->table().physical[t.first_local_block]} * h.block_size_bytes;
+  const uint64_t offset =
+      h.data_offset_bytes +
+      uint64_t{(*view)->table().physical[t.first_local_block]} * h.block_size_bytes;
   tier_test::FlipByte(file, offset + 3);
   CheckpointInfo info = VerifyCheckpoint(ckpt);
   EXPECT_FALSE(info.verified);
   EXPECT_NE(info.problem.find(file), std::string::npos) << info.problem;
-  EXPECT_NE(info.problem.find("tensor '" + t.name + "' bytes [0, "), std::string::npos) << info.problem;
+  EXPECT_NE(info.problem.find("tensor '" + t.name + "' bytes [0, "), std::string::npos)
+      << info.problem;
   auto report = VerifyTierPath(out.path());
   ASSERT_TRUE(report.ok());
   EXPECT_FALSE(report->ok());
