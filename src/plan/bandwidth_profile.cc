@@ -37,7 +37,7 @@ StatusOr<Bandwidths> ParseBandwidthProfile(std::string_view json_text, std::stri
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(json_text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse errors and numbers out of range
     return InvalidArgumentError("bandwidth profile '" + src + "' is not valid JSON: " + e.what());
   }
   if (!j.is_object()) {

@@ -145,6 +145,11 @@ StatusOr<nlohmann::json> DescribeCheckpointFile(const std::string& dir, const st
 
 std::string CheckCheckpointFile(const std::string& dir, const nlohmann::json& f) {
   const std::string rel = f.value("path", "");
+  // Listed files live inside the checkpoint: a path that climbs out (or is
+  // absolute) would make verification read, and trust, files elsewhere.
+  if (rel.empty() || rel.front() == '/' || rel.find("..") != std::string::npos) {
+    return dir + "/trainer_state.json: file entry '" + rel + "' is not a path inside the checkpoint";
+  }
   const std::string path = dir + "/" + rel;
   auto sum = FileChecksum(path);
   if (!sum.ok()) return sum.status().message();
@@ -176,10 +181,11 @@ StatusOr<nlohmann::json> ReadCheckpointState(const std::string& checkpoint_dir) 
   std::stringstream text;
   text << in.rdbuf();
   nlohmann::json doc = nlohmann::json::parse(text.str(), nullptr, false);
-  if (doc.is_discarded() || !doc.is_object() || doc.value("format", "") != kFormat) {
+  if (doc.is_discarded() || !doc.is_object() || !doc.contains("format") ||
+      !doc["format"].is_string() || doc["format"] != kFormat) {
     return DataLossError(state_path + " is not a tierflow checkpoint state");
   }
-  if (doc.value("version", 0) != kVersion) {
+  if (!doc.contains("version") || !doc["version"].is_number_integer() || doc["version"] != kVersion) {
     return DataLossError(state_path + ": unsupported version " + doc.value("version", nlohmann::json()).dump());
   }
   return doc;
@@ -345,7 +351,26 @@ Status SaveTrainingCheckpoint(const std::string& out_dir, OffloadEngine& engine,
   return Status::Ok();
 }
 
+namespace {
+CheckpointInfo VerifyCheckpointUnguarded(const std::string& checkpoint_dir);
+}  // namespace
+
+// trainer_state.json is outside input once on disk: a field of the wrong type
+// makes nlohmann throw; that must mark the checkpoint unverified, not end the
+// process (found by fuzz_checkpoint_state).
 CheckpointInfo VerifyCheckpoint(const std::string& checkpoint_dir) {
+  try {
+    return VerifyCheckpointUnguarded(checkpoint_dir);
+  } catch (const nlohmann::json::exception& e) {
+    CheckpointInfo info;
+    info.path = checkpoint_dir;
+    info.problem = checkpoint_dir + "/trainer_state.json: malformed (" + std::string(e.what()) + ")";
+    return info;
+  }
+}
+
+namespace {
+CheckpointInfo VerifyCheckpointUnguarded(const std::string& checkpoint_dir) {
   CheckpointInfo info;
   info.path = checkpoint_dir;
   const std::string state_path = checkpoint_dir + "/trainer_state.json";
@@ -416,6 +441,8 @@ CheckpointInfo VerifyCheckpoint(const std::string& checkpoint_dir) {
   return info;
 }
 
+}  // namespace
+
 std::vector<CheckpointInfo> ListCheckpoints(const std::string& out_dir) {
   std::vector<CheckpointInfo> out;
   const fs::path root = fs::path(out_dir) / "checkpoints";
@@ -433,8 +460,26 @@ std::vector<CheckpointInfo> ListCheckpoints(const std::string& out_dir) {
   return out;
 }
 
+namespace {
+StatusOr<CheckpointState> LoadTrainingCheckpointUnguarded(const std::string& checkpoint_dir,
+                                                          OffloadEngine& engine,
+                                                          const ParamLayout& layout);
+}  // namespace
+
 StatusOr<CheckpointState> LoadTrainingCheckpoint(const std::string& checkpoint_dir,
                                                  OffloadEngine& engine, const ParamLayout& layout) {
+  try {
+    return LoadTrainingCheckpointUnguarded(checkpoint_dir, engine, layout);
+  } catch (const nlohmann::json::exception& e) {
+    return DataLossError("checkpoint " + checkpoint_dir + "/trainer_state.json is malformed (" +
+                         std::string(e.what()) + "); resume from an earlier checkpoint");
+  }
+}
+
+namespace {
+StatusOr<CheckpointState> LoadTrainingCheckpointUnguarded(const std::string& checkpoint_dir,
+                                                          OffloadEngine& engine,
+                                                          const ParamLayout& layout) {
   CheckpointInfo info = VerifyCheckpoint(checkpoint_dir);
   if (!info.verified) return DataLossError("checkpoint " + checkpoint_dir + ": " + info.problem);
   std::ifstream in(checkpoint_dir + "/trainer_state.json");
@@ -483,5 +528,7 @@ StatusOr<CheckpointState> LoadTrainingCheckpoint(const std::string& checkpoint_d
   engine.RestoreCounters(state.optimizer_step, state.scaler);
   return state;
 }
+
+}  // namespace
 
 }  // namespace tierflow

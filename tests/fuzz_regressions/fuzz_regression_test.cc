@@ -197,8 +197,7 @@ TEST(FuzzRegressionTest, SwapHeaderWithWrappingSumsIsDataLoss) {
 // called on every checkpoint directory by ListCheckpoints and resume, so one
 // damaged state file terminates `tierflow train --resume` instead of being
 // skipped as unverified. Found by reading the code behind fuzz_checkpoint_state.
-// DISABLED_: not fixed yet (check types, or catch json::exception).
-TEST(FuzzRegressionTest, DISABLED_CheckpointStateWithMistypedFieldsIsUnverified) {
+TEST(FuzzRegressionTest, CheckpointStateWithMistypedFieldsIsUnverified) {
   for (const char* bug : {"version_is_string", "format_is_number", "file_bytes_is_string"}) {
     SCOPED_TRACE(bug);
     const std::string text = Input("fuzz_checkpoint_state", bug);
