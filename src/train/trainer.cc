@@ -388,10 +388,13 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   };
 
   double last_loss = 0;
+  // --trace without --trace-steps traces step 2 (step 1 includes warm-up effects).
+  std::vector<int64_t> trace_steps = config.trace_steps;
+  if (!config.trace_path.empty() && trace_steps.empty()) trace_steps.push_back(std::min<int64_t>(2, config.steps));
   while (step < config.steps) {
     const int64_t next = step + 1;
-    const bool traced = std::find(config.trace_steps.begin(), config.trace_steps.end(), next) !=
-                        config.trace_steps.end();
+    const bool traced =
+        std::find(trace_steps.begin(), trace_steps.end(), next) != trace_steps.end();
     trace.SetEnabled(traced && !config.trace_path.empty());
     const float lr = ScheduledLr(config, next);
     engine->SetLearningRate(lr);

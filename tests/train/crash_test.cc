@@ -112,4 +112,39 @@ TEST(CrashTest, KilledRunsResumeToTheSameWeights) {
   fs::remove_all(root);
 }
 
+TEST(CrashTest, SigtermSavesACheckpointAndExitsCleanly) {
+  const std::string dir = (fs::temp_directory_path() / ("tierflow-sigterm-" + std::to_string(getpid()))).string();
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::vector<std::string> args = TrainArgs(dir, false);
+  for (size_t i = 0; i + 1 < args.size(); ++i) {
+    if (args[i] == "--steps") args[i + 1] = "100000";  // runs until stopped
+    if (args[i] == "--checkpoint-every") args[i + 1] = "0";
+  }
+  args.push_back("--trace");
+  args.push_back(dir + "/trace.json");
+  const pid_t pid = Spawn(args, dir + "/log.txt");
+  ASSERT_GT(pid, 0);
+  // Wait for a few steps of progress (the metrics file grows), then ask it to stop.
+  const std::string metrics = dir + "/out/metrics.jsonl";
+  for (int i = 0; i < 600; ++i) {
+    std::ifstream in(metrics);
+    int lines = 0;
+    std::string l;
+    while (std::getline(in, l)) ++lines;
+    if (lines >= 3) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  kill(pid, SIGTERM);
+  EXPECT_EQ(WaitExit(pid), 0) << ReadFile(dir + "/log.txt");
+  const std::string log = ReadFile(dir + "/log.txt");
+  EXPECT_NE(log.find("stopped by SIGTERM"), std::string::npos) << log;
+  EXPECT_TRUE(fs::exists(dir + "/out/checkpoints")) << log;
+  EXPECT_TRUE(fs::exists(dir + "/trace.json")) << "--trace without --trace-steps traces step 2";
+  auto sets = tierflow::offload::ListSwapSets(dir + "/nvme");
+  ASSERT_TRUE(sets.ok());
+  EXPECT_TRUE(sets->empty()) << "the swap set must be removed at a clean exit";
+  fs::remove_all(dir);
+}
+
 }  // namespace
