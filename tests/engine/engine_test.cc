@@ -243,8 +243,12 @@ TEST_P(PipelineTest, OverlappedEqualsSynchronousBitForBit) {
     clipped += o.stats[i].clip_coef < 1.0f;
   }
   EXPECT_EQ(rolled_back, clipped);
-  if (clip > 0 && clip < 0.05f) EXPECT_EQ(clipped, 5);  // clipping triggers every step
-  if (clip == 0) EXPECT_EQ(clipped, 0);
+  if (clip > 0 && clip < 0.05f) {
+    EXPECT_EQ(clipped, 5);  // clipping triggers every step
+  }
+  if (clip == 0) {
+    EXPECT_EQ(clipped, 0);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(ClipAndTier, PipelineTest,
