@@ -16,6 +16,8 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+
+#include "tests/common/scratch_dir.h"
 #include <nlohmann/json.hpp>
 
 #include "data/gpt2_byte_level.h"
@@ -23,27 +25,9 @@
 namespace tierflow::testing_data {
 
 // A fresh directory under the test temp dir, removed with everything in it.
-class ScratchDir {
+class ScratchDir : public testing_common::ScratchDir {
  public:
-  ScratchDir() {
-    std::string tmpl = ::testing::TempDir();
-    if (tmpl.empty() || tmpl.back() != '/') tmpl += '/';
-    tmpl += "tierflow_data_XXXXXX";
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    char* made = ::mkdtemp(buf.data());
-    EXPECT_NE(made, nullptr) << std::strerror(errno);
-    path_ = made ? made : "";
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
+  ScratchDir() : testing_common::ScratchDir("tierflow_data_") {}
 };
 
 inline void WriteBytes(const std::string& path, const std::string& bytes) {

@@ -11,6 +11,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/common/scratch_dir.h"
+
 #include "common/half.h"
 #include "engine/offload_engine.h"
 #include "optim/optim_reference.h"
@@ -49,17 +51,9 @@ std::unique_ptr<Device> CpuDevice(uint64_t capacity = 256ull << 20) {
   return std::move(d).value();
 }
 
-class TempDir {
+class TempDir : public testing_common::ScratchDir {
  public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "tierflow-engine-XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
+  TempDir() : ScratchDir("tierflow-engine-") {}
 };
 
 EngineOptions BaseOptions() {

@@ -20,40 +20,23 @@
 #include <gtest/gtest.h>
 
 #include "io/file_system.h"
+#include "tests/common/scratch_dir.h"
 
 namespace tierflow::testing_io {
 
 // A fresh directory under the test temp dir, removed with everything in it.
-class ScratchDir {
+class ScratchDir : public testing_common::ScratchDir {
  public:
-  ScratchDir() {
-    std::string tmpl = ::testing::TempDir();
-    if (tmpl.empty() || tmpl.back() != '/') tmpl += '/';
-    tmpl += "tierflow_io_XXXXXX";
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    char* made = ::mkdtemp(buf.data());
-    EXPECT_NE(made, nullptr) << std::strerror(errno);
-    path_ = made ? made : "";
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
+  ScratchDir() : testing_common::ScratchDir("tierflow_io_") {}
   // Names of the directory's entries, sorted.
   std::vector<std::string> List() const {
     std::vector<std::string> names;
-    for (const auto& e : std::filesystem::directory_iterator(path_)) {
+    for (const auto& e : std::filesystem::directory_iterator(path())) {
       names.push_back(e.path().filename().string());
     }
     std::sort(names.begin(), names.end());
     return names;
   }
-
- private:
-  std::string path_;
 };
 
 inline void WriteBytes(const std::string& path, const std::string& bytes) {

@@ -11,23 +11,16 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/common/scratch_dir.h"
+
 #include "train/trainer.h"
 
 namespace tierflow::tier_test {
 namespace fs = std::filesystem;
 
-class TempDir {
+class TempDir : public testing_common::ScratchDir {
  public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "tierflow-tier-XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string operator/(const std::string& p) const { return path_ + "/" + p; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
+  TempDir() : ScratchDir("tierflow-tier-") {}
 };
 
 inline std::string ReadFile(const std::string& path) {

@@ -21,6 +21,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/common/scratch_dir.h"
+
 #include "offload/swap_set.h"
 
 extern char** environ;
@@ -29,12 +31,7 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+std::string ReadFile(const std::string& path) { return tierflow::testing_common::ReadWholeFile(path); }
 
 pid_t Spawn(const std::vector<std::string>& args, const std::string& log) {
   std::vector<char*> argv;

@@ -13,6 +13,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/common/scratch_dir.h"
+
 #include "offload/fault_injecting_backend.h"
 #include "offload/io_uring_backend.h"
 #include "train/checkpoint.h"
@@ -22,12 +24,7 @@ namespace tierflow {
 namespace {
 namespace fs = std::filesystem;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+std::string ReadFile(const std::string& path) { return testing_common::ReadWholeFile(path); }
 
 TrainConfig SweepConfig(const std::string& out, int64_t steps, bool resume) {
   TrainConfig c;

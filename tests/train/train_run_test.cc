@@ -10,6 +10,8 @@
 #include <string>
 
 #include <gtest/gtest.h>
+
+#include "tests/common/scratch_dir.h"
 #include <nlohmann/json.hpp>
 
 #include "train/checkpoint.h"
@@ -19,18 +21,9 @@ namespace tierflow {
 namespace {
 namespace fs = std::filesystem;
 
-class TempDir {
+class TempDir : public testing_common::ScratchDir {
  public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "tierflow-train-XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string operator/(const std::string& p) const { return path_ + "/" + p; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
+  TempDir() : ScratchDir("tierflow-train-") {}
 };
 
 TrainConfig SmallRun(const std::string& out) {
@@ -62,12 +55,7 @@ std::map<int64_t, nlohmann::json> ReadMetrics(const std::string& path) {
   return by_step;
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+std::string ReadFile(const std::string& path) { return testing_common::ReadWholeFile(path); }
 
 TEST(TrainRun, ResumeIsBitExact) {
   TempDir straight, resumed;
