@@ -12,6 +12,9 @@
 namespace tierflow {
 namespace {
 
+// How many ids below the largest one may be unused (see Create).
+constexpr int64_t kMaxIdHoles = 65536;
+
 uint64_t PairKey(int32_t left, int32_t right) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
 }
@@ -40,6 +43,17 @@ StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> Gpt2BpeTokenizer::Create(std::vector
                                   std::to_string(tok.id) + "; ids must be in [0, 2^31 - 1)");
     }
     max_id = std::max(max_id, tok.id);
+  }
+  // Tokens are stored in a table indexed by id, so the largest id sizes it.
+  // Real vocabularies are dense (GPT-2: 0..50256); allow some holes, but never
+  // let one stray id ("a": 2000000000) turn into a multi-gigabyte table.
+  const int64_t id_limit = static_cast<int64_t>(vocab.size()) + kMaxIdHoles;
+  if (max_id >= id_limit) {
+    return InvalidArgumentError(
+        t->source_ + ": the largest token id is " + std::to_string(max_id) + " but there are only " +
+        std::to_string(vocab.size()) + " tokens; ids must be below " + std::to_string(id_limit) +
+        " (the token count + " + std::to_string(kMaxIdHoles) +
+        " unused ids). Renumber the vocabulary densely from 0.");
   }
   t->token_bytes_.assign(static_cast<size_t>(max_id + 1), std::string());
   t->token_used_.assign(static_cast<size_t>(max_id + 1), false);

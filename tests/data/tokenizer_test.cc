@@ -230,6 +230,7 @@ TEST(Gpt2Bpe, MalformedVocabOrMergesAreClearErrors) {
       {"[1, 2]", merges, "JSON object"},
       {with("zz", "seven"), merges, "not an integer"},
       {with("zz", -4), merges, "has id -4"},
+      {with("zz", 2000000000), merges, "the largest token id is 2000000000"},
       {with("zz", FixtureByteId('a')), merges, "is used by both"},
       {with("a b", 400), merges, "U+0020"},
       {without("Ġ"), merges, "single byte 0x20"},

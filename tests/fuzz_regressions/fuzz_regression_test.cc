@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 
 #include "data/data_loader.h"
+#include "data/gpt2_bpe_tokenizer.h"
 #include "offload/swap_format.h"
 #include "tierflow/model_config.h"
 #if TIERFLOW_FUZZ_HAVE_TRAIN_CONFIG
@@ -185,6 +186,24 @@ TEST(FuzzRegressionTest, SwapHeaderWithWrappingSumsIsDataLoss) {
     EXPECT_EQ(h.status().code(), StatusCode::kDataLoss);
     FuzzSwapHeader(bytes);
   }
+}
+
+// src/data/gpt2_bpe_tokenizer.cc Gpt2BpeTokenizer::Create sized its
+// id -> token table by the largest id, which may be up to 2^31 - 2, so a
+// vocab.json of one token {"a": 1000000000} allocated 32 GB (ASan: allocator
+// out of memory, 0x77358d180 bytes). Ids must now stay within the token count
+// plus a bounded number of holes. Found by fuzz_vocab_merges in CI.
+TEST(FuzzRegressionTest, VocabWithHugeIdIsAnErrorNotATable) {
+  const std::string bytes = Input("fuzz_vocab_merges", "huge_id_allocates_table");
+  const size_t nul = bytes.find('\0');
+  ASSERT_NE(nul, std::string::npos);
+  StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> tok = Gpt2BpeTokenizer::FromVocabAndMergesText(
+      bytes.substr(0, nul), bytes.substr(nul + 1), "vocab.json", "merges.txt");
+  ASSERT_FALSE(tok.ok());
+  EXPECT_EQ(tok.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(tok.status().message().find("1000000000"), std::string::npos)
+      << tok.status().message();
+  FuzzVocabMerges(bytes);
 }
 
 #if TIERFLOW_FUZZ_HAVE_TRAIN
