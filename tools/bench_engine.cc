@@ -23,6 +23,7 @@ struct EngineBenchFlags {
   int units = 16;
   int tokens = 512;
   int steps = 4;
+  int rounds = 3;
   std::string offload = "host";
   std::vector<std::string> nvme_paths;
   bool nvme_buffered = false;
@@ -41,6 +42,7 @@ Status Run(const EngineBenchFlags& f, Device& device) {
   o.units = f.units;
   o.tokens = f.tokens;
   o.steps = f.steps;
+  o.rounds = f.rounds;
   o.engine.offload = f.offload;
   o.engine.nvme_paths = f.nvme_paths;
   o.engine.nvme_buffered = f.nvme_buffered;
@@ -72,8 +74,18 @@ Status Run(const EngineBenchFlags& f, Device& device) {
     j["slowest_stage"] = r.slowest_stage;
     j["slowest_stage_seconds"] = r.slowest_stage_seconds;
     j["step_to_slowest_stage"] = ratio;
+    j["median_round_step_to_slowest_stage"] = r.median_round_ratio;
     j["overlap_efficiency"] = r.overlap_efficiency;
     j["stages"] = r.stage_seconds;
+    nlohmann::json rounds = nlohmann::json::array();
+    for (const EngineBenchRound& round : r.rounds) {
+      rounds.push_back({{"stages", round.stage_seconds},
+                        {"slowest_stage", round.slowest_stage},
+                        {"slowest_stage_seconds", round.slowest_stage_seconds},
+                        {"step_seconds", round.step_seconds},
+                        {"step_to_slowest_stage", round.step_seconds / round.slowest_stage_seconds}});
+    }
+    j["rounds"] = rounds;
     j["engine_stage_busy_seconds"] = r.engine_stats.stage_seconds;
     j["speculated_groups"] = r.engine_stats.speculated_groups;
     j["rolled_back"] = r.engine_stats.rolled_back;
@@ -85,12 +97,23 @@ Status Run(const EngineBenchFlags& f, Device& device) {
   std::printf("device: %s\nmodel: %llu params in %d units, %d tokens, %s weights, state on %s, %s pipeline\n\n",
               device.description().c_str(), static_cast<unsigned long long>(r.params), o.units,
               o.tokens, f.dtype.c_str(), f.offload.c_str(), f.pipeline.c_str());
-  std::printf("%-12s %10s\n", "stage alone", "seconds");
+  std::printf("%-12s", "stage alone");
+  for (size_t i = 0; i < r.rounds.size(); ++i) std::printf("  round %zu", i + 1);
+  std::printf("      best\n");
   for (const auto& [stage, seconds] : r.stage_seconds) {
-    std::printf("%-12s %10.4f%s\n", stage.c_str(), seconds, stage == r.slowest_stage ? "  (slowest)" : "");
+    std::printf("%-12s", stage.c_str());
+    for (const EngineBenchRound& round : r.rounds) std::printf(" %8.4f", round.stage_seconds.at(stage));
+    std::printf(" %9.4f%s\n", seconds, stage == r.slowest_stage ? "  (slowest)" : "");
   }
-  std::printf("\npipelined step: %.4f s = %.2f x the slowest stage; overlap efficiency %.0f%%\n",
-              r.step_seconds, ratio, 100 * r.overlap_efficiency);
+  std::printf("%-12s", "pipelined");
+  for (const EngineBenchRound& round : r.rounds) std::printf(" %8.4f", round.step_seconds);
+  std::printf(" %9.4f\n%-12s", r.step_seconds, "ratio");
+  for (const EngineBenchRound& round : r.rounds) {
+    std::printf(" %8.2f", round.step_seconds / round.slowest_stage_seconds);
+  }
+  std::printf("\n\npipelined step (best round): %.4f s = %.2f x the slowest stage (best alone); "
+              "median over rounds %.2f x; overlap efficiency %.0f%%\n",
+              r.step_seconds, ratio, r.median_round_ratio, 100 * r.overlap_efficiency);
   if (r.engine_stats.rolled_back) std::printf("(speculation was rolled back: clipping triggered)\n");
   return Status::Ok();
 }
@@ -105,7 +128,11 @@ void AddBenchEngine(CLI::App& bench, int* exit_code) {
   cmd->add_option("--params", f->params, "Total parameters, e.g. 64M or 1e9")->capture_default_str();
   cmd->add_option("--units", f->units, "Number of equal units (layers)")->capture_default_str();
   cmd->add_option("--tokens", f->tokens, "Tokens per micro-batch (sets compute)")->capture_default_str();
-  cmd->add_option("--steps", f->steps, "Timed steps, back to back, after a warm-up")->capture_default_str();
+  cmd->add_option("--steps", f->steps, "Timed steps per round, back to back, after a warm-up")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--rounds", f->rounds,
+                  "Rounds of (each stage alone, then the pipelined steps); the best of each is reported")
+      ->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--offload-optimizer", f->offload, "Where optimizer state lives")
       ->check(CLI::IsMember({"host", "nvme"}))->capture_default_str();
   cmd->add_option("--nvme-path", f->nvme_paths, "Directory for NVMe state (repeat per drive)");

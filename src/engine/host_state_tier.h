@@ -20,6 +20,7 @@ class HostStateTier : public StateTier {
   Status Write(int g, const float* master, const float* exp_avg, const float* exp_avg_sq) override;
   Status Read(int g, float* master, float* exp_avg, float* exp_avg_sq) override;
   Status Prefetch(int g) override { return Status::Ok(); }
+  Status PrefetchWaitingForWrites(int g) override { return Status::Ok(); }
   StatusOr<StateView> Acquire(int g) override;
   Status Release(int g, bool modified) override { return Status::Ok(); }
   bool SpeculatesOutOfPlace() const override { return false; }

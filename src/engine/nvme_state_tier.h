@@ -53,6 +53,7 @@ class NvmeStateTier : public StateTier {
   Status Write(int g, const float* master, const float* exp_avg, const float* exp_avg_sq) override;
   Status Read(int g, float* master, float* exp_avg, float* exp_avg_sq) override;
   Status Prefetch(int g) override;
+  Status PrefetchWaitingForWrites(int g) override;
   StatusOr<StateView> Acquire(int g) override;
   Status Release(int g, bool modified) override;
   bool SpeculatesOutOfPlace() const override { return options_.two_copies; }
@@ -86,6 +87,9 @@ class NvmeStateTier : public StateTier {
   Status StartRead(int g, int slot);
   StateView ViewOf(int g, Slot& slot);
   Status Settle(Slot& slot);  // waits for the slot's I/O; a write frees it
+  // Settles every write that has landed, so its slot counts as free.
+  Status ReclaimFinishedWrites();
+  Status StartPrefetch(int g, bool wait_for_writes);
 
   const SubGroupLayout& layout_;
   NvmeTierOptions options_;

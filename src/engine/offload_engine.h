@@ -141,6 +141,10 @@ class OffloadEngine : public UnitAccess {
   void MarkUnitReady(int unit, int64_t step_id);
   StepContext* FindStep(int64_t id);
   Status PrefetchForward(size_t from_index);
+  // Reads ahead the sub-groups the next step needs first (backward order when
+  // overlapped, forward order when synchronous), so the disk works across the
+  // step boundary instead of idling until the first gradients arrive.
+  Status PrefetchNextStep(bool wait_for_writes);
 
   Device& device_;
   Trainable& model_;

@@ -109,7 +109,11 @@ Status OffloadEngine::ProcessArrival(const Arrival& a) {
       spec_queued_params_ = 0;
     }
     prefetched_upto_ = 0;
-    if (options_.pipeline == Pipeline::kSynchronous) TF_RETURN_IF_ERROR(PrefetchForward(0));
+    if (options_.pipeline == Pipeline::kSynchronous) {
+      TF_RETURN_IF_ERROR(PrefetchForward(0));
+    } else {
+      TF_RETURN_IF_ERROR(PrefetchNextStep(/*wait_for_writes=*/false));
+    }
   }
   TF_ASSIGN_OR_RETURN(GradStatsResult gs, GradStats(acc, DType::kF32, n));
   ctx->unit_sum_squares[u] = gs.sum_squares;
@@ -298,6 +302,10 @@ Status OffloadEngine::Decide(StepContext& ctx) {
       if (--unit_groups_left_[u] == 0) MarkUnitReady(u, ctx.id);
     }
   }
+  // The worker would idle until the next step's gradients: start reading
+  // what that step needs first (waiting for this step's writes to free slots
+  // costs no disk time; the disk is busy with them).
+  TF_RETURN_IF_ERROR(PrefetchNextStep(/*wait_for_writes=*/true));
   TF_RETURN_IF_ERROR(h2d_->Synchronize());
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -319,6 +327,17 @@ Status OffloadEngine::PrefetchForward(size_t from_index) {
     }
     TF_RETURN_IF_ERROR(TierOf(static_cast<int>(prefetched_upto_)).Prefetch(static_cast<int>(prefetched_upto_)));
     ++prefetched_upto_;
+  }
+  return Status::Ok();
+}
+
+Status OffloadEngine::PrefetchNextStep(bool wait_for_writes) {
+  // Acquire needs one slot free, so buffer_count - 1 may be read ahead.
+  const size_t n = std::min(layout_.groups.size(), static_cast<size_t>(options_.buffer_count) - 1);
+  for (size_t i = 0; i < n; ++i) {
+    const int g = options_.pipeline == Pipeline::kOverlapped ? backward_order_[i] : static_cast<int>(i);
+    StateTier& tier = TierOf(g);
+    TF_RETURN_IF_ERROR(wait_for_writes ? tier.PrefetchWaitingForWrites(g) : tier.Prefetch(g));
   }
   return Status::Ok();
 }

@@ -47,8 +47,12 @@ class StateTier {
   // Copies g's state out (checkpoints, tests). Any pointer may be null to skip it.
   virtual Status Read(int g, float* master, float* exp_avg, float* exp_avg_sq) = 0;
 
-  // Starts bringing g into host memory; a no-op where it already is.
+  // Starts bringing g into host memory; a no-op where it already is. Never
+  // blocks: where no buffer is free, it does nothing (Acquire will read g).
   virtual Status Prefetch(int g) = 0;
+  // Like Prefetch, but waits for write-behind to free a buffer rather than
+  // skipping; for moments when the caller would otherwise idle.
+  virtual Status PrefetchWaitingForWrites(int g) = 0;
   // Host pointers to g's state, valid until Release or Discard of g.
   virtual StatusOr<StateView> Acquire(int g) = 0;
   // Done with g; when modified, the new values become the stored state.

@@ -1,0 +1,98 @@
+// RunEngineBench (`tierflow bench engine`): the report's structure and how
+// its summary is derived from the rounds. No timing is asserted: the
+// machines are shared; only relations that hold whatever the timings are.
+#include <algorithm>
+#include <memory>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "tests/common/scratch_dir.h"
+
+#include "engine/engine_bench.h"
+
+namespace tierflow {
+namespace {
+
+std::unique_ptr<Device> CpuDevice() {
+  auto d = CreateDevice({.kind = "cpu", .memory_capacity_bytes = 64ull << 20});
+  EXPECT_TRUE(d.ok());
+  return std::move(d).value();
+}
+
+EngineBenchOptions Small() {
+  EngineBenchOptions o;
+  o.params = 64 << 10;
+  o.units = 4;
+  o.tokens = 4;
+  o.steps = 1;
+  o.rounds = 3;
+  o.engine.sub_group_params = 8 << 10;
+  return o;
+}
+
+void ExpectSummaryFollowsRounds(const EngineBenchResult& r, int rounds) {
+  ASSERT_EQ(static_cast<int>(r.rounds.size()), rounds);
+  double best_step = r.rounds[0].step_seconds, lo = 1e300, hi = 0;
+  for (const EngineBenchRound& round : r.rounds) {
+    EXPECT_EQ(round.stage_seconds.size(), r.stage_seconds.size());
+    EXPECT_GT(round.step_seconds, 0);
+    EXPECT_EQ(round.slowest_stage_seconds, round.stage_seconds.at(round.slowest_stage));
+    for (const auto& [stage, s] : round.stage_seconds) {
+      EXPECT_LE(s, round.slowest_stage_seconds) << stage;
+      EXPECT_GE(s, r.stage_seconds.at(stage)) << stage << ": the summary keeps each stage's best";
+    }
+    best_step = std::min(best_step, round.step_seconds);
+    const double ratio = round.step_seconds / round.slowest_stage_seconds;
+    lo = std::min(lo, ratio);
+    hi = std::max(hi, ratio);
+  }
+  EXPECT_EQ(r.step_seconds, best_step);
+  EXPECT_EQ(r.slowest_stage_seconds, r.stage_seconds.at(r.slowest_stage));
+  for (const auto& [stage, s] : r.stage_seconds) EXPECT_LE(s, r.slowest_stage_seconds) << stage;
+  EXPECT_GE(r.median_round_ratio, lo);
+  EXPECT_LE(r.median_round_ratio, hi);
+  EXPECT_GE(r.overlap_efficiency, 0);
+  EXPECT_LE(r.overlap_efficiency, 1);
+}
+
+TEST(EngineBench, HostTierReportsEveryStageAndTheBestOfTheRounds) {
+  auto device = CpuDevice();
+  auto r = RunEngineBench(*device, Small());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  for (const char* stage : {"compute", "d2h", "h2d", "accumulate", "optimizer"}) {
+    EXPECT_TRUE(r->stage_seconds.count(stage)) << stage;
+  }
+  EXPECT_FALSE(r->stage_seconds.count("nvme"));
+  EXPECT_EQ(r->params, 64u << 10);
+  ExpectSummaryFollowsRounds(*r, 3);
+}
+
+TEST(EngineBench, NvmeTierAddsTheNvmeStageAndMovesTheState) {
+  testing_common::ScratchDir dir("tierflow-engine-bench-");
+  auto device = CpuDevice();
+  EngineBenchOptions o = Small();
+  o.rounds = 2;
+  o.engine.offload = "nvme";
+  o.engine.nvme_paths = {dir.path()};
+  auto r = RunEngineBench(*device, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->stage_seconds.count("nvme"));
+  ExpectSummaryFollowsRounds(*r, 2);
+  // One step reads and writes every sub-group's 12 B/param of state.
+  EXPECT_GE(r->engine_stats.nvme_read_bytes, 12u * o.params);
+  EXPECT_GE(r->engine_stats.nvme_written_bytes, 12u * o.params);
+}
+
+TEST(EngineBench, BadSizesAreInvalidArguments) {
+  auto device = CpuDevice();
+  EngineBenchOptions o = Small();
+  o.rounds = 0;
+  EXPECT_EQ(RunEngineBench(*device, o).status().code(), StatusCode::kInvalidArgument);
+  o = Small();
+  o.params = 3;
+  EXPECT_EQ(RunEngineBench(*device, o).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace tierflow
