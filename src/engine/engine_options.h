@@ -58,6 +58,13 @@ struct EngineOptions {
   // within the budget is speculated). Default false: speculation fills the
   // worker's idle time between arrivals and never delays the clip decision.
   bool speculate_eagerly = false;
+  // kOverlapped: after a step whose gradients were clipped (or overflowed),
+  // the next step does not speculate: clipping tends to persist over steps,
+  // and a rolled-back speculation costs its updates twice (on NVMe, a read and
+  // a write per sub-group). Every step still computes its norm, so speculation
+  // resumes after the first step that is not clipped. Exact either way.
+  // Default: true.
+  bool pause_speculation_after_clip = true;
 
   TraceRecorder* trace = nullptr;  // not owned; null = no spans
 };
@@ -71,6 +78,7 @@ struct StepStats {
   bool skipped = false;         // non-finite gradients: nothing was updated
   bool rolled_back = false;     // speculative updates were undone and redone
   int speculated_groups = 0;    // sub-groups updated during backward
+  bool speculation_paused = false;  // the step before was clipped: no speculation (see options)
   double wall_seconds = 0;      // from the first forward to the last weight upload
   std::map<std::string, double> stage_seconds;  // busy time per stage
   double overlap_efficiency = 0;  // (sum stages - wall) / (sum - longest), 0..1

@@ -169,6 +169,7 @@ class OffloadEngine : public UnitAccess {
   uint64_t spec_capacity_params_ = 0;
   std::vector<Speculation> speculations_;  // worker only
   uint64_t spec_used_params_ = 0;          // worker only
+  bool spec_paused_ = false;               // worker only: the last decided step clipped
   std::vector<int> backward_order_;        // sub-groups in the order backward delivers them
   std::vector<size_t> backward_pos_;       // sub-group -> index in backward_order_
   std::vector<char> group_done_;           // worker only, per step

@@ -123,7 +123,7 @@ Status OffloadEngine::ProcessArrival(const Arrival& a) {
   if (gs.has_non_finite) {
     std::lock_guard<std::mutex> lock(mu_);
     spec_pending_.clear();  // the step will be skipped: speculating is wasted work
-  } else if (options_.pipeline == Pipeline::kOverlapped) {
+  } else if (options_.pipeline == Pipeline::kOverlapped && !spec_paused_) {
     // Queue this unit's sub-groups for speculation, within the budget.
     std::lock_guard<std::mutex> lock(mu_);
     spec_step_ = ctx->id;
@@ -235,6 +235,9 @@ Status OffloadEngine::Decide(StepContext& ctx) {
   ctx.stats.loss_scale = ctx.loss_scale;
   ctx.stats.skipped = non_finite;
   ctx.stats.speculated_groups = static_cast<int>(speculations_.size());
+  ctx.stats.speculation_paused = spec_paused_;
+  spec_paused_ = options_.pipeline == Pipeline::kOverlapped &&
+                 options_.pause_speculation_after_clip && !speculation_valid;
   ctx.stats.rolled_back = !speculations_.empty() && !speculation_valid;
 
   // Commit or roll back what ran during backward.

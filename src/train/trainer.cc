@@ -434,6 +434,7 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
                            {"loss_scale", stats.loss_scale},
                            {"skipped", stats.skipped},
                            {"rolled_back", stats.rolled_back},
+                           {"speculation_paused", stats.speculation_paused},
                            {"tokens", info.tokens_per_step},
                            {"tokens_per_second", report.tokens_per_second},
                            {"elapsed_seconds", report.elapsed_seconds},

@@ -1,6 +1,7 @@
 // The OffloadEngine on the CPU device: against a plain in-memory AdamW,
 // host vs NVMe tiers, overlapped vs synchronous pipelines, micro-batching,
 // fp16 overflow skipping, and out-of-memory before anything is half-done.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -220,6 +221,7 @@ TEST_P(PipelineTest, OverlappedEqualsSynchronousBitForBit) {
   overlapped.pipeline = Pipeline::kOverlapped;
   overlapped.buffer_count = 6;
   overlapped.speculate_eagerly = true;  // every step speculates: rollback is exercised
+  overlapped.pause_speculation_after_clip = false;
   EngineOptions opportunistic = overlapped;
   opportunistic.speculate_eagerly = false;
   RunResult s = Train(sync, data), o = Train(overlapped, data), p = Train(opportunistic, data);
@@ -242,6 +244,51 @@ TEST_P(PipelineTest, OverlappedEqualsSynchronousBitForBit) {
   }
   if (clip == 0) {
     EXPECT_EQ(clipped, 0);
+  }
+}
+
+// After a clipped step the next one does not speculate, and the one after a
+// step that was not clipped does; the weights stay those of the synchronous
+// pipeline.
+TEST(OffloadEngine, SpeculationPausesAfterAClippedStep) {
+  for (const std::string offload : {"host", "nvme"}) {
+    SCOPED_TRACE(offload);
+    TempDir dir;
+    Data data = MakeData(6, 8, 4);
+    EngineOptions sync = BaseOptions();
+    sync.offload = offload;
+    sync.nvme_paths = {dir.path()};
+    sync.pipeline = Pipeline::kSynchronous;
+    RunResult reference = Train(sync, data);
+    ASSERT_EQ(reference.stats.size(), 6u);
+    // A threshold between the steps' norms, so some steps clip and some do not.
+    std::vector<double> norms;
+    for (const StepStats& st : reference.stats) norms.push_back(st.grad_norm);
+    std::vector<double> sorted = norms;
+    std::sort(sorted.begin(), sorted.end());
+    EngineOptions overlapped = sync;
+    overlapped.pipeline = Pipeline::kOverlapped;
+    overlapped.buffer_count = 6;
+    overlapped.speculate_eagerly = true;
+    overlapped.clip_grad_norm = static_cast<float>((sorted[2] + sorted[3]) / 2);
+    sync.clip_grad_norm = overlapped.clip_grad_norm;
+    reference = Train(sync, data);
+    RunResult o = Train(overlapped, data);
+    EXPECT_EQ(reference.state, o.state);
+    EXPECT_EQ(reference.device_weights, o.device_weights);
+    ASSERT_EQ(o.stats.size(), 6u);
+    int paused = 0, clipped = 0;
+    for (size_t i = 0; i < o.stats.size(); ++i) {
+      const bool previous_clipped = i > 0 && o.stats[i - 1].clip_coef < 1.0f;
+      EXPECT_EQ(o.stats[i].speculation_paused, previous_clipped) << "step " << i;
+      EXPECT_EQ(o.stats[i].speculated_groups > 0, !previous_clipped) << "step " << i;
+      EXPECT_EQ(o.stats[i].rolled_back, !previous_clipped && o.stats[i].clip_coef < 1.0f) << "step " << i;
+      paused += o.stats[i].speculation_paused;
+      clipped += o.stats[i].clip_coef < 1.0f;
+    }
+    EXPECT_GT(clipped, 0);
+    EXPECT_LT(clipped, 6);
+    EXPECT_GT(paused, 0);
   }
 }
 
