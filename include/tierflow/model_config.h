@@ -55,9 +55,15 @@ struct ModelConfig {
   bool mlp_bias = true;       // bias on the MLP projections
   bool norm_bias = true;      // LayerNorm has a bias; RMSNorm has none
 
-  // Reported, not applied by the engine: a rope_scaling "rope_type" from
-  // config.json ("" when none) and Mistral's sliding_window (0 when none).
+  // config.json's rope_scaling: "rope_type" ("" when none or "default").
+  // "linear" and "llama3" are applied by the RoPE kernel (kernels/rope_freq.h);
+  // any other type is recorded and refused by the transformer.
   std::string rope_scaling_type;
+  double rope_scaling_factor = 1;           // linear, llama3: "factor"
+  double rope_low_freq_factor = 1;          // llama3
+  double rope_high_freq_factor = 4;         // llama3
+  int64_t rope_original_max_positions = 8192;  // llama3: original_max_position_embeddings
+  // Reported, not applied: Mistral's sliding_window (0 when none).
   int64_t sliding_window = 0;
 };
 

@@ -20,11 +20,13 @@ using nlohmann::json;
 // Typed access to one config.json object; every error names the source and key.
 class ConfigReader {
  public:
-  ConfigReader(const json& object, std::string_view source) : j_(object), source_(source) {}
+  // key_prefix names a nested object in errors, e.g. "rope_scaling.".
+  ConfigReader(const json& object, std::string_view source, std::string_view key_prefix = "")
+      : j_(object), source_(source), prefix_(key_prefix) {}
 
   Status Error(std::string_view key, std::string_view what) const {
-    return InvalidArgumentError("config.json '" + source_ + "': key '" + std::string(key) + "' " +
-                                std::string(what));
+    return InvalidArgumentError("config.json '" + source_ + "': key '" + prefix_ + std::string(key) +
+                                "' " + std::string(what));
   }
 
   bool Has(std::string_view key) const {
@@ -52,6 +54,11 @@ class ConfigReader {
   StatusOr<int64_t> PositiveIntOr(std::string_view key, int64_t fallback) const {
     if (!Has(key)) return fallback;
     return PositiveInt(key);
+  }
+
+  StatusOr<double> PositiveNumber(std::string_view key) const {
+    if (!Has(key)) return Error(key, "is missing (a positive number)");
+    return PositiveNumberOr(key, 0);
   }
 
   StatusOr<double> PositiveNumberOr(std::string_view key, double fallback) const {
@@ -82,6 +89,7 @@ class ConfigReader {
  private:
   const json& j_;
   std::string source_;
+  std::string prefix_;
 };
 
 StatusOr<ModelConfig> ParseGpt2(const ConfigReader& r, std::string_view source) {
@@ -167,6 +175,21 @@ StatusOr<ModelConfig> ParseLlamaFamily(const ConfigReader& r, std::string_view s
     if (type == rs.end()) type = rs.find("type");
     c.rope_scaling_type =
         (type != rs.end() && type->is_string()) ? type->get<std::string>() : "unknown";
+    if (c.rope_scaling_type == "default") c.rope_scaling_type.clear();  // HF: no scaling
+    const ConfigReader s(rs, source, "rope_scaling.");
+    if (c.rope_scaling_type == "linear" || c.rope_scaling_type == "llama3") {
+      TF_ASSIGN_OR_RETURN(c.rope_scaling_factor, s.PositiveNumber("factor"));
+    }
+    if (c.rope_scaling_type == "llama3") {
+      TF_ASSIGN_OR_RETURN(c.rope_low_freq_factor, s.PositiveNumber("low_freq_factor"));
+      TF_ASSIGN_OR_RETURN(c.rope_high_freq_factor, s.PositiveNumber("high_freq_factor"));
+      TF_ASSIGN_OR_RETURN(c.rope_original_max_positions,
+                          s.PositiveInt("original_max_position_embeddings"));
+      if (!(c.rope_high_freq_factor > c.rope_low_freq_factor)) {
+        return s.Error("high_freq_factor", "must be greater than low_freq_factor (" +
+                                               std::to_string(c.rope_low_freq_factor) + ")");
+      }
+    }
   }
   bool use_sliding_window = mistral;
   if (qwen2) {

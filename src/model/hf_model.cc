@@ -140,6 +140,15 @@ StatusOr<std::string> HfConfigJson(const ModelConfig& c, DType dtype,
     j["max_position_embeddings"] = c.max_seq_len;
     j["rms_norm_eps"] = c.norm_eps;
     j["rope_theta"] = c.rope_theta;
+    if (c.rope_scaling_type == "linear") {
+      j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", c.rope_scaling_factor}};
+    } else if (c.rope_scaling_type == "llama3") {
+      j["rope_scaling"] = {{"rope_type", "llama3"},
+                           {"factor", c.rope_scaling_factor},
+                           {"low_freq_factor", c.rope_low_freq_factor},
+                           {"high_freq_factor", c.rope_high_freq_factor},
+                           {"original_max_position_embeddings", c.rope_original_max_positions}};
+    }
     j["hidden_act"] = "silu";
     j["mlp_bias"] = c.mlp_bias;
     if (c.model_type != "qwen2") j["attention_bias"] = c.qkv_bias;

@@ -3,6 +3,7 @@
 // tensor list (rather than a separate formula) keeps the loader, the layout
 // and the planner agreeing on one number.
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <utility>
 
@@ -141,6 +142,16 @@ Status ValidateModelConfig(const ModelConfig& c) {
   if (!(c.norm_eps > 0)) return Invalid(c, "norm_eps must be positive");
   if (c.family == ModelFamily::kLlama && !(c.rope_theta > 0)) {
     return Invalid(c, "rope_theta must be positive");
+  }
+  if ((c.rope_scaling_type == "linear" || c.rope_scaling_type == "llama3") &&
+      !(c.rope_scaling_factor > 0 && std::isfinite(c.rope_scaling_factor))) {
+    return Invalid(c, "rope_scaling factor must be positive");
+  }
+  if (c.rope_scaling_type == "llama3" &&
+      !(c.rope_low_freq_factor > 0 && c.rope_high_freq_factor > c.rope_low_freq_factor &&
+        std::isfinite(c.rope_high_freq_factor) && c.rope_original_max_positions > 0)) {
+    return Invalid(c, "llama3 rope_scaling needs 0 < low_freq_factor < high_freq_factor and "
+                      "original_max_position_embeddings > 0");
   }
   return Status::Ok();
 }

@@ -52,6 +52,7 @@ struct LlamaShape {
   double rope_theta;
   bool tied;
   const char* rope_scaling;
+  double rope_factor;  // llama3: 32 for 3.2 1B/3B, 8 for 3.1 8B/70B
 };
 
 ModelConfig Llama(std::string name, const LlamaShape& s) {
@@ -68,6 +69,12 @@ ModelConfig Llama(std::string name, const LlamaShape& s) {
   c.rope_theta = s.rope_theta;
   c.tie_embeddings = s.tied;
   c.rope_scaling_type = s.rope_scaling;
+  if (c.rope_scaling_type == "llama3") {  // transformers' Llama 3.1/3.2 configs
+    c.rope_scaling_factor = s.rope_factor;
+    c.rope_low_freq_factor = 1;
+    c.rope_high_freq_factor = 4;
+    c.rope_original_max_positions = 8192;
+  }
   return c;
 }
 
@@ -76,17 +83,17 @@ std::vector<ModelConfig> AllPresets() {
   // scaling; 3.2 1B/3B tie the head. Llama 2: vocab 32000, 4K positions.
   return {
       Gpt2("tiny-gpt2", 256, 256, 128, 4, 4),
-      Llama("tiny-llama", {256, 256, 128, 4, 4, 2, 352, 10000, false, ""}),
+      Llama("tiny-llama", {256, 256, 128, 4, 4, 2, 352, 10000, false, "", 1}),
       Gpt2("gpt2", 50257, 1024, 768, 12, 12),
       Gpt2("gpt2-medium", 50257, 1024, 1024, 24, 16),
       Gpt2("gpt2-large", 50257, 1024, 1280, 36, 20),
       Gpt2("gpt2-xl", 50257, 1024, 1600, 48, 25),
-      Llama("llama-1b", {128256, 131072, 2048, 16, 32, 8, 8192, 500000, true, "llama3"}),
-      Llama("llama-3b", {128256, 131072, 3072, 28, 24, 8, 8192, 500000, true, "llama3"}),
-      Llama("llama-7b", {32000, 4096, 4096, 32, 32, 32, 11008, 10000, false, ""}),
-      Llama("llama-8b", {128256, 131072, 4096, 32, 32, 8, 14336, 500000, false, "llama3"}),
-      Llama("llama-13b", {32000, 4096, 5120, 40, 40, 40, 13824, 10000, false, ""}),
-      Llama("llama-70b", {128256, 131072, 8192, 80, 64, 8, 28672, 500000, false, "llama3"}),
+      Llama("llama-1b", {128256, 131072, 2048, 16, 32, 8, 8192, 500000, true, "llama3", 32}),
+      Llama("llama-3b", {128256, 131072, 3072, 28, 24, 8, 8192, 500000, true, "llama3", 32}),
+      Llama("llama-7b", {32000, 4096, 4096, 32, 32, 32, 11008, 10000, false, "", 1}),
+      Llama("llama-8b", {128256, 131072, 4096, 32, 32, 8, 14336, 500000, false, "llama3", 8}),
+      Llama("llama-13b", {32000, 4096, 5120, 40, 40, 40, 13824, 10000, false, "", 1}),
+      Llama("llama-70b", {128256, 131072, 8192, 80, 64, 8, 28672, 500000, false, "llama3", 8}),
   };
 }
 

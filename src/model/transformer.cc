@@ -155,11 +155,15 @@ StatusOr<std::unique_ptr<TransformerModel>> TransformerModel::Create(Device& dev
     return InvalidArgumentError("transformer '" + config.name +
                                 "': head_chunk_logits must be >= 1");
   }
-  if (!config.rope_scaling_type.empty() && !shape.allow_unscaled_rope) {
+  const bool scaling_applied =
+      config.rope_scaling_type.empty() || config.rope_scaling_type == "linear" ||
+      config.rope_scaling_type == "llama3";
+  if (!scaling_applied && !shape.allow_unscaled_rope) {
     return UnimplementedError(
         "transformer '" + config.name + "': rope_scaling '" + config.rope_scaling_type +
-        "' is not implemented; set TrainShape::allow_unscaled_rope to train "
-        "with plain RoPE (the model then differs from its Hugging Face twin)");
+        "' is not implemented (tierflow applies 'linear' and 'llama3'); set "
+        "TrainShape::allow_unscaled_rope to train with plain RoPE (the model then differs "
+        "from its Hugging Face twin)");
   }
   if (config.sliding_window > 0 && shape.seq_len > config.sliding_window) {
     return UnimplementedError(

@@ -51,10 +51,10 @@ struct TrainShape {
   // this many logits, so the (N, V) logits never exist at once (Llama-3's V =
   // 128256 at N = 4096 rows would be 1 GiB in bf16). Default: 16Mi (32 MiB bf16).
   int64_t head_chunk_logits = int64_t{16} << 20;
-  // Llama-3 style rope_scaling (config.rope_scaling_type) is not applied by
-  // the RoPE kernel, so such a model would not compute what Hugging Face
-  // computes: Create fails unless this is set, and then plain RoPE is used.
-  // Default: false.
+  // A rope_scaling type other than "linear" and "llama3" (e.g. "yarn",
+  // "dynamic") is not applied by the RoPE kernel, so such a model would not
+  // compute what Hugging Face computes: Create fails unless this is set, and
+  // then plain RoPE is used. Default: false.
   bool allow_unscaled_rope = false;
 };
 
@@ -73,8 +73,8 @@ struct TransformerInit {
 class TransformerModel : public Trainable {
  public:
   // Validates the config and the shape (seq_len within max_seq_len and within
-  // a Mistral sliding_window, which is not applied; rope_scaling only with
-  // allow_unscaled_rope), opens the weights directory when one
+  // a Mistral sliding_window, which is not applied; a rope_scaling type
+  // tierflow does not apply only with allow_unscaled_rope), opens the weights directory when one
   // is given (checking every tensor's presence and shape up front: an error
   // names the missing or mis-shaped tensor), and allocates the activations on
   // `device` (OutOfMemory names the bytes). `device` must outlive the model.

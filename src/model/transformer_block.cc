@@ -34,7 +34,13 @@ Dims MakeDims(const ModelConfig& c, int64_t batch, int64_t seq_len) {
   d.swiglu = c.mlp == MlpKind::kSwiGlu;
   d.rope = c.family == ModelFamily::kLlama;
   d.eps = static_cast<float>(c.norm_eps);
-  d.theta = static_cast<float>(c.rope_theta);
+  d.rope_freq.theta = static_cast<float>(c.rope_theta);
+  d.rope_freq.factor = static_cast<float>(c.rope_scaling_factor);
+  d.rope_freq.low_freq_factor = static_cast<float>(c.rope_low_freq_factor);
+  d.rope_freq.high_freq_factor = static_cast<float>(c.rope_high_freq_factor);
+  d.rope_freq.original_max_positions = static_cast<float>(c.rope_original_max_positions);
+  if (c.rope_scaling_type == "linear") d.rope_freq.scaling = RopeScaling::kLinear;
+  if (c.rope_scaling_type == "llama3") d.rope_freq.scaling = RopeScaling::kLlama3;
   return d;
 }
 
@@ -157,9 +163,9 @@ Status BlockForward(Stream& s, const Dims& d, const LayerOffsets& o, const T* w,
   }
   if (d.rope) {
     TF_RETURN_IF_ERROR(
-        RopeForward<T>(s, qkv.q, qkv.q, RopeShape{d.B, d.T, d.NH, d.HS, 0}, d.theta));
+        RopeForward<T>(s, qkv.q, qkv.q, RopeShape{d.B, d.T, d.NH, d.HS, 0}, d.rope_freq));
     TF_RETURN_IF_ERROR(
-        RopeForward<T>(s, qkv.k, qkv.k, RopeShape{d.B, d.T, d.NKV, d.HS, 0}, d.theta));
+        RopeForward<T>(s, qkv.k, qkv.k, RopeShape{d.B, d.T, d.NKV, d.HS, 0}, d.rope_freq));
   }
   TF_RETURN_IF_ERROR(AttentionForward<T>(s, att, a.lse, qkv.q, qkv.k, qkv.v, qkv.shape));
   // mid = x + att Wo + bo: the projection accumulates onto a copy of the residual.
@@ -228,9 +234,9 @@ Status BlockBackward(Stream& s, const Dims& d, const LayerOffsets& o, const T* w
                                           a.lse, qkv.shape));
   if (d.rope) {
     TF_RETURN_IF_ERROR(
-        RopeBackward<T>(s, dqkv.q, dqkv.q, RopeShape{d.B, d.T, d.NH, d.HS, 0}, d.theta));
+        RopeBackward<T>(s, dqkv.q, dqkv.q, RopeShape{d.B, d.T, d.NH, d.HS, 0}, d.rope_freq));
     TF_RETURN_IF_ERROR(
-        RopeBackward<T>(s, dqkv.k, dqkv.k, RopeShape{d.B, d.T, d.NKV, d.HS, 0}, d.theta));
+        RopeBackward<T>(s, dqkv.k, dqkv.k, RopeShape{d.B, d.T, d.NKV, d.HS, 0}, d.rope_freq));
   }
   if (d.conv1d) {
     TF_RETURN_IF_ERROR(LinearBackward<T>(s, dln, 0.0f, g + o.qkv_w, Grad(g, o.qkv_b), dqkv.q, ln1,

@@ -4,6 +4,8 @@
 // is enqueued on a stream through the kernels' dispatching entry points.
 #pragma once
 
+#include "kernels/rope_freq.h"
+
 #include <cstdint>
 
 #include "model/param_layout.h"
@@ -22,7 +24,7 @@ struct Dims {
   bool swiglu = false;     // SwiGLU MLP (else GELU)
   bool rope = false;
   float eps = 1e-5f;
-  float theta = 10000.0f;
+  RopeFreq rope_freq;  // theta and rope_scaling (Llama family)
 };
 
 Dims MakeDims(const ModelConfig& config, int64_t batch, int64_t seq_len);

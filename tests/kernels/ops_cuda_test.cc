@@ -63,8 +63,12 @@ TYPED_TEST(OpsCuda, RmsNorm) {
 TYPED_TEST(OpsCuda, Rope) {
   using T = TypeParam;
   const RopeShape s{.batch = 2, .seq_len = 40, .heads = 4, .head_size = 16, .token_stride = 96};
-  ExpectOutputsClose<T>(RunRope<T>(Impl::kFast, nullptr, s, 500000.0f),
-                        RunRope<T>(Impl::kDevice, this->dev_.get(), s, 500000.0f), kUlps, "rope");
+  for (const RopeFreq& f :
+       {RopeFreq{.theta = 500000.0f},
+        RopeFreq{.theta = 500000.0f, .scaling = RopeScaling::kLlama3, .factor = 32.0f}}) {
+    ExpectOutputsClose<T>(RunRope<T>(Impl::kFast, nullptr, s, f),
+                          RunRope<T>(Impl::kDevice, this->dev_.get(), s, f), kUlps, "rope");
+  }
 }
 
 TYPED_TEST(OpsCuda, AttentionShapes) {

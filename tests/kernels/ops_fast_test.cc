@@ -46,8 +46,13 @@ TYPED_TEST(OpsFastPath, RmsNorm) {
 TYPED_TEST(OpsFastPath, RopeOnAFusedQkvSlice) {
   using T = TypeParam;
   const RopeShape s{.batch = 2, .seq_len = 16, .heads = 4, .head_size = 8, .token_stride = 48};
-  ExpectOutputsClose<T>(RunRope<T>(Impl::kReference, nullptr, s, 10000.0f),
-                        RunRope<T>(Impl::kFast, nullptr, s, 10000.0f), kUlps, "rope");
+  for (const RopeFreq& f :
+       {RopeFreq{.theta = 10000.0f},
+        RopeFreq{.theta = 500000.0f, .scaling = RopeScaling::kLlama3, .factor = 8.0f},
+        RopeFreq{.theta = 10000.0f, .scaling = RopeScaling::kLinear, .factor = 2.0f}}) {
+    ExpectOutputsClose<T>(RunRope<T>(Impl::kReference, nullptr, s, f),
+                          RunRope<T>(Impl::kFast, nullptr, s, f), kUlps, "rope");
+  }
 }
 
 TYPED_TEST(OpsFastPath, AttentionGqaAcrossQueryBlocks) {
@@ -162,8 +167,8 @@ TEST(OpsCpuDevice, StreamEntryPointsRunTheFastPath) {
                          RunRmsNorm<float>(Impl::kDevice, d, {.rows = 32, .channels = 32}),
                          "rmsnorm");
   const RopeShape rs{.batch = 2, .seq_len = 16, .heads = 2, .head_size = 16};
-  ExpectOutputsIdentical(RunRope<float>(Impl::kFast, nullptr, rs, 10000.0f),
-                         RunRope<float>(Impl::kDevice, d, rs, 10000.0f), "rope");
+  ExpectOutputsIdentical(RunRope<float>(Impl::kFast, nullptr, rs, RopeFreq{.theta = 10000.0f}),
+                         RunRope<float>(Impl::kDevice, d, rs, RopeFreq{.theta = 10000.0f}), "rope");
   const AttentionShape as{.batch = 2, .seq_len = 16, .heads = 4, .kv_heads = 1, .head_size = 8};
   ExpectOutputsIdentical(RunAttention<bf16>(Impl::kFast, nullptr, as),
                          RunAttention<bf16>(Impl::kDevice, d, as), "attention");

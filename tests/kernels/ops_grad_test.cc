@@ -82,10 +82,10 @@ TEST(OpsGradient, RopeWithStride) {
   auto x = Random<float>(n, 8), w = Random<float>(n, 9);
   std::vector<float> out(n, 0.0f), dx(n, 0.0f);
   auto loss = [&] {
-    EXPECT_TRUE(RopeForwardReference(out.data(), x.data(), s, 500.0f).ok());
+    EXPECT_TRUE(RopeForwardReference(out.data(), x.data(), s, RopeFreq{.theta = 500.0f}).ok());
     return Dot(w, out);
   };
-  ASSERT_TRUE(RopeBackwardReference(dx.data(), w.data(), s, 500.0f).ok());
+  ASSERT_TRUE(RopeBackwardReference(dx.data(), w.data(), s, RopeFreq{.theta = 500.0f}).ok());
   // Elements outside the slice are untouched by forward: their gradient is 0,
   // which is what dx holds there (never written).
   CheckGradient(&x, dx, loss, "dinp", 96);

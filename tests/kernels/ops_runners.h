@@ -209,7 +209,7 @@ Outputs RunRmsNorm(Impl impl, Device* device, const NormShape& s) {
 }
 
 template <typename T>
-Outputs RunRope(Impl impl, Device* device, const RopeShape& s, float theta) {
+Outputs RunRope(Impl impl, Device* device, const RopeShape& s, const RopeFreq& theta) {
   Backend be(impl, device);
   const int64_t n = s.batch * s.seq_len * s.stride();
   auto x = Random<T>(n, 18), dout = Random<T>(n, 19);

@@ -92,6 +92,10 @@ TEST_F(HfConfigJson, Llama31ConfigReadsGqaRopeAndScaling) {
   EXPECT_EQ(c->head_dim, 128);
   EXPECT_DOUBLE_EQ(c->rope_theta, 500000.0);
   EXPECT_EQ(c->rope_scaling_type, "llama3");
+  EXPECT_EQ(c->rope_scaling_factor, 8.0);
+  EXPECT_EQ(c->rope_low_freq_factor, 1.0);
+  EXPECT_EQ(c->rope_high_freq_factor, 4.0);
+  EXPECT_EQ(c->rope_original_max_positions, 8192);
   EXPECT_EQ(c->max_seq_len, 131072);
   EXPECT_EQ(ParameterCount(*c), 8030261248);
   auto preset = PresetModelConfig("llama-8b");
@@ -181,6 +185,44 @@ TEST_F(HfConfigJson, MissingAndMistypedKeysAreNamed) {
       "cfg.json");
   ASSERT_FALSE(bad_bool.ok());
   EXPECT_THAT(bad_bool.status().message(), HasSubstr("'tie_word_embeddings'"));
+}
+
+TEST_F(HfConfigJson, RopeScalingIsReadOrNamedWhenBroken) {
+  const std::string head =
+      R"({"model_type": "llama", "vocab_size": 100, "hidden_size": 64, "num_hidden_layers": 2,
+          "num_attention_heads": 2, "intermediate_size": 128, "rope_scaling": )";
+  auto parse = [&](const std::string& rope_scaling) {
+    return ParseModelConfigJson(head + rope_scaling + "}", "cfg.json");
+  };
+  auto linear = parse(R"({"rope_type": "linear", "factor": 2.0})");
+  ASSERT_TRUE(linear.ok()) << linear.status().ToString();
+  EXPECT_EQ(linear->rope_scaling_type, "linear");
+  EXPECT_EQ(linear->rope_scaling_factor, 2.0);
+  auto plain = parse(R"({"rope_type": "default"})");
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ(plain->rope_scaling_type, "");
+  auto yarn = parse(R"({"rope_type": "yarn", "factor": 4.0})");
+  ASSERT_TRUE(yarn.ok()) << "recorded here, refused when a model is built";
+  EXPECT_EQ(yarn->rope_scaling_type, "yarn");
+
+  struct Bad {
+    std::string rope_scaling, key;
+  };
+  for (const Bad& b : {
+           Bad{R"({"rope_type": "llama3", "low_freq_factor": 1, "high_freq_factor": 4,
+                   "original_max_position_embeddings": 8192})", "'rope_scaling.factor'"},
+           Bad{R"({"rope_type": "llama3", "factor": 8, "low_freq_factor": 1, "high_freq_factor": 4})",
+               "'rope_scaling.original_max_position_embeddings'"},
+           Bad{R"({"rope_type": "llama3", "factor": 8, "low_freq_factor": 4, "high_freq_factor": 4,
+                   "original_max_position_embeddings": 8192})", "'rope_scaling.high_freq_factor'"},
+           Bad{R"({"rope_type": "linear", "factor": -2})", "'rope_scaling.factor'"},
+       }) {
+    auto c = parse(b.rope_scaling);
+    ASSERT_FALSE(c.ok()) << b.rope_scaling;
+    EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(c.status().message(), HasSubstr(b.key));
+    EXPECT_THAT(c.status().message(), HasSubstr("cfg.json"));
+  }
 }
 
 TEST_F(HfConfigJson, UnsupportedModelTypesAndActivationsAreRefused) {

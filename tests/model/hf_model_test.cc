@@ -138,6 +138,11 @@ TEST_P(HfModelRoundTripTest, GeneratedConfigJsonReadsBack) {
   EXPECT_EQ(c.qkv_bias, back->qkv_bias);
   EXPECT_EQ(c.norm_eps, back->norm_eps);
   EXPECT_EQ(c.rope_theta, back->rope_theta);
+  EXPECT_EQ(c.rope_scaling_type, back->rope_scaling_type);
+  EXPECT_EQ(c.rope_scaling_factor, back->rope_scaling_factor);
+  EXPECT_EQ(c.rope_low_freq_factor, back->rope_low_freq_factor);
+  EXPECT_EQ(c.rope_high_freq_factor, back->rope_high_freq_factor);
+  EXPECT_EQ(c.rope_original_max_positions, back->rope_original_max_positions);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, HfModelRoundTripTest,
@@ -145,6 +150,7 @@ INSTANTIATE_TEST_SUITE_P(Families, HfModelRoundTripTest,
                                            Case{testing_util::TinyGpt2(), DType::kBF16},
                                            Case{testing_util::TinyLlama(), DType::kF32},
                                            Case{testing_util::TinyLlama(), DType::kBF16},
+                                           Case{testing_util::TinyLlama3(), DType::kBF16},
                                            Case{testing_util::TinyQwenTied(), DType::kBF16}),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            std::string name = info.param.config.name + "_" +

@@ -40,6 +40,19 @@ inline ModelConfig TinyLlama() {
   c.name = "test-llama";
   return c;
 }
+// TinyLlama with Llama 3's rope_scaling, the original context shrunk so that
+// the tiny head (HS = 4, theta 10000: wavelengths 6.3 and 628) has one pair
+// kept and one in the smoothed band (the stretched band: kernels' tests).
+inline ModelConfig TinyLlama3() {
+  ModelConfig c = TinyLlama();
+  c.name = "test-llama3";
+  c.rope_scaling_type = "llama3";
+  c.rope_scaling_factor = 8;
+  c.rope_low_freq_factor = 1;
+  c.rope_high_freq_factor = 4;
+  c.rope_original_max_positions = 1024;
+  return c;
+}
 // Llama family with Qwen2's q/k/v biases and a tied head.
 inline ModelConfig TinyQwenTied() {
   ModelConfig c = TinyLlama();

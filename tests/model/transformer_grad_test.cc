@@ -240,12 +240,14 @@ TEST_P(TransformerGradTest, RejectsBadInputs) {
       TransformerModel::Create(*device, config, {1, static_cast<int>(config.max_seq_len) + 1})
           .ok());
   ModelConfig scaled = config;
-  scaled.rope_scaling_type = "llama3";
-  EXPECT_EQ(StatusCode::kUnimplemented,
-            TransformerModel::Create(*device, scaled, {1, 4}).status().code());
+  scaled.rope_scaling_type = "yarn";  // not applied by tierflow's RoPE
+  auto refused = TransformerModel::Create(*device, scaled, {1, 4});
+  EXPECT_EQ(StatusCode::kUnimplemented, refused.status().code());
+  EXPECT_NE(refused.status().message().find("yarn"), std::string::npos);
   TrainShape allow{1, 4};
   allow.allow_unscaled_rope = true;
   EXPECT_TRUE(TransformerModel::Create(*device, scaled, allow).ok());
+  EXPECT_TRUE(TransformerModel::Create(*device, testing_util::TinyLlama3(), {1, 4}).ok());
   ModelConfig windowed = config;
   windowed.sliding_window = 3;
   EXPECT_EQ(StatusCode::kUnimplemented,
@@ -255,7 +257,7 @@ TEST_P(TransformerGradTest, RejectsBadInputs) {
 
 INSTANTIATE_TEST_SUITE_P(Families, TransformerGradTest,
                          ::testing::Values(testing_util::TinyGpt2(), testing_util::TinyLlama(),
-                                           testing_util::TinyQwenTied()),
+                                           testing_util::TinyLlama3(), testing_util::TinyQwenTied()),
                          [](const ::testing::TestParamInfo<ModelConfig>& info) {
                            std::string name = info.param.name;
                            std::replace(name.begin(), name.end(), '-', '_');

@@ -11,21 +11,15 @@
 namespace tierflow {
 namespace {
 
-// HF computes inv_freq and the angle in fp32; so do we (both devices).
-float InvFreq(int64_t i, int64_t head_size, float theta) {
-  return static_cast<float>(
-      1.0 / std::pow(static_cast<double>(theta), static_cast<double>(2 * i) / head_size));
-}
-
 template <typename T>
-void RotateReference(T* out, const T* inp, const RopeShape& s, float theta, double sign) {
+void RotateReference(T* out, const T* inp, const RopeShape& s, const RopeFreq& freq, double sign) {
   const int64_t half = s.head_size / 2, stride = s.stride();
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t t = 0; t < s.seq_len; ++t) {
       for (int64_t h = 0; h < s.heads; ++h) {
         const int64_t base = (b * s.seq_len + t) * stride + h * s.head_size;
         for (int64_t i = 0; i < half; ++i) {
-          const float angle = static_cast<float>(t) * InvFreq(i, s.head_size, theta);
+          const float angle = static_cast<float>(t) * RopeInvFreq(i, s.head_size, freq);
           const double c = std::cos(static_cast<double>(angle));
           const double sn = sign * std::sin(static_cast<double>(angle));
           const double x0 = ToFloat(inp[base + i]), x1 = ToFloat(inp[base + i + half]);
@@ -38,12 +32,12 @@ void RotateReference(T* out, const T* inp, const RopeShape& s, float theta, doub
 }
 
 template <typename T>
-void RotateCpu(T* out, const T* inp, const RopeShape& s, float theta, float sign) {
+void RotateCpu(T* out, const T* inp, const RopeShape& s, const RopeFreq& freq, float sign) {
   const int64_t half = s.head_size / 2, stride = s.stride();
   std::vector<float> cos_table(s.seq_len * half), sin_table(s.seq_len * half);
   for (int64_t t = 0; t < s.seq_len; ++t) {
     for (int64_t i = 0; i < half; ++i) {
-      const float angle = static_cast<float>(t) * InvFreq(i, s.head_size, theta);
+      const float angle = static_cast<float>(t) * RopeInvFreq(i, s.head_size, freq);
       cos_table[t * half + i] = std::cos(angle);
       sin_table[t * half + i] = sign * std::sin(angle);
     }
@@ -70,7 +64,25 @@ void RotateCpu(T* out, const T* inp, const RopeShape& s, float theta, float sign
 
 }  // namespace
 
-Status ValidateRope(const char* op, const RopeShape& s) {
+Status ValidateRope(const char* op, const RopeShape& s, const RopeFreq& f) {
+  if (!(f.theta > 0) || !std::isfinite(f.theta)) {
+    return InvalidArgumentError(std::string(op) + ": theta " + std::to_string(f.theta) +
+                                " must be positive and finite");
+  }
+  if (f.scaling != RopeScaling::kNone && (!(f.factor > 0) || !std::isfinite(f.factor))) {
+    return InvalidArgumentError(std::string(op) + ": scaling factor " + std::to_string(f.factor) +
+                                " must be positive and finite");
+  }
+  if (f.scaling == RopeScaling::kLlama3 &&
+      (!(f.low_freq_factor > 0) || !(f.high_freq_factor > f.low_freq_factor) ||
+       !(f.original_max_positions > 0) || !std::isfinite(f.high_freq_factor) ||
+       !std::isfinite(f.original_max_positions))) {
+    return InvalidArgumentError(
+        std::string(op) + ": llama3 scaling needs 0 < low_freq_factor (" +
+        std::to_string(f.low_freq_factor) + ") < high_freq_factor (" +
+        std::to_string(f.high_freq_factor) + ") and original_max_positions > 0 (" +
+        std::to_string(f.original_max_positions) + ")");
+  }
   TF_RETURN_IF_ERROR(ops_internal::CheckPositive(op, "batch", s.batch));
   TF_RETURN_IF_ERROR(ops_internal::CheckPositive(op, "seq_len", s.seq_len));
   TF_RETURN_IF_ERROR(ops_internal::CheckPositive(op, "heads", s.heads));
@@ -90,74 +102,74 @@ Status ValidateRope(const char* op, const RopeShape& s) {
 // ---- reference ----
 
 template <typename T>
-Status RopeForwardReference(T* out, const T* inp, const RopeShape& s, float theta) {
-  TF_RETURN_IF_ERROR(ValidateRope("RopeForwardReference", s));
-  RotateReference(out, inp, s, theta, 1.0);
+Status RopeForwardReference(T* out, const T* inp, const RopeShape& s, const RopeFreq& freq) {
+  TF_RETURN_IF_ERROR(ValidateRope("RopeForwardReference", s, freq));
+  RotateReference(out, inp, s, freq, 1.0);
   return Status::Ok();
 }
 
 template <typename T>
-Status RopeBackwardReference(T* dinp, const T* dout, const RopeShape& s, float theta) {
-  TF_RETURN_IF_ERROR(ValidateRope("RopeBackwardReference", s));
-  RotateReference(dinp, dout, s, theta, -1.0);
+Status RopeBackwardReference(T* dinp, const T* dout, const RopeShape& s, const RopeFreq& freq) {
+  TF_RETURN_IF_ERROR(ValidateRope("RopeBackwardReference", s, freq));
+  RotateReference(dinp, dout, s, freq, -1.0);
   return Status::Ok();
 }
 
 // ---- fast CPU path ----
 
 template <typename T>
-Status RopeForwardCpu(T* out, const T* inp, const RopeShape& s, float theta) {
-  TF_RETURN_IF_ERROR(ValidateRope("RopeForwardCpu", s));
+Status RopeForwardCpu(T* out, const T* inp, const RopeShape& s, const RopeFreq& freq) {
+  TF_RETURN_IF_ERROR(ValidateRope("RopeForwardCpu", s, freq));
   TF_RETURN_IF_ERROR(ops_internal::CheckNotNull("RopeForwardCpu", "out", out));
   TF_RETURN_IF_ERROR(ops_internal::CheckNotNull("RopeForwardCpu", "inp", inp));
-  RotateCpu(out, inp, s, theta, 1.0f);
+  RotateCpu(out, inp, s, freq, 1.0f);
   return Status::Ok();
 }
 
 template <typename T>
-Status RopeBackwardCpu(T* dinp, const T* dout, const RopeShape& s, float theta) {
-  TF_RETURN_IF_ERROR(ValidateRope("RopeBackwardCpu", s));
+Status RopeBackwardCpu(T* dinp, const T* dout, const RopeShape& s, const RopeFreq& freq) {
+  TF_RETURN_IF_ERROR(ValidateRope("RopeBackwardCpu", s, freq));
   TF_RETURN_IF_ERROR(ops_internal::CheckNotNull("RopeBackwardCpu", "dinp", dinp));
   TF_RETURN_IF_ERROR(ops_internal::CheckNotNull("RopeBackwardCpu", "dout", dout));
-  RotateCpu(dinp, dout, s, theta, -1.0f);
+  RotateCpu(dinp, dout, s, freq, -1.0f);
   return Status::Ok();
 }
 
 // ---- device dispatch ----
 
 template <typename T>
-Status RopeForward(Stream& stream, T* out, const T* inp, const RopeShape& s, float theta) {
-  TF_RETURN_IF_ERROR(ValidateRope("RopeForward", s));
+Status RopeForward(Stream& stream, T* out, const T* inp, const RopeShape& s, const RopeFreq& freq) {
+  TF_RETURN_IF_ERROR(ValidateRope("RopeForward", s, freq));
   if (stream.device_kind() == DeviceKind::kCpu) {
-    return stream.HostCallback([=] { return RopeForwardCpu(out, inp, s, theta); });
+    return stream.HostCallback([=] { return RopeForwardCpu(out, inp, s, freq); });
   }
 #ifdef TIERFLOW_HAVE_CUDA
-  return RopeCuda(ops_internal::CudaStreamOf(stream), out, inp, s, theta, 1.0f);
+  return RopeCuda(ops_internal::CudaStreamOf(stream), out, inp, s, freq, 1.0f);
 #else
   return ops_internal::CudaNotBuiltError("RopeForward");
 #endif
 }
 
 template <typename T>
-Status RopeBackward(Stream& stream, T* dinp, const T* dout, const RopeShape& s, float theta) {
-  TF_RETURN_IF_ERROR(ValidateRope("RopeBackward", s));
+Status RopeBackward(Stream& stream, T* dinp, const T* dout, const RopeShape& s, const RopeFreq& freq) {
+  TF_RETURN_IF_ERROR(ValidateRope("RopeBackward", s, freq));
   if (stream.device_kind() == DeviceKind::kCpu) {
-    return stream.HostCallback([=] { return RopeBackwardCpu(dinp, dout, s, theta); });
+    return stream.HostCallback([=] { return RopeBackwardCpu(dinp, dout, s, freq); });
   }
 #ifdef TIERFLOW_HAVE_CUDA
-  return RopeCuda(ops_internal::CudaStreamOf(stream), dinp, dout, s, theta, -1.0f);
+  return RopeCuda(ops_internal::CudaStreamOf(stream), dinp, dout, s, freq, -1.0f);
 #else
   return ops_internal::CudaNotBuiltError("RopeBackward");
 #endif
 }
 
 #define TF_INSTANTIATE_ROPE(T)                                                     \
-  template Status RopeForwardReference<T>(T*, const T*, const RopeShape&, float);  \
-  template Status RopeForwardCpu<T>(T*, const T*, const RopeShape&, float);        \
-  template Status RopeForward<T>(Stream&, T*, const T*, const RopeShape&, float);  \
-  template Status RopeBackwardReference<T>(T*, const T*, const RopeShape&, float); \
-  template Status RopeBackwardCpu<T>(T*, const T*, const RopeShape&, float);       \
-  template Status RopeBackward<T>(Stream&, T*, const T*, const RopeShape&, float);
+  template Status RopeForwardReference<T>(T*, const T*, const RopeShape&, const RopeFreq&);  \
+  template Status RopeForwardCpu<T>(T*, const T*, const RopeShape&, const RopeFreq&);        \
+  template Status RopeForward<T>(Stream&, T*, const T*, const RopeShape&, const RopeFreq&);  \
+  template Status RopeBackwardReference<T>(T*, const T*, const RopeShape&, const RopeFreq&); \
+  template Status RopeBackwardCpu<T>(T*, const T*, const RopeShape&, const RopeFreq&);       \
+  template Status RopeBackward<T>(Stream&, T*, const T*, const RopeShape&, const RopeFreq&);
 TF_INSTANTIATE_ROPE(float)
 TF_INSTANTIATE_ROPE(bf16)
 TF_INSTANTIATE_ROPE(fp16)

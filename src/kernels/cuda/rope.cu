@@ -1,5 +1,5 @@
 // RoPE on CUDA: one thread per rotated pair (i, i + HS/2). The angle is
-// computed as on the CPU (fp32 t * inv_freq, inv_freq from a double pow), so
+// computed as on the CPU (fp32 t * inv_freq, inv_freq from kernels/rope_freq.h), so
 // the two devices differ only by cosf/sinf rounding.
 #include "kernels/cuda/cuda_ops_common.cuh"
 #include "kernels/rope.h"
@@ -14,7 +14,7 @@ constexpr int kThreads = 256;
 
 template <typename T>
 static __global__ void RopeKernel(T* out, const T* inp, int64_t rows, int64_t T_, int64_t heads,
-                                  int64_t HS, int64_t stride, float theta, float sign) {
+                                  int64_t HS, int64_t stride, RopeFreq freq, float sign) {
   const int64_t half = HS / 2;
   const int64_t n = rows * heads * half;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
@@ -23,9 +23,7 @@ static __global__ void RopeKernel(T* out, const T* inp, int64_t rows, int64_t T_
     const int64_t h = (idx / half) % heads;
     const int64_t row = idx / (half * heads);
     const int64_t t = row % T_;
-    const float inv_freq =
-        static_cast<float>(1.0 / pow(static_cast<double>(theta),
-                                     static_cast<double>(2 * i) / static_cast<double>(HS)));
+    const float inv_freq = RopeInvFreq(i, HS, freq);
     const float angle = static_cast<float>(t) * inv_freq;
     const float c = cosf(angle), sn = sign * sinf(angle);
     const int64_t base = row * stride + h * HS;
@@ -38,17 +36,17 @@ static __global__ void RopeKernel(T* out, const T* inp, int64_t rows, int64_t T_
 }  // namespace
 
 template <typename T>
-Status RopeCuda(cudaStream_t stream, T* out, const T* inp, const RopeShape& s, float theta,
+Status RopeCuda(cudaStream_t stream, T* out, const T* inp, const RopeShape& s, const RopeFreq& freq,
                 float sign) {
-  TF_RETURN_IF_ERROR(ValidateRope("RopeCuda", s));
+  TF_RETURN_IF_ERROR(ValidateRope("RopeCuda", s, freq));
   const int64_t rows = s.batch * s.seq_len;
   RopeKernel<<<cuda_ops::GridFor(rows * s.heads * (s.head_size / 2), kThreads), kThreads, 0,
-               stream>>>(out, inp, rows, s.seq_len, s.heads, s.head_size, s.stride(), theta, sign);
+               stream>>>(out, inp, rows, s.seq_len, s.heads, s.head_size, s.stride(), freq, sign);
   return cuda_ops::CheckLaunch("RopeKernel");
 }
 
-template Status RopeCuda<float>(cudaStream_t, float*, const float*, const RopeShape&, float, float);
-template Status RopeCuda<bf16>(cudaStream_t, bf16*, const bf16*, const RopeShape&, float, float);
-template Status RopeCuda<fp16>(cudaStream_t, fp16*, const fp16*, const RopeShape&, float, float);
+template Status RopeCuda<float>(cudaStream_t, float*, const float*, const RopeShape&, const RopeFreq&, float);
+template Status RopeCuda<bf16>(cudaStream_t, bf16*, const bf16*, const RopeShape&, const RopeFreq&, float);
+template Status RopeCuda<fp16>(cudaStream_t, fp16*, const fp16*, const RopeShape&, const RopeFreq&, float);
 
 }  // namespace tierflow
