@@ -188,6 +188,17 @@ TEST(FuzzRegressionTest, SwapHeaderWithWrappingSumsIsDataLoss) {
   }
 }
 
+// fuzz/safetensors_fuzz.cc FuzzHfIndex assumed an accepted index lists all
+// three tensors of its two shards; an index that lists only shard 1's "a" is a
+// valid checkpoint of one tensor (Open accepts it; validating against the full
+// list names what is missing). The harness was wrong, not the loader: it now
+// checks exactly that. Found by fuzz_hf_index in a local CI run.
+TEST(FuzzRegressionTest, HfIndexListingOneShardOfTwoIsAPartialCheckpoint) {
+  const std::string bytes = Input("fuzz_hf_index", "index_lists_one_shard_of_two");
+  ASSERT_NE(bytes.find("weight_map"), std::string::npos);
+  FuzzHfIndex(bytes);
+}
+
 // src/data/gpt2_bpe_tokenizer.cc Gpt2BpeTokenizer::Create sized its
 // id -> token table by the largest id, which may be up to 2^31 - 2, so a
 // vocab.json of one token {"a": 1000000000} allocated 32 GB (ASan: allocator
