@@ -114,7 +114,7 @@ void AddTrain(CLI::App& app, int* exit_code) {
       "train", "Fine-tune a model (with no options: a small built-in Llama-style model on the "
                "bundled text, optimizer state on NVMe in a temporary directory)");
   cmd->add_option("--config", f->config_file, "JSON config (tierflow keys and DeepSpeed keys)");
-  cmd->add_option("--model", c.model, "Preset (tiny-llama, tiny-gpt2, gpt2, llama-1b, ...) or a Hugging Face model directory")->capture_default_str();
+  cmd->add_option("--model", c.model, "Preset (small-llama, tiny-llama, tiny-gpt2, gpt2, llama-1b, ...) or a Hugging Face model directory")->capture_default_str();
   cmd->add_option("--data", c.data, "Text, JSONL or token file (default: the bundled corpus)");
   cmd->add_option("--token-dtype", c.token_dtype, "Pre-tokenized file: u16 | u32");
   cmd->add_option("--text-field", c.text_field, "JSONL field with the text")->capture_default_str();

@@ -118,7 +118,7 @@ std::string CanonicalParamName(ModelFamily family, std::string_view name);
 std::vector<std::string> PresetNames();
 // NotFound naming the preset and listing the known ones.
 StatusOr<ModelConfig> PresetModelConfig(std::string_view name);
-// The family's presets in increasing size (the "tiny" ones excluded).
+// The family's presets in increasing size (the "tiny-" and "small-" toys excluded).
 std::vector<ModelConfig> FamilyPresetLadder(ModelFamily family);
 
 // A config of `family` with the family's conventions (norm, MLP, biases,

@@ -84,6 +84,8 @@ std::vector<ModelConfig> AllPresets() {
   return {
       Gpt2("tiny-gpt2", 256, 256, 128, 4, 4),
       Llama("tiny-llama", {256, 256, 128, 4, 4, 2, 352, 10000, false, "", 1}),
+      // `tierflow train`'s default: 3.0M params, byte vocabulary.
+      Llama("small-llama", {256, 512, 256, 4, 8, 4, 688, 10000, false, "", 1}),
       Gpt2("gpt2", 50257, 1024, 768, 12, 12),
       Gpt2("gpt2-medium", 50257, 1024, 1024, 24, 16),
       Gpt2("gpt2-large", 50257, 1024, 1280, 36, 20),
@@ -117,7 +119,8 @@ StatusOr<ModelConfig> PresetModelConfig(std::string_view name) {
 std::vector<ModelConfig> FamilyPresetLadder(ModelFamily family) {
   std::vector<ModelConfig> ladder;
   for (ModelConfig& c : AllPresets()) {
-    if (c.family == family && c.name.rfind("tiny-", 0) != 0) ladder.push_back(std::move(c));
+    const bool toy = c.name.rfind("tiny-", 0) == 0 || c.name.rfind("small-", 0) == 0;
+    if (c.family == family && !toy) ladder.push_back(std::move(c));
   }
   return ladder;  // AllPresets lists each family in increasing size
 }

@@ -28,7 +28,7 @@ struct LrScheduleConfig {
 
 struct TrainConfig {
   // Model and data.
-  std::string model = "tiny-llama";   // preset name or HF directory
+  std::string model = "small-llama";  // preset name or HF directory (3.0M params)
   std::string data;                   // text/JSONL/token file; "" = the bundled corpus
   std::string token_dtype;            // "" (text) | "u16" | "u32"
   std::string text_field = "text";    // JSONL field
