@@ -9,6 +9,7 @@
 #include "common/units.h"
 #include "tier/tier_clean.h"
 #include "tier/tier_export.h"
+#include "tier/tier_json.h"
 #include "tier/tier_ls.h"
 #include "tier/tier_migrate.h"
 #include "tier/tier_verify.h"
@@ -24,9 +25,13 @@ int Fail(const Status& s) {
   return 1;
 }
 
-int RunLs(const std::string& path, bool verify) {
+int RunLs(const std::string& path, bool verify, bool json) {
   auto listing = tier::ListTier(path, verify);
   if (!listing.ok()) return Fail(listing.status());
+  if (json) {
+    std::printf("%s\n", tier::TierListingToJson(*listing, verify).dump(2).c_str());
+    return 0;
+  }
   if (listing->checkpoints.empty() && listing->swap_sets.empty() &&
       listing->final_model_dir.empty()) {
     std::printf("%s: no checkpoints, swap sets or model found\n", path.c_str());
@@ -74,9 +79,13 @@ int RunLs(const std::string& path, bool verify) {
   return 0;
 }
 
-int RunVerify(const std::string& path) {
+int RunVerify(const std::string& path, bool json) {
   auto report = tier::VerifyTierPath(path);
   if (!report.ok()) return Fail(report.status());
+  if (json) {
+    std::printf("%s\n", tier::VerifyReportToJson(*report).dump(2).c_str());
+    return report->ok() ? 0 : kExitCorrupt;
+  }
   size_t bad = 0;
   for (const auto& item : report->items) {
     std::printf("%-7s %s %s  (%s)\n", item.ok ? "OK" : "CORRUPT", item.kind.c_str(),
@@ -98,7 +107,7 @@ void AddTier(CLI::App& app, int* exit_code) {
   struct Flags {
     std::string path, to, out, block_size = "1MiB";
     std::vector<std::string> nvme_paths;
-    bool verify = false, dry_run = false, nvme_buffered = false;
+    bool verify = false, dry_run = false, nvme_buffered = false, json = false;
   };
   auto flags = std::make_shared<Flags>();
 
@@ -107,13 +116,15 @@ void AddTier(CLI::App& app, int* exit_code) {
   ls->add_option("PATH", flags->path, "Training output dir, checkpoint dir or swap directory")
       ->required();
   ls->add_flag("--verify", flags->verify, "Verify every checkpoint's checksums (reads everything)");
-  ls->callback([flags, exit_code] { *exit_code = RunLs(flags->path, flags->verify); });
+  ls->add_flag("--json", flags->json, "Print one JSON object");
+  ls->callback([flags, exit_code] { *exit_code = RunLs(flags->path, flags->verify, flags->json); });
 
   CLI::App* verify = tier->add_subcommand(
       "verify", "Check every header and block checksum under PATH (exit 2 on corruption)");
   verify->add_option("PATH", flags->path, "Training output dir, checkpoint dir or swap directory")
       ->required();
-  verify->callback([flags, exit_code] { *exit_code = RunVerify(flags->path); });
+  verify->add_flag("--json", flags->json, "Print one JSON object (exit status as without)");
+  verify->callback([flags, exit_code] { *exit_code = RunVerify(flags->path, flags->json); });
 
   CLI::App* migrate = tier->add_subcommand(
       "migrate", "Move a checkpoint's optimizer state between host files and NVMe swap files");

@@ -18,6 +18,7 @@
 #include "tier/swap_reader.h"
 #include "tier/tier_clean.h"
 #include "tier/tier_export.h"
+#include "tier/tier_json.h"
 #include "tier/tier_ls.h"
 #include "tier/tier_migrate.h"
 #include "tier/tier_scan.h"
@@ -85,6 +86,35 @@ TEST(TierLs, ListsCheckpointsAndModelOfATrainingRun) {
   EXPECT_GT(l->final_model_bytes, 0u);
 }
 
+TEST(TierLs, JsonCarriesWhatTheListingHolds) {
+  TempDir out;
+  tier_test::CopyBaseRun(out.path());
+  for (bool verify : {false, true}) {
+    auto l = ListTier(out.path(), verify);
+    ASSERT_TRUE(l.ok()) << l.status().ToString();
+    const nlohmann::json j = TierListingToJson(*l, verify);
+    EXPECT_EQ(j.at("path_kind"), "output_dir");
+    ASSERT_EQ(j.at("checkpoints").size(), l->checkpoints.size());
+    for (size_t i = 0; i < l->checkpoints.size(); ++i) {
+      const auto& c = l->checkpoints[i];
+      const nlohmann::json& jc = j.at("checkpoints")[i];
+      EXPECT_EQ(jc.at("path"), c.info.path);
+      EXPECT_EQ(jc.at("step"), c.step);
+      EXPECT_EQ(jc.at("layout"), c.layout);
+      EXPECT_EQ(jc.at("bytes"), c.num_bytes);
+      EXPECT_EQ(jc.at("units"), c.num_units);
+      EXPECT_EQ(jc.at("complete"), true);
+      if (verify) {
+        EXPECT_EQ(jc.at("verified"), true);
+      } else {
+        EXPECT_TRUE(jc.at("verified").is_null()) << "not verified is not 'verified: false'";
+      }
+    }
+    EXPECT_EQ(j.at("final_model").at("path"), l->final_model_dir);
+    EXPECT_EQ(j.at("final_model").at("bytes"), l->final_model_bytes);
+  }
+}
+
 TEST(TierVerify, CorruptSafetensorsNamesFileTensorAndBytes) {
   TempDir out;
   tier_test::CopyBaseRun(out.path());
@@ -119,6 +149,19 @@ TEST(TierVerify, CorruptSafetensorsNamesFileTensorAndBytes) {
         << p;
   }
   EXPECT_EQ(corrupt, 1);
+  const nlohmann::json j = VerifyReportToJson(*bad);
+  EXPECT_EQ(j.at("ok"), false);
+  EXPECT_EQ(j.at("checked"), bad->items.size());
+  EXPECT_EQ(j.at("corrupt"), 1);
+  int listed_corrupt = 0;
+  for (const auto& item : j.at("items")) {
+    if (item.at("ok") == true) continue;
+    ++listed_corrupt;
+    ASSERT_EQ(item.at("problems").size(), 1u);
+    EXPECT_NE(item.at("problems")[0].get<std::string>().find(victim), std::string::npos);
+  }
+  EXPECT_EQ(listed_corrupt, 1);
+  EXPECT_EQ(VerifyReportToJson(*ok).at("ok"), true);
 }
 
 TEST(TierMigrate, RoundTripKeepsStateAndVerifies) {
