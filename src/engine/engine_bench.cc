@@ -8,7 +8,6 @@
 #include <tuple>
 #include <utility>
 
-#include "engine/grad_accumulate.h"
 #include "engine/nvme_state_tier.h"
 #include "engine/offload_engine.h"
 #include "engine/synthetic_model.h"
@@ -93,8 +92,9 @@ Status MeasureHostStages(const std::vector<UnitInfo>& units, const SubGroupLayou
   std::memset(acc.get(), 0, total * 4);
   auto t0 = Clock::now();
   for (size_t u = 0; u < units.size(); ++u) {
-    AccumulateGrads(acc.get() + layout.unit_offsets[u], grad.get(), DType::kF32, unit_params, true);
-    TF_RETURN_IF_ERROR(GradStats(acc.get() + layout.unit_offsets[u], DType::kF32, unit_params).status());
+    TF_RETURN_IF_ERROR(AccumulateGradsWithStats(acc.get() + layout.unit_offsets[u], grad.get(),
+                                                DType::kF32, unit_params, true)
+                           .status());
   }
   (*out)["accumulate"] = Since(t0);
   t0 = Clock::now();

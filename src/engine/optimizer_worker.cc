@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "common/half.h"
-#include "engine/grad_accumulate.h"
+#include "optim/grad_accumulate.h"
 #include "engine/offload_engine.h"
 #include "optim/grad_stats.h"
 
@@ -82,9 +82,18 @@ Status OffloadEngine::ProcessArrival(const Arrival& a) {
   const int u = a.unit;
   const uint64_t n = units_[u].num_params;
   float* acc = acc_.as<float>() + layout_.unit_offsets[u];
+  // The final micro-batch's accumulation also yields the unit's norm and
+  // non-finite flag, in the same pass over the accumulator.
+  const bool last_micro = a.micro == ctx->micro_batches - 1;
+  StatusOr<GradStatsResult> stats = GradStatsResult{};
   {
     ScopedSpan span(trace_, "accumulate", "grads " + units_[u].name);
-    AccumulateGrads(acc, buckets_[a.bucket].staging.data(), DType::kF32, n, a.micro == 0);
+    if (last_micro) {
+      stats = AccumulateGradsWithStats(acc, buckets_[a.bucket].staging.data(), DType::kF32, n,
+                                       a.micro == 0);
+    } else {
+      AccumulateGrads(acc, buckets_[a.bucket].staging.data(), DType::kF32, n, a.micro == 0);
+    }
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -92,7 +101,8 @@ Status OffloadEngine::ProcessArrival(const Arrival& a) {
     ctx->stats.d2h_bytes += n * 4;
   }
   cv_.notify_all();
-  if (a.micro != ctx->micro_batches - 1) return Status::Ok();
+  if (!last_micro) return Status::Ok();
+  TF_RETURN_IF_ERROR(stats.status());
 
   if (ctx->units_complete == 0) {
     // First unit of the final backward: reset per-step bookkeeping and start
@@ -115,7 +125,7 @@ Status OffloadEngine::ProcessArrival(const Arrival& a) {
       TF_RETURN_IF_ERROR(PrefetchNextStep(/*wait_for_writes=*/false));
     }
   }
-  TF_ASSIGN_OR_RETURN(GradStatsResult gs, GradStats(acc, DType::kF32, n));
+  const GradStatsResult& gs = *stats;
   ctx->unit_sum_squares[u] = gs.sum_squares;
   ctx->unit_non_finite[u] = gs.has_non_finite;
   ++ctx->units_complete;

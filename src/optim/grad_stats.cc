@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "optim/block_loop.h"
+#include "optim/grad_accumulate.h"
 
 namespace tierflow {
 
@@ -36,13 +37,13 @@ void AddBlock(const void* grads, DType dtype, size_t begin, Eigen::Index len, do
 
 }  // namespace
 
-StatusOr<GradStatsResult> GradStats(const void* grads, DType dtype, size_t n) {
+namespace {
+
+// GradStats over chunks of kChunkElems, in parallel, partial sums added in
+// chunk order; prepare(begin, end) runs on a chunk just before it is summed.
+template <typename Prepare>
+GradStatsResult SumChunks(const void* grads, DType dtype, size_t n, const Prepare& prepare) {
   GradStatsResult result;
-  if (n == 0) return result;
-  if (grads == nullptr) {
-    return InvalidArgumentError("GradStats over " + std::to_string(n) +
-                                " gradients: grads is null");
-  }
   const size_t num_chunks = (n + kChunkElems - 1) / kChunkElems;
   std::vector<double> chunk_sums(num_chunks, 0.0);
   std::vector<char> chunk_non_finite(num_chunks, 0);
@@ -51,6 +52,7 @@ StatusOr<GradStatsResult> GradStats(const void* grads, DType dtype, size_t n) {
       [&](const tbb::blocked_range<size_t>& chunks) {
         for (size_t c = chunks.begin(); c < chunks.end(); ++c) {
           const size_t chunk_end = std::min(n, (c + 1) * kChunkElems);
+          prepare(c * kChunkElems, chunk_end);
           double sum = 0;
           bool non_finite = false;
           for (size_t b = c * kChunkElems; b < chunk_end; b += kBlockElems) {
@@ -73,6 +75,29 @@ StatusOr<GradStatsResult> GradStats(const void* grads, DType dtype, size_t n) {
   }
   if (result.has_non_finite) result.sum_squares = std::nan("");
   return result;
+}
+
+}  // namespace
+
+StatusOr<GradStatsResult> GradStats(const void* grads, DType dtype, size_t n) {
+  if (n == 0) return GradStatsResult{};
+  if (grads == nullptr) {
+    return InvalidArgumentError("GradStats over " + std::to_string(n) +
+                                " gradients: grads is null");
+  }
+  return SumChunks(grads, dtype, n, [](size_t, size_t) {});
+}
+
+StatusOr<GradStatsResult> AccumulateGradsWithStats(float* acc, const void* grads, DType grad_dtype,
+                                                   size_t n, bool first) {
+  if (n == 0) return GradStatsResult{};
+  if (acc == nullptr || grads == nullptr) {
+    return InvalidArgumentError("AccumulateGradsWithStats over " + std::to_string(n) +
+                                " gradients: " + (acc == nullptr ? "acc" : "grads") + " is null");
+  }
+  return SumChunks(acc, DType::kF32, n, [&](size_t begin, size_t end) {
+    AccumulateGradRange(acc, grads, grad_dtype, begin, end, first);
+  });
 }
 
 }  // namespace tierflow

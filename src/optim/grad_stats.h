@@ -29,4 +29,11 @@ struct GradStatsResult {
 // Thread safety: re-entrant; runs on oneTBB in the calling thread's arena.
 StatusOr<GradStatsResult> GradStats(const void* grads, DType dtype, size_t n);
 
+// AccumulateGrads (optim/grad_accumulate.h: acc = g when `first`, else acc +=
+// g) and then GradStats(acc, kF32, n) of the result, in one pass: each chunk
+// is accumulated and summed while it is still in cache, saving a read of acc
+// from memory. Bit-identical to the two calls. Same requirements as both.
+StatusOr<GradStatsResult> AccumulateGradsWithStats(float* acc, const void* grads, DType grad_dtype,
+                                                   size_t n, bool first);
+
 }  // namespace tierflow

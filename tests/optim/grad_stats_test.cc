@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "optim/grad_accumulate.h"
 #include "optim/grad_stats.h"
 #include "optim/optim_reference.h"
 #include "optim/optim_spans.h"
@@ -89,6 +90,49 @@ TEST(GradStats, BitIdenticalForAnyAlignment) {
     sums.push_back(stats->sum_squares);
   }
   for (double s : sums) EXPECT_EQ(s, sums[0]);
+}
+
+// AccumulateGrads against a plain loop (acc = g, then acc += g, in fp32), and
+// the fused accumulate-and-stats pass against the two calls: the same
+// accumulator bits and the same sum bits, non-finite values included.
+TEST(AccumulateGrads, MatchesPlainLoopAndFusedStatsMatchTwoPasses) {
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+    for (size_t n : {size_t{1}, size_t{63}, size_t{65}, kOptimChunkElems + 65, kLarge}) {
+      for (bool poison : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << DTypeName(dtype) << " n " << n << " poison " << poison);
+        GradBuffer g1(dtype, n, 1), g2(dtype, n, 0);
+        GradGenerator(n, 4).Fill(g1);
+        GradGenerator(n, 5).Fill(g2);
+        if (poison) g2.Set(n / 2, NAN);
+        std::vector<float> want(n), two_pass(n), fused(n);
+        for (size_t i = 0; i < n; ++i) {
+          want[i] = static_cast<float>(ReferenceGrad(g1.data(), dtype, i));
+          want[i] += static_cast<float>(ReferenceGrad(g2.data(), dtype, i));
+        }
+        AccumulateGrads(two_pass.data(), g1.data(), dtype, n, /*first=*/true);
+        AccumulateGrads(two_pass.data(), g2.data(), dtype, n, /*first=*/false);
+        auto separate = GradStats(two_pass.data(), DType::kF32, n);
+        ASSERT_TRUE(separate.ok());
+        auto first = AccumulateGradsWithStats(fused.data(), g1.data(), dtype, n, true);
+        ASSERT_TRUE(first.ok());
+        auto both = AccumulateGradsWithStats(fused.data(), g2.data(), dtype, n, false);
+        ASSERT_TRUE(both.ok());
+        for (size_t i = 0; i < n; ++i) {
+          if (std::isnan(want[i])) {
+            ASSERT_TRUE(std::isnan(two_pass[i]) && std::isnan(fused[i])) << i;
+            continue;
+          }
+          ASSERT_EQ(two_pass[i], want[i]) << i;
+          ASSERT_EQ(fused[i], want[i]) << i;
+        }
+        EXPECT_EQ(both->has_non_finite, poison);
+        EXPECT_EQ(separate->has_non_finite, poison);
+        if (!poison) EXPECT_EQ(both->sum_squares, separate->sum_squares);
+      }
+    }
+  }
+  EXPECT_EQ(AccumulateGradsWithStats(nullptr, nullptr, DType::kF32, 2, true).status().code(),
+            StatusCode::kInvalidArgument);
 }
 
 TEST(GradStats, RejectsNullWithElements) {

@@ -12,4 +12,8 @@ namespace tierflow {
 // REQUIRES: acc and grads point to n elements and do not overlap.
 void AccumulateGrads(float* acc, const void* grads, DType grad_dtype, size_t n, bool first);
 
+// The same over elements [begin, end) only, on the calling thread.
+void AccumulateGradRange(float* acc, const void* grads, DType grad_dtype, size_t begin, size_t end,
+                         bool first);
+
 }  // namespace tierflow
