@@ -7,8 +7,8 @@
 #include <cstring>
 
 #include "common/half.h"
-#include "optim/grad_accumulate.h"
 #include "engine/offload_engine.h"
+#include "optim/grad_accumulate.h"
 #include "optim/grad_stats.h"
 
 namespace tierflow {
@@ -105,8 +105,10 @@ Status OffloadEngine::ProcessArrival(const Arrival& a) {
   TF_RETURN_IF_ERROR(stats.status());
 
   if (ctx->units_complete == 0) {
-    // First unit of the final backward: reset per-step bookkeeping and start
-    // NVMe read-ahead for the forward-order pass that follows the decision.
+    // First unit of the final backward: reset per-step bookkeeping and make
+    // sure NVMe read-ahead is under way for what this step updates first
+    // (synchronous: the forward-order pass after the decision; overlapped:
+    // the backward-order speculation, if the end of the last step could not).
     group_done_.assign(layout_.groups.size(), 0);
     unit_groups_left_.resize(units_.size());
     for (size_t v = 0; v < units_.size(); ++v) {
