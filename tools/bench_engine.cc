@@ -10,7 +10,7 @@
 
 #include "common/trace.h"
 #include "common/units.h"
-#include "engine/engine_bench.h"
+#include "bench/engine_bench.h"
 #include "tools/commands.h"
 #include "tools/device_flags.h"
 

@@ -9,7 +9,7 @@
 
 #include "tests/common/scratch_dir.h"
 
-#include "engine/engine_bench.h"
+#include "bench/engine_bench.h"
 
 namespace tierflow {
 namespace {

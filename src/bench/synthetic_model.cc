@@ -1,5 +1,5 @@
 // The synthetic benchmark model.
-#include "engine/synthetic_model.h"
+#include "bench/synthetic_model.h"
 
 #include <cmath>
 #include <random>

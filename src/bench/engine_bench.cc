@@ -1,5 +1,5 @@
 // Stage-alone measurements and the pipelined step of `tierflow bench engine`.
-#include "engine/engine_bench.h"
+#include "bench/engine_bench.h"
 
 #include <algorithm>
 #include <chrono>
@@ -10,7 +10,7 @@
 
 #include "engine/nvme_state_tier.h"
 #include "engine/offload_engine.h"
-#include "engine/synthetic_model.h"
+#include "bench/synthetic_model.h"
 #include "optim/adam.h"
 #include "optim/grad_stats.h"
 
