@@ -52,6 +52,14 @@ void FuzzTrainConfig(std::string_view data);
 // trainer_state.json is `data` (beside one small file it may list).
 void FuzzCheckpointState(std::string_view data);
 #endif
+#if TIERFLOW_FUZZ_HAVE_TIER
+// src/tier: `tier ls`, `tier verify` and `tier export` on a checkpoint whose
+// trainer_state.json is `data`, beside a unit file it may name, a copy of it
+// outside the checkpoint and a symlink pointing there; checks that nothing
+// outside the export's output changes and no accepted state names a unit
+// that is not a plain file name.
+void FuzzTierCheckpoint(std::string_view data);
+#endif
 
 // A directory private to this process, created on first use and removed at
 // exit, for the parsers that only read files.

@@ -253,3 +253,56 @@ put("fuzz_checkpoint_state", "wrong_crc", json.dumps(dict(ckpt, files=[{"path": 
 put("fuzz_checkpoint_state", "missing_file", json.dumps(dict(ckpt, files=[{"path": "optimizer/u.safetensors",
                                                                           "bytes": 8, "crc32c": 0}])))
 put("fuzz_checkpoint_state", "no_files", json.dumps({"format": "tierflow.checkpoint", "version": 1}))
+
+# ---- fuzz_tier_checkpoint: trainer_state.json of a checkpoint beside
+# optimizer/u.safetensors (TIER_UNIT, as fuzz/tier_fuzz.cc writes it), a copy
+# outside the checkpoint and optimizer/link.safetensors pointing at the copy ----
+TIER_UNIT = safetensors([("master", "F32", [2], f32(1, 2)), ("exp_avg", "F32", [2], f32(0.5, 0.25)),
+                         ("exp_avg_sq", "F32", [2], f32(4, 8))], pad=2)
+TIER_ESCAPE = "../../../../outside/u"  # from optimizer/: the copy outside
+
+
+def tier_file(path, data):
+    return {"path": path, "bytes": len(data), "crc32c": crc32c(data)}
+
+
+def tier_state(units=None, files=None, **extra):
+    doc = {"format": "tierflow.checkpoint", "version": 1, "step": 1, "optimizer_step": 1,
+           "loss_scaler": {"scale": 1.0, "good_steps": 0, "hysteresis_left": 0}, "loss": 2.5,
+           "model": "tiny", "data": {"epoch": 0},
+           "units": [{"name": "u", "num_params": 2}] if units is None else units,
+           "files": [tier_file("model/config.json", b"{}"), tier_file("optimizer/u.safetensors", TIER_UNIT)]
+           if files is None else files}
+    doc.update(extra)
+    return json.dumps(doc)
+
+
+TIER_SEEDS = {
+    "valid": tier_state(),
+    "unit_name_escapes": tier_state(units=[{"name": TIER_ESCAPE, "num_params": 2}]),
+    "unit_name_absolute": tier_state(units=[{"name": "/etc/passwd", "num_params": 2}]),
+    "files_path_escapes": tier_state(files=[tier_file("../../../outside/u.safetensors", TIER_UNIT)]),
+    "unit_file_is_symlink": tier_state(units=[{"name": "link", "num_params": 2}],
+                                       files=[tier_file("optimizer/link.safetensors", TIER_UNIT)]),
+    "num_params_absurd": tier_state(units=[{"name": "u", "num_params": 1 << 62}]),
+    "num_params_max": tier_state(units=[{"name": "u", "num_params": 2 ** 64 - 1}]),
+    "num_params_is_string": tier_state(units=[{"name": "u", "num_params": "2"}]),
+    "num_params_negative": tier_state(units=[{"name": "u", "num_params": -1}]),
+    "name_is_number": tier_state(units=[{"name": 7, "num_params": 2}]),
+    "duplicate_unit": tier_state(units=[{"name": "u", "num_params": 2}, {"name": "u", "num_params": 2}]),
+    "optimizer_layout_is_number": tier_state(optimizer_layout=7),
+    "step_is_string": tier_state(step="1"),
+    "file_bytes_is_string": tier_state(files=[dict(tier_file("model/config.json", b"{}"), bytes="2")]),
+    "run_id_is_number": tier_state(optimizer_layout="nvme",
+                                   swap_set={"run_id": 7, "directories": ["/nonexistent-tierflow"]}),
+    "run_id_escapes": tier_state(optimizer_layout="nvme",
+                                 swap_set={"run_id": "../x", "directories": ["/nonexistent-tierflow"]}),
+    "swap_dir_relative": tier_state(optimizer_layout="nvme",
+                                    swap_set={"run_id": "r", "directories": ["relative/dir"]}),
+    "swap_dir_dotdot": tier_state(optimizer_layout="nvme",
+                                  swap_set={"run_id": "r", "directories": ["/tmp/../etc"]}),
+    "loss_scaler_is_array": tier_state(loss_scaler=[1, 2]),
+    "deeply_nested_data": tier_state(data=json.loads("[" * 100 + "]" * 100)),
+}
+for name, text in TIER_SEEDS.items():
+    put("fuzz_tier_checkpoint", name, text)

@@ -73,11 +73,29 @@ class FaultInjectingBackend final : public IoBackend {
   }
   Status UnregisterBuffers() override { return inner_->UnregisterBuffers(); }
 
-  Status Submit(std::span<const IoOp> ops) override {
-    std::vector<IoOp> pass;
-    pass.reserve(ops.size());
-    for (IoOp op : ops) {
+  Status Submit(std::span<const IoOp> ops, size_t* num_submitted) override {
+    *num_submitted = 0;
+    // What an earlier failed submit left queued goes first, as the SQ would.
+    std::vector<IoOp> pass = std::move(queued_);
+    queued_.clear();
+    size_t num_stale = pass.size();
+    pass.reserve(num_stale + ops.size());
+    Status submit_error;
+    size_t num_taken = ops.size();
+    const size_t num_injected_before = injected_.size();
+    // For each of this call's pass entries and injected completions, the
+    // index in `ops` of its operation.
+    std::vector<size_t> pass_op_index, injected_op_index;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      IoOp op = ops[i];
       std::optional<FaultRule> rule = plan_->Next(op.kind);
+      if (rule.has_value() && rule->kind == FaultKind::kSubmitFailsAfterQueuing) {
+        queued_.assign(ops.begin() + static_cast<ptrdiff_t>(i), ops.end());
+        submit_error = ErrnoStatus(rule->error, "io_uring_submit (injected)");
+        num_taken = i;
+        break;
+      }
+      if (!rule.has_value() || rule->kind != FaultKind::kErrno) pass_op_index.push_back(i);
       if (!rule.has_value()) {
         pass.push_back(op);
         continue;
@@ -85,7 +103,10 @@ class FaultInjectingBackend final : public IoBackend {
       switch (rule->kind) {
         case FaultKind::kErrno:
           injected_.push_back({op.user_data, -rule->error});
+          injected_op_index.push_back(i);
           continue;
+        case FaultKind::kSubmitFailsAfterQueuing:
+          continue;  // handled above
         case FaultKind::kShortTransfer: {
           uint32_t shorter = (op.num_bytes / 2) / kDirectIoAlignment * kDirectIoAlignment;
           if (shorter > 0) op.num_bytes = shorter;
@@ -98,7 +119,11 @@ class FaultInjectingBackend final : public IoBackend {
           } else {
             // Write a corrupted copy; the caller's buffer stays intact.
             StatusOr<AlignedBuffer> copy = AlignedBuffer::Allocate(op.num_bytes);
-            if (!copy.ok()) return copy.status();
+            if (!copy.ok()) {
+              // None of `ops` is taken: drop what this call injected.
+              injected_.resize(num_injected_before);
+              return copy.status();
+            }
             std::memcpy(copy->data(), op.buffer, op.num_bytes);
             copy->data()[op.num_bytes / 2] ^= 0x10;
             op.buffer = copy->data();
@@ -109,10 +134,26 @@ class FaultInjectingBackend final : public IoBackend {
           continue;
       }
     }
-    if (pass.empty()) return Status::Ok();
-    TF_RETURN_IF_ERROR(inner_->Submit(pass));
-    inner_in_flight_ += pass.size();
-    return Status::Ok();
+    if (!pass.empty()) {
+      size_t inner_submitted = 0;
+      Status s = inner_->Submit(pass, &inner_submitted);
+      inner_in_flight_ += inner_submitted;
+      if (!s.ok()) {
+        // Our operations are taken up to the first pass entry the inner ring
+        // did not take; injected completions past that point must not come back.
+        size_t cut = inner_submitted < pass.size() && inner_submitted >= num_stale
+                         ? pass_op_index[inner_submitted - num_stale]
+                         : (inner_submitted < num_stale ? 0 : num_taken);
+        while (injected_.size() > num_injected_before && injected_op_index.back() >= cut) {
+          injected_.pop_back();
+          injected_op_index.pop_back();
+        }
+        *num_submitted = cut;
+        return s;
+      }
+    }
+    *num_submitted = num_taken;
+    return submit_error;
   }
 
   StatusOr<size_t> Reap(std::span<IoCompletion> out, uint32_t min_complete) override {
@@ -148,6 +189,8 @@ class FaultInjectingBackend final : public IoBackend {
   std::unordered_map<uint64_t, void*> flip_after_read_;
   std::unordered_map<uint64_t, AlignedBuffer> write_copies_;
   size_t inner_in_flight_ = 0;
+  // Operations a kSubmitFailsAfterQueuing fault left "in the ring".
+  std::vector<IoOp> queued_;
 };
 
 }  // namespace

@@ -23,6 +23,11 @@ enum class FaultKind : uint8_t {
   kShortTransfer,  // transfer about half (a multiple of 4096 bytes), report that
   kFlipBit,        // transfer all, but one bit of the data differs (read: in
                    // the caller's buffer; write: on disk)
+  // io_uring_submit fails hard (with `error`) after this operation and the
+  // rest of its batch were queued: they stay in the ring, as real SQEs do,
+  // and the backend's next Submit issues them ahead of its own operations.
+  // Only destroying the backend discards them.
+  kSubmitFailsAfterQueuing,
 };
 
 struct FaultRule {

@@ -25,8 +25,8 @@ enum class IoOpKind : uint8_t { kRead, kWrite };
 
 struct IoOp {
   IoOpKind kind = IoOpKind::kRead;
-  int fd = -1;             // the file descriptor (always set)
-  int file_index = -1;     // slot in the registered file table, or -1
+  int fd = -1;          // the file descriptor (always set)
+  int file_index = -1;  // slot in the registered file table, or -1
   void* buffer = nullptr;
   uint32_t num_bytes = 0;
   uint64_t offset_bytes = 0;
@@ -61,8 +61,13 @@ class IoBackend {
   virtual Status UnregisterBuffers() = 0;
 
   // Queues and submits `ops`. REQUIRES: in-flight + ops.size() <= queue_depth.
-  // An error means none of `ops` is in flight.
-  virtual Status Submit(std::span<const IoOp> ops) = 0;
+  // Sets *num_submitted to how many of `ops`, a prefix (the kernel takes the
+  // submission queue in order), are in flight and will come back through Reap.
+  // On an error the rest may still sit queued in the ring, where a later
+  // Submit would issue them: the caller must not reuse their buffers or
+  // report them failed before it has destroyed this backend (after reaping
+  // everything in flight). With OK, *num_submitted == ops.size().
+  virtual Status Submit(std::span<const IoOp> ops, size_t* num_submitted) = 0;
 
   // Moves up to `out.size()` completions into `out`; returns how many. It
   // first blocks until `min_complete` are there (REQUIRES: at least that many
@@ -72,6 +77,7 @@ class IoBackend {
 
 // Makes a backend; one call per ring. Tests pass factories that wrap the
 // io_uring backend in a FaultInjectingBackend.
-using IoBackendFactory = std::function<StatusOr<std::unique_ptr<IoBackend>>(const IoBackendOptions&)>;
+using IoBackendFactory =
+    std::function<StatusOr<std::unique_ptr<IoBackend>>(const IoBackendOptions&)>;
 
 }  // namespace tierflow::offload

@@ -2,7 +2,9 @@
 // a request whose transfer came back short or with -EAGAIN goes back on the
 // ring's local retry list with its progress, so every request ends in exactly
 // one on_done call and every completion is matched to its request through
-// user_data (the request's address).
+// user_data (the request's address). A failed submit never fails an
+// operation that may still sit in the ring: the ring is drained, destroyed and
+// remade first (see the submit path in RingLoop).
 #include "offload/io_engine.h"
 
 #include <algorithm>
@@ -31,6 +33,9 @@ struct IoEngine::Ring {
 
   // Fixed buffers as this ring registered them; touched only by its thread.
   std::vector<iovec> fixed;
+  // Why `backend` is null: a submit failed and no fresh ring could be made
+  // (ring thread only).
+  Status broken;
 
   std::thread thread;
 };
@@ -49,7 +54,8 @@ StatusOr<std::unique_ptr<IoEngine>> IoEngine::Create(const IoEngineOptions& opti
                                 " is out of range; use 1..4096");
   }
   std::unique_ptr<IoEngine> engine(new IoEngine(options, std::move(files)));
-  IoBackendFactory factory = options.backend_factory ? options.backend_factory : IoUringBackendFactory();
+  IoBackendFactory factory =
+      options.backend_factory ? options.backend_factory : IoUringBackendFactory();
   std::vector<int> fds;
   for (const IoFile& f : engine->files_) fds.push_back(f.fd);
   bool all_registered = options.register_files && !fds.empty();
@@ -87,6 +93,7 @@ IoEngine::~IoEngine() {
     if (ring->thread.joinable()) ring->thread.join();
   }
   for (auto& ring : rings_) {
+    if (ring->backend == nullptr) continue;  // lost to a submit failure
     (void)ring->backend->UnregisterBuffers();
     (void)ring->backend->UnregisterFiles();
   }
@@ -118,7 +125,8 @@ void IoEngine::Submit(std::span<IoRequest* const> requests) {
     Ring& ring = *rings_[(first + k) % n];
     {
       std::lock_guard<std::mutex> lock(ring.mu);
-      for (size_t i = at; i < std::min(requests.size(), at + per_ring); ++i) ring.queue.push_back(requests[i]);
+      for (size_t i = at; i < std::min(requests.size(), at + per_ring); ++i)
+        ring.queue.push_back(requests[i]);
     }
     ring.cv.notify_one();
   }
@@ -170,6 +178,21 @@ void IoEngine::RingLoop(Ring& ring) {
   std::vector<IoRequest*> batch;
   std::vector<IoCompletion> completions(qd);
   uint32_t in_flight = 0;
+  // Reaps at least `min_complete` completions and settles their requests.
+  auto reap = [&](uint32_t min_complete) {
+    StatusOr<size_t> got = ring.backend->Reap(completions, min_complete);
+    if (!got.ok()) {
+      // The kernel still owns the buffers of what is in flight, so those
+      // requests cannot be failed early; record the reason and try again.
+      {
+        std::lock_guard<std::mutex> lock(stats_mu_);
+        reap_error_ = got.status().ToString();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      return;
+    }
+    Settle(std::span<const IoCompletion>(completions.data(), *got), in_flight, retry);
+  };
   for (;;) {
     batch.clear();
     {
@@ -181,7 +204,8 @@ void IoEngine::RingLoop(Ring& ring) {
           ring.control_done = true;
           ring.control_cv.notify_all();
         }
-        ring.cv.wait(lock, [&] { return !ring.queue.empty() || ring.stop || ring.control != nullptr; });
+        ring.cv.wait(lock,
+                     [&] { return !ring.queue.empty() || ring.stop || ring.control != nullptr; });
         if (ring.control != nullptr) continue;
         if (ring.queue.empty() && ring.stop) return;
       }
@@ -211,14 +235,35 @@ void IoEngine::RingLoop(Ring& ring) {
     }
     for (IoRequest* r : batch) add_op(r);
     if (!ops.empty()) {
-      Status s = ring.backend->Submit(ops);
-      if (!s.ok()) {
+      if (ring.backend == nullptr) {
+        // An earlier submit failure left this ring without a backend.
         for (const IoOp& op : ops) {
           auto* r = reinterpret_cast<IoRequest*>(op.user_data);
+          Complete(r, ring.broken.WithContext(Describe(*r, files_[r->file])));
+        }
+        continue;
+      }
+      size_t num_submitted = 0;
+      Status s = ring.backend->Submit(ops, &num_submitted);
+      num_submitted = std::min(num_submitted, ops.size());
+      in_flight += static_cast<uint32_t>(num_submitted);
+      if (!s.ok()) {
+        // The ops the kernel did not take may still be queued in the ring,
+        // where the next submit would issue them into buffers whose owners
+        // were told they failed. So: let everything in flight complete (the
+        // kernel owns those buffers), destroy the ring with what it still
+        // queues, make a fresh one, and only then fail the untaken ops.
+        while (in_flight > 0) reap(in_flight);
+        Status rebuilt = ReplaceBackend(ring);
+        for (size_t i = num_submitted; i < ops.size(); ++i) {
+          auto* r = reinterpret_cast<IoRequest*>(ops[i].user_data);
           Complete(r, s.WithContext(Describe(*r, files_[r->file])));
         }
-      } else {
-        in_flight += static_cast<uint32_t>(ops.size());
+        if (!rebuilt.ok()) {
+          ring.broken =
+              rebuilt.WithContext("after " + s.ToString() + ", remaking the io_uring ring");
+        }
+        continue;
       }
     }
     if (in_flight == 0) continue;
@@ -231,60 +276,82 @@ void IoEngine::RingLoop(Ring& ring) {
       uint32_t keep = qd - qd / 4;
       min_complete = in_flight > keep ? in_flight - keep : 1;
     }
-    StatusOr<size_t> got = ring.backend->Reap(completions, min_complete);
-    if (!got.ok()) {
-      // The kernel still owns the buffers of what is in flight, so those
-      // requests cannot be failed early; record the reason and try again.
-      {
-        std::lock_guard<std::mutex> lock(stats_mu_);
-        reap_error_ = got.status().ToString();
+    reap(min_complete);
+  }
+}
+
+Status IoEngine::ReplaceBackend(Ring& ring) {
+  // Destroying the backend closes the ring: the SQEs still queued in it are
+  // dropped unissued (nothing is in flight, so the kernel holds no buffer).
+  ring.backend.reset();
+  IoBackendFactory factory =
+      options_.backend_factory ? options_.backend_factory : IoUringBackendFactory();
+  StatusOr<std::unique_ptr<IoBackend>> fresh = factory(IoBackendOptions{options_.queue_depth});
+  if (!fresh.ok()) return fresh.status();
+  ring.backend = std::move(fresh).value();
+  if (ring.files_registered) {
+    std::vector<int> fds;
+    for (const IoFile& f : files_) fds.push_back(f.fd);
+    // Plain descriptors work too: a refusal only costs an fd lookup per op.
+    ring.files_registered = ring.backend->RegisterFiles(fds).ok();
+  }
+  if (!ring.fixed.empty()) {
+    Status s = ring.backend->RegisterBuffers(ring.fixed);
+    if (!s.ok()) {
+      // This ring goes on without them (the others keep theirs); say so.
+      ring.fixed.clear();
+      std::lock_guard<std::mutex> lock(stats_mu_);
+      fixed_buffers_registered_ = false;
+      fixed_buffers_reason_ = s.WithContext("re-registering after a ring was remade").ToString();
+    }
+  }
+  return Status::Ok();
+}
+
+void IoEngine::Settle(std::span<const IoCompletion> got, uint32_t& in_flight,
+                      std::deque<IoRequest*>& retry) {
+  for (size_t i = 0; i < got.size(); ++i) {
+    --in_flight;
+    auto* r = reinterpret_cast<IoRequest*>(got[i].user_data);
+    int32_t res = got[i].result;
+    const IoFile& f = files_[r->file];
+    if (res == -EAGAIN || res == -EINTR) {
+      num_eagain_retries_.fetch_add(1, std::memory_order_relaxed);
+      if (++r->retries_ > options_.max_retries) {
+        Complete(r, ErrnoStatus(-res, Describe(*r, f) + " (gave up after " +
+                                          std::to_string(options_.max_retries) + " retries)"));
+      } else {
+        retry.push_back(r);
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
       continue;
     }
-    for (size_t i = 0; i < *got; ++i) {
-      --in_flight;
-      auto* r = reinterpret_cast<IoRequest*>(completions[i].user_data);
-      int32_t res = completions[i].result;
-      const IoFile& f = files_[r->file];
-      if (res == -EAGAIN || res == -EINTR) {
-        num_eagain_retries_.fetch_add(1, std::memory_order_relaxed);
-        if (++r->retries_ > options_.max_retries) {
-          Complete(r, ErrnoStatus(-res, Describe(*r, f) + " (gave up after " +
-                                            std::to_string(options_.max_retries) + " retries)"));
-        } else {
-          retry.push_back(r);
-        }
-        continue;
-      }
-      if (res < 0) {
-        Complete(r, ErrnoStatus(-res, Describe(*r, f)));
-        continue;
-      }
-      if (res == 0 && r->kind == IoOpKind::kRead) {
-        Complete(r, DataLossError(Describe(*r, f) + ": unexpected end of file; the file is "
-                                                   "shorter than its header says (truncated)"));
-        continue;
-      }
-      auto moved = static_cast<uint32_t>(res);
-      if (r->kind == IoOpKind::kRead) {
-        bytes_read_.fetch_add(moved, std::memory_order_relaxed);
-      } else {
-        bytes_written_.fetch_add(moved, std::memory_order_relaxed);
-      }
-      r->done_bytes_ += moved;
-      if (r->done_bytes_ < r->num_bytes) {
-        num_short_resubmits_.fetch_add(1, std::memory_order_relaxed);
-        if (++r->retries_ > options_.max_retries) {
-          Complete(r, IoError(Describe(*r, f) + ": transfer stayed short after " +
-                              std::to_string(options_.max_retries) + " resubmissions"));
-        } else {
-          retry.push_back(r);
-        }
-        continue;
-      }
-      Complete(r, Status::Ok());
+    if (res < 0) {
+      Complete(r, ErrnoStatus(-res, Describe(*r, f)));
+      continue;
     }
+    if (res == 0 && r->kind == IoOpKind::kRead) {
+      Complete(r, DataLossError(Describe(*r, f) + ": unexpected end of file; the file is "
+                                                  "shorter than its header says (truncated)"));
+      continue;
+    }
+    auto moved = static_cast<uint32_t>(res);
+    if (r->kind == IoOpKind::kRead) {
+      bytes_read_.fetch_add(moved, std::memory_order_relaxed);
+    } else {
+      bytes_written_.fetch_add(moved, std::memory_order_relaxed);
+    }
+    r->done_bytes_ += moved;
+    if (r->done_bytes_ < r->num_bytes) {
+      num_short_resubmits_.fetch_add(1, std::memory_order_relaxed);
+      if (++r->retries_ > options_.max_retries) {
+        Complete(r, IoError(Describe(*r, f) + ": transfer stayed short after " +
+                            std::to_string(options_.max_retries) + " resubmissions"));
+      } else {
+        retry.push_back(r);
+      }
+      continue;
+    }
+    Complete(r, Status::Ok());
   }
 }
 
@@ -304,6 +371,7 @@ std::vector<Status> IoEngine::RunOnEachRing(const std::function<Status(Ring&)>& 
 Status IoEngine::RegisterBuffers(std::vector<iovec> buffers) {
   std::vector<Status> results = RunOnEachRing([&buffers](Ring& ring) -> Status {
     ring.fixed.clear();
+    if (ring.backend == nullptr) return ring.broken;
     if (buffers.empty()) return ring.backend->UnregisterBuffers();
     Status s = ring.backend->RegisterBuffers(buffers);
     if (s.ok()) ring.fixed = buffers;
@@ -317,13 +385,13 @@ Status IoEngine::RegisterBuffers(std::vector<iovec> buffers) {
     // All rings or none: a partial set would make throughput depend on the ring.
     (void)RunOnEachRing([](Ring& ring) {
       ring.fixed.clear();
-      return ring.backend->UnregisterBuffers();
+      return ring.backend == nullptr ? Status::Ok() : ring.backend->UnregisterBuffers();
     });
   }
   std::lock_guard<std::mutex> lock(stats_mu_);
   fixed_buffers_registered_ = first_error.ok() && !buffers.empty();
-  fixed_buffers_reason_ = first_error.ok() ? (buffers.empty() ? "no buffers registered" : "")
-                                           : first_error.ToString();
+  fixed_buffers_reason_ =
+      first_error.ok() ? (buffers.empty() ? "no buffers registered" : "") : first_error.ToString();
   return first_error;
 }
 

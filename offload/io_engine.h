@@ -14,6 +14,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -111,6 +112,15 @@ class IoEngine {
   struct Ring;
   explicit IoEngine(const IoEngineOptions& options, std::vector<IoFile> files);
   void RingLoop(Ring& ring);
+  // Settles the requests of `got` (completing them or queueing them on
+  // `retry`), counting them out of `in_flight`. Ring thread only.
+  void Settle(std::span<const IoCompletion> got, uint32_t& in_flight,
+              std::deque<IoRequest*>& retry);
+  // Destroys `ring`'s backend, dropping what is still queued in it unissued,
+  // and makes a fresh one with the ring's files and fixed buffers.
+  // REQUIRES: nothing in flight on the ring; ring thread only. On error the
+  // ring is left without a backend.
+  Status ReplaceBackend(Ring& ring);
   // Runs `fn` on each ring's thread when that ring has nothing in flight.
   std::vector<Status> RunOnEachRing(const std::function<Status(Ring&)>& fn);
   void Complete(IoRequest* request, Status status);

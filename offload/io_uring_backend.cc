@@ -29,8 +29,8 @@ class IoUringBackend final : public IoBackend {
     params.cq_entries = 2 * queue_depth_;
     int rc = io_uring_queue_init_params(queue_depth_, &ring_, &params);
     if (rc < 0) {
-      Status s = ErrnoStatus(-rc, "io_uring_queue_init with " + std::to_string(queue_depth_) +
-                                      " entries");
+      Status s =
+          ErrnoStatus(-rc, "io_uring_queue_init with " + std::to_string(queue_depth_) + " entries");
       if (rc == -ENOSYS || rc == -EPERM) {
         return UnavailableError(s.message() +
                                 "; io_uring is disabled here (kernel.io_uring_disabled, "
@@ -57,7 +57,8 @@ class IoUringBackend final : public IoBackend {
 
   Status RegisterBuffers(std::span<const iovec> buffers) override {
     TF_RETURN_IF_ERROR(UnregisterBuffers());
-    int rc = io_uring_register_buffers(&ring_, buffers.data(), static_cast<unsigned>(buffers.size()));
+    int rc =
+        io_uring_register_buffers(&ring_, buffers.data(), static_cast<unsigned>(buffers.size()));
     if (rc < 0) return BufferRegistrationError(-rc, buffers.size());
     buffers_registered_ = true;
     return Status::Ok();
@@ -69,14 +70,19 @@ class IoUringBackend final : public IoBackend {
     return rc < 0 ? ErrnoStatus(-rc, "io_uring_unregister_buffers") : Status::Ok();
   }
 
-  Status Submit(std::span<const IoOp> ops) override {
+  Status Submit(std::span<const IoOp> ops, size_t* num_submitted) override {
+    *num_submitted = 0;
     for (const IoOp& op : ops) {
       io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
-      if (sqe == nullptr) return InternalError("io_uring submission queue full: queue depth exceeded");
+      // The SQEs prepared so far stay in the ring; the caller tears it down.
+      if (sqe == nullptr) {
+        return InternalError("io_uring submission queue full: queue depth exceeded");
+      }
       int fd = op.file_index >= 0 ? op.file_index : op.fd;
       if (op.kind == IoOpKind::kRead) {
         if (op.buffer_index >= 0) {
-          io_uring_prep_read_fixed(sqe, fd, op.buffer, op.num_bytes, op.offset_bytes, op.buffer_index);
+          io_uring_prep_read_fixed(sqe, fd, op.buffer, op.num_bytes, op.offset_bytes,
+                                   op.buffer_index);
         } else {
           io_uring_prep_read(sqe, fd, op.buffer, op.num_bytes, op.offset_bytes);
         }
@@ -91,12 +97,19 @@ class IoUringBackend final : public IoBackend {
       if (op.file_index >= 0) sqe->flags |= IOSQE_FIXED_FILE;
       io_uring_sqe_set_data64(sqe, op.user_data);
     }
-    // io_uring_submit may take fewer than queued (-EAGAIN/-EBUSY under
-    // pressure, or a partial count); the rest stays queued for the next call.
+    // io_uring_submit may take fewer SQEs than are queued (a partial count,
+    // or -EAGAIN/-EBUSY when the kernel is short of resources and took none):
+    // this loop submits the rest again at once (spinning while the kernel
+    // says -EAGAIN/-EBUSY). A hard error leaves the untaken SQEs published in
+    // the submission queue, and liburing cannot take them back: the next
+    // io_uring_submit on this ring would issue them. So the error reports how
+    // many were taken, and the engine destroys this ring (once what is in
+    // flight has completed) before it fails the rest (IoEngine::RingLoop).
     while (io_uring_sq_ready(&ring_) > 0) {
       int rc = io_uring_submit(&ring_);
       if (rc == -EINTR || rc == -EAGAIN || rc == -EBUSY) continue;
       if (rc < 0) return ErrnoStatus(-rc, "io_uring_submit");
+      *num_submitted += static_cast<size_t>(rc);
     }
     return Status::Ok();
   }
@@ -107,7 +120,9 @@ class IoUringBackend final : public IoBackend {
       // One wake-up for several completions: less CPU per operation.
       io_uring_cqe* cqe = nullptr;
       int rc = io_uring_wait_cqe_nr(&ring_, &cqe, min_complete);
-      if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -ETIME) return ErrnoStatus(-rc, "io_uring_wait_cqe_nr");
+      if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -ETIME) {
+        return ErrnoStatus(-rc, "io_uring_wait_cqe_nr");
+      }
     }
     bool wait = min_complete > 0;
     for (;;) {
@@ -152,10 +167,10 @@ StatusOr<std::unique_ptr<IoBackend>> CreateIoUringBackend(const IoBackendOptions
 Status BufferRegistrationError(int errno_value, size_t num_buffers) {
   std::string what = "io_uring_register_buffers (" + std::to_string(num_buffers) + " buffers)";
   if (errno_value == ENOMEM || errno_value == EPERM) {
-    return ResourceExhaustedError(
-        ErrnoStatus(errno_value, what).message() +
-        "; the locked-memory limit (ulimit -l, RLIMIT_MEMLOCK) is below the buffers' size: raise it "
-        "to use fixed buffers (I/O continues without them)");
+    return ResourceExhaustedError(ErrnoStatus(errno_value, what).message() +
+                                  "; the locked-memory limit (ulimit -l, RLIMIT_MEMLOCK) is below "
+                                  "the buffers' size: raise it "
+                                  "to use fixed buffers (I/O continues without them)");
   }
   return ErrnoStatus(errno_value, what);
 }

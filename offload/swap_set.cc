@@ -2,6 +2,7 @@
 // and the O_DIRECT capability check at open time.
 #include "offload/swap_set.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <sys/file.h>
@@ -14,6 +15,7 @@
 #include <ctime>
 #include <filesystem>
 #include <system_error>
+#include <vector>
 
 namespace tierflow::offload {
 
@@ -93,24 +95,131 @@ void RunLock::Release() {
 }
 
 std::string_view SwapSetStateName(SwapSetState state) {
-  return state == SwapSetState::kLive ? "live" : "stale";
+  switch (state) {
+    case SwapSetState::kLive:
+      return "live";
+    case SwapSetState::kStale:
+      return "stale";
+    case SwapSetState::kSymlink:
+      return "symlink";
+  }
+  return "?";
 }
+
+namespace {
+
+// A descriptor closed on scope exit.
+class ScopedFd {
+ public:
+  explicit ScopedFd(int fd = -1) : fd_(fd) {}
+  ~ScopedFd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  ScopedFd(const ScopedFd&) = delete;
+  ScopedFd& operator=(const ScopedFd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+Status SymlinkRefused(const std::string& path) {
+  return FailedPreconditionError(path +
+                                 " is a symbolic link; tierflow does not follow links out "
+                                 "of its swap directories (remove the link itself)");
+}
+
+// Opens `name` under `parent_fd` (AT_FDCWD: `name` is a path) as a
+// directory without following a final symbolic link. Errors: NotFound;
+// FailedPrecondition naming `path` for a link or a non-directory; errno errors.
+StatusOr<int> OpenDirNoFollow(int parent_fd, const std::string& name, const std::string& path) {
+  const int fd = ::openat(parent_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd >= 0) return fd;
+  const int err = errno;
+  if (err == ELOOP || err == ENOTDIR) {
+    struct stat st {};
+    if (::fstatat(parent_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
+      return SymlinkRefused(path);
+    }
+    return FailedPreconditionError(path + " is not a directory; tierflow expected its own there");
+  }
+  return ErrnoStatus(err, "open directory " + path);
+}
+
+// Unlinks the lock file and state-*.swap files of the open run directory
+// `run_fd`, then the directory itself (named `run_id` under `root_fd`).
+// unlinkat never follows the name it removes, so a link among them goes,
+// not what it points to.
+Status RemoveRunDirectoryAt(int root_fd, int run_fd, const std::string& run_dir,
+                            const std::string& run_id) {
+  const int list_fd = ::dup(run_fd);
+  if (list_fd < 0) return ErrnoStatus(errno, "list " + run_dir);
+  DIR* d = ::fdopendir(list_fd);
+  if (d == nullptr) {
+    const int err = errno;
+    ::close(list_fd);
+    return ErrnoStatus(err, "list " + run_dir);
+  }
+  std::vector<std::string> names;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    const bool swap = name.rfind("state-", 0) == 0 && name.size() > 5 &&
+                      name.compare(name.size() - 5, 5, ".swap") == 0;
+    if (name == "lock" || swap) names.push_back(name);
+  }
+  ::closedir(d);
+  for (const std::string& name : names) {
+    if (::unlinkat(run_fd, name.c_str(), 0) != 0 && errno != ENOENT) {
+      return ErrnoStatus(errno, "remove " + run_dir + "/" + name);
+    }
+  }
+  if (::unlinkat(root_fd, run_id.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
+    return ErrnoStatus(errno,
+                       "remove directory " + run_dir + " (it holds files tierflow did not create)");
+  }
+  return Status::Ok();
+}
+
+// Removes DIR/tierflow-swap when it is empty (and is a directory, not a link).
+Status RemoveEmptySwapRoot(const std::string& dir) {
+  const fs::path root = fs::path(dir) / kSwapRootName;
+  if (::rmdir(root.c_str()) != 0 && errno != ENOTEMPTY && errno != EEXIST && errno != ENOENT &&
+      errno != ENOTDIR) {
+    return ErrnoStatus(errno, "remove directory " + root.string());
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 StatusOr<std::vector<SwapSetInfo>> ListSwapSets(const std::string& dir) {
   std::vector<SwapSetInfo> sets;
   fs::path root = fs::path(dir) / kSwapRootName;
   std::error_code ec;
-  if (!fs::exists(root, ec)) return sets;
+  const fs::file_status root_status = fs::symlink_status(root, ec);
+  if (!fs::exists(root_status)) return sets;
+  if (fs::is_symlink(root_status)) {
+    sets.push_back({"", root.string(), SwapSetState::kSymlink, 0, 0});
+    return sets;
+  }
   fs::directory_iterator it(root, ec);
   if (ec) return ErrnoStatus(ec.value(), "list " + root.string());
   for (const fs::directory_entry& e : it) {
-    if (!e.is_directory(ec)) continue;
     SwapSetInfo info;
     info.run_id = e.path().filename().string();
     info.path = e.path().string();
+    // Never through a link: a set's lock and files are probed, sized and
+    // (by tier clean) removed, and a linked "set" would be someone else's.
+    const fs::file_status st = e.symlink_status(ec);
+    if (fs::is_symlink(st)) {
+      info.state = SwapSetState::kSymlink;
+      sets.push_back(std::move(info));
+      continue;
+    }
+    if (!fs::is_directory(st)) continue;
     // Probing with flock: we get it only when no live run holds it.
     std::string lock_path = (e.path() / "lock").string();
-    int fd = open(lock_path.c_str(), O_RDONLY | O_CLOEXEC);
+    int fd = open(lock_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd >= 0) {
       info.state = flock(fd, LOCK_EX | LOCK_NB) == 0 ? SwapSetState::kStale : SwapSetState::kLive;
       close(fd);
@@ -118,9 +227,10 @@ StatusOr<std::vector<SwapSetInfo>> ListSwapSets(const std::string& dir) {
       info.state = SwapSetState::kStale;  // no lock file: nothing can be holding it
     }
     for (const fs::directory_entry& f : fs::directory_iterator(e.path(), ec)) {
-      struct stat st{};
-      if (f.path().extension() == ".swap" && stat(f.path().c_str(), &st) == 0) {
-        info.num_bytes += static_cast<uint64_t>(st.st_blocks) * 512;
+      struct stat fst {};
+      if (f.path().extension() == ".swap" && lstat(f.path().c_str(), &fst) == 0 &&
+          S_ISREG(fst.st_mode)) {
+        info.num_bytes += static_cast<uint64_t>(fst.st_blocks) * 512;
         ++info.num_files;
       }
     }
@@ -146,37 +256,57 @@ Status CheckNoStaleSwapSets(const std::string& dir) {
 }
 
 Status RemoveRunDirectory(const std::string& dir, const std::string& run_id) {
-  fs::path run_dir = RunDirectory(dir, run_id);
-  std::error_code ec;
-  if (fs::exists(run_dir, ec)) {
-    for (const fs::directory_entry& f : fs::directory_iterator(run_dir, ec)) {
-      std::string name = f.path().filename().string();
-      if (name == "lock" || (name.rfind("state-", 0) == 0 && f.path().extension() == ".swap")) {
-        if (unlink(f.path().c_str()) != 0 && errno != ENOENT) {
-          return ErrnoStatus(errno, "remove " + f.path().string());
-        }
-      }
-    }
-    if (rmdir(run_dir.c_str()) != 0 && errno != ENOENT) {
-      return ErrnoStatus(errno, "remove directory " + run_dir.string() +
-                                    " (it holds files tierflow did not create)");
-    }
+  const std::string root = (fs::path(dir) / kSwapRootName).string();
+  auto root_fd = OpenDirNoFollow(AT_FDCWD, root, root);
+  if (!root_fd.ok()) {
+    return root_fd.status().code() == StatusCode::kNotFound ? Status::Ok() : root_fd.status();
   }
-  fs::path root = fs::path(dir) / kSwapRootName;
-  if (rmdir(root.c_str()) != 0 && errno != ENOTEMPTY && errno != EEXIST && errno != ENOENT) {
-    return ErrnoStatus(errno, "remove directory " + root.string());
+  ScopedFd root_guard(*root_fd);
+  const std::string run_dir = RunDirectory(dir, run_id);
+  auto run_fd = OpenDirNoFollow(*root_fd, run_id, run_dir);
+  if (run_fd.ok()) {
+    ScopedFd run_guard(*run_fd);
+    TF_RETURN_IF_ERROR(RemoveRunDirectoryAt(*root_fd, *run_fd, run_dir, run_id));
+  } else if (run_fd.status().code() != StatusCode::kNotFound) {
+    return run_fd.status();
   }
-  return Status::Ok();
+  return RemoveEmptySwapRoot(dir);
 }
 
 Status RemoveSwapSet(const std::string& dir, const std::string& run_id) {
   TF_RETURN_IF_ERROR(ValidateRunId(run_id));
-  std::string run_dir = RunDirectory(dir, run_id);
-  std::error_code ec;
-  if (!fs::exists(run_dir, ec)) return NotFoundError("no swap set " + run_dir);
+  const std::string root = (fs::path(dir) / kSwapRootName).string();
+  const std::string run_dir = RunDirectory(dir, run_id);
+  auto root_fd = OpenDirNoFollow(AT_FDCWD, root, root);
+  if (!root_fd.ok()) {
+    if (root_fd.status().code() == StatusCode::kNotFound)
+      return NotFoundError("no swap set " + run_dir);
+    return root_fd.status();
+  }
+  ScopedFd root_guard(*root_fd);
+  auto run_fd = OpenDirNoFollow(*root_fd, run_id, run_dir);
+  if (!run_fd.ok()) {
+    if (run_fd.status().code() == StatusCode::kNotFound)
+      return NotFoundError("no swap set " + run_dir);
+    return run_fd.status();
+  }
+  ScopedFd run_guard(*run_fd);
   // Holding the lock while removing keeps a run from starting in it meanwhile.
-  TF_ASSIGN_OR_RETURN(RunLock lock, RunLock::Acquire(run_dir));
-  return RemoveRunDirectory(dir, run_id);
+  const std::string lock_path = run_dir + "/lock";
+  ScopedFd lock(::openat(*run_fd, "lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644));
+  if (lock.get() < 0) {
+    if (errno == ELOOP) return SymlinkRefused(lock_path);
+    return ErrnoStatus(errno, "open lock file " + lock_path);
+  }
+  if (::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK) {
+      return FailedPreconditionError("swap set " + run_dir + " is in use by a live run (its lock " +
+                                     lock_path + " is held)");
+    }
+    return ErrnoStatus(errno, "flock " + lock_path);
+  }
+  TF_RETURN_IF_ERROR(RemoveRunDirectoryAt(*root_fd, *run_fd, run_dir, run_id));
+  return RemoveEmptySwapRoot(dir);
 }
 
 StatusOr<uint32_t> RemoveStaleSwapSets(const std::string& dir) {

@@ -57,8 +57,11 @@ class RunLock {
   std::string path_;
 };
 
-enum class SwapSetState : uint8_t { kLive, kStale };
-std::string_view SwapSetStateName(SwapSetState state);  // "live", "stale"
+// kSymlink: the entry (a run directory, or DIR/tierflow-swap itself) is a
+// symbolic link. tierflow never follows links out of the directories it owns:
+// such an entry is reported, never probed, sized or removed.
+enum class SwapSetState : uint8_t { kLive, kStale, kSymlink };
+std::string_view SwapSetStateName(SwapSetState state);  // "live", "stale", "symlink"
 
 struct SwapSetInfo {
   std::string run_id;
@@ -69,16 +72,20 @@ struct SwapSetInfo {
 };
 
 // The swap sets under DIR/tierflow-swap (empty when there is none). A set
-// is live when its lock is held, stale otherwise. Errors: errno errors of
-// reading the directory.
+// is live when its lock is held, stale otherwise; a symbolic link in place of
+// a run directory (or of DIR/tierflow-swap: then run_id is "") is listed as
+// kSymlink and not followed. Errors: errno errors of reading the directory.
 StatusOr<std::vector<SwapSetInfo>> ListSwapSets(const std::string& dir);
 
 // FailedPrecondition when DIR holds any stale set, naming each and saying
 // how to remove them; OK when it holds none (live sets of other runs are fine).
 Status CheckNoStaleSwapSets(const std::string& dir);
 
-// Removes the stale set RUN_ID under DIR (holding its lock while removing).
-// Errors: FailedPrecondition when the set is live; NotFound when absent.
+// Removes the stale set RUN_ID under DIR (holding its lock while removing),
+// never following a symbolic link: DIR/tierflow-swap and its RUN_ID are
+// opened with O_NOFOLLOW and the files are unlinked relative to them.
+// Errors: FailedPrecondition when the set is live, or when either is a
+// symbolic link (naming it); NotFound when absent.
 Status RemoveSwapSet(const std::string& dir, const std::string& run_id);
 
 // Removes every stale set under DIR; returns how many were removed.
@@ -92,7 +99,8 @@ StatusOr<uint32_t> RemoveStaleSwapSets(const std::string& dir);
 StatusOr<int> OpenSwapFile(const std::string& path, IoMode mode, bool create);
 
 // Removes the run directory's swap files, lock file and the directory, and
-// DIR/tierflow-swap when it is left empty. Missing files are not an error.
+// DIR/tierflow-swap when it is left empty, never following a symbolic link
+// (as RemoveSwapSet). Missing files are not an error.
 Status RemoveRunDirectory(const std::string& dir, const std::string& run_id);
 
 }  // namespace tierflow::offload

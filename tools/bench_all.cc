@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/file_system.h"
+#include "io/json_util.h"
 #include "tier/bench_profile.h"
 #include "tools/commands.h"
 
@@ -60,8 +61,11 @@ StatusOr<nlohmann::json> RunSelf(const std::vector<std::string>& args) {
                          std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
                          "); run it alone to see why");
   }
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded()) return InternalError("`" + cmd + "` did not print JSON");
+  // Our own child's output, but parsed like any outside text: depth-limited.
+  nlohmann::json j;
+  if (Status parsed = ParseJsonStrict(text, "`" + cmd + "` output", &j); !parsed.ok()) {
+    return InternalError(parsed.message() + "; run it alone to see why");
+  }
   return j;
 }
 

@@ -12,10 +12,12 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "common/checked_math.h"
 #include "common/units.h"
 #include "offload/aligned_buffer.h"
 #include "offload/crc32c.h"
@@ -250,12 +252,25 @@ Status RunNvmeBench(const NvmeBenchOptions& opt) {
   TF_ASSIGN_OR_RETURN(uint64_t chunk, ParseByteSize(opt.chunk));
   TF_ASSIGN_OR_RETURN(uint64_t sweep_bytes, ParseByteSize(opt.sweep_size));
   if (block == 0 || block % 4096 != 0 || block > (256u << 20)) {
-    return InvalidArgumentError("--block-size must be a multiple of 4 KiB up to 256 MiB");
+    return InvalidArgumentError("--block-size must be a multiple of 4 KiB up to 256 MiB, got " +
+                                std::to_string(block) + " bytes");
+  }
+  // The block size travels as uint32_t: narrowed only through a check, never silently.
+  TF_ASSIGN_OR_RETURN(const uint32_t block32, CheckedNarrow<uint32_t>(block, "--block-size"));
+  // Rounding a size up to whole blocks must not wrap to a small number.
+  constexpr uint64_t kMaxBenchBytes = uint64_t{1} << 50;  // 1 PiB
+  for (auto [flag, value] : {std::pair<const char*, uint64_t>{"--size", num_bytes},
+                             {"--chunk", chunk},
+                             {"--sweep-size", sweep_bytes}}) {
+    if (value > kMaxBenchBytes) {
+      return InvalidArgumentError(std::string(flag) + " is " + std::to_string(value) +
+                                  " bytes, more than the 1 PiB a benchmark can use");
+    }
   }
   if (num_bytes < block) return InvalidArgumentError("--size must be at least one block");
   if (opt.in_flight < 1) return InvalidArgumentError("--in-flight must be at least 1");
 
-  Config main_config{offload::RoundUp(num_bytes, block), static_cast<uint32_t>(block), opt.queue_depth};
+  Config main_config{offload::RoundUp(num_bytes, block), block32, opt.queue_depth};
   std::vector<Result> main_runs;
   TF_ASSIGN_OR_RETURN(Result main, RunConfig(opt, main_config, chunk, &main_runs));
 

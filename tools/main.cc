@@ -1,5 +1,7 @@
 // The `tierflow` command: train, plan, bench and tier subcommands.
 #include <cstdio>
+#include <exception>
+#include <new>
 
 #include <CLI/CLI.hpp>
 
@@ -29,10 +31,25 @@ int main(int argc, char** argv) {
   tierflow::cli::AddPlan(app, &exit_code);
   tierflow::cli::AddTier(app, &exit_code);
 
+  // The one top-level handler: library code reports failures as Status, so an
+  // exception here is a bug or an allocation that failed; either way the user
+  // gets one clear line and an exit status, never an abort and a core dump.
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr,
+                 "tierflow: out of host memory (an allocation failed); lower the sizes asked "
+                 "for or free memory, and check the inputs for absurd dimensions\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tierflow: internal error: %s\n(this is a bug in tierflow; please report it "
+                         "with the command line)\n", e.what());
+    return 70;  // EX_SOFTWARE
+  } catch (...) {
+    std::fprintf(stderr, "tierflow: internal error: an unknown exception escaped\n");
+    return 70;
   }
   return exit_code;
 }

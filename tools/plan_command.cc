@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cancel.h"
 #include "common/units.h"
 #include "plan/bandwidth_profile.h"
 #include "plan/hardware_detect.h"
@@ -239,7 +240,8 @@ StatusOr<int> RunPlan(const PlanFlags& f) {
   if (f.json) {
     nlohmann::json j = PlanToJson(input, hw, plan, &largest);
     j["hardware"]["notes"] = notes;
-    std::printf("%s\n", j.dump(2).c_str());
+    // Replace, not throw: the model name is a path, which need not be UTF-8.
+    std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     std::printf("%s", FormatPlanReport(input, hw, plan, &largest, notes).c_str());
   }
@@ -315,6 +317,10 @@ void AddPlan(CLI::App& app, int* exit_code) {
   cmd->add_option("--device-tflops", f->device_tflops, "Dense 16-bit TFLOP/s of the device");
   cmd->add_flag("--json", f->json, "Print one JSON object instead of tables");
   cmd->callback([f, exit_code] {
+    // SIGINT/SIGTERM cancel the plan: the planner's searches call CheckCancel,
+    // so the command ends with "interrupted by SIGTERM while planning ..." and
+    // exit status 1 instead of running on or dying mid-print.
+    InstallCancelSignalHandlers();
     StatusOr<int> result = RunPlan(*f);
     if (!result.ok()) {
       std::fprintf(stderr, "tierflow plan: %s\n", result.status().ToString().c_str());

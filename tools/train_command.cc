@@ -9,20 +9,13 @@
 #include <memory>
 #include <string>
 
+#include "common/cancel.h"
 #include "common/units.h"
 #include "tools/commands.h"
 #include "train/trainer.h"
 
 namespace tierflow::cli {
 namespace {
-
-std::atomic<bool> g_stop{false};
-std::atomic<int> g_signal{0};
-
-void OnSignal(int sig) {
-  g_signal.store(sig);
-  g_stop.store(true);
-}
 
 std::string Duration(double seconds) {
   if (!(seconds >= 0) || seconds > 1e7) return "?";
@@ -139,7 +132,8 @@ void AddTrain(CLI::App& app, int* exit_code) {
   cmd->add_option("--device-memory", f->device_memory, "Device memory limit (e.g. 2GiB)");
   cmd->add_option("--out", c.out_dir, "Output directory (checkpoints, final model, metrics)");
   cmd->add_option("--checkpoint-every", c.checkpoint_every, "Steps between checkpoints (0 = at the end)")->capture_default_str();
-  cmd->add_flag("--resume", c.resume, "Continue from the newest complete checkpoint under --out");
+  cmd->add_flag("--resume", c.resume, "Continue from the newest checkpoint under --out (an error when it does not verify)");
+  cmd->add_option("--resume-from", c.resume_from, "Continue from this checkpoint directory (e.g. an older one when the newest does not verify)");
   cmd->add_option("--metrics", c.metrics_path, "Metrics JSONL file (default: OUT/metrics.jsonl)");
   cmd->add_option("--trace", c.trace_path, "Chrome trace file of the --trace-steps");
   cmd->add_option("--trace-steps", c.trace_steps, "Steps to trace (default: 2)");
@@ -183,6 +177,7 @@ void AddTrain(CLI::App& app, int* exit_code) {
     if (given("--out")) config.out_dir = c.out_dir;
     if (given("--checkpoint-every")) config.checkpoint_every = c.checkpoint_every;
     if (given("--resume")) config.resume = true;
+    if (given("--resume-from")) config.resume_from = c.resume_from;
     if (given("--metrics")) config.metrics_path = c.metrics_path;
     if (given("--trace")) config.trace_path = c.trace_path;
     if (given("--trace-steps")) config.trace_steps = c.trace_steps;
@@ -200,12 +195,12 @@ void AddTrain(CLI::App& app, int* exit_code) {
     }
     for (const std::string& w : config.warnings) std::fprintf(stderr, "tierflow train: warning: %s\n", w.c_str());
 
-    std::signal(SIGINT, OnSignal);
-    std::signal(SIGTERM, OnSignal);
+    // The first SIGINT/SIGTERM stops training at the next step boundary with
+    // a checkpoint (before the first step it cancels the setup); a second one
+    // interrupts that checkpoint too, a third kills (common/cancel.h).
+    InstallCancelSignalHandlers();
     ConsoleReporter reporter(std::max<int64_t>(config.log_every, 1));
-    auto result = RunTraining(config, reporter, &g_stop);
-    std::signal(SIGINT, SIG_DFL);
-    std::signal(SIGTERM, SIG_DFL);
+    auto result = RunTraining(config, reporter);
     if (!result.ok()) {
       std::fprintf(stderr, "\ntierflow train: %s\n", result.status().ToString().c_str());
       *exit_code = 1;
@@ -214,7 +209,7 @@ void AddTrain(CLI::App& app, int* exit_code) {
     const TrainResult& r = *result;
     if (r.stopped) {
       std::fprintf(stderr, "tierflow train: stopped by %s at step %lld; checkpoint saved; continue with --resume\n",
-                   g_signal.load() == SIGTERM ? "SIGTERM" : "SIGINT", static_cast<long long>(r.steps_done));
+                   CancelSignal() == SIGTERM ? "SIGTERM" : "SIGINT", static_cast<long long>(r.steps_done));
       return;
     }
     std::fprintf(stderr, "tierflow train: done: %lld steps in %s; loss %.4f -> %.4f%s; model saved to %s\n",

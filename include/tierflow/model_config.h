@@ -67,8 +67,25 @@ struct ModelConfig {
   int64_t sliding_window = 0;
 };
 
-// Checks the dimensions are positive and consistent (H divisible by KV, ...).
-// Errors name the config (config.name) and the field.
+// Hard upper bounds on every dimension, far above any real model (the largest
+// today have ~128 layers, d_model 16384, 128 heads, head_dim 256, d_ff 53248,
+// a 256K vocabulary and 10M positions) but low enough that every parameter
+// and byte count derived from a valid config fits in int64 with room to
+// spare: the largest valid model has under 2^53 parameters. A config outside
+// them is a mistake or hostile, never a model to plan for.
+inline constexpr int64_t kMaxModelLayers = 1024;
+inline constexpr int64_t kMaxModelDModel = int64_t{1} << 16;   // 65536
+inline constexpr int64_t kMaxModelHeads = 1024;                // query and key/value heads
+inline constexpr int64_t kMaxModelHeadDim = int64_t{1} << 14;  // 16384
+inline constexpr int64_t kMaxModelDff = int64_t{1} << 20;      // 1048576
+inline constexpr int64_t kMaxModelVocab = int64_t{1} << 24;    // 16777216
+inline constexpr int64_t kMaxModelSeqLen = int64_t{1} << 24;   // 16777216 positions
+// Token ids are int32_t everywhere (data/, kernels): a valid vocab_size narrows safely.
+static_assert(kMaxModelVocab <= INT32_MAX, "token ids are int32_t");
+
+// Checks the dimensions are positive, within the bounds above, and consistent
+// (H divisible by KV, ...). Errors name the config (config.name), the field,
+// its value and the bound.
 Status ValidateModelConfig(const ModelConfig& config);
 
 // One parameter tensor as Hugging Face stores it.
@@ -93,6 +110,9 @@ struct ParamGroup {
 std::vector<ParamGroup> ParameterGroups(const ModelConfig& config);
 
 // Exact parameter count of the model as stored (tied head counted once).
+// The counts below never overflow: they saturate at INT64_MAX for a config
+// outside the bounds (which ValidateModelConfig refuses), so an unvalidated
+// config can only look too big, never small.
 int64_t ParameterCount(const ModelConfig& config);
 // Parameters of one transformer block.
 int64_t LayerParameterCount(const ModelConfig& config);
@@ -141,9 +161,11 @@ StatusOr<ModelConfig> MakeModelConfig(const ModelDimensions& dims);
 
 // Parses the text of a Hugging Face config.json. `source` names it in errors
 // (usually the path). model_type must be gpt2, llama, mistral or qwen2; other
-// types, missing or mistyped keys, and unsupported settings (e.g. a
-// hidden_act other than silu for Llama) are InvalidArgument errors that name
-// the source and the key.
+// types, missing or mistyped keys, dimensions beyond the kMaxModel* bounds,
+// unsupported settings (e.g. a hidden_act other than silu for Llama) and JSON
+// nested more than 64 levels deep are InvalidArgument errors that name the
+// source and the key. Duplicate keys are accepted, the last one winning, as in
+// transformers.
 StatusOr<ModelConfig> ParseModelConfigJson(std::string_view json_text, std::string_view source);
 // Reads `path`: a config.json file, or a directory holding one.
 StatusOr<ModelConfig> LoadModelConfig(const std::string& path);

@@ -11,18 +11,24 @@
 #include "data/file_util.h"
 #include "data/gpt2_bpe_tokenizer.h"
 #include "data/gpt2_byte_level.h"
+#include "io/json_util.h"
 
 namespace tierflow {
 namespace {
 
 using Json = nlohmann::json;
 
-StatusOr<Json> ParseJson(std::string_view text, const std::string& name) {
-  try {
-    return Json::parse(text.begin(), text.end());
-  } catch (const Json::exception& e) {
-    return InvalidArgumentError(name + ": not valid JSON (" + e.what() + ")");
+// Depth-limited (tokenizer.json nests ~6 levels; a deep one would overflow
+// the stack). Duplicate keys stay lenient, last wins, as in Python's json,
+// which wrote and reads these files.
+StatusOr<Json> ParseTokenizerJson(std::string_view text, const std::string& name) {
+  JsonParseOptions options;
+  options.reject_duplicate_keys = false;
+  Json out;
+  if (Status parsed = ParseJson(text, name, options, &out); !parsed.ok()) {
+    return InvalidArgumentError(parsed.message());
   }
+  return out;
 }
 
 // vocab.json's object, or tokenizer.json's model.vocab: token text -> id.
@@ -35,8 +41,13 @@ StatusOr<std::vector<Gpt2BpeTokenizer::Token>> ParseVocabObject(const Json& voca
   tokens.reserve(vocab.size());
   for (const auto& [key, value] : vocab.items()) {
     if (!value.is_number_integer()) {
-      return InvalidArgumentError(name + ": the id of token \"" + key + "\" is " + value.dump() +
-                                  ", not an integer");
+      return InvalidArgumentError(name + ": the id of token \"" + key + "\" is " +
+                                  JsonExcerpt(value) + ", not an integer");
+    }
+    // An unsigned id above INT64_MAX would wrap in get<int64_t>(): refused as written.
+    if (value.is_number_unsigned() && value.get<uint64_t>() > uint64_t{INT32_MAX}) {
+      return InvalidArgumentError(name + ": the id of token \"" + key + "\" is " +
+                                  JsonExcerpt(value) + "; ids must be in [0, 2^31 - 1)");
     }
     auto bytes = Gpt2VocabTextToBytes(key);
     if (!bytes.ok()) {
@@ -89,13 +100,13 @@ StatusOr<std::vector<Gpt2BpeTokenizer::Merge>> ParseMergesText(std::string_view 
   return merges;
 }
 
-// A tokenizer.json component's "type", or its JSON text when it has none.
+// A tokenizer.json component's "type", or a short description when it has none.
 std::string ComponentType(const Json& component) {
   if (component.is_object()) {
     auto type = component.find("type");
     if (type != component.end() && type->is_string()) return type->get<std::string>();
   }
-  return component.dump();
+  return JsonExcerpt(component);
 }
 
 Status Unsupported(const std::string& name, const std::string& what) {
@@ -109,7 +120,7 @@ Status Unsupported(const std::string& name, const std::string& what) {
 StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> Gpt2BpeTokenizer::FromVocabAndMergesText(
     std::string_view vocab_json, std::string_view merges_txt, const std::string& vocab_name,
     const std::string& merges_name) {
-  TF_ASSIGN_OR_RETURN(Json vocab, ParseJson(vocab_json, vocab_name));
+  TF_ASSIGN_OR_RETURN(Json vocab, ParseTokenizerJson(vocab_json, vocab_name));
   TF_ASSIGN_OR_RETURN(auto tokens, ParseVocabObject(vocab, vocab_name));
   TF_ASSIGN_OR_RETURN(auto merges, ParseMergesText(merges_txt, merges_name));
   return Create(std::move(tokens), std::move(merges), vocab_name);
@@ -124,14 +135,14 @@ StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> Gpt2BpeTokenizer::FromVocabAndMerges
 
 StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> Gpt2BpeTokenizer::FromTokenizerJsonText(
     std::string_view text, const std::string& name) {
-  TF_ASSIGN_OR_RETURN(Json root, ParseJson(text, name));
+  TF_ASSIGN_OR_RETURN(Json root, ParseTokenizerJson(text, name));
   if (!root.is_object() || !root.contains("model") || !root["model"].is_object()) {
     return InvalidArgumentError(name +
                                 ": no \"model\" object; is this a Hugging Face tokenizer.json?");
   }
   const Json& model = root["model"];
   if (model.contains("type") && model["type"] != "BPE") {
-    return Unsupported(name, "model.type is " + model["type"].dump());
+    return Unsupported(name, "model.type is " + JsonExcerpt(model["type"]));
   }
   if (root.contains("normalizer") && !root["normalizer"].is_null()) {
     return Unsupported(name, "it has a normalizer (" + ComponentType(root["normalizer"]) + ")");
@@ -175,7 +186,7 @@ StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> Gpt2BpeTokenizer::FromTokenizerJsonT
         merges.push_back(std::move(merge));
       } else {
         return InvalidArgumentError(
-            where + ": expected \"left right\" or [\"left\", \"right\"], got " + m.dump());
+            where + ": expected \"left right\" or [\"left\", \"right\"], got " + JsonExcerpt(m));
       }
     }
   }

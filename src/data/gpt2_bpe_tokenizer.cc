@@ -6,6 +6,7 @@
 #include <limits>
 #include <queue>
 
+#include "common/cancel.h"
 #include "data/gpt2_byte_level.h"
 #include "data/gpt2_pretokenize.h"
 
@@ -200,8 +201,10 @@ StatusOr<std::vector<int32_t>> Gpt2BpeTokenizer::Encode(std::string_view text) c
     const size_t end = special == std::string_view::npos ? text.size() : special;
     TF_ASSIGN_OR_RETURN(
         auto pieces, SplitGpt2Pieces(text.substr(offset_bytes, end - offset_bytes), offset_bytes));
-    for (std::string_view piece : pieces) {
-      std::vector<int32_t> ids = EncodePiece(piece);
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      // A large corpus takes minutes: a signal must not wait for the end.
+      if (i % 4096 == 0 && CancelRequested()) TF_RETURN_IF_ERROR(CheckCancel("tokenizing text"));
+      std::vector<int32_t> ids = EncodePiece(pieces[i]);
       tokens.insert(tokens.end(), ids.begin(), ids.end());
     }
     if (special == std::string_view::npos) break;

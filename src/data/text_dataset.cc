@@ -3,7 +3,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/cancel.h"
+#include "common/path_component.h"
 #include "data/file_util.h"
+#include "io/json_util.h"
 
 namespace tierflow {
 namespace {
@@ -41,11 +44,14 @@ StatusOr<TokenSource> TokenizeJsonlFile(const std::string& path, const Tokenizer
     const std::string where = path + ":" + std::to_string(line_number);
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
 
+    if (CancelRequested()) TF_RETURN_IF_ERROR(CheckCancel("tokenizing " + where));
     nlohmann::json doc;
-    try {
-      doc = nlohmann::json::parse(line.begin(), line.end());
-    } catch (const nlohmann::json::exception& e) {
-      return InvalidArgumentError(where + ": not valid JSON (" + e.what() + ")");
+    // Depth-limited: one line can nest deep enough to overflow the stack.
+    // Duplicate keys lenient (last wins), as the Python tools writing JSONL.
+    JsonParseOptions options;
+    options.reject_duplicate_keys = false;
+    if (Status parsed = ParseJson(line, where, options, &doc); !parsed.ok()) {
+      return InvalidArgumentError(parsed.message());
     }
     if (!doc.is_object()) {
       return InvalidArgumentError(where + ": expected a JSON object with a \"" +
@@ -54,7 +60,14 @@ StatusOr<TokenSource> TokenizeJsonlFile(const std::string& path, const Tokenizer
     auto field = doc.find(std::string(text_field));
     if (field == doc.end()) {
       std::string keys;
-      for (const auto& [key, value] : doc.items()) keys += (keys.empty() ? "" : ", ") + key;
+      size_t listed = 0;
+      for (const auto& [key, value] : doc.items()) {
+        if (++listed > 16) {
+          keys += ", ...";
+          break;
+        }
+        keys += (keys.empty() ? "" : ", ") + QuotedExcerpt(key, 32);
+      }
       return InvalidArgumentError(where + ": no \"" + std::string(text_field) +
                                   "\" field (it has: " + (keys.empty() ? "no fields" : keys) +
                                   "); name the text field with --text-field");

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "common/cancel.h"
 #include "data/file_util.h"
 
 namespace tierflow {
@@ -104,6 +105,9 @@ Status TokenSource::Validate(int32_t vocab_size) const {
                                 std::to_string(vocab_size));
   }
   for (int64_t i = 0; i < size_; ++i) {
+    if (i % (int64_t{1} << 22) == 0 && CancelRequested()) {
+      TF_RETURN_IF_ERROR(CheckCancel("checking the token ids of " + name_));
+    }
     // Read as unsigned so a uint32 id above 2^31 is reported as itself.
     uint32_t id;
     if (element_bytes_ == 2) {

@@ -193,15 +193,18 @@ StatusOr<StepStats> OffloadEngine::Step(const std::vector<MicroBatch>& micro_bat
   double loss_sum = 0;
   for (int k = 0; k < k_total; ++k) {
     current_micro_ = k;
-    auto t0 = TraceRecorder::Clock::now();
-    TF_RETURN_IF_ERROR(compute_->HostCallback([this, &t0] {
-      t0 = TraceRecorder::Clock::now();
+    // The callbacks own the start time they share: when ForwardBackward or
+    // an enqueue fails, this function returns before the Synchronize below,
+    // while the first callback may still be queued on the stream.
+    auto t0 = std::make_shared<TraceRecorder::Clock::time_point>(TraceRecorder::Clock::now());
+    TF_RETURN_IF_ERROR(compute_->HostCallback([t0] {
+      *t0 = TraceRecorder::Clock::now();
       return Status::Ok();
     }));
     TF_RETURN_IF_ERROR(model_.ForwardBackward(*compute_, micro_batches[k],
                                               loss_scale / static_cast<float>(k_total), *this));
-    TF_RETURN_IF_ERROR(compute_->HostCallback([this, &t0, k] {
-      trace_->AddSpan("compute", "fwd+bwd micro " + std::to_string(k), t0,
+    TF_RETURN_IF_ERROR(compute_->HostCallback([this, t0, k] {
+      trace_->AddSpan("compute", "fwd+bwd micro " + std::to_string(k), *t0,
                       TraceRecorder::Clock::now());
       return Status::Ok();
     }));

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/cancel.h"
+#include "common/path_component.h"
 #include "io/json_util.h"
 
 namespace tierflow {
@@ -120,7 +122,7 @@ StatusOr<HfCheckpoint> HfCheckpoint::Open(const std::string& dir) {
   std::map<std::string, std::vector<std::string>> tensors_of_shard;
   for (auto it = map_it->begin(); it != map_it->end(); ++it) {
     if (!it.value().is_string() || !IsPlainFileName(it.value().get<std::string>())) {
-      return bad_index("tensor '" + it.key() + "' maps to " + it.value().dump() +
+      return bad_index("tensor " + QuotedExcerpt(it.key()) + " maps to " + JsonExcerpt(it.value()) +
                        ", which is not a file name in the model directory");
     }
     tensors_of_shard[it.value().get<std::string>()].push_back(it.key());
@@ -128,6 +130,7 @@ StatusOr<HfCheckpoint> HfCheckpoint::Open(const std::string& dir) {
   if (tensors_of_shard.empty()) return bad_index("\"weight_map\" lists no tensors");
 
   for (const auto& [shard, tensors] : tensors_of_shard) {
+    TF_RETURN_IF_ERROR(CheckCancel("opening the checkpoint shards in " + dir));
     const std::string shard_path = JoinPath(dir, shard);
     if (!IsRegularFile(shard_path)) {
       return NotFoundError("index " + index_path + " puts tensor '" + tensors.front() +
@@ -253,6 +256,7 @@ Status HfCheckpoint::ReadInto(std::span<const TensorDestination> destinations,
     locations.push_back(loc);
   }
   for (size_t i = 0; i < destinations.size(); ++i) {
+    TF_RETURN_IF_ERROR(CheckCancel("reading tensors from " + dir_));
     const TensorDestination& d = destinations[i];
     TF_RETURN_IF_ERROR(
         locations[i].file->Read(*locations[i].tensor, d.dtype, d.data,
@@ -296,6 +300,7 @@ Status SaveHfCheckpoint(const std::string& dir, std::span<const SafetensorsEntry
 
   std::set<std::string> written;
   if (shards.size() == 1) {
+    TF_RETURN_IF_ERROR(CheckCancel(context));
     TF_RETURN_IF_ERROR(
         WriteSafetensors(JoinPath(dir, kHfSingleFileName), shards.front(), options.metadata, fs));
     written.insert(std::string(kHfSingleFileName));
@@ -305,6 +310,7 @@ Status SaveHfCheckpoint(const std::string& dir, std::span<const SafetensorsEntry
     metadata[std::string(kSaveIdKey)] = save_id;
     Json weight_map = Json::object();
     for (size_t i = 0; i < shards.size(); ++i) {
+      TF_RETURN_IF_ERROR(CheckCancel(context));
       const std::string name = ShardName(i, shards.size());
       TF_RETURN_IF_ERROR(WriteSafetensors(JoinPath(dir, name), shards[i], metadata, fs));
       for (const SafetensorsEntry& e : shards[i]) weight_map[e.name] = name;

@@ -89,20 +89,21 @@ Status ParseTensorEntry(const std::string& name, const Json& entry, std::string_
   for (const Json& dim : *shape_it) {
     uint64_t d;
     if (!AsUnsigned(dim, &d)) {
-      return Corrupt(where + ": shape entry " + dim.dump() + " is not a non-negative integer");
+      return Corrupt(where + ": shape entry " + JsonExcerpt(dim) +
+                     " is not a non-negative integer");
     }
     if (d > static_cast<uint64_t>(INT64_MAX)) {
-      return Corrupt(where + ": shape entry " + dim.dump() + " is larger than 2^63 - 1");
+      return Corrupt(where + ": shape entry " + JsonExcerpt(dim) + " is larger than 2^63 - 1");
     }
     info->shape.push_back(static_cast<int64_t>(d));
     if (__builtin_mul_overflow(info->num_elements, d, &info->num_elements)) {
-      return Corrupt(where + ": shape " + shape_it->dump() + " overflows 64 bits");
+      return Corrupt(where + ": shape " + JsonExcerpt(*shape_it) + " overflows 64 bits");
     }
   }
   uint64_t expected_num_bytes;
   if (__builtin_mul_overflow(info->num_elements, uint64_t{info->element_bytes},
                              &expected_num_bytes)) {
-    return Corrupt(where + ": shape " + shape_it->dump() + " times " +
+    return Corrupt(where + ": shape " + JsonExcerpt(*shape_it) + " times " +
                    std::to_string(info->element_bytes) + " bytes overflows 64 bits");
   }
 
@@ -112,17 +113,19 @@ Status ParseTensorEntry(const std::string& name, const Json& entry, std::string_
       !AsUnsigned((*offsets_it)[1], &info->end_bytes)) {
     return Corrupt(where + ": \"data_offsets\" must be [begin, end] with non-negative integers");
   }
+  const std::string offsets =
+      "[" + std::to_string(info->begin_bytes) + "," + std::to_string(info->end_bytes) + "]";
   if (info->end_bytes < info->begin_bytes) {
-    return Corrupt(where + ": data_offsets " + offsets_it->dump() + " end before they begin");
+    return Corrupt(where + ": data_offsets " + offsets + " end before they begin");
   }
   if (info->end_bytes > data_num_bytes) {
-    return Corrupt(where + ": data_offsets " + offsets_it->dump() + " extend past the data " +
+    return Corrupt(where + ": data_offsets " + offsets + " extend past the data " +
                    "region, which is " + std::to_string(data_num_bytes) + " bytes");
   }
   if (info->num_bytes() != expected_num_bytes) {
     return Corrupt(where + ": dtype " + info->dtype_name + " and shape " +
                    FormatShape(info->shape) + " need " + std::to_string(expected_num_bytes) +
-                   " bytes but data_offsets " + offsets_it->dump() + " span " +
+                   " bytes but data_offsets " + offsets + " span " +
                    std::to_string(info->num_bytes()));
   }
   return Status::Ok();

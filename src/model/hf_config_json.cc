@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/path_component.h"
+#include "io/json_util.h"
 #include "tierflow/model_config.h"
 
 namespace tierflow {
@@ -34,26 +36,36 @@ class ConfigReader {
     return it != j_.end() && !it->is_null();
   }
 
-  StatusOr<int64_t> PositiveInt(std::string_view key) const {
+  // A positive integer no larger than `max` (a dimension bound from
+  // model_config.h). The error shows the value as written, never narrowed.
+  StatusOr<int64_t> PositiveInt(std::string_view key, int64_t max) const {
     auto it = j_.find(key);
     if (it == j_.end() || it->is_null()) return Error(key, "is missing (a positive integer)");
-    if (!it->is_number_integer() || it->get<int64_t>() <= 0) {
-      return Error(key, "must be a positive integer, got " + it->dump());
+    if (!it->is_number_integer()) {
+      return Error(key, "must be a positive integer, got " + JsonExcerpt(*it));
+    }
+    // Compared as parsed: an unsigned above INT64_MAX would wrap in get<int64_t>().
+    const bool positive =
+        it->is_number_unsigned() ? it->get<uint64_t>() > 0 : it->get<int64_t>() > 0;
+    if (!positive) return Error(key, "must be a positive integer, got " + JsonExcerpt(*it));
+    if (it->get<uint64_t>() > static_cast<uint64_t>(max)) {
+      return Error(key, "is " + JsonExcerpt(*it) + ", more than tierflow's limit of " +
+                            std::to_string(max) + " (far above any real model)");
     }
     return it->get<int64_t>();
   }
 
   // The first of `keys` that is present (older GPT-2 configs say n_ctx).
-  StatusOr<int64_t> PositiveIntOf(std::initializer_list<std::string_view> keys) const {
+  StatusOr<int64_t> PositiveIntOf(std::initializer_list<std::string_view> keys, int64_t max) const {
     for (std::string_view k : keys) {
-      if (Has(k)) return PositiveInt(k);
+      if (Has(k)) return PositiveInt(k, max);
     }
-    return PositiveInt(*keys.begin());
+    return PositiveInt(*keys.begin(), max);
   }
 
-  StatusOr<int64_t> PositiveIntOr(std::string_view key, int64_t fallback) const {
+  StatusOr<int64_t> PositiveIntOr(std::string_view key, int64_t fallback, int64_t max) const {
     if (!Has(key)) return fallback;
-    return PositiveInt(key);
+    return PositiveInt(key, max);
   }
 
   StatusOr<double> PositiveNumber(std::string_view key) const {
@@ -65,7 +77,7 @@ class ConfigReader {
     if (!Has(key)) return fallback;
     const json& v = j_.at(std::string(key));
     if (!v.is_number() || !(v.get<double>() > 0)) {
-      return Error(key, "must be a positive number, got " + v.dump());
+      return Error(key, "must be a positive number, got " + JsonExcerpt(v));
     }
     return v.get<double>();
   }
@@ -73,14 +85,14 @@ class ConfigReader {
   StatusOr<bool> BoolOr(std::string_view key, bool fallback) const {
     if (!Has(key)) return fallback;
     const json& v = j_.at(std::string(key));
-    if (!v.is_boolean()) return Error(key, "must be true or false, got " + v.dump());
+    if (!v.is_boolean()) return Error(key, "must be true or false, got " + JsonExcerpt(v));
     return v.get<bool>();
   }
 
   StatusOr<std::string> StringOr(std::string_view key, std::string fallback) const {
     if (!Has(key)) return fallback;
     const json& v = j_.at(std::string(key));
-    if (!v.is_string()) return Error(key, "must be a string, got " + v.dump());
+    if (!v.is_string()) return Error(key, "must be a string, got " + JsonExcerpt(v));
     return v.get<std::string>();
   }
 
@@ -97,17 +109,17 @@ StatusOr<ModelConfig> ParseGpt2(const ConfigReader& r, std::string_view source) 
   c.name = std::string(source);
   c.model_type = "gpt2";
   c.family = ModelFamily::kGpt2;
-  TF_ASSIGN_OR_RETURN(c.vocab_size, r.PositiveInt("vocab_size"));
-  TF_ASSIGN_OR_RETURN(c.max_seq_len, r.PositiveIntOf({"n_positions", "n_ctx"}));
-  TF_ASSIGN_OR_RETURN(c.d_model, r.PositiveInt("n_embd"));
-  TF_ASSIGN_OR_RETURN(c.n_layers, r.PositiveInt("n_layer"));
-  TF_ASSIGN_OR_RETURN(c.n_heads, r.PositiveInt("n_head"));
+  TF_ASSIGN_OR_RETURN(c.vocab_size, r.PositiveInt("vocab_size", kMaxModelVocab));
+  TF_ASSIGN_OR_RETURN(c.max_seq_len, r.PositiveIntOf({"n_positions", "n_ctx"}, kMaxModelSeqLen));
+  TF_ASSIGN_OR_RETURN(c.d_model, r.PositiveInt("n_embd", kMaxModelDModel));
+  TF_ASSIGN_OR_RETURN(c.n_layers, r.PositiveInt("n_layer", kMaxModelLayers));
+  TF_ASSIGN_OR_RETURN(c.n_heads, r.PositiveInt("n_head", kMaxModelHeads));
   c.n_kv_heads = c.n_heads;
   if (c.d_model % c.n_heads != 0) {
     return r.Error("n_head", "must divide n_embd (" + std::to_string(c.d_model) + ")");
   }
   c.head_dim = c.d_model / c.n_heads;
-  TF_ASSIGN_OR_RETURN(c.d_ff, r.PositiveIntOr("n_inner", 4 * c.d_model));
+  TF_ASSIGN_OR_RETURN(c.d_ff, r.PositiveIntOr("n_inner", 4 * c.d_model, kMaxModelDff));
   TF_ASSIGN_OR_RETURN(c.norm_eps, r.PositiveNumberOr("layer_norm_epsilon", 1e-5));
   TF_ASSIGN_OR_RETURN(c.tie_embeddings, r.BoolOr("tie_word_embeddings", true));
   TF_ASSIGN_OR_RETURN(std::string act, r.StringOr("activation_function", "gelu_new"));
@@ -115,7 +127,8 @@ StatusOr<ModelConfig> ParseGpt2(const ConfigReader& r, std::string_view source) 
   // trained with; exact gelu differs by < 1e-3 and is accepted too.
   if (act != "gelu_new" && act != "gelu_pytorch_tanh" && act != "gelu") {
     return r.Error("activation_function",
-                   "is '" + act + "'; tierflow's GPT-2 supports gelu_new, gelu_pytorch_tanh, gelu");
+                   "is " + QuotedExcerpt(act) +
+                       "; tierflow's GPT-2 supports gelu_new, gelu_pytorch_tanh, gelu");
   }
   c.rope_theta = 0;
   c.mlp = MlpKind::kGelu;
@@ -132,20 +145,23 @@ StatusOr<ModelConfig> ParseLlamaFamily(const ConfigReader& r, std::string_view s
   c.family = ModelFamily::kLlama;
   const bool qwen2 = model_type == "qwen2";
   const bool mistral = model_type == "mistral";
-  TF_ASSIGN_OR_RETURN(c.vocab_size, r.PositiveInt("vocab_size"));
-  TF_ASSIGN_OR_RETURN(c.d_model, r.PositiveInt("hidden_size"));
-  TF_ASSIGN_OR_RETURN(c.n_layers, r.PositiveInt("num_hidden_layers"));
-  TF_ASSIGN_OR_RETURN(c.n_heads, r.PositiveInt("num_attention_heads"));
-  TF_ASSIGN_OR_RETURN(c.n_kv_heads, r.PositiveIntOr("num_key_value_heads", c.n_heads));
-  TF_ASSIGN_OR_RETURN(c.d_ff, r.PositiveInt("intermediate_size"));
+  TF_ASSIGN_OR_RETURN(c.vocab_size, r.PositiveInt("vocab_size", kMaxModelVocab));
+  TF_ASSIGN_OR_RETURN(c.d_model, r.PositiveInt("hidden_size", kMaxModelDModel));
+  TF_ASSIGN_OR_RETURN(c.n_layers, r.PositiveInt("num_hidden_layers", kMaxModelLayers));
+  TF_ASSIGN_OR_RETURN(c.n_heads, r.PositiveInt("num_attention_heads", kMaxModelHeads));
+  TF_ASSIGN_OR_RETURN(c.n_kv_heads,
+                      r.PositiveIntOr("num_key_value_heads", c.n_heads, kMaxModelHeads));
+  TF_ASSIGN_OR_RETURN(c.d_ff, r.PositiveInt("intermediate_size", kMaxModelDff));
   // transformers' defaults: llama 2048 positions, mistral and qwen2 32768.
-  TF_ASSIGN_OR_RETURN(c.max_seq_len,
-                      r.PositiveIntOr("max_position_embeddings", mistral || qwen2 ? 32768 : 2048));
+  TF_ASSIGN_OR_RETURN(
+      c.max_seq_len,
+      r.PositiveIntOr("max_position_embeddings", mistral || qwen2 ? 32768 : 2048, kMaxModelSeqLen));
   if (!r.Has("head_dim") && c.d_model % c.n_heads != 0) {
     return r.Error("num_attention_heads", "must divide hidden_size (" + std::to_string(c.d_model) +
                                               ") when head_dim is not given");
   }
-  TF_ASSIGN_OR_RETURN(c.head_dim, r.PositiveIntOr("head_dim", c.d_model / c.n_heads));
+  TF_ASSIGN_OR_RETURN(c.head_dim,
+                      r.PositiveIntOr("head_dim", c.d_model / c.n_heads, kMaxModelHeadDim));
   if (c.n_heads % c.n_kv_heads != 0) {
     return r.Error("num_key_value_heads", "(" + std::to_string(c.n_kv_heads) +
                                               ") must divide num_attention_heads (" +
@@ -156,7 +172,8 @@ StatusOr<ModelConfig> ParseLlamaFamily(const ConfigReader& r, std::string_view s
   TF_ASSIGN_OR_RETURN(c.tie_embeddings, r.BoolOr("tie_word_embeddings", false));
   TF_ASSIGN_OR_RETURN(std::string act, r.StringOr("hidden_act", "silu"));
   if (act != "silu") {
-    return r.Error("hidden_act", "is '" + act + "'; the Llama family's SwiGLU needs silu");
+    return r.Error("hidden_act",
+                   "is " + QuotedExcerpt(act) + "; the Llama family's SwiGLU needs silu");
   }
   // Llama's attention_bias puts a bias on q, k, v and o; Qwen2 always has
   // q/k/v biases and none on o_proj.
@@ -184,7 +201,7 @@ StatusOr<ModelConfig> ParseLlamaFamily(const ConfigReader& r, std::string_view s
       TF_ASSIGN_OR_RETURN(c.rope_low_freq_factor, s.PositiveNumber("low_freq_factor"));
       TF_ASSIGN_OR_RETURN(c.rope_high_freq_factor, s.PositiveNumber("high_freq_factor"));
       TF_ASSIGN_OR_RETURN(c.rope_original_max_positions,
-                          s.PositiveInt("original_max_position_embeddings"));
+                          s.PositiveInt("original_max_position_embeddings", kMaxModelSeqLen));
       if (!(c.rope_high_freq_factor > c.rope_low_freq_factor)) {
         return s.Error("high_freq_factor", "must be greater than low_freq_factor (" +
                                                std::to_string(c.rope_low_freq_factor) + ")");
@@ -196,7 +213,7 @@ StatusOr<ModelConfig> ParseLlamaFamily(const ConfigReader& r, std::string_view s
     TF_ASSIGN_OR_RETURN(use_sliding_window, r.BoolOr("use_sliding_window", false));
   }
   if (use_sliding_window && r.Has("sliding_window")) {
-    TF_ASSIGN_OR_RETURN(c.sliding_window, r.PositiveInt("sliding_window"));
+    TF_ASSIGN_OR_RETURN(c.sliding_window, r.PositiveInt("sliding_window", kMaxModelSeqLen));
   }
   return c;
 }
@@ -205,16 +222,15 @@ StatusOr<ModelConfig> ParseLlamaFamily(const ConfigReader& r, std::string_view s
 
 StatusOr<ModelConfig> ParseModelConfigJson(std::string_view json_text, std::string_view source) {
   json j;
-  try {
-    j = json::parse(json_text);
-  } catch (const json::parse_error& e) {
-    return InvalidArgumentError("config.json '" + std::string(source) +
-                                "' is not valid JSON (at byte " + std::to_string(e.byte) +
-                                "): " + e.what());
-  } catch (const json::exception& e) {
-    // e.g. out_of_range.406: a number too large for a double ("1e400").
-    return InvalidArgumentError("config.json '" + std::string(source) +
-                                "' holds a value JSON cannot represent: " + e.what());
+  // Depth-limited (a deeply nested value would overflow the stack when copied
+  // or destroyed). Duplicate keys stay lenient, last wins, as in transformers
+  // (Python's json), so a config that loads there loads here.
+  JsonParseOptions options;
+  options.reject_duplicate_keys = false;
+  if (Status parsed =
+          ParseJson(json_text, "config.json '" + std::string(source) + "'", options, &j);
+      !parsed.ok()) {
+    return InvalidArgumentError(parsed.message());
   }
   if (!j.is_object()) {
     return InvalidArgumentError("config.json '" + std::string(source) +
@@ -230,8 +246,8 @@ StatusOr<ModelConfig> ParseModelConfigJson(std::string_view json_text, std::stri
     if (model_type == "llama" || model_type == "mistral" || model_type == "qwen2") {
       return ParseLlamaFamily(r, source, model_type);
     }
-    return r.Error("model_type", "is '" + model_type +
-                                     "', which tierflow does not support; supported model "
+    return r.Error("model_type", "is " + QuotedExcerpt(model_type) +
+                                     ", which tierflow does not support; supported model "
                                      "types: gpt2, llama, mistral, qwen2");
   }();
   if (!config.ok()) return config.status();

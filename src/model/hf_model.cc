@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <system_error>
 
+#include "common/cancel.h"
 #include "io/json_util.h"
 #include "kernels/pointwise.h"
 
@@ -83,6 +84,7 @@ StatusOr<HfModel> LoadHfModel(const std::string& dir) {
   TF_RETURN_IF_ERROR(ValidateHfCheckpoint(checkpoint, model.layout));
   model.weights.resize(static_cast<size_t>(model.layout.total_params));
   for (size_t u = 0; u < model.layout.units.size(); ++u) {
+    TF_RETURN_IF_ERROR(CheckCancel("loading the model from " + dir));
     TF_RETURN_IF_ERROR(ReadHfUnit(checkpoint, model.layout, static_cast<int>(u),
                                   model.weights.data() + model.layout.unit_offsets[u]));
   }
@@ -109,7 +111,14 @@ StatusOr<std::string> HfConfigJson(const ModelConfig& c, DType dtype,
                                    const std::string& base_json) {
   nlohmann::json j;
   if (!base_json.empty()) {
-    j = nlohmann::json::parse(base_json, nullptr, /*allow_exceptions=*/false);
+    // The base is the source model's config.json (outside input): depth-limited
+    // before dump() recurses over it; duplicate keys lenient, as when it was loaded.
+    JsonParseOptions options;
+    options.reject_duplicate_keys = false;
+    if (Status parsed = ParseJson(base_json, "HfConfigJson: the base config.json", options, &j);
+        !parsed.ok()) {
+      return InvalidArgumentError(parsed.message());
+    }
     if (!j.is_object()) {
       return InvalidArgumentError("HfConfigJson: the base config.json is not a JSON object");
     }

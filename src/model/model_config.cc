@@ -9,13 +9,15 @@
 
 #include "tierflow/model_config.h"
 
+#include "common/checked_math.h"
+
 namespace tierflow {
 namespace {
 
 void Add(ParamGroup& group, std::string name, std::vector<int64_t> shape) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  group.num_params += n;
+  for (int64_t d : shape) n = SaturatingMul(n, d);
+  group.num_params = SaturatingAdd(group.num_params, n);
   group.tensors.push_back(ParamTensor{std::move(name), std::move(shape), n});
 }
 
@@ -23,8 +25,10 @@ void Add(ParamGroup& group, std::string name, std::vector<int64_t> shape) {
 // q, k, v side by side along the output dimension.
 ParamGroup Gpt2Layer(const ModelConfig& c, int64_t i) {
   const int64_t C = c.d_model, F = c.d_ff;
-  const int64_t qkv = (c.n_heads + 2 * c.n_kv_heads) * c.head_dim;  // 3C for GPT-2
-  const int64_t attn = c.n_heads * c.head_dim;                      // C
+  // Saturating: the counts must not wrap for a config not yet validated.
+  const int64_t qkv = SaturatingMul(
+      SaturatingAdd(c.n_heads, SaturatingMul(int64_t{2}, c.n_kv_heads)), c.head_dim);  // 3C
+  const int64_t attn = SaturatingMul(c.n_heads, c.head_dim);                           // C
   const std::string p = "h." + std::to_string(i) + ".";
   ParamGroup g;
   g.name = "layer." + std::to_string(i);
@@ -46,8 +50,8 @@ ParamGroup Gpt2Layer(const ModelConfig& c, int64_t i) {
 // Llama block i. nn.Linear weights are stored (out, in).
 ParamGroup LlamaLayer(const ModelConfig& c, int64_t i) {
   const int64_t C = c.d_model, F = c.d_ff;
-  const int64_t q = c.n_heads * c.head_dim;
-  const int64_t kv = c.n_kv_heads * c.head_dim;
+  const int64_t q = SaturatingMul(c.n_heads, c.head_dim);
+  const int64_t kv = SaturatingMul(c.n_kv_heads, c.head_dim);
   const std::string p = "model.layers." + std::to_string(i) + ".";
   ParamGroup g;
   g.name = "layer." + std::to_string(i);
@@ -115,14 +119,29 @@ Status ValidateModelConfig(const ModelConfig& c) {
   struct Dim {
     const char* name;
     int64_t value;
+    int64_t max;
   };
   for (Dim d :
-       {Dim{"vocab_size", c.vocab_size}, Dim{"max_seq_len", c.max_seq_len},
-        Dim{"d_model", c.d_model}, Dim{"n_layers", c.n_layers}, Dim{"n_heads", c.n_heads},
-        Dim{"n_kv_heads", c.n_kv_heads}, Dim{"head_dim", c.head_dim}, Dim{"d_ff", c.d_ff}}) {
+       {Dim{"vocab_size", c.vocab_size, kMaxModelVocab},
+        Dim{"max_seq_len", c.max_seq_len, kMaxModelSeqLen},
+        Dim{"d_model", c.d_model, kMaxModelDModel}, Dim{"n_layers", c.n_layers, kMaxModelLayers},
+        Dim{"n_heads", c.n_heads, kMaxModelHeads}, Dim{"n_kv_heads", c.n_kv_heads, kMaxModelHeads},
+        Dim{"head_dim", c.head_dim, kMaxModelHeadDim}, Dim{"d_ff", c.d_ff, kMaxModelDff}}) {
     if (d.value <= 0) {
       return Invalid(c, std::string(d.name) + " must be positive, got " + std::to_string(d.value));
     }
+    if (d.value > d.max) {
+      return Invalid(c, std::string(d.name) + " is " + std::to_string(d.value) +
+                            ", more than tierflow's limit of " + std::to_string(d.max) +
+                            " (far above any real model; is the config corrupt?)");
+    }
+  }
+  if (c.rope_original_max_positions > kMaxModelSeqLen || c.sliding_window > kMaxModelSeqLen ||
+      c.sliding_window < 0) {
+    return Invalid(c, "rope_original_max_positions (" +
+                          std::to_string(c.rope_original_max_positions) + ") and sliding_window (" +
+                          std::to_string(c.sliding_window) + ") must be within 0.." +
+                          std::to_string(kMaxModelSeqLen));
   }
   if (c.n_heads % c.n_kv_heads != 0) {
     return Invalid(c, "n_heads (" + std::to_string(c.n_heads) +
@@ -180,8 +199,9 @@ int64_t HeadParameterCount(const ModelConfig& config) { return Head(config).num_
 int64_t ParameterCount(const ModelConfig& config) {
   // Blocks are identical, so one is built and multiplied: ParameterCount is
   // called in the planner's searches over depth.
-  return EmbeddingParameterCount(config) + config.n_layers * LayerParameterCount(config) +
-         HeadParameterCount(config);
+  return SaturatingAdd(SaturatingAdd(EmbeddingParameterCount(config),
+                                     SaturatingMul(config.n_layers, LayerParameterCount(config))),
+                       HeadParameterCount(config));
 }
 
 int64_t LargestGroupParameterCount(const ModelConfig& config) {

@@ -138,6 +138,8 @@ StatusOr<ModelConfig> MakeModelConfig(const ModelDimensions& dims) {
   c.head_dim = dims.n_heads > 0 ? dims.d_model / dims.n_heads : 0;
   if (dims.d_ff > 0) {
     c.d_ff = dims.d_ff;
+  } else if (dims.d_model > kMaxModelDModel || dims.d_model <= 0) {
+    c.d_ff = 1;  // ValidateModelConfig refuses d_model; 4C must not overflow first
   } else if (dims.family == ModelFamily::kGpt2) {
     c.d_ff = 4 * dims.d_model;
   } else {

@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/json_util.h"
+
 namespace tierflow {
 
 Bandwidths DefaultBandwidths(bool device_is_gpu, int cores) {
@@ -35,16 +37,17 @@ StatusOr<Bandwidths> ParseBandwidthProfile(std::string_view json_text, std::stri
                                            const Bandwidths& base) {
   const std::string src(source);
   nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(json_text);
-  } catch (const nlohmann::json::exception& e) {  // parse errors and numbers out of range
-    return InvalidArgumentError("bandwidth profile '" + src + "' is not valid JSON: " + e.what());
+  // Depth-limited; duplicate keys are an error: the profile is tierflow's own
+  // format, so a repeated rate is a hand edit gone wrong, not a choice to guess.
+  if (Status parsed = ParseJsonStrict(json_text, "bandwidth profile '" + src + "'", &j);
+      !parsed.ok()) {
+    return InvalidArgumentError(parsed.message());
   }
   if (!j.is_object()) {
     return InvalidArgumentError("bandwidth profile '" + src + "' must hold a JSON object");
   }
   auto version = j.find("version");
-  if (version == j.end() || !version->is_number_integer() || version->get<int>() != 1) {
+  if (version == j.end() || !version->is_number_integer() || *version != 1) {
     return InvalidArgumentError("bandwidth profile '" + src +
                                 "': key 'version' must be 1 (the schema is in docs/PLANNER.md)");
   }
@@ -69,7 +72,7 @@ StatusOr<Bandwidths> ParseBandwidthProfile(std::string_view json_text, std::stri
     if (it == j.end()) continue;
     if (!it->is_number() || !(it->get<double>() > 0)) {
       return InvalidArgumentError("bandwidth profile '" + src + "': key '" + k.name +
-                                  "' must be a positive number, got " + it->dump());
+                                  "' must be a positive number, got " + JsonExcerpt(*it));
     }
     *k.field = it->get<double>();
     ++found;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string>
 
+#include "common/cancel.h"
 #include "plan/planner.h"
 
 namespace tierflow {
@@ -22,11 +23,14 @@ StatusOr<bool> Fits(const PlanInput& input, const Hardware& hw, int64_t layers) 
 StatusOr<int64_t> DeepestFittingLayers(const PlanInput& input, const Hardware& hw,
                                        int64_t max_layers) {
   if (max_layers < 1) return InvalidArgumentError("max_layers must be at least 1");
+  // Deeper is not a model ValidateModelConfig accepts (and ComputePlan refuses it).
+  max_layers = std::min(max_layers, kMaxModelLayers);
   TF_ASSIGN_OR_RETURN(bool one_fits, Fits(input, hw, 1));
   if (!one_fits) return int64_t{0};
   // Invariant: `lo` layers fit; `hi` layers do not, or hi = max_layers + 1.
   int64_t lo = 1, hi = max_layers + 1;
   while (hi - lo > 1) {
+    TF_RETURN_IF_ERROR(CheckCancel("planning: searching for the deepest model that fits"));
     const int64_t mid = lo + (hi - lo) / 2;
     TF_ASSIGN_OR_RETURN(bool fits, Fits(input, hw, mid));
     (fits ? lo : hi) = mid;
@@ -42,6 +46,7 @@ StatusOr<LargestModel> LargestFittingModel(const PlanInput& input, const Hardwar
 
   LargestModel best;
   for (const ModelConfig& shape : candidates) {
+    TF_RETURN_IF_ERROR(CheckCancel("planning: searching for the largest model that fits"));
     PlanInput candidate = input;
     candidate.model = shape;
     candidate.seq_len = std::min(input.seq_len, shape.max_seq_len);

@@ -6,13 +6,22 @@
 #include <cmath>
 #include <string>
 
+#include "common/checked_math.h"
+
 namespace tierflow {
 namespace {
 
-// The arena rounds every buffer up to 256 bytes.
-uint64_t Buf(uint64_t num_bytes) { return (num_bytes + 255) / 256 * 256; }
+// Every product and sum below saturates (common/checked_math.h): these are
+// public functions that may see unvalidated sizes (ComputePlan bounds its
+// inputs first), and a wrapped byte count could look small enough to fit.
+uint64_t Mul(auto... v) { return SaturatingProduct(v...); }
+uint64_t Sum(auto... v) { return SaturatingSum(v...); }
+uint64_t U(int64_t v) { return v < 0 ? 0 : static_cast<uint64_t>(v); }
 
-uint64_t RoundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
+// The arena rounds every buffer up to 256 bytes.
+uint64_t Buf(uint64_t num_bytes) { return SaturatingAdd(num_bytes, uint64_t{255}) / 256 * 256; }
+
+uint64_t RoundUp(uint64_t v, uint64_t to) { return SaturatingAdd(v, to - 1) / to * to; }
 
 }  // namespace
 
@@ -39,47 +48,46 @@ StatusOr<OptimizerKind> ParseOptimizerKind(std::string_view name) {
 int OptimizerMomentCount(OptimizerKind kind) { return kind == OptimizerKind::kAdamW ? 2 : 1; }
 
 uint64_t BlockActivationBytes(const ModelConfig& m, int64_t tokens, DType dtype) {
-  const uint64_t N = static_cast<uint64_t>(tokens);
+  const uint64_t N = U(tokens);
   const uint64_t a = DTypeSize(dtype);
-  const uint64_t C = static_cast<uint64_t>(m.d_model);
-  const uint64_t Q = static_cast<uint64_t>(m.n_heads * m.head_dim);
-  const uint64_t KV = static_cast<uint64_t>(m.n_kv_heads * m.head_dim);
-  const uint64_t F = static_cast<uint64_t>(m.d_ff);
+  const uint64_t C = U(m.d_model);
+  const uint64_t Q = Mul(U(m.n_heads), U(m.head_dim));
+  const uint64_t KV = Mul(U(m.n_kv_heads), U(m.head_dim));
+  const uint64_t F = U(m.d_ff);
   const bool layernorm = m.norm == NormKind::kLayerNorm;
-  const uint64_t stats = (layernorm ? 2 : 1) * Buf(N * 4);  // mean (LayerNorm) and rstd
-  uint64_t b = 0;
-  b += Buf(N * C * a) + stats;                                // norm1 output
-  b += Buf(N * (Q + 2 * KV) * a);                             // q, k, v
-  b += Buf(N * Q * a);                                        // attention output
-  b += Buf(N * static_cast<uint64_t>(m.n_heads) * 4);         // log-sum-exp, fp32
-  b += Buf(N * C * a);                                        // residual after attention
-  b += Buf(N * C * a) + stats;                                // norm2 output
-  b += (m.mlp == MlpKind::kSwiGlu ? 3 : 2) * Buf(N * F * a);  // fc/gate, [up], activation
-  return b;
+  const uint64_t stats = Mul(layernorm ? 2 : 1, Buf(Mul(N, 4)));  // mean (LayerNorm) and rstd
+  return Sum(Buf(Mul(N, C, a)), stats,                            // norm1 output
+             Buf(Mul(N, Sum(Q, Mul(2, KV)), a)),                  // q, k, v
+             Buf(Mul(N, Q, a)),                                   // attention output
+             Buf(Mul(N, U(m.n_heads), 4)),                        // log-sum-exp, fp32
+             Buf(Mul(N, C, a)),                                   // residual after attention
+             Buf(Mul(N, C, a)), stats,                            // norm2 output
+             Mul(m.mlp == MlpKind::kSwiGlu ? 3 : 2, Buf(Mul(N, F, a))));  // fc/gate, [up], act
 }
 
 ActivationBytes ComputeActivationBytes(const ModelConfig& m, const ActivationOptions& o) {
-  const uint64_t N = static_cast<uint64_t>(o.micro_batch) * static_cast<uint64_t>(o.seq_len);
+  const uint64_t N = Mul(U(o.micro_batch), U(o.seq_len));
   const uint64_t a = DTypeSize(o.dtype);
-  const uint64_t C = static_cast<uint64_t>(m.d_model);
-  const uint64_t Q = static_cast<uint64_t>(m.n_heads * m.head_dim);
-  const uint64_t KV = static_cast<uint64_t>(m.n_kv_heads * m.head_dim);
-  const uint64_t F = static_cast<uint64_t>(m.d_ff);
-  const uint64_t V = static_cast<uint64_t>(m.vocab_size);
-  const uint64_t L = static_cast<uint64_t>(m.n_layers);
+  const uint64_t C = U(m.d_model);
+  const uint64_t Q = Mul(U(m.n_heads), U(m.head_dim));
+  const uint64_t KV = Mul(U(m.n_kv_heads), U(m.head_dim));
+  const uint64_t F = U(m.d_ff);
+  const uint64_t V = U(m.vocab_size);
+  const uint64_t L = U(m.n_layers);
   const bool layernorm = m.norm == NormKind::kLayerNorm;
   const bool swiglu = m.mlp == MlpKind::kSwiGlu;
+  // BlockActivationBytes takes an int64_t token count.
+  const int64_t tokens = N > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(N);
 
   ActivationBytes out;
-  out.residual = (L + 1) * Buf(N * C * a);
-  out.blocks =
-      (o.checkpointing ? 1 : L) * BlockActivationBytes(m, static_cast<int64_t>(N), o.dtype);
-  out.final_norm = Buf(N * C * a) + (layernorm ? 2 : 1) * Buf(N * 4);
-  out.logits = Buf(N * V * a) + Buf(4) + Buf(N * 4);  // logits, loss, per-row losses
-  out.inputs = 2 * Buf(N * 4);
+  out.residual = Mul(Sum(L, 1), Buf(Mul(N, C, a)));
+  out.blocks = Mul(o.checkpointing ? 1 : L, BlockActivationBytes(m, tokens, o.dtype));
+  out.final_norm = Sum(Buf(Mul(N, C, a)), Mul(layernorm ? 2 : 1, Buf(Mul(N, 4))));
+  out.logits = Sum(Buf(Mul(N, V, a)), Buf(4), Buf(Mul(N, 4)));  // logits, loss, per-row losses
+  out.inputs = Mul(2, Buf(Mul(N, 4)));
   // dres, dln (N, C); datt (N, Q); dqkv (N, Q + 2KV); dact (N, F); SwiGLU adds dgate, dup.
-  out.gradients = 2 * Buf(N * C * a) + Buf(N * Q * a) + Buf(N * (Q + 2 * KV) * a) +
-                  (swiglu ? 3 : 1) * Buf(N * F * a);
+  out.gradients = Sum(Mul(2, Buf(Mul(N, C, a))), Buf(Mul(N, Q, a)),
+                      Buf(Mul(N, Sum(Q, Mul(2, KV)), a)), Mul(swiglu ? 3 : 1, Buf(Mul(N, F, a))));
   return out;
 }
 

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "common/checked_math.h"
 #include "tierflow/dtype.h"
 #include "tierflow/model_config.h"
 #include "tierflow/status.h"
@@ -100,7 +101,10 @@ struct ActivationBytes {
   uint64_t logits = 0;      // (N, V) in the activation dtype, loss and per-row losses
   uint64_t inputs = 0;      // token ids and targets, int32
   uint64_t gradients = 0;   // activation-gradient scratch of one block's backward
-  uint64_t total() const { return residual + blocks + final_norm + logits + inputs + gradients; }
+  // Saturates at 2^64 - 1 (as every count here does) instead of wrapping.
+  uint64_t total() const {
+    return SaturatingSum(residual, blocks, final_norm, logits, inputs, gradients);
+  }
 };
 
 struct ActivationOptions {

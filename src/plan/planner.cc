@@ -10,6 +10,8 @@
 #include <limits>
 #include <string>
 
+#include "common/cancel.h"
+#include "common/checked_math.h"
 #include "common/units.h"
 #include "plan/step_time.h"
 
@@ -18,7 +20,12 @@ namespace {
 
 uint64_t U(int64_t v) { return static_cast<uint64_t>(std::max<int64_t>(v, 0)); }
 
-uint64_t RoundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
+// Byte counts saturate (common/checked_math.h): a total clamped at 2^64 - 1
+// never fits, whereas a wrapped one could look small enough to.
+uint64_t Mul(auto... v) { return SaturatingProduct(v...); }
+uint64_t Sum(auto... v) { return SaturatingSum(v...); }
+
+uint64_t RoundUp(uint64_t v, uint64_t to) { return SaturatingAdd(v, to - 1) / to * to; }
 
 std::string Percent(uint64_t used, uint64_t capacity) {
   if (capacity == 0) return used == 0 ? "0%" : "no capacity";
@@ -38,6 +45,23 @@ Status ValidateInput(const PlanInput& in, const Hardware& hw) {
   TF_RETURN_IF_ERROR(ValidateModelConfig(in.model));
   if (in.micro_batch < 1) return InvalidArgumentError("micro-batch must be at least 1");
   if (in.grad_accum < 1) return InvalidArgumentError("gradient accumulation must be at least 1");
+  struct Bound {
+    const char* name;
+    int64_t value;
+    int64_t max;
+  };
+  for (const Bound& b : {Bound{"micro-batch", in.micro_batch, kMaxPlanMicroBatch},
+                         Bound{"gradient accumulation", in.grad_accum, kMaxPlanGradAccum},
+                         Bound{"sub-group size", in.sub_group_params, kMaxPlanParams},
+                         Bound{"speculation size", in.speculation_params, kMaxPlanParams},
+                         Bound{"buffer count", in.buffer_count, kMaxPlanSlots},
+                         Bound{"gradient buckets", in.grad_buckets, kMaxPlanSlots},
+                         Bound{"NVMe directories", in.nvme_directories, kMaxPlanSlots}}) {
+    if (b.value > b.max) {
+      return InvalidArgumentError(std::string(b.name) + " is " + std::to_string(b.value) +
+                                  ", more than the planner's limit of " + std::to_string(b.max));
+    }
+  }
   if (in.seq_len < 1 || in.seq_len > in.model.max_seq_len) {
     return InvalidArgumentError("sequence length " + std::to_string(in.seq_len) +
                                 " is outside 1.." + std::to_string(in.model.max_seq_len) +
@@ -82,23 +106,23 @@ StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t para
   const uint64_t buffers = U(in.buffer_count);
   const std::string bc = std::to_string(in.buffer_count);
 
-  const uint64_t accumulator = P * kGradAccumulatorBytesPerParam;
+  const uint64_t accumulator = Mul(P, kGradAccumulatorBytesPerParam);
   const uint64_t grad_staging =
-      U(in.grad_buckets) * U(sg.max_unit_params) * kGradBucketBytesPerParam;
-  const uint64_t weight_staging = buffers * U(sg.max_group_params) * a;
-  const uint64_t spec_weights = spec_params * a;
+      Mul(U(in.grad_buckets), U(sg.max_unit_params), kGradBucketBytesPerParam);
+  const uint64_t weight_staging = Mul(buffers, U(sg.max_group_params), a);
+  const uint64_t spec_weights = Mul(spec_params, a);
   const uint64_t nvme_slots =
-      sg.nvme_sub_groups > 0
-          ? buffers * RoundUp(U(sg.max_nvme_group_params) * state_bytes, kDirectIoAlignmentBytes)
-          : 0;
+      sg.nvme_sub_groups > 0 ? Mul(buffers, RoundUp(Mul(U(sg.max_nvme_group_params), state_bytes),
+                                                    kDirectIoAlignmentBytes))
+                             : 0;
   t.host.name = "host";
   t.host.capacity_bytes = hw.host_memory_bytes;
   t.host.components = {
-      {"master_weights", host_params * kMasterBytesPerParam, "fp32, 4 B/param on host"},
-      {"optimizer_moments", host_params * kMomentBytesPerParam * U(moments),
+      {"master_weights", Mul(host_params, kMasterBytesPerParam), "fp32, 4 B/param on host"},
+      {"optimizer_moments", Mul(host_params, kMomentBytesPerParam, U(moments)),
        std::to_string(moments) + " fp32 moment(s), " + std::to_string(4 * moments) +
            " B/param on host"},
-      {"speculation_backup", host_params > 0 ? spec_params * state_bytes : 0,
+      {"speculation_backup", host_params > 0 ? Mul(spec_params, state_bytes) : 0,
        "overlapped pipeline: state backup of the speculated sub-groups"},
       {"gradient_accumulator", accumulator, "fp32, 4 B/param, pinned"},
       {"pinned_gradient_staging", grad_staging,
@@ -115,26 +139,28 @@ StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t para
     t.host.components.push_back(
         {"emulated_device_memory", device_tensor_bytes, "the CPU device's memory is host RAM"});
   }
-  t.pinned_bytes = accumulator + grad_staging + weight_staging + spec_weights + nvme_slots;
+  t.pinned_bytes = Sum(accumulator, grad_staging, weight_staging, spec_weights, nvme_slots);
 
   t.nvme.name = "nvme";
   t.nvme.capacity_bytes = hw.nvme_capacity_bytes;
   if (sg.nvme_sub_groups > 0) {
     const uint64_t copies = overlapped ? 2 : 1;
     const uint64_t dirs = U(in.nvme_directories);
-    const uint64_t state_files = copies * sg.nvme_block_bytes;
-    const uint64_t spare =
-        dirs * RoundUp((buffers + 1) * U(sg.max_nvme_group_params) * state_bytes, kNvmeBlockBytes);
+    const uint64_t state_files = Mul(copies, sg.nvme_block_bytes);
+    const uint64_t spare = Mul(
+        dirs, RoundUp(Mul(buffers + 1, U(sg.max_nvme_group_params), state_bytes), kNvmeBlockBytes));
     // Per directory: the header (tensor table) and two block-table copies
     // (8 bytes per logical block), together padded to where data starts.
-    const uint64_t tensors = copies * U(sg.nvme_sub_groups);
+    const uint64_t tensors = Mul(copies, U(sg.nvme_sub_groups));
     const uint64_t logical_blocks_per_dir = state_files / dirs / kNvmeBlockBytes + 1;
-    const uint64_t metadata =
-        dirs * RoundUp(RoundUp(kNvmeHeaderFixedBytes + kNvmeHeaderBytesPerTensor * tensors,
-                               kDirectIoAlignmentBytes) +
-                           2 * RoundUp(32 + kNvmeBlockTableBytesPerBlock * logical_blocks_per_dir,
-                                       kDirectIoAlignmentBytes),
-                       kNvmeBlockBytes);
+    const uint64_t metadata = Mul(
+        dirs,
+        RoundUp(
+            Sum(RoundUp(Sum(kNvmeHeaderFixedBytes, Mul(kNvmeHeaderBytesPerTensor, tensors)),
+                        kDirectIoAlignmentBytes),
+                Mul(2, RoundUp(Sum(32, Mul(kNvmeBlockTableBytesPerBlock, logical_blocks_per_dir)),
+                               kDirectIoAlignmentBytes))),
+            kNvmeBlockBytes));
     t.nvme.components = {
         {"state_files", state_files,
          std::to_string(state_bytes) + " B/param (master + moments) x " + std::to_string(copies) +
@@ -153,8 +179,9 @@ StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t para
 // The placement: the user's ratio, or (kAuto) the smallest ratio, in steps of
 // 1%, that lets the host hold the rest within kHostAutoPlacementFraction of
 // its capacity (1 when none does).
-double ChooseRatio(const PlanInput& in, const Hardware& hw, int64_t params, uint64_t state_bytes,
-                   uint64_t device_tensor_bytes, bool* chosen_by_planner) {
+StatusOr<double> ChooseRatio(const PlanInput& in, const Hardware& hw, int64_t params,
+                             uint64_t state_bytes, uint64_t device_tensor_bytes,
+                             bool* chosen_by_planner) {
   *chosen_by_planner = false;
   if (in.nvme_ratio >= 0) return in.nvme_ratio;
   if (in.offload == OffloadChoice::kHost) return 0;
@@ -162,6 +189,7 @@ double ChooseRatio(const PlanInput& in, const Hardware& hw, int64_t params, uint
   *chosen_by_planner = true;
   const double target = static_cast<double>(hw.host_memory_bytes) * kHostAutoPlacementFraction;
   for (int percent = 0; percent <= 100; ++percent) {
+    TF_RETURN_IF_ERROR(CheckCancel("planning the optimizer state placement"));
     const double ratio = percent / 100.0;
     StateTiers t = BuildStateTiers(in, hw, params, state_bytes, device_tensor_bytes, ratio);
     if (static_cast<double>(t.host.total_bytes()) <= target) return ratio;
@@ -304,7 +332,7 @@ StatusOr<OffloadChoice> ParseOffloadChoice(std::string_view name) {
 
 uint64_t TierPlan::total_bytes() const {
   uint64_t sum = 0;
-  for (const PlanComponent& c : components) sum += c.bytes;
+  for (const PlanComponent& c : components) sum = SaturatingAdd(sum, c.bytes);
   return sum;
 }
 
@@ -325,12 +353,13 @@ std::string Placement::offload() const { return nvme_state_params > 0 ? "nvme" :
 
 StatusOr<Plan> ComputePlan(const PlanInput& in, const Hardware& hw) {
   TF_RETURN_IF_ERROR(ValidateInput(in, hw));
+  TF_RETURN_IF_ERROR(CheckCancel("planning " + in.model.name));
   const ModelConfig& m = in.model;
   Plan plan;
   plan.model_name = m.name;
   plan.family = m.family;
   plan.params = ParameterCount(m);
-  plan.tokens_per_step = in.micro_batch * in.seq_len * in.grad_accum;
+  plan.tokens_per_step = SaturatingMul(SaturatingMul(in.micro_batch, in.seq_len), in.grad_accum);
   plan.state_bytes_per_param = OptimizerStateBytesPerParam(OptimizerMomentCount(in.optimizer));
   const uint64_t P = U(plan.params);
   const uint64_t a = DTypeSize(in.dtype);
@@ -352,9 +381,9 @@ StatusOr<Plan> ComputePlan(const PlanInput& in, const Hardware& hw) {
   plan.device.name = "device";
   plan.device.capacity_bytes = hw.device_memory_bytes;
   plan.device.components = {
-      {"weights", P * a, std::to_string(a) + " B/param, all layers resident"},
+      {"weights", Mul(P, a), std::to_string(a) + " B/param, all layers resident"},
       {"gradient_buckets",
-       U(in.grad_buckets) * U(layout.max_unit_params) * kGradBucketBytesPerParam,
+       Mul(U(in.grad_buckets), U(layout.max_unit_params), kGradBucketBytesPerParam),
        "fp32: largest unit x " + std::to_string(in.grad_buckets) + " buckets"},
       {"activations", plan.activations.total(),
        std::string(in.checkpointing ? "checkpointing on" : "checkpointing off") +
@@ -364,7 +393,7 @@ StatusOr<Plan> ComputePlan(const PlanInput& in, const Hardware& hw) {
   };
   if (hw.device_is_gpu) {
     plan.device.components.push_back(
-        {"workspace", kGemmWorkspaceBytesPerStream * kGemmStreams, "cuBLAS workspace"});
+        {"workspace", Mul(kGemmWorkspaceBytesPerStream, kGemmStreams), "cuBLAS workspace"});
   }
   if (hw.device_reserved_bytes > 0) {
     plan.device.components.push_back(
@@ -374,7 +403,8 @@ StatusOr<Plan> ComputePlan(const PlanInput& in, const Hardware& hw) {
 
   // ---- placement, host, NVMe ----
   bool chosen = false;
-  const double ratio = ChooseRatio(in, hw, plan.params, s, device_tensors, &chosen);
+  TF_ASSIGN_OR_RETURN(const double ratio,
+                      ChooseRatio(in, hw, plan.params, s, device_tensors, &chosen));
   StateTiers tiers = BuildStateTiers(in, hw, plan.params, s, device_tensors, ratio);
   plan.host = std::move(tiers.host);
   plan.nvme = std::move(tiers.nvme);

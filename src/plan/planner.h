@@ -152,10 +152,20 @@ struct Plan {
   double flops_per_step = 0;
 };
 
-// The plan. InvalidArgument when the input is inconsistent (seq_len beyond
-// the model's positions, ratio outside [0, 1] or contradicting the offload
-// choice, non-positive sizes). An infeasible budget is not an error: the
-// Plan says feasible = false and why.
+// Upper bounds on the training setup ComputePlan accepts, far above any real
+// run, so that with a valid ModelConfig (model_config.h's bounds) every byte
+// count fits in 64 bits; the arithmetic saturates anyway.
+inline constexpr int64_t kMaxPlanMicroBatch = int64_t{1} << 16;
+inline constexpr int64_t kMaxPlanGradAccum = int64_t{1} << 16;
+inline constexpr int64_t kMaxPlanParams = int64_t{1} << 40;  // sub-group, speculation sizes
+inline constexpr int64_t kMaxPlanSlots = 1024;  // buffers, gradient buckets, NVMe directories
+
+// The plan. InvalidArgument when the input is inconsistent (the model config
+// invalid or beyond its bounds, seq_len beyond the model's positions, ratio
+// outside [0, 1] or contradicting the offload choice, sizes non-positive or
+// beyond the bounds above). Aborted when cancellation is pending
+// (common/cancel.h). An infeasible budget is not an error: the Plan says
+// feasible = false and why. Byte counts saturate at 2^64 - 1, never wrap.
 StatusOr<Plan> ComputePlan(const PlanInput& input, const Hardware& hardware);
 
 // OK when the plan is feasible; otherwise OutOfMemory (device or host) or
@@ -167,7 +177,9 @@ Status RequireFeasible(const Plan& plan);
 // same training setup. Candidates are the family's presets and the input
 // model, each at its own width and any depth up to max(its layers,
 // d_model / kMinWidthPerLayer) (real models keep d_model / layers >= 32;
-// deeper ones would be answers nobody trains). params = 0 when nothing fits.
+// deeper ones would be answers nobody trains), and never past
+// kMaxModelLayers. params = 0 when nothing fits. Aborted on a pending
+// cancellation (checked per candidate and per search step).
 inline constexpr int64_t kMinWidthPerLayer = 32;
 struct LargestModel {
   int64_t params = 0;
@@ -179,6 +191,7 @@ StatusOr<LargestModel> LargestFittingModel(const PlanInput& input, const Hardwar
 // The most layers in 1..max_layers with which input.model (its width
 // unchanged) fits; 0 when even one layer does not. Feasibility is monotone
 // in depth (every tier grows with it), so this is a binary search.
+// max_layers is capped at kMaxModelLayers. Aborted on a pending cancellation.
 StatusOr<int64_t> DeepestFittingLayers(const PlanInput& input, const Hardware& hardware,
                                        int64_t max_layers);
 

@@ -17,8 +17,9 @@ StatusOr<double> Rate(const nlohmann::json& j, const char* bench, const char* ke
 StatusOr<double> CopyRate(const nlohmann::json& copy, const std::string& direction) {
   if (copy.is_object() && copy.contains("results") && copy["results"].is_array()) {
     for (const auto& r : copy["results"]) {
-      if (r.is_object() && r.value("direction", "") == direction &&
-          r.value("host_memory", "") == "pinned") {
+      // Compared as JSON values: value() would throw on a field of another type.
+      if (r.is_object() && r.contains("direction") && r["direction"] == direction &&
+          r.contains("host_memory") && r["host_memory"] == "pinned") {
         return Rate(r, "copy", "best_gb_per_second");
       }
     }

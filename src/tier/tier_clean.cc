@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "io/dir_lock.h"
 #include "offload/swap_set.h"
 #include "tier/tier_ls.h"
 #include "tier/tier_scan.h"
@@ -24,11 +25,48 @@ bool OrphanedTemporary(const std::string& name) {
   return pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
 }
 
+// The output directory `path` belongs to, when it is one or a checkpoint
+// directly in one (OUT/checkpoints/step-N); "" otherwise.
+std::string OwningOutputDir(const TierScan& scan, const std::string& path) {
+  if (scan.kind == PathKind::kOutputDir) return path;
+  if (scan.kind != PathKind::kCheckpoint) return "";
+  const fs::path parent = fs::path(path).lexically_normal().parent_path();
+  if (parent.filename() != "checkpoints") return "";
+  return parent.parent_path().empty() ? "." : parent.parent_path().string();
+}
+
+bool IsSymlink(const std::string& p) {
+  std::error_code ec;
+  return fs::is_symlink(fs::symlink_status(p, ec));
+}
+
+constexpr char kNotFollowed[] =
+    "skipped: a symbolic link; tier clean never follows links out of the directories it cleans";
+
 }  // namespace
 
 StatusOr<CleanReport> CleanTier(const std::string& path, bool dry_run) {
   TF_ASSIGN_OR_RETURN(TierScan scan, ScanTierPath(path));
   CleanReport report;
+  // A run in progress owns its output directory: its temporaries, swap sets
+  // and checkpoints are not leftovers. So clean holds the directory's lock
+  // (train cannot start meanwhile), or finds it held and leaves it alone.
+  DirLock out_lock;
+  if (const std::string out = OwningOutputDir(scan, path); !out.empty()) {
+    Status lock_status = Status::Ok();
+    if (dry_run) {
+      lock_status = DirLock::CheckNotHeld(out);
+    } else {
+      auto lock = DirLock::Acquire(out, "tierflow tier clean");
+      lock_status = lock.ok() ? Status::Ok() : lock.status();
+      if (lock.ok()) out_lock = std::move(lock).value();
+    }
+    if (lock_status.code() == StatusCode::kFailedPrecondition) {
+      report.kept.push_back({out, 0, "skipped: in use: " + lock_status.message()});
+      return report;
+    }
+    TF_RETURN_IF_ERROR(lock_status);
+  }
   auto remove_tree = [&](const std::string& p, const std::string& why) -> Status {
     CleanEntry e{p, DirectoryBytes(p), why};
     if (!dry_run) {
@@ -41,6 +79,10 @@ StatusOr<CleanReport> CleanTier(const std::string& path, bool dry_run) {
     return Status::Ok();
   };
   for (const std::string& c : scan.checkpoints) {
+    if (c != path && IsSymlink(c)) {  // `path` itself the user named
+      report.kept.push_back({c, 0, kNotFollowed});
+      continue;
+    }
     auto doc = ReadCheckpointState(c);
     const fs::path opt = fs::path(c) / "optimizer";
     std::error_code ec;
@@ -50,9 +92,12 @@ StatusOr<CleanReport> CleanTier(const std::string& path, bool dry_run) {
           "optimizer files of an interrupted migration (the checkpoint uses its swap set)"));
     }
   }
-  if (scan.kind == PathKind::kOutputDir) {
+  const std::string checkpoints_dir = (fs::path(path) / "checkpoints").string();
+  if (scan.kind == PathKind::kOutputDir && IsSymlink(checkpoints_dir)) {
+    report.kept.push_back({checkpoints_dir, 0, kNotFollowed});
+  } else if (scan.kind == PathKind::kOutputDir) {
     std::error_code ec;
-    for (const auto& e : fs::directory_iterator(fs::path(path) / "checkpoints", ec)) {
+    for (const auto& e : fs::directory_iterator(checkpoints_dir, ec)) {
       const std::string name = e.path().filename().string();
       if (OrphanedTemporary(name)) {
         TF_RETURN_IF_ERROR(remove_tree(e.path().string(),
@@ -60,10 +105,36 @@ StatusOr<CleanReport> CleanTier(const std::string& path, bool dry_run) {
       }
     }
   }
+  if (scan.kind == PathKind::kOutputDir) {
+    // Temporaries of an interrupted final-model save (OUT/.model.tmp-PID, the
+    // new model; OUT/.model.old-PID, the previous one moved aside). We hold
+    // OUT's lock, so no save is running. With OUT/model there, both are
+    // superseded; without it, one of them may be the only copy.
+    std::error_code ec;
+    const bool have_model = fs::exists(fs::symlink_status(fs::path(path) / "model", ec));
+    for (const auto& e : fs::directory_iterator(path, ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind(".model.tmp-", 0) != 0 && name.rfind(".model.old-", 0) != 0) continue;
+      if (have_model) {
+        TF_RETURN_IF_ERROR(remove_tree(e.path().string(),
+                                       "temporary directory of an interrupted final-model save"));
+      } else {
+        report.kept.push_back({e.path().string(), DirectoryBytes(e.path().string()),
+                               "left by an interrupted final-model save, and " + path +
+                                   "/model is missing: this may be the only copy of the final "
+                                   "model (rename it to model, or remove it)"});
+      }
+    }
+  }
   for (const std::string& dir : scan.swap_dirs) {
     TF_ASSIGN_OR_RETURN(auto sets, offload::ListSwapSets(dir));
     for (const offload::SwapSetInfo& set : sets) {
       CleanEntry e{set.path, set.num_bytes, ""};
+      if (set.state == offload::SwapSetState::kSymlink) {
+        e.why = kNotFollowed;
+        report.kept.push_back(std::move(e));
+        continue;
+      }
       if (set.state == offload::SwapSetState::kLive) {
         e.why = "live: a running process holds its lock";
         report.kept.push_back(std::move(e));
@@ -80,8 +151,8 @@ StatusOr<CleanReport> CleanTier(const std::string& path, bool dry_run) {
                   : "swap set of checkpoint " + *marker + ", which is gone or no longer uses it";
       if (!dry_run) {
         Status s = offload::RemoveSwapSet(dir, set.run_id);
-        if (s.code() == StatusCode::kFailedPrecondition) {  // became live meanwhile
-          e.why = "live: a process took its lock while cleaning";
+        if (s.code() == StatusCode::kFailedPrecondition) {  // became live (or a link) meanwhile
+          e.why = "skipped: " + s.message();
           report.kept.push_back(std::move(e));
           continue;
         }

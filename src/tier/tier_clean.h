@@ -27,7 +27,12 @@ struct CleanReport {
 };
 
 // Cleans what ScanTierPath finds under `path`. With `dry_run` nothing is
-// removed. Errors: NotFound for a missing path; the first removal error
+// removed. An output directory (or a checkpoint in one) whose lock a live
+// run holds (io/dir_lock.h) is skipped whole, reported in `kept`; otherwise
+// clean holds that lock while it works. Nothing is followed through a
+// symbolic link out of the directories it cleans (swap run directories,
+// OUT/checkpoints, checkpoint directories): such links are reported in `kept`
+// ("skipped: ...") and left alone. Errors: NotFound for a missing path; the first removal error
 // (earlier removals stay done, and are in no report).
 StatusOr<CleanReport> CleanTier(const std::string& path, bool dry_run);
 

@@ -3,6 +3,8 @@
 
 #include <vector>
 
+#include "common/cancel.h"
+#include "io/json_util.h"
 #include "io/safetensors_writer.h"
 #include "train/checkpoint.h"
 
@@ -10,13 +12,20 @@ namespace tierflow::tier {
 
 StatusOr<ExportResult> ExportCheckpoint(const std::string& checkpoint_dir,
                                         const std::string& out_file) {
+  // Open validates the unit names and bounds num_params by the checkpoint's
+  // files, so the allocations below are no larger than the state on disk.
   TF_ASSIGN_OR_RETURN(auto state, CheckpointOptimizerState::Open(checkpoint_dir));
+  int64_t optimizer_step = 0;
+  TF_RETURN_IF_ERROR(GetJsonInt64(state->state(), "optimizer_step",
+                                  checkpoint_dir + "/trainer_state.json", &optimizer_step,
+                                  JsonField::kOptional));
   ExportResult result;
   result.layout = state->layout();
   std::vector<std::vector<float>> arrays;
   arrays.reserve(state->units().size() * 3);
   std::vector<SafetensorsEntry> entries;
   for (size_t u = 0; u < state->units().size(); ++u) {
+    TF_RETURN_IF_ERROR(CheckCancel("exporting " + checkpoint_dir));
     const auto& unit = state->units()[u];
     const int64_t n = static_cast<int64_t>(unit.num_params);
     for (int a = 0; a < 3; ++a) arrays.emplace_back(unit.num_params);
@@ -30,12 +39,11 @@ StatusOr<ExportResult> ExportCheckpoint(const std::string& checkpoint_dir,
     result.num_bytes += 3 * unit.num_params * 4;
   }
   result.num_tensors = entries.size();
-  TF_RETURN_IF_ERROR(WriteSafetensors(
-      out_file, entries,
-      {{"format", "tierflow.optimizer_state"},
-       {"step", std::to_string(state->state().value("step", int64_t{0}))},
-       {"optimizer_step", std::to_string(state->state().value("optimizer_step", int64_t{0}))},
-       {"source", checkpoint_dir}}));
+  TF_RETURN_IF_ERROR(WriteSafetensors(out_file, entries,
+                                      {{"format", "tierflow.optimizer_state"},
+                                       {"step", std::to_string(state->step())},
+                                       {"optimizer_step", std::to_string(optimizer_step)},
+                                       {"source", checkpoint_dir}}));
   return result;
 }
 

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 
+#include "io/json_util.h"
 #include "tier/swap_reader.h"
 
 namespace tierflow::tier {
@@ -30,14 +31,20 @@ StatusOr<TierListing> ListTier(const std::string& path, bool verify) {
     } else {
       l.info.path = c;
       auto doc = ReadCheckpointState(c);
-      if (!doc.ok()) l.info.problem = doc.status().message();
+      if (!doc.ok()) {
+        l.info.problem = doc.status().message();
+      } else {
+        // The step, even when the rest does not open (typed: a wrong type is
+        // left at -1 and reported by Open below).
+        (void)GetJsonInt64(*doc, "step", c, &l.info.step, JsonField::kOptional);
+      }
     }
     l.num_bytes = DirectoryBytes(c);
     auto state = CheckpointOptimizerState::Open(c);
     if (state.ok()) {
       l.layout = (*state)->layout();
       l.num_units = (*state)->units().size();
-      l.step = (*state)->state().value("step", int64_t{-1});
+      l.step = (*state)->step();
       l.swap_set = (*state)->swap_set();
       for (size_t d = 0; d < l.swap_set.directories.size(); ++d) {
         std::error_code ec;

@@ -1,12 +1,18 @@
 // `tierflow tier migrate`.
 #include "tier/tier_migrate.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <map>
 
 #include <nlohmann/json.hpp>
 
+#include "common/cancel.h"
 #include "io/file_system.h"
 #include "io/safetensors_reader.h"
 #include "io/safetensors_writer.h"
@@ -45,6 +51,68 @@ std::string Absolute(const std::string& p) {
   return ec ? p : a.lexically_normal().string();
 }
 
+Status CheckCancelMigrating(const std::string& ckpt) { return CheckCancel("migrating " + ckpt); }
+
+// fsync of one file, opened without following a symlink.
+Status SyncFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return ErrnoStatus(errno, "open " + path + " to fsync it");
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) return ErrnoStatus(err, "fsync " + path);
+  return Status::Ok();
+}
+
+// Makes a newly written swap set durable before trainer_state.json points at
+// it: its files, its run directory, DIR/tierflow-swap, the store directory and
+// the two directories above it (NVME/tierflow-checkpoints and NVME, which
+// create_directories may have just made). Otherwise a power loss after the
+// switch could leave a checkpoint naming a set whose directory entries never
+// reached the disk.
+Status SyncNewSwapSet(const std::vector<std::string>& store_dirs, const std::string& run_id) {
+  FileSystem* file_system = DefaultFileSystem();
+  for (uint32_t d = 0; d < store_dirs.size(); ++d) {
+    TF_RETURN_IF_ERROR(SyncFile(offload::SwapFilePath(store_dirs[d], run_id, d)));
+    const fs::path store = store_dirs[d];
+    for (const fs::path& dir :
+         {fs::path(offload::RunDirectory(store_dirs[d], run_id)), store / offload::kSwapRootName,
+          store, store.parent_path(), store.parent_path().parent_path()}) {
+      TF_RETURN_IF_ERROR(file_system->SyncDirectory(dir.string()));
+    }
+  }
+  return Status::Ok();
+}
+
+// The checkpoint's optimizer/ directory, refused when it is a symlink: writes
+// through it would land outside the checkpoint.
+Status CheckOptimizerDirNotLink(const fs::path& opt_dir) {
+  struct stat st {};
+  if (::lstat(opt_dir.c_str(), &st) != 0) {
+    if (errno == ENOENT) return Status::Ok();
+    return ErrnoStatus(errno, "stat " + opt_dir.string());
+  }
+  if (S_ISLNK(st.st_mode) || !S_ISDIR(st.st_mode)) {
+    return FailedPreconditionError(
+        opt_dir.string() +
+        " is a symbolic link or not a directory; tierflow does not write through links out of a "
+        "checkpoint. Remove it (the checkpoint's state is in its swap set) and migrate again");
+  }
+  return Status::Ok();
+}
+
+// Notes for the entries of NVME/tierflow-checkpoints that CheckpointStoreDirectories
+// passes over because they are symlinks: the leftover sweep never follows them.
+void NoteSkippedStoreLinks(const std::string& nvme_dir, std::vector<std::string>* notes) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(fs::path(nvme_dir) / kCheckpointStoreSubdir, ec)) {
+    if (fs::is_symlink(e.symlink_status(ec))) {
+      notes->push_back("skipped " + e.path().string() +
+                       ": a symbolic link, not a store directory tierflow made");
+    }
+  }
+}
+
 Status RemoveSet(const std::vector<std::string>& dirs, const std::string& run_id) {
   Status first;
   for (const std::string& d : dirs) {
@@ -62,13 +130,13 @@ StatusOr<MigrateResult> HostToNvme(const std::string& ckpt, const CheckpointOpti
   std::vector<std::string> old_dirs;
   for (const std::string& p : o.nvme_paths) {
     for (const std::string& d : CheckpointStoreDirectories(Absolute(p))) old_dirs.push_back(d);
+    NoteSkippedStoreLinks(Absolute(p), &result.notes);
   }
   for (const std::string& r : RemoveMigrationLeftovers(ckpt, old_dirs)) {
     result.notes.push_back("removed leftover " + r);
   }
   const std::string run_id = std::string(kCheckpointRunIdPrefix) + "step-" +
-                             std::to_string(doc.value("step", int64_t{0})) + "-" +
-                             offload::MakeRunId();
+                             std::to_string(src.step()) + "-" + offload::MakeRunId();
   result.run_id = run_id;
   std::vector<std::string> store_dirs;
   for (const std::string& p : o.nvme_paths)
@@ -105,6 +173,7 @@ StatusOr<MigrateResult> HostToNvme(const std::string& ckpt, const CheckpointOpti
     Status written = [&]() -> Status {
       UnitArrays arrays;
       for (size_t u = 0; u < src.units().size(); ++u) {
+        TF_RETURN_IF_ERROR(CheckCancelMigrating(ckpt));
         TF_RETURN_IF_ERROR(ReadUnit(src, u, &arrays));
         const uint64_t n = src.units()[u].num_params * 4;
         TF_ASSIGN_OR_RETURN(
@@ -136,6 +205,7 @@ StatusOr<MigrateResult> HostToNvme(const std::string& ckpt, const CheckpointOpti
     UnitArrays want;
     std::vector<float> got;
     for (size_t u = 0; u < src.units().size(); ++u) {
+      TF_RETURN_IF_ERROR(CheckCancelMigrating(ckpt));
       TF_RETURN_IF_ERROR(ReadUnit(src, u, &want));
       const uint64_t n = src.units()[u].num_params;
       got.resize(n);
@@ -156,11 +226,15 @@ StatusOr<MigrateResult> HostToNvme(const std::string& ckpt, const CheckpointOpti
       (void)RemoveSet(store_dirs, run_id);  // the mismatch is what to report
     return verified;                        // an injected stop leaves the set, as a crash would
   }
+  TF_RETURN_IF_ERROR(SyncNewSwapSet(store_dirs, run_id));
   TF_RETURN_IF_ERROR(Step(o, "switch"));
   nlohmann::json files = nlohmann::json::array();
   std::vector<std::string> old_files;
   for (const auto& f : doc["files"]) {
-    const std::string rel = f.value("path", "");
+    // Verified before the migration: every entry is an object with a string path.
+    const std::string rel = f.is_object() && f.contains("path") && f["path"].is_string()
+                                ? f["path"].get<std::string>()
+                                : std::string();
     if (rel.rfind("optimizer/", 0) == 0)
       old_files.push_back(rel);
     else
@@ -185,11 +259,13 @@ StatusOr<MigrateResult> NvmeToHostImpl(const std::string& ckpt, const Checkpoint
   const fs::path opt_dir = fs::path(ckpt) / "optimizer";
   std::error_code ec;
   TF_RETURN_IF_ERROR(Step(o, "write"));
+  TF_RETURN_IF_ERROR(CheckOptimizerDirNotLink(opt_dir));
   fs::create_directories(opt_dir, ec);
   if (ec) return IoError("create " + opt_dir.string() + ": " + ec.message());
   UnitArrays arrays;
   std::vector<nlohmann::json> new_entries;
   for (size_t u = 0; u < src.units().size(); ++u) {
+    TF_RETURN_IF_ERROR(CheckCancelMigrating(ckpt));
     const auto& unit = src.units()[u];
     TF_RETURN_IF_ERROR(ReadUnit(src, u, &arrays));
     const int64_t n = static_cast<int64_t>(unit.num_params);
@@ -207,6 +283,7 @@ StatusOr<MigrateResult> NvmeToHostImpl(const std::string& ckpt, const Checkpoint
   TF_RETURN_IF_ERROR(Step(o, "verify"));
   std::vector<float> got;
   for (size_t u = 0; u < src.units().size(); ++u) {
+    TF_RETURN_IF_ERROR(CheckCancelMigrating(ckpt));
     const auto& unit = src.units()[u];
     TF_RETURN_IF_ERROR(ReadUnit(src, u, &arrays));
     const std::string rel = OptimizerUnitFileName(unit.name);
@@ -248,9 +325,12 @@ std::vector<std::string> RemoveMigrationLeftovers(const std::string& ckpt,
   std::vector<std::string> removed;
   auto doc = ReadCheckpointState(ckpt);
   if (!doc.ok()) return removed;
+  auto layout = ParseCheckpointLayout(*doc, ckpt + "/trainer_state.json");
+  if (!layout.ok()) return removed;
   std::error_code ec;
   const fs::path opt_dir = fs::path(ckpt) / "optimizer";
-  if (doc->value("optimizer_layout", "host") == "nvme" && fs::exists(opt_dir, ec)) {
+  // remove_all removes a symlink itself, never what it points to.
+  if (layout->layout == "nvme" && fs::exists(fs::symlink_status(opt_dir, ec))) {
     fs::remove_all(opt_dir, ec);
     if (!ec) removed.push_back(opt_dir.string());
   }
@@ -276,6 +356,7 @@ StatusOr<MigrateResult> MigrateCheckpoint(const std::string& ckpt, const Migrate
   if (o.to != "host" && o.to != "nvme") {
     return InvalidArgumentError("--to must be host or nvme, not '" + o.to + "'");
   }
+  TF_RETURN_IF_ERROR(CheckCancelMigrating(ckpt));
   CheckpointInfo info = VerifyCheckpoint(ckpt);
   if (!info.verified) {
     return DataLossError("checkpoint " + ckpt +
@@ -287,6 +368,7 @@ StatusOr<MigrateResult> MigrateCheckpoint(const std::string& ckpt, const Migrate
     std::vector<std::string> dirs = src->swap_set().directories;
     for (const std::string& p : o.nvme_paths) {
       for (const std::string& d : CheckpointStoreDirectories(Absolute(p))) dirs.push_back(d);
+      NoteSkippedStoreLinks(Absolute(p), &r.notes);
     }
     for (const std::string& x : RemoveMigrationLeftovers(ckpt, dirs))
       r.notes.push_back("removed leftover " + x);

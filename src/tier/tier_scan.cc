@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/file_system.h"
+#include "io/json_util.h"
 #include "offload/swap_set.h"
 #include "train/checkpoint.h"
 
@@ -24,7 +25,14 @@ std::vector<std::string> CheckpointStoreDirectories(const std::string& nvme_dir)
   std::vector<std::string> out;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(fs::path(nvme_dir) / kCheckpointStoreSubdir, ec)) {
-    if (fs::is_directory(e.path() / offload::kSwapRootName, ec)) out.push_back(e.path().string());
+    // Entries are store directories tierflow made: a symlink (to a directory
+    // or to its tierflow-swap) is not one, and following it would let migrate
+    // and clean act on swap sets elsewhere.
+    if (!fs::is_directory(fs::symlink_status(e.path(), ec)) ||
+        !fs::is_directory(fs::symlink_status(e.path() / offload::kSwapRootName, ec))) {
+      continue;
+    }
+    out.push_back(e.path().string());
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -64,9 +72,9 @@ void RemoveMarker(const std::string& store_dir, const std::string& run_id) {
 
 bool CheckpointUsesSwapSet(const std::string& checkpoint_dir, const std::string& run_id) {
   auto doc = ReadCheckpointState(checkpoint_dir);
-  if (!doc.ok() || doc->value("optimizer_layout", "host") != "nvme") return false;
-  const auto& set = (*doc)["swap_set"];
-  return set.is_object() && set.value("run_id", "") == run_id;
+  if (!doc.ok()) return false;
+  auto layout = ParseCheckpointLayout(*doc, checkpoint_dir + "/trainer_state.json");
+  return layout.ok() && layout->layout == "nvme" && layout->swap_set.run_id == run_id;
 }
 
 namespace {
@@ -90,12 +98,10 @@ void AddSwapDir(const std::string& dir, std::vector<std::string>* out,
 void AddCheckpointSwapDirs(const std::string& ckpt, std::vector<std::string>* out,
                            std::set<std::string>* seen) {
   auto doc = ReadCheckpointState(ckpt);
-  if (!doc.ok() || doc->value("optimizer_layout", "host") != "nvme") return;
-  const auto& set = (*doc)["swap_set"];
-  if (!set.is_object() || !set.contains("directories") || !set["directories"].is_array()) return;
-  for (const auto& d : set["directories"]) {
-    if (d.is_string()) AddSwapDir(d.get<std::string>(), out, seen);
-  }
+  if (!doc.ok()) return;
+  auto layout = ParseCheckpointLayout(*doc, ckpt + "/trainer_state.json");
+  if (!layout.ok() || layout->layout != "nvme") return;
+  for (const std::string& d : layout->swap_set.directories) AddSwapDir(d, out, seen);
 }
 
 }  // namespace
@@ -118,11 +124,13 @@ StatusOr<TierScan> ScanTierPath(const std::string& path) {
     scan.kind = PathKind::kOutputDir;
     for (const CheckpointInfo& info : ListCheckpoints(path)) scan.checkpoints.push_back(info.path);
     for (const std::string& c : scan.checkpoints) AddCheckpointSwapDirs(c, &scan.swap_dirs, &seen);
-    std::ifstream in(path + "/swap_runs.json");
-    if (in) {
-      std::stringstream text;
-      text << in.rdbuf();
-      auto runs = nlohmann::json::parse(text.str(), nullptr, false);
+    // swap_runs.json is outside input like any file on disk: read bounded,
+    // parsed depth-limited; an unreadable one lists no runs.
+    auto text = ReadSmallFile(path + "/swap_runs.json", 64u << 20);
+    nlohmann::json runs;
+    if (text.ok() && ParseJson(*text, path + "/swap_runs.json",
+                               JsonParseOptions{.reject_duplicate_keys = false}, &runs)
+                         .ok()) {
       if (runs.is_array()) {
         for (const auto& run : runs) {
           if (!run.is_object() || !run.contains("paths") || !run["paths"].is_array()) continue;

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <set>
 
+#include "common/cancel.h"
 #include "offload/swap_set.h"
 #include "tier/swap_reader.h"
 #include "tier/tier_scan.h"
@@ -29,6 +30,7 @@ StatusOr<VerifyReport> VerifyTierPath(const std::string& path) {
   VerifyReport report;
   std::set<std::string> checked_sets;  // run ids verified as part of a checkpoint
   for (const std::string& c : scan.checkpoints) {
+    TF_RETURN_IF_ERROR(CheckCancel("verifying " + c));
     CheckpointInfo info = VerifyCheckpoint(c);
     VerifyItem item{"checkpoint", c, info.verified, "", {}};
     item.detail = "step " + std::to_string(info.step) + ", " +
@@ -36,7 +38,9 @@ StatusOr<VerifyReport> VerifyTierPath(const std::string& path) {
     if (!info.verified) item.problems.push_back(info.problem);
     if (info.layout == "nvme") {
       auto doc = ReadCheckpointState(c);
-      if (doc.ok()) checked_sets.insert((*doc)["swap_set"].value("run_id", ""));
+      auto layout = doc.ok() ? ParseCheckpointLayout(*doc, c + "/trainer_state.json")
+                             : StatusOr<CheckpointLayout>(doc.status());
+      if (layout.ok()) checked_sets.insert(layout->swap_set.run_id);
     }
     report.items.push_back(std::move(item));
   }
@@ -48,6 +52,7 @@ StatusOr<VerifyReport> VerifyTierPath(const std::string& path) {
       std::error_code ec;
       for (const auto& f : fs::directory_iterator(set.path, ec)) {
         if (f.path().extension() != ".swap") continue;
+        TF_RETURN_IF_ERROR(CheckCancel("verifying " + f.path().string()));
         VerifyItem item{"swap file", f.path().string(), false, "", {}};
         auto view = SwapFileView::Open(item.path);
         if (!view.ok()) {

@@ -1,6 +1,7 @@
 // Crash-safe training checkpoints.
 #include "train/checkpoint.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,9 +9,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
+#include "common/path_component.h"
 #include "io/file_system.h"
+#include "io/json_util.h"
 #include "io/safetensors_reader.h"
 #include "io/safetensors_writer.h"
 #include "model/engine_weights.h"
@@ -90,7 +94,53 @@ Status ReadUnitState(OffloadEngine& engine, int unit, std::vector<float>* master
   return Status::Ok();
 }
 
-std::string UnitFileName(const std::string& unit) { return OptimizerUnitFileName(unit); }
+std::string UnitFileName(const PathComponent& unit) { return OptimizerUnitFileName(unit); }
+
+// trainer_state.json is small (counters, unit and file lists); anything
+// larger is not one, and is not read whole into memory.
+constexpr size_t kMaxStateFileBytes = 64u << 20;
+
+// `rel` ("model/config.json") as validated components. Errors: InvalidArgument
+// from PathComponent naming `what`.
+StatusOr<std::vector<PathComponent>> SplitInsidePath(const std::string& rel,
+                                                     std::string_view what) {
+  std::vector<PathComponent> out;
+  size_t begin = 0;
+  while (true) {
+    const size_t end = rel.find('/', begin);
+    const std::string_view part = std::string_view(rel).substr(
+        begin, end == std::string::npos ? std::string::npos : end - begin);
+    TF_ASSIGN_OR_RETURN(PathComponent c, PathComponent::Parse(part, what));
+    out.push_back(std::move(c));
+    if (end == std::string::npos) return out;
+    begin = end + 1;
+  }
+}
+
+// The size of the regular file `rel` under `dir`, found without following a
+// symlink at any component: a checkpoint whose files are links would make
+// tier commands read (and, for migrate, write) outside it. Errors: the errno
+// status of lstat naming the path (NotFound when missing); DataLoss naming a
+// component that is a symlink or not a directory / regular file.
+StatusOr<uint64_t> RegularFileSizeInside(const std::string& dir,
+                                         const std::vector<PathComponent>& rel) {
+  std::string path = dir;
+  for (size_t i = 0; i < rel.size(); ++i) {
+    path += "/" + rel[i].str();
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0) return ErrnoStatus(errno, "stat " + path);
+    if (S_ISLNK(st.st_mode)) {
+      return DataLossError(path +
+                           " is a symbolic link; tierflow does not follow links out of a "
+                           "checkpoint (replace it with the file it points to)");
+    }
+    const bool last = i + 1 == rel.size();
+    if (last && !S_ISREG(st.st_mode)) return DataLossError(path + " is not a regular file");
+    if (!last && !S_ISDIR(st.st_mode)) return DataLossError(path + " is not a directory");
+    if (last) return static_cast<uint64_t>(st.st_size);
+  }
+  return InvalidArgumentError("empty path under " + dir);
+}
 
 Status SyncDir(const std::string& dir) { return DefaultFileSystem()->SyncDirectory(dir); }
 
@@ -99,14 +149,15 @@ Status SyncDir(const std::string& dir) { return DefaultFileSystem()->SyncDirecto
 // and the then-empty store directory. Failures leave a set `tierflow tier
 // clean` removes later (its checkpoint is gone), so they are not errors here.
 void RemoveCheckpointSwapSet(const std::string& checkpoint_dir) {
+  // A malformed state names no set to remove (typed reads: an old
+  // checkpoint's wrong field must not abort the save that retires it).
   auto doc = ReadCheckpointState(checkpoint_dir);
-  if (!doc.ok() || doc->value("optimizer_layout", "host") != "nvme") return;
-  const auto& set = (*doc)["swap_set"];
-  if (!set.is_object() || !set.contains("directories") || !set["directories"].is_array()) return;
-  const std::string run_id = set.value("run_id", "");
-  for (const auto& d : set["directories"]) {
-    if (!d.is_string()) continue;
-    const fs::path dir = d.get<std::string>();
+  if (!doc.ok()) return;
+  auto layout = ParseCheckpointLayout(*doc, checkpoint_dir + "/trainer_state.json");
+  if (!layout.ok() || layout->layout != "nvme") return;
+  const std::string& run_id = layout->swap_set.run_id;
+  for (const std::string& d : layout->swap_set.directories) {
+    const fs::path dir = d;
     if (!offload::RemoveSwapSet(dir.string(), run_id).ok()) continue;
     std::error_code ec;
     fs::remove(dir / offload::kSwapRootName / (run_id + ".checkpoint"), ec);
@@ -117,7 +168,9 @@ void RemoveCheckpointSwapSet(const std::string& checkpoint_dir) {
 
 }  // namespace
 
-std::string OptimizerUnitFileName(const std::string& unit) { return "optimizer/" + unit + ".safetensors"; }
+std::string OptimizerUnitFileName(const PathComponent& unit) {
+  return "optimizer/" + unit.str() + ".safetensors";
+}
 
 std::string OptimizerSwapTensorName(const std::string& unit, const std::string& array) {
   return unit + "/" + array;
@@ -143,52 +196,147 @@ StatusOr<nlohmann::json> DescribeCheckpointFile(const std::string& dir, const st
   return entry;
 }
 
-std::string CheckCheckpointFile(const std::string& dir, const nlohmann::json& f) {
-  const std::string rel = f.value("path", "");
+std::string CheckCheckpointFile(const std::string& dir, const nlohmann::json& f, StatusCode* code) {
+  // Unless an errno below says otherwise, a problem is the checkpoint's own.
+  if (code != nullptr) *code = StatusCode::kDataLoss;
+  const std::string where = dir + "/trainer_state.json: files entry";
+  std::string rel;
+  uint64_t want_bytes = 0, want_crc = 0;
+  Status typed = GetJsonString(f, "path", where, &rel);
+  if (typed.ok()) typed = GetJsonUint64(f, "bytes", where, &want_bytes);
+  if (typed.ok()) typed = GetJsonUint64(f, "crc32c", where, &want_crc);
+  if (!typed.ok()) return typed.message();
   // Listed files live inside the checkpoint: a path that climbs out (or is
-  // absolute) would make verification read, and trust, files elsewhere.
-  if (rel.empty() || rel.front() == '/' || rel.find("..") != std::string::npos) {
-    return dir + "/trainer_state.json: file entry '" + rel + "' is not a path inside the checkpoint";
+  // absolute, or passes through a symlink) would make verification read, and
+  // trust, files elsewhere.
+  auto parts = SplitInsidePath(rel, "path component");
+  if (!parts.ok()) {
+    return where + " " + QuotedExcerpt(rel) + " is not a path inside the checkpoint (" +
+           parts.status().message() + ")";
+  }
+  auto size = RegularFileSizeInside(dir, *parts);
+  if (!size.ok()) {
+    if (code != nullptr) *code = size.status().code();
+    return size.status().message();
   }
   const std::string path = dir + "/" + rel;
   auto sum = FileChecksum(path);
-  if (!sum.ok()) return sum.status().message();
-  if (sum->first != f.value("bytes", uint64_t{0})) {
-    return path + ": " + std::to_string(sum->first) + " bytes, expected " +
-           std::to_string(f.value("bytes", uint64_t{0})) + " (truncated or replaced)";
+  if (!sum.ok()) {
+    if (code != nullptr) *code = sum.status().code();
+    return sum.status().message();
   }
-  if (sum->second == f.value("crc32c", uint32_t{0})) return "";
-  std::string where;
-  if (f.contains("tensors") && f["tensors"].is_array()) {
-    for (const auto& t : f["tensors"]) {
-      const uint64_t begin = t.value("begin", uint64_t{0}), end = t.value("end", uint64_t{0});
+  if (sum->first != want_bytes) {
+    return path + ": " + std::to_string(sum->first) + " bytes, expected " +
+           std::to_string(want_bytes) + " (truncated or replaced)";
+  }
+  if (sum->second == want_crc) return "";
+  std::string changed;
+  const nlohmann::json* tensors = nullptr;
+  (void)GetJsonArray(f, "tensors", where, &tensors, JsonField::kOptional);
+  if (tensors != nullptr) {
+    for (const auto& t : *tensors) {
+      uint64_t begin = 0, end = 0, crc = 0;
+      std::string name;
+      if (!GetJsonUint64(t, "begin", where, &begin).ok() ||
+          !GetJsonUint64(t, "end", where, &end).ok() ||
+          !GetJsonUint64(t, "crc32c", where, &crc).ok() ||
+          !GetJsonString(t, "name", where, &name, JsonField::kOptional).ok()) {
+        continue;  // the file's own CRC32C already failed; this only says where
+      }
       if (end < begin || end > sum->first) continue;
-      auto crc = RangeChecksum(path, begin, end);
-      if (!crc.ok() || *crc != t.value("crc32c", uint32_t{0})) {
-        if (!where.empty()) where += ", ";
-        where += "tensor '" + t.value("name", "") + "' bytes [" + std::to_string(begin) + ", " +
-                 std::to_string(end) + ")";
+      auto range_crc = RangeChecksum(path, begin, end);
+      if (!range_crc.ok() || *range_crc != crc) {
+        if (!changed.empty()) changed += ", ";
+        std::string shown = QuotedExcerpt(name);  // escaped; shown in single quotes
+        if (shown.back() == '"') shown = shown.substr(1, shown.size() - 2);
+        changed += "tensor '" + shown + "' bytes [" + std::to_string(begin) + ", " +
+                   std::to_string(end) + ")";
       }
     }
   }
-  return path + ": CRC32C mismatch (the file is corrupt" + (where.empty() ? "" : "; changed: " + where) + ")";
+  return path + ": CRC32C mismatch (the file is corrupt" +
+         (changed.empty() ? "" : "; changed: " + changed) + ")";
 }
 
 StatusOr<nlohmann::json> ReadCheckpointState(const std::string& checkpoint_dir) {
   const std::string state_path = checkpoint_dir + "/trainer_state.json";
-  std::ifstream in(state_path);
-  if (!in) return NotFoundError(state_path + " is missing (an interrupted checkpoint)");
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json doc = nlohmann::json::parse(text.str(), nullptr, false);
-  if (doc.is_discarded() || !doc.is_object() || !doc.contains("format") ||
-      !doc["format"].is_string() || doc["format"] != kFormat) {
+  struct stat st {};
+  if (::lstat(state_path.c_str(), &st) != 0) {
+    if (errno == ENOENT)
+      return NotFoundError(state_path + " is missing (an interrupted checkpoint)");
+    return ErrnoStatus(errno, "stat " + state_path);
+  }
+  if (S_ISLNK(st.st_mode)) {
+    return DataLossError(state_path +
+                         " is a symbolic link; tierflow does not follow links out of "
+                         "a checkpoint");
+  }
+  auto text = ReadSmallFile(state_path, kMaxStateFileBytes);
+  if (!text.ok()) {
+    // Too large is the file's own damage; an errno (EIO, EACCES) is not.
+    if (text.status().code() == StatusCode::kInvalidArgument) {
+      return DataLossError(text.status().message());
+    }
+    return text.status();
+  }
+  nlohmann::json doc;
+  TF_RETURN_IF_ERROR(ParseJsonStrict(*text, state_path, &doc));
+  std::string format;
+  if (!doc.is_object() || !GetJsonString(doc, "format", state_path, &format).ok() ||
+      format != kFormat) {
     return DataLossError(state_path + " is not a tierflow checkpoint state");
   }
-  if (!doc.contains("version") || !doc["version"].is_number_integer() || doc["version"] != kVersion) {
-    return DataLossError(state_path + ": unsupported version " + doc.value("version", nlohmann::json()).dump());
+  int64_t version = -1;
+  if (!GetJsonInt64(doc, "version", state_path, &version).ok() || version != kVersion) {
+    const auto v = doc.find("version");
+    return DataLossError(state_path + ": unsupported version " +
+                         (v == doc.end() ? std::string("(none)") : JsonExcerpt(*v)));
   }
   return doc;
+}
+
+StatusOr<CheckpointLayout> ParseCheckpointLayout(const nlohmann::json& doc,
+                                                 const std::string& state_path) {
+  CheckpointLayout out;
+  out.layout = "host";
+  TF_RETURN_IF_ERROR(
+      GetJsonString(doc, "optimizer_layout", state_path, &out.layout, JsonField::kOptional));
+  if (out.layout == "host") return out;
+  if (out.layout != "nvme") {
+    return DataLossError(state_path + ": unknown optimizer_layout " + QuotedExcerpt(out.layout));
+  }
+  const std::string where = state_path + ": swap_set";
+  const nlohmann::json* set = nullptr;
+  const nlohmann::json* dirs = nullptr;
+  TF_RETURN_IF_ERROR(GetJsonObject(doc, "swap_set", state_path, &set));
+  TF_RETURN_IF_ERROR(GetJsonString(*set, "run_id", where, &out.swap_set.run_id));
+  auto run_id = PathComponent::Parse(out.swap_set.run_id, where + ".run_id");
+  if (!run_id.ok()) return DataLossError(run_id.status().message());
+  TF_RETURN_IF_ERROR(GetJsonArray(*set, "directories", where, &dirs));
+  if (dirs->empty()) return DataLossError(where + ".directories is empty");
+  for (size_t i = 0; i < dirs->size(); ++i) {
+    const nlohmann::json& d = (*dirs)[i];
+    const std::string what = where + ".directories[" + std::to_string(i) + "]";
+    if (!d.is_string()) return DataLossError(what + " must be a string, not " + JsonExcerpt(d));
+    const std::string& dir = d.get_ref<const std::string&>();
+    // Swap directories are elsewhere by design (an NVMe drive), so they are
+    // whole paths, not components; but always absolute and plain, as
+    // `tier migrate` writes them, so no relative or ".." path can point a
+    // tier command somewhere the checkpoint's author did not name outright.
+    bool plain = !dir.empty() && dir.front() == '/';
+    for (size_t b = 1; plain && b < dir.size();) {
+      const size_t e = std::min(dir.find('/', b), dir.size());
+      if (e > b) plain = PathComponent::Parse(std::string_view(dir).substr(b, e - b), what).ok();
+      b = e + 1;
+    }
+    if (!plain) {
+      return DataLossError(what + " " + QuotedExcerpt(dir) +
+                           " is not an absolute path of plain names (no '.', '..' or control "
+                           "characters)");
+    }
+    out.swap_set.directories.push_back(dir);
+  }
+  return out;
 }
 
 namespace {
@@ -223,41 +371,110 @@ StatusOr<std::unique_ptr<CheckpointOptimizerState>> CheckpointOptimizerState::Op
     const std::string& checkpoint_dir) {
   TF_ASSIGN_OR_RETURN(nlohmann::json doc, ReadCheckpointState(checkpoint_dir));
   const std::string state_path = checkpoint_dir + "/trainer_state.json";
+  TF_ASSIGN_OR_RETURN(CheckpointLayout layout, ParseCheckpointLayout(doc, state_path));
   std::unique_ptr<CheckpointOptimizerState> out;
-  const std::string layout = doc.value("optimizer_layout", "host");
-  if (layout == "host") {
-    out = std::make_unique<HostOptimizerState>();
-  } else if (layout == "nvme") {
-    auto nvme = std::make_unique<NvmeOptimizerState>();
-    const auto& set = doc["swap_set"];
-    if (!set.is_object() || !set.contains("run_id") || !set["run_id"].is_string() ||
-        !set.contains("directories") || !set["directories"].is_array() || set["directories"].empty()) {
-      return DataLossError(state_path + ": optimizer_layout is nvme but swap_set is malformed");
-    }
-    nvme->swap_set_.run_id = set["run_id"];
-    for (const auto& d : set["directories"]) {
-      if (!d.is_string()) return DataLossError(state_path + ": swap_set.directories holds a non-string");
-      nvme->swap_set_.directories.push_back(d);
-    }
-    TF_ASSIGN_OR_RETURN(nvme->reader_,
-                        tier::SwapSetReader::Open(nvme->swap_set_.directories, nvme->swap_set_.run_id));
-    out = std::move(nvme);
+  NvmeOptimizerState* nvme = nullptr;
+  if (layout.layout == "nvme") {
+    auto n = std::make_unique<NvmeOptimizerState>();
+    TF_ASSIGN_OR_RETURN(
+        n->reader_, tier::SwapSetReader::Open(layout.swap_set.directories, layout.swap_set.run_id));
+    nvme = n.get();
+    out = std::move(n);
   } else {
-    return DataLossError(state_path + ": unknown optimizer_layout '" + layout + "'");
+    out = std::make_unique<HostOptimizerState>();
   }
   out->dir_ = checkpoint_dir;
-  out->layout_ = layout;
-  if (!doc.contains("units") || !doc["units"].is_array()) return DataLossError(state_path + ": no unit list");
-  for (const auto& u : doc["units"]) {
-    if (!u.is_object()) return DataLossError(state_path + ": malformed unit entry");
-    out->units_.push_back({u.value("name", ""), u.value("num_params", uint64_t{0})});
+  out->layout_ = layout.layout;
+  out->swap_set_ = std::move(layout.swap_set);
+  TF_RETURN_IF_ERROR(GetJsonInt64(doc, "step", state_path, &out->step_, JsonField::kOptional));
+  const nlohmann::json* units = nullptr;
+  TF_RETURN_IF_ERROR(GetJsonArray(doc, "units", state_path, &units));
+  std::set<std::string> seen;
+  // Callers allocate num_params floats per array on the strength of this
+  // entry, so it is bounded here by what the checkpoint's own files hold:
+  // 12 bytes per parameter (three fp32 arrays) within the unit's file, or
+  // exactly 4 per array tensor of the swap set, all within its files' sizes.
+  uint64_t total_state_bytes = 0;
+  for (size_t i = 0; i < units->size(); ++i) {
+    const std::string where = state_path + ": units[" + std::to_string(i) + "]";
+    const nlohmann::json& u = (*units)[i];
+    std::string name;
+    uint64_t num_params = 0;
+    TF_RETURN_IF_ERROR(GetJsonString(u, "name", where, &name));
+    TF_RETURN_IF_ERROR(GetJsonUint64(u, "num_params", where, &num_params));
+    auto checked = PathComponent::Parse(name, where + ".name");
+    if (!checked.ok()) return DataLossError(checked.status().message());
+    if (!seen.insert(name).second) {
+      return DataLossError(where + ".name " + QuotedExcerpt(name) + " appears twice");
+    }
+    if (num_params > UINT64_MAX / 12) {
+      return DataLossError(where + ".num_params " + std::to_string(num_params) +
+                           " is more than any file can hold");
+    }
+    const uint64_t unit_bytes = num_params * 12;
+    if (nvme == nullptr) {
+      const std::string rel = OptimizerUnitFileName(*checked);
+      auto parts = SplitInsidePath(rel, where + ".name");
+      if (!parts.ok()) return DataLossError(parts.status().message());
+      auto size = RegularFileSizeInside(checkpoint_dir, *parts);
+      if (!size.ok()) return size.status();
+      if (*size < unit_bytes) {
+        return DataLossError(where + ".num_params " + std::to_string(num_params) + " needs " +
+                             std::to_string(unit_bytes) + " bytes, but " + checkpoint_dir + "/" +
+                             rel + " is only " + std::to_string(*size) + " bytes");
+      }
+      // The file's three arrays hold exactly num_params floats each (its
+      // header only; the data is read, and checksummed, by who needs it).
+      TF_ASSIGN_OR_RETURN(auto reader, SafetensorsReader::Open(checkpoint_dir + "/" + rel));
+      for (const char* array : {"master", "exp_avg", "exp_avg_sq"}) {
+        const SafetensorsTensorInfo* t = reader->Find(array);
+        if (t == nullptr || t->dtype != DType::kF32 || t->num_elements != num_params) {
+          return DataLossError(
+              checkpoint_dir + "/" + rel + ": tensor '" + array +
+              (t == nullptr ? "' is missing"
+                            : "' is not F32 of " + std::to_string(num_params) + " elements, as " +
+                                  where + ".num_params says"));
+        }
+      }
+    } else {
+      const CheckpointSwapSet& set = out->swap_set_;
+      for (const char* array : {"master", "exp_avg", "exp_avg_sq"}) {
+        const std::string tensor = OptimizerSwapTensorName(name, array);
+        const offload::SwapTensorEntry* t = nvme->reader_->Find(tensor);
+        if (t == nullptr || t->num_bytes != num_params * 4) {
+          return DataLossError(
+              "swap set " + set.run_id + " (" + set.directories[0] + "): tensor " +
+              QuotedExcerpt(tensor) +
+              (t == nullptr ? " is missing"
+                            : " has the wrong size (" + std::to_string(t->num_bytes) + " bytes; " +
+                                  where + ".num_params " + std::to_string(num_params) + " needs " +
+                                  std::to_string(num_params * 4) + ")"));
+        }
+      }
+      if (unit_bytes > UINT64_MAX - total_state_bytes) {
+        return DataLossError(where +
+                             ".num_params: the units' state is more than any file can hold");
+      }
+      total_state_bytes += unit_bytes;
+    }
+    out->units_.push_back({std::move(checked).value(), num_params});
+  }
+  if (nvme != nullptr) {
+    uint64_t file_bytes = 0;
+    for (const auto& f : nvme->reader_->files()) file_bytes += f->file_bytes();
+    if (total_state_bytes > file_bytes) {
+      return DataLossError(state_path + ": its units need " + std::to_string(total_state_bytes) +
+                           " bytes of optimizer state, but the files of swap set " +
+                           out->swap_set_.run_id + " hold only " + std::to_string(file_bytes));
+    }
   }
   out->state_ = std::move(doc);
   return out;
 }
 
 Status SaveTrainingCheckpoint(const std::string& out_dir, OffloadEngine& engine,
-                              const ParamLayout& layout, const CheckpointState& state, int keep) {
+                              const ParamLayout& layout, const CheckpointState& state, int keep,
+                              RetentionReport* retention) {
   const fs::path root = fs::path(out_dir) / "checkpoints";
   std::error_code ec;
   fs::create_directories(root, ec);
@@ -288,7 +505,8 @@ Status SaveTrainingCheckpoint(const std::string& out_dir, OffloadEngine& engine,
         {"exp_avg", DType::kF32, {n}, exp_avg.data()},
         {"exp_avg_sq", DType::kF32, {n}, exp_avg_sq.data()},
     };
-    const std::string rel = UnitFileName(unit.name);
+    TF_ASSIGN_OR_RETURN(PathComponent unit_name, PathComponent::Parse(unit.name, "unit name"));
+    const std::string rel = UnitFileName(unit_name);
     TF_RETURN_IF_ERROR(WriteSafetensors((tmp / rel).string(), entries,
                                         {{"format", "tierflow.optimizer_state"}, {"unit", unit.name}}));
     TF_RETURN_IF_ERROR(record(rel));
@@ -332,21 +550,37 @@ Status SaveTrainingCheckpoint(const std::string& out_dir, OffloadEngine& engine,
   if (ec) return IoError("rename " + tmp.string() + " to " + final_dir.string() + ": " + ec.message());
   TF_RETURN_IF_ERROR(SyncDir(root.string()));
 
-  // Retention: keep the newest `keep` that verify; remove stale temporaries.
+  // Retention removes only what it has positively identified as superseded,
+  // and only checkpoints older than the one just written:
+  //  - a verified checkpoint beyond the newest `keep` verified ones;
+  //  - a damaged one (its own format or checksums fail) older than the
+  //    newest verified one.
+  // One that could not be verified for an environmental reason (its NVMe
+  // directory missing, EIO, EACCES) may verify once that is fixed, and may be
+  // the newest state there is: it is kept and reported, never removed.
   int kept = 0;
-  for (const CheckpointInfo& info : ListCheckpoints(out_dir)) {
-    if (info.verified && kept < std::max(keep, 1)) {
-      ++kept;
-      continue;
+  int64_t newest_verified = -1;
+  for (const CheckpointInfo& info : ListCheckpoints(out_dir)) {  // newest first
+    bool superseded = false;
+    if (info.verified) {
+      if (newest_verified < 0) newest_verified = info.step;
+      superseded = ++kept > std::max(keep, 1);
+    } else if (info.environmental()) {
+      if (retention != nullptr) retention->kept_unverified.push_back(info);
+    } else {
+      superseded = newest_verified >= 0 && info.step < newest_verified;
     }
-    if (info.step < state.step) {
-      RemoveCheckpointSwapSet(info.path);
-      fs::remove_all(info.path, ec);
-    }
+    if (!superseded || info.step >= state.step) continue;
+    RemoveCheckpointSwapSet(info.path);
+    fs::remove_all(info.path, ec);
+    if (retention != nullptr) retention->removed.push_back(info.path);
   }
-  for (const auto& entry : fs::directory_iterator(root)) {
+  // Temporaries of interrupted saves. The caller holds the output
+  // directory's lock (io/dir_lock.h), so none belongs to a live save.
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
     const std::string fname = entry.path().filename().string();
-    if (fname.rfind(".step-", 0) == 0) fs::remove_all(entry.path(), ec);
+    std::error_code rm;
+    if (fname.rfind(".step-", 0) == 0) fs::remove_all(entry.path(), rm);
   }
   return Status::Ok();
 }
@@ -359,14 +593,21 @@ CheckpointInfo VerifyCheckpointUnguarded(const std::string& checkpoint_dir);
 // makes nlohmann throw; that must mark the checkpoint unverified, not end the
 // process (found by fuzz_checkpoint_state).
 CheckpointInfo VerifyCheckpoint(const std::string& checkpoint_dir) {
+  CheckpointInfo info;
   try {
-    return VerifyCheckpointUnguarded(checkpoint_dir);
+    info = VerifyCheckpointUnguarded(checkpoint_dir);
   } catch (const nlohmann::json::exception& e) {
-    CheckpointInfo info;
+    info = CheckpointInfo();
     info.path = checkpoint_dir;
     info.problem = checkpoint_dir + "/trainer_state.json: malformed (" + std::string(e.what()) + ")";
-    return info;
   }
+  // A problem found without an errno behind it (format, sizes, checksums)
+  // is the checkpoint's own damage.
+  if (!info.verified && info.problem_code == StatusCode::kOk) {
+    info.problem_code = StatusCode::kDataLoss;
+  }
+  if (info.verified) info.problem_code = StatusCode::kOk;
+  return info;
 }
 
 namespace {
@@ -377,33 +618,66 @@ CheckpointInfo VerifyCheckpointUnguarded(const std::string& checkpoint_dir) {
   auto parsed = ReadCheckpointState(checkpoint_dir);
   if (!parsed.ok()) {
     info.problem = parsed.status().message();
+    info.problem_code = parsed.status().code();
     return info;
   }
   const nlohmann::json& doc = *parsed;
-  info.step = doc.value("step", int64_t{-1});
-  info.layout = doc.value("optimizer_layout", "host");
-  if (!doc.contains("files") || !doc["files"].is_array()) {
-    info.problem = state_path + ": no file list";
+  int64_t step = -1;
+  Status typed = GetJsonInt64(doc, "step", state_path, &step, JsonField::kOptional);
+  if (!typed.ok()) {
+    info.problem = typed.message();
     return info;
   }
-  for (const auto& f : doc["files"]) {
+  info.step = step;
+  auto layout = ParseCheckpointLayout(doc, state_path);
+  if (!layout.ok()) {
+    info.problem = layout.status().message();
+    return info;
+  }
+  info.layout = layout->layout;
+  const nlohmann::json* files = nullptr;
+  typed = GetJsonArray(doc, "files", state_path, &files);
+  if (!typed.ok()) {
+    info.problem = typed.message() + " (no file list)";
+    return info;
+  }
+  std::set<std::string> listed;
+  for (size_t i = 0; i < files->size(); ++i) {
+    const nlohmann::json& f = (*files)[i];
     if (!f.is_object()) {
-      info.problem = state_path + ": malformed file entry";
+      info.problem = state_path + ": files[" + std::to_string(i) + "] must be an object, not " +
+                     JsonExcerpt(f);
       return info;
     }
-    info.problem = CheckCheckpointFile(checkpoint_dir, f);
+    info.problem = CheckCheckpointFile(checkpoint_dir, f, &info.problem_code);
     if (!info.problem.empty()) return info;
+    listed.insert(f["path"].get<std::string>());  // CheckCheckpointFile checked it is a string
+  }
+  // Both layouts: Open validates every unit name (a PathComponent) and bounds
+  // num_params by the unit's file or swap tensors; a unit whose file the
+  // "files" list does not cover would otherwise be trusted unchecked.
+  auto state = CheckpointOptimizerState::Open(checkpoint_dir);
+  if (!state.ok()) {
+    info.problem = state.status().message();
+    info.problem_code = state.status().code();  // NotFound: e.g. its NVMe directory is missing
+    return info;
+  }
+  if (info.layout == "host") {
+    for (const auto& unit : (*state)->units()) {
+      const std::string rel = OptimizerUnitFileName(unit.name);
+      if (listed.count(rel) == 0) {
+        info.problem = state_path + ": unit " + QuotedExcerpt(unit.name.str()) + " has no entry " +
+                       QuotedExcerpt(rel) + " in files, so its state cannot be verified";
+        return info;
+      }
+    }
   }
   if (info.layout == "nvme") {
-    auto state = CheckpointOptimizerState::Open(checkpoint_dir);
-    if (!state.ok()) {
-      info.problem = state.status().message();
-      return info;
-    }
     const CheckpointSwapSet& set = (*state)->swap_set();
     auto reader = tier::SwapSetReader::Open(set.directories, set.run_id);
     if (!reader.ok()) {
       info.problem = reader.status().message();
+      info.problem_code = reader.status().code();
       return info;
     }
     // Every unit's three arrays are there, whole, and every block verifies.
@@ -482,27 +756,50 @@ StatusOr<CheckpointState> LoadTrainingCheckpointUnguarded(const std::string& che
                                                           const ParamLayout& layout) {
   CheckpointInfo info = VerifyCheckpoint(checkpoint_dir);
   if (!info.verified) return DataLossError("checkpoint " + checkpoint_dir + ": " + info.problem);
-  std::ifstream in(checkpoint_dir + "/trainer_state.json");
-  std::stringstream text;
-  text << in.rdbuf();
-  const nlohmann::json doc = nlohmann::json::parse(text.str(), nullptr, false);
-  const auto& units = doc["units"];
-  if (!units.is_array() || units.size() != layout.units.size()) {
+  TF_ASSIGN_OR_RETURN(auto optimizer_state, CheckpointOptimizerState::Open(checkpoint_dir));
+  const nlohmann::json& doc = optimizer_state->state();
+  const auto& units = optimizer_state->units();
+  if (units.size() != layout.units.size()) {
     return FailedPreconditionError("checkpoint " + checkpoint_dir +
                                    " was written for a different model (unit count differs); "
                                    "resume with the same --model, or start a new --out");
   }
   for (size_t u = 0; u < layout.units.size(); ++u) {
-    if (units[u].value("name", "") != layout.units[u].name ||
-        units[u].value("num_params", uint64_t{0}) != layout.units[u].num_params) {
+    if (units[u].name.str() != layout.units[u].name ||
+        units[u].num_params != layout.units[u].num_params) {
       return FailedPreconditionError("checkpoint " + checkpoint_dir + ": unit " +
-                                     std::to_string(u) + " is '" + units[u].value("name", "") +
+                                     std::to_string(u) + " is '" + units[u].name.str() +
                                      "' there but '" + layout.units[u].name +
                                      "' here; resume with the same --model");
     }
   }
+  // The counters, typed (a wrong type is a damaged checkpoint, reported).
+  const std::string state_path = checkpoint_dir + "/trainer_state.json";
+  CheckpointState state;
+  state.step = optimizer_state->step();
+  TF_RETURN_IF_ERROR(
+      GetJsonInt64(doc, "optimizer_step", state_path, &state.optimizer_step, JsonField::kOptional));
+  double scale = 1.0;
+  int64_t good_steps = 0, hysteresis_left = 0;
+  const nlohmann::json* ls = nullptr;
+  TF_RETURN_IF_ERROR(GetJsonObject(doc, "loss_scaler", state_path, &ls, JsonField::kOptional));
+  if (ls != nullptr) {
+    const std::string where = state_path + ": loss_scaler";
+    TF_RETURN_IF_ERROR(GetJsonDouble(*ls, "scale", where, &scale, JsonField::kOptional));
+    TF_RETURN_IF_ERROR(GetJsonInt64(*ls, "good_steps", where, &good_steps, JsonField::kOptional));
+    TF_RETURN_IF_ERROR(
+        GetJsonInt64(*ls, "hysteresis_left", where, &hysteresis_left, JsonField::kOptional));
+    if (!(scale > 0 && scale <= 3.0e38) || good_steps < 0 || good_steps > INT32_MAX ||
+        hysteresis_left < 0 || hysteresis_left > INT32_MAX) {
+      return DataLossError(where + ": scale, good_steps or hysteresis_left out of range");
+    }
+  }
+  state.scaler = {static_cast<float>(scale), static_cast<int>(good_steps),
+                  static_cast<int>(hysteresis_left)};
+  if (auto d = doc.find("data"); d != doc.end()) state.data_state = *d;
+  TF_RETURN_IF_ERROR(GetJsonDouble(doc, "loss", state_path, &state.loss, JsonField::kOptional));
+  TF_RETURN_IF_ERROR(GetJsonString(doc, "model", state_path, &state.model, JsonField::kOptional));
   const SubGroupLayout& sl = engine.layout();
-  TF_ASSIGN_OR_RETURN(auto optimizer_state, CheckpointOptimizerState::Open(checkpoint_dir));
   std::vector<float> master, exp_avg, exp_avg_sq;
   for (size_t u = 0; u < layout.units.size(); ++u) {
     const size_t n = layout.units[u].num_params;
@@ -517,14 +814,6 @@ StatusOr<CheckpointState> LoadTrainingCheckpointUnguarded(const std::string& che
     }
   }
   TF_RETURN_IF_ERROR(engine.UploadAllWeights());
-  CheckpointState state;
-  state.step = doc.value("step", int64_t{0});
-  state.optimizer_step = doc.value("optimizer_step", int64_t{0});
-  const auto& ls = doc["loss_scaler"];
-  state.scaler = {ls.value("scale", 1.0f), ls.value("good_steps", 0), ls.value("hysteresis_left", 0)};
-  state.data_state = doc["data"];
-  state.loss = doc.value("loss", 0.0);
-  state.model = doc.value("model", "");
   engine.RestoreCounters(state.optimizer_step, state.scaler);
   return state;
 }

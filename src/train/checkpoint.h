@@ -31,6 +31,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/path_component.h"
 #include "engine/loss_scaler.h"
 #include "engine/offload_engine.h"
 #include "model/param_layout.h"
@@ -53,6 +54,17 @@ struct CheckpointInfo {
   bool verified = false;
   std::string problem;  // why it does not verify ("" when it does)
   std::string layout;   // "host" or "nvme" ("" when trainer_state.json is unreadable)
+  // The kind of `problem`: DataLoss (or InvalidArgument) when the checkpoint
+  // itself was shown damaged (format, sizes, checksums); any other code
+  // (NotFound for a missing NVMe directory, IoError for EIO,
+  // FailedPrecondition for EACCES) means it could not be verified here and
+  // now, and may verify later. kOk when verified.
+  StatusCode problem_code = StatusCode::kOk;
+  // Unverified for an environmental reason: never deleted by retention.
+  bool environmental() const {
+    return !verified && problem_code != StatusCode::kDataLoss &&
+           problem_code != StatusCode::kInvalidArgument;
+  }
 };
 
 // Where an nvme-layout checkpoint's optimizer state lives.
@@ -61,9 +73,26 @@ struct CheckpointSwapSet {
   std::vector<std::string> directories;  // the StateStore directories, in order
 };
 
-// trainer_state.json of a checkpoint, parsed and checked for format and
-// version (not verified). Errors: NotFound / DataLoss naming the file.
+// trainer_state.json is outside input once on disk (a crafted or damaged
+// checkpoint): every field is read typed, without exceptions, and every name
+// that becomes a path component goes through PathComponent.
+
+// trainer_state.json of a checkpoint, parsed (depth-limited, duplicate keys
+// rejected) and checked for format and version (not verified). A symlinked
+// trainer_state.json is refused: tierflow never follows links out of a
+// checkpoint. Errors: NotFound / DataLoss naming the file.
 StatusOr<nlohmann::json> ReadCheckpointState(const std::string& checkpoint_dir);
+
+// The optimizer layout of a parsed trainer_state.json: "host", or "nvme" and
+// its swap set, validated (the run id is a PathComponent; each directory is
+// an absolute path with no "." or ".." component). Errors: DataLoss naming
+// `state_path` and the field.
+struct CheckpointLayout {
+  std::string layout;          // "host" or "nvme"
+  CheckpointSwapSet swap_set;  // nvme only
+};
+StatusOr<CheckpointLayout> ParseCheckpointLayout(const nlohmann::json& doc,
+                                                 const std::string& state_path);
 
 // The optimizer state of a checkpoint in either layout, read one unit at a
 // time (memory holds what the caller asks for). Does not verify the whole
@@ -72,17 +101,22 @@ StatusOr<nlohmann::json> ReadCheckpointState(const std::string& checkpoint_dir);
 class CheckpointOptimizerState {
  public:
   struct Unit {
-    std::string name;
+    PathComponent name;  // validated: it names the unit's file
     uint64_t num_params = 0;
   };
   // Errors: those of ReadCheckpointState; DataLoss when the layout fields
-  // are malformed or the swap set cannot be opened.
+  // are malformed, the swap set cannot be opened, a unit name is not a
+  // PathComponent or appears twice, a unit's state is a symlink or missing, or
+  // num_params is more than the unit's file (host) or swap tensors (nvme)
+  // hold — so callers may allocate units()[u].num_params floats per array.
+  // Memory: nothing per parameter.
   static StatusOr<std::unique_ptr<CheckpointOptimizerState>> Open(const std::string& checkpoint_dir);
   virtual ~CheckpointOptimizerState() = default;
   const std::string& layout() const { return layout_; }      // "host" or "nvme"
   const CheckpointSwapSet& swap_set() const { return swap_set_; }  // nvme only
   const std::vector<Unit>& units() const { return units_; }
   const nlohmann::json& state() const { return state_; }
+  int64_t step() const { return step_; }  // trainer_state.json "step" (0 when absent)
   // Reads unit `u`'s three fp32 arrays (units()[u].num_params floats each).
   // Errors name the file (and for swap files the tensor and byte range).
   virtual Status ReadUnit(size_t u, float* master, float* exp_avg, float* exp_avg_sq) const = 0;
@@ -92,34 +126,54 @@ class CheckpointOptimizerState {
   CheckpointSwapSet swap_set_;
   std::vector<Unit> units_;
   nlohmann::json state_;
+  int64_t step_ = 0;
 };
 
 // The relative path of unit `unit`'s host-layout file ("optimizer/<unit>.safetensors").
-std::string OptimizerUnitFileName(const std::string& unit);
+std::string OptimizerUnitFileName(const PathComponent& unit);
 // The swap-set tensor name of `array` ("master", ...) of `unit`: "<unit>/<array>".
 std::string OptimizerSwapTensorName(const std::string& unit, const std::string& array);
 // The "files" entry of trainer_state.json for `rel` under `dir`: size,
 // CRC32C, and for safetensors files each tensor's range and CRC32C.
 StatusOr<nlohmann::json> DescribeCheckpointFile(const std::string& dir, const std::string& rel);
 // Checks one "files" entry; "" when it matches, else what is wrong (for a
-// changed safetensors file: which tensor and which bytes).
-std::string CheckCheckpointFile(const std::string& dir, const nlohmann::json& entry);
+// changed safetensors file: which tensor and which bytes; for a path that
+// is not inside `dir`, passes through a symlink or is mistyped: the field).
+// `code` (optional) receives the kind of problem (CheckpointInfo::problem_code).
+std::string CheckCheckpointFile(const std::string& dir, const nlohmann::json& entry,
+                                StatusCode* code = nullptr);
 
-// Writes the checkpoint of `state.step`, then removes all but the newest
-// `keep` complete checkpoints (and stale temporary directories). REQUIRES:
-// the engine is idle (after OffloadEngine::Finish).
+// What retention did after a save.
+struct RetentionReport {
+  std::vector<std::string> removed;              // superseded checkpoint directories
+  std::vector<CheckpointInfo> kept_unverified;   // could not be verified here and now: kept
+};
+
+// Writes the checkpoint of `state.step`, then retention: removes what is
+// positively superseded among the checkpoints older than it — verified ones
+// beyond the newest `keep` verified, damaged ones (CheckpointInfo::problem_code
+// DataLoss) older than the newest verified — and stale temporary directories.
+// A checkpoint unverified for an environmental reason (a missing NVMe
+// directory, EIO, EACCES) is never removed; `retention` (optional) lists it.
+// REQUIRES: the engine is idle (after OffloadEngine::Finish); the caller
+// holds OUT's DirLock (io/dir_lock.h), so no other process saves there.
 // Errors: I/O errors naming the file; earlier checkpoints are never touched
 // before the new one is complete.
 Status SaveTrainingCheckpoint(const std::string& out_dir, OffloadEngine& engine,
                               const ParamLayout& layout, const CheckpointState& state,
-                              int keep = 2);
+                              int keep = 2, RetentionReport* retention = nullptr);
 
 // Every checkpoint directory under OUT/checkpoints, newest first, each
-// verified (trainer_state.json parses; every listed file has its size and CRC32C).
+// verified (trainer_state.json parses; every listed file has its size and
+// CRC32C), with why not and what kind of problem that is (problem_code).
 std::vector<CheckpointInfo> ListCheckpoints(const std::string& out_dir);
 
-// Checks one checkpoint directory (what ListCheckpoints does for each). For
-// the nvme layout it also reads every block of the swap set and checks it.
+// Checks one checkpoint directory (what ListCheckpoints does for each):
+// trainer_state.json parses and is well typed; every listed file is inside
+// the checkpoint (no "..", no symlink) with its size and CRC32C; every unit
+// name is a PathComponent and its num_params fits its state (Open); for the
+// host layout every unit's file is listed; for the nvme layout every block of
+// the swap set is read and checked. Never throws.
 CheckpointInfo VerifyCheckpoint(const std::string& checkpoint_dir);
 
 // Loads a verified checkpoint into the engine (master weights, moments, the

@@ -29,6 +29,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/json_util.h"
+
 namespace tierflow {
 namespace {
 
@@ -44,11 +46,8 @@ std::string Join(const std::string& parent, const std::string& key) {
   return parent.empty() ? key : parent + "." + key;
 }
 
-std::string Describe(const Json& v) {
-  std::string s = v.dump(-1, ' ', false, Json::error_handler_t::replace);
-  if (s.size() > 60) s = s.substr(0, 57) + "...";
-  return s;
-}
+// Never serializes a container whole (an outside value may be huge or deep).
+std::string Describe(const Json& v) { return JsonExcerpt(v, 60); }
 
 std::string FormatValue(double v) {
   char buf[64];
@@ -883,21 +882,14 @@ class Parser {
 StatusOr<TrainConfig> ParseTrainConfig(std::string_view json_text, const std::string& label,
                                        const TrainConfig& base) {
   Json root;
-  try {
-    // Comments are allowed: people annotate their DeepSpeed configs.
-    root = Json::parse(json_text.begin(), json_text.end(), /*cb=*/nullptr,
-                       /*allow_exceptions=*/true, /*ignore_comments=*/true);
-  } catch (const Json::parse_error& e) {
-    // e.what() reads "[json.exception.parse_error.101] parse error at line L, column C: ...".
-    std::string what = e.what();
-    size_t at = what.find("] ");
-    if (at != std::string::npos) what = what.substr(at + 2);
-    return InvalidArgumentError(label + ": not valid JSON (byte " + std::to_string(e.byte) +
-                                "): " + what);
-  } catch (const Json::exception& e) {
-    // e.g. out_of_range.406: a number too large for a double ("lr": 1e400).
-    return InvalidArgumentError(label + ": holds a value JSON cannot represent: " +
-                                std::string(e.what()));
+  // Depth-limited (nesting would overflow the stack in error messages and
+  // copies). Comments are allowed: people annotate their DeepSpeed configs.
+  // Duplicate keys stay lenient, last wins, as DeepSpeed's Python json does.
+  JsonParseOptions options;
+  options.reject_duplicate_keys = false;
+  options.allow_comments = true;
+  if (Status parsed = ParseJson(json_text, label, options, &root); !parsed.ok()) {
+    return InvalidArgumentError(parsed.message());
   }
   try {
     return Parser(label, base).Run(root);

@@ -83,6 +83,9 @@ struct TrainConfig {
   std::string out_dir;                // checkpoints and the final model; "" = ./tierflow-out
   int64_t checkpoint_every = 100;     // steps; 0 = only at the end
   bool resume = false;
+  // A checkpoint directory to resume from explicitly (--resume-from), e.g. an
+  // older one when the newest does not verify; "" = --resume's newest.
+  std::string resume_from;
   std::string metrics_path;           // JSONL; "" = <out>/metrics.jsonl
   std::string trace_path;             // Chrome trace of trace_steps
   std::vector<int64_t> trace_steps;   // default: {2}

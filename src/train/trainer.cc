@@ -12,17 +12,21 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/cancel.h"
+#include "common/checked_math.h"
 #include "common/trace.h"
 #include "common/units.h"
 #include "data/data_loader.h"
 #include "data/text_dataset.h"
 #include "data/tokenizer.h"
 #include "engine/offload_engine.h"
+#include "io/dir_lock.h"
+#include "io/file_system.h"
+#include "io/json_util.h"
 #include "model/engine_weights.h"
 #include "model/hf_model.h"
 #include "model/transformer.h"
 #include "offload/swap_set.h"
-#include "io/file_system.h"
 #include "plan/bandwidth_profile.h"
 #include "plan/hardware_detect.h"
 #include "plan/planner.h"
@@ -108,25 +112,55 @@ MicroBatch ToMicroBatch(const TokenBatch& b) {
   return mb;
 }
 
-// Replaces OUT/model with the final weights, crash-safely (temp dir + rename).
-Status SaveFinalModel(const std::string& out_dir, OffloadEngine& engine, const ParamLayout& layout,
-                      DType dtype) {
-  TF_ASSIGN_OR_RETURN(std::vector<float> weights, GatherMasterWeights(engine));
-  const fs::path final_dir = fs::path(out_dir) / "model";
-  const fs::path tmp = fs::path(out_dir) / (".model.tmp-" + std::to_string(::getpid()));
+// Final-model temporaries: ".model.tmp-PID" (being written) and
+// ".model.old-PID" (the previous model, moved aside).
+constexpr char kFinalModelTmpPrefix[] = ".model.tmp-";
+constexpr char kFinalModelOldPrefix[] = ".model.old-";
+
+// Replaces OUT/model with the final weights, crash-safely: written into a
+// temporary directory, renamed into place, OUT fsync'd so the rename is
+// durable. A crash mid-save leaves temporaries behind; since the caller holds
+// OUT's lock, no other process is saving there, so every temporary found is
+// such a leftover and is removed first (never following a link: remove_all
+// removes a symlink itself, not its target).
+Status SaveFinalModel(const DirLock& out_lock, OffloadEngine& engine, const ParamLayout& layout,
+                      DType dtype, FileSystem* file_system) {
+  FileSystem* fsys = file_system != nullptr ? file_system : DefaultFileSystem();
+  const fs::path out_dir = out_lock.dir();
   std::error_code ec;
-  fs::remove_all(tmp, ec);
+  for (const auto& entry : fs::directory_iterator(out_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(kFinalModelTmpPrefix, 0) != 0 && name.rfind(kFinalModelOldPrefix, 0) != 0) {
+      continue;
+    }
+    std::error_code rm;
+    fs::remove_all(entry.path(), rm);
+    if (rm) {
+      return IoError("remove " + entry.path().string() +
+                     " (left by an interrupted save): " + rm.message());
+    }
+  }
+  if (ec) return IoError("list " + out_dir.string() + ": " + ec.message());
+  TF_ASSIGN_OR_RETURN(std::vector<float> weights, GatherMasterWeights(engine));
+  const fs::path final_dir = out_dir / "model";
+  const std::string pid = std::to_string(::getpid());
+  const fs::path tmp = out_dir / (kFinalModelTmpPrefix + pid);
   HfModelSaveOptions options;
   options.dtype = dtype == DType::kF32 ? DType::kF32 : dtype;
   TF_RETURN_IF_ERROR(SaveHfModel(tmp.string(), layout, weights.data(), options));
-  if (fs::exists(final_dir)) {
-    const fs::path old = fs::path(out_dir) / (".model.old-" + std::to_string(::getpid()));
-    fs::rename(final_dir, old, ec);
-    if (ec) return IoError("move aside " + final_dir.string() + ": " + ec.message());
-    fs::remove_all(old, ec);
+  const fs::path old = out_dir / (kFinalModelOldPrefix + pid);
+  const bool had_model = fs::exists(final_dir, ec);
+  if (had_model) {
+    TF_RETURN_IF_ERROR(fsys->RenameFile(final_dir.string(), old.string())
+                           .WithContext("move the previous model aside"));
   }
-  fs::rename(tmp, final_dir, ec);
-  if (ec) return IoError("rename " + tmp.string() + " to " + final_dir.string() + ": " + ec.message());
+  if (Status s = fsys->RenameFile(tmp.string(), final_dir.string()); !s.ok()) {
+    if (had_model) (void)fsys->RenameFile(old.string(), final_dir.string());  // put it back
+    return s;
+  }
+  TF_RETURN_IF_ERROR(fsys->SyncDirectory(out_dir.string())
+                         .WithContext("the final model is in place but not yet durable"));
+  if (had_model) fs::remove_all(old, ec);  // a leftover here is removed by the next save
   return Status::Ok();
 }
 
@@ -134,18 +168,25 @@ Status SaveFinalModel(const std::string& out_dir, OffloadEngine& engine, const P
 // clean exit leaves its set behind (stale). Those, and only those, are ours
 // to remove when the next run of the same directory starts; anything else
 // stale is reported by the store and left to `tierflow tier clean`.
-Status CleanOurStaleSwapSets(const std::string& out_dir, const std::vector<std::string>& nvme_paths,
+// swap_runs.json is read, edited and rewritten: only the holder of OUT's
+// lock may, or two runs would each drop the other's entry.
+Status CleanOurStaleSwapSets(const DirLock& out_lock, const std::vector<std::string>& nvme_paths,
                              const std::string& new_run_id, TrainReporter& reporter) {
+  const std::string& out_dir = out_lock.dir();
   const std::string registry = out_dir + "/swap_runs.json";
   nlohmann::json runs = nlohmann::json::array();
   {
-    std::ifstream in(registry);
-    if (in) {
-      std::stringstream text;
-      text << in.rdbuf();
-      auto parsed = nlohmann::json::parse(text.str(), nullptr, false);
-      if (parsed.is_array()) runs = parsed;
-      else reporter.OnNote("ignoring unreadable " + registry);
+    std::error_code ec;
+    if (fs::exists(registry, ec)) {
+      // Depth-limited and non-throwing: the file is on disk, so outside input.
+      auto text = ReadSmallFile(registry, 16u << 20);
+      nlohmann::json parsed;
+      Status s = text.ok() ? ParseJsonStrict(*text, registry, &parsed) : text.status();
+      if (s.ok() && parsed.is_array()) {
+        runs = std::move(parsed);
+      } else {
+        reporter.OnNote("ignoring unreadable " + registry + (s.ok() ? "" : ": " + s.message()));
+      }
     }
   }
   nlohmann::json kept = nlohmann::json::array();
@@ -177,6 +218,48 @@ Status CleanOurStaleSwapSets(const std::string& out_dir, const std::vector<std::
   }
   kept.push_back({{"run_id", new_run_id}, {"paths", nvme_paths}});
   return WriteStringToFileAtomically(nullptr, registry, kept.dump(2));
+}
+
+// The checkpoint to resume from ("" = start fresh): --resume-from's, or with
+// --resume the newest one. When the newest does not verify, --resume does not
+// fall back to an older one on its own: the newer state would be lost, and
+// retention would later remove it (and its swap set) for good.
+StatusOr<std::string> ChooseResumeCheckpoint(const TrainConfig& config, const std::string& out_dir,
+                                             TrainReporter& reporter) {
+  if (!config.resume_from.empty()) {
+    const CheckpointInfo named = VerifyCheckpoint(config.resume_from);
+    if (!named.verified) {
+      return Status(named.problem_code, "--resume-from " + config.resume_from +
+                                            " does not verify: " + named.problem);
+    }
+    return config.resume_from;
+  }
+  if (!config.resume) return std::string();
+  const std::vector<CheckpointInfo> all = ListCheckpoints(out_dir);
+  if (all.empty()) {
+    reporter.OnNote("--resume: no checkpoint under " + out_dir +
+                    "/checkpoints; starting from the beginning");
+    return std::string();
+  }
+  const CheckpointInfo& newest = all.front();
+  if (newest.verified) return newest.path;
+  std::string older;
+  for (const CheckpointInfo& c : all) {
+    if (c.verified) {
+      older = c.path;
+      break;
+    }
+  }
+  return FailedPreconditionError(
+      "--resume: the newest checkpoint " + newest.path + " does not verify: " + newest.problem +
+      (newest.environmental()
+           ? " (this may pass once the cause is fixed, e.g. its NVMe directory is mounted again; "
+             "the checkpoint is kept)"
+           : "") +
+      ". tierflow does not fall back past a newer checkpoint on its own: fix it and resume "
+      "again, or name an older checkpoint with --resume-from DIR" +
+      (older.empty() ? " (none of the others verifies either)"
+                     : " (the newest that verifies is " + older + ")"));
 }
 
 // The planner's view of this run and this machine.
@@ -224,6 +307,13 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
     fs::create_directories(out_dir, ec);
     if (ec) return IoError("create output directory " + out_dir + ": " + ec.message());
   }
+  // One run per output directory, for the whole run: everything below that
+  // writes in it (swap_runs.json, metrics.jsonl, checkpoints and their
+  // retention, the final model) assumes no other process does.
+  TF_ASSIGN_OR_RETURN(DirLock out_lock, DirLock::Acquire(out_dir, "tierflow train"));
+  // Before anything is built: a --resume that cannot go on fails at once.
+  TF_ASSIGN_OR_RETURN(const std::string resume_path,
+                      ChooseResumeCheckpoint(config, out_dir, reporter));
 
   // Model, tokenizer, data.
   TF_ASSIGN_OR_RETURN(ModelConfig model_config, ResolveModel(config.model));
@@ -245,7 +335,8 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   DatasetOptions dataset;
   dataset.path = data_path;
   dataset.text_field = config.text_field;
-  dataset.vocab_size = static_cast<int32_t>(model_config.vocab_size);
+  TF_ASSIGN_OR_RETURN(dataset.vocab_size,
+                      CheckedNarrow<int32_t>(model_config.vocab_size, "the model's vocab_size"));
   if (!config.token_dtype.empty()) {
     TF_ASSIGN_OR_RETURN(TokenDtype td, ParseTokenDtype(config.token_dtype));
     dataset.token_dtype = td;
@@ -302,7 +393,8 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   if (hooks != nullptr) engine_options.nvme_backend_factory = hooks->nvme_backend_factory;
   if (placed.offload == "nvme") {
     engine_options.run_id = offload::MakeRunId();
-    TF_RETURN_IF_ERROR(CleanOurStaleSwapSets(out_dir, nvme_paths, engine_options.run_id, reporter));
+    TF_RETURN_IF_ERROR(
+        CleanOurStaleSwapSets(out_lock, nvme_paths, engine_options.run_id, reporter));
   }
   TF_ASSIGN_OR_RETURN(auto engine, OffloadEngine::Create(*device, *model, engine_options));
   const ParamLayout& layout = model->layout();
@@ -324,25 +416,13 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
 
   // Resume.
   int64_t step = 0;
-  if (config.resume) {
-    bool resumed = false;
-    for (const CheckpointInfo& c : ListCheckpoints(out_dir)) {
-      if (!c.verified) {
-        reporter.OnNote("skipping checkpoint " + c.path + ": " + c.problem);
-        continue;
-      }
-      TF_ASSIGN_OR_RETURN(CheckpointState state, LoadTrainingCheckpoint(c.path, *engine, layout));
-      TF_RETURN_IF_ERROR(loader.RestoreState(state.data_state)
-                             .WithContext("checkpoint " + c.path + " data position"));
-      step = state.step;
-      info.resumed_from = c.path;
-      resumed = true;
-      break;
-    }
-    if (!resumed) {
-      reporter.OnNote("--resume: no complete checkpoint under " + out_dir +
-                      "/checkpoints; starting from the beginning");
-    }
+  if (!resume_path.empty()) {
+    TF_ASSIGN_OR_RETURN(CheckpointState state,
+                        LoadTrainingCheckpoint(resume_path, *engine, layout));
+    TF_RETURN_IF_ERROR(loader.RestoreState(state.data_state)
+                           .WithContext("checkpoint " + resume_path + " data position"));
+    step = state.step;
+    info.resumed_from = resume_path;
   }
   info.start_step = step;
   reporter.OnStart(info);
@@ -368,7 +448,12 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
     state.data_state = loader.SaveState();
     state.loss = loss;
     state.model = config.model;
-    TF_RETURN_IF_ERROR(SaveTrainingCheckpoint(out_dir, *engine, layout, state));
+    RetentionReport retention;
+    TF_RETURN_IF_ERROR(SaveTrainingCheckpoint(out_dir, *engine, layout, state, 2, &retention));
+    for (const CheckpointInfo& c : retention.kept_unverified) {
+      reporter.OnNote("kept checkpoint " + c.path + ", which cannot be verified now (" + c.problem +
+                      "); fix that and it verifies again, or remove it yourself");
+    }
     last_checkpoint = step;
     reporter.OnCheckpoint(step, (fs::path(out_dir) / "checkpoints").string());
     return Status::Ok();
@@ -457,8 +542,11 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
     metrics.flush();
     if (!metrics) return IoError("write metrics file " + metrics_path);
 
-    const bool stop_now = stop != nullptr && stop->load();
+    const bool stop_now = (stop != nullptr && stop->load()) || CancelRequested();
     if ((config.checkpoint_every > 0 && step % config.checkpoint_every == 0) || stop_now) {
+      // A stop request during a save lets it finish (the save is what the
+      // stop asks for); only a second request interrupts it.
+      CancelShield shield;
       TF_RETURN_IF_ERROR(checkpoint(stats.loss));
     }
     if (stop_now) {
@@ -469,6 +557,7 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
 
   TF_RETURN_IF_ERROR(engine->Finish().status());
   if (!result.stopped) {
+    CancelShield shield;  // the final checkpoint and model are saved whole, or not at all
     if (last_checkpoint != step) TF_RETURN_IF_ERROR(checkpoint(last_loss));
     if (config.eval_every > 0 && step % config.eval_every != 0) {
       TF_ASSIGN_OR_RETURN(double eval_loss, evaluate());
@@ -477,7 +566,8 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
         reporter.OnEval(step, eval_loss);
       }
     }
-    TF_RETURN_IF_ERROR(SaveFinalModel(out_dir, *engine, layout, dtype));
+    TF_RETURN_IF_ERROR(SaveFinalModel(out_lock, *engine, layout, dtype,
+                                      hooks != nullptr ? hooks->file_system : nullptr));
     result.final_model_dir = (fs::path(out_dir) / "model").string();
   }
   result.steps_done = step;

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "engine/engine_options.h"
+#include "io/file_system.h"
 #include "offload/io_backend.h"
 #include "train/train_config.h"
 
@@ -63,9 +64,15 @@ struct TrainResult {
 // Test seams: what a test may swap in below the configuration.
 struct TrainHooks {
   offload::IoBackendFactory nvme_backend_factory;  // e.g. a fault-injecting backend
+  // The renames and directory fsync that put the final model in place
+  // (null: DefaultFileSystem()).
+  FileSystem* file_system = nullptr;
 };
 
-// Runs `config` to completion (or until *stop becomes true).
+// Runs `config` to completion, or until *stop becomes true or a cancellation
+// is requested (common/cancel.h): then it checkpoints at the step boundary and
+// returns with `stopped`. A request before the first step cancels the setup
+// (Aborted); a second request also interrupts a checkpoint in progress.
 StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& reporter,
                                   const std::atomic<bool>* stop = nullptr,
                                   const TrainHooks* hooks = nullptr);

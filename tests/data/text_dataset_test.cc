@@ -5,7 +5,9 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <signal.h>
 
+#include "common/cancel.h"
 #include "data/byte_tokenizer.h"
 #include "data/text_dataset.h"
 #include "tests/data/data_test_util.h"
@@ -60,9 +62,14 @@ TEST(TextDataset, BadJsonlLinesNameFileAndLine) {
   const std::vector<Case> cases = {
       {"{\"text\": \"ok\"}\n{\"text\": \"unterminated}\n", ":2: not valid JSON"},
       {"{\"text\": \"ok\"}\n\n[1, 2]\n", ":3: expected a JSON object"},
-      {"{\"body\": \"x\", \"id\": 3}\n", ":1: no \"text\" field (it has: body, id)"},
+      {"{\"body\": \"x\", \"id\": 3}\n", ":1: no \"text\" field (it has: \"body\", \"id\")"},
       {"{\"text\": 5}\n", ":1: \"text\" is a number, not a string"},
       {"{\"text\": \"a\\u0000b\"}\n", ":1: field \"text\": text has a NUL byte at byte offset 1"},
+      // Issue 18: one 100000-deep line overflowed the stack.
+      {"{\"text\": \"ok\"}\n" + std::string(100000, '[') + std::string(100000, ']') + "\n",
+       ":2: JSON nested deeper than 64"},
+      {"{\"text\": \"ok\"}\n{\"meta\": " + std::string(100000, '[') + "\n",
+       ":2: JSON nested deeper than 64"},
       {"\n  \n", "has no documents"},
       {"", "is empty"},
   };
@@ -135,6 +142,22 @@ TEST(LoadTokens, PicksTheReaderByFormat) {
   auto bad = ParseDataFormat("csv");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("auto, text, jsonl or tokens"), std::string::npos);
+}
+
+TEST(TextDataset, APendingCancelStopsJsonlTokenizationWithAborted) {
+  ScratchDir dir;
+  ByteTokenizer byte;
+  WriteBytes(dir.File("d.jsonl"), "{\"text\": \"ab\"}\n{\"text\": \"cd\"}\n");
+  ResetCancelForTesting();
+  RequestCancel(SIGTERM);
+  auto s = TokenizeJsonlFile(dir.File("d.jsonl"), byte, "text", 256);
+  ResetCancelForTesting();
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kAborted);
+  EXPECT_NE(s.status().message().find("tokenizing " + dir.File("d.jsonl") + ":1"),
+            std::string::npos)
+      << s.status().message();
+  EXPECT_TRUE(TokenizeJsonlFile(dir.File("d.jsonl"), byte, "text", 256).ok());
 }
 
 }  // namespace

@@ -6,8 +6,10 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <nlohmann/json.hpp>
 
+#include "common/cancel.h"
 #include "data/byte_tokenizer.h"
 #include "data/gpt2_bpe_tokenizer.h"
 #include "data/gpt2_byte_level.h"
@@ -231,6 +233,7 @@ TEST(Gpt2Bpe, MalformedVocabOrMergesAreClearErrors) {
       {with("zz", "seven"), merges, "not an integer"},
       {with("zz", -4), merges, "has id -4"},
       {with("zz", 2000000000), merges, "the largest token id is 2000000000"},
+      {with("zz", uint64_t{18446744073709551615u}), merges, "is 18446744073709551615; ids must"},
       {with("zz", FixtureByteId('a')), merges, "is used by both"},
       {with("a b", 400), merges, "U+0020"},
       {without("Ġ"), merges, "single byte 0x20"},
@@ -307,6 +310,49 @@ TEST(LoadTokenizer, ByteDirectoryAndFile) {
   auto empty_dir = LoadTokenizer(empty.path());
   ASSERT_FALSE(empty_dir.ok());
   EXPECT_NE(empty_dir.status().message().find("vocab.json + merges.txt"), std::string::npos);
+}
+
+// Issue 18: a 100000-deep tokenizer.json or vocab.json overflowed the stack.
+TEST(Gpt2Bpe, DeeplyNestedJsonIsAnErrorNotAStackOverflow) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  auto t = Gpt2BpeTokenizer::FromTokenizerJsonText(
+      "{\"model\": {\"vocab\": {}}, \"x\": " + deep + "}", "tokenizer.json");
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(t.status().message().find("tokenizer.json: JSON nested deeper than 64"),
+            std::string::npos)
+      << t.status().message();
+  auto v = Gpt2BpeTokenizer::FromVocabAndMergesText("{\"a\": " + deep + "}", FixtureMergesTxt(),
+                                                    "vocab.json", "merges.txt");
+  ASSERT_FALSE(v.ok());
+  EXPECT_NE(v.status().message().find("vocab.json: JSON nested deeper than 64"), std::string::npos)
+      << v.status().message();
+}
+
+TEST(Gpt2Bpe, AnOutsideValueInAnErrorIsDescribedNotDumped) {
+  nlohmann::json root;
+  root["model"] = {{"type", "BPE"}, {"vocab", nlohmann::json::object()}};
+  nlohmann::json big = nlohmann::json::array();
+  for (int i = 0; i < 100000; ++i) big.push_back(i);
+  root["normalizer"] = big;
+  auto t = Gpt2BpeTokenizer::FromTokenizerJsonText(root.dump(), "tokenizer.json");
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("an array of 100000 elements"), std::string::npos)
+      << t.status().message().substr(0, 300);
+  EXPECT_LT(t.status().message().size(), 1000u);
+}
+
+TEST(Gpt2Bpe, APendingCancelStopsEncodingWithAborted) {
+  auto t = Gpt2BpeTokenizer::FromVocabAndMergesText(FixtureVocabJson(), FixtureMergesTxt(),
+                                                    "vocab.json", "merges.txt");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ResetCancelForTesting();
+  RequestCancel(SIGINT);
+  auto ids = (*t)->Encode("the cat sat on the mat");
+  ResetCancelForTesting();
+  ASSERT_FALSE(ids.ok());
+  EXPECT_EQ(ids.status().code(), StatusCode::kAborted);
+  EXPECT_TRUE((*t)->Encode("the cat").ok());
 }
 
 }  // namespace

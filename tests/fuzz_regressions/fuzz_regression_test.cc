@@ -28,6 +28,10 @@
 #if TIERFLOW_FUZZ_HAVE_TRAIN
 #include "train/checkpoint.h"
 #endif
+#if TIERFLOW_FUZZ_HAVE_TIER
+#include "tier/tier_export.h"
+#include "tier/tier_verify.h"
+#endif
 
 #include "fuzz/entry_points.h"
 
@@ -58,6 +62,9 @@ const std::vector<Target>& Targets() {
 #endif
 #if TIERFLOW_FUZZ_HAVE_TRAIN
       {"fuzz_checkpoint_state", FuzzCheckpointState},
+#endif
+#if TIERFLOW_FUZZ_HAVE_TIER
+      {"fuzz_tier_checkpoint", FuzzTierCheckpoint},
 #endif
   };
   return targets;
@@ -239,6 +246,96 @@ TEST(FuzzRegressionTest, CheckpointStateWithMistypedFieldsIsUnverified) {
     EXPECT_FALSE(info.verified);
     EXPECT_FALSE(info.problem.empty());
   }
+}
+#endif
+
+#if TIERFLOW_FUZZ_HAVE_TIER
+// Replays `bug` of fuzz_tier_checkpoint (the entry point checks that nothing
+// outside the export changes), then asks `tier verify` and `tier export`
+// directly: verify must refuse, naming `field`, and so must export unless
+// `export_reads_it` (export reads the units, not the "files" list).
+void ExpectTierRefuses(const std::string& bug, const std::string& field,
+                       bool export_reads_it = true) {
+  SCOPED_TRACE(bug);
+  EXPECT_NO_THROW(FuzzTierCheckpoint(Input("fuzz_tier_checkpoint", bug)));
+  const std::string ckpt = FuzzTempDir() + "/tier/out/checkpoints/step-00000001";
+  const CheckpointInfo info = VerifyCheckpoint(ckpt);
+  EXPECT_FALSE(info.verified);
+  EXPECT_NE(info.problem.find(field), std::string::npos) << info.problem;
+  auto report = tier::VerifyTierPath(ckpt);
+  if (report.ok()) {
+    EXPECT_FALSE(report->ok());
+  }
+  if (!export_reads_it) return;
+  const std::string out = FuzzTempDir() + "/tier/export/regression.safetensors";
+  std::error_code ec;
+  fs::remove(out, ec);
+  auto exported = tier::ExportCheckpoint(ckpt, out);
+  EXPECT_FALSE(exported.ok());
+  EXPECT_FALSE(fs::exists(out, ec));
+}
+
+// The valid seed verifies and exports, so the fuzzer starts from a state
+// that reaches the reads it guards (fuzz/make_seeds.py and fuzz/tier_fuzz.cc
+// build the same unit file).
+TEST(FuzzRegressionTest, TierCheckpointValidSeedVerifiesAndExports) {
+  FuzzTierCheckpoint(ReadFile(fs::path(TIERFLOW_FUZZ_CORPUS_DIR) / "fuzz_tier_checkpoint/valid"));
+  const std::string ckpt = FuzzTempDir() + "/tier/out/checkpoints/step-00000001";
+  const CheckpointInfo info = VerifyCheckpoint(ckpt);
+  EXPECT_TRUE(info.verified) << info.problem;
+  auto exported = tier::ExportCheckpoint(ckpt, FuzzTempDir() + "/tier/export/valid.safetensors");
+  ASSERT_TRUE(exported.ok()) << exported.status().ToString();
+  EXPECT_EQ(exported->num_bytes, 24u);
+  std::error_code ec;
+  fs::remove(FuzzTempDir() + "/tier/export/valid.safetensors", ec);
+}
+
+// A unit name in trainer_state.json was used as a path component unchecked:
+// "../../../../outside/u" made `tier export` (and `migrate --to nvme`) read
+// optimizer/../../../../outside/u.safetensors, outside the checkpoint, and
+// `tier verify` (which checked only the "files" list) said OK.
+TEST(FuzzRegressionTest, TierCheckpointUnitNameEscapingCheckpointIsRejected) {
+  ExpectTierRefuses("unit_name_escapes_checkpoint", "units[0].name");
+}
+
+// A "files" entry naming a file outside the checkpoint through "..": verify
+// refuses it (export never reads "files", and its unit is inside).
+TEST(FuzzRegressionTest, TierCheckpointFilesPathEscapingCheckpointIsRejected) {
+  ExpectTierRefuses("files_path_escapes_checkpoint", "is not a path inside the checkpoint",
+                    /*export_reads_it=*/false);
+}
+
+// A unit whose file is a symlink out of the checkpoint: every checksum
+// matched (the link's target is an identical copy), so verify said OK and
+// export read through it.
+TEST(FuzzRegressionTest, TierCheckpointUnitFileSymlinkedOutIsRejected) {
+  ExpectTierRefuses("unit_file_is_symlink_out", "is a symbolic link");
+}
+
+// num_params of 2^62 or 2^64-1: `tier export` allocated that many floats and
+// died of bad_alloc (or, with * 4 wrapping, read a 0-byte swap tensor) while
+// `tier verify` said OK. Now bounded by the unit's file before allocating.
+TEST(FuzzRegressionTest, TierCheckpointAbsurdNumParamsIsRejected) {
+  ExpectTierRefuses("num_params_absurd", "units[0].num_params");
+  ExpectTierRefuses("num_params_max", "units[0].num_params");
+}
+
+// Mistyped fields made nlohmann::json::value() throw type_error out of
+// `tier ls`/`tier export` and out of retention during a training save.
+TEST(FuzzRegressionTest, TierCheckpointMistypedFieldsAreRejected) {
+  ExpectTierRefuses("num_params_is_string", "units[0].num_params must be a non-negative integer");
+  ExpectTierRefuses("optimizer_layout_is_number", "optimizer_layout must be a string, not 7");
+  ExpectTierRefuses("run_id_is_number", "swap_set.run_id must be a string, not 7");
+}
+
+// A run id that climbs out of DIR/tierflow-swap.
+TEST(FuzzRegressionTest, TierCheckpointRunIdEscapingSwapRootIsRejected) {
+  ExpectTierRefuses("run_id_escapes", "swap_set.run_id");
+}
+
+// trainer_state.json nested deeper than kMaxJsonDepth is rejected at the parse.
+TEST(FuzzRegressionTest, TierCheckpointDeeplyNestedStateIsRejected) {
+  ExpectTierRefuses("deeply_nested_data", "nested deeper");
 }
 #endif
 

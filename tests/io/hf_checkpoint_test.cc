@@ -9,8 +9,10 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <nlohmann/json.hpp>
 
+#include "common/cancel.h"
 #include "common/half.h"
 #include "io/hf_checkpoint.h"
 #include "tests/io/io_test_util.h"
@@ -326,6 +328,33 @@ TEST(HfCheckpoint, DirectoryWithoutWeightsIsNotFound) {
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
 }
 
+// Issue 18: loading and saving loops check for cancellation per tensor and
+// per shard, so SIGTERM during `train` setup or the final save stops them.
+TEST(HfCheckpoint, APendingCancelStopsReadingAndSavingWithAborted) {
+  ScratchDir dir;
+  FakeModel model(5);
+  ASSERT_TRUE(SaveHfCheckpoint(dir.path(), model.Entries(), kConfig).ok());
+  auto ckpt = HfCheckpoint::Open(dir.path());
+  ASSERT_TRUE(ckpt.ok());
+  std::vector<float> buf(8);
+  std::vector<TensorDestination> dests = {{{"ln_f.weight", {8}}, DType::kF32, buf.data()}};
+  ResetCancelForTesting();
+  RequestCancel(SIGTERM);
+  Status read = ckpt->ReadInto(dests);
+  HfSaveOptions sharded;
+  sharded.max_shard_bytes = 700;
+  Status save_one = SaveHfCheckpoint(dir.File("again"), model.Entries(), kConfig);
+  Status save_sharded = SaveHfCheckpoint(dir.File("again2"), model.Entries(), kConfig, sharded);
+  ResetCancelForTesting();
+  EXPECT_EQ(read.code(), StatusCode::kAborted) << read.ToString();
+  EXPECT_EQ(save_one.code(), StatusCode::kAborted) << save_one.ToString();
+  EXPECT_EQ(save_sharded.code(), StatusCode::kAborted) << save_sharded.ToString();
+  EXPECT_NE(save_one.message().find("interrupted by SIGTERM while saving checkpoint"),
+            std::string::npos)
+      << save_one.message();
+  EXPECT_TRUE(ckpt->ReadInto(dests).ok());
+}
+
 // ---- sharded checkpoints whose index disagrees with the shards ----
 
 class ShardedCheckpointTest : public ::testing::Test {
@@ -403,7 +432,7 @@ TEST_F(ShardedCheckpointTest, ShardPathLeavingTheDirectoryIsRefused) {
   WriteIndex();
   auto ckpt = HfCheckpoint::Open(dir_.path());
   ASSERT_FALSE(ckpt.ok());
-  ExpectError(ckpt.status(), StatusCode::kDataLoss, {IndexPath(), "'ln_f.weight'"});
+  ExpectError(ckpt.status(), StatusCode::kDataLoss, {IndexPath(), "\"ln_f.weight\""});
 }
 
 TEST_F(ShardedCheckpointTest, IndexWithADuplicatedTensorIsDataLoss) {
@@ -422,6 +451,28 @@ TEST_F(ShardedCheckpointTest, IndexThatIsNotJsonIsDataLoss) {
   WriteBytes(IndexPath(), "{\"weight_map\": ");
   auto ckpt = HfCheckpoint::Open(dir_.path());
   ExpectError(ckpt.status(), StatusCode::kDataLoss, {IndexPath(), "JSON"});
+}
+
+// Issue 18: a 100000-deep value in the index overflowed the stack. The
+// depth limit makes it a clear DataLoss naming the index.
+TEST_F(ShardedCheckpointTest, DeeplyNestedIndexIsAnErrorNotAStackOverflow) {
+  WriteBytes(IndexPath(), "{\"metadata\": " + std::string(100000, '[') + std::string(100000, ']') +
+                              ", \"weight_map\": {}}");
+  auto ckpt = HfCheckpoint::Open(dir_.path());
+  ASSERT_FALSE(ckpt.ok());
+  ExpectError(ckpt.status(), StatusCode::kDataLoss, {IndexPath(), "nested deeper than 64"});
+}
+
+// A weight_map value that is a huge container is described, not serialized.
+TEST_F(ShardedCheckpointTest, NonStringShardIsDescribedNotDumped) {
+  nlohmann::json big = nlohmann::json::array();
+  for (int i = 0; i < 100000; ++i) big.push_back(i);
+  index_["weight_map"]["ln_f.weight"] = big;
+  WriteIndex();
+  auto ckpt = HfCheckpoint::Open(dir_.path());
+  ASSERT_FALSE(ckpt.ok());
+  ExpectError(ckpt.status(), StatusCode::kDataLoss, {"an array of 100000 elements"});
+  EXPECT_LT(ckpt.status().message().size(), 1000u);
 }
 
 TEST_F(ShardedCheckpointTest, ShardsOfTwoDifferentSavesAreDetected) {

@@ -264,6 +264,33 @@ TEST(SafetensorsMalformed, HeaderIsNotJson) {
                   {"not valid JSON"});
 }
 
+// Issue 18: a 100000-deep header overflowed the stack; now DataLoss.
+TEST(SafetensorsMalformed, DeeplyNestedHeaderIsAnErrorNotAStackOverflow) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  ExpectOpenFails(BuildFile("{\"__metadata__\": " + deep + "}", 0), StatusCode::kDataLoss,
+                  {"nested deeper than 64"});
+  std::string objects;
+  for (int i = 0; i < 100000; ++i) objects += "{\"a\":";
+  objects += "1" + std::string(100000, '}');
+  ExpectOpenFails(BuildFile("{\"w\": " + objects + "}", 0), StatusCode::kDataLoss,
+                  {"nested deeper than 64"});
+}
+
+// A shape of a million entries is described in the error, not serialized.
+TEST(SafetensorsMalformed, HugeShapeIsDescribedNotDumped) {
+  std::string shape = "[";
+  for (int i = 0; i < 1000000; ++i) shape += "4294967296,";
+  shape += "1]";
+  ScratchDir dir;
+  const std::string path = dir.File("bad.safetensors");
+  WriteBytes(
+      path, BuildFile(R"({"w":{"dtype":"F32","shape":)" + shape + R"(,"data_offsets":[0,0]}})", 0));
+  auto r = SafetensorsReader::Open(path);
+  ASSERT_FALSE(r.ok());
+  ExpectError(r.status(), StatusCode::kDataLoss, {"overflows", "an array of 1000001 elements"});
+  EXPECT_LT(r.status().message().size(), 1000u);
+}
+
 TEST(SafetensorsMalformed, HeaderIsNotUtf8) {
   ExpectOpenFails(BuildFile("{\"w\xff\xfe\": 1}", 0), StatusCode::kDataLoss, {"not valid JSON"});
 }

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include "tierflow/model_config.h"
@@ -14,7 +15,9 @@ namespace tierflow {
 namespace {
 
 namespace fs = std::filesystem;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // The config.json of openai-community/gpt2, abridged to the keys that matter.
 constexpr char kGpt2Json[] = R"({
@@ -228,7 +231,7 @@ TEST_F(HfConfigJson, RopeScalingIsReadOrNamedWhenBroken) {
 TEST_F(HfConfigJson, UnsupportedModelTypesAndActivationsAreRefused) {
   auto bert = ParseModelConfigJson(R"({"model_type": "bert", "hidden_size": 768})", "bert.json");
   ASSERT_FALSE(bert.ok());
-  EXPECT_THAT(bert.status().message(), HasSubstr("'bert'"));
+  EXPECT_THAT(bert.status().message(), HasSubstr("\"bert\""));
   EXPECT_THAT(bert.status().message(), HasSubstr("gpt2, llama, mistral, qwen2"));
 
   auto none = ParseModelConfigJson(R"({"hidden_size": 768})", "none.json");
@@ -264,6 +267,107 @@ TEST_F(HfConfigJson, LlamaDefaultsFollowTransformers) {
   EXPECT_EQ(c->rope_scaling_type, "");
   // 2*(100*64) + 2*(4*64*64 + 3*64*128 + 2*64) + 64
   EXPECT_EQ(ParameterCount(*c), 2 * 6400 + 2 * (16384 + 24576 + 128) + 64);
+}
+
+// ---- issue 18: hostile config.json ----
+
+// A small Llama config with one key's value replaced by `value` (JSON text).
+std::string LlamaWith(const std::string& key, const std::string& value) {
+  std::map<std::string, std::string> keys = {
+      {"model_type", "\"llama\""},      {"vocab_size", "100"},        {"hidden_size", "64"},
+      {"num_hidden_layers", "2"},       {"num_attention_heads", "2"}, {"intermediate_size", "128"},
+      {"max_position_embeddings", "64"}};
+  keys[key] = value;
+  std::string text = "{";
+  for (const auto& [k, v] : keys) text += (text.size() > 1 ? ", \"" : "\"") + k + "\": " + v;
+  return text + "}";
+}
+
+TEST_F(HfConfigJson, DeeplyNestedJsonIsAnErrorNotAStackOverflow) {
+  // 200 KB: crashed `plan` and `train` with a stack overflow before the fix.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  std::string file = Write("deep/config.json", LlamaWith("architectures", deep));
+  auto c = LoadModelConfig(file);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(c.status().message(), HasSubstr(file));
+  EXPECT_THAT(c.status().message(), HasSubstr("nested deeper than 64"));
+  // The same through ResolveModel (what `plan --model DIR` calls).
+  EXPECT_FALSE(ResolveModel((dir_ / "deep").string()).ok());
+}
+
+TEST_F(HfConfigJson, DuplicateKeysStayLenientLastWins) {
+  auto c = ParseModelConfigJson(
+      R"({"model_type": "gpt2", "vocab_size": 1, "vocab_size": 100, "n_positions": 64,
+          "n_embd": 64, "n_layer": 2, "n_head": 2})",
+      "dup.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->vocab_size, 100);
+}
+
+TEST_F(HfConfigJson, HugeLayerCountIsRefusedNotSpun) {
+  auto c = ParseModelConfigJson(LlamaWith("num_hidden_layers", "1000000000000000"), "huge.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(c.status().message(),
+              AllOf(HasSubstr("huge.json"), HasSubstr("'num_hidden_layers'"),
+                    HasSubstr("1000000000000000"), HasSubstr("limit of 1024")));
+}
+
+TEST_F(HfConfigJson, VocabOf2To40ReportsTheRealValueNotANarrowedOne) {
+  // Was narrowed to int32 downstream and reported as "got 0".
+  auto c = ParseModelConfigJson(LlamaWith("vocab_size", "1099511627776"), "v.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), AllOf(HasSubstr("'vocab_size'"), HasSubstr("1099511627776"),
+                                          HasSubstr("limit of 16777216")));
+  // Above INT64_MAX (stored unsigned by the parser): the value as written.
+  auto u = ParseModelConfigJson(LlamaWith("vocab_size", "18446744073709551615"), "v.json");
+  ASSERT_FALSE(u.ok());
+  EXPECT_THAT(u.status().message(), HasSubstr("18446744073709551615"));
+  EXPECT_THAT(u.status().message(), Not(HasSubstr("got -1")));
+}
+
+TEST_F(HfConfigJson, EveryDimensionHasAnUpperBoundNamingTheKey) {
+  struct Case {
+    const char* key;
+    const char* value;
+  };
+  for (const Case& c :
+       {Case{"hidden_size", "4294967296"}, Case{"num_attention_heads", "4096"},
+        Case{"num_key_value_heads", "4096"}, Case{"intermediate_size", "4194304"},
+        Case{"max_position_embeddings", "4611686018427387904"}, Case{"head_dim", "1048576"}}) {
+    auto r = ParseModelConfigJson(LlamaWith(c.key, c.value), "b.json");
+    ASSERT_FALSE(r.ok()) << c.key;
+    EXPECT_THAT(r.status().message(), AllOf(HasSubstr(std::string("'") + c.key + "'"),
+                                            HasSubstr(c.value), HasSubstr("limit of")))
+        << c.key;
+  }
+}
+
+TEST_F(HfConfigJson, ZeroIsNotAPositiveDimension) {
+  auto r = ParseModelConfigJson(LlamaWith("hidden_size", "0"), "z.json");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("'hidden_size' must be a positive integer, got 0"));
+}
+
+TEST_F(HfConfigJson, TensorsOf2To62ElementsAreRefused) {
+  // vocab x hidden = 2^31 x 2^31 = 2^62 elements: the planner said "fits".
+  auto c = ParseModelConfigJson(R"({"model_type": "gpt2", "vocab_size": 2147483648,
+      "n_positions": 64, "n_embd": 2147483648, "n_layer": 2, "n_head": 2})",
+                                "big.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("limit of"));
+}
+
+TEST_F(HfConfigJson, HugeStringValuesAreExcerptedInErrors) {
+  auto c = ParseModelConfigJson(LlamaWith("hidden_act", "\"" + std::string(1000000, 'x') + "\""),
+                                "s.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("'hidden_act'"));
+  EXPECT_LT(c.status().message().size(), 1000u);
+  auto nested = ParseModelConfigJson(LlamaWith("hidden_size", "[[[[1]]]]"), "s.json");
+  ASSERT_FALSE(nested.ok());
+  EXPECT_THAT(nested.status().message(), HasSubstr("an array of 1 element"));
 }
 
 }  // namespace

@@ -10,7 +10,9 @@
 #include <string>
 
 #include <gtest/gtest.h>
+#include <signal.h>
 
+#include "common/cancel.h"
 #include "common/half.h"
 #include "model/hf_model.h"
 #include "model/transformer.h"
@@ -175,6 +177,42 @@ TEST(HfModelTest, Gpt2PrefixedNamesLoad) {
   auto loaded = LoadHfModel(dir);
   ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
   EXPECT_TRUE(BitEqual(w, loaded->weights));
+}
+
+// Issue 18: the source model's config.json is re-serialized when the model
+// is saved; a deep one must be an error, not a stack overflow in dump().
+TEST(HfModelTest, DeeplyNestedBaseConfigIsAnErrorNotAStackOverflow) {
+  auto layout = MakeParamLayout(testing_util::TinyGpt2()).value();
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  auto text = HfConfigJson(layout.config, DType::kF32, "{\"x\": " + deep + "}");
+  ASSERT_FALSE(text.ok());
+  EXPECT_EQ(text.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(text.status().message().find("nested deeper than 64"), std::string::npos)
+      << text.status().message();
+  // Duplicate keys stay lenient (as when the config was loaded): last wins.
+  auto dup = HfConfigJson(layout.config, DType::kF32, R"({"a": 1, "a": 2})");
+  ASSERT_TRUE(dup.ok()) << dup.status().ToString();
+  EXPECT_NE(dup->find("\"a\": 2"), std::string::npos) << *dup;
+}
+
+TEST(HfModelTest, APendingCancelStopsLoadingWithAborted) {
+  auto layout = MakeParamLayout(testing_util::TinyGpt2()).value();
+  const std::vector<float> w = RandomWeights(layout, 9);
+  TempDir tmp;
+  const std::string dir = tmp.sub("m");
+  fs::create_directories(dir);
+  ASSERT_TRUE(
+      SaveHfCheckpoint(dir, Entries(layout, w), HfConfigJson(layout.config, DType::kF32).value())
+          .ok());
+  ResetCancelForTesting();
+  RequestCancel(SIGTERM);
+  auto loaded = LoadHfModel(dir);
+  ResetCancelForTesting();
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.status().code(), StatusCode::kAborted);
+  EXPECT_NE(loaded.status().message().find("loading the model from " + dir), std::string::npos)
+      << loaded.status().message();
+  EXPECT_TRUE(LoadHfModel(dir).ok());
 }
 
 TEST(HfModelTest, MissingTensorIsNamed) {

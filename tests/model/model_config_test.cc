@@ -4,8 +4,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <map>
 #include <string>
+#include <utility>
 
 #include "tierflow/model_config.h"
 
@@ -213,6 +215,67 @@ TEST(ModelFamily, ParsesNamesAndRefusesOthers) {
   auto f = ParseModelFamily("bert");
   ASSERT_FALSE(f.ok());
   EXPECT_THAT(f.status().message(), HasSubstr("bert"));
+}
+
+// ---- issue 18: unbounded dimensions ----
+
+TEST(ModelConfig, HugeLayerCountIsRefusedNotSpun) {
+  ModelDimensions d;
+  d.family = ModelFamily::kLlama;
+  d.vocab_size = 32000;
+  d.max_seq_len = 4096;
+  d.d_model = 4096;
+  d.n_heads = 32;
+  d.n_layers = 1000000000000000;  // 10^15: `plan` looped over every layer
+  auto c = MakeModelConfig(d);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(c.status().message(), HasSubstr("n_layers is 1000000000000000"));
+  EXPECT_THAT(c.status().message(), HasSubstr("limit of 1024"));
+}
+
+TEST(ModelConfig, DimensionsAtTheBoundsAreValidAndCountWithoutOverflow) {
+  ModelConfig c = PresetModelConfig("llama-7b").value();
+  c.vocab_size = kMaxModelVocab;
+  c.max_seq_len = kMaxModelSeqLen;
+  c.d_model = kMaxModelDModel;
+  c.n_layers = kMaxModelLayers;
+  c.n_heads = kMaxModelHeads;
+  c.n_kv_heads = kMaxModelHeads;
+  c.head_dim = kMaxModelHeadDim;
+  c.d_ff = kMaxModelDff;
+  ASSERT_TRUE(ValidateModelConfig(c).ok());
+  const int64_t count = ParameterCount(c);
+  // The bound's promise: under 2^53 (so byte counts x 16 fit easily).
+  EXPECT_GT(count, int64_t{1} << 50);
+  EXPECT_LT(count, int64_t{1} << 53);
+  EXPECT_EQ(count, EmbeddingParameterCount(c) + c.n_layers * LayerParameterCount(c) +
+                       HeadParameterCount(c));
+  auto refused = [&](auto change) {
+    ModelConfig over = c;
+    change(over);
+    return !ValidateModelConfig(over).ok();
+  };
+  EXPECT_TRUE(refused([](ModelConfig& o) { o.n_layers = kMaxModelLayers + 1; }));
+  EXPECT_TRUE(refused([](ModelConfig& o) { o.d_model = kMaxModelDModel + 1; }));
+  EXPECT_TRUE(refused([](ModelConfig& o) { o.vocab_size = kMaxModelVocab + 1; }));
+  EXPECT_TRUE(refused([](ModelConfig& o) { o.d_ff = kMaxModelDff + 1; }));
+  EXPECT_TRUE(refused([](ModelConfig& o) { o.head_dim = kMaxModelHeadDim + 2; }));
+  EXPECT_TRUE(refused([](ModelConfig& o) { o.max_seq_len = kMaxModelSeqLen + 1; }));
+  EXPECT_TRUE(refused([](ModelConfig& o) { o.n_heads = o.n_kv_heads = kMaxModelHeads * 2; }));
+}
+
+TEST(ModelConfig, CountsOfAnUnvalidatedConfigSaturateInsteadOfWrapping) {
+  // 2^62-element tensors: the count must not wrap to something small.
+  ModelConfig c = PresetModelConfig("gpt2").value();
+  c.vocab_size = int64_t{1} << 31;
+  c.d_model = int64_t{1} << 31;
+  c.d_ff = int64_t{1} << 33;
+  c.n_layers = int64_t{1} << 40;
+  EXPECT_FALSE(ValidateModelConfig(c).ok());
+  EXPECT_EQ(ParameterCount(c), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(LayerParameterCount(c), std::numeric_limits<int64_t>::max());
+  EXPECT_GE(EmbeddingParameterCount(c), int64_t{1} << 62);
 }
 
 }  // namespace

@@ -74,5 +74,29 @@ TEST(BandwidthProfile, BadProfilesAreRefusedNamingTheKey) {
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
 }
 
+TEST(BandwidthProfile, DeeplyNestedJsonIsAnErrorNotAStackOverflow) {
+  const Bandwidths base = DefaultBandwidths(false, 4);
+  auto b = ParseBandwidthProfile(
+      "{\"version\": 1, \"x\": " + std::string(100000, '[') + std::string(100000, ']') + "}",
+      "deep.json", base);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(b.status().message(), HasSubstr("deep.json"));
+  EXPECT_THAT(b.status().message(), HasSubstr("nested deeper than 64"));
+}
+
+TEST(BandwidthProfile, DuplicateRatesAndWrappingVersionsAreRefused) {
+  const Bandwidths base = DefaultBandwidths(false, 4);
+  auto dup = ParseBandwidthProfile(
+      R"({"version": 1, "nvme_read_gb_per_second": 7, "nvme_read_gb_per_second": 70})", "p.json",
+      base);
+  ASSERT_FALSE(dup.ok());
+  EXPECT_THAT(dup.status().message(), HasSubstr("nvme_read_gb_per_second"));
+  // 2^32 + 1 narrowed to int was 1.
+  auto wrapped = ParseBandwidthProfile(R"({"version": 4294967297})", "p.json", base);
+  ASSERT_FALSE(wrapped.ok());
+  EXPECT_THAT(wrapped.status().message(), HasSubstr("'version'"));
+}
+
 }  // namespace
 }  // namespace tierflow

@@ -4,6 +4,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
+#include <chrono>
+#include <limits>
+#include <thread>
+
+#include "common/cancel.h"
 #include "plan/bandwidth_profile.h"
 #include "plan/planner.h"
 #include "plan/step_time.h"
@@ -372,6 +379,104 @@ TEST(LargestModel, NothingFitsATinyBudget) {
   auto largest = LargestFittingModel(Input("llama-7b", 2048), Machine(1 << 20, 1 << 20, 0, true));
   ASSERT_TRUE(largest.ok());
   EXPECT_EQ(largest->params, 0);
+}
+
+// ---- issue 18: hostile dimensions and cancellation ----
+
+TEST(Planner, ModelsBeyondTheDimensionBoundsAreRefusedNotPlanned) {
+  // 2^31 x 2^31 = 2^62-element embedding: the byte counts wrapped and the
+  // plan said "fits". ComputePlan validates the bounds itself.
+  PlanInput in = Input("gpt2", 64);
+  in.model.vocab_size = int64_t{1} << 31;
+  in.model.d_model = int64_t{1} << 31;
+  auto plan = ComputePlan(in, Machine(kTiB, kTiB, kTiB));
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(plan.status().message(), HasSubstr("limit of"));
+
+  in = Input("llama-7b", 64);
+  in.model.n_layers = 1000000000000000;  // 10^15: `plan` spun on this
+  plan = ComputePlan(in, Machine(kTiB, kTiB, kTiB));
+  ASSERT_FALSE(plan.ok());
+  EXPECT_THAT(plan.status().message(), HasSubstr("n_layers is 1000000000000000"));
+}
+
+TEST(Planner, TheLargestValidModelDoesNotWrapToFits) {
+  // Every dimension at its bound: ~2^52 parameters. Nothing wraps, so a
+  // machine of a few TiB is (rightly) told it does not fit.
+  PlanInput in = Input("llama-7b", 4096);
+  ModelConfig& m = in.model;
+  m.vocab_size = kMaxModelVocab;
+  m.max_seq_len = kMaxModelSeqLen;
+  m.d_model = kMaxModelDModel;
+  m.n_layers = kMaxModelLayers;
+  m.n_heads = m.n_kv_heads = kMaxModelHeads;
+  m.head_dim = kMaxModelHeadDim;
+  m.d_ff = kMaxModelDff;
+  in.micro_batch = kMaxPlanMicroBatch;
+  in.seq_len = kMaxModelSeqLen;
+  in.grad_accum = kMaxPlanGradAccum;
+  in.checkpointing = false;
+  Plan plan = MustPlan(in, Machine(4 * kTiB, 4 * kTiB, 64 * kTiB));
+  EXPECT_FALSE(plan.feasible) << plan.explanation;
+  EXPECT_GT(plan.params, int64_t{1} << 52);
+  EXPECT_GT(plan.device.total_bytes(), plan.device.bytes_of("weights"));
+  EXPECT_GE(plan.device.bytes_of("weights"), static_cast<uint64_t>(plan.params) * 2);
+  EXPECT_GT(plan.tokens_per_step, 0);
+}
+
+TEST(Planner, SetupSizesBeyondTheirBoundsAreRefused) {
+  PlanInput in = Input("tiny-gpt2", 64);
+  in.micro_batch = int64_t{1} << 40;
+  auto plan = ComputePlan(in, Machine(kGiB, 8 * kGiB, 0));
+  ASSERT_FALSE(plan.ok());
+  EXPECT_THAT(plan.status().message(), HasSubstr("micro-batch is 1099511627776"));
+  in = Input("tiny-gpt2", 64);
+  in.sub_group_params = std::numeric_limits<int64_t>::max();
+  EXPECT_FALSE(ComputePlan(in, Machine(kGiB, 8 * kGiB, 0)).ok());
+}
+
+class PlannerCancel : public ::testing::Test {
+ protected:
+  void SetUp() override { ResetCancelForTesting(); }
+  void TearDown() override { ResetCancelForTesting(); }
+};
+
+TEST_F(PlannerCancel, APendingCancelMakesPlanningReturnAborted) {
+  // SIGTERM to `tierflow plan` only set a flag the planner never read.
+  const PlanInput in = Input("llama-7b", 2048);
+  const Hardware hw = Machine(80 * kGiB, 256 * kGiB, 4 * kTiB, /*gpu=*/true);
+  ASSERT_TRUE(ComputePlan(in, hw).ok());
+  RequestCancel(SIGTERM);
+  auto plan = ComputePlan(in, hw);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), StatusCode::kAborted);
+  EXPECT_THAT(plan.status().message(), HasSubstr("interrupted by SIGTERM while planning"));
+  auto largest = LargestFittingModel(in, hw);
+  ASSERT_FALSE(largest.ok());
+  EXPECT_EQ(largest.status().code(), StatusCode::kAborted);
+  auto deepest = DeepestFittingLayers(in, hw, kMaxModelLayers);
+  ASSERT_FALSE(deepest.ok());
+  EXPECT_EQ(deepest.status().code(), StatusCode::kAborted);
+}
+
+TEST_F(PlannerCancel, ACancelDuringTheSearchStopsIt) {
+  // Requested from another thread while the search runs: it must end
+  // Aborted, and soon (each step checks), not finish the whole search.
+  const PlanInput in = Input("llama-7b", 2048);
+  const Hardware hw = Machine(80 * kGiB, 256 * kGiB, 4 * kTiB, /*gpu=*/true);
+  std::thread canceller([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    RequestCancel(SIGTERM);
+  });
+  StatusOr<LargestModel> largest = InternalError("not run");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  do {
+    largest = LargestFittingModel(in, hw);
+  } while (largest.ok() && std::chrono::steady_clock::now() < deadline);
+  canceller.join();
+  ASSERT_FALSE(largest.ok());
+  EXPECT_EQ(largest.status().code(), StatusCode::kAborted);
 }
 
 }  // namespace

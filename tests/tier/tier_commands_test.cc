@@ -60,9 +60,10 @@ std::map<std::string, std::string> StateBytes(const std::string& ckpt) {
     const auto& unit = (*s)->units()[u];
     std::vector<float> a(unit.num_params), b(unit.num_params), c(unit.num_params);
     EXPECT_TRUE((*s)->ReadUnit(u, a.data(), b.data(), c.data()).ok());
-    out[unit.name + "/master"] = std::string(reinterpret_cast<char*>(a.data()), a.size() * 4);
-    out[unit.name + "/exp_avg"] = std::string(reinterpret_cast<char*>(b.data()), b.size() * 4);
-    out[unit.name + "/exp_avg_sq"] = std::string(reinterpret_cast<char*>(c.data()), c.size() * 4);
+    out[unit.name.str() + "/master"] = std::string(reinterpret_cast<char*>(a.data()), a.size() * 4);
+    out[unit.name.str() + "/exp_avg"] = std::string(reinterpret_cast<char*>(b.data()), b.size() * 4);
+    out[unit.name.str() + "/exp_avg_sq"] =
+        std::string(reinterpret_cast<char*>(c.data()), c.size() * 4);
   }
   return out;
 }
@@ -261,10 +262,14 @@ TEST(TierVerify, CorruptSwapBlockNamesFileTensorAndBytes) {
   ASSERT_TRUE(report.ok());
   EXPECT_FALSE(report->ok());
   EXPECT_FALSE(MigrateCheckpoint(ckpt, ToHost()).ok());  // never migrates a corrupt checkpoint
-  // Resume falls back to the step-2 checkpoint and writes step 4 anew.
+  // --resume does not fall back past it on its own; named, the step-2
+  // checkpoint is taken and step 4 is written anew.
   TrainConfig c = tier_test::SmallRun(out.path(), 4);
   c.resume = true;
   TrainReporter quiet;
+  EXPECT_EQ(RunTraining(c, quiet).status().code(), StatusCode::kFailedPrecondition);
+  c.resume = false;
+  c.resume_from = Ckpt(out, 2);
   ASSERT_TRUE(RunTraining(c, quiet).ok());
   info = VerifyCheckpoint(ckpt);
   EXPECT_TRUE(info.verified) << info.problem;

@@ -546,5 +546,25 @@ TEST(ValidateTrainConfig, Fp16KnobsAreOnlyCheckedForFp16) {
               }).ok());
 }
 
+// Issue 18: a 100000-deep DeepSpeed config overflowed the stack (and error
+// messages serialized the offending value whole).
+TEST(TrainConfig, DeeplyNestedJsonIsAnErrorNotAStackOverflow) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  std::string m = ParseError("{\"train_batch_size\": 8, \"zero_optimization\": " + deep + "}");
+  EXPECT_THAT(m, AllOf(HasSubstr("config.json"), HasSubstr("nested deeper than 64")));
+  // Comments still parse around the limit check.
+  EXPECT_THAT(ParseError("// c\n{\"a\": " + std::string(100000, '[')),
+              HasSubstr("nested deeper than 64"));
+}
+
+TEST(TrainConfig, AWrongValueIsExcerptedNotDumpedWhole) {
+  std::string big = "[";
+  for (int i = 0; i < 100000; ++i) big += "1,";
+  big += "1]";
+  std::string m = ParseError("{\"gradient_clipping\": " + big + "}");
+  EXPECT_THAT(m, HasSubstr("gradient_clipping"));
+  EXPECT_LT(m.size(), 1000u);
+}
+
 }  // namespace
 }  // namespace tierflow

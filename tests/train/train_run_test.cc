@@ -3,6 +3,7 @@
 // clear errors that leave earlier checkpoints intact.
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -14,6 +15,7 @@
 #include "tests/common/scratch_dir.h"
 #include <nlohmann/json.hpp>
 
+#include "io/file_system.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 
@@ -109,21 +111,156 @@ TEST(TrainRun, CheckpointsVerifyAndCorruptionIsDetected) {
   EXPECT_NE(bad.problem.find(victim), std::string::npos) << bad.problem;
   EXPECT_NE(bad.problem.find("CRC32C"), std::string::npos) << bad.problem;
 
-  // Resume skips it and continues from the older one (step 4), saying why.
+  EXPECT_FALSE(bad.environmental()) << "a checksum mismatch is the checkpoint's own damage";
+  EXPECT_EQ(bad.problem_code, StatusCode::kDataLoss);
+}
+
+// --resume used to skip a newest checkpoint that did not verify and go on
+// from an older one, after which retention deleted the newer one: state lost
+// without anyone deciding it. Now --resume stops and says what to do, and
+// --resume-from takes the older one when the user names it.
+TEST(TrainRun, ResumeRefusesToFallBackPastNewerCheckpoint) {
+  TempDir out;
+  TrainReporter quiet;
+  ASSERT_TRUE(RunTraining(SmallRun(out.path()), quiet).ok());
+  auto list = ListCheckpoints(out.path());
+  ASSERT_EQ(list.size(), 2u);
+  std::string victim;
+  for (const auto& e : fs::directory_iterator(list[0].path + "/optimizer")) victim = e.path();
+  {
+    std::fstream f(victim, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(200);
+    f.put('\x5a');
+  }
+  const std::string newest_state = ReadFile(list[0].path + "/trainer_state.json");
+
   class Notes : public TrainReporter {
    public:
     void OnNote(const std::string& m) override { notes += m + "\n"; }
     void OnStart(const RunInfo& i) override { start = i.start_step; }
     std::string notes;
     int64_t start = -1;
-  } notes;
+  };
+  Notes refused;
   TrainConfig again = SmallRun(out.path());
   again.resume = true;
-  again.steps = 6;
-  auto r = RunTraining(again, notes);
+  again.steps = 10;
+  auto r = RunTraining(again, refused);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition) << r.status().ToString();
+  const std::string msg = r.status().message();
+  EXPECT_NE(msg.find(list[0].path), std::string::npos) << msg;     // which one
+  EXPECT_NE(msg.find("CRC32C"), std::string::npos) << msg;         // why
+  EXPECT_NE(msg.find("--resume-from"), std::string::npos) << msg;  // what to do
+  EXPECT_NE(msg.find(list[1].path), std::string::npos) << msg;     // the one that would do
+  EXPECT_EQ(refused.start, -1) << "nothing started";
+  EXPECT_EQ(ReadFile(list[0].path + "/trainer_state.json"), newest_state);
+
+  // Named explicitly, the older one is taken.
+  Notes taken;
+  again.resume = false;
+  again.resume_from = list[1].path;
+  r = RunTraining(again, taken);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(notes.start, 4);
-  EXPECT_NE(notes.notes.find("CRC32C"), std::string::npos) << notes.notes;
+  EXPECT_EQ(taken.start, 4);
+}
+
+// Two runs on one --out used to corrupt each other (swept temporaries, a
+// truncated metrics.jsonl, lost swap_runs.json entries). The second is now
+// refused before it touches anything, naming the directory and the holder.
+TEST(TrainRun, SecondRunOnSameOutIsRefusedWithHolderPid) {
+  TempDir out;
+  // The second run starts while the first is between steps.
+  class StartsAnother : public TrainReporter {
+   public:
+    explicit StartsAnother(TrainConfig second) : second_(std::move(second)) {}
+    void OnStep(const StepReport& r) override {
+      if (r.step != 2) return;
+      TrainReporter quiet;
+      second_result = RunTraining(second_, quiet).status();
+    }
+    Status second_result = InternalError("the second run never started");
+
+   private:
+    TrainConfig second_;
+  };
+  TrainConfig first = SmallRun(out.path());
+  TrainConfig second = SmallRun(out.path());
+  second.steps = 1;
+  StartsAnother reporter(second);
+  auto r = RunTraining(first, reporter);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const Status& refused = reporter.second_result;
+  EXPECT_EQ(refused.code(), StatusCode::kFailedPrecondition) << refused.ToString();
+  EXPECT_NE(refused.message().find(out.path()), std::string::npos) << refused.message();
+  EXPECT_NE(refused.message().find("pid " + std::to_string(::getpid())), std::string::npos)
+      << refused.message();
+  // The first run's outputs are whole: every step's metrics line, its checkpoints.
+  EXPECT_EQ(ReadMetrics(out / "metrics.jsonl").size(), 8u);
+  auto list = ListCheckpoints(out.path());
+  ASSERT_EQ(list.size(), 2u);
+  for (const CheckpointInfo& c : list) EXPECT_TRUE(c.verified) << c.problem;
+
+  // A lock file left behind (the run is over, or was killed) does not block the next run.
+  ASSERT_TRUE(fs::exists(out / ".tierflow.lock"));
+  TrainReporter quiet;
+  EXPECT_TRUE(RunTraining(second, quiet).ok());
+}
+
+// Records the final model's renames and directory fsyncs, passing them on.
+class RecordingFileSystem : public FileSystem {
+ public:
+  StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
+    return DefaultFileSystem()->NewWritableFile(path);
+  }
+  Status RenameFile(const std::string& from, const std::string& to) override {
+    ops.push_back("rename " + from + " -> " + to);
+    return DefaultFileSystem()->RenameFile(from, to);
+  }
+  Status RemoveFile(const std::string& path) override {
+    return DefaultFileSystem()->RemoveFile(path);
+  }
+  Status SyncDirectory(const std::string& dir) override {
+    ops.push_back("sync " + dir);
+    return DefaultFileSystem()->SyncDirectory(dir);
+  }
+  std::vector<std::string> ops;
+};
+
+// The final model's rename was not followed by an fsync of OUT (a power cut
+// could lose it), and the temporaries of a save interrupted by a crash were
+// never removed.
+TEST(TrainRun, FinalModelRenameIsDurableAndLeftoversAreRemoved) {
+  TempDir out;
+  for (const char* leftover : {".model.tmp-999999", ".model.old-999999"}) {
+    fs::create_directories(out / leftover);
+    std::ofstream(fs::path(out / leftover) / "model.safetensors") << "partial";
+  }
+  TrainConfig c = SmallRun(out.path());
+  c.steps = 2;
+  c.checkpoint_every = 0;
+  RecordingFileSystem recording;
+  TrainHooks hooks;
+  hooks.file_system = &recording;
+  TrainReporter quiet;
+  // Twice: the second save replaces a model that is already there.
+  for (int run = 0; run < 2; ++run) {
+    recording.ops.clear();
+    auto r = RunTraining(c, quiet, nullptr, &hooks);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    const std::string into_place =
+        "rename " + (out / ".model.tmp-") + std::to_string(::getpid()) + " -> " + (out / "model");
+    auto renamed = std::find(recording.ops.begin(), recording.ops.end(), into_place);
+    ASSERT_NE(renamed, recording.ops.end()) << testing::PrintToString(recording.ops);
+    EXPECT_NE(std::find(renamed, recording.ops.end(), "sync " + out.path()), recording.ops.end())
+        << "no fsync of " << out.path()
+        << " after the rename: " << testing::PrintToString(recording.ops);
+    for (const auto& e : fs::directory_iterator(out.path())) {
+      EXPECT_NE(e.path().filename().string().rfind(".model.", 0), 0u)
+          << "left behind: " << e.path();
+    }
+    EXPECT_TRUE(fs::exists(out / "model/model.safetensors"));
+  }
 }
 
 TEST(TrainRun, ResumeWithoutCheckpointStartsFreshAndSaysSo) {

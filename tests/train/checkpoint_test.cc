@@ -1,0 +1,133 @@
+// Checkpoints written by one run and damaged (or crafted) before the next:
+// typed reads of trainer_state.json mean a wrong field is a reported problem
+// of that checkpoint, never an exception that ends the run.
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/common/scratch_dir.h"
+#include "train/checkpoint.h"
+#include "train/trainer.h"
+
+namespace tierflow {
+namespace {
+namespace fs = std::filesystem;
+
+class TempDir : public testing_common::ScratchDir {
+ public:
+  TempDir() : ScratchDir("tierflow-ckpt-") {}
+};
+
+TrainConfig TinyRun(const std::string& out, int64_t steps) {
+  TrainConfig c;
+  c.model = "tiny-llama";
+  c.micro_batch = 2;
+  c.seq_len = 32;
+  c.grad_accum = 1;
+  c.steps = steps;
+  c.offload = "host";
+  c.checkpoint_every = 2;
+  c.eval_every = 0;
+  c.out_dir = out;
+  c.device = "cpu";
+  c.lr = 3e-3f;
+  return c;
+}
+
+nlohmann::json ReadState(const std::string& ckpt) {
+  return nlohmann::json::parse(testing_common::ReadWholeFile(ckpt + "/trainer_state.json"));
+}
+
+void WriteState(const std::string& ckpt, const nlohmann::json& doc) {
+  std::ofstream out(ckpt + "/trainer_state.json", std::ios::trunc);
+  out << doc.dump(2);
+  ASSERT_TRUE(out.good());
+}
+
+// An older checkpoint whose optimizer_layout was a number: retention read it
+// with nlohmann's value(), which threw type_error at every later save, so the
+// run aborted and the final model was never written.
+TEST(Checkpoint, MistypedFieldInOlderCheckpointDoesNotAbortSave) {
+  TempDir out;
+  TrainReporter quiet;
+  auto first = RunTraining(TinyRun(out.path(), 2), quiet);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  const std::string step2 = out / "checkpoints/step-00000002";
+  const std::string step1 = out / "checkpoints/step-00000001";
+  fs::copy(step2, step1, fs::copy_options::recursive);
+  nlohmann::json doc = ReadState(step1);
+  doc["step"] = 1;
+  doc["optimizer_layout"] = 7;
+  doc["swap_set"] = "not an object";
+  WriteState(step1, doc);
+  const CheckpointInfo info = VerifyCheckpoint(step1);
+  EXPECT_FALSE(info.verified);
+  EXPECT_NE(info.problem.find("optimizer_layout must be a string, not 7"), std::string::npos)
+      << info.problem;
+
+  // A fresh run into the same directory saves step 2 again, and retention
+  // reads the damaged step 1.
+  fs::remove_all(out / "model");
+  auto r = RunTraining(TinyRun(out.path(), 2), quiet);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(fs::exists(out / "model/model.safetensors"));
+  EXPECT_TRUE(VerifyCheckpoint(step2).verified);
+}
+
+// Each mistyped field of trainer_state.json is a problem naming the field.
+TEST(Checkpoint, MistypedFieldsAreReportedByName) {
+  TempDir out;
+  TrainReporter quiet;
+  auto first = RunTraining(TinyRun(out.path(), 2), quiet);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  const std::string ckpt = out / "checkpoints/step-00000002";
+  const nlohmann::json good = ReadState(ckpt);
+  struct Case {
+    const char* field;
+    nlohmann::json value;
+    const char* want;
+  };
+  const Case cases[] = {
+      {"step", "2", "step must be an integer"},
+      {"units", 3, "units must be an array"},
+      {"files", nlohmann::json::object(), "files must be an array"},
+      {"version", "1", "unsupported version \"1\""},
+  };
+  for (const Case& c : cases) {
+    nlohmann::json doc = good;
+    doc[c.field] = c.value;
+    WriteState(ckpt, doc);
+    const CheckpointInfo info = VerifyCheckpoint(ckpt);
+    EXPECT_FALSE(info.verified) << c.field;
+    EXPECT_NE(info.problem.find(c.want), std::string::npos) << c.field << ": " << info.problem;
+  }
+  nlohmann::json doc = good;
+  doc["units"][0]["name"] = nlohmann::json::array({1, 2});
+  WriteState(ckpt, doc);
+  EXPECT_NE(VerifyCheckpoint(ckpt).problem.find("units[0].name must be a string, not an array"),
+            std::string::npos)
+      << VerifyCheckpoint(ckpt).problem;
+}
+
+// A 100000-deep trainer_state.json is a DataLoss naming the file, not a
+// stack overflow, and the error message does not serialize it.
+TEST(Checkpoint, DeeplyNestedStateIsAnError) {
+  TempDir dir;
+  const std::string ckpt = dir / "step-00000001";
+  fs::create_directories(ckpt);
+  std::ofstream(ckpt + "/trainer_state.json")
+      << "{\"format\":\"tierflow.checkpoint\",\"version\":1,\"data\":" << std::string(100000, '[')
+      << std::string(100000, ']') << "}";
+  auto doc = ReadCheckpointState(ckpt);
+  ASSERT_FALSE(doc.ok());
+  EXPECT_NE(doc.status().message().find("nested deeper"), std::string::npos)
+      << doc.status().ToString();
+  EXPECT_LT(doc.status().message().size(), 1000u);
+  EXPECT_FALSE(VerifyCheckpoint(ckpt).verified);
+}
+
+}  // namespace
+}  // namespace tierflow
