@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "common/cancel.h"
+#include "common/checked_math.h"
 #include "common/units.h"
 #include "tier/tier_clean.h"
 #include "tier/tier_export.h"
@@ -117,14 +119,23 @@ void AddTier(CLI::App& app, int* exit_code) {
       ->required();
   ls->add_flag("--verify", flags->verify, "Verify every checkpoint's checksums (reads everything)");
   ls->add_flag("--json", flags->json, "Print one JSON object");
-  ls->callback([flags, exit_code] { *exit_code = RunLs(flags->path, flags->verify, flags->json); });
+  // ls --verify, verify, migrate and export check for cancellation per unit
+  // and per file, so SIGINT/SIGTERM end them with a clear error (and migrate
+  // keeps the checkpoint as it was); clean keeps the default action.
+  ls->callback([flags, exit_code] {
+    InstallCancelSignalHandlers();
+    *exit_code = RunLs(flags->path, flags->verify, flags->json);
+  });
 
   CLI::App* verify = tier->add_subcommand(
       "verify", "Check every header and block checksum under PATH (exit 2 on corruption)");
   verify->add_option("PATH", flags->path, "Training output dir, checkpoint dir or swap directory")
       ->required();
   verify->add_flag("--json", flags->json, "Print one JSON object (exit status as without)");
-  verify->callback([flags, exit_code] { *exit_code = RunVerify(flags->path, flags->json); });
+  verify->callback([flags, exit_code] {
+    InstallCancelSignalHandlers();
+    *exit_code = RunVerify(flags->path, flags->json);
+  });
 
   CLI::App* migrate = tier->add_subcommand(
       "migrate", "Move a checkpoint's optimizer state between host files and NVMe swap files");
@@ -141,6 +152,7 @@ void AddTier(CLI::App& app, int* exit_code) {
   migrate->add_option("--block-size", flags->block_size, "Swap block size (I/O and checksum unit)")
       ->capture_default_str();
   migrate->callback([flags, exit_code] {
+    InstallCancelSignalHandlers();
     tier::MigrateOptions o;
     o.to = flags->to;
     o.nvme_paths = flags->nvme_paths;
@@ -150,7 +162,12 @@ void AddTier(CLI::App& app, int* exit_code) {
       *exit_code = Fail(bs.status());
       return;
     }
-    o.block_size_bytes = static_cast<uint32_t>(*bs);
+    auto narrow = CheckedNarrow<uint32_t>(*bs, "--block-size");
+    if (!narrow.ok()) {
+      *exit_code = Fail(narrow.status());
+      return;
+    }
+    o.block_size_bytes = *narrow;
     auto r = tier::MigrateCheckpoint(flags->path, o);
     if (!r.ok()) {
       *exit_code = Fail(r.status());
@@ -195,6 +212,7 @@ void AddTier(CLI::App& app, int* exit_code) {
   exp->add_option("CKPT", flags->path, "Checkpoint directory")->required();
   exp->add_option("--out", flags->out, "FILE.safetensors")->required();
   exp->callback([flags, exit_code] {
+    InstallCancelSignalHandlers();
     auto r = tier::ExportCheckpoint(flags->path, flags->out);
     if (!r.ok()) {
       *exit_code = Fail(r.status());

@@ -30,9 +30,7 @@ bool OrphanedTemporary(const std::string& name) {
 std::string OwningOutputDir(const TierScan& scan, const std::string& path) {
   if (scan.kind == PathKind::kOutputDir) return path;
   if (scan.kind != PathKind::kCheckpoint) return "";
-  const fs::path parent = fs::path(path).lexically_normal().parent_path();
-  if (parent.filename() != "checkpoints") return "";
-  return parent.parent_path().empty() ? "." : parent.parent_path().string();
+  return CheckpointOutputDir(path);
 }
 
 bool IsSymlink(const std::string& p) {

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/cancel.h"
+#include "io/dir_lock.h"
 #include "io/file_system.h"
 #include "io/safetensors_reader.h"
 #include "io/safetensors_writer.h"
@@ -357,6 +358,13 @@ StatusOr<MigrateResult> MigrateCheckpoint(const std::string& ckpt, const Migrate
     return InvalidArgumentError("--to must be host or nvme, not '" + o.to + "'");
   }
   TF_RETURN_IF_ERROR(CheckCancelMigrating(ckpt));
+  // Migration rewrites the checkpoint's trainer_state.json and its optimizer
+  // files: never while a run in its output directory may be saving, resuming
+  // or applying retention there.
+  DirLock out_lock;
+  if (const std::string out = CheckpointOutputDir(ckpt); !out.empty()) {
+    TF_ASSIGN_OR_RETURN(out_lock, DirLock::Acquire(out, "tierflow tier migrate"));
+  }
   CheckpointInfo info = VerifyCheckpoint(ckpt);
   if (!info.verified) {
     return DataLossError("checkpoint " + ckpt +

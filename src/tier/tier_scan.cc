@@ -106,6 +106,12 @@ void AddCheckpointSwapDirs(const std::string& ckpt, std::vector<std::string>* ou
 
 }  // namespace
 
+std::string CheckpointOutputDir(const std::string& checkpoint_dir) {
+  const fs::path parent = fs::path(checkpoint_dir).lexically_normal().parent_path();
+  if (parent.filename() != "checkpoints") return "";
+  return parent.parent_path().empty() ? "." : parent.parent_path().string();
+}
+
 StatusOr<TierScan> ScanTierPath(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) return NotFoundError("no such file or directory: " + path);

@@ -61,4 +61,10 @@ struct TierScan {
 // Errors: NotFound when `path` does not exist.
 StatusOr<TierScan> ScanTierPath(const std::string& path);
 
+// The training output directory that owns `checkpoint_dir`
+// (OUT/checkpoints/step-N -> OUT), or "" when it is not inside one. Commands
+// that change a checkpoint take that directory's DirLock, so they never race
+// a run writing there.
+std::string CheckpointOutputDir(const std::string& checkpoint_dir);
+
 }  // namespace tierflow::tier

@@ -13,7 +13,7 @@
 namespace tierflow::tier {
 
 struct VerifyItem {
-  std::string kind;  // "checkpoint" or "swap file"
+  std::string kind;  // "checkpoint", "swap file", or "swap set" (a skipped symbolic link)
   std::string path;
   bool ok = false;
   std::string detail;                 // e.g. "step 8, host, verified", "live: header only"

@@ -724,7 +724,9 @@ std::vector<CheckpointInfo> ListCheckpoints(const std::string& out_dir) {
   if (!fs::is_directory(root, ec)) return out;
   for (const auto& entry : fs::directory_iterator(root, ec)) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind("step-", 0) != 0 || !entry.is_directory()) continue;
+    // A symbolic link named step-N is not a checkpoint this run wrote:
+    // resuming from it or applying retention through it would follow it out.
+    if (name.rfind("step-", 0) != 0 || entry.is_symlink() || !entry.is_directory()) continue;
     CheckpointInfo info = VerifyCheckpoint(entry.path().string());
     if (info.step < 0) info.step = std::strtoll(name.c_str() + 5, nullptr, 10);
     out.push_back(std::move(info));

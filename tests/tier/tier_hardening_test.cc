@@ -4,6 +4,7 @@
 // named after the defect it pins; each failed on the tree before the fix
 // (read outside, wrote outside, reported OK, threw, or ignored the request).
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/cancel.h"
+#include "io/dir_lock.h"
 #include "offload/aligned_buffer.h"
 #include "offload/state_store.h"
 #include "tests/tier/tier_test_util.h"
@@ -390,6 +392,27 @@ TEST(TierMigrate, StopsWhenCancelled) {
   EXPECT_TRUE(Contains(r.status().message(), "migrating " + ckpt)) << r.status().ToString();
   EXPECT_TRUE(VerifyCheckpoint(ckpt).verified);
   EXPECT_EQ(VerifyCheckpoint(ckpt).layout, "host");
+}
+
+// Migration rewrites trainer_state.json and the optimizer files; with a run
+// live in the output directory it raced that run's saves and retention.
+TEST(TierMigrate, RefusedWhileARunHoldsTheOutputDirectory) {
+  TempDir out, nvme;
+  tier_test::CopyBaseRun(out.path());
+  const std::string ckpt = Ckpt(out, 4);
+  {
+    auto lock = DirLock::Acquire(out.path(), "tierflow train");
+    ASSERT_TRUE(lock.ok()) << lock.status().ToString();
+    auto r = MigrateCheckpoint(ckpt, ToNvme(nvme.path()));
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition) << r.status().ToString();
+    EXPECT_TRUE(Contains(r.status().message(), std::to_string(::getpid())))
+        << r.status().ToString();
+    EXPECT_EQ(VerifyCheckpoint(ckpt).layout, "host");
+  }
+  auto r = MigrateCheckpoint(ckpt, ToNvme(nvme.path()));  // the run has ended
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(VerifyCheckpoint(ckpt).layout, "nvme");
 }
 
 TEST(TierExport, StopsWhenCancelled) {
