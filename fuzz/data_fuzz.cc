@@ -20,8 +20,9 @@ namespace {
 
 // Texts every accepted tokenizer must round-trip (its vocabulary holds all
 // 256 bytes, so any valid UTF-8 encodes).
-constexpr std::string_view kProbeTexts[] = {
-    "Hello world, it's 2024!", "  héllo\n\n  wörld <|endoftext|> ok", "", "\t \xe4\xb8\xad\xe6\x96\x87"};
+constexpr std::string_view kProbeTexts[] = {"Hello world, it's 2024!",
+                                            "  héllo\n\n  wörld <|endoftext|> ok", "",
+                                            "\t \xe4\xb8\xad\xe6\x96\x87"};
 
 void CheckRoundTrips(const Gpt2BpeTokenizer& tok) {
   FUZZ_CHECK(tok.eot_token() >= 0 && tok.eot_token() < tok.vocab_size());
@@ -43,15 +44,28 @@ size_t FirstBadUtf8(std::string_view s) {
     const uint8_t c = b(i);
     size_t len = 0;
     uint8_t lo = 0x80, hi = 0xBF;
-    if (c < 0x80) len = 1;
-    else if (c >= 0xC2 && c <= 0xDF) len = 2;
-    else if (c == 0xE0) { len = 3; lo = 0xA0; }
-    else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) len = 3;
-    else if (c == 0xED) { len = 3; hi = 0x9F; }
-    else if (c == 0xF0) { len = 4; lo = 0x90; }
-    else if (c >= 0xF1 && c <= 0xF3) len = 4;
-    else if (c == 0xF4) { len = 4; hi = 0x8F; }
-    else return i;
+    if (c < 0x80)
+      len = 1;
+    else if (c >= 0xC2 && c <= 0xDF)
+      len = 2;
+    else if (c == 0xE0) {
+      len = 3;
+      lo = 0xA0;
+    } else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF)
+      len = 3;
+    else if (c == 0xED) {
+      len = 3;
+      hi = 0x9F;
+    } else if (c == 0xF0) {
+      len = 4;
+      lo = 0x90;
+    } else if (c >= 0xF1 && c <= 0xF3)
+      len = 4;
+    else if (c == 0xF4) {
+      len = 4;
+      hi = 0x8F;
+    } else
+      return i;
     if (len > 1) {
       if (i + 1 >= s.size() || b(i + 1) < lo || b(i + 1) > hi) return i;
       for (size_t k = 2; k < len; ++k) {
@@ -71,8 +85,8 @@ const Gpt2BpeTokenizer& SmallTokenizer() {
     for (int b = 0; b < 256; ++b) vocab.push_back({std::string(1, static_cast<char>(b)), b});
     int64_t id = 256;
     std::vector<Gpt2BpeTokenizer::Merge> merges;
-    for (auto [l, r] : {std::pair<const char*, const char*>{"h", "e"}, {"he", "l"}, {" ", "t"},
-                        {"l", "l"}}) {
+    for (auto [l, r] :
+         {std::pair<const char*, const char*>{"h", "e"}, {"he", "l"}, {" ", "t"}, {"l", "l"}}) {
       merges.push_back({l, r, "merge " + std::to_string(id)});
       vocab.push_back({std::string(l) + r, id++});
     }

@@ -12,6 +12,7 @@ if(NOT TARGET tierflow_fuzz_entry_points)
   )
   target_link_libraries(tierflow_fuzz_entry_points PUBLIC
     tierflow_io tierflow_model_config tierflow_offload tierflow_data nlohmann_json::nlohmann_json)
+  tierflow_layer(fuzz fuzz tierflow_fuzz_entry_points)
   # The training config joins when its library is part of the build.
   if(TARGET tierflow_train_config)
     target_link_libraries(tierflow_fuzz_entry_points PUBLIC tierflow_train_config)

@@ -11,7 +11,6 @@
 #endif
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  tierflow::fuzz::TIERFLOW_FUZZ_ENTRY(
-      std::string_view(reinterpret_cast<const char*>(data), size));
+  tierflow::fuzz::TIERFLOW_FUZZ_ENTRY(std::string_view(reinterpret_cast<const char*>(data), size));
   return 0;
 }

@@ -72,7 +72,8 @@ __attribute__((target("sse4.2"))) const ShiftTables& GetShiftTables() {
   static const ShiftTables tables = [] {
     ShiftTables st{};
     for (int k = 0; k < 4; ++k) {
-      for (uint32_t b = 0; b < 256; ++b) st.t[k][b] = static_cast<uint32_t>(ZeroExtend(uint64_t{b} << (8 * k)));
+      for (uint32_t b = 0; b < 256; ++b)
+        st.t[k][b] = static_cast<uint32_t>(ZeroExtend(uint64_t{b} << (8 * k)));
     }
     return st;
   }();
@@ -80,7 +81,8 @@ __attribute__((target("sse4.2"))) const ShiftTables& GetShiftTables() {
 }
 
 inline uint64_t Shift(const ShiftTables& st, uint64_t s) {
-  return st.t[0][s & 0xFF] ^ st.t[1][(s >> 8) & 0xFF] ^ st.t[2][(s >> 16) & 0xFF] ^ st.t[3][(s >> 24) & 0xFF];
+  return st.t[0][s & 0xFF] ^ st.t[1][(s >> 8) & 0xFF] ^ st.t[2][(s >> 16) & 0xFF] ^
+         st.t[3][(s >> 24) & 0xFF];
 }
 
 inline uint64_t Load64(const uint8_t* p) {
@@ -92,7 +94,7 @@ inline uint64_t Load64(const uint8_t* p) {
 }  // namespace
 
 __attribute__((target("sse4.2"))) uint32_t Crc32cHardware(uint32_t crc, const void* data,
-                                                           size_t num_bytes) {
+                                                          size_t num_bytes) {
   const auto* p = static_cast<const uint8_t*>(data);
   uint64_t c = ~crc;
   while (num_bytes > 0 && (reinterpret_cast<uintptr_t>(p) & 7) != 0) {

@@ -65,12 +65,13 @@ StatusOr<RawIoProbeResult> RunRawIoProbe(const RawIoProbeOptions& o) {
   if (o.block_size_bytes == 0 || o.block_size_bytes % kDirectIoAlignment != 0) {
     return InvalidArgumentError("probe block size must be a positive multiple of 4096");
   }
-  if (o.queue_depth < 1 || o.queue_depth > 4096) return InvalidArgumentError("probe queue depth must be 1..4096");
+  if (o.queue_depth < 1 || o.queue_depth > 4096)
+    return InvalidArgumentError("probe queue depth must be 1..4096");
   static std::atomic<uint32_t> counter{0};
-  std::string path = (std::filesystem::path(o.directory) /
-                      ("tierflow-raw-probe-" + std::to_string(getpid()) + "-" +
-                       std::to_string(counter.fetch_add(1)) + ".tmp"))
-                         .string();
+  std::string path =
+      (std::filesystem::path(o.directory) / ("tierflow-raw-probe-" + std::to_string(getpid()) +
+                                             "-" + std::to_string(counter.fetch_add(1)) + ".tmp"))
+          .string();
   TF_ASSIGN_OR_RETURN(int fd, OpenSwapFile(path, o.io_mode, /*create=*/true));
   struct FileGuard {
     int fd;
@@ -86,7 +87,8 @@ StatusOr<RawIoProbeResult> RunRawIoProbe(const RawIoProbeOptions& o) {
   int rc = posix_fallocate(fd, 0, static_cast<off_t>(r.num_bytes));
   if (rc != 0 && rc != EOPNOTSUPP) return ErrnoStatus(rc, "reserve space for probe file " + path);
 
-  uint32_t depth = static_cast<uint32_t>(std::min<uint64_t>(o.queue_depth, r.num_bytes / o.block_size_bytes));
+  uint32_t depth =
+      static_cast<uint32_t>(std::min<uint64_t>(o.queue_depth, r.num_bytes / o.block_size_bytes));
   std::vector<AlignedBuffer> owned;
   std::vector<uint8_t*> buffers;
   for (uint32_t i = 0; i < depth; ++i) {
@@ -105,9 +107,11 @@ StatusOr<RawIoProbeResult> RunRawIoProbe(const RawIoProbeOptions& o) {
 
   using Clock = std::chrono::steady_clock;
   auto t0 = Clock::now();
-  TF_RETURN_IF_ERROR(Pass(ring, fd, /*write=*/true, buffers, r.num_bytes, o.block_size_bytes, path));
+  TF_RETURN_IF_ERROR(
+      Pass(ring, fd, /*write=*/true, buffers, r.num_bytes, o.block_size_bytes, path));
   auto t1 = Clock::now();
-  TF_RETURN_IF_ERROR(Pass(ring, fd, /*write=*/false, buffers, r.num_bytes, o.block_size_bytes, path));
+  TF_RETURN_IF_ERROR(
+      Pass(ring, fd, /*write=*/false, buffers, r.num_bytes, o.block_size_bytes, path));
   auto t2 = Clock::now();
   r.write_seconds = std::chrono::duration<double>(t1 - t0).count();
   r.read_seconds = std::chrono::duration<double>(t2 - t1).count();

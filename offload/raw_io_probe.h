@@ -13,11 +13,11 @@
 namespace tierflow::offload {
 
 struct RawIoProbeOptions {
-  std::string directory;       // where the probe file goes (removed afterwards)
-  uint64_t num_bytes = 1ull << 30;          // Default: 1 GiB
-  uint32_t block_size_bytes = 1u << 20;     // Default: 1 MiB; a multiple of 4096
-  uint32_t queue_depth = 32;                // Default: 32
-  IoMode io_mode = IoMode::kDirect;         // Default: O_DIRECT
+  std::string directory;                 // where the probe file goes (removed afterwards)
+  uint64_t num_bytes = 1ull << 30;       // Default: 1 GiB
+  uint32_t block_size_bytes = 1u << 20;  // Default: 1 MiB; a multiple of 4096
+  uint32_t queue_depth = 32;             // Default: 32
+  IoMode io_mode = IoMode::kDirect;      // Default: O_DIRECT
 };
 
 struct RawIoProbeResult {

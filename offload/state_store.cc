@@ -16,6 +16,7 @@
 #include "common/units.h"
 #include "offload/aligned_buffer.h"
 #include "offload/crc32c.h"
+#include "offload/swap_reader.h"
 
 namespace tierflow::offload {
 
@@ -29,10 +30,10 @@ struct StateStore::Directory {
   SwapFileHeader header;
   uint64_t spare_blocks = 0;
   // Guarded by the store's mu_.
-  std::vector<uint32_t> physical;  // per logical block, kUnmappedBlock = never written
-  std::vector<uint32_t> crc;       // per logical block
-  std::deque<uint32_t> free;       // FIFO keeps rewrites close to sequential
-  std::vector<uint16_t> readers;   // per physical block: reads in flight
+  std::vector<uint32_t> physical;         // per logical block, kUnmappedBlock = never written
+  std::vector<uint32_t> crc;              // per logical block
+  std::deque<uint32_t> free;              // FIFO keeps rewrites close to sequential
+  std::vector<uint16_t> readers;          // per physical block: reads in flight
   std::vector<uint8_t> free_when_unread;  // per physical block
   uint64_t table_sequence = 0;
 };
@@ -80,8 +81,8 @@ struct TicketState {
 }  // namespace internal
 
 using internal::BlockOp;
-using internal::TicketState;
 using internal::kBlocksPerBatch;
+using internal::TicketState;
 
 Status IoTicket::Wait() const {
   if (!state_) return Status::Ok();
@@ -111,30 +112,17 @@ std::string BlockContext(const TensorSpec& t, uint64_t block, uint32_t block_siz
          std::to_string(begin) + ", " + std::to_string(begin + valid) + "))";
 }
 
-Status PwriteAll(int fd, const uint8_t* data, size_t num_bytes, uint64_t offset, const std::string& path) {
+Status PwriteAll(int fd, const uint8_t* data, size_t num_bytes, uint64_t offset,
+                 const std::string& path) {
   size_t done = 0;
   while (done < num_bytes) {
     ssize_t n = pwrite(fd, data + done, num_bytes - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ErrnoStatus(errno, "write " + path + " at offset " + std::to_string(offset + done));
-    if (n == 0) return IoError("write " + path + " at offset " + std::to_string(offset + done) + ": wrote nothing");
-    done += static_cast<size_t>(n);
-  }
-  return Status::Ok();
-}
-
-// Reads exactly num_bytes or says the file is truncated.
-Status PreadAll(int fd, uint8_t* data, size_t num_bytes, uint64_t offset, const std::string& path) {
-  size_t done = 0;
-  while (done < num_bytes) {
-    ssize_t n = pread(fd, data + done, num_bytes - done, static_cast<off_t>(offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ErrnoStatus(errno, "read " + path + " at offset " + std::to_string(offset + done));
-    if (n == 0) {
-      return DataLossError("swap file " + path + " ends at offset " + std::to_string(offset + done) +
-                           " where its header needs " + std::to_string(num_bytes - done) +
-                           " more bytes: the file is truncated");
-    }
+    if (n < 0)
+      return ErrnoStatus(errno, "write " + path + " at offset " + std::to_string(offset + done));
+    if (n == 0)
+      return IoError("write " + path + " at offset " + std::to_string(offset + done) +
+                     ": wrote nothing");
     done += static_cast<size_t>(n);
   }
   return Status::Ok();
@@ -146,13 +134,15 @@ Status Fdatasync(int fd, const std::string& path) {
 }
 
 Status ValidateOptions(const StateStoreOptions& o) {
-  if (o.directories.empty()) return InvalidArgumentError("no state directory given; name at least one");
+  if (o.directories.empty())
+    return InvalidArgumentError("no state directory given; name at least one");
   std::set<std::string> seen;
   for (const std::string& d : o.directories) {
     std::error_code ec;
     std::string canonical = fs::weakly_canonical(d, ec).string();
     if (!seen.insert(ec ? d : canonical).second) {
-      return InvalidArgumentError("state directory " + d + " is listed twice; give each drive once");
+      return InvalidArgumentError("state directory " + d +
+                                  " is listed twice; give each drive once");
     }
   }
   if (o.block_size_bytes < kDirectIoAlignment || o.block_size_bytes % kDirectIoAlignment != 0 ||
@@ -161,10 +151,12 @@ Status ValidateOptions(const StateStoreOptions& o) {
                                 " bytes is not a multiple of 4096 between 4 KiB and 256 MiB");
   }
   if (o.queue_depth < 1 || o.queue_depth > 4096) {
-    return InvalidArgumentError("queue depth " + std::to_string(o.queue_depth) + " is out of range; use 1..4096");
+    return InvalidArgumentError("queue depth " + std::to_string(o.queue_depth) +
+                                " is out of range; use 1..4096");
   }
   if (o.num_rings < 1 || o.num_rings > 64) {
-    return InvalidArgumentError("number of rings " + std::to_string(o.num_rings) + " is out of range; use 1..64");
+    return InvalidArgumentError("number of rings " + std::to_string(o.num_rings) +
+                                " is out of range; use 1..64");
   }
   return Status::Ok();
 }
@@ -218,11 +210,12 @@ Status TicketState::Verify() {
   uint32_t crc = Crc32c(0, b.request.buffer, b.valid_bytes);
   checksum_mismatches->fetch_add(1);
   uint64_t begin = b.tensor_block * block_size_bytes;
-  return DataLossError("tensor '" + tensor_name + "' block " + std::to_string(b.tensor_block) + " (bytes [" +
-                       std::to_string(begin) + ", " + std::to_string(begin + b.valid_bytes) +
-                       ")): checksum mismatch reading " + paths[b.dir] + " at offset " +
-                       std::to_string(b.request.offset_bytes) + " (stored CRC32C " + std::to_string(b.crc) +
-                       ", data gives " + std::to_string(crc) + "); the data on the drive is corrupt");
+  return DataLossError("tensor '" + tensor_name + "' block " + std::to_string(b.tensor_block) +
+                       " (bytes [" + std::to_string(begin) + ", " +
+                       std::to_string(begin + b.valid_bytes) + ")): checksum mismatch reading " +
+                       paths[b.dir] + " at offset " + std::to_string(b.request.offset_bytes) +
+                       " (stored CRC32C " + std::to_string(b.crc) + ", data gives " +
+                       std::to_string(crc) + "); the data on the drive is corrupt");
 }
 
 void StateStore::ReleaseBlockLocked(Directory& d, uint32_t physical) {
@@ -267,20 +260,22 @@ StatusOr<TensorId> StateStore::Find(std::string_view name) const {
 Status StateStore::CheckRange(TensorId id, const void* buffer, uint64_t offset_bytes,
                               uint64_t num_bytes) const {
   if (id >= tensors_.size()) {
-    return InvalidArgumentError("tensor id " + std::to_string(id) + " is out of range (the store has " +
+    return InvalidArgumentError("tensor id " + std::to_string(id) +
+                                " is out of range (the store has " +
                                 std::to_string(tensors_.size()) + " tensors)");
   }
   const TensorSpec& t = tensors_[id].spec;
   uint64_t end = offset_bytes + num_bytes;
   if (num_bytes == 0 || end > t.num_bytes || end < offset_bytes) {
-    return InvalidArgumentError("bytes [" + std::to_string(offset_bytes) + ", " + std::to_string(end) +
-                                ") are outside tensor '" + t.name + "' (" +
+    return InvalidArgumentError("bytes [" + std::to_string(offset_bytes) + ", " +
+                                std::to_string(end) + ") are outside tensor '" + t.name + "' (" +
                                 std::to_string(t.num_bytes) + " bytes) or empty");
   }
-  if (offset_bytes % block_size_bytes_ != 0 || (end % block_size_bytes_ != 0 && end != t.num_bytes)) {
-    return InvalidArgumentError("bytes [" + std::to_string(offset_bytes) + ", " + std::to_string(end) +
-                                ") of tensor '" + t.name + "' do not start and end on " +
-                                std::to_string(block_size_bytes_) +
+  if (offset_bytes % block_size_bytes_ != 0 ||
+      (end % block_size_bytes_ != 0 && end != t.num_bytes)) {
+    return InvalidArgumentError("bytes [" + std::to_string(offset_bytes) + ", " +
+                                std::to_string(end) + ") of tensor '" + t.name +
+                                "' do not start and end on " + std::to_string(block_size_bytes_) +
                                 "-byte block boundaries (or the tensor's end)");
   }
   if (options_.io_mode == IoMode::kDirect &&
@@ -293,7 +288,8 @@ Status StateStore::CheckRange(TensorId id, const void* buffer, uint64_t offset_b
   return Status::Ok();
 }
 
-std::shared_ptr<TicketState> StateStore::NewTicket(TensorId id, IoOpKind kind, uint64_t num_blocks) {
+std::shared_ptr<TicketState> StateStore::NewTicket(TensorId id, IoOpKind kind,
+                                                   uint64_t num_blocks) {
   auto ticket = std::make_shared<TicketState>();
   ticket->store = this;
   ticket->tensor = id;
@@ -324,7 +320,8 @@ StatusOr<IoTicket> StateStore::ReadAsync(TensorId id, void* dst, uint64_t offset
       b.tensor_block = k;
       b.dir = BlockDirectory(ts.start_dir, k, num_dirs);
       b.local_block = ts.first_local_block[b.dir] + k / num_dirs;
-      b.valid_bytes = static_cast<uint32_t>(std::min<uint64_t>(block_size_bytes_, ts.spec.num_bytes - k * block_size_bytes_));
+      b.valid_bytes = static_cast<uint32_t>(
+          std::min<uint64_t>(block_size_bytes_, ts.spec.num_bytes - k * block_size_bytes_));
       Directory& d = *dirs_[b.dir];
       uint32_t p = d.physical[b.local_block];
       if (p == kUnmappedBlock) {
@@ -379,7 +376,8 @@ StatusOr<IoTicket> StateStore::WriteAsync(TensorId id, const void* src, uint64_t
     b.tensor_block = k;
     b.dir = BlockDirectory(ts.start_dir, k, num_dirs);
     b.local_block = ts.first_local_block[b.dir] + k / num_dirs;
-    b.valid_bytes = static_cast<uint32_t>(std::min<uint64_t>(block_size_bytes_, ts.spec.num_bytes - k * block_size_bytes_));
+    b.valid_bytes = static_cast<uint32_t>(
+        std::min<uint64_t>(block_size_bytes_, ts.spec.num_bytes - k * block_size_bytes_));
     ++need[b.dir];
   }
   {
@@ -422,7 +420,8 @@ StatusOr<IoTicket> StateStore::WriteAsync(TensorId id, const void* src, uint64_t
   for (uint64_t i = 0; i < count; ++i) {
     BlockOp& b = ticket->blocks[i];
     const Directory& d = *dirs_[b.dir];
-    uint8_t* block_src = const_cast<uint8_t*>(static_cast<const uint8_t*>(src)) + i * block_size_bytes_;
+    uint8_t* block_src =
+        const_cast<uint8_t*>(static_cast<const uint8_t*>(src)) + i * block_size_bytes_;
     // The checksum covers the tensor's bytes only, not the padding to 4096.
     b.crc = Crc32c(0, block_src, b.valid_bytes);
     b.request.kind = IoOpKind::kWrite;
@@ -459,13 +458,15 @@ Status StateStore::RegisterBuffers(std::vector<iovec> buffers) {
 }
 
 Status StateStore::WriteBlockTable(Directory& d, const BlockTable& table) {
-  TF_ASSIGN_OR_RETURN(AlignedBuffer buf, AlignedBuffer::Allocate(d.header.block_table_copy_num_bytes));
+  TF_ASSIGN_OR_RETURN(AlignedBuffer buf,
+                      AlignedBuffer::Allocate(d.header.block_table_copy_num_bytes));
   EncodeBlockTable(table, std::span<uint8_t>(buf.data(), d.header.block_table_copy_num_bytes));
   uint64_t offset = d.header.block_table_offset_bytes +
                     (table.sequence % 2) * d.header.block_table_copy_num_bytes;
   // Data first, then the table that points at it.
   TF_RETURN_IF_ERROR(Fdatasync(d.fd, d.path));
-  TF_RETURN_IF_ERROR(PwriteAll(d.fd, buf.data(), d.header.block_table_copy_num_bytes, offset, d.path));
+  TF_RETURN_IF_ERROR(
+      PwriteAll(d.fd, buf.data(), d.header.block_table_copy_num_bytes, offset, d.path));
   return Fdatasync(d.fd, d.path);
 }
 
@@ -582,11 +583,13 @@ StatusOr<std::unique_ptr<StateStore>> StateStore::Create(const StateStoreOptions
   for (size_t i = 0; i < tensors.size(); ++i) {
     const TensorSpec& spec = tensors[i];
     if (spec.name.empty() || spec.name.size() > 4096) {
-      return InvalidArgumentError("tensor " + std::to_string(i) + " has an empty or over-long name");
+      return InvalidArgumentError("tensor " + std::to_string(i) +
+                                  " has an empty or over-long name");
     }
     if (spec.num_bytes == 0) return InvalidArgumentError("tensor '" + spec.name + "' has 0 bytes");
     if (!store->by_name_.emplace(spec.name, static_cast<TensorId>(i)).second) {
-      return InvalidArgumentError("tensor name '" + spec.name + "' appears twice; names must be unique");
+      return InvalidArgumentError("tensor name '" + spec.name +
+                                  "' appears twice; names must be unique");
     }
     TensorState ts;
     ts.spec = spec;
@@ -623,11 +626,14 @@ StatusOr<std::unique_ptr<StateStore>> StateStore::Create(const StateStoreOptions
     }
     TF_RETURN_IF_ERROR(CheckNoStaleSwapSets(dir));
     fs::create_directories(fs::path(dir) / kSwapRootName, ec);
-    if (ec) return ErrnoStatus(ec.value(), "create directory " + (fs::path(dir) / kSwapRootName).string());
+    if (ec)
+      return ErrnoStatus(ec.value(),
+                         "create directory " + (fs::path(dir) / kSwapRootName).string());
     std::string run_dir = RunDirectory(dir, store->run_id_);
     if (mkdir(run_dir.c_str(), 0700) != 0) {
       if (errno == EEXIST) {
-        return FailedPreconditionError("swap set " + run_dir + " already exists; choose another run id");
+        return FailedPreconditionError("swap set " + run_dir +
+                                       " already exists; choose another run id");
       }
       return ErrnoStatus(errno, "create directory " + run_dir);
     }
@@ -654,8 +660,8 @@ StatusOr<std::unique_ptr<StateStore>> StateStore::Create(const StateStoreOptions
     h.block_table_copy_num_bytes = BlockTableCopySize(h.num_logical_blocks);
     for (uint32_t t = 0; t < store->tensors_.size(); ++t) {
       const TensorState& ts = store->tensors_[t];
-      h.tensors.push_back({ts.spec.name, ts.spec.dtype, ts.spec.num_bytes, ts.num_blocks, ts.start_dir,
-                           ts.first_local_block[d]});
+      h.tensors.push_back({ts.spec.name, ts.spec.dtype, ts.spec.num_bytes, ts.num_blocks,
+                           ts.start_dir, ts.first_local_block[d]});
     }
     // Offsets do not change the header's size (fixed-width fields).
     uint64_t header_bytes = EncodeSwapHeader(h).size();
@@ -666,7 +672,10 @@ StatusOr<std::unique_ptr<StateStore>> StateStore::Create(const StateStoreOptions
     // Reserve the space now: a full drive is an error at start, not mid-run.
     int rc = posix_fallocate(ds.fd, 0, static_cast<off_t>(file_bytes));
     if (rc == EOPNOTSUPP || rc == EINVAL) {
-      if (ftruncate(ds.fd, static_cast<off_t>(file_bytes)) != 0) rc = errno; else rc = 0;
+      if (ftruncate(ds.fd, static_cast<off_t>(file_bytes)) != 0)
+        rc = errno;
+      else
+        rc = 0;
     }
     if (rc != 0) {
       return ErrnoStatus(rc, "reserve " + FormatBytes(file_bytes) + " for swap file " + ds.path);
@@ -714,8 +723,8 @@ StatusOr<std::unique_ptr<StateStore>> StateStore::Open(const StateStoreOptions& 
     std::string run_dir = RunDirectory(dir, options.run_id);
     std::error_code ec;
     if (!fs::is_directory(run_dir, ec)) {
-      return NotFoundError("swap set " + run_dir + " does not exist (directory " + std::to_string(d) +
-                           " of run " + options.run_id + ")");
+      return NotFoundError("swap set " + run_dir + " does not exist (directory " +
+                           std::to_string(d) + " of run " + options.run_id + ")");
     }
     auto ds_owned = std::make_unique<Directory>();
     Directory& ds = *ds_owned;
@@ -725,20 +734,14 @@ StatusOr<std::unique_ptr<StateStore>> StateStore::Open(const StateStoreOptions& 
     TF_ASSIGN_OR_RETURN(ds.lock, RunLock::Acquire(run_dir));
     TF_ASSIGN_OR_RETURN(ds.fd, OpenSwapFile(ds.path, options.io_mode, /*create=*/false));
 
-    TF_ASSIGN_OR_RETURN(AlignedBuffer prefix, AlignedBuffer::Allocate(kDirectIoAlignment));
-    TF_RETURN_IF_ERROR(PreadAll(ds.fd, prefix.data(), kDirectIoAlignment, 0, ds.path));
-    TF_ASSIGN_OR_RETURN(uint64_t header_bytes,
-                        SwapHeaderSize(std::span<const uint8_t>(prefix.data(), kDirectIoAlignment), ds.path));
-    TF_ASSIGN_OR_RETURN(AlignedBuffer hb, AlignedBuffer::Allocate(header_bytes));
-    TF_RETURN_IF_ERROR(PreadAll(ds.fd, hb.data(), header_bytes, 0, ds.path));
-    TF_ASSIGN_OR_RETURN(ds.header, DecodeSwapHeader(std::span<const uint8_t>(hb.data(), header_bytes), ds.path));
+    // The one decoding path shared with the read-only readers: header, the
+    // newer valid block table, and a block map with no invalid or shared block.
+    TF_ASSIGN_OR_RETURN(SwapFileMetadata meta, ReadSwapFileMetadata(ds.fd, ds.path));
+    ds.header = std::move(meta.header);
     const SwapFileHeader& h = ds.header;
-    if (h.run_id != options.run_id || h.dir_index != d || h.num_dirs != num_dirs) {
-      return DataLossError("swap file " + ds.path + " belongs to run " + h.run_id + " directory " +
-                           std::to_string(h.dir_index) + " of " + std::to_string(h.num_dirs) +
-                           ", not run " + options.run_id + " directory " + std::to_string(d) + " of " +
-                           std::to_string(num_dirs) + "; list the directories in the original order");
-    }
+    TF_RETURN_IF_ERROR(CheckSwapSetMember(h, ds.path, options.run_id, d, num_dirs,
+                                          d == 0 ? nullptr : &store->dirs_[0]->header,
+                                          store->dirs_[0]->path));
     if (d == 0) {
       store->block_size_bytes_ = h.block_size_bytes;
       for (uint32_t t = 0; t < h.tensors.size(); ++t) {
@@ -747,59 +750,22 @@ StatusOr<std::unique_ptr<StateStore>> StateStore::Open(const StateStoreOptions& 
         ts.spec = {e.name, e.dtype, e.num_bytes};
         ts.start_dir = e.start_dir;
         ts.num_blocks = e.num_blocks;
-        if (!store->by_name_.emplace(e.name, t).second) {
-          return DataLossError("swap file " + ds.path + " names tensor '" + e.name + "' twice");
-        }
+        store->by_name_.emplace(e.name, t);  // names are unique: ReadSwapFileMetadata checked
         store->tensors_.push_back(std::move(ts));
       }
     }
-    bool same = h.block_size_bytes == store->block_size_bytes_ && h.tensors.size() == store->tensors_.size();
-    for (uint32_t t = 0; same && t < h.tensors.size(); ++t) {
-      const TensorState& ts = store->tensors_[t];
-      same = h.tensors[t].name == ts.spec.name && h.tensors[t].num_bytes == ts.spec.num_bytes &&
-             h.tensors[t].start_dir == ts.start_dir;
-      if (same) store->tensors_[t].first_local_block.push_back(h.tensors[t].first_local_block);
+    for (uint32_t t = 0; t < h.tensors.size(); ++t) {
+      store->tensors_[t].first_local_block.push_back(h.tensors[t].first_local_block);
     }
-    if (!same) {
-      return DataLossError("swap file " + ds.path + " has a tensor table that differs from " +
-                           store->dirs_[0]->path + "'s");
-    }
-    struct stat st{};
-    uint64_t need = h.data_offset_bytes + h.num_physical_blocks * h.block_size_bytes;
-    if (fstat(ds.fd, &st) != 0) return ErrnoStatus(errno, "stat " + ds.path);
-    if (static_cast<uint64_t>(st.st_size) < need) {
-      return DataLossError("swap file " + ds.path + " is " + std::to_string(st.st_size) +
-                           " bytes but its header needs " + std::to_string(need) + ": it is truncated");
-    }
-    // The newer of the two block tables that checks out.
-    std::optional<BlockTable> best;
-    Status table_error;
-    for (int copy = 0; copy < 2; ++copy) {
-      uint64_t offset = h.block_table_offset_bytes + copy * h.block_table_copy_num_bytes;
-      TF_ASSIGN_OR_RETURN(AlignedBuffer tb, AlignedBuffer::Allocate(h.block_table_copy_num_bytes));
-      TF_RETURN_IF_ERROR(PreadAll(ds.fd, tb.data(), h.block_table_copy_num_bytes, offset, ds.path));
-      StatusOr<BlockTable> t = DecodeBlockTable(
-          std::span<const uint8_t>(tb.data(), h.block_table_copy_num_bytes), h.num_logical_blocks, ds.path, offset);
-      if (!t.ok()) {
-        table_error = t.status();
-        continue;
-      }
-      if (!best.has_value() || t->sequence > best->sequence) best = std::move(t).value();
-    }
-    if (!best.has_value()) return table_error;
+    // Free blocks: those no logical block maps (each mapped one is in range
+    // and mapped once, ReadSwapFileMetadata checked).
     std::vector<uint8_t> used(h.num_physical_blocks, 0);
-    for (uint64_t l = 0; l < best->physical.size(); ++l) {
-      uint32_t p = best->physical[l];
-      if (p == kUnmappedBlock) continue;
-      if (p >= h.num_physical_blocks || used[p]) {
-        return DataLossError("swap file " + ds.path + ": block table maps logical block " + std::to_string(l) +
-                             " to invalid or shared physical block " + std::to_string(p));
-      }
-      used[p] = 1;
+    for (uint32_t p : meta.table.physical) {
+      if (p != kUnmappedBlock) used[p] = 1;
     }
-    ds.physical = std::move(best->physical);
-    ds.crc = std::move(best->crc);
-    ds.table_sequence = best->sequence;
+    ds.physical = std::move(meta.table.physical);
+    ds.crc = std::move(meta.table.crc);
+    ds.table_sequence = meta.table.sequence;
     for (uint32_t p = 0; p < h.num_physical_blocks; ++p) {
       if (!used[p]) ds.free.push_back(p);
     }

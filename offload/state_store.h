@@ -12,7 +12,7 @@
 // Typical use (several reads ahead, several writes behind):
 //   auto store = StateStore::Create(options, tensors);
 //   IoTicket r = store->ReadAsync(id, buf, 0, n).value();   // read ahead
-//   ... r.Wait() ... compute ... 
+//   ... r.Wait() ... compute ...
 //   IoTicket w = store->WriteAsync(id, buf, 0, n).value();  // write behind
 //   ... later w.Wait() before reusing buf ...
 //   store->Close();   // removes the swap files
@@ -103,8 +103,8 @@ struct StateStoreStats {
   uint64_t num_reads = 0, num_writes = 0;  // tickets
   uint64_t num_failed_writes_rolled_back = 0;
   uint64_t num_checksum_mismatches = 0;
-  uint64_t data_bytes = 0;   // tensor bytes stored
-  uint64_t file_bytes = 0;   // all swap files, with headers and spare blocks
+  uint64_t data_bytes = 0;  // tensor bytes stored
+  uint64_t file_bytes = 0;  // all swap files, with headers and spare blocks
 };
 
 class StateStore {
@@ -194,7 +194,8 @@ class StateStore {
     std::vector<uint64_t> first_local_block;  // per directory
   };
   StateStore() = default;
-  Status CheckRange(TensorId id, const void* buffer, uint64_t offset_bytes, uint64_t num_bytes) const;
+  Status CheckRange(TensorId id, const void* buffer, uint64_t offset_bytes,
+                    uint64_t num_bytes) const;
   Status InitEngine();
   Status WriteBlockTable(Directory& dir, const BlockTable& table);
   void ReleaseBlockLocked(Directory& dir, uint32_t physical);
@@ -210,13 +211,14 @@ class StateStore {
   std::vector<std::unique_ptr<Directory>> dirs_;
   std::unique_ptr<IoEngine> engine_;
 
-  mutable std::mutex mu_;             // guards the block maps and counters below
-  std::condition_variable free_cv_;   // a block was freed
+  mutable std::mutex mu_;            // guards the block maps and counters below
+  std::condition_variable free_cv_;  // a block was freed
   bool closed_ = false;
   uint64_t num_reads_ = 0, num_writes_ = 0, num_rolled_back_ = 0;
-  std::shared_ptr<std::atomic<uint64_t>> checksum_mismatches_ = std::make_shared<std::atomic<uint64_t>>(0);
+  std::shared_ptr<std::atomic<uint64_t>> checksum_mismatches_ =
+      std::make_shared<std::atomic<uint64_t>>(0);
   std::vector<std::string> paths_;  // per directory, for tickets' messages
-  std::mutex sync_mu_;                // serialises Sync/Close
+  std::mutex sync_mu_;              // serialises Sync/Close
 };
 
 }  // namespace tierflow::offload

@@ -11,8 +11,9 @@
 namespace tierflow::offload {
 namespace {
 
-constexpr size_t kHeaderPrefixBytes = 24;  // magic u64, version u32, total u32, payload u32, crc u32
-constexpr size_t kTablePrefixBytes = 32;   // magic u64, sequence u64, count u64, crc u32, pad u32
+constexpr size_t kHeaderPrefixBytes =
+    24;                                   // magic u64, version u32, total u32, payload u32, crc u32
+constexpr size_t kTablePrefixBytes = 32;  // magic u64, sequence u64, count u64, crc u32, pad u32
 constexpr size_t kMaxNameBytes = 4096;
 
 class Writer {
@@ -65,7 +66,8 @@ Status Corrupt(std::string_view path, const std::string& what) {
 
 }  // namespace
 
-uint64_t BlocksInDirectory(uint64_t num_blocks, uint32_t start_dir, uint32_t dir, uint32_t num_dirs) {
+uint64_t BlocksInDirectory(uint64_t num_blocks, uint32_t start_dir, uint32_t dir,
+                           uint32_t num_dirs) {
   uint64_t first = (dir + num_dirs - start_dir % num_dirs) % num_dirs;
   return first < num_blocks ? (num_blocks - first + num_dirs - 1) / num_dirs : 0;
 }
@@ -149,8 +151,8 @@ StatusOr<SwapFileHeader> DecodeSwapHeader(std::span<const uint8_t> bytes, std::s
             r.Get(&num_tensors);
   if (!ok) return Corrupt(path, "header fields truncated");
   if (h.num_dirs == 0 || h.dir_index >= h.num_dirs || h.block_size_bytes == 0 ||
-      h.block_size_bytes % kDirectIoAlignment != 0 || h.num_physical_blocks < h.num_logical_blocks ||
-      h.num_physical_blocks >= kUnmappedBlock ||
+      h.block_size_bytes % kDirectIoAlignment != 0 ||
+      h.num_physical_blocks < h.num_logical_blocks || h.num_physical_blocks >= kUnmappedBlock ||
       h.num_logical_blocks > (uint64_t{1} << 40) ||
       h.block_table_copy_num_bytes != BlockTableCopySize(h.num_logical_blocks) ||
       // Written as subtractions: the sums could wrap around for hostile values.
@@ -164,15 +166,16 @@ StatusOr<SwapFileHeader> DecodeSwapHeader(std::span<const uint8_t> bytes, std::s
     ok = r.GetString(&t.name) && r.Get(&dtype) && r.Get(&t.num_bytes) && r.Get(&t.num_blocks) &&
          r.Get(&t.start_dir) && r.Get(&t.first_local_block);
     if (!ok) return Corrupt(path, "tensor table truncated at entry " + std::to_string(i));
-    if (dtype > static_cast<uint8_t>(DType::kF16) || t.name.empty() || t.name.size() > kMaxNameBytes ||
-        t.start_dir >= h.num_dirs ||
+    if (dtype > static_cast<uint8_t>(DType::kF16) || t.name.empty() ||
+        t.name.size() > kMaxNameBytes || t.start_dir >= h.num_dirs ||
         // ceil(num_bytes / block) without the wrapping of num_bytes + block - 1.
-        t.num_blocks != t.num_bytes / h.block_size_bytes + (t.num_bytes % h.block_size_bytes != 0) ||
+        t.num_blocks !=
+            t.num_bytes / h.block_size_bytes + (t.num_bytes % h.block_size_bytes != 0) ||
         t.first_local_block > h.num_logical_blocks ||
         BlocksInDirectory(t.num_blocks, t.start_dir, h.dir_index, h.num_dirs) >
             h.num_logical_blocks - t.first_local_block) {
-      return Corrupt(path, "tensor table entry " + std::to_string(i) + " ('" + t.name +
-                               "') is inconsistent");
+      return Corrupt(
+          path, "tensor table entry " + std::to_string(i) + " ('" + t.name + "') is inconsistent");
     }
     t.dtype = static_cast<DType>(dtype);
     h.tensors.push_back(std::move(t));
@@ -203,7 +206,8 @@ void EncodeBlockTable(const BlockTable& table, std::span<uint8_t> out) {
 StatusOr<BlockTable> DecodeBlockTable(std::span<const uint8_t> bytes, uint64_t num_logical_blocks,
                                       std::string_view path, uint64_t offset_bytes) {
   std::string where = "block table at offset " + std::to_string(offset_bytes);
-  if (bytes.size() < BlockTableCopySize(num_logical_blocks)) return Corrupt(path, where + " truncated");
+  if (bytes.size() < BlockTableCopySize(num_logical_blocks))
+    return Corrupt(path, where + " truncated");
   uint64_t magic = 0, n = 0;
   uint32_t stored_crc = 0;
   BlockTable t;
@@ -211,8 +215,10 @@ StatusOr<BlockTable> DecodeBlockTable(std::span<const uint8_t> bytes, uint64_t n
   std::memcpy(&t.sequence, bytes.data() + 8, 8);
   std::memcpy(&n, bytes.data() + 16, 8);
   std::memcpy(&stored_crc, bytes.data() + 24, 4);
-  if (magic != kBlockTableMagic) return Corrupt(path, where + ": bad magic number (never written?)");
-  if (n != num_logical_blocks) return Corrupt(path, where + ": block count differs from the header");
+  if (magic != kBlockTableMagic)
+    return Corrupt(path, where + ": bad magic number (never written?)");
+  if (n != num_logical_blocks)
+    return Corrupt(path, where + ": block count differs from the header");
   uint32_t crc = Crc32c(0, bytes.data(), 24);
   crc = Crc32c(crc, bytes.data() + kTablePrefixBytes, 8 * n);
   if (crc != stored_crc) return Corrupt(path, where + ": checksum mismatch");

@@ -26,8 +26,8 @@
 
 namespace tierflow::offload {
 
-inline constexpr uint64_t kSwapHeaderMagic = 0x0100'5041'5753'4654ull;   // "TFSWAP\0\1"
-inline constexpr uint64_t kBlockTableMagic = 0x4C42'5442'4B4C'4254ull;   // "TBLKBTBL"
+inline constexpr uint64_t kSwapHeaderMagic = 0x0100'5041'5753'4654ull;  // "TFSWAP\0\1"
+inline constexpr uint64_t kBlockTableMagic = 0x4C42'5442'4B4C'4254ull;  // "TBLKBTBL"
 inline constexpr uint32_t kSwapFormatVersion = 1;
 inline constexpr uint32_t kUnmappedBlock = 0xFFFF'FFFFu;
 
@@ -35,8 +35,8 @@ struct SwapTensorEntry {
   std::string name;  // e.g. "layers.3.mlp.up/exp_avg"
   DType dtype = DType::kF32;
   uint64_t num_bytes = 0;
-  uint64_t num_blocks = 0;   // ceil(num_bytes / block_size)
-  uint32_t start_dir = 0;    // directory of the tensor's block 0
+  uint64_t num_blocks = 0;  // ceil(num_bytes / block_size)
+  uint32_t start_dir = 0;   // directory of the tensor's block 0
   // In this file: the logical block index of the tensor's first block here
   // (its blocks here are consecutive logical blocks).
   uint64_t first_local_block = 0;
@@ -48,10 +48,10 @@ struct SwapFileHeader {
   uint32_t dir_index = 0;
   uint32_t num_dirs = 1;
   uint32_t block_size_bytes = 0;
-  uint64_t num_logical_blocks = 0;   // blocks of tensor data in this file
-  uint64_t num_physical_blocks = 0;  // logical + spare
-  uint64_t block_table_offset_bytes = 0;      // copy A; copy B follows
-  uint64_t block_table_copy_num_bytes = 0;    // each copy, 4096-aligned
+  uint64_t num_logical_blocks = 0;          // blocks of tensor data in this file
+  uint64_t num_physical_blocks = 0;         // logical + spare
+  uint64_t block_table_offset_bytes = 0;    // copy A; copy B follows
+  uint64_t block_table_copy_num_bytes = 0;  // each copy, 4096-aligned
   uint64_t data_offset_bytes = 0;
   std::vector<SwapTensorEntry> tensors;
 };
@@ -93,6 +93,7 @@ inline uint32_t BlockDirectory(uint32_t start_dir, uint64_t block, uint32_t num_
   return static_cast<uint32_t>((start_dir + block) % num_dirs);
 }
 // Blocks of a `num_blocks` tensor with start directory `start_dir` in `dir`.
-uint64_t BlocksInDirectory(uint64_t num_blocks, uint32_t start_dir, uint32_t dir, uint32_t num_dirs);
+uint64_t BlocksInDirectory(uint64_t num_blocks, uint32_t start_dir, uint32_t dir,
+                           uint32_t num_dirs);
 
 }  // namespace tierflow::offload

@@ -62,8 +62,8 @@ StatusOr<RunLock> RunLock::Acquire(const std::string& run_dir) {
     int err = errno;
     close(fd);
     if (err == EWOULDBLOCK) {
-      return FailedPreconditionError("swap set " + run_dir +
-                                     " is in use by a live run (its lock " + path + " is held)");
+      return FailedPreconditionError("swap set " + run_dir + " is in use by a live run (its lock " +
+                                     path + " is held)");
     }
     return ErrnoStatus(err, "flock " + path);
   }
@@ -332,7 +332,7 @@ StatusOr<int> OpenSwapFile(const std::string& path, IoMode mode, bool create) {
   if (mode == IoMode::kDirect) {
     // tmpfs and ramfs accept O_DIRECT since Linux 6.6 but still keep every
     // byte in RAM; treat them as what they are.
-    struct statfs sfs{};
+    struct statfs sfs {};
     std::string parent = fs::path(path).parent_path().string();
     if (statfs(parent.c_str(), &sfs) == 0 &&
         (sfs.f_type == TMPFS_MAGIC || sfs.f_type == RAMFS_MAGIC)) {

@@ -15,11 +15,11 @@ if command -v ccache >/dev/null; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 fi
 case "$flavour" in
-  release) extra=(-DCMAKE_BUILD_TYPE=Release) ;;
+  release) extra=(-DCMAKE_BUILD_TYPE=Release -DTIERFLOW_WERROR=ON) ;;
   # The sanitizer flavours check host code; the CUDA backend is compiled by the
   # release flavour (nvcc's output is not instrumented by either sanitizer).
-  asan) extra=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTIERFLOW_SANITIZE=address,undefined -DTIERFLOW_CUDA=OFF) ;;
-  tsan) extra=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTIERFLOW_SANITIZE=thread -DTIERFLOW_CUDA=OFF) ;;
+  asan) extra=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTIERFLOW_WERROR=ON -DTIERFLOW_SANITIZE=address,undefined -DTIERFLOW_CUDA=OFF) ;;
+  tsan) extra=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTIERFLOW_WERROR=ON -DTIERFLOW_SANITIZE=thread -DTIERFLOW_CUDA=OFF) ;;
   *) echo "build.sh: unknown flavour '$flavour' (release, asan, tsan)" >&2; exit 2 ;;
 esac
 cmake -S "$top" -B "$top/build/$flavour" -G Ninja "${launcher[@]}" "${extra[@]}" >/dev/null

@@ -14,5 +14,5 @@ apt-get install -y -qq --no-install-recommends \
   build-essential cmake ninja-build pkg-config ccache git \
   liburing-dev libtbb-dev libeigen3-dev libcli11-dev nlohmann-json3-dev \
   libgtest-dev libgmock-dev libbenchmark-dev \
-  clang libclang-rt-14-dev >/dev/null
+  clang libclang-rt-14-dev clang-format clang-tidy python3 >/dev/null
 echo "install-deps.sh: dependencies installed"

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Installs the dependencies, builds, and runs every test: the whole suite on
+# Installs the dependencies, checks the gates (includes follow the layer graph,
+# every C++ file follows .clang-format, -Werror in every build), builds, and
+# runs every test: the whole suite on
 # the optimized build (CUDA tests skip, with the reason, without a GPU), the
 # whole suite again under ASan+UBSan, the concurrency tests under TSan, and
 # each libFuzzer target for a bounded time (TIERFLOW_FUZZ_SECONDS, default 15).
@@ -7,6 +9,11 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 bash scripts/install-deps.sh
+
+echo "== gates: layer graph, formatting =="
+python3 scripts/check_layers.py --self-test
+python3 scripts/check_layers.py
+bash scripts/check-format.sh
 
 echo "== release build and tests =="
 bash scripts/build.sh release

@@ -36,7 +36,7 @@ namespace tierflow::cli {
 namespace {
 
 struct AdamBenchOptions {
-  std::string params = "64M";
+  std::string params = "64Mi";
   int threads = 0;  // 0: all cores
   std::string grad_dtype = "f32";
   std::string out_dtype = "none";
@@ -59,10 +59,9 @@ StatusOr<HostArray> AllocateTouched(size_t num_bytes, const char* what) {
                             " for " + what + "; use a smaller --params");
   }
   char* bytes = static_cast<char*>(a.get());
-  tbb::parallel_for(tbb::blocked_range<size_t>(0, rounded, size_t{1} << 20),
-                    [&](const tbb::blocked_range<size_t>& r) {
-                      std::memset(bytes + r.begin(), 0, r.size());
-                    });
+  tbb::parallel_for(
+      tbb::blocked_range<size_t>(0, rounded, size_t{1} << 20),
+      [&](const tbb::blocked_range<size_t>& r) { std::memset(bytes + r.begin(), 0, r.size()); });
   return a;
 }
 
@@ -105,9 +104,12 @@ void ScalarAdam(const AdamOptions& o, int64_t step, const OptimSpans& s) {
 
 void ScalarAdamStep(const AdamOptions& o, int64_t step, const OptimSpans& s) {
   switch (s.grad_dtype) {
-    case DType::kF32: return ScalarAdam<float>(o, step, s);
-    case DType::kBF16: return ScalarAdam<bf16>(o, step, s);
-    case DType::kF16: return ScalarAdam<fp16>(o, step, s);
+    case DType::kF32:
+      return ScalarAdam<float>(o, step, s);
+    case DType::kBF16:
+      return ScalarAdam<bf16>(o, step, s);
+    case DType::kF16:
+      return ScalarAdam<fp16>(o, step, s);
   }
 }
 
@@ -125,7 +127,9 @@ double Median(std::vector<double> v) {
 }
 
 Status RunAdamBench(const AdamBenchOptions& opt) {
-  TF_ASSIGN_OR_RETURN(uint64_t n, ParseCount(opt.params));
+  StatusOr<uint64_t> parsed = ParseCount(opt.params);
+  if (!parsed.ok()) return parsed.status().WithContext("--params");
+  const uint64_t n = *parsed;
   if (n == 0) return InvalidArgumentError("--params must be positive");
   if (opt.iterations < 1 || opt.scalar_iterations < 0) {
     return InvalidArgumentError("--iterations must be >= 1 and --scalar-iterations >= 0");
@@ -169,9 +173,15 @@ Status RunAdamBench(const AdamBenchOptions& opt) {
       spans.params[i] = u;
       const float g = 2e-2f * u;
       switch (grad_dtype) {
-        case DType::kF32: static_cast<float*>(grads.get())[i] = g; break;
-        case DType::kBF16: static_cast<bf16*>(grads.get())[i] = FloatToBf16(g); break;
-        case DType::kF16: static_cast<fp16*>(grads.get())[i] = FloatToFp16(g); break;
+        case DType::kF32:
+          static_cast<float*>(grads.get())[i] = g;
+          break;
+        case DType::kBF16:
+          static_cast<bf16*>(grads.get())[i] = FloatToBf16(g);
+          break;
+        case DType::kF16:
+          static_cast<fp16*>(grads.get())[i] = FloatToFp16(g);
+          break;
       }
     }
   });
@@ -214,8 +224,9 @@ Status RunAdamBench(const AdamBenchOptions& opt) {
   const double limit_gb_per_second = total_bytes / best_probe / 1e9;
   const double ratio = gb_per_second / limit_gb_per_second;
   const double scalar_params_per_second =
-      scalar_s.empty() ? 0.0
-                       : static_cast<double>(n) / *std::min_element(scalar_s.begin(), scalar_s.end());
+      scalar_s.empty()
+          ? 0.0
+          : static_cast<double>(n) / *std::min_element(scalar_s.begin(), scalar_s.end());
   const std::string out_name = has_out ? std::string(DTypeName(out_dtype)) : "none";
 
   if (opt.json) {
@@ -268,7 +279,8 @@ void AddBenchAdam(CLI::App& bench, int* exit_code) {
   auto opt = std::make_shared<AdamBenchOptions>();
   CLI::App* cmd = bench.add_subcommand(
       "adam", "CPU AdamW step throughput against this machine's memory bandwidth");
-  cmd->add_option("--params", opt->params, "Parameters per step, e.g. 64M or 1e8")
+  cmd->add_option("--params", opt->params,
+                  std::string("Parameters per step, e.g. 64M or 1e8 (") + kCountSuffixHelp + ")")
       ->capture_default_str();
   cmd->add_option("--threads", opt->threads, "oneTBB threads; 0 = all cores")
       ->capture_default_str();

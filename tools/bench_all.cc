@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/units.h"
 #include "io/file_system.h"
 #include "io/json_util.h"
 #include "tier/bench_profile.h"
@@ -28,7 +29,7 @@ struct BenchAllOptions {
   std::string out;
   std::string device = "auto";
   std::string copy_size = "64MiB";
-  std::string adam_params = "16M";
+  std::string adam_params = "16Mi";
   std::vector<std::string> nvme_paths;
   std::string nvme_size = "512MiB";
   bool nvme_buffered = false;
@@ -109,7 +110,8 @@ void AddBenchAll(CLI::App& bench, int* exit_code) {
   cmd->add_option("--device", opt->device, "Device for the copy bench: auto, cpu, cuda")
       ->capture_default_str();
   cmd->add_option("--copy-size", opt->copy_size, "Bytes per copy")->capture_default_str();
-  cmd->add_option("--adam-params", opt->adam_params, "Parameters per Adam step")
+  cmd->add_option("--adam-params", opt->adam_params,
+                  std::string("Parameters per Adam step (") + kCountSuffixHelp + ")")
       ->capture_default_str();
   cmd->add_option("--nvme-path", opt->nvme_paths,
                   "Directory on an NVMe drive (repeat per drive); without it NVMe is skipped");

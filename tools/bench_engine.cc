@@ -8,9 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/engine_bench.h"
 #include "common/trace.h"
 #include "common/units.h"
-#include "bench/engine_bench.h"
 #include "tools/commands.h"
 #include "tools/device_flags.h"
 
@@ -19,7 +19,7 @@ namespace {
 
 struct EngineBenchFlags {
   DeviceFlags device;
-  std::string params = "64M";
+  std::string params = "64Mi";
   int units = 16;
   int tokens = 512;
   int steps = 4;
@@ -29,26 +29,39 @@ struct EngineBenchFlags {
   bool nvme_buffered = false;
   std::string pipeline = "overlapped";
   std::string dtype = "bf16";
-  std::string sub_group = "4M";
+  std::string sub_group = "4Mi";
   int buffer_count = 4;
   float clip = 0;
   std::string trace_path;
   bool json = false;
 };
 
+// A count flag (ParseCount), its error naming the flag.
+StatusOr<uint64_t> CountFlag(const std::string& name, const std::string& text) {
+  auto n = ParseCount(text);
+  if (!n.ok()) return n.status().WithContext(name);
+  return n;
+}
+
 Status Run(const EngineBenchFlags& f, Device& device) {
   EngineBenchOptions o;
-  TF_ASSIGN_OR_RETURN(o.params, ParseCount(f.params));
+  TF_ASSIGN_OR_RETURN(o.params, CountFlag("--params", f.params));
   o.units = f.units;
   o.tokens = f.tokens;
   o.steps = f.steps;
   o.rounds = f.rounds;
-  o.engine.offload = f.offload;
+  TF_ASSIGN_OR_RETURN(o.engine.offload, ParseOffloadPlacement("--offload-optimizer", f.offload));
+  if (o.engine.offload == OffloadPlacement::kAuto) {
+    // The bench measures one fixed placement; choosing one is the planner's job.
+    return InvalidArgumentError(
+        "--offload-optimizer: auto is not supported here; use host or nvme");
+  }
+  const std::string offload(OffloadPlacementName(o.engine.offload));
   o.engine.nvme_paths = f.nvme_paths;
   o.engine.nvme_buffered = f.nvme_buffered;
   o.engine.pipeline = f.pipeline == "sync" ? Pipeline::kSynchronous : Pipeline::kOverlapped;
   TF_ASSIGN_OR_RETURN(o.engine.weights_dtype, ParseDType(f.dtype));
-  TF_ASSIGN_OR_RETURN(o.engine.sub_group_params, ParseCount(f.sub_group));
+  TF_ASSIGN_OR_RETURN(o.engine.sub_group_params, CountFlag("--sub-group-size", f.sub_group));
   o.engine.buffer_count = f.buffer_count;
   o.engine.clip_grad_norm = f.clip;
   TraceRecorder trace;
@@ -56,7 +69,7 @@ Status Run(const EngineBenchFlags& f, Device& device) {
     trace.SetEnabled(true);
     o.engine.trace = &trace;
   }
-  if (f.offload == "nvme" && f.nvme_paths.empty()) {
+  if (o.engine.offload == OffloadPlacement::kNvme && f.nvme_paths.empty()) {
     return InvalidArgumentError("--offload-optimizer nvme needs --nvme-path DIR");
   }
   for (const std::string& p : f.nvme_paths) std::filesystem::create_directories(p);
@@ -68,7 +81,7 @@ Status Run(const EngineBenchFlags& f, Device& device) {
     j["device"] = device.description();
     j["params"] = r.params;
     j["tokens"] = o.tokens;
-    j["offload"] = f.offload;
+    j["offload"] = offload;
     j["pipeline"] = f.pipeline;
     j["step_seconds"] = r.step_seconds;
     j["slowest_stage"] = r.slowest_stage;
@@ -79,11 +92,12 @@ Status Run(const EngineBenchFlags& f, Device& device) {
     j["stages"] = r.stage_seconds;
     nlohmann::json rounds = nlohmann::json::array();
     for (const EngineBenchRound& round : r.rounds) {
-      rounds.push_back({{"stages", round.stage_seconds},
-                        {"slowest_stage", round.slowest_stage},
-                        {"slowest_stage_seconds", round.slowest_stage_seconds},
-                        {"step_seconds", round.step_seconds},
-                        {"step_to_slowest_stage", round.step_seconds / round.slowest_stage_seconds}});
+      rounds.push_back(
+          {{"stages", round.stage_seconds},
+           {"slowest_stage", round.slowest_stage},
+           {"slowest_stage_seconds", round.slowest_stage_seconds},
+           {"step_seconds", round.step_seconds},
+           {"step_to_slowest_stage", round.step_seconds / round.slowest_stage_seconds}});
     }
     j["rounds"] = rounds;
     j["engine_stage_busy_seconds"] = r.engine_stats.stage_seconds;
@@ -94,15 +108,18 @@ Status Run(const EngineBenchFlags& f, Device& device) {
     std::printf("%s\n", j.dump(2).c_str());
     return Status::Ok();
   }
-  std::printf("device: %s\nmodel: %llu params in %d units, %d tokens, %s weights, state on %s, %s pipeline\n\n",
-              device.description().c_str(), static_cast<unsigned long long>(r.params), o.units,
-              o.tokens, f.dtype.c_str(), f.offload.c_str(), f.pipeline.c_str());
+  std::printf(
+      "device: %s\nmodel: %llu params in %d units, %d tokens, %s weights, state on %s, %s "
+      "pipeline\n\n",
+      device.description().c_str(), static_cast<unsigned long long>(r.params), o.units, o.tokens,
+      f.dtype.c_str(), offload.c_str(), f.pipeline.c_str());
   std::printf("%-12s", "stage alone");
   for (size_t i = 0; i < r.rounds.size(); ++i) std::printf("  round %zu", i + 1);
   std::printf("      best\n");
   for (const auto& [stage, seconds] : r.stage_seconds) {
     std::printf("%-12s", stage.c_str());
-    for (const EngineBenchRound& round : r.rounds) std::printf(" %8.4f", round.stage_seconds.at(stage));
+    for (const EngineBenchRound& round : r.rounds)
+      std::printf(" %8.4f", round.stage_seconds.at(stage));
     std::printf(" %9.4f%s\n", seconds, stage == r.slowest_stage ? "  (slowest)" : "");
   }
   std::printf("%-12s", "pipelined");
@@ -111,10 +128,12 @@ Status Run(const EngineBenchFlags& f, Device& device) {
   for (const EngineBenchRound& round : r.rounds) {
     std::printf(" %8.2f", round.step_seconds / round.slowest_stage_seconds);
   }
-  std::printf("\n\npipelined step (best round): %.4f s = %.2f x the slowest stage (best alone); "
-              "median over rounds %.2f x; overlap efficiency %.0f%%\n",
-              r.step_seconds, ratio, r.median_round_ratio, 100 * r.overlap_efficiency);
-  if (r.engine_stats.rolled_back) std::printf("(speculation was rolled back: clipping triggered)\n");
+  std::printf(
+      "\n\npipelined step (best round): %.4f s = %.2f x the slowest stage (best alone); "
+      "median over rounds %.2f x; overlap efficiency %.0f%%\n",
+      r.step_seconds, ratio, r.median_round_ratio, 100 * r.overlap_efficiency);
+  if (r.engine_stats.rolled_back)
+    std::printf("(speculation was rolled back: clipping triggered)\n");
   return Status::Ok();
 }
 
@@ -125,24 +144,37 @@ void AddBenchEngine(CLI::App& bench, int* exit_code) {
   CLI::App* cmd = bench.add_subcommand(
       "engine", "One optimizer step of a synthetic model: each stage alone, then pipelined");
   f->device.Add(*cmd);
-  cmd->add_option("--params", f->params, "Total parameters, e.g. 64M or 1e9")->capture_default_str();
+  cmd->add_option("--params", f->params,
+                  std::string("Total parameters, e.g. 64M or 1e9 (") + kCountSuffixHelp + ")")
+      ->capture_default_str();
   cmd->add_option("--units", f->units, "Number of equal units (layers)")->capture_default_str();
-  cmd->add_option("--tokens", f->tokens, "Tokens per micro-batch (sets compute)")->capture_default_str();
+  cmd->add_option("--tokens", f->tokens, "Tokens per micro-batch (sets compute)")
+      ->capture_default_str();
   cmd->add_option("--steps", f->steps, "Timed steps per round, back to back, after a warm-up")
-      ->check(CLI::PositiveNumber)->capture_default_str();
-  cmd->add_option("--rounds", f->rounds,
-                  "Rounds of (each stage alone, then the pipelined steps); the best of each is reported")
-      ->check(CLI::PositiveNumber)->capture_default_str();
-  cmd->add_option("--offload-optimizer", f->offload, "Where optimizer state lives")
-      ->check(CLI::IsMember({"host", "nvme"}))->capture_default_str();
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option(
+         "--rounds", f->rounds,
+         "Rounds of (each stage alone, then the pipelined steps); the best of each is reported")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--offload-optimizer", f->offload, "Where optimizer state lives: host | nvme")
+      ->capture_default_str();
   cmd->add_option("--nvme-path", f->nvme_paths, "Directory for NVMe state (repeat per drive)");
-  cmd->add_flag("--nvme-buffered", f->nvme_buffered, "Buffered I/O (file systems without O_DIRECT)");
+  cmd->add_flag("--nvme-buffered", f->nvme_buffered,
+                "Buffered I/O (file systems without O_DIRECT)");
   cmd->add_option("--pipeline", f->pipeline, "overlapped | sync")
-      ->check(CLI::IsMember({"overlapped", "sync"}))->capture_default_str();
-  cmd->add_option("--dtype", f->dtype, "Working weights: bf16 | fp16 | fp32")->capture_default_str();
-  cmd->add_option("--sub-group-size", f->sub_group, "Parameters per optimizer sub-group")->capture_default_str();
-  cmd->add_option("--buffer-count", f->buffer_count, "NVMe slots / staging buffers")->capture_default_str();
-  cmd->add_option("--clip", f->clip, "Global-norm clipping threshold (0 = off)")->capture_default_str();
+      ->check(CLI::IsMember({"overlapped", "sync"}))
+      ->capture_default_str();
+  cmd->add_option("--dtype", f->dtype, "Working weights: bf16 | fp16 | fp32")
+      ->capture_default_str();
+  cmd->add_option("--sub-group-size", f->sub_group,
+                  std::string("Parameters per optimizer sub-group (") + kCountSuffixHelp + ")")
+      ->capture_default_str();
+  cmd->add_option("--buffer-count", f->buffer_count, "NVMe slots / staging buffers")
+      ->capture_default_str();
+  cmd->add_option("--clip", f->clip, "Global-norm clipping threshold (0 = off)")
+      ->capture_default_str();
   cmd->add_option("--trace", f->trace_path, "Write a Chrome trace of the run to FILE");
   cmd->add_flag("--json", f->json, "Print one JSON object");
   cmd->callback([f, exit_code] {

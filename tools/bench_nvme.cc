@@ -79,7 +79,9 @@ double ThreadCpuSeconds() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
 }
 
-double Seconds(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double Seconds(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 // Writes then reads `config.num_bytes` through a fresh store: tensors of
 // `chunk` bytes, `in_flight` transfers outstanding (reads ahead, writes behind).
@@ -91,19 +93,22 @@ Status RunStore(const NvmeBenchOptions& opt, const Config& config, uint64_t chun
   so.queue_depth = config.queue_depth;
   so.num_rings = opt.num_rings;
   so.io_mode = opt.buffered ? offload::IoMode::kBuffered : offload::IoMode::kDirect;
-  so.spare_bytes_per_directory = config.block_size_bytes;  // only first writes: no rewrites to cover
+  so.spare_bytes_per_directory =
+      config.block_size_bytes;  // only first writes: no rewrites to cover
   std::vector<offload::TensorSpec> tensors;
   for (uint64_t at = 0, i = 0; at < config.num_bytes; at += chunk, ++i) {
     tensors.push_back({"bench." + std::to_string(i) + "/exp_avg", DType::kF32,
                        std::min(chunk, config.num_bytes - at)});
   }
-  TF_ASSIGN_OR_RETURN(std::unique_ptr<offload::StateStore> store, offload::StateStore::Create(so, tensors));
+  TF_ASSIGN_OR_RETURN(std::unique_ptr<offload::StateStore> store,
+                      offload::StateStore::Create(so, tensors));
   uint32_t slots = std::max<uint32_t>(1, std::min<uint32_t>(opt.in_flight, tensors.size()));
   std::vector<AlignedBuffer> buffers;
   std::vector<iovec> iov;
   for (uint32_t s = 0; s < slots; ++s) {
     TF_ASSIGN_OR_RETURN(AlignedBuffer b, AlignedBuffer::Allocate(chunk));
-    for (size_t j = 0; j < b.num_bytes(); j += 64) b.data()[j] = static_cast<uint8_t>(s * 31 + j / 64);
+    for (size_t j = 0; j < b.num_bytes(); j += 64)
+      b.data()[j] = static_cast<uint8_t>(s * 31 + j / 64);
     iov.push_back({b.data(), b.num_bytes()});
     buffers.push_back(std::move(b));
   }
@@ -118,8 +123,9 @@ Status RunStore(const NvmeBenchOptions& opt, const Config& config, uint64_t chun
       uint32_t s = static_cast<uint32_t>(i % slots);
       TF_RETURN_IF_ERROR(tickets[s].Wait());
       uint8_t* buf = buffers[s].data();
-      StatusOr<offload::IoTicket> t = write ? store->WriteAsync(static_cast<offload::TensorId>(i), buf, 0, tensors[i].num_bytes)
-                                            : store->ReadAsync(static_cast<offload::TensorId>(i), buf, 0, tensors[i].num_bytes);
+      StatusOr<offload::IoTicket> t =
+          write ? store->WriteAsync(static_cast<offload::TensorId>(i), buf, 0, tensors[i].num_bytes)
+                : store->ReadAsync(static_cast<offload::TensorId>(i), buf, 0, tensors[i].num_bytes);
       if (!t.ok()) return t.status();
       tickets[s] = *t;
     }
@@ -143,13 +149,14 @@ Status RunStore(const NvmeBenchOptions& opt, const Config& config, uint64_t chun
   out->write_gb_per_second = static_cast<double>(config.num_bytes) / write_s / 1e9;
   out->read_gb_per_second = static_cast<double>(config.num_bytes) / read_s / 1e9;
   out->fixed_buffers = st.engine.fixed_buffers_registered;
-  out->fixed_buffers_reason = opt.no_fixed_buffers ? "disabled by --no-fixed-buffers" : st.engine.fixed_buffers_reason;
+  out->fixed_buffers_reason =
+      opt.no_fixed_buffers ? "disabled by --no-fixed-buffers" : st.engine.fixed_buffers_reason;
   out->files_registered = st.engine.files_registered;
   return store->Close();
 }
 
-StatusOr<Result> RunConfigOnce(const NvmeBenchOptions& opt, const Config& config, uint64_t chunk_hint,
-                               bool store_first);
+StatusOr<Result> RunConfigOnce(const NvmeBenchOptions& opt, const Config& config,
+                               uint64_t chunk_hint, bool store_first);
 
 // One raw run and one store run, alternated `repeat` times; keeps each
 // side's best (the run least disturbed by other processes on the machine).
@@ -157,7 +164,8 @@ StatusOr<Result> RunConfig(const NvmeBenchOptions& opt, const Config& config, ui
                            std::vector<Result>* runs = nullptr) {
   Result best;
   for (uint32_t i = 0; i < std::max<uint32_t>(1, opt.repeat); ++i) {
-    TF_ASSIGN_OR_RETURN(Result r, RunConfigOnce(opt, config, chunk_hint, opt.store_first != (i % 2 == 1)));
+    TF_ASSIGN_OR_RETURN(Result r,
+                        RunConfigOnce(opt, config, chunk_hint, opt.store_first != (i % 2 == 1)));
     if (runs != nullptr) runs->push_back(r);
     if (i == 0) {
       best = r;
@@ -165,7 +173,8 @@ StatusOr<Result> RunConfig(const NvmeBenchOptions& opt, const Config& config, ui
     }
     best.write_gb_per_second = std::max(best.write_gb_per_second, r.write_gb_per_second);
     best.read_gb_per_second = std::max(best.read_gb_per_second, r.read_gb_per_second);
-    best.raw_write_gb_per_second = std::max(best.raw_write_gb_per_second, r.raw_write_gb_per_second);
+    best.raw_write_gb_per_second =
+        std::max(best.raw_write_gb_per_second, r.raw_write_gb_per_second);
     best.raw_read_gb_per_second = std::max(best.raw_read_gb_per_second, r.raw_read_gb_per_second);
     best.cpu_seconds = std::min(best.cpu_seconds, r.cpu_seconds);
     best.raw_cpu_seconds = std::min(best.raw_cpu_seconds, r.raw_cpu_seconds);
@@ -173,11 +182,12 @@ StatusOr<Result> RunConfig(const NvmeBenchOptions& opt, const Config& config, ui
   return best;
 }
 
-StatusOr<Result> RunConfigOnce(const NvmeBenchOptions& opt, const Config& config, uint64_t chunk_hint,
-                               bool store_first) {
+StatusOr<Result> RunConfigOnce(const NvmeBenchOptions& opt, const Config& config,
+                               uint64_t chunk_hint, bool store_first) {
   Result r;
   r.config = config;
-  uint64_t chunk = std::max<uint64_t>(offload::RoundUp(chunk_hint, config.block_size_bytes), config.block_size_bytes);
+  uint64_t chunk = std::max<uint64_t>(offload::RoundUp(chunk_hint, config.block_size_bytes),
+                                      config.block_size_bytes);
   offload::RawIoProbeOptions po;
   po.directory = opt.paths[0];
   po.num_bytes = config.num_bytes;
@@ -239,14 +249,15 @@ nlohmann::json ToJson(const Result& r) {
 
 void PrintRow(const Result& r) {
   std::printf("%10s %5u %11.2f %11.2f %7.1f%% %11.2f %11.2f %7.1f%%\n",
-              FormatBytes(r.config.block_size_bytes).c_str(), r.config.queue_depth, r.write_gb_per_second,
-              r.raw_write_gb_per_second, 100 * r.write_gb_per_second / r.raw_write_gb_per_second,
-              r.read_gb_per_second, r.raw_read_gb_per_second,
-              100 * r.read_gb_per_second / r.raw_read_gb_per_second);
+              FormatBytes(r.config.block_size_bytes).c_str(), r.config.queue_depth,
+              r.write_gb_per_second, r.raw_write_gb_per_second,
+              100 * r.write_gb_per_second / r.raw_write_gb_per_second, r.read_gb_per_second,
+              r.raw_read_gb_per_second, 100 * r.read_gb_per_second / r.raw_read_gb_per_second);
 }
 
 Status RunNvmeBench(const NvmeBenchOptions& opt) {
-  if (opt.paths.empty()) return InvalidArgumentError("--path is required (a directory on the drive to measure)");
+  if (opt.paths.empty())
+    return InvalidArgumentError("--path is required (a directory on the drive to measure)");
   TF_ASSIGN_OR_RETURN(uint64_t num_bytes, ParseByteSize(opt.size));
   TF_ASSIGN_OR_RETURN(uint64_t block, ParseByteSize(opt.block_size));
   TF_ASSIGN_OR_RETURN(uint64_t chunk, ParseByteSize(opt.chunk));
@@ -285,9 +296,12 @@ Status RunNvmeBench(const NvmeBenchOptions& opt) {
       }
     }
     // Best = least time to read and write the same bytes through the store.
-    auto time_of = [](const Result& r) { return 1 / r.write_gb_per_second + 1 / r.read_gb_per_second; };
-    best = &*std::min_element(sweep.begin(), sweep.end(),
-                              [&](const Result& a, const Result& b) { return time_of(a) < time_of(b); });
+    auto time_of = [](const Result& r) {
+      return 1 / r.write_gb_per_second + 1 / r.read_gb_per_second;
+    };
+    best = &*std::min_element(sweep.begin(), sweep.end(), [&](const Result& a, const Result& b) {
+      return time_of(a) < time_of(b);
+    });
   }
   double crc_hw = offload::Crc32cHardwareAvailable() ? MeasureCrc32c(true) : 0;
   double crc_sw = MeasureCrc32c(false);
@@ -320,25 +334,26 @@ Status RunNvmeBench(const NvmeBenchOptions& opt) {
   std::printf("paths: ");
   for (const std::string& p : opt.paths) std::printf("%s ", p.c_str());
   std::printf("\nmode: %s, rings: %u, %s per transfer, %u in flight; fixed buffers: %s%s%s\n",
-              opt.buffered ? "buffered (page cache)" : "O_DIRECT", opt.num_rings, FormatBytes(chunk).c_str(),
-              opt.in_flight, main.fixed_buffers ? "yes" : "no", main.fixed_buffers ? "" : " - ",
-              main.fixed_buffers_reason.c_str());
-  std::printf("CRC32C: %.1f GB/s per core (%s), portable %.1f GB/s\n\n", crc_hw > 0 ? crc_hw : crc_sw,
-              crc_hw > 0 ? "SSE4.2" : "portable", crc_sw);
+              opt.buffered ? "buffered (page cache)" : "O_DIRECT", opt.num_rings,
+              FormatBytes(chunk).c_str(), opt.in_flight, main.fixed_buffers ? "yes" : "no",
+              main.fixed_buffers ? "" : " - ", main.fixed_buffers_reason.c_str());
+  std::printf("CRC32C: %.1f GB/s per core (%s), portable %.1f GB/s\n\n",
+              crc_hw > 0 ? crc_hw : crc_sw, crc_hw > 0 ? "SSE4.2" : "portable", crc_sw);
   std::printf("%s each way; raw = plain io_uring loop, same block size and queue depth\n",
               FormatBytes(main.config.num_bytes).c_str());
-  std::printf("%10s %5s %11s %11s %8s %11s %11s %8s\n", "block", "qd", "write GB/s", "raw write", "ratio",
-              "read GB/s", "raw read", "ratio");
+  std::printf("%10s %5s %11s %11s %8s %11s %11s %8s\n", "block", "qd", "write GB/s", "raw write",
+              "ratio", "read GB/s", "raw read", "ratio");
   if (opt.repeat > 1) {
     for (const Result& r : main_runs) PrintRow(r);
     std::printf("best of %u:\n", opt.repeat);
   }
   PrintRow(main);
-  std::printf("CPU time: store %.2f s, raw loop %.2f s (write + read)\n", main.cpu_seconds, main.raw_cpu_seconds);
+  std::printf("CPU time: store %.2f s, raw loop %.2f s (write + read)\n", main.cpu_seconds,
+              main.raw_cpu_seconds);
   if (opt.sweep) {
     std::printf("\nsweep, %s each way:\n", FormatBytes(sweep_bytes).c_str());
-    std::printf("%10s %5s %11s %11s %8s %11s %11s %8s\n", "block", "qd", "write GB/s", "raw write", "ratio",
-                "read GB/s", "raw read", "ratio");
+    std::printf("%10s %5s %11s %11s %8s %11s %11s %8s\n", "block", "qd", "write GB/s", "raw write",
+                "ratio", "read GB/s", "raw read", "ratio");
     for (const Result& r : sweep) PrintRow(r);
     std::printf("\nrecommended: --block-size %s --queue-depth %u\n",
                 FormatBytes(best->config.block_size_bytes).c_str(), best->config.queue_depth);
@@ -352,20 +367,29 @@ void AddBenchNvme(CLI::App& bench, int* exit_code) {
   auto opt = std::make_shared<NvmeBenchOptions>();
   CLI::App* cmd = bench.add_subcommand(
       "nvme", "Sequential NVMe read/write through the state store vs a raw io_uring O_DIRECT loop");
-  cmd->add_option("--path", opt->paths, "Directory on the drive to measure (repeat for several drives)")
+  cmd->add_option("--path", opt->paths,
+                  "Directory on the drive to measure (repeat for several drives)")
       ->required();
   cmd->add_option("--size", opt->size, "Bytes written and read, e.g. 4GiB")->capture_default_str();
-  cmd->add_option("--block-size", opt->block_size, "I/O and checksum block, e.g. 1MiB")->capture_default_str();
-  cmd->add_option("--queue-depth", opt->queue_depth, "Operations in flight per ring")->capture_default_str();
-  cmd->add_option("--rings", opt->num_rings, "io_uring rings (one thread each)")->capture_default_str();
-  cmd->add_option("--chunk", opt->chunk, "Bytes per store transfer (a sub-group)")->capture_default_str();
-  cmd->add_option("--in-flight", opt->in_flight, "Store transfers outstanding (reads ahead, writes behind)")
+  cmd->add_option("--block-size", opt->block_size, "I/O and checksum block, e.g. 1MiB")
       ->capture_default_str();
-  cmd->add_flag("--nvme-buffered,--buffered", opt->buffered,
-                "Buffered I/O through the page cache (for file systems without O_DIRECT; reads may come "
-                "from RAM)");
-  cmd->add_flag("--no-fixed-buffers", opt->no_fixed_buffers, "Do not register buffers with the rings");
-  cmd->add_flag("--sweep", opt->sweep, "Also try block sizes {256K,1M,4M} x queue depths {8,32,64}");
+  cmd->add_option("--queue-depth", opt->queue_depth, "Operations in flight per ring")
+      ->capture_default_str();
+  cmd->add_option("--rings", opt->num_rings, "io_uring rings (one thread each)")
+      ->capture_default_str();
+  cmd->add_option("--chunk", opt->chunk, "Bytes per store transfer (a sub-group)")
+      ->capture_default_str();
+  cmd->add_option("--in-flight", opt->in_flight,
+                  "Store transfers outstanding (reads ahead, writes behind)")
+      ->capture_default_str();
+  cmd->add_flag(
+      "--nvme-buffered,--buffered", opt->buffered,
+      "Buffered I/O through the page cache (for file systems without O_DIRECT; reads may come "
+      "from RAM)");
+  cmd->add_flag("--no-fixed-buffers", opt->no_fixed_buffers,
+                "Do not register buffers with the rings");
+  cmd->add_flag("--sweep", opt->sweep,
+                "Also try block sizes {256K,1M,4M} x queue depths {8,32,64}");
   cmd->add_option("--sweep-size", opt->sweep_size, "Bytes per sweep point")->capture_default_str();
   cmd->add_option("--repeat", opt->repeat,
                   "Alternate raw and store runs this many times and keep each side's best")

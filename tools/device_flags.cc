@@ -8,15 +8,19 @@
 namespace tierflow::cli {
 
 void DeviceFlags::Add(CLI::App& cmd) {
-  cmd.add_option("--device", kind, "auto | cpu | cuda (auto: CUDA when a GPU answers, else cpu)")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  cmd.add_option("--device", kind, "auto | cpu | cuda (auto: CUDA when a GPU answers, else cpu)");
   cmd.add_option("--device-memory", memory,
                  "Device memory limit, e.g. 2GiB (cpu default 2GiB; cuda default: free memory)");
 }
 
 std::unique_ptr<Device> DeviceFlags::CreateOrReport() const {
   DeviceOptions options;
-  options.kind = kind;
+  auto choice = ParseDeviceChoice("--device", kind);
+  if (!choice.ok()) {
+    std::fprintf(stderr, "tierflow: %s\n", choice.status().message().c_str());
+    return nullptr;
+  }
+  options.kind = *choice;
   if (!memory.empty()) {
     auto bytes = ParseByteSize(memory);
     if (!bytes.ok()) {

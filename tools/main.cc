@@ -44,8 +44,10 @@ int main(int argc, char** argv) {
                  "for or free memory, and check the inputs for absurd dimensions\n");
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "tierflow: internal error: %s\n(this is a bug in tierflow; please report it "
-                         "with the command line)\n", e.what());
+    std::fprintf(stderr,
+                 "tierflow: internal error: %s\n(this is a bug in tierflow; please report it "
+                 "with the command line)\n",
+                 e.what());
     return 70;  // EX_SOFTWARE
   } catch (...) {
     std::fprintf(stderr, "tierflow: internal error: an unknown exception escaped\n");

@@ -45,7 +45,7 @@ struct PlanFlags {
   int buffer_count = kDefaultBufferCount;
   int grad_buckets = kDefaultGradBuckets;
   std::string pipeline = "overlapped";
-  std::string speculation = "256M";
+  std::string speculation = "256Mi";
 
   std::string device = "auto";
   std::string gpu_memory, host_memory, nvme_capacity;
@@ -85,6 +85,13 @@ StatusOr<ModelConfig> ModelFromFlags(const PlanFlags& f) {
   return MakeModelConfig(d);
 }
 
+// A count flag (ParseCount), its error naming the flag.
+StatusOr<uint64_t> CountFlag(const std::string& name, const std::string& text) {
+  auto n = ParseCount(text);
+  if (!n.ok()) return n.status().WithContext(name);
+  return n;
+}
+
 StatusOr<PlanInput> InputFromFlags(const PlanFlags& f) {
   PlanInput in;
   TF_ASSIGN_OR_RETURN(in.model, ModelFromFlags(f));
@@ -94,17 +101,17 @@ StatusOr<PlanInput> InputFromFlags(const PlanFlags& f) {
   TF_ASSIGN_OR_RETURN(in.dtype, ParseDType(f.dtype));
   in.checkpointing = f.checkpointing == "on";
   TF_ASSIGN_OR_RETURN(in.optimizer, ParseOptimizerKind(f.optimizer));
-  TF_ASSIGN_OR_RETURN(in.offload, ParseOffloadChoice(f.offload));
+  TF_ASSIGN_OR_RETURN(in.offload, ParseOffloadPlacement("--offload-optimizer", f.offload));
   in.nvme_ratio = f.ratio;
   if (!f.sub_group.empty()) {
-    TF_ASSIGN_OR_RETURN(uint64_t n, ParseCount(f.sub_group));
+    TF_ASSIGN_OR_RETURN(uint64_t n, CountFlag("--sub-group", f.sub_group));
     if (n == 0) return InvalidArgumentError("--sub-group must be positive");
     in.sub_group_params = static_cast<int64_t>(n);
   }
   in.buffer_count = f.buffer_count;
   in.grad_buckets = f.grad_buckets;
   in.pipeline = f.pipeline == "sync" ? PipelineKind::kSynchronous : PipelineKind::kOverlapped;
-  TF_ASSIGN_OR_RETURN(uint64_t speculation, ParseCount(f.speculation));
+  TF_ASSIGN_OR_RETURN(uint64_t speculation, CountFlag("--speculation", f.speculation));
   in.speculation_params = static_cast<int64_t>(speculation);
   in.nvme_directories = std::max<int>(1, static_cast<int>(f.nvme_paths.size()));
   return in;
@@ -120,6 +127,7 @@ StatusOr<uint64_t> ByteFlag(const std::string& name, const std::string& text) {
 // says where each figure came from.
 StatusOr<Hardware> HardwareFromFlags(const PlanFlags& f, std::vector<std::string>* notes) {
   Hardware hw;
+  TF_ASSIGN_OR_RETURN(const DeviceChoice device, ParseDeviceChoice("--device", f.device));
 
   // Host memory first: the emulated device shares it.
   if (!f.host_memory.empty()) {
@@ -139,16 +147,16 @@ StatusOr<Hardware> HardwareFromFlags(const PlanFlags& f, std::vector<std::string
   }
 
   std::string gpu_note;
-  if (!f.gpu_memory.empty() && f.device != "cpu") {
+  if (!f.gpu_memory.empty() && device != DeviceChoice::kCpu) {
     TF_ASSIGN_OR_RETURN(hw.device_memory_bytes, ByteFlag("--gpu-memory", f.gpu_memory));
     hw.device_is_gpu = true;
     hw.device_reserved_bytes = kCudaContextBytes;
     hw.device_description = "GPU with " + FormatBytes(hw.device_memory_bytes);
     gpu_note = "device: GPU, " + FormatBytes(hw.device_memory_bytes) + " (--gpu-memory; " +
                FormatBytes(kCudaContextBytes) + " of it reserved for the CUDA context)";
-  } else if (f.device != "cpu" && BuiltWithCuda() && CudaUnavailableReason().empty()) {
+  } else if (device != DeviceChoice::kCpu && BuiltWithCuda() && CudaUnavailableReason().empty()) {
     DeviceOptions options;
-    options.kind = "cuda";
+    options.kind = DeviceChoice::kCuda;
     auto device = CreateDevice(options);
     if (!device.ok()) return device.status().WithContext("detecting the GPU");
     hw.device_is_gpu = true;
@@ -156,7 +164,7 @@ StatusOr<Hardware> HardwareFromFlags(const PlanFlags& f, std::vector<std::string
     hw.device_description = (*device)->description();
     gpu_note = "device: " + hw.device_description + ", " + FormatBytes(hw.device_memory_bytes) +
                " free, detected";
-  } else if (f.device == "cuda") {
+  } else if (device == DeviceChoice::kCuda) {
     return UnavailableError("--device cuda: no usable GPU (" + CudaUnavailableReason() +
                             "); give --gpu-memory to plan for one");
   } else {
@@ -168,7 +176,8 @@ StatusOr<Hardware> HardwareFromFlags(const PlanFlags& f, std::vector<std::string
       hw.device_memory_bytes = hw.host_memory_bytes;
     }
     hw.device_description = "emulated CPU device";
-    std::string why = f.device == "cpu" ? "--device cpu" : "no GPU: " + CudaUnavailableReason();
+    std::string why =
+        device == DeviceChoice::kCpu ? "--device cpu" : "no GPU: " + CudaUnavailableReason();
     gpu_note = "device: emulated CPU device (" + why + "), " + FormatBytes(hw.device_memory_bytes) +
                ", its memory is host RAM; give --gpu-memory 24GiB to plan for a GPU";
   }
@@ -289,7 +298,9 @@ void AddPlan(CLI::App& app, int* exit_code) {
   cmd->add_option("--ratio", f->ratio,
                   "Fraction of optimizer state on NVMe, 0..1 (default: planner's)");
   cmd->add_option("--sub-group", f->sub_group,
-                  "Parameters per optimizer sub-group, e.g. 16M (default: the engine's 4M)");
+                  std::string("Parameters per optimizer sub-group, e.g. 16Mi (default: the "
+                              "engine's 4Mi; ") +
+                      kCountSuffixHelp + ")");
   cmd->add_option("--buffer-count", f->buffer_count,
                   "Weight staging slots = NVMe I/O slots (the engine's buffer_count)")
       ->capture_default_str();
@@ -299,11 +310,11 @@ void AddPlan(CLI::App& app, int* exit_code) {
       ->check(CLI::IsMember({"overlapped", "sync"}))
       ->capture_default_str();
   cmd->add_option("--speculation", f->speculation,
-                  "Overlapped pipeline: parameters updated speculatively per step")
+                  std::string("Overlapped pipeline: parameters updated speculatively per step (") +
+                      kCountSuffixHelp + ")")
       ->capture_default_str();
   cmd->add_option("--device", f->device,
                   "auto (the GPU if one answers, else the emulated CPU device) | cpu | cuda")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
   cmd->add_option("--gpu-memory", f->gpu_memory, "GPU memory, e.g. 24GiB (overrides detection)");
   cmd->add_option("--host-memory", f->host_memory,

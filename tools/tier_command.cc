@@ -45,9 +45,10 @@ int RunLs(const std::string& path, bool verify, bool json) {
                          : verify                ? "complete, verified"
                                                  : "complete (not verified; use --verify)";
     std::printf("  %s  step %lld  %s layout  %zu units  %s  %s\n", c.info.path.c_str(),
-                static_cast<long long>(c.step), c.layout.empty() ? "?" : c.layout.c_str(),
-                c.num_units, FormatBytes(c.num_bytes).c_str(), status.c_str());
-    if (c.layout == "nvme") {
+                static_cast<long long>(c.step),
+                c.layout ? std::string(OffloadPlacementName(*c.layout)).c_str() : "?", c.num_units,
+                FormatBytes(c.num_bytes).c_str(), status.c_str());
+    if (c.layout == OffloadPlacement::kNvme) {
       std::printf("    swap set %s in", c.swap_set.run_id.c_str());
       for (const auto& d : c.swap_set.directories) std::printf(" %s", d.c_str());
       std::printf("\n");
@@ -141,9 +142,7 @@ void AddTier(CLI::App& app, int* exit_code) {
       "migrate", "Move a checkpoint's optimizer state between host files and NVMe swap files");
   migrate->add_option("CKPT", flags->path, "Checkpoint directory (OUT/checkpoints/step-N)")
       ->required();
-  migrate->add_option("--to", flags->to, "host or nvme")
-      ->required()
-      ->check(CLI::IsMember({"host", "nvme"}));
+  migrate->add_option("--to", flags->to, "host or nvme")->required();
   migrate->add_option("--nvme-path", flags->nvme_paths,
                       "Directory on an NVMe drive (repeat for several drives); the set goes to "
                       "DIR/tierflow-checkpoints");
@@ -154,7 +153,16 @@ void AddTier(CLI::App& app, int* exit_code) {
   migrate->callback([flags, exit_code] {
     InstallCancelSignalHandlers();
     tier::MigrateOptions o;
-    o.to = flags->to;
+    auto to = ParseOffloadPlacement("--to", flags->to);
+    if (to.ok() && *to == OffloadPlacement::kAuto) {
+      to = InvalidArgumentError("--to: a checkpoint has one layout, host or nvme, not auto");
+    }
+    if (!to.ok()) {
+      Fail(to.status());
+      *exit_code = 2;  // a usage error, as the other flag checks give
+      return;
+    }
+    o.to = *to;
     o.nvme_paths = flags->nvme_paths;
     o.nvme_buffered = flags->nvme_buffered;
     auto bs = ParseByteSize(flags->block_size);
@@ -175,10 +183,12 @@ void AddTier(CLI::App& app, int* exit_code) {
     }
     for (const auto& n : r->notes) std::printf("%s\n", n.c_str());
     if (r->from != r->to) {
+      const bool to_nvme = r->to == OffloadPlacement::kNvme;
       std::printf("migrated %s: %s -> %s, %s of optimizer state, verified%s%s\n",
-                  flags->path.c_str(), r->from.c_str(), r->to.c_str(),
-                  FormatBytes(r->state_bytes).c_str(), r->to == "nvme" ? "; swap set " : "",
-                  r->to == "nvme" ? r->run_id.c_str() : "");
+                  flags->path.c_str(), std::string(OffloadPlacementName(r->from)).c_str(),
+                  std::string(OffloadPlacementName(r->to)).c_str(),
+                  FormatBytes(r->state_bytes).c_str(), to_nvme ? "; swap set " : "",
+                  to_nvme ? r->run_id.c_str() : "");
     }
     *exit_code = 0;
   });
@@ -220,7 +230,7 @@ void AddTier(CLI::App& app, int* exit_code) {
     }
     std::printf("wrote %s: %llu tensors, %s (from the %s layout)\n", flags->out.c_str(),
                 static_cast<unsigned long long>(r->num_tensors), FormatBytes(r->num_bytes).c_str(),
-                r->layout.c_str());
+                std::string(OffloadPlacementName(r->layout)).c_str());
     *exit_code = 0;
   });
 }

@@ -21,9 +21,12 @@ std::string Duration(double seconds) {
   if (!(seconds >= 0) || seconds > 1e7) return "?";
   const int s = static_cast<int>(seconds + 0.5);
   char buf[32];
-  if (s >= 3600) std::snprintf(buf, sizeof(buf), "%dh%02dm", s / 3600, (s / 60) % 60);
-  else if (s >= 60) std::snprintf(buf, sizeof(buf), "%dm%02ds", s / 60, s % 60);
-  else std::snprintf(buf, sizeof(buf), "%ds", s);
+  if (s >= 3600)
+    std::snprintf(buf, sizeof(buf), "%dh%02dm", s / 3600, (s / 60) % 60);
+  else if (s >= 60)
+    std::snprintf(buf, sizeof(buf), "%dm%02ds", s / 60, s % 60);
+  else
+    std::snprintf(buf, sizeof(buf), "%ds", s);
   return buf;
 }
 
@@ -33,7 +36,8 @@ class ConsoleReporter : public TrainReporter {
   explicit ConsoleReporter(int64_t log_every) : log_every_(log_every), tty_(::isatty(2) != 0) {}
 
   void OnStart(const RunInfo& i) override {
-    std::fprintf(stderr, "tierflow train: %s\n  device: %s\n  data: %lld train tokens, %lld eval tokens\n"
+    std::fprintf(stderr,
+                 "tierflow train: %s\n  device: %s\n  data: %lld train tokens, %lld eval tokens\n"
                  "  optimizer state: %s%s%s\n  output: %s\n",
                  i.model.c_str(), i.device.c_str(), static_cast<long long>(i.train_tokens),
                  static_cast<long long>(i.eval_tokens), i.offload.c_str(),
@@ -58,17 +62,20 @@ class ConsoleReporter : public TrainReporter {
       const int filled = static_cast<int>(width * r.step / std::max<int64_t>(r.total_steps, 1));
       std::string bar(filled, '=');
       bar.resize(width, ' ');
-      std::fprintf(stderr, "\r\033[K[%s] %lld/%lld loss %.4f%s | %.0f tok/s | ETA %s | %s", bar.c_str(),
-                   static_cast<long long>(r.step), static_cast<long long>(r.total_steps), s.loss,
-                   s.skipped ? " (skipped)" : "", r.tokens_per_second, Duration(r.eta_seconds).c_str(), mem);
+      std::fprintf(stderr, "\r\033[K[%s] %lld/%lld loss %.4f%s | %.0f tok/s | ETA %s | %s",
+                   bar.c_str(), static_cast<long long>(r.step),
+                   static_cast<long long>(r.total_steps), s.loss, s.skipped ? " (skipped)" : "",
+                   r.tokens_per_second, Duration(r.eta_seconds).c_str(), mem);
       bar_shown_ = true;
       if (r.step == r.total_steps) ClearBar();
     } else if (r.step % log_every_ == 0 || r.step == r.total_steps || s.skipped) {
-      std::fprintf(stderr, "step %lld/%lld loss %.4f lr %.3g grad_norm %.3f%s%s | %.0f tok/s | ETA %s | %s\n",
-                   static_cast<long long>(r.step), static_cast<long long>(r.total_steps), s.loss,
-                   r.lr, s.grad_norm, s.clip_coef < 1 ? " (clipped)" : "",
-                   s.skipped ? " (skipped: non-finite gradients)" : "", r.tokens_per_second,
-                   Duration(r.eta_seconds).c_str(), mem);
+      std::fprintf(
+          stderr,
+          "step %lld/%lld loss %.4f lr %.3g grad_norm %.3f%s%s | %.0f tok/s | ETA %s | %s\n",
+          static_cast<long long>(r.step), static_cast<long long>(r.total_steps), s.loss, r.lr,
+          s.grad_norm, s.clip_coef < 1 ? " (clipped)" : "",
+          s.skipped ? " (skipped: non-finite gradients)" : "", r.tokens_per_second,
+          Duration(r.eta_seconds).c_str(), mem);
     }
   }
   void OnEval(int64_t step, double loss) override {
@@ -77,7 +84,8 @@ class ConsoleReporter : public TrainReporter {
   }
   void OnCheckpoint(int64_t step, const std::string& path) override {
     ClearBar();
-    std::fprintf(stderr, "step %lld checkpoint saved under %s\n", static_cast<long long>(step), path.c_str());
+    std::fprintf(stderr, "step %lld checkpoint saved under %s\n", static_cast<long long>(step),
+                 path.c_str());
   }
 
  private:
@@ -96,6 +104,10 @@ struct TrainFlags {
   std::string config_file;
   bool no_shuffle = false;
   std::string sub_group_size, device_memory;
+  // Text flags parsed after CLI11 (ParseOffloadPlacement names the flag).
+  std::string offload{OffloadPlacementName(TrainConfig().offload)};
+  std::string device{DeviceChoiceName(TrainConfig().device)};
+  std::string dtype{DTypeName(TrainConfig().dtype)};
 };
 
 }  // namespace
@@ -104,41 +116,64 @@ void AddTrain(CLI::App& app, int* exit_code) {
   auto f = std::make_shared<TrainFlags>();
   TrainConfig& c = f->cli;
   CLI::App* cmd = app.add_subcommand(
-      "train", "Fine-tune a model (with no options: a small built-in Llama-style model on the "
-               "bundled text, optimizer state on NVMe in a temporary directory)");
+      "train",
+      "Fine-tune a model (with no options: a small built-in Llama-style model on the "
+      "bundled text, optimizer state on NVMe in a temporary directory)");
   cmd->add_option("--config", f->config_file, "JSON config (tierflow keys and DeepSpeed keys)");
-  cmd->add_option("--model", c.model, "Preset (small-llama, tiny-llama, tiny-gpt2, gpt2, llama-1b, ...) or a Hugging Face model directory")->capture_default_str();
+  cmd->add_option("--model", c.model,
+                  "Preset (small-llama, tiny-llama, tiny-gpt2, gpt2, llama-1b, ...) or a Hugging "
+                  "Face model directory")
+      ->capture_default_str();
   cmd->add_option("--data", c.data, "Text, JSONL or token file (default: the bundled corpus)");
   cmd->add_option("--token-dtype", c.token_dtype, "Pre-tokenized file: u16 | u32");
   cmd->add_option("--text-field", c.text_field, "JSONL field with the text")->capture_default_str();
-  cmd->add_option("--tokenizer", c.tokenizer, "byte | tokenizer.json | directory with vocab.json+merges.txt");
+  cmd->add_option("--tokenizer", c.tokenizer,
+                  "byte | tokenizer.json | directory with vocab.json+merges.txt");
   cmd->add_flag("--no-shuffle", f->no_shuffle, "Read the data in order (llm.c's batch layout)");
   cmd->add_option("--seed", c.seed, "Seed for init and shuffling")->capture_default_str();
   cmd->add_option("--steps", c.steps, "Optimizer steps")->capture_default_str();
-  cmd->add_option("--micro-batch", c.micro_batch, "Sequences per micro-batch")->capture_default_str();
-  cmd->add_option("--grad-accum", c.grad_accum, "Micro-batches per optimizer step")->capture_default_str();
+  cmd->add_option("--micro-batch", c.micro_batch, "Sequences per micro-batch")
+      ->capture_default_str();
+  cmd->add_option("--grad-accum", c.grad_accum, "Micro-batches per optimizer step")
+      ->capture_default_str();
   cmd->add_option("--seq-len", c.seq_len, "Tokens per sequence")->capture_default_str();
   cmd->add_option("--lr", c.lr, "Learning rate")->capture_default_str();
   cmd->add_option("--weight-decay", c.weight_decay, "AdamW weight decay")->capture_default_str();
-  cmd->add_option("--clip", c.gradient_clipping, "Global gradient-norm clipping (0 = off)")->capture_default_str();
-  cmd->add_option("--dtype", c.dtype, "Working weights: bf16 | fp16 | fp32")->capture_default_str();
-  cmd->add_flag("--activation-checkpointing", c.activation_checkpointing, "Recompute blocks in backward");
-  cmd->add_option("--offload-optimizer", c.offload, "Where optimizer state lives: host | nvme")->capture_default_str();
-  cmd->add_option("--nvme-path", c.nvme_paths, "NVMe directory (repeat per drive; default: a temporary directory)");
-  cmd->add_flag("--nvme-buffered", c.nvme_buffered, "Buffered I/O for file systems without O_DIRECT");
+  cmd->add_option("--clip", c.gradient_clipping, "Global gradient-norm clipping (0 = off)")
+      ->capture_default_str();
+  cmd->add_option("--dtype", f->dtype, "Working weights: bf16 | fp16 | fp32")
+      ->capture_default_str();
+  cmd->add_flag("--activation-checkpointing", c.activation_checkpointing,
+                "Recompute blocks in backward");
+  cmd->add_option("--offload-optimizer", f->offload, "Where optimizer state lives: host | nvme")
+      ->capture_default_str();
+  cmd->add_option("--nvme-path", c.nvme_paths,
+                  "NVMe directory (repeat per drive; default: a temporary directory)");
+  cmd->add_flag("--nvme-buffered", c.nvme_buffered,
+                "Buffered I/O for file systems without O_DIRECT");
   cmd->add_option("--pipeline", c.pipeline, "overlapped | sync")->capture_default_str();
-  cmd->add_option("--sub-group-size", f->sub_group_size, "Parameters per optimizer sub-group (e.g. 4M)");
-  cmd->add_option("--device", c.device, "auto | cpu | cuda")->capture_default_str();
+  cmd->add_option(
+      "--sub-group-size", f->sub_group_size,
+      std::string("Parameters per optimizer sub-group (default 4Mi; ") + kCountSuffixHelp + ")");
+  cmd->add_option("--device", f->device, "auto | cpu | cuda")->capture_default_str();
   cmd->add_option("--device-memory", f->device_memory, "Device memory limit (e.g. 2GiB)");
   cmd->add_option("--out", c.out_dir, "Output directory (checkpoints, final model, metrics)");
-  cmd->add_option("--checkpoint-every", c.checkpoint_every, "Steps between checkpoints (0 = at the end)")->capture_default_str();
-  cmd->add_flag("--resume", c.resume, "Continue from the newest checkpoint under --out (an error when it does not verify)");
-  cmd->add_option("--resume-from", c.resume_from, "Continue from this checkpoint directory (e.g. an older one when the newest does not verify)");
+  cmd->add_option("--checkpoint-every", c.checkpoint_every,
+                  "Steps between checkpoints (0 = at the end)")
+      ->capture_default_str();
+  cmd->add_flag(
+      "--resume", c.resume,
+      "Continue from the newest checkpoint under --out (an error when it does not verify)");
+  cmd->add_option("--resume-from", c.resume_from,
+                  "Continue from this checkpoint directory (e.g. an older one when the newest does "
+                  "not verify)");
   cmd->add_option("--metrics", c.metrics_path, "Metrics JSONL file (default: OUT/metrics.jsonl)");
   cmd->add_option("--trace", c.trace_path, "Chrome trace file of the --trace-steps");
   cmd->add_option("--trace-steps", c.trace_steps, "Steps to trace (default: 2)");
-  cmd->add_option("--eval-every", c.eval_every, "Steps between eval losses (0 = never)")->capture_default_str();
-  cmd->add_option("--log-every", c.log_every, "Steps between progress lines when not on a terminal")->capture_default_str();
+  cmd->add_option("--eval-every", c.eval_every, "Steps between eval losses (0 = never)")
+      ->capture_default_str();
+  cmd->add_option("--log-every", c.log_every, "Steps between progress lines when not on a terminal")
+      ->capture_default_str();
   cmd->callback([f, cmd, exit_code] {
     // Defaults < config file < flags given on the command line.
     TrainConfig config = f->defaults;
@@ -167,13 +202,37 @@ void AddTrain(CLI::App& app, int* exit_code) {
     if (given("--lr")) config.lr = c.lr;
     if (given("--weight-decay")) config.weight_decay = c.weight_decay;
     if (given("--clip")) config.gradient_clipping = c.gradient_clipping;
-    if (given("--dtype")) config.dtype = c.dtype;
+    if (given("--dtype")) {
+      auto dtype = ParseDType(f->dtype);
+      if (!dtype.ok()) {
+        std::fprintf(stderr, "tierflow train: --dtype: %s\n", dtype.status().message().c_str());
+        *exit_code = 2;
+        return;
+      }
+      config.dtype = *dtype;
+    }
     if (given("--activation-checkpointing")) config.activation_checkpointing = true;
-    if (given("--offload-optimizer")) config.offload = c.offload;
+    if (given("--offload-optimizer")) {
+      auto placement = ParseOffloadPlacement("--offload-optimizer", f->offload);
+      if (!placement.ok()) {
+        std::fprintf(stderr, "tierflow train: %s\n", placement.status().message().c_str());
+        *exit_code = 2;
+        return;
+      }
+      config.offload = *placement;
+    }
     if (given("--nvme-path")) config.nvme_paths = c.nvme_paths;
     if (given("--nvme-buffered")) config.nvme_buffered = true;
     if (given("--pipeline")) config.pipeline = c.pipeline;
-    if (given("--device")) config.device = c.device;
+    if (given("--device")) {
+      auto choice = ParseDeviceChoice("--device", f->device);
+      if (!choice.ok()) {
+        std::fprintf(stderr, "tierflow train: %s\n", choice.status().message().c_str());
+        *exit_code = 2;
+        return;
+      }
+      config.device = *choice;
+    }
     if (given("--out")) config.out_dir = c.out_dir;
     if (given("--checkpoint-every")) config.checkpoint_every = c.checkpoint_every;
     if (given("--resume")) config.resume = true;
@@ -187,13 +246,15 @@ void AddTrain(CLI::App& app, int* exit_code) {
     if (!f->sub_group_size.empty()) {
       auto n = ParseCount(f->sub_group_size);
       if (!n.ok()) {
-        std::fprintf(stderr, "tierflow train: --sub-group-size: %s\n", n.status().message().c_str());
+        std::fprintf(stderr, "tierflow train: --sub-group-size: %s\n",
+                     n.status().message().c_str());
         *exit_code = 2;
         return;
       }
       config.sub_group_size = *n;
     }
-    for (const std::string& w : config.warnings) std::fprintf(stderr, "tierflow train: warning: %s\n", w.c_str());
+    for (const std::string& w : config.warnings)
+      std::fprintf(stderr, "tierflow train: warning: %s\n", w.c_str());
 
     // The first SIGINT/SIGTERM stops training at the next step boundary with
     // a checkpoint (before the first step it cancels the setup); a second one
@@ -208,15 +269,17 @@ void AddTrain(CLI::App& app, int* exit_code) {
     }
     const TrainResult& r = *result;
     if (r.stopped) {
-      std::fprintf(stderr, "tierflow train: stopped by %s at step %lld; checkpoint saved; continue with --resume\n",
-                   CancelSignal() == SIGTERM ? "SIGTERM" : "SIGINT", static_cast<long long>(r.steps_done));
+      std::fprintf(
+          stderr,
+          "tierflow train: stopped by %s at step %lld; checkpoint saved; continue with --resume\n",
+          CancelSignal() == SIGTERM ? "SIGTERM" : "SIGINT", static_cast<long long>(r.steps_done));
       return;
     }
-    std::fprintf(stderr, "tierflow train: done: %lld steps in %s; loss %.4f -> %.4f%s; model saved to %s\n",
-                 static_cast<long long>(r.steps_done), Duration(r.seconds).c_str(), r.first_loss,
-                 r.last_loss,
-                 r.eval_loss >= 0 ? (", eval loss " + std::to_string(r.eval_loss)).c_str() : "",
-                 r.final_model_dir.c_str());
+    std::fprintf(
+        stderr, "tierflow train: done: %lld steps in %s; loss %.4f -> %.4f%s; model saved to %s\n",
+        static_cast<long long>(r.steps_done), Duration(r.seconds).c_str(), r.first_loss,
+        r.last_loss, r.eval_loss >= 0 ? (", eval loss " + std::to_string(r.eval_loss)).c_str() : "",
+        r.final_model_dir.c_str());
   });
 }
 

@@ -21,7 +21,10 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <utility>
 
+#include "tierflow/device_choice.h"
 #include "tierflow/status.h"
 
 namespace tierflow {
@@ -40,25 +43,38 @@ struct MemoryStats {
   uint64_t num_allocations = 0;
 };
 
-// Owns one device allocation; frees it (and updates the accounting) when
-// destroyed. REQUIRES: the device outlives the buffer, and no stream work
-// still uses the memory when it is destroyed (synchronize first).
-class DeviceBuffer {
+// Which memory a buffer owns, and so which Device call frees it.
+enum class BufferMemory {
+  kDevice,      // Device::Allocate; counted in device memory stats
+  kPinnedHost,  // Device::AllocatePinned: page-locked host memory (cudaHostAlloc
+                // on CUDA; aligned host memory on the CPU device)
+};
+
+// Owns one allocation of `kMemory`; frees it (and updates the accounting)
+// when destroyed or Reset. Move-only. REQUIRES: the device outlives the
+// buffer, and no stream work still uses the memory when it is destroyed
+// (synchronize first). Use DeviceBuffer and PinnedBuffer; the two are one
+// template so their ownership rules cannot drift apart.
+template <BufferMemory kMemory>
+class BasicBuffer {
  public:
-  DeviceBuffer() = default;
-  DeviceBuffer(Device* device, void* ptr, size_t num_bytes)
+  BasicBuffer() = default;
+  BasicBuffer(Device* device, void* ptr, size_t num_bytes)
       : device_(device), ptr_(ptr), num_bytes_(num_bytes) {}
-  DeviceBuffer(DeviceBuffer&& other) noexcept { *this = std::move(other); }
-  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() { Reset(); }
+  BasicBuffer(BasicBuffer&& other) noexcept { *this = std::move(other); }
+  BasicBuffer& operator=(BasicBuffer&& other) noexcept;
+  BasicBuffer(const BasicBuffer&) = delete;
+  BasicBuffer& operator=(const BasicBuffer&) = delete;
+  ~BasicBuffer() { Reset(); }
 
   void* data() const { return ptr_; }
   template <typename T>
-  T* as() const { return static_cast<T*>(ptr_); }
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
   size_t num_bytes() const { return num_bytes_; }
   bool empty() const { return ptr_ == nullptr; }
+  // Frees the memory now (if any); the buffer is then empty.
   void Reset();
 
  private:
@@ -67,31 +83,12 @@ class DeviceBuffer {
   size_t num_bytes_ = 0;
 };
 
-// Owns page-locked host memory (cudaHostAlloc on CUDA; aligned host memory
-// on the CPU device). Same ownership rules as DeviceBuffer.
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  PinnedBuffer(Device* device, void* ptr, size_t num_bytes)
-      : device_(device), ptr_(ptr), num_bytes_(num_bytes) {}
-  PinnedBuffer(PinnedBuffer&& other) noexcept { *this = std::move(other); }
-  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept;
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-  ~PinnedBuffer() { Reset(); }
+// Defined in src/device/buffers.cc, for these two kinds only.
+extern template class BasicBuffer<BufferMemory::kDevice>;
+extern template class BasicBuffer<BufferMemory::kPinnedHost>;
 
-  void* data() const { return ptr_; }
-  template <typename T>
-  T* as() const { return static_cast<T*>(ptr_); }
-  size_t num_bytes() const { return num_bytes_; }
-  bool empty() const { return ptr_ == nullptr; }
-  void Reset();
-
- private:
-  Device* device_ = nullptr;
-  void* ptr_ = nullptr;
-  size_t num_bytes_ = 0;
-};
+using DeviceBuffer = BasicBuffer<BufferMemory::kDevice>;
+using PinnedBuffer = BasicBuffer<BufferMemory::kPinnedHost>;
 
 // A point in a stream's work. Reusable: each Record moves the point.
 class Event {
@@ -134,8 +131,8 @@ class Stream {
 };
 
 struct DeviceOptions {
-  // "auto" (CUDA when a GPU is usable, else cpu), "cpu" or "cuda". Default: "auto".
-  std::string kind = "auto";
+  // kAuto (CUDA when a GPU is usable, else cpu), kCpu or kCuda. Default: kAuto.
+  DeviceChoice kind = DeviceChoice::kAuto;
   // CPU device: capacity of the emulated device memory. Default: 2 GiB.
   // CUDA: a limit below the GPU's free memory (0 = the GPU's free memory).
   uint64_t memory_capacity_bytes = 0;
@@ -169,8 +166,8 @@ class Device {
   virtual Status Synchronize() = 0;
 
  protected:
-  friend class DeviceBuffer;
-  friend class PinnedBuffer;
+  template <BufferMemory>
+  friend class BasicBuffer;
   virtual void Free(void* ptr, size_t num_bytes) = 0;
   virtual void FreePinned(void* ptr, size_t num_bytes) = 0;
 };

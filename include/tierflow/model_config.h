@@ -12,6 +12,7 @@
 // Thread safety: all functions are reentrant.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -59,9 +60,9 @@ struct ModelConfig {
   // "linear" and "llama3" are applied by the RoPE kernel (kernels/rope_freq.h);
   // any other type is recorded and refused by the transformer.
   std::string rope_scaling_type;
-  double rope_scaling_factor = 1;           // linear, llama3: "factor"
-  double rope_low_freq_factor = 1;          // llama3
-  double rope_high_freq_factor = 4;         // llama3
+  double rope_scaling_factor = 1;              // linear, llama3: "factor"
+  double rope_low_freq_factor = 1;             // llama3
+  double rope_high_freq_factor = 4;            // llama3
   int64_t rope_original_max_positions = 8192;  // llama3: original_max_position_embeddings
   // Reported, not applied: Mistral's sliding_window (0 when none).
   int64_t sliding_window = 0;
@@ -167,7 +168,12 @@ StatusOr<ModelConfig> MakeModelConfig(const ModelDimensions& dims);
 // source and the key. Duplicate keys are accepted, the last one winning, as in
 // transformers.
 StatusOr<ModelConfig> ParseModelConfigJson(std::string_view json_text, std::string_view source);
-// Reads `path`: a config.json file, or a directory holding one.
+// The most bytes a config.json may hold (real ones are a few KB); a larger
+// file is refused by name rather than read into memory.
+inline constexpr size_t kMaxModelConfigBytes = 16u << 20;
+// Reads `path`: a config.json file, or a directory holding one. Errors:
+// NotFound naming the file when it is missing; InvalidArgument when it is
+// larger than kMaxModelConfigBytes; those of ParseModelConfigJson.
 StatusOr<ModelConfig> LoadModelConfig(const std::string& path);
 // A preset name, a directory with config.json, or a config.json path.
 // NotFound when it is none of these, listing the presets.

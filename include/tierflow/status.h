@@ -17,17 +17,17 @@ namespace tierflow {
 
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,   // the caller's input is wrong (flags, shapes, files)
-  kNotFound,          // a file, tensor or device is not there
-  kOutOfMemory,       // a memory tier (device, host, pinned) is full
-  kResourceExhausted, // disk full, memlock limit, queue full
-  kDataLoss,          // checksum mismatch, truncated or corrupt file
-  kIoError,           // EIO and other I/O failures
-  kFailedPrecondition,// the system is not in a state to do this (stale run, lock held)
-  kUnavailable,       // a capability is missing (no GPU, no O_DIRECT)
+  kInvalidArgument,     // the caller's input is wrong (flags, shapes, files)
+  kNotFound,            // a file, tensor or device is not there
+  kOutOfMemory,         // a memory tier (device, host, pinned) is full
+  kResourceExhausted,   // disk full, memlock limit, queue full
+  kDataLoss,            // checksum mismatch, truncated or corrupt file
+  kIoError,             // EIO and other I/O failures
+  kFailedPrecondition,  // the system is not in a state to do this (stale run, lock held)
+  kUnavailable,         // a capability is missing (no GPU, no O_DIRECT)
   kUnimplemented,
-  kAborted,           // cancelled (SIGINT) or rolled back
-  kInternal,          // a bug in tierflow
+  kAborted,   // cancelled (SIGINT) or rolled back
+  kInternal,  // a bug in tierflow
 };
 
 std::string_view StatusCodeName(StatusCode code);
@@ -75,7 +75,7 @@ Status ErrnoStatus(int errno_value, std::string_view what);
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  StatusOr(T value) : value_(std::move(value)) {}         // NOLINT: implicit by design
   StatusOr(Status status) : status_(std::move(status)) {  // NOLINT
     assert(!status_.ok() && "StatusOr constructed from an OK status without a value");
     if (status_.ok()) status_ = Status(StatusCode::kInternal, "StatusOr built from OK status");
@@ -103,10 +103,10 @@ class [[nodiscard]] StatusOr {
 #define TF_CONCAT_(a, b) TF_CONCAT_INNER_(a, b)
 
 // Returns early from the enclosing function if `expr` (a Status) is not OK.
-#define TF_RETURN_IF_ERROR(expr)                      \
-  do {                                                \
-    ::tierflow::Status tf_status_ = (expr);           \
-    if (!tf_status_.ok()) return tf_status_;          \
+#define TF_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    ::tierflow::Status tf_status_ = (expr);  \
+    if (!tf_status_.ok()) return tf_status_; \
   } while (0)
 
 // `TF_ASSIGN_OR_RETURN(auto x, MakeX());` unwraps a StatusOr or returns its error.

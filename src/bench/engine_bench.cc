@@ -8,9 +8,9 @@
 #include <tuple>
 #include <utility>
 
+#include "bench/synthetic_model.h"
 #include "engine/nvme_state_tier.h"
 #include "engine/offload_engine.h"
-#include "bench/synthetic_model.h"
 #include "optim/adam.h"
 #include "optim/grad_stats.h"
 
@@ -18,14 +18,18 @@ namespace tierflow {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double Since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 // Hands the model plain buffers: the compute stage alone, nothing streamed.
 class LocalAccess : public UnitAccess {
  public:
   LocalAccess(char* weights, uint64_t unit_bytes, float* grads)
       : weights_(weights), unit_bytes_(unit_bytes), grads_(grads) {}
-  StatusOr<void*> Weights(int unit) override { return static_cast<void*>(weights_ + unit * unit_bytes_); }
+  StatusOr<void*> Weights(int unit) override {
+    return static_cast<void*>(weights_ + unit * unit_bytes_);
+  }
   StatusOr<float*> BeginGrads(int unit) override { return grads_; }
   Status EndGrads(int unit) override { return Status::Ok(); }
 
@@ -68,9 +72,9 @@ Status MeasureDeviceStages(Device& device, SyntheticModel& model, const SubGroup
   (*out)["d2h"] = Since(t0);
   t0 = Clock::now();
   for (const SubGroup& g : layout.groups) {
-    TF_RETURN_IF_ERROR(stream->CopyHostToDevice(
-        static_cast<char*>(weights.data()) + g.global_offset * wbytes, host_weights.data(),
-        g.num_params * wbytes));
+    TF_RETURN_IF_ERROR(
+        stream->CopyHostToDevice(static_cast<char*>(weights.data()) + g.global_offset * wbytes,
+                                 host_weights.data(), g.num_params * wbytes));
   }
   TF_RETURN_IF_ERROR(stream->Synchronize());
   (*out)["h2d"] = Since(t0);
@@ -83,8 +87,10 @@ Status MeasureHostStages(const std::vector<UnitInfo>& units, const SubGroupLayou
   const uint64_t total = layout.total_params, unit_params = units[0].num_params;
   const size_t wbytes = DTypeSize(eo.weights_dtype);
   std::unique_ptr<float, FreeDeleter> acc(static_cast<float*>(std::aligned_alloc(64, total * 4)));
-  std::unique_ptr<float, FreeDeleter> grad(static_cast<float*>(std::aligned_alloc(64, unit_params * 4)));
-  std::unique_ptr<float, FreeDeleter> state(static_cast<float*>(std::aligned_alloc(64, 3 * total * 4)));
+  std::unique_ptr<float, FreeDeleter> grad(
+      static_cast<float*>(std::aligned_alloc(64, unit_params * 4)));
+  std::unique_ptr<float, FreeDeleter> state(
+      static_cast<float*>(std::aligned_alloc(64, 3 * total * 4)));
   std::vector<char> weights_out(layout.max_group_params * wbytes);
   if (!acc || !grad || !state) return OutOfMemoryError("bench engine: host buffers");
   std::fill(grad.get(), grad.get() + unit_params, 1e-3f);
@@ -174,9 +180,9 @@ StatusOr<EngineBenchResult> RunEngineBench(Device& device, const EngineBenchOpti
   }
   if (options.rounds < 1) return InvalidArgumentError("bench engine: --rounds must be at least 1");
   const EngineOptions& eo = options.engine;
-  TF_ASSIGN_OR_RETURN(auto model, SyntheticModel::Create(device, options.units,
-                                                          options.params / options.units,
-                                                          options.tokens, eo.weights_dtype));
+  TF_ASSIGN_OR_RETURN(auto model,
+                      SyntheticModel::Create(device, options.units, options.params / options.units,
+                                             options.tokens, eo.weights_dtype));
   const std::vector<UnitInfo> units = model->Units();
   const SubGroupLayout layout = MakeSubGroups(units, eo.sub_group_params);
   EngineBenchResult result;
@@ -186,7 +192,9 @@ StatusOr<EngineBenchResult> RunEngineBench(Device& device, const EngineBenchOpti
     EngineBenchRound round;
     TF_RETURN_IF_ERROR(MeasureDeviceStages(device, *model, layout, eo, &round.stage_seconds));
     TF_RETURN_IF_ERROR(MeasureHostStages(units, layout, eo, &round.stage_seconds));
-    if (eo.offload == "nvme") TF_RETURN_IF_ERROR(MeasureNvmeStage(device, layout, eo, &round.stage_seconds));
+    if (eo.offload == OffloadPlacement::kNvme) {
+      TF_RETURN_IF_ERROR(MeasureNvmeStage(device, layout, eo, &round.stage_seconds));
+    }
     std::tie(round.slowest_stage, round.slowest_stage_seconds) = Slowest(round.stage_seconds);
     TF_RETURN_IF_ERROR(
         MeasurePipelined(device, *model, options, &round.step_seconds, &result.engine_stats));
@@ -195,7 +203,8 @@ StatusOr<EngineBenchResult> RunEngineBench(Device& device, const EngineBenchOpti
       auto [it, inserted] = result.stage_seconds.emplace(stage, seconds);
       if (!inserted) it->second = std::min(it->second, seconds);
     }
-    result.step_seconds = r == 0 ? round.step_seconds : std::min(result.step_seconds, round.step_seconds);
+    result.step_seconds =
+        r == 0 ? round.step_seconds : std::min(result.step_seconds, round.step_seconds);
     result.rounds.push_back(std::move(round));
   }
   std::tie(result.slowest_stage, result.slowest_stage_seconds) = Slowest(result.stage_seconds);

@@ -18,7 +18,7 @@ struct EngineBenchOptions {
   uint64_t params = 64ull << 20;  // total parameters. Default: 64Mi
   int units = 16;                 // equal units (layers). Default: 16
   int tokens = 512;               // tokens per micro-batch. Default: 512
-  int steps = 4;                  // timed steps per round, back to back (after a warm-up). Default: 4
+  int steps = 4;  // timed steps per round, back to back (after a warm-up). Default: 4
   // Rounds of (every stage alone, then the pipelined steps through a fresh
   // engine). Shared machines and disks drift by tens of percent within
   // seconds, so the limit and the pipeline are measured side by side, several

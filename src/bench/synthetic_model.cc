@@ -14,7 +14,8 @@ StatusOr<std::unique_ptr<SyntheticModel>> SyntheticModel::Create(Device& device,
                                                                  int tokens, DType dtype) {
   const int d = static_cast<int>(std::sqrt(static_cast<double>(params_per_unit)));
   if (num_units < 1 || d < 1 || tokens < 1) {
-    return InvalidArgumentError("synthetic model: need units >= 1, params per unit >= 1, tokens >= 1");
+    return InvalidArgumentError(
+        "synthetic model: need units >= 1, params per unit >= 1, tokens >= 1");
   }
   std::unique_ptr<SyntheticModel> m(new SyntheticModel(num_units, d, tokens, dtype));
   const size_t bytes = static_cast<size_t>(tokens) * d * DTypeSize(dtype);
@@ -50,8 +51,8 @@ Status SyntheticModel::InitialWeights(int unit, float* out) {
   return Status::Ok();
 }
 
-Status SyntheticModel::ForwardBackward(Stream& compute, const MicroBatch& batch,
-                                       float dloss_scale, UnitAccess& access) {
+Status SyntheticModel::ForwardBackward(Stream& compute, const MicroBatch& batch, float dloss_scale,
+                                       UnitAccess& access) {
   std::vector<void*> weights(num_units_);
   for (int u = 0; u < num_units_; ++u) {
     TF_ASSIGN_OR_RETURN(weights[u], access.Weights(u));

@@ -8,9 +8,12 @@ namespace tierflow {
 
 std::string_view DTypeName(DType t) {
   switch (t) {
-    case DType::kF32: return "f32";
-    case DType::kBF16: return "bf16";
-    case DType::kF16: return "f16";
+    case DType::kF32:
+      return "f32";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF16:
+      return "f16";
   }
   return "?";
 }
@@ -33,18 +36,24 @@ void ConvertTyped(const void* src, void* dst, size_t n) {
 template <typename From>
 void ConvertFrom(const void* src, DType to, void* dst, size_t n) {
   switch (to) {
-    case DType::kF32: return ConvertTyped<From, float>(src, dst, n);
-    case DType::kBF16: return ConvertTyped<From, bf16>(src, dst, n);
-    case DType::kF16: return ConvertTyped<From, fp16>(src, dst, n);
+    case DType::kF32:
+      return ConvertTyped<From, float>(src, dst, n);
+    case DType::kBF16:
+      return ConvertTyped<From, bf16>(src, dst, n);
+    case DType::kF16:
+      return ConvertTyped<From, fp16>(src, dst, n);
   }
 }
 }  // namespace
 
 void ConvertBuffer(DType from, const void* src, DType to, void* dst, size_t n) {
   switch (from) {
-    case DType::kF32: return ConvertFrom<float>(src, to, dst, n);
-    case DType::kBF16: return ConvertFrom<bf16>(src, to, dst, n);
-    case DType::kF16: return ConvertFrom<fp16>(src, to, dst, n);
+    case DType::kF32:
+      return ConvertFrom<float>(src, to, dst, n);
+    case DType::kBF16:
+      return ConvertFrom<bf16>(src, to, dst, n);
+    case DType::kF16:
+      return ConvertFrom<fp16>(src, to, dst, n);
   }
 }
 

@@ -50,7 +50,7 @@ inline fp16 FloatToFp16(float f) {
   uint32_t u = FloatBits(f);
   uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
   uint32_t abs = u & 0x7fffffffu;
-  if (abs > 0x7f800000u) return fp16{static_cast<uint16_t>(sign | 0x7e00u)};  // NaN
+  if (abs > 0x7f800000u) return fp16{static_cast<uint16_t>(sign | 0x7e00u)};   // NaN
   if (abs >= 0x477ff000u) return fp16{static_cast<uint16_t>(sign | 0x7c00u)};  // >= 65520: Inf
   if (abs < 0x38800000u) {
     // Result is subnormal (or zero): round abs * 2^24 to the nearest integer, ties to even.
@@ -74,11 +74,17 @@ inline float ToFloat(fp16 x) { return Fp16ToFloat(x); }
 template <typename T>
 inline T FromFloat(float x);
 template <>
-inline float FromFloat<float>(float x) { return x; }
+inline float FromFloat<float>(float x) {
+  return x;
+}
 template <>
-inline bf16 FromFloat<bf16>(float x) { return FloatToBf16(x); }
+inline bf16 FromFloat<bf16>(float x) {
+  return FloatToBf16(x);
+}
 template <>
-inline fp16 FromFloat<fp16>(float x) { return FloatToFp16(x); }
+inline fp16 FromFloat<fp16>(float x) {
+  return FloatToFp16(x);
+}
 
 // Converts n elements between any two dtypes (a plain loop; bulk paths may be faster).
 void ConvertBuffer(DType from, const void* src, DType to, void* dst, size_t n);

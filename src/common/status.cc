@@ -9,18 +9,30 @@ namespace tierflow {
 
 std::string_view StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kInvalidArgument: return "InvalidArgument";
-    case StatusCode::kNotFound: return "NotFound";
-    case StatusCode::kOutOfMemory: return "OutOfMemory";
-    case StatusCode::kResourceExhausted: return "ResourceExhausted";
-    case StatusCode::kDataLoss: return "DataLoss";
-    case StatusCode::kIoError: return "IoError";
-    case StatusCode::kFailedPrecondition: return "FailedPrecondition";
-    case StatusCode::kUnavailable: return "Unavailable";
-    case StatusCode::kUnimplemented: return "Unimplemented";
-    case StatusCode::kAborted: return "Aborted";
-    case StatusCode::kInternal: return "Internal";
+    case StatusCode::kOk:
+      return "OK";
+    case StatusCode::kInvalidArgument:
+      return "InvalidArgument";
+    case StatusCode::kNotFound:
+      return "NotFound";
+    case StatusCode::kOutOfMemory:
+      return "OutOfMemory";
+    case StatusCode::kResourceExhausted:
+      return "ResourceExhausted";
+    case StatusCode::kDataLoss:
+      return "DataLoss";
+    case StatusCode::kIoError:
+      return "IoError";
+    case StatusCode::kFailedPrecondition:
+      return "FailedPrecondition";
+    case StatusCode::kUnavailable:
+      return "Unavailable";
+    case StatusCode::kUnimplemented:
+      return "Unimplemented";
+    case StatusCode::kAborted:
+      return "Aborted";
+    case StatusCode::kInternal:
+      return "Internal";
   }
   return "Unknown";
 }
@@ -41,15 +53,23 @@ Status Status::WithContext(std::string_view context) const {
   return Status(code_, std::move(msg));
 }
 
-Status InvalidArgumentError(std::string m) { return Status(StatusCode::kInvalidArgument, std::move(m)); }
+Status InvalidArgumentError(std::string m) {
+  return Status(StatusCode::kInvalidArgument, std::move(m));
+}
 Status NotFoundError(std::string m) { return Status(StatusCode::kNotFound, std::move(m)); }
 Status OutOfMemoryError(std::string m) { return Status(StatusCode::kOutOfMemory, std::move(m)); }
-Status ResourceExhaustedError(std::string m) { return Status(StatusCode::kResourceExhausted, std::move(m)); }
+Status ResourceExhaustedError(std::string m) {
+  return Status(StatusCode::kResourceExhausted, std::move(m));
+}
 Status DataLossError(std::string m) { return Status(StatusCode::kDataLoss, std::move(m)); }
 Status IoError(std::string m) { return Status(StatusCode::kIoError, std::move(m)); }
-Status FailedPreconditionError(std::string m) { return Status(StatusCode::kFailedPrecondition, std::move(m)); }
+Status FailedPreconditionError(std::string m) {
+  return Status(StatusCode::kFailedPrecondition, std::move(m));
+}
 Status UnavailableError(std::string m) { return Status(StatusCode::kUnavailable, std::move(m)); }
-Status UnimplementedError(std::string m) { return Status(StatusCode::kUnimplemented, std::move(m)); }
+Status UnimplementedError(std::string m) {
+  return Status(StatusCode::kUnimplemented, std::move(m));
+}
 Status AbortedError(std::string m) { return Status(StatusCode::kAborted, std::move(m)); }
 Status InternalError(std::string m) { return Status(StatusCode::kInternal, std::move(m)); }
 
@@ -61,22 +81,28 @@ Status ErrnoStatus(int errno_value, std::string_view what) {
   msg += std::to_string(errno_value);
   msg += ")";
   switch (errno_value) {
-    case ENOENT: return NotFoundError(std::move(msg));
+    case ENOENT:
+      return NotFoundError(std::move(msg));
     case ENOSPC:
       msg += "; the disk is full: free space or point the state directory at another drive";
       return ResourceExhaustedError(std::move(msg));
     case EDQUOT:
       msg += "; the disk quota is exhausted";
       return ResourceExhaustedError(std::move(msg));
-    case ENOMEM: return OutOfMemoryError(std::move(msg));
+    case ENOMEM:
+      return OutOfMemoryError(std::move(msg));
     case EROFS:
       msg += "; the file system is read-only: choose a writable directory";
       return FailedPreconditionError(std::move(msg));
     case EACCES:
-    case EPERM: return FailedPreconditionError(std::move(msg));
-    case EINVAL: return InvalidArgumentError(std::move(msg));
-    case EAGAIN: return UnavailableError(std::move(msg));
-    default: return IoError(std::move(msg));
+    case EPERM:
+      return FailedPreconditionError(std::move(msg));
+    case EINVAL:
+      return InvalidArgumentError(std::move(msg));
+    case EAGAIN:
+      return UnavailableError(std::move(msg));
+    default:
+      return IoError(std::move(msg));
   }
 }
 

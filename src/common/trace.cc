@@ -1,10 +1,10 @@
 // Chrome trace recording and per-track busy time.
 #include "common/trace.h"
 
+#include <unistd.h>
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -75,11 +75,19 @@ Status TraceRecorder::WriteChromeTrace(const std::string& path) const {
     for (const Span& s : spans_) {
       auto [it, inserted] = tids.emplace(s.track, static_cast<int>(tids.size()) + 1);
       if (inserted) {
-        events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", it->second},
+        events.push_back({{"name", "thread_name"},
+                          {"ph", "M"},
+                          {"pid", 1},
+                          {"tid", it->second},
                           {"args", {{"name", s.track}}}});
       }
-      nlohmann::json e = {{"name", s.name}, {"cat", s.track}, {"ph", "X"}, {"pid", 1},
-                          {"tid", it->second}, {"ts", s.start_us}, {"dur", s.end_us - s.start_us}};
+      nlohmann::json e = {{"name", s.name},
+                          {"cat", s.track},
+                          {"ph", "X"},
+                          {"pid", 1},
+                          {"tid", it->second},
+                          {"ts", s.start_us},
+                          {"dur", s.end_us - s.start_us}};
       if (!s.args.empty()) e["args"] = nlohmann::json::parse(s.args, nullptr, false);
       events.push_back(std::move(e));
     }

@@ -59,10 +59,13 @@ class TraceRecorder {
 class ScopedSpan {
  public:
   ScopedSpan(TraceRecorder* recorder, std::string track, std::string name)
-      : recorder_(recorder), track_(std::move(track)), name_(std::move(name)),
+      : recorder_(recorder),
+        track_(std::move(track)),
+        name_(std::move(name)),
         start_(TraceRecorder::Clock::now()) {}
   ~ScopedSpan() {
-    if (recorder_ != nullptr) recorder_->AddSpan(track_, name_, start_, TraceRecorder::Clock::now());
+    if (recorder_ != nullptr)
+      recorder_->AddSpan(track_, name_, start_, TraceRecorder::Clock::now());
   }
   ScopedSpan(const ScopedSpan&) = delete;
   ScopedSpan& operator=(const ScopedSpan&) = delete;

@@ -39,16 +39,26 @@ StatusOr<uint64_t> ParseByteSize(std::string_view text) {
   std::string suffix = Lower(rest);
   while (!suffix.empty() && suffix.front() == ' ') suffix.erase(0, 1);
   double mult = 1;
-  if (suffix.empty() || suffix == "b") mult = 1;
-  else if (suffix == "k" || suffix == "kib" || suffix == "ki") mult = 1024.0;
-  else if (suffix == "m" || suffix == "mib" || suffix == "mi") mult = 1024.0 * 1024;
-  else if (suffix == "g" || suffix == "gib" || suffix == "gi") mult = 1024.0 * 1024 * 1024;
-  else if (suffix == "t" || suffix == "tib" || suffix == "ti") mult = 1024.0 * 1024 * 1024 * 1024;
-  else if (suffix == "kb") mult = 1e3;
-  else if (suffix == "mb") mult = 1e6;
-  else if (suffix == "gb") mult = 1e9;
-  else if (suffix == "tb") mult = 1e12;
-  else return bad();
+  if (suffix.empty() || suffix == "b")
+    mult = 1;
+  else if (suffix == "k" || suffix == "kib" || suffix == "ki")
+    mult = 1024.0;
+  else if (suffix == "m" || suffix == "mib" || suffix == "mi")
+    mult = 1024.0 * 1024;
+  else if (suffix == "g" || suffix == "gib" || suffix == "gi")
+    mult = 1024.0 * 1024 * 1024;
+  else if (suffix == "t" || suffix == "tib" || suffix == "ti")
+    mult = 1024.0 * 1024 * 1024 * 1024;
+  else if (suffix == "kb")
+    mult = 1e3;
+  else if (suffix == "mb")
+    mult = 1e6;
+  else if (suffix == "gb")
+    mult = 1e9;
+  else if (suffix == "tb")
+    mult = 1e12;
+  else
+    return bad();
   double bytes = v * mult;
   if (bytes > 1.8e19) return bad();
   return static_cast<uint64_t>(std::llround(bytes));
@@ -59,16 +69,32 @@ StatusOr<uint64_t> ParseCount(std::string_view text) {
   std::string_view rest;
   auto bad = [&] {
     return InvalidArgumentError("cannot read '" + std::string(text) +
-                                "' as a count: write e.g. 1000, 64M, 1e9");
+                                "' as a count: write e.g. 1000, 64M (64*10^6), 7B (7*10^9), "
+                                "1e9 or 4Mi (4*2^20)");
   };
   if (text.empty() || !ParseNumberPrefix(text, &v, &rest)) return bad();
-  std::string suffix = Lower(rest);
+  const std::string suffix = Lower(rest);
   double mult = 1;
-  if (suffix.empty()) mult = 1;
-  else if (suffix == "k") mult = 1024.0;
-  else if (suffix == "m") mult = 1024.0 * 1024;
-  else if (suffix == "g") mult = 1024.0 * 1024 * 1024;
-  else return bad();
+  if (suffix.empty())
+    mult = 1;
+  else if (suffix == "k")
+    mult = 1e3;
+  else if (suffix == "m")
+    mult = 1e6;
+  else if (suffix == "b" || suffix == "g")
+    mult = 1e9;
+  else if (suffix == "t")
+    mult = 1e12;
+  else if (suffix == "ki")
+    mult = 1024.0;
+  else if (suffix == "mi")
+    mult = 1024.0 * 1024;
+  else if (suffix == "gi")
+    mult = 1024.0 * 1024 * 1024;
+  else if (suffix == "ti")
+    mult = 1024.0 * 1024 * 1024 * 1024;
+  else
+    return bad();
   double n = v * mult;
   if (n > 1.8e19) return bad();
   return static_cast<uint64_t>(std::llround(n));
@@ -83,8 +109,10 @@ std::string FormatBytes(uint64_t num_bytes) {
     ++u;
   }
   char buf[64];
-  if (u == 0) std::snprintf(buf, sizeof(buf), "%llu B", static_cast<unsigned long long>(num_bytes));
-  else std::snprintf(buf, sizeof(buf), "%.2f %s", v, kUnits[u]);
+  if (u == 0)
+    std::snprintf(buf, sizeof(buf), "%llu B", static_cast<unsigned long long>(num_bytes));
+  else
+    std::snprintf(buf, sizeof(buf), "%.2f %s", v, kUnits[u]);
   return buf;
 }
 

@@ -1,4 +1,4 @@
-// ReadWholeFile and MappedFile: the system-call boundary of the data pipeline.
+// MappedFile: the system-call boundary of the token-file reader.
 #include "data/file_util.h"
 
 #include <fcntl.h>
@@ -31,26 +31,6 @@ StatusOr<int> OpenForReading(const std::string& path) {
 }
 
 }  // namespace
-
-StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  TF_ASSIGN_OR_RETURN(int fd, OpenForReading(path));
-  std::string contents;
-  Status s;
-  char buf[1 << 16];
-  while (true) {
-    ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      s = ErrnoStatus(errno, "read " + path + " at offset " + std::to_string(contents.size()));
-      break;
-    }
-    if (n == 0) break;
-    contents.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  if (!s.ok()) return s;
-  return contents;
-}
 
 StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
   TF_ASSIGN_OR_RETURN(int fd, OpenForReading(path));

@@ -1,9 +1,9 @@
-// Whole-file reading and read-only memory maps for dataset and tokenizer files.
+// Read-only memory maps for token files.
 //
 // The data pipeline reads two kinds of files: text (tokenizer vocabularies,
-// training text, JSONL), read fully into memory, and token files, which can be
-// large and are memory-mapped so only the pages a batch touches are read.
-// errno becomes a Status here, once, naming the path.
+// training text, JSONL), read whole through io/file_reader.h, and token
+// files, which can be large and are memory-mapped here so only the pages a
+// batch touches are read. errno becomes a Status here, once, naming the path.
 #pragma once
 
 #include <cstddef>
@@ -14,10 +14,6 @@
 #include "tierflow/status.h"
 
 namespace tierflow {
-
-// Reads the whole file. Errors: ErrnoStatus naming the path (NotFound when
-// it does not exist, InvalidArgument for a directory).
-StatusOr<std::string> ReadWholeFile(const std::string& path);
 
 // A read-only, private memory map of a whole file. Move-only; unmaps on
 // destruction. An empty file has an empty span and no mapping. Thread-safe

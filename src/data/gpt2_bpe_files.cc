@@ -8,15 +8,20 @@
 
 #include <nlohmann/json.hpp>
 
-#include "data/file_util.h"
 #include "data/gpt2_bpe_tokenizer.h"
 #include "data/gpt2_byte_level.h"
+#include "io/file_reader.h"
+#include "io/json_reader.h"
 #include "io/json_util.h"
 
 namespace tierflow {
 namespace {
 
 using Json = nlohmann::json;
+
+// The largest real tokenizer.json files (large multilingual vocabularies)
+// are tens of MB; a much larger file is a wrong path, refused by name.
+constexpr size_t kMaxTokenizerFileBytes = size_t{256} << 20;
 
 // Depth-limited (tokenizer.json nests ~6 levels; a deep one would overflow
 // the stack). Duplicate keys stay lenient, last wins, as in Python's json,
@@ -128,8 +133,9 @@ StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> Gpt2BpeTokenizer::FromVocabAndMerges
 
 StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> Gpt2BpeTokenizer::FromVocabAndMerges(
     const std::string& vocab_json_path, const std::string& merges_txt_path) {
-  TF_ASSIGN_OR_RETURN(std::string vocab, ReadWholeFile(vocab_json_path));
-  TF_ASSIGN_OR_RETURN(std::string merges, ReadWholeFile(merges_txt_path));
+  TF_ASSIGN_OR_RETURN(std::string vocab, ReadFileToString(vocab_json_path, kMaxTokenizerFileBytes));
+  TF_ASSIGN_OR_RETURN(std::string merges,
+                      ReadFileToString(merges_txt_path, kMaxTokenizerFileBytes));
   return FromVocabAndMergesText(vocab, merges, vocab_json_path, merges_txt_path);
 }
 
@@ -140,6 +146,7 @@ StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> Gpt2BpeTokenizer::FromTokenizerJsonT
     return InvalidArgumentError(name +
                                 ": no \"model\" object; is this a Hugging Face tokenizer.json?");
   }
+  const JsonReader reader(name);
   const Json& model = root["model"];
   if (model.contains("type") && model["type"] != "BPE") {
     return Unsupported(name, "model.type is " + JsonExcerpt(model["type"]));
@@ -154,9 +161,9 @@ StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> Gpt2BpeTokenizer::FromTokenizerJsonT
     }
     for (const char* key : {"add_prefix_space", "use_regex", "trim_offsets"}) {
       auto it = pre.find(key);
-      if (it != pre.end() && !it->is_boolean()) {
-        return InvalidArgumentError(name + ": pre_tokenizer." + key + " is " + it->dump() +
-                                    ", not true or false");
+      bool flag = false;
+      if (it != pre.end()) {
+        TF_RETURN_IF_ERROR(reader.Bool(*it, std::string("pre_tokenizer.") + key, &flag));
       }
     }
     if (pre.value("add_prefix_space", false)) {
@@ -200,12 +207,16 @@ StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> Gpt2BpeTokenizer::FromTokenizerJsonT
     for (const Token& t : tokens) known.emplace(t.bytes, t.id);
     for (size_t i = 0; i < added.size(); ++i) {
       const Json& a = added[i];
+      const std::string where = "added_tokens[" + std::to_string(i) + "]";
       if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() ||
           !a.contains("content") || !a["content"].is_string()) {
-        return InvalidArgumentError(name + ": added_tokens[" + std::to_string(i) +
-                                    "] needs an integer \"id\" and a string \"content\"");
+        return InvalidArgumentError(name + ": " + where +
+                                    " needs an integer \"id\" and a string \"content\"");
       }
-      Token t{a["content"].get<std::string>(), a["id"].get<int64_t>()};
+      // Range-checked as written: an id above INT64_MAX would wrap in get<int64_t>().
+      int64_t id = 0;
+      TF_RETURN_IF_ERROR(reader.Int(a["id"], where + ".id", 0, int64_t{INT32_MAX} - 1, &id));
+      Token t{a["content"].get<std::string>(), id};
       if (known.count({t.bytes, t.id}) == 0) tokens.push_back(std::move(t));
     }
   }
@@ -214,7 +225,7 @@ StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> Gpt2BpeTokenizer::FromTokenizerJsonT
 
 StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> Gpt2BpeTokenizer::FromTokenizerJson(
     const std::string& path) {
-  TF_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path));
+  TF_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, kMaxTokenizerFileBytes));
   return FromTokenizerJsonText(text, path);
 }
 

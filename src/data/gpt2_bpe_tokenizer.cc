@@ -50,11 +50,11 @@ StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> Gpt2BpeTokenizer::Create(std::vector
   // let one stray id ("a": 2000000000) turn into a multi-gigabyte table.
   const int64_t id_limit = static_cast<int64_t>(vocab.size()) + kMaxIdHoles;
   if (max_id >= id_limit) {
-    return InvalidArgumentError(
-        t->source_ + ": the largest token id is " + std::to_string(max_id) + " but there are only " +
-        std::to_string(vocab.size()) + " tokens; ids must be below " + std::to_string(id_limit) +
-        " (the token count + " + std::to_string(kMaxIdHoles) +
-        " unused ids). Renumber the vocabulary densely from 0.");
+    return InvalidArgumentError(t->source_ + ": the largest token id is " + std::to_string(max_id) +
+                                " but there are only " + std::to_string(vocab.size()) +
+                                " tokens; ids must be below " + std::to_string(id_limit) +
+                                " (the token count + " + std::to_string(kMaxIdHoles) +
+                                " unused ids). Renumber the vocabulary densely from 0.");
   }
   t->token_bytes_.assign(static_cast<size_t>(max_id + 1), std::string());
   t->token_used_.assign(static_cast<size_t>(max_id + 1), false);

@@ -5,7 +5,7 @@
 
 #include "common/cancel.h"
 #include "common/path_component.h"
-#include "data/file_util.h"
+#include "io/file_reader.h"
 #include "io/json_util.h"
 
 namespace tierflow {
@@ -21,7 +21,7 @@ std::string JsonTypeName(const nlohmann::json& j) { return j.type_name(); }
 
 StatusOr<TokenSource> TokenizeTextFile(const std::string& path, const Tokenizer& tokenizer,
                                        int32_t vocab_size) {
-  TF_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path));
+  TF_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, kMaxTextDatasetBytes));
   if (text.empty()) return InvalidArgumentError(path + " is empty; there is nothing to train on");
   auto tokens = tokenizer.Encode(text);
   if (!tokens.ok()) return tokens.status().WithContext(path);
@@ -30,7 +30,7 @@ StatusOr<TokenSource> TokenizeTextFile(const std::string& path, const Tokenizer&
 
 StatusOr<TokenSource> TokenizeJsonlFile(const std::string& path, const Tokenizer& tokenizer,
                                         std::string_view text_field, int32_t vocab_size) {
-  TF_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path));
+  TF_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, kMaxTextDatasetBytes));
   if (text.empty()) return InvalidArgumentError(path + " is empty; there is nothing to train on");
   std::vector<int32_t> tokens;
   int64_t num_documents = 0;

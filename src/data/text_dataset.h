@@ -10,6 +10,7 @@
 // tokenization is practical for; pre-tokenize big corpora into a token file.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -19,10 +20,15 @@
 
 namespace tierflow {
 
+// Text and JSONL files are read whole and tokenized in memory (the tokens take
+// about as much memory again); a larger corpus belongs in a token file, which
+// is memory-mapped. A file over this size is refused by name.
+inline constexpr size_t kMaxTextDatasetBytes = size_t{8} << 30;
+
 // Errors name the path: NotFound and other ErrnoStatus; InvalidArgument when
-// the file is empty, when the tokenizer refuses the text (with the byte
-// offset), or when an id is >= vocab_size (the model's vocabulary may be
-// smaller than the tokenizer's).
+// the file is larger than kMaxTextDatasetBytes, when it is empty, when the
+// tokenizer refuses the text (with the byte offset), or when an id is >=
+// vocab_size (the model's vocabulary may be smaller than the tokenizer's).
 StatusOr<TokenSource> TokenizeTextFile(const std::string& path, const Tokenizer& tokenizer,
                                        int32_t vocab_size);
 

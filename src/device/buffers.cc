@@ -7,7 +7,8 @@ std::string_view DeviceKindName(DeviceKind kind) {
   return kind == DeviceKind::kCuda ? "cuda" : "cpu";
 }
 
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+template <BufferMemory kMemory>
+BasicBuffer<kMemory>& BasicBuffer<kMemory>::operator=(BasicBuffer&& other) noexcept {
   if (this != &other) {
     Reset();
     device_ = other.device_;
@@ -20,31 +21,21 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   return *this;
 }
 
-void DeviceBuffer::Reset() {
-  if (device_ != nullptr && ptr_ != nullptr) device_->Free(ptr_, num_bytes_);
-  device_ = nullptr;
-  ptr_ = nullptr;
-  num_bytes_ = 0;
-}
-
-PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& other) noexcept {
-  if (this != &other) {
-    Reset();
-    device_ = other.device_;
-    ptr_ = other.ptr_;
-    num_bytes_ = other.num_bytes_;
-    other.device_ = nullptr;
-    other.ptr_ = nullptr;
-    other.num_bytes_ = 0;
+template <BufferMemory kMemory>
+void BasicBuffer<kMemory>::Reset() {
+  if (device_ != nullptr && ptr_ != nullptr) {
+    if constexpr (kMemory == BufferMemory::kPinnedHost) {
+      device_->FreePinned(ptr_, num_bytes_);
+    } else {
+      device_->Free(ptr_, num_bytes_);
+    }
   }
-  return *this;
-}
-
-void PinnedBuffer::Reset() {
-  if (device_ != nullptr && ptr_ != nullptr) device_->FreePinned(ptr_, num_bytes_);
   device_ = nullptr;
   ptr_ = nullptr;
   num_bytes_ = 0;
 }
+
+template class BasicBuffer<BufferMemory::kDevice>;
+template class BasicBuffer<BufferMemory::kPinnedHost>;
 
 }  // namespace tierflow

@@ -1,4 +1,4 @@
-// Chooses and creates a device: "auto", "cpu" or "cuda".
+// Chooses and creates a device: auto, cpu or cuda.
 #include <string>
 
 #include "device/cpu/cpu_device.h"
@@ -41,20 +41,26 @@ std::string CudaUnavailableReason() {
 }
 
 StatusOr<std::unique_ptr<Device>> CreateDevice(const DeviceOptions& options) {
-  const std::string& kind = options.kind;
-  if (kind != "auto" && kind != "cpu" && kind != "cuda") {
-    return InvalidArgumentError("unknown device '" + kind + "': use auto, cpu or cuda");
+  bool want_cuda = false;
+  switch (options.kind) {
+    case DeviceChoice::kAuto:
+      want_cuda = CudaUnavailableReason().empty();
+      break;
+    case DeviceChoice::kCpu:
+      want_cuda = false;
+      break;
+    case DeviceChoice::kCuda:
+      want_cuda = true;
+      break;
   }
-  bool want_cuda = kind == "cuda";
-  if (kind == "auto") want_cuda = CudaUnavailableReason().empty();
   if (want_cuda) {
     std::string why = CudaUnavailableReason();
     if (!why.empty()) {
       return UnavailableError("--device cuda: " + why + "; use --device cpu (or auto)");
     }
 #ifdef TIERFLOW_HAVE_CUDA
-    TF_ASSIGN_OR_RETURN(auto dev, CudaDevice::Create(options.cuda_ordinal,
-                                                     options.memory_capacity_bytes));
+    TF_ASSIGN_OR_RETURN(auto dev,
+                        CudaDevice::Create(options.cuda_ordinal, options.memory_capacity_bytes));
     return std::unique_ptr<Device>(std::move(dev));
 #endif
   }

@@ -10,6 +10,7 @@
 #include "offload/io_backend.h"
 #include "optim/adam.h"
 #include "tierflow/dtype.h"
+#include "tierflow/placement.h"
 
 namespace tierflow {
 
@@ -33,9 +34,10 @@ struct EngineOptions {
   float clip_grad_norm = 0.0f;         // global-norm clipping; 0 = off. Default: 0
   LossScalerOptions loss_scaler;       // used when weights_dtype is fp16
 
-  // Optimizer state: "host" or "nvme".
-  std::string offload = "host";
-  // With offload "nvme": the fraction of sub-groups (by parameters, taken
+  // Optimizer state: kHost or kNvme (kAuto is the planner's to resolve:
+  // Init refuses it).
+  OffloadPlacement offload = OffloadPlacement::kHost;
+  // With offload kNvme: the fraction of sub-groups (by parameters, taken
   // from the model's end) whose state lives on NVMe; the rest stays on host.
   // Default: 1 (all on NVMe).
   double nvme_ratio = 1.0;
@@ -70,18 +72,18 @@ struct EngineOptions {
 };
 
 struct StepStats {
-  int64_t step = 0;             // optimizer steps applied so far (after this one)
-  float loss = 0;               // mean over micro-batches
-  double grad_norm = 0;         // global L2 norm of the unscaled gradient
-  float clip_coef = 1;          // applied to the gradient (1 = no clipping)
-  float loss_scale = 1;         // scale used by this step's backward
-  bool skipped = false;         // non-finite gradients: nothing was updated
-  bool rolled_back = false;     // speculative updates were undone and redone
-  int speculated_groups = 0;    // sub-groups updated during backward
+  int64_t step = 0;                 // optimizer steps applied so far (after this one)
+  float loss = 0;                   // mean over micro-batches
+  double grad_norm = 0;             // global L2 norm of the unscaled gradient
+  float clip_coef = 1;              // applied to the gradient (1 = no clipping)
+  float loss_scale = 1;             // scale used by this step's backward
+  bool skipped = false;             // non-finite gradients: nothing was updated
+  bool rolled_back = false;         // speculative updates were undone and redone
+  int speculated_groups = 0;        // sub-groups updated during backward
   bool speculation_paused = false;  // the step before was clipped: no speculation (see options)
-  double wall_seconds = 0;      // from the first forward to the last weight upload
+  double wall_seconds = 0;          // from the first forward to the last weight upload
   std::map<std::string, double> stage_seconds;  // busy time per stage
-  double overlap_efficiency = 0;  // (sum stages - wall) / (sum - longest), 0..1
+  double overlap_efficiency = 0;                // (sum stages - wall) / (sum - longest), 0..1
   uint64_t d2h_bytes = 0, h2d_bytes = 0, nvme_read_bytes = 0, nvme_written_bytes = 0;
   uint64_t device_peak_bytes = 0, pinned_peak_bytes = 0, host_state_bytes = 0;
 };

@@ -29,10 +29,14 @@ Status HostStateTier::Write(int g, const float* master, const float* exp_avg,
   const SubGroup& sg = layout_.groups.at(g);
   const size_t n = sg.num_params, off = sg.global_offset;
   std::memcpy(master_.get() + off, master, n * sizeof(float));
-  if (exp_avg) std::memcpy(exp_avg_.get() + off, exp_avg, n * sizeof(float));
-  else std::memset(exp_avg_.get() + off, 0, n * sizeof(float));
-  if (exp_avg_sq) std::memcpy(exp_avg_sq_.get() + off, exp_avg_sq, n * sizeof(float));
-  else std::memset(exp_avg_sq_.get() + off, 0, n * sizeof(float));
+  if (exp_avg)
+    std::memcpy(exp_avg_.get() + off, exp_avg, n * sizeof(float));
+  else
+    std::memset(exp_avg_.get() + off, 0, n * sizeof(float));
+  if (exp_avg_sq)
+    std::memcpy(exp_avg_sq_.get() + off, exp_avg_sq, n * sizeof(float));
+  else
+    std::memset(exp_avg_sq_.get() + off, 0, n * sizeof(float));
   return Status::Ok();
 }
 

@@ -10,11 +10,11 @@
 namespace tierflow {
 
 struct LossScalerOptions {
-  float static_scale = 0;          // > 0: fixed scale. Default: 0 (dynamic)
-  int initial_scale_power = 16;    // Default: 16 (scale 65536)
-  int scale_window = 1000;         // Default: 1000 good steps to double
-  int hysteresis = 2;              // Default: 2 overflows before halving
-  float min_scale = 1.0f;          // Default: 1
+  float static_scale = 0;        // > 0: fixed scale. Default: 0 (dynamic)
+  int initial_scale_power = 16;  // Default: 16 (scale 65536)
+  int scale_window = 1000;       // Default: 1000 good steps to double
+  int hysteresis = 2;            // Default: 2 overflows before halving
+  float min_scale = 1.0f;        // Default: 1
 };
 
 class LossScaler {

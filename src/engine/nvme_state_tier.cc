@@ -32,8 +32,8 @@ class NvmeStateTier::CompletionWatcher {
   void Watch(offload::IoTicket ticket, std::string track, std::string name) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      pending_.push_back({std::move(ticket), std::move(track), std::move(name),
-                          TraceRecorder::Clock::now()});
+      pending_.push_back(
+          {std::move(ticket), std::move(track), std::move(name), TraceRecorder::Clock::now()});
     }
     cv_.notify_all();
   }
@@ -285,8 +285,8 @@ Status NvmeStateTier::StartWrite(int g, int slot_index, int copy) {
     }
   }
   Slot& slot = slots_[slot_index];
-  TF_ASSIGN_OR_RETURN(slot.ticket, store_->WriteAsync(TensorOf(g, copy), slot.buffer.data(), 0,
-                                                      TensorBytes(g)));
+  TF_ASSIGN_OR_RETURN(slot.ticket,
+                      store_->WriteAsync(TensorOf(g, copy), slot.buffer.data(), 0, TensorBytes(g)));
   slot.state = SlotState::kWriting;
   slot.copy = copy;
   bytes_written_ += TensorBytes(g);
@@ -324,14 +324,16 @@ Status NvmeStateTier::ReleaseSpeculative(int g) {
 }
 
 Status NvmeStateTier::Commit(int g) {
-  if (!pending_[g]) return InternalError("NVMe tier: nothing to commit for " + layout_.groups[g].name);
+  if (!pending_[g])
+    return InternalError("NVMe tier: nothing to commit for " + layout_.groups[g].name);
   pending_[g] = 0;
   current_[g] = 1 - current_[g];
   return Status::Ok();
 }
 
 Status NvmeStateTier::Abort(int g) {
-  if (!pending_[g]) return InternalError("NVMe tier: nothing to abort for " + layout_.groups[g].name);
+  if (!pending_[g])
+    return InternalError("NVMe tier: nothing to abort for " + layout_.groups[g].name);
   pending_[g] = 0;  // the slot (if still writing) holds the other copy: SlotOf ignores it
   return Status::Ok();
 }

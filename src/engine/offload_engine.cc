@@ -32,8 +32,10 @@ Status OffloadEngine::Init() {
   if (options_.sub_group_params == 0) return InvalidArgumentError("sub_group_params must be > 0");
   if (options_.buffer_count < 2) return InvalidArgumentError("buffer_count must be >= 2");
   if (options_.grad_buckets < 2) return InvalidArgumentError("grad_buckets must be >= 2");
-  if (options_.offload != "host" && options_.offload != "nvme") {
-    return InvalidArgumentError("offload must be 'host' or 'nvme', not '" + options_.offload + "'");
+  if (options_.offload != OffloadPlacement::kHost && options_.offload != OffloadPlacement::kNvme) {
+    return InvalidArgumentError("offload must be host or nvme, not " +
+                                std::string(OffloadPlacementName(options_.offload)) +
+                                " (the planner resolves auto)");
   }
   units_ = model_.Units();
   if (units_.empty()) return InvalidArgumentError("the model has no parameter units");
@@ -66,8 +68,8 @@ Status OffloadEngine::Init() {
   TF_ASSIGN_OR_RETURN(acc_, device_.AllocatePinned(total * 4, "fp32 gradient accumulator"));
   staging_.resize(static_cast<size_t>(options_.buffer_count));
   for (StagingSlot& s : staging_) {
-    TF_ASSIGN_OR_RETURN(s.buffer,
-                        device_.AllocatePinned(layout_.max_group_params * wbytes(), "weight staging"));
+    TF_ASSIGN_OR_RETURN(
+        s.buffer, device_.AllocatePinned(layout_.max_group_params * wbytes(), "weight staging"));
     TF_ASSIGN_OR_RETURN(s.uploaded, device_.CreateEvent(false));
   }
   unit_ready_.resize(units_.size());
@@ -78,11 +80,12 @@ Status OffloadEngine::Init() {
   // Which sub-groups live on NVMe: the last nvme_ratio of the parameters.
   group_tier_.assign(layout_.groups.size(), nullptr);
   std::vector<int> nvme_groups;
-  if (options_.offload == "nvme") {
+  if (options_.offload == OffloadPlacement::kNvme) {
     const double ratio = std::clamp(options_.nvme_ratio, 0.0, 1.0);
     const uint64_t host_params = static_cast<uint64_t>(std::llround((1.0 - ratio) * total));
     for (size_t g = 0; g < layout_.groups.size(); ++g) {
-      if (layout_.groups[g].global_offset >= host_params) nvme_groups.push_back(static_cast<int>(g));
+      if (layout_.groups[g].global_offset >= host_params)
+        nvme_groups.push_back(static_cast<int>(g));
     }
   }
   if (nvme_groups.size() < layout_.groups.size()) {
@@ -146,14 +149,15 @@ Status OffloadEngine::UploadAllWeights() {
   for (size_t g = 0; g < layout_.groups.size(); ++g) {
     const SubGroup& sg = layout_.groups[g];
     std::vector<float> master(sg.num_params);
-    TF_RETURN_IF_ERROR(TierOf(static_cast<int>(g)).Read(static_cast<int>(g), master.data(), nullptr, nullptr));
+    TF_RETURN_IF_ERROR(
+        TierOf(static_cast<int>(g)).Read(static_cast<int>(g), master.data(), nullptr, nullptr));
     StagingSlot& slot = staging_[0];
     TF_RETURN_IF_ERROR(slot.uploaded->HostWait());
     ConvertBuffer(DType::kF32, master.data(), options_.weights_dtype, slot.buffer.data(),
                   sg.num_params);
-    TF_RETURN_IF_ERROR(h2d_->CopyHostToDevice(
-        static_cast<char*>(weights_.data()) + sg.global_offset * wbytes(), slot.buffer.data(),
-        sg.num_params * wbytes()));
+    TF_RETURN_IF_ERROR(
+        h2d_->CopyHostToDevice(static_cast<char*>(weights_.data()) + sg.global_offset * wbytes(),
+                               slot.buffer.data(), sg.num_params * wbytes()));
     TF_RETURN_IF_ERROR(h2d_->Record(*slot.uploaded));
   }
   for (auto& e : unit_ready_) TF_RETURN_IF_ERROR(h2d_->Record(*e));

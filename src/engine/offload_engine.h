@@ -90,10 +90,10 @@ class OffloadEngine : public UnitAccess {
 
  private:
   struct Bucket {
-    DeviceBuffer grads;     // (max_unit_params,) fp32 on the device
-    PinnedBuffer staging;   // (max_unit_params,) fp32, D2H target
+    DeviceBuffer grads;    // (max_unit_params,) fp32 on the device
+    PinnedBuffer staging;  // (max_unit_params,) fp32, D2H target
     std::unique_ptr<Event> filled;
-    bool busy = false;      // guarded by mu_
+    bool busy = false;  // guarded by mu_
     int unit = -1;
   };
   struct StagingSlot {
@@ -155,16 +155,16 @@ class OffloadEngine : public UnitAccess {
   TraceRecorder* trace_;
 
   std::unique_ptr<Stream> compute_, d2h_, h2d_;
-  DeviceBuffer weights_;             // (total_params,) weights dtype
+  DeviceBuffer weights_;  // (total_params,) weights dtype
   std::vector<Bucket> buckets_;
-  PinnedBuffer acc_;                 // (total_params,) fp32 gradient accumulator
+  PinnedBuffer acc_;  // (total_params,) fp32 gradient accumulator
   std::vector<StagingSlot> staging_;
   size_t next_staging_ = 0;
   std::vector<std::unique_ptr<Event>> unit_ready_;  // per unit
   std::unique_ptr<StateTier> host_tier_, nvme_tier_;
   std::vector<StateTier*> group_tier_;
-  std::vector<float> spec_backup_;   // host-tier speculation backups, 3 * spec capacity
-  PinnedBuffer spec_out_;            // speculative updated weights, weights dtype
+  std::vector<float> spec_backup_;  // host-tier speculation backups, 3 * spec capacity
+  PinnedBuffer spec_out_;           // speculative updated weights, weights dtype
   std::unique_ptr<Event> spec_uploaded_;
   uint64_t spec_capacity_params_ = 0;
   std::vector<Speculation> speculations_;  // worker only
@@ -186,13 +186,13 @@ class OffloadEngine : public UnitAccess {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Arrival> queue_;
-  std::deque<int> spec_pending_;      // sub-groups waiting to be speculated
-  int64_t spec_step_ = 0;             // the step they belong to
+  std::deque<int> spec_pending_;  // sub-groups waiting to be speculated
+  int64_t spec_step_ = 0;         // the step they belong to
   uint64_t spec_queued_params_ = 0;
   std::deque<StepContext> steps_;
   std::vector<int64_t> unit_ready_step_;  // per unit: step whose update is enqueued
   int64_t optimizer_step_ = 0;
-  int64_t finished_step_ = 0;             // last step fully uploaded
+  int64_t finished_step_ = 0;  // last step fully uploaded
   Status worker_error_;
   std::thread worker_;
 };

@@ -203,8 +203,9 @@ Status OffloadEngine::Speculate(StepContext& ctx, int g) {
   Speculation s{g, spec_used_params_, spec_used_params_};
   // Read ahead the groups that arrive next (backward order) while this one computes.
   const size_t pos = backward_pos_[g];
-  for (size_t i = pos + 1; i < backward_order_.size() &&
-                           i <= pos + static_cast<size_t>(options_.buffer_count - 2); ++i) {
+  for (size_t i = pos + 1;
+       i < backward_order_.size() && i <= pos + static_cast<size_t>(options_.buffer_count - 2);
+       ++i) {
     TF_RETURN_IF_ERROR(TierOf(backward_order_[i]).Prefetch(backward_order_[i]));
   }
   TF_ASSIGN_OR_RETURN(StateView view, tier.Acquire(g));
@@ -340,7 +341,8 @@ Status OffloadEngine::PrefetchForward(size_t from_index) {
       ++prefetched_upto_;
       continue;
     }
-    TF_RETURN_IF_ERROR(TierOf(static_cast<int>(prefetched_upto_)).Prefetch(static_cast<int>(prefetched_upto_)));
+    TF_RETURN_IF_ERROR(
+        TierOf(static_cast<int>(prefetched_upto_)).Prefetch(static_cast<int>(prefetched_upto_)));
     ++prefetched_upto_;
   }
   return Status::Ok();
@@ -350,7 +352,8 @@ Status OffloadEngine::PrefetchNextStep(bool wait_for_writes) {
   // Acquire needs one slot free, so buffer_count - 1 may be read ahead.
   const size_t n = std::min(layout_.groups.size(), static_cast<size_t>(options_.buffer_count) - 1);
   for (size_t i = 0; i < n; ++i) {
-    const int g = options_.pipeline == Pipeline::kOverlapped ? backward_order_[i] : static_cast<int>(i);
+    const int g =
+        options_.pipeline == Pipeline::kOverlapped ? backward_order_[i] : static_cast<int>(i);
     StateTier& tier = TierOf(g);
     TF_RETURN_IF_ERROR(wait_for_writes ? tier.PrefetchWaitingForWrites(g) : tier.Prefetch(g));
   }

@@ -19,13 +19,13 @@ struct SubGroup {
   uint64_t unit_offset = 0;    // first parameter, relative to the unit
   uint64_t global_offset = 0;  // first parameter, relative to the whole model
   uint64_t num_params = 0;
-  std::string name;            // "<unit>.sg<k>", names state tensors
+  std::string name;  // "<unit>.sg<k>", names state tensors
 };
 
 struct SubGroupLayout {
-  std::vector<SubGroup> groups;            // forward order
-  std::vector<uint64_t> unit_offsets;      // (num_units + 1,) prefix sums of unit sizes
-  std::vector<std::vector<int>> by_unit;   // unit -> indices into groups
+  std::vector<SubGroup> groups;           // forward order
+  std::vector<uint64_t> unit_offsets;     // (num_units + 1,) prefix sums of unit sizes
+  std::vector<std::vector<int>> by_unit;  // unit -> indices into groups
   uint64_t total_params = 0;
   uint64_t max_unit_params = 0;
   uint64_t max_group_params = 0;

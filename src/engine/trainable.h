@@ -25,8 +25,8 @@ struct UnitInfo {
 
 // One micro-batch, host memory, owned by the caller until the step returns.
 struct MicroBatch {
-  const int32_t* inputs = nullptr;   // (batch, seq_len) token ids, or model-defined
-  const int32_t* targets = nullptr;  // (batch, seq_len) next-token ids; ignore index allowed
+  const int32_t* inputs = nullptr;       // (batch, seq_len) token ids, or model-defined
+  const int32_t* targets = nullptr;      // (batch, seq_len) next-token ids; ignore index allowed
   const float* dense_inputs = nullptr;   // (batch, in_features) for non-token models
   const float* dense_targets = nullptr;  // (batch, out_features)
   int batch = 0;

@@ -8,7 +8,9 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <filesystem>
 #include <string>
+#include <system_error>
 
 namespace tierflow {
 namespace {
@@ -140,6 +142,50 @@ Status WriteStringToFileAtomically(FileSystem* fs, const std::string& path,
                                    std::string_view contents) {
   return WriteFileAtomically(
       fs, path, [contents](WritableFile& f) { return f.Append(contents.data(), contents.size()); });
+}
+
+std::string ReplacedDirectoryAsidePrefix(const std::string& name) { return "." + name + ".old-"; }
+
+Status ReplaceDirectory(FileSystem* fs, const std::string& tmp_dir, const std::string& final_dir) {
+  namespace stdfs = std::filesystem;
+  if (fs == nullptr) fs = DefaultFileSystem();
+  stdfs::path target(final_dir);
+  if (!target.has_filename()) target = target.parent_path();  // "out/model/"
+  const std::string parent = DirectoryOf(target.string());
+  const std::string aside =
+      (stdfs::path(parent) /
+       (ReplacedDirectoryAsidePrefix(target.filename().string()) + std::to_string(::getpid())))
+          .string();
+  std::error_code ec;
+  // symlink_status: a link in final_dir's place is itself moved aside and
+  // removed, never followed. Type `none` is an error other than not-found.
+  const stdfs::file_status status = stdfs::symlink_status(target, ec);
+  if (status.type() == stdfs::file_type::none) {
+    return IoError("stat " + target.string() + ": " + ec.message());
+  }
+  const bool had_old = stdfs::exists(status);
+  if (had_old) {
+    // An aside copy already there (same pid: an earlier failed fsync, or a
+    // dead process's) is superseded by final_dir, and would make rename(2)
+    // fail with ENOTEMPTY.
+    stdfs::remove_all(aside, ec);
+    if (ec) {
+      return IoError("remove " + aside + " (an earlier replacement's leftover): " + ec.message());
+    }
+    TF_RETURN_IF_ERROR(fs->RenameFile(target.string(), aside)
+                           .WithContext("moving the previous " + target.string() + " aside"));
+  }
+  if (Status s = fs->RenameFile(tmp_dir, target.string()); !s.ok()) {
+    std::string kept = "the previous one, if any, is unchanged";
+    if (had_old && !fs->RenameFile(aside, target.string()).ok()) {
+      kept = "the previous one could not be put back and is at " + aside;
+    }
+    return s.WithContext("putting " + target.string() + " in place (" + kept + ")");
+  }
+  TF_RETURN_IF_ERROR(
+      fs->SyncDirectory(parent).WithContext(target.string() + " is in place but not yet durable"));
+  if (had_old) stdfs::remove_all(aside, ec);  // a leftover is the caller's to remove next time
+  return Status::Ok();
 }
 
 }  // namespace tierflow

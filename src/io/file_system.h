@@ -68,4 +68,27 @@ Status WriteStringToFileAtomically(FileSystem* fs, const std::string& path,
 // The directory part of `path` ("." when it has none), for SyncDirectory.
 std::string DirectoryOf(const std::string& path);
 
+// The one way tierflow replaces a directory (a checkpoint, the final model):
+// puts `tmp_dir`, fully written, in place as `final_dir`, crash-safely.
+// Making tmp_dir's contents durable (fsync of its files and of tmp_dir
+// itself) is the caller's business; both must be in the same parent
+// directory, since rename(2) does not cross file systems.
+//  1. an existing `final_dir` is renamed aside to PARENT/.NAME.old-PID
+//     (ReplacedDirectoryAsidePrefix(NAME) + PID);
+//  2. `tmp_dir` is renamed to `final_dir`; on failure the old one is put back
+//     and the error returned (tmp_dir is left to the caller);
+//  3. PARENT is fsync'd, so the renames survive a power cut; on failure the
+//     error says the new directory is in place but not yet durable, and the
+//     old one is kept aside;
+//  4. the old one is removed (best effort: a leftover of this or of a crash
+//     between 1 and 4 has the aside name, for the caller's next run to
+//     remove; whoever replaces `final_dir` must hold the lock over PARENT).
+// A crash at any point leaves `final_dir` either old or new, or, between 1
+// and 2, only the aside copy. `fs` may be null (DefaultFileSystem); renames
+// and the fsync go through it, the removal in step 4 does not.
+Status ReplaceDirectory(FileSystem* fs, const std::string& tmp_dir, const std::string& final_dir);
+
+// ".NAME.old-": how ReplaceDirectory names the copy it moves aside.
+std::string ReplacedDirectoryAsidePrefix(const std::string& name);
+
 }  // namespace tierflow

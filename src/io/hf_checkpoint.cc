@@ -14,6 +14,7 @@
 
 #include "common/cancel.h"
 #include "common/path_component.h"
+#include "io/file_reader.h"
 #include "io/json_util.h"
 
 namespace tierflow {
@@ -99,7 +100,7 @@ StatusOr<HfCheckpoint> HfCheckpoint::Open(const std::string& dir) {
   }
 
   ckpt.sharded_ = true;
-  TF_ASSIGN_OR_RETURN(std::string index_text, ReadSmallFile(index_path, kMaxIndexBytes));
+  TF_ASSIGN_OR_RETURN(std::string index_text, ReadFileToString(index_path, kMaxIndexBytes));
   Json index;
   TF_RETURN_IF_ERROR(ParseJsonStrict(index_text, "index " + index_path, &index));
   auto bad_index = [&](const std::string& what) {

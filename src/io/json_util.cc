@@ -1,11 +1,6 @@
-// Strict JSON parsing (duplicate keys rejected) and small-file reading for index and config files.
+// Strict JSON parsing (duplicate keys rejected) and typed field reads.
 #include "io/json_util.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <set>
 #include <vector>
 
@@ -50,7 +45,8 @@ Status ParseJson(std::string_view text, std::string_view what, const JsonParseOp
         break;
       case Json::parse_event_t::key:
         last_key = parsed.get<std::string>();
-        if (options.reject_duplicate_keys && !keys.empty() && !keys.back().insert(last_key).second && duplicate.empty()) {
+        if (options.reject_duplicate_keys && !keys.empty() &&
+            !keys.back().insert(last_key).second && duplicate.empty()) {
           duplicate = "key " + QuotedExcerpt(last_key) + " appears twice " +
                       (keys.size() == 1 ? std::string("at top level")
                                         : "inside " + QuotedExcerpt(object_names.back()));
@@ -103,35 +99,6 @@ std::string JsonExcerpt(const nlohmann::json& value, size_t max_chars) {
         return "a value that cannot be shown";
       }
   }
-}
-
-StatusOr<std::string> ReadSmallFile(const std::string& path, size_t max_num_bytes) {
-  int fd;
-  do {
-    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  } while (fd < 0 && errno == EINTR);
-  if (fd < 0) return ErrnoStatus(errno, "open " + path);
-  std::string contents;
-  Status s;
-  char buf[1 << 16];
-  while (true) {
-    ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      s = ErrnoStatus(errno, "read " + path);
-      break;
-    }
-    if (n == 0) break;
-    if (contents.size() + static_cast<size_t>(n) > max_num_bytes) {
-      s = InvalidArgumentError(path + " is larger than " + std::to_string(max_num_bytes) +
-                               " bytes; it is not the small JSON file expected here");
-      break;
-    }
-    contents.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  if (!s.ok()) return s;
-  return contents;
 }
 
 namespace {

@@ -25,8 +25,8 @@ namespace tierflow {
 inline constexpr int kMaxJsonDepth = 64;
 
 struct JsonParseOptions {
-  int max_depth = kMaxJsonDepth;       // arrays/objects nested deeper are an error
-  bool reject_duplicate_keys = true;   // false: the last value wins, as Python's json
+  int max_depth = kMaxJsonDepth;      // arrays/objects nested deeper are an error
+  bool reject_duplicate_keys = true;  // false: the last value wins, as Python's json
   bool allow_comments = false;
 };
 
@@ -44,10 +44,6 @@ Status ParseJsonStrict(std::string_view text, std::string_view what, nlohmann::j
 // JSON (strings cut to `max_chars`, invalid UTF-8 replaced), arrays and
 // objects by kind and size ("an array of 3 elements"). Never throws.
 std::string JsonExcerpt(const nlohmann::json& value, size_t max_chars = 64);
-
-// Reads a whole (small) file, e.g. an index or config.json. Errors: ErrnoStatus
-// naming the path; InvalidArgument if it is larger than `max_num_bytes`.
-StatusOr<std::string> ReadSmallFile(const std::string& path, size_t max_num_bytes);
 
 // Typed, non-throwing reads of one field of an outside JSON object (nlohmann's
 // value() and get() throw type_error on a field of the wrong type, which a

@@ -6,8 +6,8 @@
 
 namespace tierflow {
 
-GemmParams PackedGemm(int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b,
-                      DType ab_type, DType c_type, int64_t batch) {
+GemmParams PackedGemm(int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b, DType ab_type,
+                      DType c_type, int64_t batch) {
   GemmParams p;
   p.m = m;
   p.n = n;
@@ -37,9 +37,12 @@ Status ValidateGemm(const GemmParams& p) {
   }
   int64_t a_cols = p.trans_a ? p.m : p.k;
   int64_t b_cols = p.trans_b ? p.k : p.n;
-  if (p.lda < std::max<int64_t>(a_cols, 1)) return bad("lda " + std::to_string(p.lda) + " < " + std::to_string(a_cols));
-  if (p.ldb < std::max<int64_t>(b_cols, 1)) return bad("ldb " + std::to_string(p.ldb) + " < " + std::to_string(b_cols));
-  if (p.ldc < std::max<int64_t>(p.n, 1)) return bad("ldc " + std::to_string(p.ldc) + " < " + std::to_string(p.n));
+  if (p.lda < std::max<int64_t>(a_cols, 1))
+    return bad("lda " + std::to_string(p.lda) + " < " + std::to_string(a_cols));
+  if (p.ldb < std::max<int64_t>(b_cols, 1))
+    return bad("ldb " + std::to_string(p.ldb) + " < " + std::to_string(b_cols));
+  if (p.ldc < std::max<int64_t>(p.n, 1))
+    return bad("ldc " + std::to_string(p.ldc) + " < " + std::to_string(p.n));
   if (p.m * p.n > 0 && p.c == nullptr) return bad("C is null");
   if (p.m * p.n * p.k > 0 && (p.a == nullptr || p.b == nullptr)) return bad("A or B is null");
   return Status::Ok();

@@ -32,8 +32,8 @@ struct GemmParams {
 };
 
 // Fills lda/ldb/ldc with the tight values for the shapes and strides for packed batches.
-GemmParams PackedGemm(int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b,
-                      DType ab_type, DType c_type, int64_t batch = 1);
+GemmParams PackedGemm(int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b, DType ab_type,
+                      DType c_type, int64_t batch = 1);
 
 // Checks shapes, leading dimensions and dtype combination.
 Status ValidateGemm(const GemmParams& p);

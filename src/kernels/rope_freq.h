@@ -32,15 +32,16 @@ enum class RopeScaling : int { kNone = 0, kLinear = 1, kLlama3 = 2 };
 struct RopeFreq {
   float theta = 10000.0f;
   RopeScaling scaling = RopeScaling::kNone;
-  float factor = 1.0f;                   // linear, llama3
-  float low_freq_factor = 1.0f;          // llama3
-  float high_freq_factor = 4.0f;         // llama3; > low_freq_factor
-  float original_max_positions = 8192;   // llama3
+  float factor = 1.0f;                  // linear, llama3
+  float low_freq_factor = 1.0f;         // llama3
+  float high_freq_factor = 4.0f;        // llama3; > low_freq_factor
+  float original_max_positions = 8192;  // llama3
 };
 
 TF_ROPE_HOST_DEVICE inline float RopeInvFreq(int64_t i, int64_t head_size, const RopeFreq& f) {
-  const float inv = static_cast<float>(
-      1.0 / pow(static_cast<double>(f.theta), static_cast<double>(2 * i) / static_cast<double>(head_size)));
+  const float inv =
+      static_cast<float>(1.0 / pow(static_cast<double>(f.theta),
+                                   static_cast<double>(2 * i) / static_cast<double>(head_size)));
   switch (f.scaling) {
     case RopeScaling::kNone:
       return inv;

@@ -4,13 +4,13 @@
 // optional keys are the transformers library's defaults for that model_type,
 // so a config that loads in transformers means the same thing here.
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "common/path_component.h"
+#include "io/file_reader.h"
+#include "io/json_reader.h"
 #include "io/json_util.h"
 #include "tierflow/model_config.h"
 
@@ -19,40 +19,36 @@ namespace {
 
 using nlohmann::json;
 
-// Typed access to one config.json object; every error names the source and key.
+// Typed access to one config.json object through io's JsonReader: every
+// error reads "config.json 'SOURCE': KEY: ...". JSON null reads as "not
+// given", as in transformers.
 class ConfigReader {
  public:
   // key_prefix names a nested object in errors, e.g. "rope_scaling.".
   ConfigReader(const json& object, std::string_view source, std::string_view key_prefix = "")
-      : j_(object), source_(source), prefix_(key_prefix) {}
+      : j_(object), reader_("config.json '" + std::string(source) + "'"), prefix_(key_prefix) {}
 
   Status Error(std::string_view key, std::string_view what) const {
-    return InvalidArgumentError("config.json '" + source_ + "': key '" + prefix_ + std::string(key) +
-                                "' " + std::string(what));
+    return reader_.Error(Path(key), what);
   }
 
-  bool Has(std::string_view key) const {
-    auto it = j_.find(key);
-    return it != j_.end() && !it->is_null();
-  }
+  bool Has(std::string_view key) const { return JsonReader::Find(j_, key) != nullptr; }
 
   // A positive integer no larger than `max` (a dimension bound from
   // model_config.h). The error shows the value as written, never narrowed.
   StatusOr<int64_t> PositiveInt(std::string_view key, int64_t max) const {
-    auto it = j_.find(key);
-    if (it == j_.end() || it->is_null()) return Error(key, "is missing (a positive integer)");
-    if (!it->is_number_integer()) {
-      return Error(key, "must be a positive integer, got " + JsonExcerpt(*it));
+    const json* v = JsonReader::Find(j_, key);
+    if (v == nullptr) return Error(key, "is missing (a positive integer)");
+    int64_t i = 0;
+    if (Status s = reader_.Int(*v, Path(key), 1, max, &i); !s.ok()) {
+      // Say why a bound that large exists: it is tierflow's, not the model's.
+      if (v->is_number() && v->get<double>() > static_cast<double>(max)) {
+        return InvalidArgumentError(s.message() + " (tierflow's limit of " + std::to_string(max) +
+                                    ", far above any real model)");
+      }
+      return s;
     }
-    // Compared as parsed: an unsigned above INT64_MAX would wrap in get<int64_t>().
-    const bool positive =
-        it->is_number_unsigned() ? it->get<uint64_t>() > 0 : it->get<int64_t>() > 0;
-    if (!positive) return Error(key, "must be a positive integer, got " + JsonExcerpt(*it));
-    if (it->get<uint64_t>() > static_cast<uint64_t>(max)) {
-      return Error(key, "is " + JsonExcerpt(*it) + ", more than tierflow's limit of " +
-                            std::to_string(max) + " (far above any real model)");
-    }
-    return it->get<int64_t>();
+    return i;
   }
 
   // The first of `keys` that is present (older GPT-2 configs say n_ctx).
@@ -74,33 +70,36 @@ class ConfigReader {
   }
 
   StatusOr<double> PositiveNumberOr(std::string_view key, double fallback) const {
-    if (!Has(key)) return fallback;
-    const json& v = j_.at(std::string(key));
-    if (!v.is_number() || !(v.get<double>() > 0)) {
-      return Error(key, "must be a positive number, got " + JsonExcerpt(v));
-    }
-    return v.get<double>();
+    const json* v = JsonReader::Find(j_, key);
+    if (v == nullptr) return fallback;
+    double d = 0;
+    TF_RETURN_IF_ERROR(reader_.PositiveNumber(*v, Path(key), &d));
+    return d;
   }
 
   StatusOr<bool> BoolOr(std::string_view key, bool fallback) const {
-    if (!Has(key)) return fallback;
-    const json& v = j_.at(std::string(key));
-    if (!v.is_boolean()) return Error(key, "must be true or false, got " + JsonExcerpt(v));
-    return v.get<bool>();
+    const json* v = JsonReader::Find(j_, key);
+    if (v == nullptr) return fallback;
+    bool b = false;
+    TF_RETURN_IF_ERROR(reader_.Bool(*v, Path(key), &b));
+    return b;
   }
 
   StatusOr<std::string> StringOr(std::string_view key, std::string fallback) const {
-    if (!Has(key)) return fallback;
-    const json& v = j_.at(std::string(key));
-    if (!v.is_string()) return Error(key, "must be a string, got " + JsonExcerpt(v));
-    return v.get<std::string>();
+    const json* v = JsonReader::Find(j_, key);
+    if (v == nullptr) return fallback;
+    std::string str;
+    TF_RETURN_IF_ERROR(reader_.String(*v, Path(key), &str));
+    return str;
   }
 
   const json& object() const { return j_; }
 
  private:
+  std::string Path(std::string_view key) const { return prefix_ + std::string(key); }
+
   const json& j_;
-  std::string source_;
+  JsonReader reader_;
   std::string prefix_;
 };
 
@@ -260,15 +259,13 @@ StatusOr<ModelConfig> LoadModelConfig(const std::string& path) {
   std::error_code ec;
   fs::path file = path;
   if (fs::is_directory(file, ec)) file /= "config.json";
-  std::ifstream in(file, std::ios::binary);
-  if (!in) {
+  auto text = ReadFileToString(file.string(), kMaxModelConfigBytes);
+  if (text.status().code() == StatusCode::kNotFound) {
     return NotFoundError("cannot open model config '" + file.string() +
                          "': give a config.json file or a directory holding one");
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return IoError("reading model config '" + file.string() + "' failed");
-  return ParseModelConfigJson(text.str(), file.string());
+  if (!text.ok()) return text.status().WithContext("model config");
+  return ParseModelConfigJson(*text, file.string());
 }
 
 StatusOr<ModelConfig> ResolveModel(std::string_view spec) {

@@ -9,6 +9,7 @@
 #include <system_error>
 
 #include "common/cancel.h"
+#include "io/file_reader.h"
 #include "io/json_util.h"
 #include "kernels/pointwise.h"
 
@@ -76,9 +77,9 @@ Status ReadHfUnit(const HfCheckpoint& checkpoint, const ParamLayout& layout, int
 StatusOr<HfModel> LoadHfModel(const std::string& dir) {
   HfModel model;
   TF_ASSIGN_OR_RETURN(model.config, LoadModelConfig(dir));
-  TF_ASSIGN_OR_RETURN(
-      model.config_json,
-      ReadSmallFile((std::filesystem::path(dir) / "config.json").string(), 16u << 20));
+  TF_ASSIGN_OR_RETURN(model.config_json,
+                      ReadFileToString((std::filesystem::path(dir) / "config.json").string(),
+                                       kMaxModelConfigBytes));
   TF_ASSIGN_OR_RETURN(model.layout, MakeParamLayout(model.config));
   TF_ASSIGN_OR_RETURN(HfCheckpoint checkpoint, HfCheckpoint::Open(dir));
   TF_RETURN_IF_ERROR(ValidateHfCheckpoint(checkpoint, model.layout));
@@ -100,7 +101,7 @@ StatusOr<ResolvedModel> ResolveTrainableModel(const std::string& spec) {
   if (fs::is_regular_file(path, ec)) path = path.parent_path();
   if (!fs::is_directory(path, ec) || !fs::exists(path / "config.json", ec)) return resolved;
   TF_ASSIGN_OR_RETURN(resolved.config_json,
-                      ReadSmallFile((path / "config.json").string(), 16u << 20));
+                      ReadFileToString((path / "config.json").string(), kMaxModelConfigBytes));
   if (fs::exists(path / kHfSingleFileName, ec) || fs::exists(path / kHfIndexFileName, ec)) {
     resolved.weights_dir = path.string();
   }

@@ -169,8 +169,9 @@ Status ValidateModelConfig(const ModelConfig& c) {
   if (c.rope_scaling_type == "llama3" &&
       !(c.rope_low_freq_factor > 0 && c.rope_high_freq_factor > c.rope_low_freq_factor &&
         std::isfinite(c.rope_high_freq_factor) && c.rope_original_max_positions > 0)) {
-    return Invalid(c, "llama3 rope_scaling needs 0 < low_freq_factor < high_freq_factor and "
-                      "original_max_position_embeddings > 0");
+    return Invalid(c,
+                   "llama3 rope_scaling needs 0 < low_freq_factor < high_freq_factor and "
+                   "original_max_position_embeddings > 0");
   }
   return Status::Ok();
 }

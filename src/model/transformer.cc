@@ -155,9 +155,9 @@ StatusOr<std::unique_ptr<TransformerModel>> TransformerModel::Create(Device& dev
     return InvalidArgumentError("transformer '" + config.name +
                                 "': head_chunk_logits must be >= 1");
   }
-  const bool scaling_applied =
-      config.rope_scaling_type.empty() || config.rope_scaling_type == "linear" ||
-      config.rope_scaling_type == "llama3";
+  const bool scaling_applied = config.rope_scaling_type.empty() ||
+                               config.rope_scaling_type == "linear" ||
+                               config.rope_scaling_type == "llama3";
   if (!scaling_applied && !shape.allow_unscaled_rope) {
     return UnimplementedError(
         "transformer '" + config.name + "': rope_scaling '" + config.rope_scaling_type +

@@ -12,9 +12,7 @@ using optim_internal::BlockBuffer;
 using optim_internal::FloatBlock;
 
 Status ValidateAdamOptions(const AdamOptions& o) {
-  auto bad = [](const std::string& what) {
-    return InvalidArgumentError("Adam options: " + what);
-  };
+  auto bad = [](const std::string& what) { return InvalidArgumentError("Adam options: " + what); };
   if (!std::isfinite(o.lr) || o.lr < 0) return bad("lr must be finite and >= 0");
   if (!(o.beta1 >= 0 && o.beta1 < 1)) return bad("beta1 must be in [0, 1)");
   if (!(o.beta2 >= 0 && o.beta2 < 1)) return bad("beta2 must be in [0, 1)");
@@ -51,8 +49,8 @@ StatusOr<StepResult> AdamStep(const AdamOptions& o, const AdamStepArgs& args,
   const float eps = o.eps, weight_decay = o.weight_decay, grad_scale = args.grad_scale;
 
   StepResult result;
-  result.has_non_finite_grads = optim_internal::ParallelForBlocks(
-      spans, [&]<int N>(size_t begin, Eigen::Index len) {
+  result.has_non_finite_grads =
+      optim_internal::ParallelForBlocks(spans, [&]<int N>(size_t begin, Eigen::Index len) {
         BlockBuffer g_buffer;
         optim_internal::LoadScaledGrads<N>(spans.grads, spans.grad_dtype, begin, len, grad_scale,
                                            g_buffer.data);

@@ -22,13 +22,13 @@
 namespace tierflow {
 
 struct AdamOptions {
-  float lr = 1e-3f;            // Default: 1e-3. May change between calls (schedules).
-  float beta1 = 0.9f;          // Default: 0.9. REQUIRES: 0 <= beta1 < 1.
-  float beta2 = 0.999f;        // Default: 0.999. REQUIRES: 0 <= beta2 < 1.
-  float eps = 1e-8f;           // Default: 1e-8. REQUIRES: eps >= 0.
-  float weight_decay = 0.0f;   // Default: 0. REQUIRES: >= 0.
-  bool decoupled = true;       // Default: true (AdamW). false: L2 decay added to the gradient (Adam).
-  bool bias_correction = true; // Default: true.
+  float lr = 1e-3f;           // Default: 1e-3. May change between calls (schedules).
+  float beta1 = 0.9f;         // Default: 0.9. REQUIRES: 0 <= beta1 < 1.
+  float beta2 = 0.999f;       // Default: 0.999. REQUIRES: 0 <= beta2 < 1.
+  float eps = 1e-8f;          // Default: 1e-8. REQUIRES: eps >= 0.
+  float weight_decay = 0.0f;  // Default: 0. REQUIRES: >= 0.
+  bool decoupled = true;  // Default: true (AdamW). false: L2 decay added to the gradient (Adam).
+  bool bias_correction = true;  // Default: true.
 };
 
 // What changes from one call to the next.

@@ -27,10 +27,10 @@
 #define EIGEN_HAS_FP16_C
 #endif
 
-#include <Eigen/Core>
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 #include <tbb/partitioner.h>
+#include <Eigen/Core>
 
 #include <atomic>
 #include <cmath>
@@ -172,9 +172,9 @@ bool ParallelForBlocks(const OptimSpans& spans, const BlockFn& block_fn) {
 
 template <typename Half>
 inline constexpr bool kHasPacketCast =
-    Eigen::internal::packet_traits<Half>::Vectorizable &&
-    Eigen::internal::unpacket_traits<typename Eigen::internal::packet_traits<Half>::type>::size ==
-        Eigen::internal::unpacket_traits<Eigen::internal::packet_traits<float>::type>::size;
+    Eigen::internal::packet_traits<Half>::Vectorizable&& Eigen::internal::unpacket_traits<
+        typename Eigen::internal::packet_traits<Half>::type>::size ==
+    Eigen::internal::unpacket_traits<Eigen::internal::packet_traits<float>::type>::size;
 
 // dst[i] = float(src[i]) * scale for i in [0, len).
 template <typename Half>

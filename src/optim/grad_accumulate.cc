@@ -29,7 +29,8 @@ void AccumulateGradRange(float* acc, const void* grads, DType grad_dtype, size_t
   switch (grad_dtype) {
     case DType::kF32:
       if (first) {
-        std::memcpy(acc + begin, static_cast<const float*>(grads) + begin, (end - begin) * sizeof(float));
+        std::memcpy(acc + begin, static_cast<const float*>(grads) + begin,
+                    (end - begin) * sizeof(float));
       } else {
         AccumulateTyped(acc, static_cast<const float*>(grads), begin, end, false);
       }

@@ -17,7 +17,8 @@ StatusOr<StepResult> LionStep(const LionOptions& o, const LionStepArgs& args,
     return InvalidArgumentError(
         "Lion options: need finite lr >= 0, beta1 and beta2 in [0, 1], weight_decay >= 0");
   }
-  if (!std::isfinite(args.grad_scale)) return InvalidArgumentError("Lion grad_scale must be finite");
+  if (!std::isfinite(args.grad_scale))
+    return InvalidArgumentError("Lion grad_scale must be finite");
   TF_RETURN_IF_ERROR(ValidateOptimSpans(spans, true, false, "Lion"));
 
   const float decay = static_cast<float>(1.0 - static_cast<double>(o.lr) * o.weight_decay);
@@ -26,8 +27,8 @@ StatusOr<StepResult> LionStep(const LionOptions& o, const LionStepArgs& args,
   const float beta2 = o.beta2, one_minus_beta2 = 1.0f - o.beta2;
 
   StepResult result;
-  result.has_non_finite_grads = optim_internal::ParallelForBlocks(
-      spans, [&]<int N>(size_t begin, Eigen::Index len) {
+  result.has_non_finite_grads =
+      optim_internal::ParallelForBlocks(spans, [&]<int N>(size_t begin, Eigen::Index len) {
         BlockBuffer g_buffer, c_buffer;
         optim_internal::LoadScaledGrads<N>(spans.grads, spans.grad_dtype, begin, len, grad_scale,
                                            g_buffer.data);

@@ -9,9 +9,12 @@ namespace tierflow {
 
 double ReferenceGrad(const void* grads, DType grad_dtype, size_t i) {
   switch (grad_dtype) {
-    case DType::kF32: return static_cast<const float*>(grads)[i];
-    case DType::kBF16: return ToFloat(static_cast<const bf16*>(grads)[i]);
-    case DType::kF16: return ToFloat(static_cast<const fp16*>(grads)[i]);
+    case DType::kF32:
+      return static_cast<const float*>(grads)[i];
+    case DType::kBF16:
+      return ToFloat(static_cast<const bf16*>(grads)[i]);
+    case DType::kF16:
+      return ToFloat(static_cast<const fp16*>(grads)[i]);
   }
   return std::nan("");
 }

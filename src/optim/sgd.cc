@@ -34,8 +34,8 @@ StatusOr<StepResult> SgdStep(const SgdOptions& o, const SgdStepArgs& args,
   const float weight_decay = o.weight_decay, grad_scale = args.grad_scale;
 
   StepResult result;
-  result.has_non_finite_grads = optim_internal::ParallelForBlocks(
-      spans, [&]<int N>(size_t begin, Eigen::Index len) {
+  result.has_non_finite_grads =
+      optim_internal::ParallelForBlocks(spans, [&]<int N>(size_t begin, Eigen::Index len) {
         BlockBuffer g_buffer;
         optim_internal::LoadScaledGrads<N>(spans.grads, spans.grad_dtype, begin, len, grad_scale,
                                            g_buffer.data);

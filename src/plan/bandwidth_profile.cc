@@ -2,11 +2,11 @@
 #include "plan/bandwidth_profile.h"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "io/file_reader.h"
+#include "io/json_reader.h"
 #include "io/json_util.h"
 
 namespace tierflow {
@@ -46,10 +46,10 @@ StatusOr<Bandwidths> ParseBandwidthProfile(std::string_view json_text, std::stri
   if (!j.is_object()) {
     return InvalidArgumentError("bandwidth profile '" + src + "' must hold a JSON object");
   }
+  const JsonReader reader("bandwidth profile '" + src + "'");
   auto version = j.find("version");
   if (version == j.end() || !version->is_number_integer() || *version != 1) {
-    return InvalidArgumentError("bandwidth profile '" + src +
-                                "': key 'version' must be 1 (the schema is in docs/PLANNER.md)");
+    return reader.Error("version", "must be 1 (the schema is in docs/PLANNER.md)");
   }
   Bandwidths b = base;
   struct Key {
@@ -70,16 +70,12 @@ StatusOr<Bandwidths> ParseBandwidthProfile(std::string_view json_text, std::stri
   for (const Key& k : keys) {
     auto it = j.find(k.name);
     if (it == j.end()) continue;
-    if (!it->is_number() || !(it->get<double>() > 0)) {
-      return InvalidArgumentError("bandwidth profile '" + src + "': key '" + k.name +
-                                  "' must be a positive number, got " + JsonExcerpt(*it));
-    }
-    *k.field = it->get<double>();
+    TF_RETURN_IF_ERROR(reader.PositiveNumber(*it, k.name, k.field));
     ++found;
   }
   if (b.device_efficiency > 1) {
-    return InvalidArgumentError("bandwidth profile '" + src +
-                                "': key 'device_efficiency' must be at most 1");
+    return reader.Error("device_efficiency",
+                        "must be at most 1, got " + std::to_string(b.device_efficiency));
   }
   b.source = "profile " + src + " (" + std::to_string(found) + " of 8 rates" +
              (found < 8 ? ", the rest " + base.source : std::string()) + ")";
@@ -87,11 +83,10 @@ StatusOr<Bandwidths> ParseBandwidthProfile(std::string_view json_text, std::stri
 }
 
 StatusOr<Bandwidths> LoadBandwidthProfile(const std::string& path, const Bandwidths& base) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFoundError("cannot open bandwidth profile '" + path + "'");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return ParseBandwidthProfile(text.str(), path, base);
+  // A profile is a few hundred bytes; 1 MiB refuses a wrong path by name.
+  auto text = ReadFileToString(path, 1u << 20);
+  if (!text.ok()) return text.status().WithContext("bandwidth profile");
+  return ParseBandwidthProfile(*text, path, base);
 }
 
 }  // namespace tierflow

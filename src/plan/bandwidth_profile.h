@@ -24,7 +24,8 @@ Bandwidths DefaultBandwidths(bool device_is_gpu, int cores);
 // rate, or text that is not a JSON object.
 StatusOr<Bandwidths> ParseBandwidthProfile(std::string_view json_text, std::string_view source,
                                            const Bandwidths& base);
-// Reads the file at `path` (NotFound when it cannot be opened).
+// Reads the file at `path`. Errors: those of ReadFileToString (NotFound when
+// it is missing; it may hold at most 1 MiB) and of ParseBandwidthProfile.
 StatusOr<Bandwidths> LoadBandwidthProfile(const std::string& path, const Bandwidths& base);
 
 }  // namespace tierflow

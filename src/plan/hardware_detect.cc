@@ -13,10 +13,11 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <thread>
 #include <vector>
+
+#include "io/file_reader.h"
 
 namespace tierflow {
 namespace {
@@ -26,12 +27,12 @@ namespace fs = std::filesystem;
 // v1 reports "no limit" as a huge page-aligned number (9223372036854771712).
 constexpr uint64_t kCgroupV1Unlimited = 1ull << 60;
 
+// /proc and cgroup files are a few KB; an unreadable one (no such
+// controller, no permission) means "no limit known here", not an error.
 bool ReadFile(const fs::path& path, std::string* out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::ostringstream text;
-  text << in.rdbuf();
-  *out = text.str();
+  auto text = ReadFileToString(path.string(), 1u << 20);
+  if (!text.ok()) return false;
+  *out = std::move(text).value();
   return true;
 }
 

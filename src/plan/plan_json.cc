@@ -38,7 +38,7 @@ nlohmann::json PlanToJson(const PlanInput& in, const Hardware& hw, const Plan& p
                 {"checkpointing", in.checkpointing},
                 {"optimizer", std::string(OptimizerKindName(in.optimizer))},
                 {"pipeline", in.pipeline == PipelineKind::kOverlapped ? "overlapped" : "sync"},
-                {"offload_optimizer", std::string(OffloadChoiceName(in.offload))},
+                {"offload_optimizer", std::string(OffloadPlacementName(in.offload))},
                 {"state_bytes_per_param", plan.state_bytes_per_param}};
   const Bandwidths& bw = hw.bandwidths;
   j["hardware"] = {{"device", hw.device_description},
@@ -75,7 +75,7 @@ nlohmann::json PlanToJson(const PlanInput& in, const Hardware& hw, const Plan& p
                         {"total", plan.activations.total()}}}};
   const Placement& p = plan.placement;
   j["placement"] = {{"optimizer_state", p.where()},
-                    {"offload", p.offload()},
+                    {"offload", std::string(OffloadPlacementName(p.offload()))},
                     {"nvme_ratio", p.nvme_ratio},
                     {"host_state_params", p.host_state_params},
                     {"nvme_state_params", p.nvme_state_params},

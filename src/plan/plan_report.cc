@@ -113,8 +113,9 @@ std::string FormatPlanReport(const PlanInput& in, const Hardware& hw, const Plan
           "%d gradient buckets\n",
           static_cast<long long>(p.num_sub_groups), FormatParamCount(p.sub_group_params).c_str(),
           static_cast<long long>(p.nvme_sub_groups), p.buffer_count, p.grad_buckets);
-  Appendf(&out, "  engine options: offload=%s", p.offload().c_str());
-  if (p.offload() == "nvme") Appendf(&out, " nvme_ratio=%.2f", p.nvme_ratio);
+  const std::string offload(OffloadPlacementName(p.offload()));
+  Appendf(&out, "  engine options: offload=%s", offload.c_str());
+  if (p.offload() == OffloadPlacement::kNvme) Appendf(&out, " nvme_ratio=%.2f", p.nvme_ratio);
   Appendf(&out, " sub_group_params=%lld buffer_count=%d grad_buckets=%d\n",
           static_cast<long long>(p.sub_group_params), p.buffer_count, p.grad_buckets);
   out += "\n";

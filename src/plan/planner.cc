@@ -71,7 +71,7 @@ Status ValidateInput(const PlanInput& in, const Hardware& hw) {
     return InvalidArgumentError("the NVMe ratio must be in [0, 1], got " +
                                 std::to_string(in.nvme_ratio));
   }
-  if (in.offload == OffloadChoice::kHost && in.nvme_ratio > 0) {
+  if (in.offload == OffloadPlacement::kHost && in.nvme_ratio > 0) {
     return InvalidArgumentError("a ratio of optimizer state on NVMe (" +
                                 std::to_string(in.nvme_ratio) +
                                 ") contradicts --offload-optimizer host");
@@ -184,8 +184,8 @@ StatusOr<double> ChooseRatio(const PlanInput& in, const Hardware& hw, int64_t pa
                              bool* chosen_by_planner) {
   *chosen_by_planner = false;
   if (in.nvme_ratio >= 0) return in.nvme_ratio;
-  if (in.offload == OffloadChoice::kHost) return 0;
-  if (in.offload == OffloadChoice::kNvme) return 1;
+  if (in.offload == OffloadPlacement::kHost) return 0;
+  if (in.offload == OffloadPlacement::kNvme) return 1;
   *chosen_by_planner = true;
   const double target = static_cast<double>(hw.host_memory_bytes) * kHostAutoPlacementFraction;
   for (int percent = 0; percent <= 100; ++percent) {
@@ -229,7 +229,7 @@ std::string DeviceAdvice(const PlanInput& in, const Plan& plan) {
 std::string HostAdvice(const PlanInput& in, const Plan& plan) {
   const Placement& p = plan.placement;
   if (p.nvme_state_params < plan.params) {
-    std::string how = in.offload == OffloadChoice::kHost
+    std::string how = in.offload == OffloadPlacement::kHost
                           ? "move optimizer state to NVMe (--offload-optimizer nvme, or auto "
                             "to let the planner split it)"
                           : "put more of the optimizer state on NVMe (raise --ratio toward 1)";
@@ -310,26 +310,6 @@ void Explain(const PlanInput& in, Plan& plan) {
 
 }  // namespace
 
-std::string_view OffloadChoiceName(OffloadChoice choice) {
-  switch (choice) {
-    case OffloadChoice::kAuto:
-      return "auto";
-    case OffloadChoice::kHost:
-      return "host";
-    case OffloadChoice::kNvme:
-      return "nvme";
-  }
-  return "?";
-}
-
-StatusOr<OffloadChoice> ParseOffloadChoice(std::string_view name) {
-  if (name == "auto") return OffloadChoice::kAuto;
-  if (name == "host" || name == "cpu") return OffloadChoice::kHost;
-  if (name == "nvme") return OffloadChoice::kNvme;
-  return InvalidArgumentError("unknown optimizer placement '" + std::string(name) +
-                              "': use auto, host or nvme");
-}
-
 uint64_t TierPlan::total_bytes() const {
   uint64_t sum = 0;
   for (const PlanComponent& c : components) sum = SaturatingAdd(sum, c.bytes);
@@ -349,7 +329,9 @@ std::string Placement::where() const {
   return "split";
 }
 
-std::string Placement::offload() const { return nvme_state_params > 0 ? "nvme" : "host"; }
+OffloadPlacement Placement::offload() const {
+  return nvme_state_params > 0 ? OffloadPlacement::kNvme : OffloadPlacement::kHost;
+}
 
 StatusOr<Plan> ComputePlan(const PlanInput& in, const Hardware& hw) {
   TF_RETURN_IF_ERROR(ValidateInput(in, hw));

@@ -17,18 +17,10 @@
 #include "plan/memory_model.h"
 #include "tierflow/dtype.h"
 #include "tierflow/model_config.h"
+#include "tierflow/placement.h"
 #include "tierflow/status.h"
 
 namespace tierflow {
-
-// Where the optimizer state (fp32 master weights and moments) lives.
-enum class OffloadChoice : uint8_t {
-  kAuto,  // on host while it fits, the rest on NVMe (the planner picks the ratio)
-  kHost,  // all on host
-  kNvme,  // on NVMe (ratio 1 unless PlanInput::nvme_ratio says otherwise)
-};
-std::string_view OffloadChoiceName(OffloadChoice choice);  // "auto", "host", "nvme"
-StatusOr<OffloadChoice> ParseOffloadChoice(std::string_view name);
 
 // The engine's two step pipelines (EngineOptions::pipeline).
 enum class PipelineKind : uint8_t {
@@ -44,7 +36,7 @@ struct PlanInput {
   DType dtype = DType::kBF16;  // working weights and activations on the device
   bool checkpointing = true;   // activation checkpointing (keep block inputs, recompute)
   OptimizerKind optimizer = OptimizerKind::kAdamW;
-  OffloadChoice offload = OffloadChoice::kAuto;
+  OffloadPlacement offload = OffloadPlacement::kAuto;
   // Fraction in [0, 1] of the parameters whose optimizer state is on NVMe
   // (the engine's nvme_ratio: the last sub-groups). < 0 = not given: kAuto
   // picks the smallest that fits the host, kHost means 0, kNvme means 1.
@@ -113,9 +105,9 @@ struct Placement {
   int64_t nvme_sub_groups = 0;
   int buffer_count = 0;
   int grad_buckets = 0;
-  bool chosen_by_planner = false;  // false when the user fixed the placement
-  std::string where() const;       // "host", "nvme" or "split"
-  std::string offload() const;     // EngineOptions::offload: "host" or "nvme"
+  bool chosen_by_planner = false;    // false when the user fixed the placement
+  std::string where() const;         // "host", "nvme" or "split"
+  OffloadPlacement offload() const;  // EngineOptions::offload: kHost or kNvme
 };
 
 struct StageTime {

@@ -82,9 +82,13 @@ StatusOr<CleanReport> CleanTier(const std::string& path, bool dry_run) {
       continue;
     }
     auto doc = ReadCheckpointState(c);
+    // Typed (a mistyped optimizer_layout is not an nvme checkpoint, and must
+    // not throw), and only a valid nvme layout: its swap set holds the state.
+    auto layout = doc.ok() ? ParseCheckpointLayout(*doc, c + "/trainer_state.json")
+                           : StatusOr<CheckpointLayout>(doc.status());
     const fs::path opt = fs::path(c) / "optimizer";
     std::error_code ec;
-    if (doc.ok() && doc->value("optimizer_layout", "host") == "nvme" && fs::exists(opt, ec)) {
+    if (layout.ok() && layout->layout == OffloadPlacement::kNvme && fs::exists(opt, ec)) {
       TF_RETURN_IF_ERROR(remove_tree(
           opt.string(),
           "optimizer files of an interrupted migration (the checkpoint uses its swap set)"));

@@ -6,14 +6,15 @@
 #include <cstdint>
 #include <string>
 
+#include "tierflow/placement.h"
 #include "tierflow/status.h"
 
 namespace tierflow::tier {
 
 struct ExportResult {
   uint64_t num_tensors = 0;
-  uint64_t num_bytes = 0;  // tensor data written
-  std::string layout;      // the checkpoint's
+  uint64_t num_bytes = 0;                             // tensor data written
+  OffloadPlacement layout = OffloadPlacement::kHost;  // the checkpoint's
 };
 
 // Writes `out_file` (crash-safely: the old file stays on failure). Memory:

@@ -23,16 +23,17 @@ const char* PathKindName(PathKind k) {
 }
 
 Json CheckpointToJson(const CheckpointListing& c, bool verified) {
-  Json j = {{"path", c.info.path},
-            {"step", c.step},
-            {"layout", c.layout.empty() ? Json(nullptr) : Json(c.layout)},
-            {"units", c.num_units},
-            {"bytes", c.num_bytes},
-            {"complete", c.info.problem.empty()},
-            // Only a listing made with verification can say a checkpoint verified.
-            {"verified", verified ? Json(c.info.verified) : Json(nullptr)},
-            {"problem", c.info.problem.empty() ? Json(nullptr) : Json(c.info.problem)}};
-  if (c.layout == "nvme") {
+  Json j = {
+      {"path", c.info.path},
+      {"step", c.step},
+      {"layout", c.layout ? Json(std::string(OffloadPlacementName(*c.layout))) : Json(nullptr)},
+      {"units", c.num_units},
+      {"bytes", c.num_bytes},
+      {"complete", c.info.problem.empty()},
+      // Only a listing made with verification can say a checkpoint verified.
+      {"verified", verified ? Json(c.info.verified) : Json(nullptr)},
+      {"problem", c.info.problem.empty() ? Json(nullptr) : Json(c.info.problem)}};
+  if (c.layout == OffloadPlacement::kNvme) {
     j["swap_set"] = {{"run_id", c.swap_set.run_id}, {"directories", c.swap_set.directories}};
   }
   return j;

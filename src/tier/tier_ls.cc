@@ -4,7 +4,7 @@
 #include <filesystem>
 
 #include "io/json_util.h"
-#include "tier/swap_reader.h"
+#include "offload/swap_reader.h"
 
 namespace tierflow::tier {
 namespace fs = std::filesystem;
@@ -74,7 +74,7 @@ StatusOr<TierListing> ListTier(const std::string& path, bool verify) {
       std::error_code ec;
       for (const auto& f : fs::directory_iterator(set.path, ec)) {
         if (f.path().extension() != ".swap") continue;
-        auto view = SwapFileView::Open(f.path().string());
+        auto view = offload::SwapFileView::Open(f.path().string());
         if (!view.ok()) {
           if (l.problem.empty()) l.problem = view.status().message();
           continue;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,9 +27,9 @@ struct SwapSetListing {
 };
 
 struct CheckpointListing {
-  CheckpointInfo info;     // verified only when asked to verify
-  std::string layout;      // "host" / "nvme" / "" (unreadable)
-  uint64_t num_bytes = 0;  // files in the checkpoint directory plus its swap files
+  CheckpointInfo info;                     // verified only when asked to verify
+  std::optional<OffloadPlacement> layout;  // kHost / kNvme / nullopt (unreadable)
+  uint64_t num_bytes = 0;                  // files in the checkpoint directory plus its swap files
   size_t num_units = 0;
   int64_t step = -1;
   CheckpointSwapSet swap_set;

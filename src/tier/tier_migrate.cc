@@ -19,8 +19,8 @@
 #include "io/safetensors_writer.h"
 #include "offload/aligned_buffer.h"
 #include "offload/state_store.h"
+#include "offload/swap_reader.h"
 #include "offload/swap_set.h"
-#include "tier/swap_reader.h"
 #include "tier/tier_scan.h"
 #include "train/checkpoint.h"
 
@@ -127,7 +127,7 @@ Status RemoveSet(const std::vector<std::string>& dirs, const std::string& run_id
 
 StatusOr<MigrateResult> HostToNvme(const std::string& ckpt, const CheckpointOptimizerState& src,
                                    nlohmann::json doc, const MigrateOptions& o) {
-  MigrateResult result{"host", "nvme", 0, "", {}};
+  MigrateResult result{OffloadPlacement::kHost, OffloadPlacement::kNvme, 0, "", {}};
   std::vector<std::string> old_dirs;
   for (const std::string& p : o.nvme_paths) {
     for (const std::string& d : CheckpointStoreDirectories(Absolute(p))) old_dirs.push_back(d);
@@ -202,7 +202,7 @@ StatusOr<MigrateResult> HostToNvme(const std::string& ckpt, const CheckpointOpti
   // Read back through the read-only reader (checks every block's CRC32C) and compare.
   Status verified = [&]() -> Status {
     TF_RETURN_IF_ERROR(Step(o, "verify"));
-    TF_ASSIGN_OR_RETURN(auto reader, SwapSetReader::Open(store_dirs, run_id));
+    TF_ASSIGN_OR_RETURN(auto reader, offload::SwapSetReader::Open(store_dirs, run_id));
     UnitArrays want;
     std::vector<float> got;
     for (size_t u = 0; u < src.units().size(); ++u) {
@@ -242,7 +242,7 @@ StatusOr<MigrateResult> HostToNvme(const std::string& ckpt, const CheckpointOpti
       files.push_back(f);
   }
   doc["files"] = files;
-  doc["optimizer_layout"] = "nvme";
+  doc["optimizer_layout"] = std::string(OffloadPlacementName(OffloadPlacement::kNvme));
   doc["swap_set"] = {{"run_id", run_id}, {"directories", store_dirs}};
   TF_RETURN_IF_ERROR(
       WriteStringToFileAtomically(nullptr, ckpt + "/trainer_state.json", doc.dump(2)));
@@ -256,7 +256,8 @@ StatusOr<MigrateResult> HostToNvme(const std::string& ckpt, const CheckpointOpti
 
 StatusOr<MigrateResult> NvmeToHostImpl(const std::string& ckpt, const CheckpointOptimizerState& src,
                                        nlohmann::json doc, const MigrateOptions& o) {
-  MigrateResult result{"nvme", "host", 0, src.swap_set().run_id, {}};
+  MigrateResult result{
+      OffloadPlacement::kNvme, OffloadPlacement::kHost, 0, src.swap_set().run_id, {}};
   const fs::path opt_dir = fs::path(ckpt) / "optimizer";
   std::error_code ec;
   TF_RETURN_IF_ERROR(Step(o, "write"));
@@ -331,7 +332,7 @@ std::vector<std::string> RemoveMigrationLeftovers(const std::string& ckpt,
   std::error_code ec;
   const fs::path opt_dir = fs::path(ckpt) / "optimizer";
   // remove_all removes a symlink itself, never what it points to.
-  if (layout->layout == "nvme" && fs::exists(fs::symlink_status(opt_dir, ec))) {
+  if (layout->layout == OffloadPlacement::kNvme && fs::exists(fs::symlink_status(opt_dir, ec))) {
     fs::remove_all(opt_dir, ec);
     if (!ec) removed.push_back(opt_dir.string());
   }
@@ -354,8 +355,9 @@ std::vector<std::string> RemoveMigrationLeftovers(const std::string& ckpt,
 }
 
 StatusOr<MigrateResult> MigrateCheckpoint(const std::string& ckpt, const MigrateOptions& o) {
-  if (o.to != "host" && o.to != "nvme") {
-    return InvalidArgumentError("--to must be host or nvme, not '" + o.to + "'");
+  if (o.to != OffloadPlacement::kHost && o.to != OffloadPlacement::kNvme) {
+    return InvalidArgumentError("--to must be host or nvme, not " +
+                                std::string(OffloadPlacementName(o.to)));
   }
   TF_RETURN_IF_ERROR(CheckCancelMigrating(ckpt));
   // Migration rewrites the checkpoint's trainer_state.json and its optimizer
@@ -380,10 +382,11 @@ StatusOr<MigrateResult> MigrateCheckpoint(const std::string& ckpt, const Migrate
     }
     for (const std::string& x : RemoveMigrationLeftovers(ckpt, dirs))
       r.notes.push_back("removed leftover " + x);
-    r.notes.push_back("checkpoint " + ckpt + " is already in the " + o.to + " layout");
+    r.notes.push_back("checkpoint " + ckpt + " is already in the " +
+                      std::string(OffloadPlacementName(o.to)) + " layout");
     return r;
   }
-  if (o.to == "nvme") {
+  if (o.to == OffloadPlacement::kNvme) {
     if (o.nvme_paths.empty())
       return InvalidArgumentError("--to nvme needs at least one --nvme-path DIR");
     return HostToNvme(ckpt, *src, src->state(), o);

@@ -16,22 +16,24 @@
 #include <string_view>
 #include <vector>
 
+#include "tierflow/placement.h"
 #include "tierflow/status.h"
 
 namespace tierflow::tier {
 
 struct MigrateOptions {
-  std::string to;                        // "host" or "nvme"
-  std::vector<std::string> nvme_paths;   // for "nvme": one directory per drive
-  bool nvme_buffered = false;            // page-cache I/O (file systems without O_DIRECT)
-  uint32_t block_size_bytes = 1u << 20;  // swap-set block (unit of I/O and checksums)
+  OffloadPlacement to = OffloadPlacement::kHost;  // kHost or kNvme
+  std::vector<std::string> nvme_paths;            // for kNvme: one directory per drive
+  bool nvme_buffered = false;                     // page-cache I/O (file systems without O_DIRECT)
+  uint32_t block_size_bytes = 1u << 20;           // swap-set block (unit of I/O and checksums)
   // Test hook, called before each step ("write", "verify", "switch",
   // "remove_source"); a non-OK return stops the migration there, as a crash would.
   std::function<Status(std::string_view step)> before_step;
 };
 
 struct MigrateResult {
-  std::string from, to;            // layouts
+  OffloadPlacement from = OffloadPlacement::kHost;  // layouts
+  OffloadPlacement to = OffloadPlacement::kHost;
   uint64_t state_bytes = 0;        // optimizer bytes moved
   std::string run_id;              // the swap set (nvme side)
   std::vector<std::string> notes;  // leftovers removed, nothing to do, ...

@@ -3,12 +3,12 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "io/file_reader.h"
 #include "io/file_system.h"
 #include "io/json_util.h"
 #include "offload/swap_set.h"
@@ -58,11 +58,10 @@ Status WriteMarker(const std::string& store_dir, const std::string& run_id,
 }
 
 std::optional<std::string> ReadMarker(const std::string& store_dir, const std::string& run_id) {
-  std::ifstream in(MarkerPath(store_dir, run_id));
-  if (!in) return std::nullopt;
-  std::string line;
-  std::getline(in, line);
-  return line;
+  // One line: a checkpoint directory path (64 KiB is far beyond PATH_MAX).
+  auto text = ReadFileToString(MarkerPath(store_dir, run_id), 64u << 10);
+  if (!text.ok()) return std::nullopt;
+  return text->substr(0, text->find('\n'));
 }
 
 void RemoveMarker(const std::string& store_dir, const std::string& run_id) {
@@ -74,7 +73,8 @@ bool CheckpointUsesSwapSet(const std::string& checkpoint_dir, const std::string&
   auto doc = ReadCheckpointState(checkpoint_dir);
   if (!doc.ok()) return false;
   auto layout = ParseCheckpointLayout(*doc, checkpoint_dir + "/trainer_state.json");
-  return layout.ok() && layout->layout == "nvme" && layout->swap_set.run_id == run_id;
+  return layout.ok() && layout->layout == OffloadPlacement::kNvme &&
+         layout->swap_set.run_id == run_id;
 }
 
 namespace {
@@ -100,7 +100,7 @@ void AddCheckpointSwapDirs(const std::string& ckpt, std::vector<std::string>* ou
   auto doc = ReadCheckpointState(ckpt);
   if (!doc.ok()) return;
   auto layout = ParseCheckpointLayout(*doc, ckpt + "/trainer_state.json");
-  if (!layout.ok() || layout->layout != "nvme") return;
+  if (!layout.ok() || layout->layout != OffloadPlacement::kNvme) return;
   for (const std::string& d : layout->swap_set.directories) AddSwapDir(d, out, seen);
 }
 
@@ -132,7 +132,7 @@ StatusOr<TierScan> ScanTierPath(const std::string& path) {
     for (const std::string& c : scan.checkpoints) AddCheckpointSwapDirs(c, &scan.swap_dirs, &seen);
     // swap_runs.json is outside input like any file on disk: read bounded,
     // parsed depth-limited; an unreadable one lists no runs.
-    auto text = ReadSmallFile(path + "/swap_runs.json", 64u << 20);
+    auto text = ReadFileToString(path + "/swap_runs.json", 64u << 20);
     nlohmann::json runs;
     if (text.ok() && ParseJson(*text, path + "/swap_runs.json",
                                JsonParseOptions{.reject_duplicate_keys = false}, &runs)

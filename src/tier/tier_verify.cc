@@ -5,8 +5,8 @@
 #include <set>
 
 #include "common/cancel.h"
+#include "offload/swap_reader.h"
 #include "offload/swap_set.h"
-#include "tier/swap_reader.h"
 #include "tier/tier_scan.h"
 #include "train/checkpoint.h"
 
@@ -34,9 +34,9 @@ StatusOr<VerifyReport> VerifyTierPath(const std::string& path) {
     CheckpointInfo info = VerifyCheckpoint(c);
     VerifyItem item{"checkpoint", c, info.verified, "", {}};
     item.detail = "step " + std::to_string(info.step) + ", " +
-                  (info.layout.empty() ? "?" : info.layout) + " layout";
+                  (info.layout ? std::string(OffloadPlacementName(*info.layout)) : "?") + " layout";
     if (!info.verified) item.problems.push_back(info.problem);
-    if (info.layout == "nvme") {
+    if (info.layout == OffloadPlacement::kNvme) {
       auto doc = ReadCheckpointState(c);
       auto layout = doc.ok() ? ParseCheckpointLayout(*doc, c + "/trainer_state.json")
                              : StatusOr<CheckpointLayout>(doc.status());
@@ -51,7 +51,9 @@ StatusOr<VerifyReport> VerifyTierPath(const std::string& path) {
       if (set.state == offload::SwapSetState::kSymlink) {
         // Reported, never followed: what it points at is not ours to vouch
         // for. Not a corruption either (nothing was read), so it stays "ok".
-        report.items.push_back({"swap set", set.path, true,
+        report.items.push_back({"swap set",
+                                set.path,
+                                true,
                                 "skipped: a symbolic link; verify does not follow links out of "
                                 "the directories it checks",
                                 {}});
@@ -63,7 +65,7 @@ StatusOr<VerifyReport> VerifyTierPath(const std::string& path) {
         if (f.path().extension() != ".swap") continue;
         TF_RETURN_IF_ERROR(CheckCancel("verifying " + f.path().string()));
         VerifyItem item{"swap file", f.path().string(), false, "", {}};
-        auto view = SwapFileView::Open(item.path);
+        auto view = offload::SwapFileView::Open(item.path);
         if (!view.ok()) {
           item.problems.push_back(view.status().message());
           item.detail = std::string(live ? "live" : "stale") + " set " + set.run_id;
@@ -78,7 +80,7 @@ StatusOr<VerifyReport> VerifyTierPath(const std::string& path) {
           item.ok = true;
         } else {
           uint64_t checked = 0;
-          for (const SwapBlockProblem& p : (*view)->VerifyBlocks(&checked)) {
+          for (const offload::SwapBlockProblem& p : (*view)->VerifyBlocks(&checked)) {
             item.problems.push_back("tensor '" + p.tensor + "' bytes [" +
                                     std::to_string(p.tensor_begin_bytes) + ", " +
                                     std::to_string(p.tensor_end_bytes) + ") at file offset " +

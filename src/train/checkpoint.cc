@@ -13,15 +13,16 @@
 #include <sstream>
 
 #include "common/path_component.h"
+#include "engine/master_weights.h"
+#include "io/file_reader.h"
 #include "io/file_system.h"
 #include "io/json_util.h"
 #include "io/safetensors_reader.h"
 #include "io/safetensors_writer.h"
-#include "model/engine_weights.h"
 #include "model/hf_model.h"
 #include "offload/crc32c.h"
+#include "offload/swap_reader.h"
 #include "offload/swap_set.h"
-#include "tier/swap_reader.h"
 
 namespace tierflow {
 namespace fs = std::filesystem;
@@ -70,12 +71,15 @@ StatusOr<uint32_t> RangeChecksum(const std::string& path, uint64_t begin, uint64
     left -= n;
   }
   std::fclose(f);
-  if (failed) return IoError("read " + path + " bytes [" + std::to_string(begin) + ", " + std::to_string(end) + ") failed");
+  if (failed)
+    return IoError("read " + path + " bytes [" + std::to_string(begin) + ", " +
+                   std::to_string(end) + ") failed");
   return crc;
 }
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // The states of one unit, gathered from its sub-groups.
@@ -88,8 +92,8 @@ Status ReadUnitState(OffloadEngine& engine, int unit, std::vector<float>* master
   exp_avg_sq->resize(n);
   for (int g : sl.by_unit[unit]) {
     const uint64_t off = sl.groups[g].unit_offset;
-    TF_RETURN_IF_ERROR(engine.ReadState(g, master->data() + off, exp_avg->data() + off,
-                                        exp_avg_sq->data() + off));
+    TF_RETURN_IF_ERROR(
+        engine.ReadState(g, master->data() + off, exp_avg->data() + off, exp_avg_sq->data() + off));
   }
   return Status::Ok();
 }
@@ -154,7 +158,7 @@ void RemoveCheckpointSwapSet(const std::string& checkpoint_dir) {
   auto doc = ReadCheckpointState(checkpoint_dir);
   if (!doc.ok()) return;
   auto layout = ParseCheckpointLayout(*doc, checkpoint_dir + "/trainer_state.json");
-  if (!layout.ok() || layout->layout != "nvme") return;
+  if (!layout.ok() || layout->layout != OffloadPlacement::kNvme) return;
   const std::string& run_id = layout->swap_set.run_id;
   for (const std::string& d : layout->swap_set.directories) {
     const fs::path dir = d;
@@ -185,9 +189,13 @@ StatusOr<nlohmann::json> DescribeCheckpointFile(const std::string& dir, const st
     const SafetensorsHeader& h = reader->header();
     nlohmann::json ranges = nlohmann::json::array();
     TF_ASSIGN_OR_RETURN(uint32_t header_crc, RangeChecksum(path, 0, h.data_offset_bytes()));
-    ranges.push_back({{"name", "(header)"}, {"begin", 0}, {"end", h.data_offset_bytes()}, {"crc32c", header_crc}});
+    ranges.push_back({{"name", "(header)"},
+                      {"begin", 0},
+                      {"end", h.data_offset_bytes()},
+                      {"crc32c", header_crc}});
     for (const SafetensorsTensorInfo& t : h.tensors) {
-      const uint64_t begin = h.data_offset_bytes() + t.begin_bytes, end = h.data_offset_bytes() + t.end_bytes;
+      const uint64_t begin = h.data_offset_bytes() + t.begin_bytes,
+                     end = h.data_offset_bytes() + t.end_bytes;
       TF_ASSIGN_OR_RETURN(uint32_t crc, RangeChecksum(path, begin, end));
       ranges.push_back({{"name", t.name}, {"begin", begin}, {"end", end}, {"crc32c", crc}});
     }
@@ -271,7 +279,10 @@ StatusOr<nlohmann::json> ReadCheckpointState(const std::string& checkpoint_dir) 
                          " is a symbolic link; tierflow does not follow links out of "
                          "a checkpoint");
   }
-  auto text = ReadSmallFile(state_path, kMaxStateFileBytes);
+  // O_NOFOLLOW too: a link swapped in after the lstat is refused, not read.
+  ReadFileOptions no_follow;
+  no_follow.no_follow = true;
+  auto text = ReadFileToString(state_path, kMaxStateFileBytes, no_follow);
   if (!text.ok()) {
     // Too large is the file's own damage; an errno (EIO, EACCES) is not.
     if (text.status().code() == StatusCode::kInvalidArgument) {
@@ -298,13 +309,18 @@ StatusOr<nlohmann::json> ReadCheckpointState(const std::string& checkpoint_dir) 
 StatusOr<CheckpointLayout> ParseCheckpointLayout(const nlohmann::json& doc,
                                                  const std::string& state_path) {
   CheckpointLayout out;
-  out.layout = "host";
+  std::string name = "host";  // checkpoints from before the NVMe layout have no key
   TF_RETURN_IF_ERROR(
-      GetJsonString(doc, "optimizer_layout", state_path, &out.layout, JsonField::kOptional));
-  if (out.layout == "host") return out;
-  if (out.layout != "nvme") {
-    return DataLossError(state_path + ": unknown optimizer_layout " + QuotedExcerpt(out.layout));
+      GetJsonString(doc, "optimizer_layout", state_path, &name, JsonField::kOptional));
+  // tierflow writes only a resolved placement by its own name: "auto" or
+  // DeepSpeed's "cpu" here is a file tierflow did not write.
+  StatusOr<OffloadPlacement> placement = ParseOffloadPlacement("optimizer_layout", name);
+  if (!placement.ok() || *placement == OffloadPlacement::kAuto ||
+      OffloadPlacementName(*placement) != name) {
+    return DataLossError(state_path + ": unknown optimizer_layout " + QuotedExcerpt(name));
   }
+  out.layout = *placement;
+  if (out.layout == OffloadPlacement::kHost) return out;
   const std::string where = state_path + ": swap_set";
   const nlohmann::json* set = nullptr;
   const nlohmann::json* dirs = nullptr;
@@ -362,7 +378,7 @@ class NvmeOptimizerState : public CheckpointOptimizerState {
     TF_RETURN_IF_ERROR(reader_->Read(OptimizerSwapTensorName(unit.name, "exp_avg"), exp_avg, n));
     return reader_->Read(OptimizerSwapTensorName(unit.name, "exp_avg_sq"), exp_avg_sq, n);
   }
-  std::unique_ptr<tier::SwapSetReader> reader_;
+  std::unique_ptr<offload::SwapSetReader> reader_;
 };
 
 }  // namespace
@@ -374,10 +390,10 @@ StatusOr<std::unique_ptr<CheckpointOptimizerState>> CheckpointOptimizerState::Op
   TF_ASSIGN_OR_RETURN(CheckpointLayout layout, ParseCheckpointLayout(doc, state_path));
   std::unique_ptr<CheckpointOptimizerState> out;
   NvmeOptimizerState* nvme = nullptr;
-  if (layout.layout == "nvme") {
+  if (layout.layout == OffloadPlacement::kNvme) {
     auto n = std::make_unique<NvmeOptimizerState>();
-    TF_ASSIGN_OR_RETURN(
-        n->reader_, tier::SwapSetReader::Open(layout.swap_set.directories, layout.swap_set.run_id));
+    TF_ASSIGN_OR_RETURN(n->reader_, offload::SwapSetReader::Open(layout.swap_set.directories,
+                                                                 layout.swap_set.run_id));
     nvme = n.get();
     out = std::move(n);
   } else {
@@ -429,11 +445,10 @@ StatusOr<std::unique_ptr<CheckpointOptimizerState>> CheckpointOptimizerState::Op
       for (const char* array : {"master", "exp_avg", "exp_avg_sq"}) {
         const SafetensorsTensorInfo* t = reader->Find(array);
         if (t == nullptr || t->dtype != DType::kF32 || t->num_elements != num_params) {
-          return DataLossError(
-              checkpoint_dir + "/" + rel + ": tensor '" + array +
-              (t == nullptr ? "' is missing"
-                            : "' is not F32 of " + std::to_string(num_params) + " elements, as " +
-                                  where + ".num_params says"));
+          return DataLossError(checkpoint_dir + "/" + rel + ": tensor '" + array +
+                               (t == nullptr ? "' is missing"
+                                             : "' is not F32 of " + std::to_string(num_params) +
+                                                   " elements, as " + where + ".num_params says"));
         }
       }
     } else {
@@ -507,8 +522,9 @@ Status SaveTrainingCheckpoint(const std::string& out_dir, OffloadEngine& engine,
     };
     TF_ASSIGN_OR_RETURN(PathComponent unit_name, PathComponent::Parse(unit.name, "unit name"));
     const std::string rel = UnitFileName(unit_name);
-    TF_RETURN_IF_ERROR(WriteSafetensors((tmp / rel).string(), entries,
-                                        {{"format", "tierflow.optimizer_state"}, {"unit", unit.name}}));
+    TF_RETURN_IF_ERROR(
+        WriteSafetensors((tmp / rel).string(), entries,
+                         {{"format", "tierflow.optimizer_state"}, {"unit", unit.name}}));
     TF_RETURN_IF_ERROR(record(rel));
     units.push_back({{"name", unit.name}, {"num_params", unit.num_params}});
   }
@@ -536,19 +552,11 @@ Status SaveTrainingCheckpoint(const std::string& out_dir, OffloadEngine& engine,
       {"units", units},
       {"files", files},
   };
-  TF_RETURN_IF_ERROR(WriteStringToFileAtomically(nullptr, (tmp / "trainer_state.json").string(),
-                                                 doc.dump(2)));
+  TF_RETURN_IF_ERROR(
+      WriteStringToFileAtomically(nullptr, (tmp / "trainer_state.json").string(), doc.dump(2)));
   TF_RETURN_IF_ERROR(SyncDir(tmp.string()));
   // A checkpoint of the same step (a resumed run repeating it) is replaced.
-  if (fs::exists(final_dir)) {
-    const fs::path old = root / ("." + name + ".old-" + std::to_string(::getpid()));
-    fs::rename(final_dir, old, ec);
-    if (ec) return IoError("move aside " + final_dir.string() + ": " + ec.message());
-    fs::remove_all(old, ec);
-  }
-  fs::rename(tmp, final_dir, ec);
-  if (ec) return IoError("rename " + tmp.string() + " to " + final_dir.string() + ": " + ec.message());
-  TF_RETURN_IF_ERROR(SyncDir(root.string()));
+  TF_RETURN_IF_ERROR(ReplaceDirectory(nullptr, tmp.string(), final_dir.string()));
 
   // Retention removes only what it has positively identified as superseded,
   // and only checkpoints older than the one just written:
@@ -599,7 +607,8 @@ CheckpointInfo VerifyCheckpoint(const std::string& checkpoint_dir) {
   } catch (const nlohmann::json::exception& e) {
     info = CheckpointInfo();
     info.path = checkpoint_dir;
-    info.problem = checkpoint_dir + "/trainer_state.json: malformed (" + std::string(e.what()) + ")";
+    info.problem =
+        checkpoint_dir + "/trainer_state.json: malformed (" + std::string(e.what()) + ")";
   }
   // A problem found without an errno behind it (format, sizes, checksums)
   // is the checkpoint's own damage.
@@ -662,7 +671,7 @@ CheckpointInfo VerifyCheckpointUnguarded(const std::string& checkpoint_dir) {
     info.problem_code = state.status().code();  // NotFound: e.g. its NVMe directory is missing
     return info;
   }
-  if (info.layout == "host") {
+  if (info.layout == OffloadPlacement::kHost) {
     for (const auto& unit : (*state)->units()) {
       const std::string rel = OptimizerUnitFileName(unit.name);
       if (listed.count(rel) == 0) {
@@ -672,9 +681,9 @@ CheckpointInfo VerifyCheckpointUnguarded(const std::string& checkpoint_dir) {
       }
     }
   }
-  if (info.layout == "nvme") {
+  if (info.layout == OffloadPlacement::kNvme) {
     const CheckpointSwapSet& set = (*state)->swap_set();
-    auto reader = tier::SwapSetReader::Open(set.directories, set.run_id);
+    auto reader = offload::SwapSetReader::Open(set.directories, set.run_id);
     if (!reader.ok()) {
       info.problem = reader.status().message();
       info.problem_code = reader.status().code();
@@ -686,8 +695,8 @@ CheckpointInfo VerifyCheckpointUnguarded(const std::string& checkpoint_dir) {
         const std::string name = OptimizerSwapTensorName(unit.name, array);
         const offload::SwapTensorEntry* t = (*reader)->Find(name);
         if (t == nullptr || t->num_bytes != unit.num_params * 4) {
-          info.problem = "swap set " + set.run_id + " (" + set.directories[0] + "): tensor '" + name +
-                         (t == nullptr ? "' is missing" : "' has the wrong size");
+          info.problem = "swap set " + set.run_id + " (" + set.directories[0] + "): tensor '" +
+                         name + (t == nullptr ? "' is missing" : "' has the wrong size");
           return info;
         }
       }
@@ -696,17 +705,20 @@ CheckpointInfo VerifyCheckpointUnguarded(const std::string& checkpoint_dir) {
       uint64_t checked = 0;
       auto problems = file->VerifyBlocks(&checked);
       if (!problems.empty()) {
-        const tier::SwapBlockProblem& p = problems[0];
+        const offload::SwapBlockProblem& p = problems[0];
         info.problem = "swap file " + p.file + ": tensor '" + p.tensor + "' bytes [" +
-                       std::to_string(p.tensor_begin_bytes) + ", " + std::to_string(p.tensor_end_bytes) +
-                       ") at file offset " + std::to_string(p.file_offset_bytes) + ": " + p.what;
-        if (problems.size() > 1) info.problem += " (and " + std::to_string(problems.size() - 1) + " more blocks)";
+                       std::to_string(p.tensor_begin_bytes) + ", " +
+                       std::to_string(p.tensor_end_bytes) + ") at file offset " +
+                       std::to_string(p.file_offset_bytes) + ": " + p.what;
+        if (problems.size() > 1)
+          info.problem += " (and " + std::to_string(problems.size() - 1) + " more blocks)";
         return info;
       }
       if (file->num_blocks_written() != file->header().num_logical_blocks) {
-        info.problem = "swap file " + file->path() + ": " +
-                       std::to_string(file->header().num_logical_blocks - file->num_blocks_written()) +
-                       " blocks were never written (an incomplete set)";
+        info.problem =
+            "swap file " + file->path() + ": " +
+            std::to_string(file->header().num_logical_blocks - file->num_blocks_written()) +
+            " blocks were never written (an incomplete set)";
         return info;
       }
     }
@@ -808,11 +820,12 @@ StatusOr<CheckpointState> LoadTrainingCheckpointUnguarded(const std::string& che
     master.resize(n);
     exp_avg.resize(n);
     exp_avg_sq.resize(n);
-    TF_RETURN_IF_ERROR(optimizer_state->ReadUnit(u, master.data(), exp_avg.data(), exp_avg_sq.data()));
+    TF_RETURN_IF_ERROR(
+        optimizer_state->ReadUnit(u, master.data(), exp_avg.data(), exp_avg_sq.data()));
     for (int g : sl.by_unit[u]) {
       const uint64_t off = sl.groups[g].unit_offset;
-      TF_RETURN_IF_ERROR(engine.WriteState(g, master.data() + off, exp_avg.data() + off,
-                                           exp_avg_sq.data() + off));
+      TF_RETURN_IF_ERROR(
+          engine.WriteState(g, master.data() + off, exp_avg.data() + off, exp_avg_sq.data() + off));
     }
   }
   TF_RETURN_IF_ERROR(engine.UploadAllWeights());

@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,17 +36,18 @@
 #include "engine/loss_scaler.h"
 #include "engine/offload_engine.h"
 #include "model/param_layout.h"
+#include "tierflow/placement.h"
 #include "tierflow/status.h"
 
 namespace tierflow {
 
 struct CheckpointState {
-  int64_t step = 0;             // training-loop steps completed
-  int64_t optimizer_step = 0;   // Adam's counter (skipped steps do not count)
+  int64_t step = 0;            // training-loop steps completed
+  int64_t optimizer_step = 0;  // Adam's counter (skipped steps do not count)
   LossScaler::State scaler{1.0f, 0, 0};
-  nlohmann::json data_state;    // DataLoader::SaveState()
-  double loss = 0;              // loss of the last step
-  std::string model;            // what is being trained (preset or directory)
+  nlohmann::json data_state;  // DataLoader::SaveState()
+  double loss = 0;            // loss of the last step
+  std::string model;          // what is being trained (preset or directory)
 };
 
 struct CheckpointInfo {
@@ -53,7 +55,8 @@ struct CheckpointInfo {
   int64_t step = -1;
   bool verified = false;
   std::string problem;  // why it does not verify ("" when it does)
-  std::string layout;   // "host" or "nvme" ("" when trainer_state.json is unreadable)
+  // kHost or kNvme; nullopt when trainer_state.json is unreadable.
+  std::optional<OffloadPlacement> layout;
   // The kind of `problem`: DataLoss (or InvalidArgument) when the checkpoint
   // itself was shown damaged (format, sizes, checksums); any other code
   // (NotFound for a missing NVMe directory, IoError for EIO,
@@ -88,8 +91,8 @@ StatusOr<nlohmann::json> ReadCheckpointState(const std::string& checkpoint_dir);
 // an absolute path with no "." or ".." component). Errors: DataLoss naming
 // `state_path` and the field.
 struct CheckpointLayout {
-  std::string layout;          // "host" or "nvme"
-  CheckpointSwapSet swap_set;  // nvme only
+  OffloadPlacement layout = OffloadPlacement::kHost;  // kHost or kNvme, never kAuto
+  CheckpointSwapSet swap_set;                         // nvme only
 };
 StatusOr<CheckpointLayout> ParseCheckpointLayout(const nlohmann::json& doc,
                                                  const std::string& state_path);
@@ -110,9 +113,10 @@ class CheckpointOptimizerState {
   // num_params is more than the unit's file (host) or swap tensors (nvme)
   // hold — so callers may allocate units()[u].num_params floats per array.
   // Memory: nothing per parameter.
-  static StatusOr<std::unique_ptr<CheckpointOptimizerState>> Open(const std::string& checkpoint_dir);
+  static StatusOr<std::unique_ptr<CheckpointOptimizerState>> Open(
+      const std::string& checkpoint_dir);
   virtual ~CheckpointOptimizerState() = default;
-  const std::string& layout() const { return layout_; }      // "host" or "nvme"
+  OffloadPlacement layout() const { return layout_; }              // kHost or kNvme
   const CheckpointSwapSet& swap_set() const { return swap_set_; }  // nvme only
   const std::vector<Unit>& units() const { return units_; }
   const nlohmann::json& state() const { return state_; }
@@ -122,7 +126,8 @@ class CheckpointOptimizerState {
   virtual Status ReadUnit(size_t u, float* master, float* exp_avg, float* exp_avg_sq) const = 0;
 
  protected:
-  std::string dir_, layout_;
+  std::string dir_;
+  OffloadPlacement layout_ = OffloadPlacement::kHost;
   CheckpointSwapSet swap_set_;
   std::vector<Unit> units_;
   nlohmann::json state_;
@@ -145,8 +150,8 @@ std::string CheckCheckpointFile(const std::string& dir, const nlohmann::json& en
 
 // What retention did after a save.
 struct RetentionReport {
-  std::vector<std::string> removed;              // superseded checkpoint directories
-  std::vector<CheckpointInfo> kept_unverified;   // could not be verified here and now: kept
+  std::vector<std::string> removed;             // superseded checkpoint directories
+  std::vector<CheckpointInfo> kept_unverified;  // could not be verified here and now: kept
 };
 
 // Writes the checkpoint of `state.step`, then retention: removes what is
@@ -160,8 +165,8 @@ struct RetentionReport {
 // Errors: I/O errors naming the file; earlier checkpoints are never touched
 // before the new one is complete.
 Status SaveTrainingCheckpoint(const std::string& out_dir, OffloadEngine& engine,
-                              const ParamLayout& layout, const CheckpointState& state,
-                              int keep = 2, RetentionReport* retention = nullptr);
+                              const ParamLayout& layout, const CheckpointState& state, int keep = 2,
+                              RetentionReport* retention = nullptr);
 
 // Every checkpoint directory under OUT/checkpoints, newest first, each
 // verified (trainer_state.json parses; every listed file has its size and

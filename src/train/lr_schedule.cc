@@ -30,8 +30,7 @@ double WarmupGamma(const LrScheduleConfig& s, int64_t iteration, int64_t warmup_
   if (s.warmup_type == "linear") {
     return static_cast<double>(iteration) / static_cast<double>(warmup_steps);
   }
-  return std::log(static_cast<double>(iteration + 1)) /
-         std::log(static_cast<double>(warmup_steps));
+  return std::log(static_cast<double>(iteration + 1)) / std::log(static_cast<double>(warmup_steps));
 }
 
 }  // namespace

@@ -13,15 +13,12 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -29,6 +26,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/file_reader.h"
+#include "io/json_reader.h"
 #include "io/json_util.h"
 
 namespace tierflow {
@@ -61,6 +60,11 @@ std::string FormatValue(uint32_t v) { return std::to_string(v); }
 std::string FormatValue(uint64_t v) { return std::to_string(v); }
 std::string FormatValue(bool v) { return v ? "true" : "false"; }
 std::string FormatValue(const std::string& v) { return "\"" + v + "\""; }
+std::string FormatValue(DType v) { return FormatValue(std::string(DTypeName(v))); }
+std::string FormatValue(DeviceChoice v) { return FormatValue(std::string(DeviceChoiceName(v))); }
+std::string FormatValue(OffloadPlacement v) {
+  return FormatValue(std::string(OffloadPlacementName(v)));
+}
 std::string FormatValue(const std::vector<std::string>& v) {
   std::string out = "[";
   for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + FormatValue(v[i]);
@@ -75,45 +79,102 @@ std::string FormatValue(const std::vector<int64_t>& v) {
 // DeepSpeed keys tierflow accepts and ignores (they tune multi-GPU
 // communication, monitoring or features tierflow does not have).
 const std::set<std::string>& IgnoredTopLevelKeys() {
-  static const std::set<std::string> kKeys = {
-      "steps_per_print", "wall_clock_breakdown", "zero_allow_untested_optimizer",
-      "zero_force_ds_cpu_optimizer", "tensorboard", "wandb", "csv_monitor", "comet",
-      "comms_logger", "flops_profiler", "dump_state", "prescale_gradients",
-      "gradient_predivide_factor", "communication_data_type", "sparse_gradients",
-      "memory_breakdown", "elasticity", "data_efficiency", "compression_training",
-      "checkpoint", "data_types", "autotuning", "sparse_attention", "monitor_config",
-      "seq_parallel_communication_data_type", "sequence_parallel_size", "torch_autocast",
-      "graph_harvesting", "use_data_before_expert_parallelism", "timers", "weight_quantization",
-      "hybrid_engine", "curriculum_learning", "progressive_layer_drop", "eigenvalue",
-      "quantize_training", "disable_allgather", "fp32_allreduce", "amp", "train_dataloader",
-      "dataloader_drop_last", "zero_force_ds_cpu_optimizer", "compile", "nebula",
-      "aws_cpu_offload"};
+  static const std::set<std::string> kKeys = {"steps_per_print",
+                                              "wall_clock_breakdown",
+                                              "zero_allow_untested_optimizer",
+                                              "zero_force_ds_cpu_optimizer",
+                                              "tensorboard",
+                                              "wandb",
+                                              "csv_monitor",
+                                              "comet",
+                                              "comms_logger",
+                                              "flops_profiler",
+                                              "dump_state",
+                                              "prescale_gradients",
+                                              "gradient_predivide_factor",
+                                              "communication_data_type",
+                                              "sparse_gradients",
+                                              "memory_breakdown",
+                                              "elasticity",
+                                              "data_efficiency",
+                                              "compression_training",
+                                              "checkpoint",
+                                              "data_types",
+                                              "autotuning",
+                                              "sparse_attention",
+                                              "monitor_config",
+                                              "seq_parallel_communication_data_type",
+                                              "sequence_parallel_size",
+                                              "torch_autocast",
+                                              "graph_harvesting",
+                                              "use_data_before_expert_parallelism",
+                                              "timers",
+                                              "weight_quantization",
+                                              "hybrid_engine",
+                                              "curriculum_learning",
+                                              "progressive_layer_drop",
+                                              "eigenvalue",
+                                              "quantize_training",
+                                              "disable_allgather",
+                                              "fp32_allreduce",
+                                              "amp",
+                                              "train_dataloader",
+                                              "dataloader_drop_last",
+                                              "zero_force_ds_cpu_optimizer",
+                                              "compile",
+                                              "nebula",
+                                              "aws_cpu_offload"};
   return kKeys;
 }
 
 const std::set<std::string>& IgnoredZeroKeys() {
-  static const std::set<std::string> kKeys = {
-      "allgather_partitions", "allgather_bucket_size", "overlap_comm", "reduce_scatter",
-      "reduce_bucket_size", "contiguous_gradients", "round_robin_gradients",
-      "elastic_checkpoint", "load_from_fp32_weights", "ignore_unused_parameters",
-      "legacy_stage1", "use_multi_rank_bucket_allreduce", "mics_shard_size",
-      "mics_hierarchical_params_gather", "zero_hpz_partition_size", "zero_quantized_weights",
-      "zero_quantized_nontrainable_weights", "zero_quantized_gradients",
-      "memory_efficient_linear", "gather_16bit_weights_on_model_save",
-      "stage3_gather_16bit_weights_on_model_save", "stage3_gather_fp16_weights_on_model_save",
-      "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
-      "stage3_model_persistence_threshold", "stage3_max_live_parameters",
-      "stage3_max_reuse_distance", "prefetch_bucket_size", "param_persistence_threshold",
-      "model_persistence_threshold", "max_live_parameters", "max_reuse_distance",
-      "cpu_offload_params", "cpu_offload_use_pin_memory", "offload_param",
-      "log_trace_cache_warnings", "override_module_apply", "pipeline_loading_checkpoint",
-      "module_granularity_threshold", "use_all_reduce_for_fetch_params"};
+  static const std::set<std::string> kKeys = {"allgather_partitions",
+                                              "allgather_bucket_size",
+                                              "overlap_comm",
+                                              "reduce_scatter",
+                                              "reduce_bucket_size",
+                                              "contiguous_gradients",
+                                              "round_robin_gradients",
+                                              "elastic_checkpoint",
+                                              "load_from_fp32_weights",
+                                              "ignore_unused_parameters",
+                                              "legacy_stage1",
+                                              "use_multi_rank_bucket_allreduce",
+                                              "mics_shard_size",
+                                              "mics_hierarchical_params_gather",
+                                              "zero_hpz_partition_size",
+                                              "zero_quantized_weights",
+                                              "zero_quantized_nontrainable_weights",
+                                              "zero_quantized_gradients",
+                                              "memory_efficient_linear",
+                                              "gather_16bit_weights_on_model_save",
+                                              "stage3_gather_16bit_weights_on_model_save",
+                                              "stage3_gather_fp16_weights_on_model_save",
+                                              "stage3_prefetch_bucket_size",
+                                              "stage3_param_persistence_threshold",
+                                              "stage3_model_persistence_threshold",
+                                              "stage3_max_live_parameters",
+                                              "stage3_max_reuse_distance",
+                                              "prefetch_bucket_size",
+                                              "param_persistence_threshold",
+                                              "model_persistence_threshold",
+                                              "max_live_parameters",
+                                              "max_reuse_distance",
+                                              "cpu_offload_params",
+                                              "cpu_offload_use_pin_memory",
+                                              "offload_param",
+                                              "log_trace_cache_warnings",
+                                              "override_module_apply",
+                                              "pipeline_loading_checkpoint",
+                                              "module_granularity_threshold",
+                                              "use_all_reduce_for_fetch_params"};
   return kKeys;
 }
 
 class Parser {
  public:
-  Parser(std::string label, const TrainConfig& base) : label_(std::move(label)), c_(base) {}
+  Parser(std::string label, const TrainConfig& base)
+      : label_(std::move(label)), json_(label_), c_(base) {}
 
   StatusOr<TrainConfig> Run(const Json& root) {
     if (!root.is_object()) {
@@ -130,11 +191,12 @@ class Parser {
 
  private:
   // ---- errors and notes ----
+  // Typed reads go through io/json_reader.h; these keep the sections short.
   Status Error(const std::string& path, const std::string& what) const {
-    return InvalidArgumentError(label_ + ": " + path + ": " + what);
+    return json_.Error(path, what);
   }
   Status TypeError(const std::string& path, const std::string& expected, const Json& v) const {
-    return Error(path, "expected " + expected + ", got " + Describe(v));
+    return json_.TypeError(path, expected, v);
   }
   void Warn(std::string w) { warnings_.push_back(std::move(w)); }
   void Unknown(const std::string& path) { Warn("unknown key '" + path + "' ignored"); }
@@ -152,66 +214,24 @@ class Parser {
 
   // ---- typed readers: each names the path on failure ----
   Status ReadNumber(const Json& v, const std::string& path, double* out) const {
-    if (!v.is_number()) return TypeError(path, "a number", v);
-    double d = v.get<double>();
-    if (!std::isfinite(d)) return Error(path, "expected a finite number");
-    *out = d;
-    return Status::Ok();
+    return json_.Number(v, path, out);
   }
   Status ReadInt(const Json& v, const std::string& path, int64_t min_value, int64_t max_value,
                  int64_t* out) const {
-    // DeepSpeed configs often write counts as 1e9 (a JSON float); accept integral floats.
-    if (!v.is_number()) return TypeError(path, "an integer", v);
-    int64_t i = 0;
-    if (v.is_number_integer()) {
-      if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(max_value)) {
-        return Error(path, "value " + Describe(v) + " is out of range [" +
-                               std::to_string(min_value) + ", " + std::to_string(max_value) + "]");
-      }
-      i = v.get<int64_t>();
-    } else {
-      double d = v.get<double>();
-      if (!std::isfinite(d) || d != std::floor(d) || std::fabs(d) > 9.0e18) {
-        return TypeError(path, "an integer", v);
-      }
-      i = static_cast<int64_t>(d);
-    }
-    if (i < min_value || i > max_value) {
-      return Error(path, "value " + std::to_string(i) + " is out of range [" +
-                             std::to_string(min_value) + ", " + std::to_string(max_value) + "]");
-    }
-    *out = i;
-    return Status::Ok();
+    return json_.Int(v, path, min_value, max_value, out);
   }
   Status ReadBool(const Json& v, const std::string& path, bool* out) const {
-    if (!v.is_boolean()) return TypeError(path, "true or false", v);
-    *out = v.get<bool>();
-    return Status::Ok();
+    return json_.Bool(v, path, out);
   }
   Status ReadString(const Json& v, const std::string& path, std::string* out) const {
-    if (!v.is_string()) return TypeError(path, "a string", v);
-    *out = v.get<std::string>();
-    return Status::Ok();
+    return json_.String(v, path, out);
   }
   Status ReadStringList(const Json& v, const std::string& path,
                         std::vector<std::string>* out) const {
-    if (v.is_string()) {
-      *out = {v.get<std::string>()};
-      return Status::Ok();
-    }
-    if (!v.is_array()) return TypeError(path, "a string or an array of strings", v);
-    out->clear();
-    for (size_t i = 0; i < v.size(); ++i) {
-      if (!v[i].is_string()) {
-        return TypeError(path + "[" + std::to_string(i) + "]", "a string", v[i]);
-      }
-      out->push_back(v[i].get<std::string>());
-    }
-    return Status::Ok();
+    return json_.StringList(v, path, out);
   }
   Status RequireObject(const Json& v, const std::string& path) const {
-    if (!v.is_object()) return TypeError(path, "an object ({...})", v);
-    return Status::Ok();
+    return json_.Object(v, path);
   }
 
   // ---- assignment with contradiction detection ----
@@ -254,9 +274,8 @@ class Parser {
     if (IsAuto(v, path)) return Status::Ok();
     int64_t max_value = static_cast<int64_t>(
         std::min<uint64_t>(std::numeric_limits<T>::max(), std::numeric_limits<int64_t>::max()));
-    int64_t lo = std::max<int64_t>(min_value, std::is_signed_v<T>
-                                                  ? static_cast<int64_t>(std::numeric_limits<T>::min())
-                                                  : 0);
+    int64_t lo = std::max<int64_t>(
+        min_value, std::is_signed_v<T> ? static_cast<int64_t>(std::numeric_limits<T>::min()) : 0);
     int64_t i = 0;
     TF_RETURN_IF_ERROR(ReadInt(v, path, lo, max_value, &i));
     return Set(field, path, dst, static_cast<T>(i));
@@ -310,9 +329,10 @@ class Parser {
       } else if (key == "aio") {
         TF_RETURN_IF_ERROR(Aio(v, key));
       } else if (key == "activation_checkpointing") {
-        Ignored(key, "DeepSpeed's activation checkpointing block configures partitioning; "
-                     "use tierflow.activation_checkpointing (or --activation-checkpointing) "
-                     "to turn recomputation on");
+        Ignored(key,
+                "DeepSpeed's activation checkpointing block configures partitioning; "
+                "use tierflow.activation_checkpointing (or --activation-checkpointing) "
+                "to turn recomputation on");
       } else if (key == "tierflow") {
         TF_RETURN_IF_ERROR(Tierflow(v, key));
       } else if (IgnoredTopLevelKeys().count(key)) {
@@ -368,8 +388,9 @@ class Parser {
             if (IsAuto(x, q)) continue;
             TF_RETURN_IF_ERROR(ReadBool(x, q, &b));
             if (!b) {
-              return Error(q, "false is not supported: tierflow's Adam always applies bias "
-                              "correction; remove the key or set it to true");
+              return Error(q,
+                           "false is not supported: tierflow's Adam always applies bias "
+                           "correction; remove the key or set it to true");
             }
           } else if (k == "amsgrad") {
             bool b = false;
@@ -377,10 +398,11 @@ class Parser {
             TF_RETURN_IF_ERROR(ReadBool(x, q, &b));
             if (b) return Error(q, "AMSGrad is not supported; remove the key or set it to false");
           } else if (k == "max_grad_norm") {
-            return Error(q, "not an optimizer parameter (DeepSpeed rejects it too); use the "
-                            "top-level 'gradient_clipping' instead");
-          } else if (k == "torch_adam" || k == "fp32_optimizer_states" ||
-                     k == "set_grad_none" || k == "fused") {
+            return Error(q,
+                         "not an optimizer parameter (DeepSpeed rejects it too); use the "
+                         "top-level 'gradient_clipping' instead");
+          } else if (k == "torch_adam" || k == "fp32_optimizer_states" || k == "set_grad_none" ||
+                     k == "fused") {
             Ignored(q, "tierflow always uses its own offloaded Adam");
           } else {
             Unknown(q);
@@ -399,7 +421,8 @@ class Parser {
     std::string name;
     if (t == "adamw") {
       if (adam_w_mode && !*adam_w_mode) {
-        Warn("'" + path + ".params.adam_w_mode' is false but type is AdamW: DeepSpeed uses "
+        Warn("'" + path +
+             ".params.adam_w_mode' is false but type is AdamW: DeepSpeed uses "
              "decoupled weight decay for AdamW regardless; so does tierflow");
       }
       name = "adamw";
@@ -418,8 +441,9 @@ class Parser {
   Status Scheduler(const Json& v, const std::string& path) {
     TF_RETURN_IF_ERROR(RequireObject(v, path));
     if (!v.contains("type")) {
-      return Error(path + ".type", "missing: name the schedule (WarmupLR, WarmupDecayLR or "
-                                   "WarmupCosineLR)");
+      return Error(path + ".type",
+                   "missing: name the schedule (WarmupLR, WarmupDecayLR or "
+                   "WarmupCosineLR)");
     }
     std::string type;
     TF_RETURN_IF_ERROR(ReadString(v["type"], path + ".type", &type));
@@ -468,8 +492,9 @@ class Parser {
         } else if (k == "warmup_type") {
           TF_RETURN_IF_ERROR(String(x, q, "scheduler.warmup_type", &s.warmup_type));
           if (s.warmup_type != "log" && s.warmup_type != "linear") {
-            return Error(q, "'" + s.warmup_type + "' is not a warmup type; use \"log\" or "
-                            "\"linear\"");
+            return Error(q, "'" + s.warmup_type +
+                                "' is not a warmup type; use \"log\" or "
+                                "\"linear\"");
           }
         } else if (!cosine && k == "warmup_min_lr") {
           TF_RETURN_IF_ERROR(Float(x, q, "scheduler.warmup_min_lr", &s.warmup_min_lr));
@@ -574,7 +599,7 @@ class Parser {
         if (IsAuto(x, p)) continue;
         TF_RETURN_IF_ERROR(ReadBool(x, p, &b));
         if (b) {
-          TF_RETURN_IF_ERROR(Set("offload", p, &c_.offload, std::string("host")));
+          TF_RETURN_IF_ERROR(Set("offload", p, &c_.offload, OffloadPlacement::kHost));
           offload_requested_ = p;
         }
       } else if (k == "sub_group_size") {
@@ -602,18 +627,20 @@ class Parser {
         TF_RETURN_IF_ERROR(ReadString(x, p, &d));
         std::string dl = Lower(d);
         if (dl == "cpu") {
-          TF_RETURN_IF_ERROR(Set("offload", p, &c_.offload, std::string("host")));
+          TF_RETURN_IF_ERROR(Set("offload", p, &c_.offload, OffloadPlacement::kHost));
           offload_requested_ = p;
         } else if (dl == "nvme") {
-          TF_RETURN_IF_ERROR(Set("offload", p, &c_.offload, std::string("nvme")));
+          TF_RETURN_IF_ERROR(Set("offload", p, &c_.offload, OffloadPlacement::kNvme));
           offload_requested_ = p;
         } else if (dl == "none") {
-          Warn("'" + p + "' is \"none\": tierflow always offloads optimizer state; using host "
+          Warn("'" + p +
+               "' is \"none\": tierflow always offloads optimizer state; using host "
                "memory");
-          TF_RETURN_IF_ERROR(Set("offload", p, &c_.offload, std::string("host")));
+          TF_RETURN_IF_ERROR(Set("offload", p, &c_.offload, OffloadPlacement::kHost));
         } else {
-          return Error(p, "'" + d + "' is not an offload device; use \"cpu\" (host memory) or "
-                          "\"nvme\"");
+          return Error(p, "'" + d +
+                              "' is not an offload device; use \"cpu\" (host memory) or "
+                              "\"nvme\"");
         }
       } else if (k == "nvme_path") {
         if (IsAuto(x, p)) continue;
@@ -632,8 +659,9 @@ class Parser {
         TF_RETURN_IF_ERROR(Double(x, p, "nvme_ratio", &c_.nvme_ratio));
       } else if (k == "fast_init" || k == "pipeline" || k == "pipeline_read" ||
                  k == "pipeline_write" || k == "super_offload" || k == "cpuadam_cores_perc") {
-        Ignored(p, "tierflow always overlaps NVMe reads/writes with the step "
-                   "(see tierflow.pipeline)");
+        Ignored(p,
+                "tierflow always overlaps NVMe reads/writes with the step "
+                "(see tierflow.pipeline)");
       } else {
         Unknown(p);
       }
@@ -678,71 +706,118 @@ class Parser {
       const Json& x = it.value();
       std::string p = Join(path, k);
       Status s;
-      if (k == "model") s = String(x, p, k, &c_.model);
-      else if (k == "data") s = String(x, p, k, &c_.data);
-      else if (k == "token_dtype") s = String(x, p, k, &c_.token_dtype);
-      else if (k == "text_field") s = String(x, p, k, &c_.text_field);
-      else if (k == "tokenizer") s = String(x, p, k, &c_.tokenizer);
-      else if (k == "shuffle") s = Bool(x, p, k, &c_.shuffle);
-      else if (k == "seed") s = Int(x, p, k, &c_.seed);
-      else if (k == "eval_fraction") s = Double(x, p, k, &c_.eval_fraction);
-      else if (k == "eval_every") s = Int(x, p, k, &c_.eval_every);
-      else if (k == "eval_batches") s = Int(x, p, k, &c_.eval_batches);
-      else if (k == "micro_batch") s = Int(x, p, k, &c_.micro_batch);
-      else if (k == "grad_accum") s = Int(x, p, k, &c_.grad_accum);
-      else if (k == "seq_len") s = Int(x, p, k, &c_.seq_len);
-      else if (k == "steps") s = Int(x, p, k, &c_.steps);
-      else if (k == "activation_checkpointing") s = Bool(x, p, k, &c_.activation_checkpointing);
+      if (k == "model")
+        s = String(x, p, k, &c_.model);
+      else if (k == "data")
+        s = String(x, p, k, &c_.data);
+      else if (k == "token_dtype")
+        s = String(x, p, k, &c_.token_dtype);
+      else if (k == "text_field")
+        s = String(x, p, k, &c_.text_field);
+      else if (k == "tokenizer")
+        s = String(x, p, k, &c_.tokenizer);
+      else if (k == "shuffle")
+        s = Bool(x, p, k, &c_.shuffle);
+      else if (k == "seed")
+        s = Int(x, p, k, &c_.seed);
+      else if (k == "eval_fraction")
+        s = Double(x, p, k, &c_.eval_fraction);
+      else if (k == "eval_every")
+        s = Int(x, p, k, &c_.eval_every);
+      else if (k == "eval_batches")
+        s = Int(x, p, k, &c_.eval_batches);
+      else if (k == "micro_batch")
+        s = Int(x, p, k, &c_.micro_batch);
+      else if (k == "grad_accum")
+        s = Int(x, p, k, &c_.grad_accum);
+      else if (k == "seq_len")
+        s = Int(x, p, k, &c_.seq_len);
+      else if (k == "steps")
+        s = Int(x, p, k, &c_.steps);
+      else if (k == "activation_checkpointing")
+        s = Bool(x, p, k, &c_.activation_checkpointing);
       else if (k == "dtype") {
         if (IsAuto(x, p)) continue;
         s = ReadString(x, p, &tf_dtype_);
         tf_dtype_path_ = p;
-      }
-      else if (k == "loss_scale") s = Float(x, p, k, &c_.loss_scale);
-      else if (k == "initial_scale_power") s = Int(x, p, k, &c_.initial_scale_power);
-      else if (k == "loss_scale_window") s = Int(x, p, k, &c_.loss_scale_window);
-      else if (k == "hysteresis") s = Int(x, p, k, &c_.hysteresis);
-      else if (k == "min_loss_scale") s = Float(x, p, k, &c_.min_loss_scale);
+      } else if (k == "loss_scale")
+        s = Float(x, p, k, &c_.loss_scale);
+      else if (k == "initial_scale_power")
+        s = Int(x, p, k, &c_.initial_scale_power);
+      else if (k == "loss_scale_window")
+        s = Int(x, p, k, &c_.loss_scale_window);
+      else if (k == "hysteresis")
+        s = Int(x, p, k, &c_.hysteresis);
+      else if (k == "min_loss_scale")
+        s = Float(x, p, k, &c_.min_loss_scale);
       else if (k == "optimizer") {
         if (IsAuto(x, p)) continue;
         std::string o;
         s = ReadString(x, p, &o);
         if (s.ok()) s = Set(k, p, &c_.optimizer, Lower(o));
-      }
-      else if (k == "lr") s = Float(x, p, k, &c_.lr);
-      else if (k == "beta1") s = Float(x, p, k, &c_.beta1);
-      else if (k == "beta2") s = Float(x, p, k, &c_.beta2);
-      else if (k == "eps") s = Float(x, p, k, &c_.eps);
-      else if (k == "weight_decay") s = Float(x, p, k, &c_.weight_decay);
-      else if (k == "gradient_clipping") s = Float(x, p, k, &c_.gradient_clipping);
+      } else if (k == "lr")
+        s = Float(x, p, k, &c_.lr);
+      else if (k == "beta1")
+        s = Float(x, p, k, &c_.beta1);
+      else if (k == "beta2")
+        s = Float(x, p, k, &c_.beta2);
+      else if (k == "eps")
+        s = Float(x, p, k, &c_.eps);
+      else if (k == "weight_decay")
+        s = Float(x, p, k, &c_.weight_decay);
+      else if (k == "gradient_clipping")
+        s = Float(x, p, k, &c_.gradient_clipping);
       else if (k == "offload") {
         if (IsAuto(x, p)) continue;
         std::string o;
         s = ReadString(x, p, &o);
-        if (s.ok()) s = Set(k, p, &c_.offload, Lower(o) == "cpu" ? std::string("host") : Lower(o));
+        // "auto" was taken above (keeps the base value), so kAuto cannot come from here.
+        StatusOr<OffloadPlacement> placement = OffloadPlacement::kAuto;
+        if (s.ok()) placement = ParseOffloadPlacement(label_ + ": " + p, Lower(o));
+        if (s.ok()) s = placement.status();
+        if (s.ok()) s = Set(k, p, &c_.offload, *placement);
         if (s.ok()) offload_requested_ = p;
-      }
-      else if (k == "nvme_paths" || k == "nvme_path") {
+      } else if (k == "nvme_paths" || k == "nvme_path") {
         if (IsAuto(x, p)) continue;
         std::vector<std::string> paths;
         s = ReadStringList(x, p, &paths);
         if (s.ok()) s = Set("nvme_paths", p, &c_.nvme_paths, paths);
-      }
-      else if (k == "nvme_buffered") s = Bool(x, p, k, &c_.nvme_buffered);
-      else if (k == "nvme_ratio") s = Double(x, p, k, &c_.nvme_ratio);
-      else if (k == "buffer_count") s = Int(x, p, k, &c_.buffer_count);
-      else if (k == "sub_group_size") s = Int(x, p, k, &c_.sub_group_size, 1);
-      else if (k == "pin_memory") s = Bool(x, p, k, &c_.pin_memory);
-      else if (k == "aio_block_size") s = Int(x, p, k, &c_.aio_block_size, 1);
-      else if (k == "aio_queue_depth") s = Int(x, p, k, &c_.aio_queue_depth, 1);
-      else if (k == "pipeline") s = String(x, p, k, &c_.pipeline);
-      else if (k == "device") s = String(x, p, k, &c_.device);
-      else if (k == "device_memory") s = String(x, p, k, &c_.device_memory);
-      else if (k == "out_dir") s = String(x, p, k, &c_.out_dir);
-      else if (k == "checkpoint_every") s = Int(x, p, k, &c_.checkpoint_every);
-      else if (k == "resume") s = Bool(x, p, k, &c_.resume);
-      else if (k == "metrics_path") s = String(x, p, k, &c_.metrics_path);
-      else if (k == "trace_path") s = String(x, p, k, &c_.trace_path);
+      } else if (k == "nvme_buffered")
+        s = Bool(x, p, k, &c_.nvme_buffered);
+      else if (k == "nvme_ratio")
+        s = Double(x, p, k, &c_.nvme_ratio);
+      else if (k == "buffer_count")
+        s = Int(x, p, k, &c_.buffer_count);
+      else if (k == "sub_group_size")
+        s = Int(x, p, k, &c_.sub_group_size, 1);
+      else if (k == "pin_memory")
+        s = Bool(x, p, k, &c_.pin_memory);
+      else if (k == "aio_block_size")
+        s = Int(x, p, k, &c_.aio_block_size, 1);
+      else if (k == "aio_queue_depth")
+        s = Int(x, p, k, &c_.aio_queue_depth, 1);
+      else if (k == "pipeline")
+        s = String(x, p, k, &c_.pipeline);
+      else if (k == "device") {
+        if (IsAuto(x, p)) continue;
+        std::string d;
+        s = ReadString(x, p, &d);
+        StatusOr<DeviceChoice> choice = DeviceChoice::kAuto;
+        if (s.ok()) choice = ParseDeviceChoice(label_ + ": " + p, d);
+        if (s.ok()) s = choice.status();
+        if (s.ok()) s = Set(k, p, &c_.device, *choice);
+      } else if (k == "device_memory")
+        s = String(x, p, k, &c_.device_memory);
+      else if (k == "out_dir")
+        s = String(x, p, k, &c_.out_dir);
+      else if (k == "checkpoint_every")
+        s = Int(x, p, k, &c_.checkpoint_every);
+      else if (k == "resume")
+        s = Bool(x, p, k, &c_.resume);
+      else if (k == "metrics_path")
+        s = String(x, p, k, &c_.metrics_path);
+      else if (k == "trace_path")
+        s = String(x, p, k, &c_.trace_path);
       else if (k == "trace_steps") {
         if (!x.is_array()) {
           s = TypeError(p, "an array of step numbers", x);
@@ -756,9 +831,10 @@ class Parser {
           }
           if (s.ok()) s = Set(k, p, &c_.trace_steps, steps);
         }
-      }
-      else if (k == "log_every") s = Int(x, p, k, &c_.log_every);
-      else Unknown(p);
+      } else if (k == "log_every")
+        s = Int(x, p, k, &c_.log_every);
+      else
+        Unknown(p);
       TF_RETURN_IF_ERROR(s);
     }
     return Status::Ok();
@@ -801,16 +877,16 @@ class Parser {
       }
     }
     if (micro) {
-      TF_RETURN_IF_ERROR(Set("micro_batch", ds_train_batch_ && !ds_micro_
-                                                ? "train_batch_size"
-                                                : "train_micro_batch_size_per_gpu",
-                             &c_.micro_batch, static_cast<int>(*micro)));
+      TF_RETURN_IF_ERROR(
+          Set("micro_batch",
+              ds_train_batch_ && !ds_micro_ ? "train_batch_size" : "train_micro_batch_size_per_gpu",
+              &c_.micro_batch, static_cast<int>(*micro)));
     }
     if (accum) {
-      TF_RETURN_IF_ERROR(Set("grad_accum", ds_train_batch_ && !ds_accum_
-                                               ? "train_batch_size"
-                                               : "gradient_accumulation_steps",
-                             &c_.grad_accum, static_cast<int>(*accum)));
+      TF_RETURN_IF_ERROR(
+          Set("grad_accum",
+              ds_train_batch_ && !ds_accum_ ? "train_batch_size" : "gradient_accumulation_steps",
+              &c_.grad_accum, static_cast<int>(*accum)));
     }
     // tierflow.micro_batch / grad_accum were recorded under the same field
     // names while reading, so the Set() calls above report any disagreement.
@@ -822,24 +898,27 @@ class Parser {
       return InvalidArgumentError(label_ + ": contradictory settings: fp16.enabled and " +
                                   bf16_path_ + ".enabled are both true; enable one of them");
     }
-    std::optional<std::string> dtype;
+    std::optional<DType> dtype;
     std::string from;
     if (fp16_enabled_.value_or(false)) {
-      dtype = "fp16";
+      dtype = DType::kF16;
       from = "fp16.enabled";
     } else if (bf16_enabled_.value_or(false)) {
-      dtype = "bf16";
+      dtype = DType::kBF16;
       from = bf16_path_ + ".enabled";
     } else if (fp16_enabled_.has_value() || bf16_enabled_.has_value()) {
       // Explicitly disabled and nothing else enabled: DeepSpeed trains in fp32.
-      dtype = "fp32";
+      dtype = DType::kF32;
       from = fp16_enabled_.has_value() ? "fp16.enabled" : bf16_path_ + ".enabled";
-      Warn("'" + from + "' is false and no other precision is enabled: training in fp32, "
+      Warn("'" + from +
+           "' is false and no other precision is enabled: training in fp32, "
            "as DeepSpeed would");
     }
     if (dtype) TF_RETURN_IF_ERROR(Set("dtype", from, &c_.dtype, *dtype));
     if (!tf_dtype_path_.empty()) {
-      TF_RETURN_IF_ERROR(Set("dtype", tf_dtype_path_, &c_.dtype, Lower(tf_dtype_)));
+      StatusOr<DType> parsed = ParseDType(Lower(tf_dtype_));
+      if (!parsed.ok()) return Error(tf_dtype_path_, parsed.status().message());
+      TF_RETURN_IF_ERROR(Set("dtype", tf_dtype_path_, &c_.dtype, *parsed));
     }
     return Status::Ok();
   }
@@ -853,20 +932,26 @@ class Parser {
     if (*zero_stage_ == 0) {
       if (!offload_requested_.empty()) {
         return InvalidArgumentError(
-            label_ + ": contradictory settings: zero_optimization.stage = 0 (no ZeRO, no "
-                     "offload) but '" + offload_requested_ + "' asks for optimizer offload; "
-                     "set stage to 2 (or remove it)");
+            label_ +
+            ": contradictory settings: zero_optimization.stage = 0 (no ZeRO, no "
+            "offload) but '" +
+            offload_requested_ +
+            "' asks for optimizer offload; "
+            "set stage to 2 (or remove it)");
       }
-      Warn("'zero_optimization.stage' = 0 ignored: tierflow always offloads optimizer state "
-           "(as ZeRO-2 with offload_optimizer)");
+      Warn(
+          "'zero_optimization.stage' = 0 ignored: tierflow always offloads optimizer state "
+          "(as ZeRO-2 with offload_optimizer)");
     } else if (*zero_stage_ == 3) {
-      Warn("'zero_optimization.stage' = 3: parameters stay on the GPU in tierflow; optimizer "
-           "state is offloaded as with stage 2");
+      Warn(
+          "'zero_optimization.stage' = 3: parameters stay on the GPU in tierflow; optimizer "
+          "state is offloaded as with stage 2");
     }
     return Status::Ok();
   }
 
   std::string label_;
+  JsonReader json_;  // after label_, which it copies
   TrainConfig c_;
   std::vector<std::string> warnings_;
   std::map<std::string, std::pair<std::string, std::string>> set_by_;  // field -> (path, value)
@@ -895,22 +980,16 @@ StatusOr<TrainConfig> ParseTrainConfig(std::string_view json_text, const std::st
     return Parser(label, base).Run(root);
   } catch (const Json::exception& e) {
     // Every access above is type-checked first; reaching here is a tierflow bug.
-    return InternalError(label + ": reading the config hit a JSON type error: " +
-                         std::string(e.what()));
+    return InternalError(label +
+                         ": reading the config hit a JSON type error: " + std::string(e.what()));
   }
 }
 
 StatusOr<TrainConfig> LoadTrainConfig(const std::string& path, const TrainConfig& base) {
-  errno = 0;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    if (errno != 0) return ErrnoStatus(errno, "open config " + path);
-    return NotFoundError("config " + path + ": cannot be opened");
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return IoError("read config " + path + ": read failed");
-  return ParseTrainConfig(text.str(), path, base);
+  // A DeepSpeed config is a few KB; 16 MiB refuses a wrong path by name.
+  auto text = ReadFileToString(path, 16u << 20);
+  if (!text.ok()) return text.status().WithContext("config");
+  return ParseTrainConfig(*text, path, base);
 }
 
 }  // namespace tierflow

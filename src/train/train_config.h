@@ -10,6 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "tierflow/device_choice.h"
+#include "tierflow/dtype.h"
+#include "tierflow/placement.h"
 #include "tierflow/status.h"
 
 namespace tierflow {
@@ -21,7 +24,7 @@ struct LrScheduleConfig {
   float warmup_max_lr = -1.0f;  // <0: the optimizer's lr
   int64_t warmup_num_steps = 0;
   std::string warmup_type = "log";  // "log" | "linear" (DeepSpeed default: log)
-  int64_t total_num_steps = 0;  // WarmupDecayLR / WarmupCosineLR; 0: the run's steps
+  int64_t total_num_steps = 0;      // WarmupDecayLR / WarmupCosineLR; 0: the run's steps
   float cos_min_ratio = 0.0001f;    // WarmupCosineLR: lr floor as a ratio of max
   float warmup_min_ratio = 0.0f;    // WarmupCosineLR: start of warmup as a ratio of max
 };
@@ -35,60 +38,61 @@ struct TrainConfig {
   std::string tokenizer;              // "" = the model's (dir) or bytes (presets)
   bool shuffle = true;
   uint64_t seed = 1234;
-  double eval_fraction = 0.05;        // held-out share of the data
-  int64_t eval_every = 50;            // steps between eval losses; 0 = never
+  double eval_fraction = 0.05;  // held-out share of the data
+  int64_t eval_every = 50;      // steps between eval losses; 0 = never
   int eval_batches = 4;
 
   // Batch.
-  int micro_batch = 4;                // train_micro_batch_size_per_gpu
-  int grad_accum = 1;                 // gradient_accumulation_steps
+  int micro_batch = 4;  // train_micro_batch_size_per_gpu
+  int grad_accum = 1;   // gradient_accumulation_steps
   int seq_len = 128;
   int64_t steps = 300;
   bool activation_checkpointing = false;
 
   // Precision.
-  std::string dtype = "bf16";         // bf16 | fp16 | fp32 (from bf16/fp16 "enabled")
-  float loss_scale = 0.0f;            // fp16: 0 = dynamic
+  DType dtype = DType::kBF16;  // from bf16/fp16 "enabled" (neither: fp32)
+  float loss_scale = 0.0f;     // fp16: 0 = dynamic
   int initial_scale_power = 16;
   int loss_scale_window = 1000;
   int hysteresis = 2;
   float min_loss_scale = 1.0f;
 
   // Optimizer.
-  std::string optimizer = "adamw";    // adamw | adam
+  std::string optimizer = "adamw";  // adamw | adam
   float lr = 1e-3f;
   float beta1 = 0.9f, beta2 = 0.999f;
   float eps = 1e-8f;
   float weight_decay = 0.0f;
-  float gradient_clipping = 1.0f;     // 0 = off
+  float gradient_clipping = 1.0f;  // 0 = off
   LrScheduleConfig scheduler;
 
   // Offload.
-  std::string offload = "nvme";       // host | nvme (offload_optimizer.device; "cpu" = host)
+  // kHost | kNvme (offload_optimizer.device; "cpu" = host). kAuto is refused.
+  OffloadPlacement offload = OffloadPlacement::kNvme;
   std::vector<std::string> nvme_paths;  // "" = a temporary directory, removed at exit
   bool nvme_buffered = false;
-  double nvme_ratio = 1.0;            // offload_optimizer.ratio
-  int buffer_count = 4;               // offload_optimizer.buffer_count
-  uint64_t sub_group_size = 4u << 20; // zero_optimization.sub_group_size
-  bool pin_memory = true;             // offload_optimizer.pin_memory (always pinned here)
-  uint32_t aio_block_size = 1u << 20; // aio.block_size
-  uint32_t aio_queue_depth = 32;      // aio.queue_depth
+  double nvme_ratio = 1.0;              // offload_optimizer.ratio
+  int buffer_count = 4;                 // offload_optimizer.buffer_count
+  uint64_t sub_group_size = 4u << 20;   // zero_optimization.sub_group_size
+  bool pin_memory = true;               // offload_optimizer.pin_memory (always pinned here)
+  uint32_t aio_block_size = 1u << 20;   // aio.block_size
+  uint32_t aio_queue_depth = 32;        // aio.queue_depth
   std::string pipeline = "overlapped";  // overlapped | sync
 
   // Device.
-  std::string device = "auto";
-  std::string device_memory;          // e.g. "2GiB"
+  DeviceChoice device = DeviceChoice::kAuto;
+  std::string device_memory;  // e.g. "2GiB"
 
   // Output.
-  std::string out_dir;                // checkpoints and the final model; "" = ./tierflow-out
-  int64_t checkpoint_every = 100;     // steps; 0 = only at the end
+  std::string out_dir;             // checkpoints and the final model; "" = ./tierflow-out
+  int64_t checkpoint_every = 100;  // steps; 0 = only at the end
   bool resume = false;
   // A checkpoint directory to resume from explicitly (--resume-from), e.g. an
   // older one when the newest does not verify; "" = --resume's newest.
   std::string resume_from;
-  std::string metrics_path;           // JSONL; "" = <out>/metrics.jsonl
-  std::string trace_path;             // Chrome trace of trace_steps
-  std::vector<int64_t> trace_steps;   // default: {2}
+  std::string metrics_path;          // JSONL; "" = <out>/metrics.jsonl
+  std::string trace_path;            // Chrome trace of trace_steps
+  std::vector<int64_t> trace_steps;  // default: {2}
   int64_t log_every = 10;
 
   std::vector<std::string> warnings;  // unknown keys, ignored settings

@@ -41,18 +41,18 @@ Status ValidateSchedule(const TrainConfig& c) {
     return Bad("scheduler.warmup_type", "'" + s.warmup_type + "' is not valid; use log or linear");
   }
   if (s.warmup_num_steps < 0) {
-    return Bad("scheduler.warmup_num_steps", "is " + std::to_string(s.warmup_num_steps) +
-                                                 "; use 0 or more");
+    return Bad("scheduler.warmup_num_steps",
+               "is " + std::to_string(s.warmup_num_steps) + "; use 0 or more");
   }
   const int64_t total = s.total_num_steps > 0 ? s.total_num_steps : c.steps;
   if (s.type == "WarmupCosineLR") {
     if (!(s.warmup_min_ratio >= 0.0f && s.warmup_min_ratio <= 1.0f)) {
-      return Bad("scheduler.warmup_min_ratio", "is " + Num(s.warmup_min_ratio) +
-                                                   "; use a ratio in [0, 1]");
+      return Bad("scheduler.warmup_min_ratio",
+                 "is " + Num(s.warmup_min_ratio) + "; use a ratio in [0, 1]");
     }
     if (!(s.cos_min_ratio >= 0.0f && s.cos_min_ratio <= 1.0f)) {
-      return Bad("scheduler.cos_min_ratio", "is " + Num(s.cos_min_ratio) +
-                                                "; use a ratio in [0, 1]");
+      return Bad("scheduler.cos_min_ratio",
+                 "is " + Num(s.cos_min_ratio) + "; use a ratio in [0, 1]");
     }
     // DeepSpeed divides by (total - max(2, warmup)); equal values would divide by zero.
     if (total <= std::max<int64_t>(2, s.warmup_num_steps)) {
@@ -67,8 +67,9 @@ Status ValidateSchedule(const TrainConfig& c) {
     }
     const float max_lr = s.warmup_max_lr < 0.0f ? c.lr : s.warmup_max_lr;
     if (!std::isfinite(s.warmup_max_lr) || max_lr <= 0.0f) {
-      return Bad("scheduler.warmup_max_lr", "is " + Num(s.warmup_max_lr) +
-                                                "; use a positive rate (or leave it out to use lr)");
+      return Bad(
+          "scheduler.warmup_max_lr",
+          "is " + Num(s.warmup_max_lr) + "; use a positive rate (or leave it out to use lr)");
     }
     if (s.type == "WarmupDecayLR" && s.warmup_num_steps > total) {
       return Bad("scheduler.warmup_num_steps",
@@ -87,8 +88,9 @@ Status ValidateSchedule(const TrainConfig& c) {
 Status ValidateTrainConfig(const TrainConfig& c) {
   if (c.model.empty()) return Bad("model", "is empty; name a preset or a model directory");
   if (!IsOneOf(c.token_dtype, {"", "u16", "u32"})) {
-    return Bad("token_dtype", "'" + c.token_dtype + "' is not valid; use u16, u32 or leave it "
-                              "empty for text");
+    return Bad("token_dtype", "'" + c.token_dtype +
+                                  "' is not valid; use u16, u32 or leave it "
+                                  "empty for text");
   }
   if (!(c.eval_fraction >= 0.0 && c.eval_fraction < 1.0)) {
     return Bad("eval_fraction", "is " + Num(c.eval_fraction) + "; use a fraction in [0, 1)");
@@ -112,21 +114,18 @@ Status ValidateTrainConfig(const TrainConfig& c) {
   }
   if (c.steps < 1) return Bad("steps", "is " + std::to_string(c.steps) + "; use 1 or more");
 
-  if (!IsOneOf(c.dtype, {"bf16", "fp16", "fp32"})) {
-    return Bad("dtype", "'" + c.dtype + "' is not valid; use bf16, fp16 or fp32");
-  }
-  if (c.dtype == "fp16") {
+  if (c.dtype == DType::kF16) {
     if (!std::isfinite(c.loss_scale) || c.loss_scale < 0.0f) {
-      return Bad("loss_scale", "is " + Num(c.loss_scale) +
-                                   "; use 0 (dynamic) or a positive static scale");
+      return Bad("loss_scale",
+                 "is " + Num(c.loss_scale) + "; use 0 (dynamic) or a positive static scale");
     }
     if (c.initial_scale_power < 0 || c.initial_scale_power > 63) {
       return Bad("initial_scale_power", "is " + std::to_string(c.initial_scale_power) +
                                             "; use 0..63 (the scale starts at 2^power)");
     }
     if (c.loss_scale_window < 1) {
-      return Bad("loss_scale_window", "is " + std::to_string(c.loss_scale_window) +
-                                          "; use 1 or more steps");
+      return Bad("loss_scale_window",
+                 "is " + std::to_string(c.loss_scale_window) + "; use 1 or more steps");
     }
     if (c.hysteresis < 1) {
       return Bad("hysteresis", "is " + std::to_string(c.hysteresis) + "; use 1 or more");
@@ -160,20 +159,21 @@ Status ValidateTrainConfig(const TrainConfig& c) {
     return Bad("weight_decay", "is " + Num(c.weight_decay) + "; use 0 or more");
   }
   if (!std::isfinite(c.gradient_clipping) || c.gradient_clipping < 0.0f) {
-    return Bad("gradient_clipping", "is " + Num(c.gradient_clipping) +
-                                        "; use 0 (off) or a positive max norm");
+    return Bad("gradient_clipping",
+               "is " + Num(c.gradient_clipping) + "; use 0 (off) or a positive max norm");
   }
   TF_RETURN_IF_ERROR(ValidateSchedule(c));
 
-  if (!IsOneOf(c.offload, {"host", "nvme"})) {
-    return Bad("offload", "'" + c.offload + "' is not valid; use host or nvme");
+  if (c.offload != OffloadPlacement::kHost && c.offload != OffloadPlacement::kNvme) {
+    return Bad("offload", "'" + std::string(OffloadPlacementName(c.offload)) +
+                              "' is not valid; use host or nvme");
   }
   for (const std::string& p : c.nvme_paths) {
     if (p.empty()) return Bad("nvme_paths", "contains an empty path; name a directory");
   }
   if (!(c.nvme_ratio >= 0.0 && c.nvme_ratio <= 1.0)) {
-    return Bad("nvme_ratio", "is " + Num(c.nvme_ratio) +
-                                 " (offload_optimizer.ratio); use a fraction in [0, 1]");
+    return Bad("nvme_ratio",
+               "is " + Num(c.nvme_ratio) + " (offload_optimizer.ratio); use a fraction in [0, 1]");
   }
   if (c.buffer_count < 2) {
     return Bad("buffer_count", "is " + std::to_string(c.buffer_count) +
@@ -195,12 +195,11 @@ Status ValidateTrainConfig(const TrainConfig& c) {
     return Bad("pipeline", "'" + c.pipeline + "' is not valid; use overlapped or sync");
   }
 
-  if (c.device.empty()) return Bad("device", "is empty; use auto, cpu or cuda");
   if (c.checkpoint_every < 0) {
     return Bad("checkpoint_every", "is negative; use 0 (only at the end) or more steps");
   }
-  if (c.log_every < 1) return Bad("log_every", "is " + std::to_string(c.log_every) +
-                                                   "; use 1 or more steps");
+  if (c.log_every < 1)
+    return Bad("log_every", "is " + std::to_string(c.log_every) + "; use 1 or more steps");
   for (int64_t s : c.trace_steps) {
     if (s < 1 || s > c.steps) {
       return Bad("trace_steps", "step " + std::to_string(s) + " is outside the run (1.." +

@@ -19,11 +19,12 @@
 #include "data/data_loader.h"
 #include "data/text_dataset.h"
 #include "data/tokenizer.h"
+#include "engine/master_weights.h"
 #include "engine/offload_engine.h"
 #include "io/dir_lock.h"
+#include "io/file_reader.h"
 #include "io/file_system.h"
 #include "io/json_util.h"
-#include "model/engine_weights.h"
 #include "model/hf_model.h"
 #include "model/transformer.h"
 #include "offload/swap_set.h"
@@ -47,11 +48,11 @@ class TempDirectory {
  public:
   static StatusOr<TempDirectory> Create() {
     const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base != nullptr && *base ? base : "/var/tmp") +
-                       "/tierflow-nvme-XXXXXX";
+    std::string tmpl =
+        std::string(base != nullptr && *base ? base : "/var/tmp") + "/tierflow-nvme-XXXXXX";
     if (::mkdtemp(tmpl.data()) == nullptr) {
-      return ErrnoStatus(errno, "create a temporary NVMe directory " + tmpl +
-                                    " (give one with --nvme-path DIR)");
+      return ErrnoStatus(
+          errno, "create a temporary NVMe directory " + tmpl + " (give one with --nvme-path DIR)");
     }
     TempDirectory d;
     d.path_ = tmpl;
@@ -113,26 +114,23 @@ MicroBatch ToMicroBatch(const TokenBatch& b) {
 }
 
 // Final-model temporaries: ".model.tmp-PID" (being written) and
-// ".model.old-PID" (the previous model, moved aside).
+// ".model.old-PID" (the previous model, moved aside by ReplaceDirectory).
 constexpr char kFinalModelTmpPrefix[] = ".model.tmp-";
-constexpr char kFinalModelOldPrefix[] = ".model.old-";
 
 // Replaces OUT/model with the final weights, crash-safely: written into a
-// temporary directory, renamed into place, OUT fsync'd so the rename is
-// durable. A crash mid-save leaves temporaries behind; since the caller holds
-// OUT's lock, no other process is saving there, so every temporary found is
-// such a leftover and is removed first (never following a link: remove_all
-// removes a symlink itself, not its target).
+// temporary directory, put in place by ReplaceDirectory (which fsyncs OUT so
+// the rename is durable). A crash mid-save leaves temporaries behind; since
+// the caller holds OUT's lock, no other process is saving there, so every
+// temporary found is such a leftover and is removed first (never following a
+// link: remove_all removes a symlink itself, not its target).
 Status SaveFinalModel(const DirLock& out_lock, OffloadEngine& engine, const ParamLayout& layout,
                       DType dtype, FileSystem* file_system) {
-  FileSystem* fsys = file_system != nullptr ? file_system : DefaultFileSystem();
   const fs::path out_dir = out_lock.dir();
+  const std::string old_prefix = ReplacedDirectoryAsidePrefix("model");
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(out_dir, ec)) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind(kFinalModelTmpPrefix, 0) != 0 && name.rfind(kFinalModelOldPrefix, 0) != 0) {
-      continue;
-    }
+    if (name.rfind(kFinalModelTmpPrefix, 0) != 0 && name.rfind(old_prefix, 0) != 0) continue;
     std::error_code rm;
     fs::remove_all(entry.path(), rm);
     if (rm) {
@@ -148,20 +146,8 @@ Status SaveFinalModel(const DirLock& out_lock, OffloadEngine& engine, const Para
   HfModelSaveOptions options;
   options.dtype = dtype == DType::kF32 ? DType::kF32 : dtype;
   TF_RETURN_IF_ERROR(SaveHfModel(tmp.string(), layout, weights.data(), options));
-  const fs::path old = out_dir / (kFinalModelOldPrefix + pid);
-  const bool had_model = fs::exists(final_dir, ec);
-  if (had_model) {
-    TF_RETURN_IF_ERROR(fsys->RenameFile(final_dir.string(), old.string())
-                           .WithContext("move the previous model aside"));
-  }
-  if (Status s = fsys->RenameFile(tmp.string(), final_dir.string()); !s.ok()) {
-    if (had_model) (void)fsys->RenameFile(old.string(), final_dir.string());  // put it back
-    return s;
-  }
-  TF_RETURN_IF_ERROR(fsys->SyncDirectory(out_dir.string())
-                         .WithContext("the final model is in place but not yet durable"));
-  if (had_model) fs::remove_all(old, ec);  // a leftover here is removed by the next save
-  return Status::Ok();
+  return ReplaceDirectory(file_system, tmp.string(), final_dir.string())
+      .WithContext("saving the final model");
 }
 
 // Swap sets this output directory's runs created: a run killed before its
@@ -179,7 +165,7 @@ Status CleanOurStaleSwapSets(const DirLock& out_lock, const std::vector<std::str
     std::error_code ec;
     if (fs::exists(registry, ec)) {
       // Depth-limited and non-throwing: the file is on disk, so outside input.
-      auto text = ReadSmallFile(registry, 16u << 20);
+      auto text = ReadFileToString(registry, 16u << 20);
       nlohmann::json parsed;
       Status s = text.ok() ? ParseJsonStrict(*text, registry, &parsed) : text.status();
       if (s.ok() && parsed.is_array()) {
@@ -192,7 +178,8 @@ Status CleanOurStaleSwapSets(const DirLock& out_lock, const std::vector<std::str
   nlohmann::json kept = nlohmann::json::array();
   for (const auto& run : runs) {
     if (!run.is_object() || !run.contains("run_id") || !run["run_id"].is_string() ||
-        !run.contains("paths") || !run["paths"].is_array()) continue;
+        !run.contains("paths") || !run["paths"].is_array())
+      continue;
     const std::string id = run["run_id"];
     bool still_there = false;
     for (const auto& path : run["paths"]) {
@@ -204,9 +191,11 @@ Status CleanOurStaleSwapSets(const DirLock& out_lock, const std::vector<std::str
         if (set.state == offload::SwapSetState::kStale) {
           Status removed = offload::RemoveSwapSet(path.get<std::string>(), id);
           if (removed.ok()) {
-            reporter.OnNote("removed stale swap set " + set.path + " left by an interrupted run of " + out_dir);
+            reporter.OnNote("removed stale swap set " + set.path +
+                            " left by an interrupted run of " + out_dir);
           } else {
-            reporter.OnNote("could not remove stale swap set " + set.path + ": " + removed.ToString());
+            reporter.OnNote("could not remove stale swap set " + set.path + ": " +
+                            removed.ToString());
             still_there = true;
           }
         } else {
@@ -229,8 +218,8 @@ StatusOr<std::string> ChooseResumeCheckpoint(const TrainConfig& config, const st
   if (!config.resume_from.empty()) {
     const CheckpointInfo named = VerifyCheckpoint(config.resume_from);
     if (!named.verified) {
-      return Status(named.problem_code, "--resume-from " + config.resume_from +
-                                            " does not verify: " + named.problem);
+      return Status(named.problem_code,
+                    "--resume-from " + config.resume_from + " does not verify: " + named.problem);
     }
     return config.resume_from;
   }
@@ -273,8 +262,8 @@ StatusOr<Plan> PlanRun(const TrainConfig& c, const ModelConfig& model, DType dty
   in.dtype = dtype;
   in.checkpointing = c.activation_checkpointing;
   in.optimizer = OptimizerKind::kAdamW;
-  TF_ASSIGN_OR_RETURN(in.offload, ParseOffloadChoice(c.offload));
-  if (c.offload == "nvme") in.nvme_ratio = c.nvme_ratio;
+  in.offload = c.offload;
+  if (c.offload == OffloadPlacement::kNvme) in.nvme_ratio = c.nvme_ratio;
   in.sub_group_params = static_cast<int64_t>(c.sub_group_size);
   in.buffer_count = c.buffer_count;
   in.pipeline = c.pipeline == "sync" ? PipelineKind::kSynchronous : PipelineKind::kOverlapped;
@@ -326,8 +315,8 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
     TF_ASSIGN_OR_RETURN(tokenizer, LoadTokenizer(tokenizer_spec));
     if (tokenizer->vocab_size() > model_config.vocab_size) {
       return InvalidArgumentError("tokenizer '" + tokenizer_spec + "' has " +
-                                  std::to_string(tokenizer->vocab_size()) +
-                                  " tokens but model '" + config.model + "' only " +
+                                  std::to_string(tokenizer->vocab_size()) + " tokens but model '" +
+                                  config.model + "' only " +
                                   std::to_string(model_config.vocab_size) +
                                   "; use the model's own tokenizer (--tokenizer)");
     }
@@ -358,7 +347,7 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
     TF_ASSIGN_OR_RETURN(device_options.memory_capacity_bytes, ParseByteSize(config.device_memory));
   }
   TF_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, CreateDevice(device_options));
-  TF_ASSIGN_OR_RETURN(DType dtype, ParseDType(config.dtype));
+  const DType dtype = config.dtype;
   TrainShape shape;
   shape.batch = config.micro_batch;
   shape.seq_len = config.seq_len;
@@ -366,7 +355,7 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   shape.dtype = dtype;
   TempDirectory temp_nvme;
   std::vector<std::string> nvme_paths = config.nvme_paths;
-  if (config.offload != "host" && nvme_paths.empty()) {
+  if (config.offload != OffloadPlacement::kHost && nvme_paths.empty()) {
     TF_ASSIGN_OR_RETURN(temp_nvme, TempDirectory::Create());
     nvme_paths.push_back(temp_nvme.path());
   }
@@ -391,7 +380,7 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   EngineOptions engine_options = MakeEngineOptions(placed, dtype, nvme_paths);
   engine_options.trace = &trace;
   if (hooks != nullptr) engine_options.nvme_backend_factory = hooks->nvme_backend_factory;
-  if (placed.offload == "nvme") {
+  if (placed.offload == OffloadPlacement::kNvme) {
     engine_options.run_id = offload::MakeRunId();
     TF_RETURN_IF_ERROR(
         CleanOurStaleSwapSets(out_lock, nvme_paths, engine_options.run_id, reporter));
@@ -406,13 +395,14 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
                std::to_string(layout.total_params) + " parameters)";
   info.train_tokens = loader.num_train_tokens();
   info.eval_tokens = loader.num_eval_tokens();
-  info.offload = plan.placement.where() == "host" ? "host RAM"
+  info.offload = plan.placement.where() == "host"   ? "host RAM"
                  : plan.placement.where() == "nvme" ? "NVMe"
                                                     : "split host RAM / NVMe";
-  info.nvme_dir = placed.offload == "nvme" ? nvme_paths[0] : "";
+  info.nvme_dir = placed.offload == OffloadPlacement::kNvme ? nvme_paths[0] : "";
   info.predicted_step_seconds = plan.predicted_step_seconds;
   info.out_dir = out_dir;
-  info.tokens_per_step = static_cast<int64_t>(config.micro_batch) * config.seq_len * config.grad_accum;
+  info.tokens_per_step =
+      static_cast<int64_t>(config.micro_batch) * config.seq_len * config.grad_accum;
 
   // Resume.
   int64_t step = 0;
@@ -475,7 +465,8 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   double last_loss = 0;
   // --trace without --trace-steps traces step 2 (step 1 includes warm-up effects).
   std::vector<int64_t> trace_steps = config.trace_steps;
-  if (!config.trace_path.empty() && trace_steps.empty()) trace_steps.push_back(std::min<int64_t>(2, config.steps));
+  if (!config.trace_path.empty() && trace_steps.empty())
+    trace_steps.push_back(std::min<int64_t>(2, config.steps));
   while (step < config.steps) {
     const int64_t next = step + 1;
     const bool traced =
@@ -500,7 +491,8 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
     report.total_steps = config.steps;
     report.stats = stats;
     report.lr = lr;
-    report.tokens_per_second = static_cast<double>(info.tokens_per_step) / std::max(step_seconds, 1e-9);
+    report.tokens_per_second =
+        static_cast<double>(info.tokens_per_step) / std::max(step_seconds, 1e-9);
     report.elapsed_seconds = std::chrono::duration<double>(now - loop_start).count();
     report.eta_seconds = report.elapsed_seconds / static_cast<double>(step - start_step) *
                          static_cast<double>(config.steps - step);
@@ -510,21 +502,22 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
     report.nvme_bytes = engine->NvmeFileBytes();
     reporter.OnStep(report);
 
-    nlohmann::json line = {{"step", step},
-                           {"loss", stats.loss},
-                           {"lr", lr},
-                           {"grad_norm", std::isfinite(stats.grad_norm) ? nlohmann::json(stats.grad_norm)
-                                                                        : nlohmann::json(nullptr)},
-                           {"clip_coef", stats.clip_coef},
-                           {"loss_scale", stats.loss_scale},
-                           {"skipped", stats.skipped},
-                           {"rolled_back", stats.rolled_back},
-                           {"speculation_paused", stats.speculation_paused},
-                           {"tokens", info.tokens_per_step},
-                           {"tokens_per_second", report.tokens_per_second},
-                           {"elapsed_seconds", report.elapsed_seconds},
-                           {"device_bytes", report.device_bytes},
-                           {"pinned_bytes", report.pinned_bytes}};
+    nlohmann::json line = {
+        {"step", step},
+        {"loss", stats.loss},
+        {"lr", lr},
+        {"grad_norm", std::isfinite(stats.grad_norm) ? nlohmann::json(stats.grad_norm)
+                                                     : nlohmann::json(nullptr)},
+        {"clip_coef", stats.clip_coef},
+        {"loss_scale", stats.loss_scale},
+        {"skipped", stats.skipped},
+        {"rolled_back", stats.rolled_back},
+        {"speculation_paused", stats.speculation_paused},
+        {"tokens", info.tokens_per_step},
+        {"tokens_per_second", report.tokens_per_second},
+        {"elapsed_seconds", report.elapsed_seconds},
+        {"device_bytes", report.device_bytes},
+        {"pinned_bytes", report.pinned_bytes}};
     if (traced && !config.trace_path.empty()) {
       TF_RETURN_IF_ERROR(engine->Finish().status());
       TF_RETURN_IF_ERROR(trace.WriteChromeTrace(config.trace_path));

@@ -19,15 +19,15 @@
 namespace tierflow {
 
 struct RunInfo {
-  std::string device;          // description
-  std::string model;           // name and parameter count
+  std::string device;  // description
+  std::string model;   // name and parameter count
   int64_t params = 0;
   int64_t train_tokens = 0, eval_tokens = 0;
-  std::string offload;         // where the optimizer state lives
-  std::string nvme_dir;        // "" when on host
+  std::string offload;   // where the optimizer state lives
+  std::string nvme_dir;  // "" when on host
   std::string out_dir;
-  int64_t start_step = 0;      // > 0 when resumed
-  std::string resumed_from;    // checkpoint path, "" when starting fresh
+  int64_t start_step = 0;    // > 0 when resumed
+  std::string resumed_from;  // checkpoint path, "" when starting fresh
   int64_t tokens_per_step = 0;
   double predicted_step_seconds = 0;  // the planner's prediction
 };
@@ -46,18 +46,18 @@ class TrainReporter {
  public:
   virtual ~TrainReporter() = default;
   virtual void OnStart(const RunInfo& info) {}
-  virtual void OnNote(const std::string& message) {}   // e.g. "no checkpoint: starting fresh"
+  virtual void OnNote(const std::string& message) {}  // e.g. "no checkpoint: starting fresh"
   virtual void OnStep(const StepReport& report) {}
   virtual void OnEval(int64_t step, double eval_loss) {}
   virtual void OnCheckpoint(int64_t step, const std::string& path) {}
 };
 
 struct TrainResult {
-  int64_t steps_done = 0;        // the loop's step counter at the end
+  int64_t steps_done = 0;  // the loop's step counter at the end
   double first_loss = 0, last_loss = 0;
-  double eval_loss = -1;         // last eval loss (-1: none)
-  std::string final_model_dir;   // OUT/model
-  bool stopped = false;          // ended early by a stop request
+  double eval_loss = -1;        // last eval loss (-1: none)
+  std::string final_model_dir;  // OUT/model
+  bool stopped = false;         // ended early by a stop request
   double seconds = 0;
 };
 

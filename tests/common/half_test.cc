@@ -45,15 +45,17 @@ TEST(Half, EveryBf16CodeRoundTripsThroughFloat) {
     bf16 h{static_cast<uint16_t>(b)};
     float f = Bf16ToFloat(h);
     bf16 back = FloatToBf16(f);
-    if (std::isnan(f)) EXPECT_TRUE(std::isnan(Bf16ToFloat(back)));
-    else EXPECT_EQ(back.bits, h.bits) << "code " << b;
+    if (std::isnan(f))
+      EXPECT_TRUE(std::isnan(Bf16ToFloat(back)));
+    else
+      EXPECT_EQ(back.bits, h.bits) << "code " << b;
   }
 }
 
 TEST(Half, Fp16RoundsToNearestEvenLikeBruteForce) {
-  const float samples[] = {1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048, 3.14159f, -2.71828f,
-                           6.0e-8f,  2.9802322e-8f, 8.9406967e-8f, 1e-5f, 65519.0f,
-                           0.1f, -1234.5678f, 5.96e-8f, 3.0e-8f};
+  const float samples[] = {1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048, 3.14159f, -2.71828f, 6.0e-8f,
+                           2.9802322e-8f,      8.9406967e-8f,      1e-5f,    65519.0f,  0.1f,
+                           -1234.5678f,        5.96e-8f,           3.0e-8f};
   for (float x : samples) {
     EXPECT_EQ(Fp16ToFloat(FloatToFp16(x)), NearestFp16Reference(x)) << x;
   }

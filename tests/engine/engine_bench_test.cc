@@ -15,7 +15,7 @@ namespace tierflow {
 namespace {
 
 std::unique_ptr<Device> CpuDevice() {
-  auto d = CreateDevice({.kind = "cpu", .memory_capacity_bytes = 64ull << 20});
+  auto d = CreateDevice({.kind = DeviceChoice::kCpu, .memory_capacity_bytes = 64ull << 20});
   EXPECT_TRUE(d.ok());
   return std::move(d).value();
 }
@@ -73,7 +73,7 @@ TEST(EngineBench, NvmeTierAddsTheNvmeStageAndMovesTheState) {
   auto device = CpuDevice();
   EngineBenchOptions o = Small();
   o.rounds = 2;
-  o.engine.offload = "nvme";
+  o.engine.offload = OffloadPlacement::kNvme;
   o.engine.nvme_paths = {dir.path()};
   auto r = RunEngineBench(*device, o);
   ASSERT_TRUE(r.ok()) << r.status().ToString();

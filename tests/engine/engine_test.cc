@@ -47,7 +47,7 @@ Data MakeData(int steps, int batch, uint32_t seed) {
 }
 
 std::unique_ptr<Device> CpuDevice(uint64_t capacity = 256ull << 20) {
-  auto d = CreateDevice({.kind = "cpu", .memory_capacity_bytes = capacity});
+  auto d = CreateDevice({.kind = DeviceChoice::kCpu, .memory_capacity_bytes = capacity});
   EXPECT_TRUE(d.ok());
   return std::move(d).value();
 }
@@ -118,9 +118,11 @@ std::vector<std::vector<double>> ReferenceTrain(const EngineOptions& options, co
   const size_t n = static_cast<size_t>(kDim) * kDim;
   std::vector<std::vector<double>> master(kLayers), m(kLayers, std::vector<double>(n, 0.0)),
       v(kLayers, std::vector<double>(n, 0.0));
-  for (int l = 0; l < kLayers; ++l) master[l].assign(init.initial(l).begin(), init.initial(l).end());
+  for (int l = 0; l < kLayers; ++l)
+    master[l].assign(init.initial(l).begin(), init.initial(l).end());
   for (size_t s = 0; s < data.x.size(); ++s) {
-    std::vector<std::vector<float>> w(kLayers, std::vector<float>(n)), g(kLayers, std::vector<float>(n, 0.0f));
+    std::vector<std::vector<float>> w(kLayers, std::vector<float>(n)),
+        g(kLayers, std::vector<float>(n, 0.0f));
     std::vector<const float*> wp;
     std::vector<float*> gp;
     for (int l = 0; l < kLayers; ++l) {
@@ -131,7 +133,8 @@ std::vector<std::vector<double>> ReferenceTrain(const EngineOptions& options, co
     const int batch = static_cast<int>(data.x[s].size()) / kDim;
     LinearStackForwardBackward(wp, data.x[s].data(), data.y[s].data(), batch, kDim, 1.0f, gp);
     double sq = 0;
-    for (auto& gl : g) for (float x : gl) sq += static_cast<double>(x) * x;
+    for (auto& gl : g)
+      for (float x : gl) sq += static_cast<double>(x) * x;
     double norm = std::sqrt(sq);
     float coef = 1.0f;
     if (options.clip_grad_norm > 0 && norm > options.clip_grad_norm) {
@@ -186,13 +189,28 @@ TEST(OffloadEngine, Bf16WeightsTrainAndDeviceHoldsRoundedMasters) {
   for (const StepStats& s : r.stats) EXPECT_FALSE(s.skipped);
 }
 
+// kAuto is a request for the planner; an engine handed one unresolved
+// refuses it instead of guessing a tier.
+TEST(OffloadEngine, RefusesUnresolvedAutoPlacement) {
+  auto device = CpuDevice();
+  LinearStack model(kLayers, kDim, DType::kF32, 7);
+  EngineOptions o = BaseOptions();
+  o.offload = OffloadPlacement::kAuto;
+  auto engine = OffloadEngine::Create(*device, model, o);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_EQ(engine.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(engine.status().message().find("offload must be host or nvme, not auto"),
+            std::string::npos)
+      << engine.status().ToString();
+}
+
 TEST(OffloadEngine, HostAndNvmeTiersGiveBitIdenticalState) {
   TempDir dir;
   Data data = MakeData(5, 8, 3);
   EngineOptions host = BaseOptions();
   host.clip_grad_norm = 0.5f;
   EngineOptions nvme = host;
-  nvme.offload = "nvme";
+  nvme.offload = OffloadPlacement::kNvme;
   nvme.nvme_paths = {dir.path()};
   EngineOptions split = nvme;
   split.nvme_ratio = 0.5;
@@ -206,7 +224,7 @@ TEST(OffloadEngine, HostAndNvmeTiersGiveBitIdenticalState) {
               std::filesystem::is_empty(std::filesystem::path(dir.path()) / "tierflow-swap"));
 }
 
-class PipelineTest : public testing::TestWithParam<std::tuple<float, std::string>> {};
+class PipelineTest : public testing::TestWithParam<std::tuple<float, OffloadPlacement>> {};
 
 TEST_P(PipelineTest, OverlappedEqualsSynchronousBitForBit) {
   const auto [clip, offload] = GetParam();
@@ -251,8 +269,8 @@ TEST_P(PipelineTest, OverlappedEqualsSynchronousBitForBit) {
 // step that was not clipped does; the weights stay those of the synchronous
 // pipeline.
 TEST(OffloadEngine, SpeculationPausesAfterAClippedStep) {
-  for (const std::string offload : {"host", "nvme"}) {
-    SCOPED_TRACE(offload);
+  for (const OffloadPlacement offload : {OffloadPlacement::kHost, OffloadPlacement::kNvme}) {
+    SCOPED_TRACE(OffloadPlacementName(offload));
     TempDir dir;
     Data data = MakeData(6, 8, 4);
     EngineOptions sync = BaseOptions();
@@ -282,7 +300,8 @@ TEST(OffloadEngine, SpeculationPausesAfterAClippedStep) {
       const bool previous_clipped = i > 0 && o.stats[i - 1].clip_coef < 1.0f;
       EXPECT_EQ(o.stats[i].speculation_paused, previous_clipped) << "step " << i;
       EXPECT_EQ(o.stats[i].speculated_groups > 0, !previous_clipped) << "step " << i;
-      EXPECT_EQ(o.stats[i].rolled_back, !previous_clipped && o.stats[i].clip_coef < 1.0f) << "step " << i;
+      EXPECT_EQ(o.stats[i].rolled_back, !previous_clipped && o.stats[i].clip_coef < 1.0f)
+          << "step " << i;
       paused += o.stats[i].speculation_paused;
       clipped += o.stats[i].clip_coef < 1.0f;
     }
@@ -294,7 +313,8 @@ TEST(OffloadEngine, SpeculationPausesAfterAClippedStep) {
 
 INSTANTIATE_TEST_SUITE_P(ClipAndTier, PipelineTest,
                          testing::Combine(testing::Values(0.0f, 0.01f, 100.0f),
-                                          testing::Values(std::string("host"), std::string("nvme"))));
+                                          testing::Values(OffloadPlacement::kHost,
+                                                          OffloadPlacement::kNvme)));
 
 TEST(OffloadEngine, FourMicroBatchesOfOneEqualOneOfFour) {
   EngineOptions o = BaseOptions();
@@ -369,7 +389,7 @@ TEST(OffloadEngine, NvmeWithoutADirectoryIsAClearError) {
   auto device = CpuDevice();
   LinearStack model(kLayers, kDim, DType::kF32, 7);
   EngineOptions o = BaseOptions();
-  o.offload = "nvme";
+  o.offload = OffloadPlacement::kNvme;
   auto engine = OffloadEngine::Create(*device, model, o);
   ASSERT_FALSE(engine.ok());
   EXPECT_NE(engine.status().message().find("--nvme-path"), std::string::npos);

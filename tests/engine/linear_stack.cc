@@ -104,8 +104,8 @@ Status LinearStack::ForwardBackward(Stream& compute, const MicroBatch& batch, fl
       w[l] = (*widened)[l].data();
       g[l] = (*grads_host)[l].data();
     }
-    last_loss_ = LinearStackForwardBackward(w, batch.dense_inputs, batch.dense_targets,
-                                            batch.batch, d_, dloss_scale, g);
+    last_loss_ = LinearStackForwardBackward(w, batch.dense_inputs, batch.dense_targets, batch.batch,
+                                            d_, dloss_scale, g);
     return Status::Ok();
   }));
   for (int l = num_layers_ - 1; l >= 0; --l) {

@@ -95,7 +95,7 @@ TEST(LossScaler, StaticAndDisabledScalersNeverMove) {
 }
 
 TEST(LossScaler, RestoreResumesTheSameSequence) {
-  const std::vector<bool> overflows = {true, false, false, true, true, false, false,
+  const std::vector<bool> overflows = {true,  false, false, true, true,  false, false,
                                        false, false, false, true, false, false, false};
   LossScaler whole(Dynamic(12, 3, 2, 1), true);
   std::vector<float> expected;

@@ -23,7 +23,7 @@ constexpr int kGroups = 6;
 class NvmeStateTierTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto d = CreateDevice({.kind = "cpu", .memory_capacity_bytes = 64ull << 20});
+    auto d = CreateDevice({.kind = DeviceChoice::kCpu, .memory_capacity_bytes = 64ull << 20});
     ASSERT_TRUE(d.ok()) << d.status().ToString();
     device_ = std::move(d).value();
     std::vector<UnitInfo> units;
@@ -94,7 +94,8 @@ TEST_F(NvmeStateTierTest, ReadAheadUpdateWriteBehindKeepsEveryUpdate) {
       WriteAll(*tier);
       for (int pass = 0; pass < 3; ++pass) {
         for (int g = 0; g < kGroups; ++g) {
-          for (int a = g + 1; a < kGroups && a < g + slots; ++a) ASSERT_TRUE(tier->Prefetch(a).ok());
+          for (int a = g + 1; a < kGroups && a < g + slots; ++a)
+            ASSERT_TRUE(tier->Prefetch(a).ok());
           auto v = tier->Acquire(g);
           ASSERT_TRUE(v.ok()) << v.status().ToString();
           ExpectState(*v, g, pass);

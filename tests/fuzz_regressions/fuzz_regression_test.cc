@@ -47,24 +47,24 @@ struct Target {
 
 const std::vector<Target>& Targets() {
   static const std::vector<Target> targets = {
-      {"fuzz_safetensors_header", FuzzSafetensorsHeader},
-      {"fuzz_hf_index", FuzzHfIndex},
-      {"fuzz_model_config", FuzzModelConfig},
-      {"fuzz_swap_header", FuzzSwapHeader},
-      {"fuzz_swap_block_table", FuzzSwapBlockTable},
-      {"fuzz_tokenizer_json", FuzzTokenizerJson},
-      {"fuzz_vocab_merges", FuzzVocabMerges},
-      {"fuzz_gpt2_encode", FuzzGpt2Encode},
-      {"fuzz_token_file", FuzzTokenFile},
-      {"fuzz_data_loader_state", FuzzDataLoaderState},
+    {"fuzz_safetensors_header", FuzzSafetensorsHeader},
+    {"fuzz_hf_index", FuzzHfIndex},
+    {"fuzz_model_config", FuzzModelConfig},
+    {"fuzz_swap_header", FuzzSwapHeader},
+    {"fuzz_swap_block_table", FuzzSwapBlockTable},
+    {"fuzz_tokenizer_json", FuzzTokenizerJson},
+    {"fuzz_vocab_merges", FuzzVocabMerges},
+    {"fuzz_gpt2_encode", FuzzGpt2Encode},
+    {"fuzz_token_file", FuzzTokenFile},
+    {"fuzz_data_loader_state", FuzzDataLoaderState},
 #if TIERFLOW_FUZZ_HAVE_TRAIN_CONFIG
-      {"fuzz_train_config", FuzzTrainConfig},
+    {"fuzz_train_config", FuzzTrainConfig},
 #endif
 #if TIERFLOW_FUZZ_HAVE_TRAIN
-      {"fuzz_checkpoint_state", FuzzCheckpointState},
+    {"fuzz_checkpoint_state", FuzzCheckpointState},
 #endif
 #if TIERFLOW_FUZZ_HAVE_TIER
-      {"fuzz_tier_checkpoint", FuzzTierCheckpoint},
+    {"fuzz_tier_checkpoint", FuzzTierCheckpoint},
 #endif
   };
   return targets;
@@ -106,9 +106,9 @@ INSTANTIATE_TEST_SUITE_P(AllTargets, FuzzReplayTest, ::testing::ValuesIn(Targets
 TEST(FuzzEntryPointsTest, EmptyAndTinyInputsAreHandledCleanly) {
   for (const Target& t : Targets()) {
     SCOPED_TRACE(t.name);
-    for (std::string_view input : {std::string_view(""), std::string_view("\0", 1),
-                                   std::string_view("{}"), std::string_view("[]"),
-                                   std::string_view("null"), std::string_view("\xff\xfe")}) {
+    for (std::string_view input :
+         {std::string_view(""), std::string_view("\0", 1), std::string_view("{}"),
+          std::string_view("[]"), std::string_view("null"), std::string_view("\xff\xfe")}) {
       t.entry(input);
     }
   }
@@ -219,8 +219,7 @@ TEST(FuzzRegressionTest, VocabWithHugeIdIsAnErrorNotATable) {
       bytes.substr(0, nul), bytes.substr(nul + 1), "vocab.json", "merges.txt");
   ASSERT_FALSE(tok.ok());
   EXPECT_EQ(tok.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(tok.status().message().find("1000000000"), std::string::npos)
-      << tok.status().message();
+  EXPECT_NE(tok.status().message().find("1000000000"), std::string::npos) << tok.status().message();
   FuzzVocabMerges(bytes);
 }
 

@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/common/require.h"
+
 #include "common/half.h"
 #include "kernels/gemm.h"
 
@@ -24,8 +26,8 @@ struct GemmCase {
 
 std::string CaseName(const testing::TestParamInfo<GemmCase>& info) {
   const GemmCase& g = info.param;
-  return "m" + std::to_string(g.m) + "n" + std::to_string(g.n) + "k" + std::to_string(g.k) +
-         "b" + std::to_string(g.batch) + (g.ta ? "T" : "N") + (g.tb ? "T" : "N") + "_" +
+  return "m" + std::to_string(g.m) + "n" + std::to_string(g.n) + "k" + std::to_string(g.k) + "b" +
+         std::to_string(g.batch) + (g.ta ? "T" : "N") + (g.tb ? "T" : "N") + "_" +
          std::string(DTypeName(g.ab)) + "_" + std::string(DTypeName(g.c)) +
          (g.beta != 0 ? "_beta" : "") + (g.pad ? "_pad" : "");
 }
@@ -110,11 +112,11 @@ TEST_P(GemmTest, CpuMatchesReference) {
 
 TEST_P(GemmTest, CudaMatchesReference) {
   std::string why = CudaUnavailableReason();
-  if (!why.empty()) GTEST_SKIP() << "no GPU: " << why;
+  if (!why.empty()) TIERFLOW_SKIP_WITHOUT("gpu") << "no GPU: " << why;
   const GemmCase& g = GetParam();
   GemmData host = MakeData(g, 2), ref = MakeData(g, 2);
   ASSERT_TRUE(GemmReference(ref.p).ok());
-  auto dev = std::move(CreateDevice({.kind = "cuda"})).value();
+  auto dev = std::move(CreateDevice({.kind = DeviceChoice::kCuda})).value();
   auto stream = std::move(dev->CreateStream("gemm")).value();
   auto da = std::move(dev->Allocate(host.a.size(), "a")).value();
   auto db = std::move(dev->Allocate(host.b.size(), "b")).value();
@@ -159,7 +161,7 @@ TEST(Gemm, CpuResultIsIdenticalForAnyThreadCount) {
 }
 
 TEST(Gemm, RunsOnACpuDeviceStream) {
-  auto dev = std::move(CreateDevice({.kind = "cpu"})).value();
+  auto dev = std::move(CreateDevice({.kind = DeviceChoice::kCpu})).value();
   auto stream = std::move(dev->CreateStream("compute")).value();
   GemmCase g{20, 10, 30, 1, false, false, DType::kF32, DType::kF32, 0, 0};
   GemmData host = MakeData(g, 4), ref = MakeData(g, 4);

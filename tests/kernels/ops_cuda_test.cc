@@ -4,6 +4,8 @@
 // the reason, where no GPU is usable.
 #include <gtest/gtest.h>
 
+#include "tests/common/require.h"
+
 #include "tests/kernels/ops_runners.h"
 
 namespace tierflow {
@@ -20,9 +22,9 @@ class OpsCuda : public ::testing::Test {
  protected:
   void SetUp() override {
     std::string why = CudaUnavailableReason();
-    if (!why.empty()) GTEST_SKIP() << "no GPU: " << why;
+    if (!why.empty()) TIERFLOW_SKIP_WITHOUT("gpu") << "no GPU: " << why;
     DeviceOptions o;
-    o.kind = "cuda";
+    o.kind = DeviceChoice::kCuda;
     auto d = CreateDevice(o);
     ASSERT_TRUE(d.ok()) << d.status().ToString();
     dev_ = std::move(d).value();

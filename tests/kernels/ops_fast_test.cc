@@ -147,7 +147,7 @@ TEST(OpsDeterminism, FastPathsAreBitIdenticalForOneAndTwoThreads) {
 
 std::unique_ptr<Device> MakeCpuDevice() {
   DeviceOptions o;
-  o.kind = "cpu";
+  o.kind = DeviceChoice::kCpu;
   o.memory_capacity_bytes = 64ull << 20;
   auto d = CreateDevice(o);
   EXPECT_TRUE(d.ok()) << d.status().ToString();

@@ -54,7 +54,9 @@ TEST(RopeFreq, Llama3MatchesTransformersInEveryBand) {
     } else {
       ++medium;
     }
-    if (i > 0) EXPECT_LT(got, RopeInvFreq(i - 1, dim, f)) << "frequencies must fall with i";
+    if (i > 0) {
+      EXPECT_LT(got, RopeInvFreq(i - 1, dim, f)) << "frequencies must fall with i";
+    }
   }
   // head_dim 64, base 5e5: all three bands occur.
   EXPECT_GT(high, 0);

@@ -164,7 +164,7 @@ TEST_F(HfConfigJson, MissingAndMistypedKeysAreNamed) {
       "cfg.json");
   ASSERT_FALSE(missing.ok());
   EXPECT_THAT(missing.status().message(), HasSubstr("cfg.json"));
-  EXPECT_THAT(missing.status().message(), HasSubstr("'n_embd'"));
+  EXPECT_THAT(missing.status().message(), HasSubstr("n_embd:"));
   EXPECT_THAT(missing.status().message(), HasSubstr("missing"));
 
   auto mistyped = ParseModelConfigJson(
@@ -172,7 +172,7 @@ TEST_F(HfConfigJson, MissingAndMistypedKeysAreNamed) {
           "num_attention_heads": 2, "intermediate_size": 128})",
       "cfg.json");
   ASSERT_FALSE(mistyped.ok());
-  EXPECT_THAT(mistyped.status().message(), HasSubstr("'hidden_size'"));
+  EXPECT_THAT(mistyped.status().message(), HasSubstr("hidden_size:"));
   EXPECT_THAT(mistyped.status().message(), HasSubstr("\"64\""));
 
   auto negative = ParseModelConfigJson(
@@ -180,14 +180,14 @@ TEST_F(HfConfigJson, MissingAndMistypedKeysAreNamed) {
           "num_attention_heads": 2, "intermediate_size": 128})",
       "cfg.json");
   ASSERT_FALSE(negative.ok());
-  EXPECT_THAT(negative.status().message(), HasSubstr("'vocab_size'"));
+  EXPECT_THAT(negative.status().message(), HasSubstr("vocab_size:"));
 
   auto bad_bool = ParseModelConfigJson(
       R"({"model_type": "llama", "vocab_size": 100, "hidden_size": 64, "num_hidden_layers": 2,
           "num_attention_heads": 2, "intermediate_size": 128, "tie_word_embeddings": "yes"})",
       "cfg.json");
   ASSERT_FALSE(bad_bool.ok());
-  EXPECT_THAT(bad_bool.status().message(), HasSubstr("'tie_word_embeddings'"));
+  EXPECT_THAT(bad_bool.status().message(), HasSubstr("tie_word_embeddings:"));
 }
 
 TEST_F(HfConfigJson, RopeScalingIsReadOrNamedWhenBroken) {
@@ -211,15 +211,18 @@ TEST_F(HfConfigJson, RopeScalingIsReadOrNamedWhenBroken) {
   struct Bad {
     std::string rope_scaling, key;
   };
-  for (const Bad& b : {
-           Bad{R"({"rope_type": "llama3", "low_freq_factor": 1, "high_freq_factor": 4,
-                   "original_max_position_embeddings": 8192})", "'rope_scaling.factor'"},
-           Bad{R"({"rope_type": "llama3", "factor": 8, "low_freq_factor": 1, "high_freq_factor": 4})",
-               "'rope_scaling.original_max_position_embeddings'"},
-           Bad{R"({"rope_type": "llama3", "factor": 8, "low_freq_factor": 4, "high_freq_factor": 4,
-                   "original_max_position_embeddings": 8192})", "'rope_scaling.high_freq_factor'"},
-           Bad{R"({"rope_type": "linear", "factor": -2})", "'rope_scaling.factor'"},
-       }) {
+  for (
+      const Bad& b : {
+          Bad{R"({"rope_type": "llama3", "low_freq_factor": 1, "high_freq_factor": 4,
+                   "original_max_position_embeddings": 8192})",
+              "rope_scaling.factor:"},
+          Bad{R"({"rope_type": "llama3", "factor": 8, "low_freq_factor": 1, "high_freq_factor": 4})",
+              "rope_scaling.original_max_position_embeddings:"},
+          Bad{R"({"rope_type": "llama3", "factor": 8, "low_freq_factor": 4, "high_freq_factor": 4,
+                   "original_max_position_embeddings": 8192})",
+              "rope_scaling.high_freq_factor:"},
+          Bad{R"({"rope_type": "linear", "factor": -2})", "rope_scaling.factor:"},
+      }) {
     auto c = parse(b.rope_scaling);
     ASSERT_FALSE(c.ok()) << b.rope_scaling;
     EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
@@ -236,21 +239,21 @@ TEST_F(HfConfigJson, UnsupportedModelTypesAndActivationsAreRefused) {
 
   auto none = ParseModelConfigJson(R"({"hidden_size": 768})", "none.json");
   ASSERT_FALSE(none.ok());
-  EXPECT_THAT(none.status().message(), HasSubstr("'model_type'"));
+  EXPECT_THAT(none.status().message(), HasSubstr("model_type:"));
 
   auto gelu_llama = ParseModelConfigJson(
       R"({"model_type": "llama", "vocab_size": 100, "hidden_size": 64, "num_hidden_layers": 2,
           "num_attention_heads": 2, "intermediate_size": 128, "hidden_act": "gelu"})",
       "cfg.json");
   ASSERT_FALSE(gelu_llama.ok());
-  EXPECT_THAT(gelu_llama.status().message(), HasSubstr("'hidden_act'"));
+  EXPECT_THAT(gelu_llama.status().message(), HasSubstr("hidden_act:"));
 
   auto gqa = ParseModelConfigJson(
       R"({"model_type": "llama", "vocab_size": 100, "hidden_size": 64, "num_hidden_layers": 2,
           "num_attention_heads": 4, "num_key_value_heads": 3, "intermediate_size": 128})",
       "cfg.json");
   ASSERT_FALSE(gqa.ok());
-  EXPECT_THAT(gqa.status().message(), HasSubstr("'num_key_value_heads'"));
+  EXPECT_THAT(gqa.status().message(), HasSubstr("num_key_value_heads:"));
 }
 
 TEST_F(HfConfigJson, LlamaDefaultsFollowTransformers) {
@@ -310,7 +313,7 @@ TEST_F(HfConfigJson, HugeLayerCountIsRefusedNotSpun) {
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(c.status().message(),
-              AllOf(HasSubstr("huge.json"), HasSubstr("'num_hidden_layers'"),
+              AllOf(HasSubstr("huge.json"), HasSubstr("num_hidden_layers:"),
                     HasSubstr("1000000000000000"), HasSubstr("limit of 1024")));
 }
 
@@ -318,7 +321,7 @@ TEST_F(HfConfigJson, VocabOf2To40ReportsTheRealValueNotANarrowedOne) {
   // Was narrowed to int32 downstream and reported as "got 0".
   auto c = ParseModelConfigJson(LlamaWith("vocab_size", "1099511627776"), "v.json");
   ASSERT_FALSE(c.ok());
-  EXPECT_THAT(c.status().message(), AllOf(HasSubstr("'vocab_size'"), HasSubstr("1099511627776"),
+  EXPECT_THAT(c.status().message(), AllOf(HasSubstr("vocab_size:"), HasSubstr("1099511627776"),
                                           HasSubstr("limit of 16777216")));
   // Above INT64_MAX (stored unsigned by the parser): the value as written.
   auto u = ParseModelConfigJson(LlamaWith("vocab_size", "18446744073709551615"), "v.json");
@@ -338,8 +341,8 @@ TEST_F(HfConfigJson, EveryDimensionHasAnUpperBoundNamingTheKey) {
         Case{"max_position_embeddings", "4611686018427387904"}, Case{"head_dim", "1048576"}}) {
     auto r = ParseModelConfigJson(LlamaWith(c.key, c.value), "b.json");
     ASSERT_FALSE(r.ok()) << c.key;
-    EXPECT_THAT(r.status().message(), AllOf(HasSubstr(std::string("'") + c.key + "'"),
-                                            HasSubstr(c.value), HasSubstr("limit of")))
+    EXPECT_THAT(r.status().message(), AllOf(HasSubstr(std::string(c.key) + ":"), HasSubstr(c.value),
+                                            HasSubstr("limit of")))
         << c.key;
   }
 }
@@ -347,7 +350,7 @@ TEST_F(HfConfigJson, EveryDimensionHasAnUpperBoundNamingTheKey) {
 TEST_F(HfConfigJson, ZeroIsNotAPositiveDimension) {
   auto r = ParseModelConfigJson(LlamaWith("hidden_size", "0"), "z.json");
   ASSERT_FALSE(r.ok());
-  EXPECT_THAT(r.status().message(), HasSubstr("'hidden_size' must be a positive integer, got 0"));
+  EXPECT_THAT(r.status().message(), HasSubstr("hidden_size: value 0 is out of range [1, "));
 }
 
 TEST_F(HfConfigJson, TensorsOf2To62ElementsAreRefused) {
@@ -363,7 +366,7 @@ TEST_F(HfConfigJson, HugeStringValuesAreExcerptedInErrors) {
   auto c = ParseModelConfigJson(LlamaWith("hidden_act", "\"" + std::string(1000000, 'x') + "\""),
                                 "s.json");
   ASSERT_FALSE(c.ok());
-  EXPECT_THAT(c.status().message(), HasSubstr("'hidden_act'"));
+  EXPECT_THAT(c.status().message(), HasSubstr("hidden_act:"));
   EXPECT_LT(c.status().message().size(), 1000u);
   auto nested = ParseModelConfigJson(LlamaWith("hidden_size", "[[[[1]]]]"), "s.json");
   ASSERT_FALSE(nested.ok());

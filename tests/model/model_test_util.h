@@ -147,7 +147,7 @@ inline HfModelSaveOptions SaveOptions(DType dtype) {
 }
 
 inline std::unique_ptr<Device> MakeCpuDevice(uint64_t capacity = 512ull << 20) {
-  auto d = CreateDevice({.kind = "cpu", .memory_capacity_bytes = capacity});
+  auto d = CreateDevice({.kind = DeviceChoice::kCpu, .memory_capacity_bytes = capacity});
   EXPECT_TRUE(d.ok()) << d.status().ToString();
   return std::move(d).value();
 }

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/common/require.h"
+
 #include "model/transformer.h"
 #include "tests/model/model_test_util.h"
 
@@ -54,10 +56,10 @@ double NormalizedError(const std::vector<float>& a, const std::vector<float>& b)
 class TransformerCudaTest : public ::testing::TestWithParam<ModelConfig> {};
 
 TEST_P(TransformerCudaTest, MatchesCpuDevice) {
-  if (!CudaUnavailableReason().empty()) GTEST_SKIP() << CudaUnavailableReason();
+  if (!CudaUnavailableReason().empty()) TIERFLOW_SKIP_WITHOUT("gpu") << CudaUnavailableReason();
   const ModelConfig config = GetParam();
   auto cpu = testing_util::MakeCpuDevice();
-  auto cuda_or = CreateDevice({.kind = "cuda"});
+  auto cuda_or = CreateDevice({.kind = DeviceChoice::kCuda});
   ASSERT_TRUE(cuda_or.ok()) << cuda_or.status().ToString();
   auto cuda = std::move(cuda_or).value();
   const testing_util::TokenBatch tb = testing_util::RandomTokens(2, 8, 23, 4);

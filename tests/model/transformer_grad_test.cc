@@ -257,7 +257,8 @@ TEST_P(TransformerGradTest, RejectsBadInputs) {
 
 INSTANTIATE_TEST_SUITE_P(Families, TransformerGradTest,
                          ::testing::Values(testing_util::TinyGpt2(), testing_util::TinyLlama(),
-                                           testing_util::TinyLlama3(), testing_util::TinyQwenTied()),
+                                           testing_util::TinyLlama3(),
+                                           testing_util::TinyQwenTied()),
                          [](const ::testing::TestParamInfo<ModelConfig>& info) {
                            std::string name = info.param.name;
                            std::replace(name.begin(), name.end(), '-', '_');

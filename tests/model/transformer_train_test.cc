@@ -10,8 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/master_weights.h"
 #include "engine/offload_engine.h"
-#include "model/engine_weights.h"
 #include "model/hf_model.h"
 #include "model/transformer.h"
 #include "tests/model/model_test_util.h"

@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/common/require.h"
+
 namespace tierflow::offload {
 namespace {
 
@@ -25,13 +27,14 @@ TEST(Crc32c, KnownVectors) {
 }
 
 TEST(Crc32c, HardwareMatchesPortableAtEveryLengthAndAlignment) {
-  if (!Crc32cHardwareAvailable()) GTEST_SKIP() << "this CPU has no SSE4.2";
+  if (!Crc32cHardwareAvailable()) TIERFLOW_SKIP_WITHOUT("sse42") << "this CPU has no SSE4.2";
   EXPECT_EQ(Crc32cHardware(0, "123456789", 9), 0xE3069283u);
   std::vector<uint8_t> data(4096 + 64);
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 131 + 7);
   for (size_t offset = 0; offset < 9; ++offset) {
     for (size_t len = 0; len < 300; ++len) {
-      ASSERT_EQ(Crc32cHardware(0, data.data() + offset, len), Crc32cPortable(0, data.data() + offset, len))
+      ASSERT_EQ(Crc32cHardware(0, data.data() + offset, len),
+                Crc32cPortable(0, data.data() + offset, len))
           << "offset " << offset << " len " << len;
     }
   }
@@ -39,13 +42,15 @@ TEST(Crc32c, HardwareMatchesPortableAtEveryLengthAndAlignment) {
 }
 
 TEST(Crc32c, InterleavedStreamsMatchPortableOnLongBuffers) {
-  if (!Crc32cHardwareAvailable()) GTEST_SKIP() << "this CPU has no SSE4.2";
+  if (!Crc32cHardwareAvailable()) TIERFLOW_SKIP_WITHOUT("sse42") << "this CPU has no SSE4.2";
   // Around multiples of the 3 x 4 KiB interleave, and a 1 MiB block.
   std::vector<uint8_t> data((1 << 20) + 8192);
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>((i * 2654435761u) >> 13);
-  for (size_t len : {12287ul, 12288ul, 12289ul, 24576ul + 7, 36864ul * 3 + 100, 1ul << 20, (1ul << 20) + 4100}) {
+  for (size_t len :
+       {12287ul, 12288ul, 12289ul, 24576ul + 7, 36864ul * 3 + 100, 1ul << 20, (1ul << 20) + 4100}) {
     for (size_t offset = 0; offset < 4; ++offset) {
-      ASSERT_EQ(Crc32cHardware(0xABCDu, data.data() + offset, len), Crc32cPortable(0xABCDu, data.data() + offset, len))
+      ASSERT_EQ(Crc32cHardware(0xABCDu, data.data() + offset, len),
+                Crc32cPortable(0xABCDu, data.data() + offset, len))
           << "offset " << offset << " len " << len;
     }
   }
@@ -57,7 +62,8 @@ TEST(Crc32c, ExtendingEqualsOneShot) {
     uint32_t a = Crc32c(0, s.data(), split);
     EXPECT_EQ(Crc32c(a, s.data() + split, s.size() - split), Crc32c(0, s.data(), s.size()));
     uint32_t p = Crc32cPortable(0, s.data(), split);
-    EXPECT_EQ(Crc32cPortable(p, s.data() + split, s.size() - split), Crc32cPortable(0, s.data(), s.size()));
+    EXPECT_EQ(Crc32cPortable(p, s.data() + split, s.size() - split),
+              Crc32cPortable(0, s.data(), s.size()));
   }
 }
 

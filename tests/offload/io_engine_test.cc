@@ -15,6 +15,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/common/require.h"
+
 #include "offload/fault_injecting_backend.h"
 #include "offload/io_uring_backend.h"
 #include "offload/swap_set.h"
@@ -84,8 +86,10 @@ TEST_F(IoEngineTest, ManyRequestsOverTwoRingsRoundTrip) {
   const int n = 48;
   AlignedBuffer src = MakeBuffer(n * kChunk, 1);
   AlignedBuffer dst = MakeBuffer(n * kChunk, 2);
-  for (const Status& s : RunAll(*engine, IoOpKind::kWrite, src.data(), n)) ASSERT_TRUE(s.ok()) << s.ToString();
-  for (const Status& s : RunAll(*engine, IoOpKind::kRead, dst.data(), n)) ASSERT_TRUE(s.ok()) << s.ToString();
+  for (const Status& s : RunAll(*engine, IoOpKind::kWrite, src.data(), n))
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  for (const Status& s : RunAll(*engine, IoOpKind::kRead, dst.data(), n))
+    ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(std::memcmp(src.data(), dst.data(), n * kChunk), 0);
   IoEngineStats st = engine->stats();
   EXPECT_EQ(st.num_completed, 2u * n);
@@ -100,8 +104,10 @@ TEST_F(IoEngineTest, ShortTransfersAreResubmittedForTheRest) {
   AlignedBuffer src = MakeBuffer(n * kChunk, 3);
   AlignedBuffer dst = MakeBuffer(n * kChunk, 4);
   plan_->Add({FaultKind::kShortTransfer, std::nullopt, 1, 1000, 0});
-  for (const Status& s : RunAll(*engine, IoOpKind::kWrite, src.data(), n)) ASSERT_TRUE(s.ok()) << s.ToString();
-  for (const Status& s : RunAll(*engine, IoOpKind::kRead, dst.data(), n)) ASSERT_TRUE(s.ok()) << s.ToString();
+  for (const Status& s : RunAll(*engine, IoOpKind::kWrite, src.data(), n))
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  for (const Status& s : RunAll(*engine, IoOpKind::kRead, dst.data(), n))
+    ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(std::memcmp(src.data(), dst.data(), n * kChunk), 0);
   // 64 KiB halves down to 4 KiB: several resubmissions per request.
   EXPECT_GE(engine->stats().num_short_resubmits, 2u * n);
@@ -111,7 +117,8 @@ TEST_F(IoEngineTest, EagainIsRetried) {
   auto engine = MakeEngine(1, 4);
   AlignedBuffer src = MakeBuffer(4 * kChunk, 5);
   plan_->Add({FaultKind::kErrno, IoOpKind::kWrite, 1, 3, EAGAIN});
-  for (const Status& s : RunAll(*engine, IoOpKind::kWrite, src.data(), 4)) ASSERT_TRUE(s.ok()) << s.ToString();
+  for (const Status& s : RunAll(*engine, IoOpKind::kWrite, src.data(), 4))
+    ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(engine->stats().num_eagain_retries, 3u);
   EXPECT_EQ(plan_->num_injected(), 3u);
 }
@@ -135,7 +142,8 @@ TEST_F(IoEngineTest, HardErrorsFailOnlyTheirRequestNamingPathAndOffset) {
       }
       EXPECT_EQ(results[i].code(), c.code) << results[i].ToString();
       EXPECT_NE(results[i].message().find(path_), std::string::npos) << results[i].message();
-      EXPECT_NE(results[i].message().find("offset " + std::to_string(2 * kChunk)), std::string::npos)
+      EXPECT_NE(results[i].message().find("offset " + std::to_string(2 * kChunk)),
+                std::string::npos)
           << results[i].message();
     }
     EXPECT_EQ(engine->stats().num_failed, 1u);
@@ -157,11 +165,14 @@ TEST_F(IoEngineTest, FixedBuffersAreUsedWhenRegistered) {
   const int n = 4;  // 256 KiB: far under any memlock limit
   AlignedBuffer src = MakeBuffer(n * kChunk, 8);
   AlignedBuffer dst = MakeBuffer(n * kChunk, 9);
-  Status reg = engine->RegisterBuffers({{src.data(), src.num_bytes()}, {dst.data(), dst.num_bytes()}});
+  Status reg =
+      engine->RegisterBuffers({{src.data(), src.num_bytes()}, {dst.data(), dst.num_bytes()}});
   ASSERT_TRUE(reg.ok()) << reg.ToString();
   EXPECT_TRUE(engine->stats().fixed_buffers_registered);
-  for (const Status& s : RunAll(*engine, IoOpKind::kWrite, src.data(), n)) ASSERT_TRUE(s.ok()) << s.ToString();
-  for (const Status& s : RunAll(*engine, IoOpKind::kRead, dst.data(), n)) ASSERT_TRUE(s.ok()) << s.ToString();
+  for (const Status& s : RunAll(*engine, IoOpKind::kWrite, src.data(), n))
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  for (const Status& s : RunAll(*engine, IoOpKind::kRead, dst.data(), n))
+    ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(std::memcmp(src.data(), dst.data(), n * kChunk), 0);
   ASSERT_TRUE(engine->RegisterBuffers({}).ok());
   EXPECT_FALSE(engine->stats().fixed_buffers_registered);
@@ -171,18 +182,21 @@ TEST_F(IoEngineTest, FixedBuffersOverTheMemlockLimitAreRefusedWithAReason) {
   rlimit lim{};
   ASSERT_EQ(getrlimit(RLIMIT_MEMLOCK, &lim), 0);
   if (lim.rlim_cur == RLIM_INFINITY || lim.rlim_cur > (256ull << 20)) {
-    GTEST_SKIP() << "RLIMIT_MEMLOCK is unlimited or large here";
+    TIERFLOW_SKIP_WITHOUT("memlock") << "RLIMIT_MEMLOCK is unlimited or large here";
   }
   auto engine = MakeEngine(1, 4);
   AlignedBuffer big = MakeBuffer(2 * lim.rlim_cur + (1 << 20), 10);
   Status reg = engine->RegisterBuffers({{big.data(), big.num_bytes()}});
-  if (reg.ok()) GTEST_SKIP() << "the kernel pinned past RLIMIT_MEMLOCK (CAP_IPC_LOCK?)";
+  if (reg.ok())
+    TIERFLOW_SKIP_WITHOUT("memlock") << "the kernel pinned past RLIMIT_MEMLOCK (CAP_IPC_LOCK?)";
   EXPECT_EQ(reg.code(), StatusCode::kResourceExhausted) << reg.ToString();
   IoEngineStats st = engine->stats();
   EXPECT_FALSE(st.fixed_buffers_registered);
-  EXPECT_NE(st.fixed_buffers_reason.find("RLIMIT_MEMLOCK"), std::string::npos) << st.fixed_buffers_reason;
+  EXPECT_NE(st.fixed_buffers_reason.find("RLIMIT_MEMLOCK"), std::string::npos)
+      << st.fixed_buffers_reason;
   // Still works, unregistered.
-  for (const Status& s : RunAll(*engine, IoOpKind::kWrite, big.data(), 4)) ASSERT_TRUE(s.ok()) << s.ToString();
+  for (const Status& s : RunAll(*engine, IoOpKind::kWrite, big.data(), 4))
+    ASSERT_TRUE(s.ok()) << s.ToString();
 }
 
 // A hard io_uring_submit failure after the batch was queued: the engine used
@@ -274,8 +288,10 @@ TEST_F(IoEngineTest, RefusedFixedBuffersAreReportedAndIoContinuesUnregistered) {
   EXPECT_EQ(reg.code(), StatusCode::kResourceExhausted) << reg.ToString();
   IoEngineStats st = engine->stats();
   EXPECT_FALSE(st.fixed_buffers_registered);
-  EXPECT_NE(st.fixed_buffers_reason.find("RLIMIT_MEMLOCK"), std::string::npos) << st.fixed_buffers_reason;
-  for (const Status& s : RunAll(*engine, IoOpKind::kWrite, src.data(), 4)) ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_NE(st.fixed_buffers_reason.find("RLIMIT_MEMLOCK"), std::string::npos)
+      << st.fixed_buffers_reason;
+  for (const Status& s : RunAll(*engine, IoOpKind::kWrite, src.data(), 4))
+    ASSERT_TRUE(s.ok()) << s.ToString();
 }
 
 }  // namespace

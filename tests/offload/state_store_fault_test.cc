@@ -111,7 +111,7 @@ TEST_P(StoreFaultTest, FlippedBitOnReadIsDataLoss) {
 
 TEST_P(StoreFaultTest, FlippedBitOnWriteIsCaughtOnTheNextRead) {
   plan_->Add({FaultKind::kFlipBit, IoOpKind::kWrite, 5, 1, 0});  // one of the 6 blocks
-  ASSERT_TRUE(store_->Write(1, next_.data()).ok());  // the drive said yes
+  ASSERT_TRUE(store_->Write(1, next_.data()).ok());              // the drive said yes
   plan_->Clear();
   Status s = store_->Read(1, out_.data());
   ASSERT_EQ(s.code(), StatusCode::kDataLoss) << s.ToString();

@@ -6,8 +6,8 @@
 #include "offload/state_store.h"
 
 #include <fcntl.h>
-#include <sys/vfs.h>
 #include <linux/magic.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -16,6 +16,8 @@
 #include <tuple>
 
 #include <gtest/gtest.h>
+
+#include "tests/common/require.h"
 
 #include "tests/offload/offload_test_util.h"
 
@@ -104,7 +106,8 @@ TEST_P(StateStoreMatrixTest, WritesReadBackExactlyAndCloseRemovesTheFiles) {
     EXPECT_TRUE(t.done());
   }
   for (TensorId t = 0; t < store->num_tensors(); ++t) {
-    ASSERT_EQ(std::memcmp(src[t].data(), dst[t].data(), store->tensor(t).num_bytes), 0) << store->tensor(t).name;
+    ASSERT_EQ(std::memcmp(src[t].data(), dst[t].data(), store->tensor(t).num_bytes), 0)
+        << store->tensor(t).name;
   }
 
   // Rewrite a middle slice of tensor 1 (a sub-group): only it changes.
@@ -115,7 +118,8 @@ TEST_P(StateStoreMatrixTest, WritesReadBackExactlyAndCloseRemovesTheFiles) {
   // Read just the ragged tail block of tensor 0.
   uint64_t tail = 3 * kBlock;
   AlignedBuffer part = MakeBuffer(kBlock, 5);
-  ASSERT_TRUE(store->ReadAsync(0, part.data(), tail, store->tensor(0).num_bytes - tail)->Wait().ok());
+  ASSERT_TRUE(
+      store->ReadAsync(0, part.data(), tail, store->tensor(0).num_bytes - tail)->Wait().ok());
   EXPECT_EQ(std::memcmp(part.data(), src[0].data() + tail, 4100), 0);
 
   StateStoreStats st = store->stats();
@@ -130,8 +134,9 @@ TEST_P(StateStoreMatrixTest, WritesReadBackExactlyAndCloseRemovesTheFiles) {
 
 std::string MatrixName(const ::testing::TestParamInfo<MatrixParam>& info) {
   const auto& [mode, fixed, depth, dirs] = info.param;
-  return std::string(mode == IoMode::kDirect ? "Direct" : "Buffered") + (fixed ? "Fixed" : "Unfixed") +
-         "Qd" + std::to_string(depth) + "Dirs" + std::to_string(dirs);
+  return std::string(mode == IoMode::kDirect ? "Direct" : "Buffered") +
+         (fixed ? "Fixed" : "Unfixed") + "Qd" + std::to_string(depth) + "Dirs" +
+         std::to_string(dirs);
 }
 
 INSTANTIATE_TEST_SUITE_P(Matrix, StateStoreMatrixTest,
@@ -159,11 +164,15 @@ TEST(StateStore, BadRangesAndBuffersAreInvalidArgument) {
   ScratchDir a;
   auto store = MustCreate(BaseOptions({a.path()}));
   AlignedBuffer buf = MakeBuffer(8 * kBlock, 1);
-  EXPECT_EQ(store->WriteAsync(0, buf.data(), 4096, kBlock).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(store->WriteAsync(0, buf.data(), 0, kBlock + 4096).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(store->WriteAsync(0, buf.data(), 0, 100 * kBlock).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->WriteAsync(0, buf.data(), 4096, kBlock).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->WriteAsync(0, buf.data(), 0, kBlock + 4096).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->WriteAsync(0, buf.data(), 0, 100 * kBlock).status().code(),
+            StatusCode::kInvalidArgument);
   EXPECT_EQ(store->WriteAsync(0, buf.data(), 0, 0).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(store->WriteAsync(7, buf.data(), 0, kBlock).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->WriteAsync(7, buf.data(), 0, kBlock).status().code(),
+            StatusCode::kInvalidArgument);
   Status unaligned = store->WriteAsync(0, buf.data() + 8, 0, kBlock).status();
   EXPECT_EQ(unaligned.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(unaligned.message().find("aligned"), std::string::npos);
@@ -192,12 +201,15 @@ TEST(StateStore, CreateErrorsLeaveNothingBehind) {
   StateStoreOptions o = BaseOptions({a.path()});
   EXPECT_EQ(StateStore::Create(o, {{"x", DType::kF32, 10}, {"x", DType::kF32, 10}}).status().code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(StateStore::Create(o, {{"x", DType::kF32, 0}}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(StateStore::Create(o, {{"x", DType::kF32, 0}}).status().code(),
+            StatusCode::kInvalidArgument);
   StateStoreOptions bad_block = o;
   bad_block.block_size_bytes = 1000;
-  EXPECT_EQ(StateStore::Create(bad_block, SampleTensors()).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(StateStore::Create(bad_block, SampleTensors()).status().code(),
+            StatusCode::kInvalidArgument);
   StateStoreOptions twice = BaseOptions({a.path(), a.path()});
-  EXPECT_EQ(StateStore::Create(twice, SampleTensors()).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(StateStore::Create(twice, SampleTensors()).status().code(),
+            StatusCode::kInvalidArgument);
   StateStoreOptions missing = BaseOptions({a.path(), a.path() + "/no/such/dir"});
   Status s = StateStore::Create(missing, SampleTensors()).status();
   EXPECT_EQ(s.code(), StatusCode::kNotFound);
@@ -206,8 +218,9 @@ TEST(StateStore, CreateErrorsLeaveNothingBehind) {
 }
 
 TEST(StateStore, DirectModeOnTmpfsIsUnavailableAndBufferedWorksWhenChosen) {
-  struct statfs sfs{};
-  if (statfs("/dev/shm", &sfs) != 0 || sfs.f_type != TMPFS_MAGIC) GTEST_SKIP() << "/dev/shm is not tmpfs here";
+  struct statfs sfs {};
+  if (statfs("/dev/shm", &sfs) != 0 || sfs.f_type != TMPFS_MAGIC)
+    TIERFLOW_SKIP_WITHOUT("tmpfs") << "/dev/shm is not tmpfs here";
   ScratchDir shm("/dev/shm");
   StateStoreOptions o = BaseOptions({shm.path()});
   Status s = StateStore::Create(o, SampleTensors()).status();
@@ -231,8 +244,8 @@ TEST(StateStore, RewritesCycleThroughTheSpareBlocksWithoutLosingData) {
   StateStoreOptions o = BaseOptions({a.path()});
   o.spare_bytes_per_directory = 2 * kBlock;
   auto store = MustCreate(o, {{"t", DType::kF32, 2 * kBlock}, {"u", DType::kF32, 2 * kBlock}});
-  AlignedBuffer v[4] = {MakeBuffer(2 * kBlock, 1), MakeBuffer(2 * kBlock, 2), MakeBuffer(2 * kBlock, 3),
-                        MakeBuffer(2 * kBlock, 4)};
+  AlignedBuffer v[4] = {MakeBuffer(2 * kBlock, 1), MakeBuffer(2 * kBlock, 2),
+                        MakeBuffer(2 * kBlock, 3), MakeBuffer(2 * kBlock, 4)};
   ASSERT_TRUE(store->Write(0, v[0].data()).ok());
   ASSERT_TRUE(store->Write(1, v[1].data()).ok());
   // Four rewrites in flight need more than the two spare blocks: later ones
@@ -304,7 +317,8 @@ TEST(StateStore, ReadsRacingRewritesSeeOneWholeVersionNeverRecycledBlocks) {
   o.spare_bytes_per_directory = 2 * kBlock;
   o.queue_depth = 8;
   auto store = MustCreate(o, {{"t", DType::kF32, 2 * kBlock}});
-  AlignedBuffer v[3] = {MakeBuffer(2 * kBlock, 1), MakeBuffer(2 * kBlock, 2), MakeBuffer(2 * kBlock, 3)};
+  AlignedBuffer v[3] = {MakeBuffer(2 * kBlock, 1), MakeBuffer(2 * kBlock, 2),
+                        MakeBuffer(2 * kBlock, 3)};
   AlignedBuffer out[2] = {MakeBuffer(2 * kBlock, 0), MakeBuffer(2 * kBlock, 0)};
   ASSERT_TRUE(store->Write(0, v[0].data()).ok());
   for (int round = 0; round < 40; ++round) {
@@ -316,7 +330,8 @@ TEST(StateStore, ReadsRacingRewritesSeeOneWholeVersionNeverRecycledBlocks) {
       Status s = (i == 0 ? r1 : r2).Wait();
       ASSERT_TRUE(s.ok()) << "round " << round << ": " << s.ToString();
       bool whole = false;
-      for (const AlignedBuffer& x : v) whole = whole || std::memcmp(out[i].data(), x.data(), 2 * kBlock) == 0;
+      for (const AlignedBuffer& x : v)
+        whole = whole || std::memcmp(out[i].data(), x.data(), 2 * kBlock) == 0;
       ASSERT_TRUE(whole) << "round " << round << " read " << i << " mixes versions";
     }
     // The read issued before the write sees the old version.
@@ -347,7 +362,8 @@ TEST(StateStore, StaleSetIsRefusedNamedAndCleanable) {
   next.run_id = "next-run";
   Status s = StateStore::Create(next, SampleTensors()).status();
   ASSERT_EQ(s.code(), StatusCode::kFailedPrecondition);
-  EXPECT_NE(s.message().find(RunDirectory(a.path(), "crashed-run")), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find(RunDirectory(a.path(), "crashed-run")), std::string::npos)
+      << s.message();
   EXPECT_NE(s.message().find("tierflow tier clean"), std::string::npos) << s.message();
   // Not added to: the stale set is exactly as it was, and no new set appeared.
   StatusOr<std::vector<SwapSetInfo>> sets = ListSwapSets(a.path());
@@ -369,7 +385,8 @@ TEST(StateStore, LiveSetsOfOtherRunsCoexistAndCannotBeOpened) {
   ASSERT_NE(s2, nullptr);
   Status open = StateStore::Open(o1).status();
   EXPECT_EQ(open.code(), StatusCode::kFailedPrecondition) << open.ToString();
-  EXPECT_EQ(StateStore::Create(o1, SampleTensors()).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(StateStore::Create(o1, SampleTensors()).status().code(),
+            StatusCode::kFailedPrecondition);
   StatusOr<std::vector<SwapSetInfo>> sets = ListSwapSets(a.path());
   ASSERT_EQ(sets->size(), 2u);
   for (const SwapSetInfo& s : *sets) EXPECT_EQ(s.state, SwapSetState::kLive);
@@ -394,7 +411,8 @@ TEST(StateStore, KeptSetReopensWithItsDataAndIsRemovedByTheNewOwner) {
   TensorId id = store->Find("layers.0.mlp.up/exp_avg_sq").value();
   ASSERT_TRUE(store->Read(id, dst.data()).ok());
   EXPECT_EQ(std::memcmp(src.data(), dst.data(), 4 * kBlock), 0);
-  EXPECT_EQ(store->ReadAsync(0, dst.data(), 0, kBlock).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store->ReadAsync(0, dst.data(), 0, kBlock).status().code(),
+            StatusCode::kFailedPrecondition);
   ASSERT_TRUE(store->Close().ok());
   EXPECT_FALSE(SwapRootExists(a.path()));
   EXPECT_FALSE(SwapRootExists(b.path()));
@@ -492,7 +510,8 @@ TEST_F(KeptSetTest, CorruptDataBlockIsDataLossNamingTensorPathAndOffset) {
   EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s.ToString();
   EXPECT_NE(s.message().find("layers.0.mlp.up/exp_avg_sq"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find(paths_[1]), std::string::npos) << s.message();
-  EXPECT_NE(s.message().find("offset " + std::to_string(h.data_offset_bytes)), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("offset " + std::to_string(h.data_offset_bytes)), std::string::npos)
+      << s.message();
   EXPECT_EQ(store->stats().num_checksum_mismatches, 1u);
 }
 

@@ -3,14 +3,16 @@
 #include "offload/swap_set.h"
 
 #include <fcntl.h>
-#include <sys/vfs.h>
 #include <linux/magic.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 
 #include <gtest/gtest.h>
+
+#include "tests/common/require.h"
 
 #include "tests/offload/offload_test_util.h"
 
@@ -56,7 +58,8 @@ TEST(SwapSet, HeldLockIsLiveReleasedLockIsStale) {
   ASSERT_TRUE(sets.ok());
   ASSERT_EQ(sets->size(), 2u);
   for (const SwapSetInfo& s : *sets) {
-    EXPECT_EQ(s.state, s.run_id == "run-live" ? SwapSetState::kLive : SwapSetState::kStale) << s.run_id;
+    EXPECT_EQ(s.state, s.run_id == "run-live" ? SwapSetState::kLive : SwapSetState::kStale)
+        << s.run_id;
     EXPECT_EQ(s.num_files, 1u);
   }
   // A second lock on a live set fails.
@@ -70,8 +73,10 @@ TEST(SwapSet, StaleSetIsReportedWithHowToCleanIt) {
   MakeSet(dir.path(), "run-crashed").Release();
   Status s = CheckNoStaleSwapSets(dir.path());
   ASSERT_EQ(s.code(), StatusCode::kFailedPrecondition);
-  EXPECT_NE(s.message().find(RunDirectory(dir.path(), "run-crashed")), std::string::npos) << s.message();
-  EXPECT_NE(s.message().find("tierflow tier clean " + dir.path()), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find(RunDirectory(dir.path(), "run-crashed")), std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("tierflow tier clean " + dir.path()), std::string::npos)
+      << s.message();
 }
 
 TEST(SwapSet, CleaningRemovesStaleSetsAndSparesLiveOnes) {
@@ -93,8 +98,9 @@ TEST(SwapSet, CleaningRemovesStaleSetsAndSparesLiveOnes) {
 }
 
 TEST(SwapSet, DirectOpenOnTmpfsIsUnavailableWithTheBufferedHint) {
-  struct statfs sfs{};
-  if (statfs("/dev/shm", &sfs) != 0 || sfs.f_type != TMPFS_MAGIC) GTEST_SKIP() << "/dev/shm is not tmpfs here";
+  struct statfs sfs {};
+  if (statfs("/dev/shm", &sfs) != 0 || sfs.f_type != TMPFS_MAGIC)
+    TIERFLOW_SKIP_WITHOUT("tmpfs") << "/dev/shm is not tmpfs here";
   ScratchDir dir("/dev/shm");
   std::string path = dir.path() + "/state-0.swap";
   StatusOr<int> fd = OpenSwapFile(path, IoMode::kDirect, /*create=*/true);
@@ -120,7 +126,8 @@ TEST(SwapSet, DirectOpenOnDiskWorksAndCreateIsExclusive) {
   StatusOr<int> again = OpenSwapFile(path, IoMode::kDirect, /*create=*/true);
   ASSERT_FALSE(again.ok());
   EXPECT_NE(again.status().message().find(path), std::string::npos);
-  StatusOr<int> missing = OpenSwapFile(dir.path() + "/nope.swap", IoMode::kDirect, /*create=*/false);
+  StatusOr<int> missing =
+      OpenSwapFile(dir.path() + "/nope.swap", IoMode::kDirect, /*create=*/false);
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
   EXPECT_NE(missing.status().message().find("nope.swap"), std::string::npos);

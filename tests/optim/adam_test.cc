@@ -49,7 +49,8 @@ class AdamRun {
     for (size_t i = 0; i < n; ++i) {
       params_[i] = p0[i];
       exp_avg_[i] = m0[i] * static_cast<float>(generator_.magnitude(i));
-      exp_avg_sq_[i] = v0[i] * static_cast<float>(generator_.magnitude(i) * generator_.magnitude(i));
+      exp_avg_sq_[i] =
+          v0[i] * static_cast<float>(generator_.magnitude(i) * generator_.magnitude(i));
     }
     ref_params_.assign(params_.data(), params_.data() + n);
     ref_exp_avg_.assign(exp_avg_.data(), exp_avg_.data() + n);
@@ -139,8 +140,8 @@ TEST(AdamStep, MatchesReferenceForEveryDtypeSizeAndAlignment) {
           for (bool decoupled : {true, false}) {
             SCOPED_TRACE(::testing::Message()
                          << "grad " << DTypeName(grad) << " out "
-                         << (out ? DTypeName(*out) : "none") << " n " << n << " offset "
-                         << offset << (decoupled ? " AdamW" : " Adam-L2"));
+                         << (out ? DTypeName(*out) : "none") << " n " << n << " offset " << offset
+                         << (decoupled ? " AdamW" : " Adam-L2"));
             AdamRun run(n, grad, out, offset);
             const AdamOptions o = TestOptions(decoupled);
             const int kSteps = 3;
@@ -261,12 +262,10 @@ TEST(AdamStep, RejectsBadArgumentsWithoutTouchingState) {
 
   AdamOptions bad_beta;
   bad_beta.beta1 = 1.0f;
-  EXPECT_EQ(AdamStep(bad_beta, AdamStepArgs{}, s).status().code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(AdamStep(bad_beta, AdamStepArgs{}, s).status().code(), StatusCode::kInvalidArgument);
   AdamOptions negative_lr;
   negative_lr.lr = -1.0f;
-  EXPECT_EQ(AdamStep(negative_lr, AdamStepArgs{}, s).status().code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(AdamStep(negative_lr, AdamStepArgs{}, s).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(AdamStep(AdamOptions{}, AdamStepArgs{1, NAN}, s).status().code(),
             StatusCode::kInvalidArgument);
 

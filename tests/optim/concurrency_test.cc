@@ -7,9 +7,9 @@
 
 #include <gtest/gtest.h>
 
+#include "common/half.h"
 #include "optim/adam.h"
 #include "optim/grad_stats.h"
-#include "common/half.h"
 #include "tests/optim/optim_test_util.h"
 
 namespace tierflow {

@@ -37,7 +37,8 @@ TEST(GradStats, SumOfSquaresMatchesDoubleReference) {
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
     for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{4096 + 3}, kLarge}) {
       for (size_t offset : {0, 1, 7}) {
-        SCOPED_TRACE(::testing::Message() << DTypeName(dtype) << " n " << n << " offset " << offset);
+        SCOPED_TRACE(::testing::Message()
+                     << DTypeName(dtype) << " n " << n << " offset " << offset);
         GradBuffer g(dtype, n, offset);
         GradGenerator(n, 9).Fill(g);
         auto stats = GradStats(g.data(), dtype, n);
@@ -99,7 +100,8 @@ TEST(AccumulateGrads, MatchesPlainLoopAndFusedStatsMatchTwoPasses) {
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
     for (size_t n : {size_t{1}, size_t{63}, size_t{65}, kOptimChunkElems + 65, kLarge}) {
       for (bool poison : {false, true}) {
-        SCOPED_TRACE(::testing::Message() << DTypeName(dtype) << " n " << n << " poison " << poison);
+        SCOPED_TRACE(::testing::Message()
+                     << DTypeName(dtype) << " n " << n << " poison " << poison);
         GradBuffer g1(dtype, n, 1), g2(dtype, n, 0);
         GradGenerator(n, 4).Fill(g1);
         GradGenerator(n, 5).Fill(g2);
@@ -127,7 +129,9 @@ TEST(AccumulateGrads, MatchesPlainLoopAndFusedStatsMatchTwoPasses) {
         }
         EXPECT_EQ(both->has_non_finite, poison);
         EXPECT_EQ(separate->has_non_finite, poison);
-        if (!poison) EXPECT_EQ(both->sum_squares, separate->sum_squares);
+        if (!poison) {
+          EXPECT_EQ(both->sum_squares, separate->sum_squares);
+        }
       }
     }
   }

@@ -28,8 +28,13 @@ const size_t kLarge = 3 * kOptimChunkElems + 77;
 // State shared by the Lion and SGD runs: weights, one buffer, gradients, out.
 struct OneMomentRun {
   OneMomentRun(size_t n, DType grad_dtype, std::optional<DType> out_dtype, size_t offset)
-      : n(n), params(n, offset), buffer(n, offset + 1), out(4 * n, offset * (out_dtype ? DTypeSize(*out_dtype) : 1)),
-        grads(grad_dtype, n, offset), generator(n, 3), out_dtype(out_dtype) {
+      : n(n),
+        params(n, offset),
+        buffer(n, offset + 1),
+        out(4 * n, offset * (out_dtype ? DTypeSize(*out_dtype) : 1)),
+        grads(grad_dtype, n, offset),
+        generator(n, 3),
+        out_dtype(out_dtype) {
     auto p0 = optim_test::RandomFloats(n, 4, -1.0f, 1.0f);
     auto m0 = optim_test::RandomFloats(n, 5, -0.1f, 0.1f);
     for (size_t i = 0; i < n; ++i) {
@@ -81,9 +86,9 @@ TEST(LionStep, MatchesReferenceForEveryDtypeSizeAndAlignment) {
                                      std::optional<DType>(DType::kF16)}) {
       for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{4096 + 3}, kLarge}) {
         for (size_t offset : {0, 3}) {
-          SCOPED_TRACE(::testing::Message() << "grad " << DTypeName(grad) << " out "
-                                            << (out ? DTypeName(*out) : "none") << " n " << n
-                                            << " offset " << offset);
+          SCOPED_TRACE(::testing::Message()
+                       << "grad " << DTypeName(grad) << " out " << (out ? DTypeName(*out) : "none")
+                       << " n " << n << " offset " << offset);
           OneMomentRun run(n, grad, out, offset);
           const int kSteps = 3;
           for (int s = 1; s <= kSteps; ++s) {
@@ -137,8 +142,8 @@ TEST(SgdStep, MatchesReferenceForEveryVariantDtypeSizeAndAlignment) {
     for (DType grad : {DType::kF32, DType::kBF16, DType::kF16}) {
       for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{4096 + 3}, kLarge}) {
         for (size_t offset : {0, 1}) {
-          SCOPED_TRACE(::testing::Message() << c.name << " grad " << DTypeName(grad) << " n "
-                                            << n << " offset " << offset);
+          SCOPED_TRACE(::testing::Message() << c.name << " grad " << DTypeName(grad) << " n " << n
+                                            << " offset " << offset);
           OneMomentRun run(n, grad, DType::kF32, offset);
           const int kSteps = 4;
           for (int s = 1; s <= kSteps; ++s) {

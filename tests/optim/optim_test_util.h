@@ -68,7 +68,9 @@ class GradBuffer {
   GradBuffer& operator=(const GradBuffer&) = delete;
   void Set(size_t i, float value) {
     switch (dtype_) {
-      case DType::kF32: std::memcpy(data_ + 4 * i, &value, 4); return;
+      case DType::kF32:
+        std::memcpy(data_ + 4 * i, &value, 4);
+        return;
       case DType::kBF16: {
         bf16 h = FloatToBf16(value);
         std::memcpy(data_ + 2 * i, &h, 2);

@@ -9,7 +9,9 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+
 #include <unistd.h>
+#include "tests/common/require.h"
 
 #include "engine/offload_engine.h"
 #include "model/transformer.h"
@@ -45,7 +47,7 @@ uint64_t BytesUnder(const fs::path& dir) {
 
 struct Case {
   std::string preset;
-  std::string offload;  // "host" or "nvme"
+  OffloadPlacement offload;  // kHost or kNvme
 };
 
 class PlanVsEngine : public ::testing::TestWithParam<Case> {};
@@ -60,7 +62,7 @@ TEST_P(PlanVsEngine, MeasuredPeaksWithinTenPercentOfThePlan) {
   in.seq_len = kSeqLen;
   in.dtype = DType::kBF16;
   in.checkpointing = true;
-  in.offload = c.offload == "nvme" ? OffloadChoice::kNvme : OffloadChoice::kHost;
+  in.offload = c.offload;
   in.sub_group_params = kSubGroup;
   Hardware hw;
   hw.device_memory_bytes = 1ull << 30;
@@ -73,7 +75,7 @@ TEST_P(PlanVsEngine, MeasuredPeaksWithinTenPercentOfThePlan) {
   const Plan& plan = *plan_or;
 
   DeviceOptions dopt;
-  dopt.kind = "cpu";
+  dopt.kind = DeviceChoice::kCpu;
   dopt.memory_capacity_bytes = hw.device_memory_bytes;
   auto device_or = CreateDevice(dopt);
   ASSERT_TRUE(device_or.ok()) << device_or.status().ToString();
@@ -88,8 +90,8 @@ TEST_P(PlanVsEngine, MeasuredPeaksWithinTenPercentOfThePlan) {
   ASSERT_TRUE(model_or.ok()) << model_or.status().ToString();
 
   const fs::path dir =
-      fs::temp_directory_path() /
-      ("tierflow_plan_vs_engine_" + std::to_string(::getpid()) + "_" + c.preset + "_" + c.offload);
+      fs::temp_directory_path() / ("tierflow_plan_vs_engine_" + std::to_string(::getpid()) + "_" +
+                                   c.preset + "_" + std::string(OffloadPlacementName(c.offload)));
   fs::remove_all(dir);
   fs::create_directories(dir);
   EngineOptions options;
@@ -103,7 +105,8 @@ TEST_P(PlanVsEngine, MeasuredPeaksWithinTenPercentOfThePlan) {
   auto engine_or = OffloadEngine::Create(device, **model_or, options);
   if (!engine_or.ok() && engine_or.status().code() == StatusCode::kUnavailable) {
     fs::remove_all(dir);
-    GTEST_SKIP() << "NVMe tier unavailable here: " << engine_or.status().ToString();
+    TIERFLOW_SKIP_WITHOUT("nvme") << "NVMe tier unavailable here: "
+                                  << engine_or.status().ToString();
   }
   ASSERT_TRUE(engine_or.ok()) << engine_or.status().ToString();
   OffloadEngine& engine = **engine_or;
@@ -131,7 +134,7 @@ TEST_P(PlanVsEngine, MeasuredPeaksWithinTenPercentOfThePlan) {
 
   ExpectWithin10Percent(stats->device_peak_bytes, plan.device.total_bytes(), "device");
   ExpectWithin10Percent(stats->pinned_peak_bytes, plan.pinned_bytes, "pinned host");
-  if (c.offload == "host") {
+  if (c.offload == OffloadPlacement::kHost) {
     ExpectWithin10Percent(
         stats->host_state_bytes,
         plan.host.bytes_of("master_weights") + plan.host.bytes_of("optimizer_moments"),
@@ -145,10 +148,13 @@ TEST_P(PlanVsEngine, MeasuredPeaksWithinTenPercentOfThePlan) {
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyModels, PlanVsEngine,
-                         ::testing::Values(Case{"tiny-gpt2", "host"}, Case{"tiny-llama", "host"},
-                                           Case{"tiny-gpt2", "nvme"}, Case{"tiny-llama", "nvme"}),
+                         ::testing::Values(Case{"tiny-gpt2", OffloadPlacement::kHost},
+                                           Case{"tiny-llama", OffloadPlacement::kHost},
+                                           Case{"tiny-gpt2", OffloadPlacement::kNvme},
+                                           Case{"tiny-llama", OffloadPlacement::kNvme}),
                          [](const ::testing::TestParamInfo<Case>& info) {
-                           std::string name = info.param.preset + "_" + info.param.offload;
+                           std::string name = info.param.preset + "_" +
+                                              std::string(OffloadPlacementName(info.param.offload));
                            for (char& ch : name) {
                              if (ch == '-') ch = '_';
                            }

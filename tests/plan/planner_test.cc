@@ -50,7 +50,7 @@ Plan MustPlan(const PlanInput& in, const Hardware& hw) {
 TEST(Planner, TinyGpt2AccountingByHand) {
   PlanInput in = Input("tiny-gpt2", 64);
   in.micro_batch = 2;
-  in.offload = OffloadChoice::kHost;
+  in.offload = OffloadPlacement::kHost;
   Plan plan = MustPlan(in, Machine(1 * kGiB, 8 * kGiB, 0));
   const uint64_t P = 858880;
   const uint64_t unit = 12 * 128 * 128 + 13 * 128;  // a block: the largest unit and sub-group
@@ -75,7 +75,7 @@ TEST(Planner, TinyGpt2AccountingByHand) {
   EXPECT_EQ(plan.nvme.total_bytes(), 0u);
   EXPECT_TRUE(plan.feasible);
   EXPECT_EQ(plan.placement.where(), "host");
-  EXPECT_EQ(plan.placement.offload(), "host");
+  EXPECT_EQ(plan.placement.offload(), OffloadPlacement::kHost);
   EXPECT_EQ(plan.placement.num_sub_groups, 6);
   EXPECT_FALSE(plan.placement.chosen_by_planner);
   EXPECT_EQ(plan.tokens_per_step, 128);
@@ -89,7 +89,7 @@ TEST(Planner, TinyGpt2AccountingByHand) {
 
 TEST(Planner, NvmeTierBytesByHand) {
   PlanInput in = Input("tiny-llama", 64);
-  in.offload = OffloadChoice::kNvme;
+  in.offload = OffloadPlacement::kNvme;
   in.sub_group_params = 65536;
   // Units: embeddings 32768 (1 slice), 4 blocks of 184576 (3 slices), head 32896 (1):
   // 14 sub-groups, each 12 B/param in one or more whole 1 MiB blocks: 14 MiB.
@@ -153,7 +153,7 @@ TEST(Planner, AutoMovesStateToNvmeWhenHostIsTooSmall) {
 
 TEST(Planner, UserRatioIsObeyed) {
   PlanInput in = Input("gpt2", 512);
-  in.offload = OffloadChoice::kNvme;
+  in.offload = OffloadPlacement::kNvme;
   in.nvme_ratio = 0.25;
   Plan plan = MustPlan(in, Machine(8 * kGiB, 64 * kGiB, kTiB, true));
   EXPECT_FALSE(plan.placement.chosen_by_planner);
@@ -192,7 +192,7 @@ TEST(Planner, DeviceTooSmallForActivationsSuggestsCheckpointing) {
 
 TEST(Planner, HostTooSmallWithStateOnHostIsRefusedNamingHost) {
   PlanInput in = Input("gpt2", 1024);
-  in.offload = OffloadChoice::kHost;
+  in.offload = OffloadPlacement::kHost;
   Plan plan = MustPlan(in, Machine(8 * kGiB, 3 * kGiB, kTiB, true));
   EXPECT_FALSE(plan.feasible);
   EXPECT_EQ(plan.binding_constraint, "host");
@@ -200,7 +200,7 @@ TEST(Planner, HostTooSmallWithStateOnHostIsRefusedNamingHost) {
   EXPECT_THAT(plan.explanation, HasSubstr("--offload-optimizer nvme"));
   EXPECT_EQ(RequireFeasible(plan).code(), StatusCode::kOutOfMemory);
   // The same budget with auto placement fits by moving state to NVMe.
-  in.offload = OffloadChoice::kAuto;
+  in.offload = OffloadPlacement::kAuto;
   plan = MustPlan(in, Machine(8 * kGiB, 3 * kGiB, kTiB, true));
   EXPECT_TRUE(plan.feasible) << plan.explanation;
   EXPECT_NE(plan.placement.where(), "host");
@@ -254,10 +254,10 @@ TEST(Planner, InvalidInputsAreErrors) {
   ASSERT_FALSE(plan.ok());
   EXPECT_THAT(plan.status().message(), HasSubstr("1024"));
   in = Input("gpt2", 512);
-  in.offload = OffloadChoice::kHost;
+  in.offload = OffloadPlacement::kHost;
   in.nvme_ratio = 0.5;
   EXPECT_EQ(ComputePlan(in, hw).status().code(), StatusCode::kInvalidArgument);
-  in.offload = OffloadChoice::kNvme;
+  in.offload = OffloadPlacement::kNvme;
   in.nvme_ratio = 1.5;
   EXPECT_EQ(ComputePlan(in, hw).status().code(), StatusCode::kInvalidArgument);
   in.nvme_ratio = -1;
@@ -279,7 +279,7 @@ TEST(StepTime, FlopsFollowTheStandardFormula) {
 
 TEST(StepTime, StagesByHandAndOverlapBound) {
   PlanInput in = Input("llama-7b", 2048);
-  in.offload = OffloadChoice::kNvme;
+  in.offload = OffloadPlacement::kNvme;
   in.grad_accum = 4;
   Hardware hw = Machine(24 * kGiB, 64 * kGiB, kTiB, true);
   Bandwidths& b = hw.bandwidths;
@@ -371,7 +371,9 @@ TEST(LargestModel, IsFeasibleAtLeastAsBigAsFittingPresetsAndRealisticallyShaped)
   for (const ModelConfig& preset : FamilyPresetLadder(ModelFamily::kLlama)) {
     check.model = preset;
     check.seq_len = std::min<int64_t>(2048, preset.max_seq_len);
-    if (ComputePlan(check, hw)->feasible) EXPECT_GE(largest->params, ParameterCount(preset));
+    if (ComputePlan(check, hw)->feasible) {
+      EXPECT_GE(largest->params, ParameterCount(preset));
+    }
   }
 }
 

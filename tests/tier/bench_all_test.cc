@@ -19,7 +19,7 @@ int RunTierflow(const std::string& args) {
 
 TEST(BenchAll, WritesAProfileThePlannerLoads) {
   tier_test::TempDir dir;
-  const std::string small = " --device cpu --copy-size 1MiB --adam-params 64K --nvme-size 8MiB";
+  const std::string small = " --device cpu --copy-size 1MiB --adam-params 64Ki --nvme-size 8MiB";
   ASSERT_EQ(
       RunTierflow("bench all --out " + (dir / "p.json") + small + " --nvme-path " + dir.path()), 0);
   const Bandwidths base = DefaultBandwidths(false, 2);

@@ -14,13 +14,8 @@
 namespace tierflow::tier {
 namespace {
 namespace fs = std::filesystem;
+using tier_test::Ckpt;
 using tier_test::TempDir;
-
-std::string Ckpt(const TempDir& out, int step) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "checkpoints/step-%08d", step);
-  return out / buf;
-}
 
 class Notes : public TrainReporter {
  public:
@@ -36,7 +31,7 @@ TEST(Checkpoint, RetentionKeepsCheckpointWithMissingNvmeDirectory) {
   tier_test::CopyBaseRun(out.path());  // checkpoints at steps 2 and 4
   const std::string newest = Ckpt(out, 4);
   MigrateOptions to_nvme;
-  to_nvme.to = "nvme";
+  to_nvme.to = OffloadPlacement::kNvme;
   to_nvme.nvme_paths = {nvme.path()};
   to_nvme.block_size_bytes = 64 << 10;
   auto migrated = MigrateCheckpoint(newest, to_nvme);

@@ -13,9 +13,9 @@
 #include "io/safetensors_reader.h"
 #include "offload/aligned_buffer.h"
 #include "offload/state_store.h"
+#include "offload/swap_reader.h"
 #include "offload/swap_set.h"
 #include "tests/tier/tier_test_util.h"
-#include "tier/swap_reader.h"
 #include "tier/tier_clean.h"
 #include "tier/tier_export.h"
 #include "tier/tier_json.h"
@@ -28,27 +28,10 @@
 namespace tierflow::tier {
 namespace {
 namespace fs = std::filesystem;
+using tier_test::Ckpt;
 using tier_test::TempDir;
-
-std::string Ckpt(const TempDir& out, int step) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "checkpoints/step-%08d", step);
-  return out / buf;
-}
-
-MigrateOptions ToNvme(const std::string& nvme) {
-  MigrateOptions o;
-  o.to = "nvme";
-  o.nvme_paths = {nvme};
-  o.block_size_bytes = 64 << 10;
-  return o;
-}
-
-MigrateOptions ToHost() {
-  MigrateOptions o;
-  o.to = "host";
-  return o;
-}
+using tier_test::ToHost;
+using tier_test::ToNvme;
 
 // Every unit's three arrays, as bytes, by "<unit>/<array>".
 std::map<std::string, std::string> StateBytes(const std::string& ckpt) {
@@ -61,7 +44,8 @@ std::map<std::string, std::string> StateBytes(const std::string& ckpt) {
     std::vector<float> a(unit.num_params), b(unit.num_params), c(unit.num_params);
     EXPECT_TRUE((*s)->ReadUnit(u, a.data(), b.data(), c.data()).ok());
     out[unit.name.str() + "/master"] = std::string(reinterpret_cast<char*>(a.data()), a.size() * 4);
-    out[unit.name.str() + "/exp_avg"] = std::string(reinterpret_cast<char*>(b.data()), b.size() * 4);
+    out[unit.name.str() + "/exp_avg"] =
+        std::string(reinterpret_cast<char*>(b.data()), b.size() * 4);
     out[unit.name.str() + "/exp_avg_sq"] =
         std::string(reinterpret_cast<char*>(c.data()), c.size() * 4);
   }
@@ -79,7 +63,7 @@ TEST(TierLs, ListsCheckpointsAndModelOfATrainingRun) {
   EXPECT_EQ(l->checkpoints[1].step, 2);
   for (const auto& c : l->checkpoints) {
     EXPECT_TRUE(c.info.verified) << c.info.problem;
-    EXPECT_EQ(c.layout, "host");
+    EXPECT_EQ(c.layout, OffloadPlacement::kHost);
     EXPECT_GT(c.num_units, 1u);
     EXPECT_GT(c.num_bytes, 0u);
   }
@@ -101,7 +85,8 @@ TEST(TierLs, JsonCarriesWhatTheListingHolds) {
       const nlohmann::json& jc = j.at("checkpoints")[i];
       EXPECT_EQ(jc.at("path"), c.info.path);
       EXPECT_EQ(jc.at("step"), c.step);
-      EXPECT_EQ(jc.at("layout"), c.layout);
+      ASSERT_TRUE(c.layout.has_value());
+      EXPECT_EQ(jc.at("layout"), std::string(OffloadPlacementName(*c.layout)));
       EXPECT_EQ(jc.at("bytes"), c.num_bytes);
       EXPECT_EQ(jc.at("units"), c.num_units);
       EXPECT_EQ(jc.at("complete"), true);
@@ -176,16 +161,16 @@ TEST(TierMigrate, RoundTripKeepsStateAndVerifies) {
 
   auto r = MigrateCheckpoint(ckpt, ToNvme(nvme.path()));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->to, "nvme");
+  EXPECT_EQ(r->to, OffloadPlacement::kNvme);
   EXPECT_FALSE(fs::exists(ckpt + "/optimizer"));
   CheckpointInfo info = VerifyCheckpoint(ckpt);
   EXPECT_TRUE(info.verified) << info.problem;
-  EXPECT_EQ(info.layout, "nvme");
+  EXPECT_EQ(info.layout, OffloadPlacement::kNvme);
   EXPECT_EQ(StateBytes(ckpt), before);
   // ls shows the checkpoint in the nvme layout and its set as in use.
   auto l = ListTier(out.path(), false);
   ASSERT_TRUE(l.ok());
-  EXPECT_EQ(l->checkpoints[0].layout, "nvme");
+  EXPECT_EQ(l->checkpoints[0].layout, OffloadPlacement::kNvme);
   ASSERT_EQ(l->swap_sets.size(), 1u);
   EXPECT_TRUE(l->swap_sets[0].checkpoint_uses_it);
   EXPECT_EQ(l->swap_sets[0].tensors.size(), 3 * l->checkpoints[0].num_units);
@@ -200,7 +185,7 @@ TEST(TierMigrate, RoundTripKeepsStateAndVerifies) {
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   info = VerifyCheckpoint(ckpt);
   EXPECT_TRUE(info.verified) << info.problem;
-  EXPECT_EQ(info.layout, "host");
+  EXPECT_EQ(info.layout, OffloadPlacement::kHost);
   EXPECT_EQ(StateBytes(ckpt), before);
   for (const auto& [path, bytes] : files_before)
     EXPECT_EQ(tier_test::ReadFile(path), bytes) << path;
@@ -245,7 +230,7 @@ TEST(TierVerify, CorruptSwapBlockNamesFileTensorAndBytes) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   const std::string file =
       offload::SwapFilePath(CheckpointStoreDirectory(nvme.path(), r->run_id), r->run_id, 0);
-  auto view = SwapFileView::Open(file);
+  auto view = offload::SwapFileView::Open(file);
   ASSERT_TRUE(view.ok());
   const auto& h = (*view)->header();
   const auto& t = h.tensors[4];  // the second unit's exp_avg
@@ -273,7 +258,7 @@ TEST(TierVerify, CorruptSwapBlockNamesFileTensorAndBytes) {
   ASSERT_TRUE(RunTraining(c, quiet).ok());
   info = VerifyCheckpoint(ckpt);
   EXPECT_TRUE(info.verified) << info.problem;
-  EXPECT_EQ(info.layout, "host");
+  EXPECT_EQ(info.layout, OffloadPlacement::kHost);
 }
 
 // Stops the migration before `step`, as a crash would.
@@ -295,7 +280,8 @@ TEST(TierMigrate, InterruptedMigrationLeavesAVerifiedCheckpoint) {
     EXPECT_FALSE(MigrateCheckpoint(ckpt, StopBefore(ToNvme(nvme.path()), step)).ok());
     CheckpointInfo info = VerifyCheckpoint(ckpt);
     EXPECT_TRUE(info.verified) << info.problem;
-    EXPECT_EQ(info.layout, step == "remove_source" ? "nvme" : "host");
+    EXPECT_EQ(info.layout,
+              step == "remove_source" ? OffloadPlacement::kNvme : OffloadPlacement::kHost);
     EXPECT_EQ(StateBytes(ckpt), before);
     // clean removes the leftovers (an unused set, or unlisted optimizer files) and nothing else.
     auto cleaned = CleanTier(out.path(), false);
@@ -309,16 +295,17 @@ TEST(TierMigrate, InterruptedMigrationLeavesAVerifiedCheckpoint) {
     EXPECT_EQ(StateBytes(ckpt), before);
     // The migration completes when run again.
     ASSERT_TRUE(MigrateCheckpoint(ckpt, ToNvme(nvme.path())).ok());
-    EXPECT_EQ(VerifyCheckpoint(ckpt).layout, "nvme");
+    EXPECT_EQ(VerifyCheckpoint(ckpt).layout, OffloadPlacement::kNvme);
     // nvme -> host, stopped at the same step, then again.
     EXPECT_FALSE(MigrateCheckpoint(ckpt, StopBefore(ToHost(), step)).ok());
     info = VerifyCheckpoint(ckpt);
     EXPECT_TRUE(info.verified) << info.problem;
-    EXPECT_EQ(info.layout, step == "remove_source" ? "host" : "nvme");
+    EXPECT_EQ(info.layout,
+              step == "remove_source" ? OffloadPlacement::kHost : OffloadPlacement::kNvme);
     EXPECT_EQ(StateBytes(ckpt), before);
     auto done = MigrateCheckpoint(ckpt, ToHost());
     ASSERT_TRUE(done.ok()) << done.status().ToString();
-    EXPECT_EQ(VerifyCheckpoint(ckpt).layout, "host");
+    EXPECT_EQ(VerifyCheckpoint(ckpt).layout, OffloadPlacement::kHost);
     EXPECT_EQ(StateBytes(ckpt), before);
     ASSERT_TRUE(CleanTier(out.path(), false).ok());
     ASSERT_TRUE(CleanTier(nvme.path(), false).ok());
@@ -387,7 +374,7 @@ TEST(TierExport, SameTensorsFromEitherLayout) {
   ASSERT_TRUE(MigrateCheckpoint(ckpt, ToNvme(nvme.path())).ok());
   auto from_nvme = ExportCheckpoint(ckpt, files / "nvme.safetensors");
   ASSERT_TRUE(from_nvme.ok()) << from_nvme.status().ToString();
-  EXPECT_EQ(from_nvme->layout, "nvme");
+  EXPECT_EQ(from_nvme->layout, OffloadPlacement::kNvme);
   for (const char* name : {"host.safetensors", "nvme.safetensors"}) {
     auto reader = SafetensorsReader::Open(files / name);
     ASSERT_TRUE(reader.ok());

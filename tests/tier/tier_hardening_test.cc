@@ -29,37 +29,12 @@
 namespace tierflow::tier {
 namespace {
 namespace fs = std::filesystem;
+using tier_test::Ckpt;
+using tier_test::ReadState;
 using tier_test::TempDir;
-
-std::string Ckpt(const TempDir& out, int step) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "checkpoints/step-%08d", step);
-  return out / buf;
-}
-
-MigrateOptions ToNvme(const std::string& nvme) {
-  MigrateOptions o;
-  o.to = "nvme";
-  o.nvme_paths = {nvme};
-  o.block_size_bytes = 64 << 10;
-  return o;
-}
-
-MigrateOptions ToHost() {
-  MigrateOptions o;
-  o.to = "host";
-  return o;
-}
-
-nlohmann::json ReadState(const std::string& ckpt) {
-  return nlohmann::json::parse(tier_test::ReadFile(ckpt + "/trainer_state.json"));
-}
-
-void WriteState(const std::string& ckpt, const nlohmann::json& doc) {
-  std::ofstream out(ckpt + "/trainer_state.json", std::ios::trunc);
-  out << doc.dump(2);
-  ASSERT_TRUE(out.good());
-}
+using tier_test::ToHost;
+using tier_test::ToNvme;
+using tier_test::WriteState;
 
 bool Contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
@@ -391,7 +366,7 @@ TEST(TierMigrate, StopsWhenCancelled) {
   EXPECT_EQ(r.status().code(), StatusCode::kAborted) << r.status().ToString();
   EXPECT_TRUE(Contains(r.status().message(), "migrating " + ckpt)) << r.status().ToString();
   EXPECT_TRUE(VerifyCheckpoint(ckpt).verified);
-  EXPECT_EQ(VerifyCheckpoint(ckpt).layout, "host");
+  EXPECT_EQ(VerifyCheckpoint(ckpt).layout, OffloadPlacement::kHost);
 }
 
 // Migration rewrites trainer_state.json and the optimizer files; with a run
@@ -408,11 +383,11 @@ TEST(TierMigrate, RefusedWhileARunHoldsTheOutputDirectory) {
     EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition) << r.status().ToString();
     EXPECT_TRUE(Contains(r.status().message(), std::to_string(::getpid())))
         << r.status().ToString();
-    EXPECT_EQ(VerifyCheckpoint(ckpt).layout, "host");
+    EXPECT_EQ(VerifyCheckpoint(ckpt).layout, OffloadPlacement::kHost);
   }
   auto r = MigrateCheckpoint(ckpt, ToNvme(nvme.path()));  // the run has ended
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(VerifyCheckpoint(ckpt).layout, "nvme");
+  EXPECT_EQ(VerifyCheckpoint(ckpt).layout, OffloadPlacement::kNvme);
 }
 
 TEST(TierExport, StopsWhenCancelled) {

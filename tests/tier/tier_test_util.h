@@ -4,15 +4,18 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "tests/common/scratch_dir.h"
 
+#include "tier/tier_migrate.h"
 #include "train/trainer.h"
 
 namespace tierflow::tier_test {
@@ -23,12 +26,7 @@ class TempDir : public testing_common::ScratchDir {
   TempDir() : ScratchDir("tierflow-tier-") {}
 };
 
-inline std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+inline std::string ReadFile(const std::string& path) { return testing_common::ReadWholeFile(path); }
 
 inline void FlipByte(const std::string& path, uint64_t offset) {
   std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
@@ -49,12 +47,12 @@ inline TrainConfig SmallRun(const std::string& out, int64_t steps = 4) {
   c.seq_len = 32;
   c.grad_accum = 1;
   c.steps = steps;
-  c.offload = "nvme";
+  c.offload = OffloadPlacement::kNvme;
   c.sub_group_size = 40000;
   c.checkpoint_every = 2;
   c.eval_every = 0;
   c.out_dir = out;
-  c.device = "cpu";
+  c.device = DeviceChoice::kCpu;
   c.lr = 3e-3f;
   return c;
 }
@@ -74,6 +72,39 @@ inline const std::string& BaseRun() {
 
 inline void CopyBaseRun(const std::string& to) {
   fs::copy(BaseRun(), to, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+}
+
+// OUT/checkpoints/step-NNNNNNNN of a run in `out`.
+inline std::string Ckpt(const TempDir& out, int step) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "checkpoints/step-%08d", step);
+  return out / buf;
+}
+
+// Migration options to the NVMe layout in `nvme` (64 KiB blocks) and back.
+inline tier::MigrateOptions ToNvme(const std::string& nvme) {
+  tier::MigrateOptions o;
+  o.to = OffloadPlacement::kNvme;
+  o.nvme_paths = {nvme};
+  o.block_size_bytes = 64 << 10;
+  return o;
+}
+
+inline tier::MigrateOptions ToHost() {
+  tier::MigrateOptions o;
+  o.to = OffloadPlacement::kHost;
+  return o;
+}
+
+// A checkpoint's trainer_state.json, read and rewritten (to craft damage).
+inline nlohmann::json ReadState(const std::string& ckpt) {
+  return nlohmann::json::parse(ReadFile(ckpt + "/trainer_state.json"));
+}
+
+inline void WriteState(const std::string& ckpt, const nlohmann::json& doc) {
+  std::ofstream out(ckpt + "/trainer_state.json", std::ios::trunc);
+  out << doc.dump(2);
+  ASSERT_TRUE(out.good());
 }
 
 }  // namespace tierflow::tier_test

@@ -9,12 +9,15 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/common/scratch_dir.h"
+#include "tests/tier/tier_test_util.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 
 namespace tierflow {
 namespace {
 namespace fs = std::filesystem;
+using tier_test::ReadState;
+using tier_test::WriteState;
 
 class TempDir : public testing_common::ScratchDir {
  public:
@@ -28,23 +31,33 @@ TrainConfig TinyRun(const std::string& out, int64_t steps) {
   c.seq_len = 32;
   c.grad_accum = 1;
   c.steps = steps;
-  c.offload = "host";
+  c.offload = OffloadPlacement::kHost;
   c.checkpoint_every = 2;
   c.eval_every = 0;
   c.out_dir = out;
-  c.device = "cpu";
+  c.device = DeviceChoice::kCpu;
   c.lr = 3e-3f;
   return c;
 }
 
-nlohmann::json ReadState(const std::string& ckpt) {
-  return nlohmann::json::parse(testing_common::ReadWholeFile(ckpt + "/trainer_state.json"));
-}
-
-void WriteState(const std::string& ckpt, const nlohmann::json& doc) {
-  std::ofstream out(ckpt + "/trainer_state.json", std::ios::trunc);
-  out << doc.dump(2);
-  ASSERT_TRUE(out.good());
+// optimizer_layout becomes an OffloadPlacement where trainer_state.json is
+// read; only the names tierflow writes are accepted (not "auto", not
+// DeepSpeed's "cpu", not another case).
+TEST(Checkpoint, OptimizerLayoutIsParsedStrictly) {
+  auto absent = ParseCheckpointLayout(nlohmann::json::object(), "t.json");
+  ASSERT_TRUE(absent.ok()) << absent.status().ToString();
+  EXPECT_EQ(absent->layout, OffloadPlacement::kHost);
+  auto host = ParseCheckpointLayout({{"optimizer_layout", "host"}}, "t.json");
+  ASSERT_TRUE(host.ok()) << host.status().ToString();
+  EXPECT_EQ(host->layout, OffloadPlacement::kHost);
+  for (const char* bad : {"auto", "cpu", "NVMe", "disk"}) {
+    auto r = ParseCheckpointLayout({{"optimizer_layout", bad}}, "t.json");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), StatusCode::kDataLoss) << bad;
+    EXPECT_NE(r.status().message().find("t.json: unknown optimizer_layout"), std::string::npos)
+        << r.status().message();
+    EXPECT_NE(r.status().message().find(bad), std::string::npos) << r.status().message();
+  }
 }
 
 // An older checkpoint whose optimizer_layout was a number: retention read it

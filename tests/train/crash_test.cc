@@ -22,44 +22,30 @@
 #include <gtest/gtest.h>
 
 #include "tests/common/scratch_dir.h"
+#include "tests/common/spawn.h"
 
 #include "offload/swap_set.h"
-
-extern char** environ;
 
 namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-std::string ReadFile(const std::string& path) { return tierflow::testing_common::ReadWholeFile(path); }
+std::string ReadFile(const std::string& path) {
+  return tierflow::testing_common::ReadWholeFile(path);
+}
 
 pid_t Spawn(const std::vector<std::string>& args, const std::string& log) {
-  std::vector<char*> argv;
-  argv.push_back(const_cast<char*>(TIERFLOW_BINARY));
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  pid_t pid = -1;
-  int rc = posix_spawn(&pid, TIERFLOW_BINARY, &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  return rc == 0 ? pid : -1;
+  return tierflow::testing_common::SpawnLogged(TIERFLOW_BINARY, args, log, /*append=*/true);
 }
 
-int WaitExit(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
+int WaitExit(pid_t pid) { return tierflow::testing_common::WaitExitCode(pid); }
 
 std::vector<std::string> TrainArgs(const std::string& dir, bool resume) {
-  std::vector<std::string> a = {"train", "--model", "tiny-llama", "--steps", "6",
-                                "--micro-batch", "2", "--seq-len", "32", "--grad-accum", "2",
-                                "--checkpoint-every", "1", "--eval-every", "0", "--device", "cpu",
-                                "--sub-group-size", "40000", "--nvme-path", dir + "/nvme",
-                                "--out", dir + "/out"};
+  std::vector<std::string> a = {
+      "train", "--model",      "tiny-llama",  "--steps",      "6",         "--micro-batch",
+      "2",     "--seq-len",    "32",          "--grad-accum", "2",         "--checkpoint-every",
+      "1",     "--eval-every", "0",           "--device",     "cpu",       "--sub-group-size",
+      "40000", "--nvme-path",  dir + "/nvme", "--out",        dir + "/out"};
   if (resume) a.push_back("--resume");
   return a;
 }
@@ -67,7 +53,8 @@ std::vector<std::string> TrainArgs(const std::string& dir, bool resume) {
 TEST(CrashTest, KilledRunsResumeToTheSameWeights) {
   const char* env = std::getenv("TIERFLOW_CRASH_ITERATIONS");
   const int iterations = env != nullptr ? std::max(1, std::atoi(env)) : 3;
-  const std::string root = (fs::temp_directory_path() / ("tierflow-crash-" + std::to_string(getpid()))).string();
+  const std::string root =
+      (fs::temp_directory_path() / ("tierflow-crash-" + std::to_string(getpid()))).string();
   fs::remove_all(root);
   fs::create_directories(root);
 
@@ -110,7 +97,8 @@ TEST(CrashTest, KilledRunsResumeToTheSameWeights) {
 }
 
 TEST(CrashTest, SigtermSavesACheckpointAndExitsCleanly) {
-  const std::string dir = (fs::temp_directory_path() / ("tierflow-sigterm-" + std::to_string(getpid()))).string();
+  const std::string dir =
+      (fs::temp_directory_path() / ("tierflow-sigterm-" + std::to_string(getpid()))).string();
   fs::remove_all(dir);
   fs::create_directories(dir);
   std::vector<std::string> args = TrainArgs(dir, false);

@@ -32,13 +32,13 @@ TrainConfig SweepConfig(const std::string& out, int64_t steps, bool resume) {
   c.micro_batch = 2;
   c.seq_len = 32;
   c.steps = steps;
-  c.offload = "nvme";
+  c.offload = OffloadPlacement::kNvme;
   c.nvme_paths = {out + "/nvme"};
   c.sub_group_size = 100000;
   c.checkpoint_every = 2;
   c.eval_every = 0;
   c.out_dir = out;
-  c.device = "cpu";
+  c.device = DeviceChoice::kCpu;
   c.resume = resume;
   return c;
 }
@@ -82,7 +82,8 @@ TEST_P(FaultSweepTest, EndsInAClearErrorOrARetryAndTheLastCheckpointHolds) {
     EXPECT_EQ(ReadFile(out + "/model/model.safetensors"), clean_weights_) << fc.name;
   } else {
     const std::string msg = faulted.status().ToString();
-    EXPECT_NE(msg.find(".swap"), std::string::npos) << fc.name << ": the error names no file: " << msg;
+    EXPECT_NE(msg.find(".swap"), std::string::npos)
+        << fc.name << ": the error names no file: " << msg;
   }
   // The newest checkpoint verifies and a clean resume reaches the clean weights.
   auto list = ListCheckpoints(out);

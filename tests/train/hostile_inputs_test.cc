@@ -23,8 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/common/scratch_dir.h"
-
-extern char** environ;
+#include "tests/common/spawn.h"
 
 namespace {
 namespace fs = std::filesystem;
@@ -32,18 +31,7 @@ using tierflow::testing_common::ReadWholeFile;
 using tierflow::testing_common::ScratchDir;
 
 pid_t Spawn(const std::vector<std::string>& args, const std::string& log) {
-  std::vector<char*> argv;
-  argv.push_back(const_cast<char*>(TIERFLOW_BINARY));
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, TIERFLOW_BINARY, &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  return rc == 0 ? pid : -1;
+  return tierflow::testing_common::SpawnLogged(TIERFLOW_BINARY, args, log);
 }
 
 struct Outcome {
@@ -75,17 +63,35 @@ std::map<std::string, std::pair<uintmax_t, int64_t>> Snapshot(const std::string&
   for (const auto& e : fs::recursive_directory_iterator(root)) {
     struct stat st;
     if (::lstat(e.path().c_str(), &st) != 0) continue;
-    out[e.path().string()] = {static_cast<uintmax_t>(st.st_size),
-                              static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 +
-                                  st.st_mtim.tv_nsec};
+    out[e.path().string()] = {
+        static_cast<uintmax_t>(st.st_size),
+        static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
   }
   return out;
 }
 
 std::vector<std::string> TrainArgs(const std::string& out, const std::string& nvme, int steps) {
-  return {"train", "--model", "tiny-llama", "--steps", std::to_string(steps), "--micro-batch", "2",
-          "--seq-len", "32", "--checkpoint-every", "1", "--eval-every", "0", "--device", "cpu",
-          "--offload-optimizer", "host", "--nvme-path", nvme, "--out", out};
+  return {"train",
+          "--model",
+          "tiny-llama",
+          "--steps",
+          std::to_string(steps),
+          "--micro-batch",
+          "2",
+          "--seq-len",
+          "32",
+          "--checkpoint-every",
+          "1",
+          "--eval-every",
+          "0",
+          "--device",
+          "cpu",
+          "--offload-optimizer",
+          "host",
+          "--nvme-path",
+          nvme,
+          "--out",
+          out};
 }
 
 void WriteFile(const std::string& path, const std::string& text) {
@@ -104,9 +110,9 @@ TEST(HostileInputs, DeeplyNestedConfigJsonIsAClearErrorForPlanAndTrain) {
   EXPECT_NE(plan.output.find("config.json"), std::string::npos) << plan.output;
   EXPECT_NE(plan.output.find("nested deeper"), std::string::npos) << plan.output;
 
-  Outcome train = RunTierflow({"train", "--model", dir / "model", "--steps", "1", "--device", "cpu",
-                       "--out", dir / "out"},
-                      dir / "train.log");
+  Outcome train = RunTierflow(
+      {"train", "--model", dir / "model", "--steps", "1", "--device", "cpu", "--out", dir / "out"},
+      dir / "train.log");
   ASSERT_TRUE(train.exited) << "ended by signal " << train.code << "\n" << train.output;
   EXPECT_NE(train.code, 0);
   EXPECT_NE(train.output.find("nested deeper"), std::string::npos) << train.output;
@@ -158,14 +164,14 @@ TEST(HostileInputs, CraftedCheckpointNamingAPathOutsideItIsRefused) {
   EXPECT_NE(verify.output.find("outside/victim"), std::string::npos) << verify.output;
 
   Outcome exported = RunTierflow({"tier", "export", ckpt, "--out", dir / "export.safetensors"},
-                         dir / "export.log");
+                                 dir / "export.log");
   ASSERT_TRUE(exported.exited) << "ended by signal " << exported.code << "\n" << exported.output;
   EXPECT_NE(exported.code, 0) << exported.output;
   EXPECT_FALSE(fs::exists(dir / "export.safetensors"));
 
-  Outcome migrated = RunTierflow({"tier", "migrate", ckpt, "--to", "nvme", "--nvme-path", dir / "nvme2",
-                          "--nvme-buffered"},
-                         dir / "migrate.log");
+  Outcome migrated = RunTierflow(
+      {"tier", "migrate", ckpt, "--to", "nvme", "--nvme-path", dir / "nvme2", "--nvme-buffered"},
+      dir / "migrate.log");
   ASSERT_TRUE(migrated.exited) << "ended by signal " << migrated.code << "\n" << migrated.output;
   EXPECT_NE(migrated.code, 0) << migrated.output;
 

@@ -31,11 +31,11 @@ TEST(LrSchedule, WarmupLrLogRisesAsLogOfIterationThenHolds) {
   c.scheduler.warmup_num_steps = 10;
   c.scheduler.warmup_type = "log";
   // Step s runs at DeepSpeed iteration i = s - 1: gamma = log(i + 1) / log(10).
-  ExpectLr(c, 1, 1e-4);                                   // log(1) = 0
+  ExpectLr(c, 1, 1e-4);                                          // log(1) = 0
   ExpectLr(c, 2, 1e-4 + 9e-4 * std::log(2.0) / std::log(10.0));  // 3.70927e-4
   ExpectLr(c, 5, 1e-4 + 9e-4 * std::log(5.0) / std::log(10.0));  // 7.29073e-4
-  EXPECT_NEAR(ScheduledLr(c, 5), 7.29073e-4, 1e-9);        // the number itself
-  ExpectLr(c, 10, 1e-3);                                  // log(10) / log(10)
+  EXPECT_NEAR(ScheduledLr(c, 5), 7.29073e-4, 1e-9);              // the number itself
+  ExpectLr(c, 10, 1e-3);                                         // log(10) / log(10)
   ExpectLr(c, 11, 1e-3);
   ExpectLr(c, 5000, 1e-3);
 }
@@ -85,11 +85,11 @@ TEST(LrSchedule, WarmupDecayLrDecaysLinearlyToZeroAtTotal) {
   c.scheduler.warmup_type = "linear";
   ExpectLr(c, 1, 0.0);
   ExpectLr(c, 6, 5e-4);
-  ExpectLr(c, 11, 1e-3);    // i = 10: (110 - 10) / 100
-  ExpectLr(c, 61, 5e-4);    // i = 60: 50 / 100
-  ExpectLr(c, 110, 1e-5);   // i = 109: 1 / 100
-  ExpectLr(c, 111, 0.0);    // i = 110: 0
-  ExpectLr(c, 200, 0.0);    // clamped at 0, as DeepSpeed's max(0, ...)
+  ExpectLr(c, 11, 1e-3);   // i = 10: (110 - 10) / 100
+  ExpectLr(c, 61, 5e-4);   // i = 60: 50 / 100
+  ExpectLr(c, 110, 1e-5);  // i = 109: 1 / 100
+  ExpectLr(c, 111, 0.0);   // i = 110: 0
+  ExpectLr(c, 200, 0.0);   // clamped at 0, as DeepSpeed's max(0, ...)
 }
 
 TEST(LrSchedule, WarmupDecayLrTotalZeroMeansTheRunsSteps) {

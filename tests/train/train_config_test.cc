@@ -130,13 +130,13 @@ TEST(TrainConfig, ZeroInfinityDeepSpeedConfigParsesToTheRightFields) {
   EXPECT_EQ(c.scheduler.warmup_num_steps, 100);
   EXPECT_EQ(c.scheduler.total_num_steps, 5000);
   EXPECT_EQ(c.scheduler.warmup_type, "linear");
-  EXPECT_EQ(c.dtype, "fp16");
+  EXPECT_EQ(c.dtype, DType::kF16);
   EXPECT_FLOAT_EQ(c.loss_scale, 0.0f);
   EXPECT_EQ(c.initial_scale_power, 12);
   EXPECT_EQ(c.loss_scale_window, 500);
   EXPECT_EQ(c.hysteresis, 2);
   EXPECT_FLOAT_EQ(c.min_loss_scale, 1.0f);
-  EXPECT_EQ(c.offload, "nvme");
+  EXPECT_EQ(c.offload, OffloadPlacement::kNvme);
   EXPECT_EQ(c.nvme_paths, std::vector<std::string>{"/local_nvme"});
   EXPECT_TRUE(c.pin_memory);
   EXPECT_EQ(c.buffer_count, 4);
@@ -164,12 +164,12 @@ TEST(TrainConfig, BaseValuesSurviveWhenTheFileIsSilent) {
   TrainConfig base;
   base.lr = 7e-4f;
   base.micro_batch = 3;
-  base.offload = "host";
+  base.offload = OffloadPlacement::kHost;
   auto c = ParseTrainConfig("{}", "x.json", base);
   ASSERT_TRUE(c.ok());
   EXPECT_FLOAT_EQ(c->lr, 7e-4f);
   EXPECT_EQ(c->micro_batch, 3);
-  EXPECT_EQ(c->offload, "host");
+  EXPECT_EQ(c->offload, OffloadPlacement::kHost);
   EXPECT_TRUE(c->warnings.empty());
 }
 
@@ -191,32 +191,33 @@ TEST(TrainConfig, BatchKeysResolveAsDeepSpeedDoesOnOneGpu) {
 TEST(TrainConfig, TrainBatchSizeThatDisagreesIsAnErrorNamingAllThree) {
   std::string m = ParseError(R"({"train_batch_size": 30, "train_micro_batch_size_per_gpu": 4,
                                  "gradient_accumulation_steps": 8})");
-  EXPECT_THAT(m, AllOf(HasSubstr("config.json"), HasSubstr("contradictory"),
-                       HasSubstr("train_batch_size = 30"),
-                       HasSubstr("train_micro_batch_size_per_gpu"),
-                       HasSubstr("gradient_accumulation_steps"), HasSubstr("32")));
+  EXPECT_THAT(m,
+              AllOf(HasSubstr("config.json"), HasSubstr("contradictory"),
+                    HasSubstr("train_batch_size = 30"), HasSubstr("train_micro_batch_size_per_gpu"),
+                    HasSubstr("gradient_accumulation_steps"), HasSubstr("32")));
   EXPECT_THAT(ParseError(R"({"train_batch_size": 30, "train_micro_batch_size_per_gpu": 4})"),
               HasSubstr("not a multiple of train_micro_batch_size_per_gpu = 4"));
 }
 
 TEST(TrainConfig, Bf16AndFp16BothEnabledIsAnErrorNamingBoth) {
   std::string m = ParseError(R"({"fp16": {"enabled": true}, "bf16": {"enabled": true}})");
-  EXPECT_THAT(m, AllOf(HasSubstr("contradictory"), HasSubstr("fp16.enabled"),
-                       HasSubstr("bf16.enabled")));
+  EXPECT_THAT(
+      m, AllOf(HasSubstr("contradictory"), HasSubstr("fp16.enabled"), HasSubstr("bf16.enabled")));
 }
 
 TEST(TrainConfig, PrecisionBlocksSetDtype) {
-  EXPECT_EQ(ParseOk(R"({"bf16": {"enabled": true}})").dtype, "bf16");
-  EXPECT_EQ(ParseOk(R"({"bfloat16": {"enabled": true}})").dtype, "bf16");
-  EXPECT_EQ(ParseOk(R"({"fp16": {"enabled": true}, "bf16": {"enabled": false}})").dtype, "fp16");
+  EXPECT_EQ(ParseOk(R"({"bf16": {"enabled": true}})").dtype, DType::kBF16);
+  EXPECT_EQ(ParseOk(R"({"bfloat16": {"enabled": true}})").dtype, DType::kBF16);
+  EXPECT_EQ(ParseOk(R"({"fp16": {"enabled": true}, "bf16": {"enabled": false}})").dtype,
+            DType::kF16);
   TrainConfig fp32 = ParseOk(R"({"fp16": {"enabled": false}})");
-  EXPECT_EQ(fp32.dtype, "fp32");
+  EXPECT_EQ(fp32.dtype, DType::kF32);
   EXPECT_TRUE(HasWarning(fp32, "training in fp32"));
 }
 
 TEST(TrainConfig, TierflowKeyThatContradictsADeepSpeedKeyNamesBoth) {
-  std::string m = ParseError(
-      R"({"train_micro_batch_size_per_gpu": 4, "tierflow": {"micro_batch": 2}})");
+  std::string m =
+      ParseError(R"({"train_micro_batch_size_per_gpu": 4, "tierflow": {"micro_batch": 2}})");
   EXPECT_THAT(m, AllOf(HasSubstr("tierflow.micro_batch"),
                        HasSubstr("train_micro_batch_size_per_gpu"), HasSubstr("contradictory")));
   std::string d = ParseError(R"({"bf16": {"enabled": true}, "tierflow": {"dtype": "fp32"}})");
@@ -229,12 +230,11 @@ TEST(TrainConfig, TierflowKeyThatContradictsADeepSpeedKeyNamesBoth) {
 
 TEST(TrainConfig, AdamTypeFollowsDeepSpeedsAdamWMode) {
   EXPECT_EQ(ParseOk(R"({"optimizer": {"type": "Adam"}})").optimizer, "adamw");
-  EXPECT_EQ(ParseOk(R"({"optimizer": {"type": "adam", "params": {"adam_w_mode": false}}})")
-                .optimizer,
-            "adam");
+  EXPECT_EQ(
+      ParseOk(R"({"optimizer": {"type": "adam", "params": {"adam_w_mode": false}}})").optimizer,
+      "adam");
   EXPECT_EQ(ParseOk(R"({"optimizer": {"type": "ADAMW"}})").optimizer, "adamw");
-  EXPECT_EQ(ParseOk(R"({"optimizer": {"type": "Adam", "adam_w_mode": false}})").optimizer,
-            "adam");
+  EXPECT_EQ(ParseOk(R"({"optimizer": {"type": "Adam", "adam_w_mode": false}})").optimizer, "adam");
 }
 
 TEST(TrainConfig, UnsupportedOptimizerNamesTheSupportedOnes) {
@@ -250,16 +250,16 @@ TEST(TrainConfig, UnsupportedOptimizerNamesTheSupportedOnes) {
 
 TEST(TrainConfig, OffloadDevicesMapToTiers) {
   EXPECT_EQ(ParseOk(R"({"zero_optimization": {"offload_optimizer": {"device": "cpu"}}})").offload,
-            "host");
-  TrainConfig none =
-      ParseOk(R"({"zero_optimization": {"offload_optimizer": {"device": "none"}}})");
-  EXPECT_EQ(none.offload, "host");
+            OffloadPlacement::kHost);
+  TrainConfig none = ParseOk(R"({"zero_optimization": {"offload_optimizer": {"device": "none"}}})");
+  EXPECT_EQ(none.offload, OffloadPlacement::kHost);
   EXPECT_TRUE(HasWarning(none, "always offloads optimizer state"));
-  EXPECT_EQ(ParseOk(R"({"zero_optimization": {"cpu_offload": true}})").offload, "host");
+  EXPECT_EQ(ParseOk(R"({"zero_optimization": {"cpu_offload": true}})").offload,
+            OffloadPlacement::kHost);
   TrainConfig two = ParseOk(R"({"zero_optimization": {"offload_optimizer":
       {"device": "nvme", "nvme_path": ["/nvme0", "/nvme1"], "ratio": 0.5,
        "pin_memory": false, "buffer_count": 6}}})");
-  EXPECT_EQ(two.offload, "nvme");
+  EXPECT_EQ(two.offload, OffloadPlacement::kNvme);
   EXPECT_EQ(two.nvme_paths, (std::vector<std::string>{"/nvme0", "/nvme1"}));
   EXPECT_DOUBLE_EQ(two.nvme_ratio, 0.5);
   EXPECT_FALSE(two.pin_memory);
@@ -363,7 +363,7 @@ TEST(TrainConfig, AutoKeepsTheBaseValueAndIsNoted) {
   base.lr = 5e-4f;
   base.micro_batch = 3;
   base.grad_accum = 2;
-  base.dtype = "bf16";
+  base.dtype = DType::kBF16;
   // The HF Trainer's usual ZeRO-2 config.
   auto c = ParseTrainConfig(R"({
     "fp16": {"enabled": "auto", "loss_scale": 0, "initial_scale_power": 16},
@@ -381,23 +381,50 @@ TEST(TrainConfig, AutoKeepsTheBaseValueAndIsNoted) {
     "train_batch_size": "auto",
     "train_micro_batch_size_per_gpu": "auto",
     "wall_clock_breakdown": false
-  })", "hf.json", base);
+  })",
+                            "hf.json", base);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_FLOAT_EQ(c->lr, 5e-4f);
   EXPECT_EQ(c->micro_batch, 3);
   EXPECT_EQ(c->grad_accum, 2);
-  EXPECT_EQ(c->dtype, "bf16");
+  EXPECT_EQ(c->dtype, DType::kBF16);
   EXPECT_FLOAT_EQ(c->beta1, base.beta1);
   EXPECT_FLOAT_EQ(c->gradient_clipping, base.gradient_clipping);
-  EXPECT_EQ(c->offload, "host");
+  EXPECT_EQ(c->offload, OffloadPlacement::kHost);
   EXPECT_EQ(c->scheduler.type, "WarmupDecayLR");
   EXPECT_FLOAT_EQ(c->scheduler.warmup_max_lr, -1.0f);  // the optimizer's lr
-  EXPECT_EQ(c->scheduler.total_num_steps, 0);         // the run's steps
-  EXPECT_EQ(c->scheduler.warmup_num_steps, 0);        // base value, not DeepSpeed's 1000
+  EXPECT_EQ(c->scheduler.total_num_steps, 0);          // the run's steps
+  EXPECT_EQ(c->scheduler.warmup_num_steps, 0);         // base value, not DeepSpeed's 1000
   EXPECT_TRUE(HasWarning(*c, "'optimizer.params.lr' is \"auto\""));
   EXPECT_TRUE(HasWarning(*c, "'train_batch_size' is \"auto\""));
   EXPECT_FALSE(HasWarning(*c, "unknown key")) << ::testing::PrintToString(c->warnings);
   EXPECT_TRUE(ValidateTrainConfig(*c).ok()) << ValidateTrainConfig(*c).ToString();
+}
+
+// The tierflow block's "offload" is parsed where it is read: a bad value is
+// refused naming the key, the value and the accepted placements.
+TEST(TrainConfig, TierflowOffloadIsParsedWhereItIsRead) {
+  EXPECT_EQ(ParseOk(R"({"tierflow": {"offload": "NVMe"}})").offload, OffloadPlacement::kNvme);
+  EXPECT_THAT(ParseError(R"({"tierflow": {"offload": "gpu"}})"),
+              AllOf(HasSubstr("tierflow.offload"), HasSubstr("'gpu'"),
+                    HasSubstr("use auto, host (or cpu) or nvme")));
+}
+
+TEST(TrainConfig, TierflowDtypeIsParsedWhereItIsRead) {
+  EXPECT_EQ(ParseOk(R"({"tierflow": {"dtype": "FP16"}})").dtype, DType::kF16);
+  // The same precision spelled two ways is no contradiction.
+  EXPECT_EQ(ParseOk(R"({"fp16": {"enabled": true}, "tierflow": {"dtype": "f16"}})").dtype,
+            DType::kF16);
+  EXPECT_THAT(ParseError(R"({"tierflow": {"dtype": "fp8"}})"),
+              AllOf(HasSubstr("tierflow.dtype"), HasSubstr("'fp8'"), HasSubstr("bf16")));
+}
+
+TEST(TrainConfig, TierflowDeviceIsParsedWhereItIsRead) {
+  EXPECT_EQ(ParseOk(R"({"tierflow": {"device": "cuda"}})").device, DeviceChoice::kCuda);
+  EXPECT_EQ(ParseOk(R"({"tierflow": {"device": "cpu"}})").device, DeviceChoice::kCpu);
+  EXPECT_THAT(
+      ParseError(R"({"tierflow": {"device": "tpu"}})"),
+      AllOf(HasSubstr("tierflow.device"), HasSubstr("'tpu'"), HasSubstr("use auto, cpu or cuda")));
 }
 
 TEST(TrainConfig, TierflowBlockMirrorsTheFieldNames) {
@@ -412,11 +439,11 @@ TEST(TrainConfig, TierflowBlockMirrorsTheFieldNames) {
   EXPECT_EQ(c.text_field, "content");
   EXPECT_EQ(c.seq_len, 512);
   EXPECT_EQ(c.steps, 1000);
-  EXPECT_EQ(c.dtype, "fp32");
+  EXPECT_EQ(c.dtype, DType::kF32);
   EXPECT_EQ(c.seed, 7u);
   EXPECT_EQ(c.out_dir, "/tmp/out");
   EXPECT_EQ(c.checkpoint_every, 250);
-  EXPECT_EQ(c.offload, "host");
+  EXPECT_EQ(c.offload, OffloadPlacement::kHost);
   EXPECT_EQ(c.nvme_paths, (std::vector<std::string>{"/a", "/b"}));
   EXPECT_EQ(c.pipeline, "sync");
   EXPECT_EQ(c.trace_steps, (std::vector<int64_t>{2, 3}));
@@ -483,49 +510,57 @@ TEST(ValidateTrainConfig, EachBadSettingIsNamed) {
       {[](TrainConfig& c) { c.sub_group_size = 0; }, "sub_group_size:"},
       {[](TrainConfig& c) { c.aio_block_size = 1000; }, "aio_block_size:"},
       {[](TrainConfig& c) { c.aio_queue_depth = 0; }, "aio_queue_depth:"},
-      {[](TrainConfig& c) { c.dtype = "fp8"; }, "dtype:"},
-      {[](TrainConfig& c) { c.offload = "gpu"; }, "offload:"},
+      {[](TrainConfig& c) { c.offload = OffloadPlacement::kAuto; }, "offload:"},
       {[](TrainConfig& c) { c.pipeline = "async"; }, "pipeline:"},
       {[](TrainConfig& c) { c.optimizer = "sgd"; }, "optimizer:"},
       {[](TrainConfig& c) { c.scheduler.type = "OneCycle"; }, "scheduler.type:"},
       {[](TrainConfig& c) {
-         c.dtype = "fp16";
+         c.dtype = DType::kF16;
          c.loss_scale_window = 0;
-       }, "loss_scale_window:"},
+       },
+       "loss_scale_window:"},
       {[](TrainConfig& c) {
-         c.dtype = "fp16";
+         c.dtype = DType::kF16;
          c.hysteresis = 0;
-       }, "hysteresis:"},
+       },
+       "hysteresis:"},
       {[](TrainConfig& c) {
-         c.dtype = "fp16";
+         c.dtype = DType::kF16;
          c.initial_scale_power = 70;
-       }, "initial_scale_power:"},
+       },
+       "initial_scale_power:"},
       {[](TrainConfig& c) {
-         c.dtype = "fp16";
+         c.dtype = DType::kF16;
          c.min_loss_scale = 0.0f;
-       }, "min_loss_scale:"},
+       },
+       "min_loss_scale:"},
       {[](TrainConfig& c) {
-         c.dtype = "fp16";
+         c.dtype = DType::kF16;
          c.loss_scale = -2.0f;
-       }, "loss_scale:"},
+       },
+       "loss_scale:"},
       {[](TrainConfig& c) {
          c.scheduler.type = "WarmupDecayLR";
          c.scheduler.warmup_num_steps = 500;
          c.scheduler.total_num_steps = 100;
-       }, "scheduler.warmup_num_steps:"},
+       },
+       "scheduler.warmup_num_steps:"},
       {[](TrainConfig& c) {
          c.scheduler.type = "WarmupCosineLR";
          c.scheduler.warmup_num_steps = 100;
          c.scheduler.total_num_steps = 100;
-       }, "scheduler.total_num_steps:"},
+       },
+       "scheduler.total_num_steps:"},
       {[](TrainConfig& c) {
          c.scheduler.type = "WarmupCosineLR";
          c.scheduler.cos_min_ratio = 2.0f;
-       }, "scheduler.cos_min_ratio:"},
+       },
+       "scheduler.cos_min_ratio:"},
       {[](TrainConfig& c) {
          c.scheduler.type = "WarmupLR";
          c.scheduler.warmup_type = "exp";
-       }, "scheduler.warmup_type:"},
+       },
+       "scheduler.warmup_type:"},
       {[](TrainConfig& c) { c.trace_steps = {0}; }, "trace_steps:"},
       {[](TrainConfig& c) { c.checkpoint_every = -1; }, "checkpoint_every:"},
       {[](TrainConfig& c) { c.eval_fraction = 1.0; }, "eval_fraction:"},
@@ -541,7 +576,7 @@ TEST(ValidateTrainConfig, EachBadSettingIsNamed) {
 
 TEST(ValidateTrainConfig, Fp16KnobsAreOnlyCheckedForFp16) {
   EXPECT_TRUE(ValidateWith([](TrainConfig& c) {
-                c.dtype = "bf16";
+                c.dtype = DType::kBF16;
                 c.hysteresis = 0;
               }).ok());
 }

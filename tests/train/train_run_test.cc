@@ -12,8 +12,8 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/common/scratch_dir.h"
 #include <nlohmann/json.hpp>
+#include "tests/common/scratch_dir.h"
 
 #include "io/file_system.h"
 #include "train/checkpoint.h"
@@ -35,13 +35,13 @@ TrainConfig SmallRun(const std::string& out) {
   c.seq_len = 32;
   c.grad_accum = 2;
   c.steps = 8;
-  c.offload = "nvme";
+  c.offload = OffloadPlacement::kNvme;
   c.sub_group_size = 40000;  // several sub-groups per unit
   c.checkpoint_every = 4;
   c.eval_every = 4;
   c.eval_batches = 1;
   c.out_dir = out;
-  c.device = "cpu";
+  c.device = DeviceChoice::kCpu;
   c.lr = 3e-3f;
   return c;
 }
@@ -83,7 +83,8 @@ TEST(TrainRun, ResumeIsBitExact) {
     EXPECT_EQ(ma[s]["loss"].get<double>(), mb[s]["loss"].get<double>()) << "step " << s;
     EXPECT_EQ(ma[s]["grad_norm"], mb[s]["grad_norm"]) << "step " << s;
   }
-  EXPECT_EQ(ReadFile(straight / "model/model.safetensors"), ReadFile(resumed / "model/model.safetensors"));
+  EXPECT_EQ(ReadFile(straight / "model/model.safetensors"),
+            ReadFile(resumed / "model/model.safetensors"));
 }
 
 TEST(TrainRun, CheckpointsVerifyAndCorruptionIsDetected) {
@@ -302,7 +303,12 @@ TEST(TrainRun, BadInputsAreClearErrorsAndKeepEarlierCheckpoints) {
   std::vector<Case> cases = {
       {"missing data", [&](TrainConfig& t) { t.data = out / "nope.txt"; }, "nope.txt"},
       {"empty data", [&](TrainConfig& t) { t.data = empty_file; }, "empty.txt"},
-      {"token id beyond vocab", [&](TrainConfig& t) { t.data = bad_tokens; t.token_dtype = "u16"; }, "bad.bin"},
+      {"token id beyond vocab",
+       [&](TrainConfig& t) {
+         t.data = bad_tokens;
+         t.token_dtype = "u16";
+       },
+       "bad.bin"},
       {"unknown model", [&](TrainConfig& t) { t.model = "llama-9000"; }, "llama-9000"},
       {"sequence too long", [&](TrainConfig& t) { t.seq_len = 100000; }, "seq"},
       {"zero micro-batch", [&](TrainConfig& t) { t.micro_batch = 0; }, "micro"},

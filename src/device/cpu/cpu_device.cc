@@ -73,7 +73,8 @@ StatusOr<PinnedBuffer> CpuDevice::AllocatePinned(size_t num_bytes, std::string_v
   if (p == nullptr) {
     pinned_memory_.Release(num_bytes);
     return OutOfMemoryError("host memory: could not allocate " + FormatBytes(num_bytes) +
-                            " of pinned memory" + (what.empty() ? "" : " for " + std::string(what)));
+                            " of pinned memory" +
+                            (what.empty() ? "" : " for " + std::string(what)));
   }
   return PinnedBuffer(this, p, num_bytes);
 }
@@ -127,9 +128,9 @@ Status CpuDevice::CheckDeviceRange(const void* ptr, size_t num_bytes, std::strin
     --it;
     if (addr >= it->first && addr + num_bytes <= it->first + it->second) return Status::Ok();
   }
-  return InvalidArgumentError(std::string(what) + ": " + std::to_string(num_bytes) +
-                              " bytes at " + std::to_string(addr) +
-                              " are not inside one live device allocation (an illegal address on a GPU)");
+  return InvalidArgumentError(
+      std::string(what) + ": " + std::to_string(num_bytes) + " bytes at " + std::to_string(addr) +
+      " are not inside one live device allocation (an illegal address on a GPU)");
 }
 
 }  // namespace tierflow

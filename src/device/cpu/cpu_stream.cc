@@ -91,7 +91,8 @@ Status CpuStream::Memset(void* dst, int value, size_t n) {
 
 Status CpuStream::Record(Event& event) {
   auto* cpu_event = dynamic_cast<CpuEvent*>(&event);
-  if (cpu_event == nullptr) return InvalidArgumentError("Record: the event belongs to another device");
+  if (cpu_event == nullptr)
+    return InvalidArgumentError("Record: the event belongs to another device");
   uint64_t generation = cpu_event->BeginRecord();
   Status s = Enqueue(
       [cpu_event, generation] {
@@ -106,7 +107,8 @@ Status CpuStream::Record(Event& event) {
 
 Status CpuStream::Wait(const Event& event) {
   const auto* cpu_event = dynamic_cast<const CpuEvent*>(&event);
-  if (cpu_event == nullptr) return InvalidArgumentError("Wait: the event belongs to another device");
+  if (cpu_event == nullptr)
+    return InvalidArgumentError("Wait: the event belongs to another device");
   uint64_t target = cpu_event->RecordedGeneration();
   if (target == 0) return Status::Ok();
   return Enqueue(

@@ -16,16 +16,16 @@ Status CublasStatus(cublasStatus_t err, const char* call, const char* file, int 
 
 }  // namespace tierflow
 
-#define TF_CUDA_RETURN_IF_ERROR(call)                                               \
-  do {                                                                              \
-    cudaError_t tf_cuda_err_ = (call);                                              \
-    if (tf_cuda_err_ != cudaSuccess)                                                \
-      return ::tierflow::CudaStatus(tf_cuda_err_, #call, __FILE__, __LINE__);       \
+#define TF_CUDA_RETURN_IF_ERROR(call)                                         \
+  do {                                                                        \
+    cudaError_t tf_cuda_err_ = (call);                                        \
+    if (tf_cuda_err_ != cudaSuccess)                                          \
+      return ::tierflow::CudaStatus(tf_cuda_err_, #call, __FILE__, __LINE__); \
   } while (0)
 
-#define TF_CUBLAS_RETURN_IF_ERROR(call)                                             \
-  do {                                                                              \
-    cublasStatus_t tf_cublas_err_ = (call);                                         \
-    if (tf_cublas_err_ != CUBLAS_STATUS_SUCCESS)                                    \
-      return ::tierflow::CublasStatus(tf_cublas_err_, #call, __FILE__, __LINE__);   \
+#define TF_CUBLAS_RETURN_IF_ERROR(call)                                           \
+  do {                                                                            \
+    cublasStatus_t tf_cublas_err_ = (call);                                       \
+    if (tf_cublas_err_ != CUBLAS_STATUS_SUCCESS)                                  \
+      return ::tierflow::CublasStatus(tf_cublas_err_, #call, __FILE__, __LINE__); \
   } while (0)

@@ -1,10 +1,10 @@
 // GEMM on the CPU device: Eigen for the block product, oneTBB across fixed
 // 64-row blocks of C. Half-precision inputs are widened to fp32 once per
 // batch, so accumulation is fp32 as on cuBLAS with CUBLAS_COMPUTE_32F.
-#include <Eigen/Core>
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 #include <tbb/partitioner.h>
+#include <Eigen/Core>
 
 #include <vector>
 
@@ -74,11 +74,15 @@ Status GemmCpu(const GemmParams& p) {
             }
             if (p.k > 0) {
               auto b_op = [&](const auto& a_rows_op) {
-                if (p.trans_b) c_block.noalias() += p.alpha * (a_rows_op * b.transpose());
-                else c_block.noalias() += p.alpha * (a_rows_op * b);
+                if (p.trans_b)
+                  c_block.noalias() += p.alpha * (a_rows_op * b.transpose());
+                else
+                  c_block.noalias() += p.alpha * (a_rows_op * b);
               };
-              if (p.trans_a) b_op(a.middleCols(i0, rows).transpose());
-              else b_op(a.middleRows(i0, rows));
+              if (p.trans_a)
+                b_op(a.middleCols(i0, rows).transpose());
+              else
+                b_op(a.middleRows(i0, rows));
             }
             for (int64_t r = 0; r < rows; ++r) {
               ConvertBuffer(DType::kF32, c_block.row(r).data(), p.c_type,

@@ -7,9 +7,12 @@ namespace {
 
 double Load(DType t, const void* base, int64_t index) {
   switch (t) {
-    case DType::kF32: return static_cast<const float*>(base)[index];
-    case DType::kBF16: return Bf16ToFloat(static_cast<const bf16*>(base)[index]);
-    case DType::kF16: return Fp16ToFloat(static_cast<const fp16*>(base)[index]);
+    case DType::kF32:
+      return static_cast<const float*>(base)[index];
+    case DType::kBF16:
+      return Bf16ToFloat(static_cast<const bf16*>(base)[index]);
+    case DType::kF16:
+      return Fp16ToFloat(static_cast<const fp16*>(base)[index]);
   }
   return 0;
 }
@@ -17,9 +20,15 @@ double Load(DType t, const void* base, int64_t index) {
 void Store(DType t, void* base, int64_t index, double v) {
   float f = static_cast<float>(v);
   switch (t) {
-    case DType::kF32: static_cast<float*>(base)[index] = f; break;
-    case DType::kBF16: static_cast<bf16*>(base)[index] = FloatToBf16(f); break;
-    case DType::kF16: static_cast<fp16*>(base)[index] = FloatToFp16(f); break;
+    case DType::kF32:
+      static_cast<float*>(base)[index] = f;
+      break;
+    case DType::kBF16:
+      static_cast<bf16*>(base)[index] = FloatToBf16(f);
+      break;
+    case DType::kF16:
+      static_cast<fp16*>(base)[index] = FloatToFp16(f);
+      break;
   }
 }
 

@@ -77,11 +77,11 @@ Status ValidateRope(const char* op, const RopeShape& s, const RopeFreq& f) {
       (!(f.low_freq_factor > 0) || !(f.high_freq_factor > f.low_freq_factor) ||
        !(f.original_max_positions > 0) || !std::isfinite(f.high_freq_factor) ||
        !std::isfinite(f.original_max_positions))) {
-    return InvalidArgumentError(
-        std::string(op) + ": llama3 scaling needs 0 < low_freq_factor (" +
-        std::to_string(f.low_freq_factor) + ") < high_freq_factor (" +
-        std::to_string(f.high_freq_factor) + ") and original_max_positions > 0 (" +
-        std::to_string(f.original_max_positions) + ")");
+    return InvalidArgumentError(std::string(op) + ": llama3 scaling needs 0 < low_freq_factor (" +
+                                std::to_string(f.low_freq_factor) + ") < high_freq_factor (" +
+                                std::to_string(f.high_freq_factor) +
+                                ") and original_max_positions > 0 (" +
+                                std::to_string(f.original_max_positions) + ")");
   }
   TF_RETURN_IF_ERROR(ops_internal::CheckPositive(op, "batch", s.batch));
   TF_RETURN_IF_ERROR(ops_internal::CheckPositive(op, "seq_len", s.seq_len));
@@ -151,7 +151,8 @@ Status RopeForward(Stream& stream, T* out, const T* inp, const RopeShape& s, con
 }
 
 template <typename T>
-Status RopeBackward(Stream& stream, T* dinp, const T* dout, const RopeShape& s, const RopeFreq& freq) {
+Status RopeBackward(Stream& stream, T* dinp, const T* dout, const RopeShape& s,
+                    const RopeFreq& freq) {
   TF_RETURN_IF_ERROR(ValidateRope("RopeBackward", s, freq));
   if (stream.device_kind() == DeviceKind::kCpu) {
     return stream.HostCallback([=] { return RopeBackwardCpu(dinp, dout, s, freq); });
@@ -163,7 +164,7 @@ Status RopeBackward(Stream& stream, T* dinp, const T* dout, const RopeShape& s, 
 #endif
 }
 
-#define TF_INSTANTIATE_ROPE(T)                                                     \
+#define TF_INSTANTIATE_ROPE(T)                                                               \
   template Status RopeForwardReference<T>(T*, const T*, const RopeShape&, const RopeFreq&);  \
   template Status RopeForwardCpu<T>(T*, const T*, const RopeShape&, const RopeFreq&);        \
   template Status RopeForward<T>(Stream&, T*, const T*, const RopeShape&, const RopeFreq&);  \

@@ -9,9 +9,12 @@ namespace {
 
 cudaDataType_t CudaType(DType t) {
   switch (t) {
-    case DType::kF32: return CUDA_R_32F;
-    case DType::kBF16: return CUDA_R_16BF;
-    case DType::kF16: return CUDA_R_16F;
+    case DType::kF32:
+      return CUDA_R_32F;
+    case DType::kBF16:
+      return CUDA_R_16BF;
+    case DType::kF16:
+      return CUDA_R_16F;
   }
   return CUDA_R_32F;
 }
@@ -28,9 +31,8 @@ Status GemmCuda(Stream& stream, const GemmParams& p) {
       handle, p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
       static_cast<int>(p.n), static_cast<int>(p.m), static_cast<int>(p.k), &alpha, p.b,
       CudaType(p.ab_type), static_cast<int>(p.ldb), p.stride_b, p.a, CudaType(p.ab_type),
-      static_cast<int>(p.lda), p.stride_a, &beta, p.c, CudaType(p.c_type),
-      static_cast<int>(p.ldc), p.stride_c, static_cast<int>(p.batch), CUBLAS_COMPUTE_32F,
-      CUBLAS_GEMM_DEFAULT));
+      static_cast<int>(p.lda), p.stride_a, &beta, p.c, CudaType(p.c_type), static_cast<int>(p.ldc),
+      p.stride_c, static_cast<int>(p.batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   return Status::Ok();
 }
 

@@ -45,8 +45,11 @@ Status RopeCuda(cudaStream_t stream, T* out, const T* inp, const RopeShape& s, c
   return cuda_ops::CheckLaunch("RopeKernel");
 }
 
-template Status RopeCuda<float>(cudaStream_t, float*, const float*, const RopeShape&, const RopeFreq&, float);
-template Status RopeCuda<bf16>(cudaStream_t, bf16*, const bf16*, const RopeShape&, const RopeFreq&, float);
-template Status RopeCuda<fp16>(cudaStream_t, fp16*, const fp16*, const RopeShape&, const RopeFreq&, float);
+template Status RopeCuda<float>(cudaStream_t, float*, const float*, const RopeShape&,
+                                const RopeFreq&, float);
+template Status RopeCuda<bf16>(cudaStream_t, bf16*, const bf16*, const RopeShape&, const RopeFreq&,
+                               float);
+template Status RopeCuda<fp16>(cudaStream_t, fp16*, const fp16*, const RopeShape&, const RopeFreq&,
+                               float);
 
 }  // namespace tierflow

@@ -1,6 +1,6 @@
 // GatherMasterWeights: reads every sub-group's state (master, m, v) and keeps
 // the masters at their global offsets.
-#include "model/engine_weights.h"
+#include "engine/master_weights.h"
 
 #include <algorithm>
 
