@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -49,6 +50,18 @@ inline std::string ReadWholeFile(const std::string& path) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+// Flips one bit of the byte at `offset` in place: damage for a checksum to catch.
+inline void FlipByte(const std::string& path, uint64_t offset) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  ASSERT_TRUE(f.good()) << path;
+  f.seekg(static_cast<std::streamoff>(offset));
+  char c = 0;
+  f.read(&c, 1);
+  c ^= 0x10;
+  f.seekp(static_cast<std::streamoff>(offset));
+  f.write(&c, 1);
 }
 
 }  // namespace tierflow::testing_common

@@ -21,6 +21,7 @@
 #include "offload/aligned_buffer.h"
 #include "offload/state_store.h"
 #include "offload/swap_set.h"
+#include "tests/common/scratch_dir.h"
 #include "tests/offload/offload_test_util.h"
 
 namespace tierflow::offload {
@@ -28,23 +29,8 @@ namespace {
 
 using TempDir = testing_util::ScratchDir;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-void FlipByte(const std::string& path, uint64_t offset) {
-  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-  ASSERT_TRUE(f.good()) << path;
-  f.seekg(static_cast<std::streamoff>(offset));
-  char c = 0;
-  f.read(&c, 1);
-  c ^= 0x10;
-  f.seekp(static_cast<std::streamoff>(offset));
-  f.write(&c, 1);
-}
+using testing_common::FlipByte;
+using testing_common::ReadWholeFile;
 
 struct KeptSet {
   std::vector<std::string> dirs;
@@ -132,7 +118,7 @@ TEST(SwapReader, CorruptBlockIsReportedWithTensorAndRange) {
     const uint32_t physical = (*view)->table().physical[t.first_local_block + 2];
     offset = h.data_offset_bytes + uint64_t{physical} * h.block_size_bytes + 17;
   }
-  const std::string before = ReadFile(file);
+  const std::string before = ReadWholeFile(file);
   FlipByte(file, offset);
   auto view = SwapFileView::Open(file);
   ASSERT_TRUE(view.ok());
@@ -151,7 +137,7 @@ TEST(SwapReader, CorruptBlockIsReportedWithTensorAndRange) {
   EXPECT_EQ(s.code(), StatusCode::kDataLoss);
   EXPECT_NE(s.message().find("[8192, 12288)"), std::string::npos) << s.message();
   // Reading never wrote: only the flipped byte differs.
-  std::string after = ReadFile(file);
+  std::string after = ReadWholeFile(file);
   after[offset] ^= 0x10;
   EXPECT_EQ(after, before);
 }

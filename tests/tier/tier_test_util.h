@@ -28,16 +28,7 @@ class TempDir : public testing_common::ScratchDir {
 
 inline std::string ReadFile(const std::string& path) { return testing_common::ReadWholeFile(path); }
 
-inline void FlipByte(const std::string& path, uint64_t offset) {
-  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-  ASSERT_TRUE(f.good()) << path;
-  f.seekg(static_cast<std::streamoff>(offset));
-  char c = 0;
-  f.read(&c, 1);
-  c ^= 0x10;
-  f.seekp(static_cast<std::streamoff>(offset));
-  f.write(&c, 1);
-}
+using testing_common::FlipByte;
 
 // A tiny-llama run on the CPU device: 4 steps, checkpoints at 2 and 4.
 inline TrainConfig SmallRun(const std::string& out, int64_t steps = 4) {

@@ -24,19 +24,10 @@ class TempDir : public testing_common::ScratchDir {
   TempDir() : ScratchDir("tierflow-ckpt-") {}
 };
 
+// The tier tests' small tiny-llama run, with its state on the host tier.
 TrainConfig TinyRun(const std::string& out, int64_t steps) {
-  TrainConfig c;
-  c.model = "tiny-llama";
-  c.micro_batch = 2;
-  c.seq_len = 32;
-  c.grad_accum = 1;
-  c.steps = steps;
+  TrainConfig c = tier_test::SmallRun(out, steps);
   c.offload = OffloadPlacement::kHost;
-  c.checkpoint_every = 2;
-  c.eval_every = 0;
-  c.out_dir = out;
-  c.device = DeviceChoice::kCpu;
-  c.lr = 3e-3f;
   return c;
 }
 
