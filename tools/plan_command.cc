@@ -7,12 +7,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "common/cancel.h"
 #include "common/units.h"
+#include "io/sim_profile_file.h"
 #include "plan/bandwidth_profile.h"
 #include "plan/hardware_detect.h"
 #include "plan/plan_json.h"
@@ -127,7 +129,12 @@ StatusOr<uint64_t> ByteFlag(const std::string& name, const std::string& text) {
 // says where each figure came from.
 StatusOr<Hardware> HardwareFromFlags(const PlanFlags& f, std::vector<std::string>* notes) {
   Hardware hw;
-  TF_ASSIGN_OR_RETURN(const DeviceChoice device, ParseDeviceChoice("--device", f.device));
+  TF_ASSIGN_OR_RETURN(const DeviceSpec spec, ParseDeviceSpec("--device", f.device));
+  const DeviceChoice device = spec.choice;
+  std::optional<SimProfile> sim;
+  if (device == DeviceChoice::kSim) {
+    TF_ASSIGN_OR_RETURN(sim, ResolveSimProfile(spec.sim_profile));
+  }
 
   // Host memory first: the emulated device shares it.
   if (!f.host_memory.empty()) {
@@ -147,7 +154,16 @@ StatusOr<Hardware> HardwareFromFlags(const PlanFlags& f, std::vector<std::string
   }
 
   std::string gpu_note;
-  if (!f.gpu_memory.empty() && device != DeviceChoice::kCpu) {
+  if (sim) {
+    hw.device_is_gpu = true;
+    hw.device_memory_bytes = static_cast<uint64_t>(sim->memory_gib * double(1ull << 30));
+    if (!f.gpu_memory.empty()) {
+      TF_ASSIGN_OR_RETURN(hw.device_memory_bytes, ByteFlag("--gpu-memory", f.gpu_memory));
+    }
+    hw.device_description = "sim:" + sim->name + " (simulated GPU)";
+    gpu_note = "device: " + hw.device_description + ", " + FormatBytes(hw.device_memory_bytes) +
+               " (its published figures; --device sim:" + spec.sim_profile + ")";
+  } else if (!f.gpu_memory.empty() && device != DeviceChoice::kCpu) {
     TF_ASSIGN_OR_RETURN(hw.device_memory_bytes, ByteFlag("--gpu-memory", f.gpu_memory));
     hw.device_is_gpu = true;
     hw.device_reserved_bytes = kCudaContextBytes;
@@ -219,6 +235,14 @@ StatusOr<Hardware> HardwareFromFlags(const PlanFlags& f, std::vector<std::string
   hw.bandwidths = DefaultBandwidths(hw.device_is_gpu, hw.cores);
   if (!f.profile.empty()) {
     TF_ASSIGN_OR_RETURN(hw.bandwidths, LoadBandwidthProfile(f.profile, hw.bandwidths));
+  }
+  if (sim) {
+    // The simulated GPU's own figures: what its streams will take.
+    hw.bandwidths.device_tflops = sim->tensor_tflops;
+    hw.bandwidths.device_efficiency = sim->tensor_efficiency;
+    hw.bandwidths.h2d_gb_per_second = sim->link_gb_per_s * sim->link_efficiency;
+    hw.bandwidths.d2h_gb_per_second = sim->link_gb_per_s * sim->link_efficiency;
+    hw.bandwidths.source += ", device and link from sim:" + sim->name;
   }
   if (f.device_tflops > 0) {
     hw.bandwidths.device_tflops = f.device_tflops;

@@ -106,7 +106,7 @@ struct TrainFlags {
   std::string sub_group_size, device_memory;
   // Text flags parsed after CLI11 (ParseOffloadPlacement names the flag).
   std::string offload{OffloadPlacementName(TrainConfig().offload)};
-  std::string device{DeviceChoiceName(TrainConfig().device)};
+  std::string device = DeviceSpecName(TrainConfig().device);
   std::string dtype{DTypeName(TrainConfig().dtype)};
 };
 
@@ -225,13 +225,13 @@ void AddTrain(CLI::App& app, int* exit_code) {
     if (given("--nvme-buffered")) config.nvme_buffered = true;
     if (given("--pipeline")) config.pipeline = c.pipeline;
     if (given("--device")) {
-      auto choice = ParseDeviceChoice("--device", f->device);
-      if (!choice.ok()) {
-        std::fprintf(stderr, "tierflow train: %s\n", choice.status().message().c_str());
+      auto spec = ParseDeviceSpec("--device", f->device);
+      if (!spec.ok()) {
+        std::fprintf(stderr, "tierflow train: %s\n", spec.status().message().c_str());
         *exit_code = 2;
         return;
       }
-      config.device = *choice;
+      config.device = *spec;
     }
     if (given("--out")) config.out_dir = c.out_dir;
     if (given("--checkpoint-every")) config.checkpoint_every = c.checkpoint_every;

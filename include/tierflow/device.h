@@ -1,10 +1,13 @@
 // The accelerator as the engine sees it: memory with accounting, pinned host
 // memory, ordered streams, events and async copies.
 //
-// Two implementations stand behind this interface: "cuda" (a real GPU) and
+// Three implementations stand behind this interface: "cuda" (a real GPU),
 // "cpu" (an emulated accelerator whose device memory is a capacity-limited
 // host allocation and whose streams are ordered queues run by their own
-// threads). The same engine code and the same tests run on both.
+// threads) and "sim" (the cpu device with a GPU's timing: kernels are not
+// run but take the time the profile's GPU would, copies copy and take the
+// link's time; for measuring overlap, never for results). The same engine
+// code and the same tests run on all three.
 //
 // Semantics follow CUDA's: work enqueued on one Stream runs in order; work on
 // different streams may overlap; Event::Record marks a point in a stream and
@@ -25,13 +28,16 @@
 #include <utility>
 
 #include "tierflow/device_choice.h"
+#include "tierflow/sim_profile.h"
 #include "tierflow/status.h"
 
 namespace tierflow {
 
 class Device;
+class Stream;
 
-enum class DeviceKind { kCpu, kCuda };
+// kSim: the CPU device with a GPU's timing (tierflow/sim_profile.h).
+enum class DeviceKind { kCpu, kCuda, kSim };
 
 std::string_view DeviceKindName(DeviceKind kind);
 
@@ -90,6 +96,27 @@ extern template class BasicBuffer<BufferMemory::kPinnedHost>;
 using DeviceBuffer = BasicBuffer<BufferMemory::kDevice>;
 using PinnedBuffer = BasicBuffer<BufferMemory::kPinnedHost>;
 
+// What a kernel costs, from its shapes alone: the input of timing models (the
+// simulated accelerator) and of traces. Never measured, never a result.
+struct KernelCost {
+  double tensor_flops = 0;  // matrix-multiply FLOPs on 16-bit inputs (tensor cores on a GPU)
+  double vector_flops = 0;  // every other FLOP (fp32 SIMT on a GPU)
+  double bytes = 0;         // device-memory bytes read plus bytes written
+};
+
+// One op as every backend sees it. The op supplies an implementation per
+// backend; the stream runs the one for its device (the CPU device the host
+// function, as a host callback on the stream; CUDA the enqueue function, which
+// launches the kernels on that stream and returns at once). A backend whose
+// implementation is missing answers Unimplemented naming the op and device.
+// This is the one place ops are dispatched: no op tests the device kind.
+struct Kernel {
+  const char* name = "";  // a string literal: the op's name, for errors and traces
+  KernelCost cost;
+  std::function<Status()> host;
+  std::function<Status(Stream&)> cuda;
+};
+
 // A point in a stream's work. Reusable: each Record moves the point.
 class Event {
  public:
@@ -123,6 +150,12 @@ class Stream {
   // `fn` must not enqueue work on this stream and wait for it (deadlock).
   virtual Status HostCallback(std::function<Status()> fn) = 0;
 
+  // Enqueues `kernel` (see Kernel): errors of the launch itself return here,
+  // errors of the running kernel become the stream's sticky error. On the
+  // sim device the kernel is not run: the stream waits, burning no CPU, for
+  // the time its cost takes on the profile's GPU.
+  virtual Status Launch(Kernel kernel) = 0;
+
   // Blocks until all enqueued work has finished; returns the first error any of it raised.
   virtual Status Synchronize() = 0;
 
@@ -131,9 +164,12 @@ class Stream {
 };
 
 struct DeviceOptions {
-  // kAuto (CUDA when a GPU is usable, else cpu), kCpu or kCuda. Default: kAuto.
+  // kAuto (CUDA when a GPU is usable, else cpu), kCpu, kCuda or kSim. Default: kAuto.
   DeviceChoice kind = DeviceChoice::kAuto;
+  // kSim: the simulated GPU (validated by CreateDevice).
+  SimProfile sim = {};
   // CPU device: capacity of the emulated device memory. Default: 2 GiB.
+  // Sim: default the profile's memory.
   // CUDA: a limit below the GPU's free memory (0 = the GPU's free memory).
   uint64_t memory_capacity_bytes = 0;
   // CUDA device ordinal. Default: 0.

@@ -4,7 +4,15 @@
 namespace tierflow {
 
 std::string_view DeviceKindName(DeviceKind kind) {
-  return kind == DeviceKind::kCuda ? "cuda" : "cpu";
+  switch (kind) {
+    case DeviceKind::kCpu:
+      return "cpu";
+    case DeviceKind::kCuda:
+      return "cuda";
+    case DeviceKind::kSim:
+      return "sim";
+  }
+  return "?";
 }
 
 template <BufferMemory kMemory>

@@ -1,4 +1,4 @@
-// Chooses and creates a device: auto, cpu or cuda.
+// Chooses and creates a device: auto, cpu, cuda or sim.
 #include <string>
 
 #include "device/cpu/cpu_device.h"
@@ -52,6 +52,14 @@ StatusOr<std::unique_ptr<Device>> CreateDevice(const DeviceOptions& options) {
     case DeviceChoice::kCuda:
       want_cuda = true;
       break;
+    case DeviceChoice::kSim: {
+      TF_RETURN_IF_ERROR(ValidateSimProfile(options.sim));
+      const uint64_t capacity =
+          options.memory_capacity_bytes != 0
+              ? options.memory_capacity_bytes
+              : static_cast<uint64_t>(options.sim.memory_gib * static_cast<double>(1ull << 30));
+      return std::unique_ptr<Device>(std::make_unique<CpuDevice>(capacity, options.sim));
+    }
   }
   if (want_cuda) {
     std::string why = CudaUnavailableReason();

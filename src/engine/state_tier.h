@@ -53,7 +53,7 @@ class StateTier {
   // Like Prefetch, but waits for write-behind to free a buffer rather than
   // skipping; for moments when the caller would otherwise idle.
   virtual Status PrefetchWaitingForWrites(int g) = 0;
-  // Host pointers to g's state, valid until Release or Discard of g.
+  // Host pointers to g's state, valid until Release or ReleaseSpeculative of g.
   virtual StatusOr<StateView> Acquire(int g) = 0;
   // Done with g; when modified, the new values become the stored state.
   virtual Status Release(int g, bool modified) = 0;

@@ -1,8 +1,11 @@
-// GEMM validation and device dispatch.
+// GEMM validation and its Kernel (cost, CPU and CUDA implementations).
 #include "kernels/gemm.h"
 
 #include <algorithm>
 #include <string>
+
+#include "kernels/op_costs.h"
+#include "kernels/ops_common.h"
 
 namespace tierflow {
 
@@ -50,14 +53,11 @@ Status ValidateGemm(const GemmParams& p) {
 
 Status Gemm(Stream& stream, const GemmParams& p) {
   TF_RETURN_IF_ERROR(ValidateGemm(p));
-  if (stream.device_kind() == DeviceKind::kCpu) {
-    return stream.HostCallback([p] { return GemmCpu(p); });
-  }
-#ifdef TIERFLOW_HAVE_CUDA
-  return GemmCuda(stream, p);
-#else
-  return UnavailableError("GEMM on a CUDA stream in a build without CUDA");
-#endif
+  return stream.Launch({"Gemm",
+                        op_costs::Gemm(p.m, p.n, p.k, p.batch, DTypeSize(p.ab_type),
+                                       DTypeSize(p.c_type), p.beta != 0.0f),
+                        [p] { return GemmCpu(p); },
+                        TF_CUDA_KERNEL(GemmCuda(cuda_stream_object, p))});
 }
 
 }  // namespace tierflow

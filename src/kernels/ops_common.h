@@ -1,6 +1,6 @@
 // Shared plumbing of the training ops (embedding, norms, RoPE, attention,
 // activations, pointwise, cross-entropy): the storage types, fixed-size row
-// chunking for oneTBB, shape checks and the CPU/CUDA stream dispatch.
+// chunking for oneTBB, shape checks and the CUDA half of each op's Kernel.
 //
 // Conventions every op follows (llm.c style):
 //   * Activations and weights are stored as T in {float, bf16, fp16}; every op
@@ -12,8 +12,10 @@
 //     key/value heads, HS head size, V vocabulary. Shapes are row-major.
 //   * Each op has three host entry points: XxxReference (plain loops, the
 //     truth), XxxCpu (Eigen + oneTBB over fixed chunks, so bits do not depend
-//     on the thread count), and the device-dispatching Xxx(Stream&, ...) that
-//     enqueues XxxCpu on a CPU-device stream or the CUDA kernel on a CUDA one.
+//     on the thread count), and the device-neutral Xxx(Stream&, ...) that
+//     launches a Kernel (tierflow/device.h) carrying its cost (op_costs.h),
+//     XxxCpu for the CPU device and the CUDA kernel for CUDA; the stream
+//     runs its device's one. No op tests the device kind.
 //     With CUDA built, XxxCuda(cudaStream_t, ...) is the CUDA entry point.
 //   * Inputs are validated up front: a bad shape is an InvalidArgument Status
 //     naming the op and the argument, returned before anything is enqueued.
@@ -66,18 +68,21 @@ inline Status CheckNotNull(const char* op, const char* name, const void* ptr) {
   return InvalidArgumentError(std::string(op) + ": " + name + " is null");
 }
 
-// The error of a CUDA stream reaching an op in a build without CUDA.
-inline Status CudaNotBuiltError(const char* op) {
-  return UnavailableError(std::string(op) +
-                          " on a CUDA stream in a build without CUDA: rebuild with "
-                          "-DTIERFLOW_CUDA=ON or use --device cpu");
-}
-
-#ifdef TIERFLOW_HAVE_CUDA
-inline cudaStream_t CudaStreamOf(Stream& stream) {
-  return static_cast<cudaStream_t>(stream.native_handle());
-}
-#endif
-
 }  // namespace ops_internal
 }  // namespace tierflow
+
+// The CUDA implementation of an op, as Kernel::cuda (tierflow/device.h):
+// `TF_CUDA_KERNEL(FooCuda(cuda_stream, args...))` runs the call with
+// `cuda_stream` (the cudaStream_t) and `cuda_stream_object` (the Stream&) in
+// scope. Without the CUDA backend it is empty, so a CUDA stream (which cannot
+// exist then) would be told the op has no cuda implementation.
+#ifdef TIERFLOW_HAVE_CUDA
+#define TF_CUDA_KERNEL(...)                                            \
+  [=](::tierflow::Stream& cuda_stream_object) -> ::tierflow::Status {  \
+    [[maybe_unused]] cudaStream_t cuda_stream =                        \
+        static_cast<cudaStream_t>(cuda_stream_object.native_handle()); \
+    return __VA_ARGS__;                                                \
+  }
+#else
+#define TF_CUDA_KERNEL(...) nullptr
+#endif

@@ -296,21 +296,29 @@ Status TransformerModel::Run(Stream& s, const MicroBatch& batch, float dloss_sca
   TF_RETURN_IF_ERROR(s.CopyHostToDevice(b.targets, batch.targets, d.N * sizeof(int32_t)));
 
   // ---- forward ----
-  std::vector<const T*> w(layout_.units.size());
-  for (size_t u = 0; u < w.size(); ++u) {
-    TF_ASSIGN_OR_RETURN(void* p, access.Weights(static_cast<int>(u)));
-    w[u] = static_cast<const T*>(p);
-  }
+  // Each unit's weights are taken just before its first kernel, in forward
+  // order: the engine makes the host wait until that unit's previous update
+  // is enqueued, so the next step's forward starts as soon as its first
+  // units are updated, while the optimizer still works on the rest.
+  std::vector<const T*> w(layout_.units.size(), nullptr);
+  auto weights = [&](int unit) -> Status {
+    TF_ASSIGN_OR_RETURN(void* p, access.Weights(unit));
+    w[static_cast<size_t>(unit)] = static_cast<const T*>(p);
+    return Status::Ok();
+  };
+  TF_RETURN_IF_ERROR(weights(layout_.embedding_unit()));
   const T* emb = w[layout_.embedding_unit()];
-  const T* head = w[layout_.head_unit()];
   const EmbeddingShape es{d.B, d.T, d.C, d.V};
   const T* wpe = layout_.embedding.wpe >= 0 ? emb + layout_.embedding.wpe : nullptr;
   TF_RETURN_IF_ERROR(
       EmbeddingForward<T>(s, residual(0), b.tokens, emb + layout_.embedding.wte, wpe, es));
   for (int l = 0; l < L; ++l) {
+    TF_RETURN_IF_ERROR(weights(layout_.layer_unit(l)));
     TF_RETURN_IF_ERROR(model_internal::BlockForward<T>(
         s, d, layout_.layer, w[layout_.layer_unit(l)], residual(l), residual(l + 1), acts(l)));
   }
+  TF_RETURN_IF_ERROR(weights(layout_.head_unit()));
+  const T* head = w[layout_.head_unit()];
   // ---- head: forward, loss and backward, chunk by chunk over the rows ----
   T* xf = static_cast<T*>(b.xf);
   T* logits = static_cast<T*>(b.logits);

@@ -61,7 +61,7 @@ std::string FormatValue(uint64_t v) { return std::to_string(v); }
 std::string FormatValue(bool v) { return v ? "true" : "false"; }
 std::string FormatValue(const std::string& v) { return "\"" + v + "\""; }
 std::string FormatValue(DType v) { return FormatValue(std::string(DTypeName(v))); }
-std::string FormatValue(DeviceChoice v) { return FormatValue(std::string(DeviceChoiceName(v))); }
+std::string FormatValue(const DeviceSpec& v) { return FormatValue(DeviceSpecName(v)); }
 std::string FormatValue(OffloadPlacement v) {
   return FormatValue(std::string(OffloadPlacementName(v)));
 }
@@ -802,10 +802,10 @@ class Parser {
         if (IsAuto(x, p)) continue;
         std::string d;
         s = ReadString(x, p, &d);
-        StatusOr<DeviceChoice> choice = DeviceChoice::kAuto;
-        if (s.ok()) choice = ParseDeviceChoice(label_ + ": " + p, d);
-        if (s.ok()) s = choice.status();
-        if (s.ok()) s = Set(k, p, &c_.device, *choice);
+        StatusOr<DeviceSpec> spec = DeviceSpec{};
+        if (s.ok()) spec = ParseDeviceSpec(label_ + ": " + p, d);
+        if (s.ok()) s = spec.status();
+        if (s.ok()) s = Set(k, p, &c_.device, *spec);
       } else if (k == "device_memory")
         s = String(x, p, k, &c_.device_memory);
       else if (k == "out_dir")

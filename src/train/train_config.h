@@ -80,7 +80,7 @@ struct TrainConfig {
   std::string pipeline = "overlapped";  // overlapped | sync
 
   // Device.
-  DeviceChoice device = DeviceChoice::kAuto;
+  DeviceSpec device;          // auto, cpu, cuda or sim:PROFILE
   std::string device_memory;  // e.g. "2GiB"
 
   // Output.

@@ -25,6 +25,7 @@
 #include "io/file_reader.h"
 #include "io/file_system.h"
 #include "io/json_util.h"
+#include "io/sim_profile_file.h"
 #include "model/hf_model.h"
 #include "model/transformer.h"
 #include "offload/swap_set.h"
@@ -269,7 +270,7 @@ StatusOr<Plan> PlanRun(const TrainConfig& c, const ModelConfig& model, DType dty
   in.pipeline = c.pipeline == "sync" ? PipelineKind::kSynchronous : PipelineKind::kOverlapped;
   in.nvme_directories = std::max<int>(1, static_cast<int>(nvme_paths.size()));
   Hardware hw;
-  hw.device_is_gpu = device.kind() == DeviceKind::kCuda;
+  hw.device_is_gpu = device.kind() != DeviceKind::kCpu;  // sim: a GPU's memory, simulated
   hw.device_description = device.description();
   hw.device_memory_bytes = device.DeviceMemory().capacity_bytes;
   hw.device_memory_is_host_memory = device.kind() == DeviceKind::kCpu;
@@ -342,7 +343,10 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
 
   // Device, model, engine. Every allocation happens here, before any step.
   DeviceOptions device_options;
-  device_options.kind = config.device;
+  device_options.kind = config.device.choice;
+  if (config.device.choice == DeviceChoice::kSim) {
+    TF_ASSIGN_OR_RETURN(device_options.sim, ResolveSimProfile(config.device.sim_profile));
+  }
   if (!config.device_memory.empty()) {
     TF_ASSIGN_OR_RETURN(device_options.memory_capacity_bytes, ParseByteSize(config.device_memory));
   }

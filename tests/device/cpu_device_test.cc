@@ -231,21 +231,28 @@ TEST(CpuDevice, PinnedMemoryIsPageAlignedAndAccounted) {
 }
 
 TEST(DeviceFactory, UnknownKindIsAnErrorNamingTheFlag) {
-  auto d = ParseDeviceChoice("--device", "tpu");
-  ASSERT_FALSE(d.ok());
-  EXPECT_EQ(d.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(d.status().message().find("--device: unknown device 'tpu'"), std::string::npos)
-      << d.status().message();
-  EXPECT_NE(d.status().message().find("auto, cpu or cuda"), std::string::npos);
+  for (const char* text : {"tpu", "sim", "sim:", "SIM:h100-sxm"}) {
+    auto d = ParseDeviceSpec("--device", text);
+    ASSERT_FALSE(d.ok()) << text;
+    EXPECT_EQ(d.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(d.status().message().find(std::string("--device: unknown device '") + text + "'"),
+              std::string::npos)
+        << d.status().message();
+    EXPECT_NE(d.status().message().find("auto, cpu, cuda or sim:PROFILE"), std::string::npos);
+  }
 }
 
-TEST(DeviceFactory, ChoiceNamesRoundTrip) {
-  for (DeviceChoice c : {DeviceChoice::kAuto, DeviceChoice::kCpu, DeviceChoice::kCuda}) {
-    auto parsed = ParseDeviceChoice("x", DeviceChoiceName(c));
+TEST(DeviceFactory, SpecNamesRoundTrip) {
+  for (const char* text : {"auto", "cpu", "cuda", "sim:h100-pcie", "sim:/tmp/my gpu.json"}) {
+    auto parsed = ParseDeviceSpec("x", text);
     ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
-    EXPECT_EQ(*parsed, c);
+    EXPECT_EQ(DeviceSpecName(*parsed), text);
   }
-  EXPECT_EQ(DeviceChoiceName(DeviceChoice::kCuda), "cuda");
+  auto sim = ParseDeviceSpec("x", "sim:rtx-4090");
+  ASSERT_TRUE(sim.ok());
+  EXPECT_EQ(sim->choice, DeviceChoice::kSim);
+  EXPECT_EQ(sim->sim_profile, "rtx-4090");
+  EXPECT_TRUE(ParseDeviceSpec("x", "cpu")->sim_profile.empty());
 }
 
 TEST(DeviceFactory, AutoPicksCudaOnlyWhenUsable) {
@@ -254,6 +261,62 @@ TEST(DeviceFactory, AutoPicksCudaOnlyWhenUsable) {
   auto d = CreateDevice(o);
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   EXPECT_EQ((*d)->kind() == DeviceKind::kCuda, CudaUnavailableReason().empty());
+}
+
+TEST(CpuDevice, LaunchRunsTheHostImplementationInStreamOrder) {
+  auto dev = MakeCpu();
+  auto stream = std::move(dev->CreateStream("kernels")).value();
+  std::vector<int> order;  // touched by the stream's worker only, read after Synchronize
+  bool cuda_called = false;
+  for (int i = 0; i < 3; ++i) {
+    Kernel k;
+    k.name = "Probe";
+    k.host = [&order, i] {
+      order.push_back(i);
+      return Status::Ok();
+    };
+    k.cuda = [&cuda_called](Stream&) {
+      cuda_called = true;
+      return Status::Ok();
+    };
+    ASSERT_TRUE(stream->Launch(std::move(k)).ok());
+  }
+  ASSERT_TRUE(stream->Synchronize().ok());
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2}));
+  EXPECT_FALSE(cuda_called);
+}
+
+TEST(CpuDevice, LaunchWithoutAHostImplementationNamesTheOpAndDevice) {
+  auto dev = MakeCpu();
+  auto stream = std::move(dev->CreateStream("kernels")).value();
+  Kernel k;
+  k.name = "CudaOnlyOp";
+  k.cuda = [](Stream&) { return Status::Ok(); };
+  Status s = stream->Launch(std::move(k));
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(s.message().find("CudaOnlyOp"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("cpu"), std::string::npos) << s.ToString();
+  EXPECT_TRUE(stream->Synchronize().ok());  // nothing was enqueued, nothing is sticky
+}
+
+TEST(CpuDevice, AKernelsErrorIsStickyOnItsStream) {
+  auto dev = MakeCpu();
+  auto stream = std::move(dev->CreateStream("kernels")).value();
+  Kernel failing;
+  failing.name = "Failing";
+  failing.host = [] { return InternalError("kernel failed"); };
+  ASSERT_TRUE(stream->Launch(std::move(failing)).ok());
+  bool later_ran = false;
+  Kernel later;
+  later.name = "Later";
+  later.host = [&later_ran] {
+    later_ran = true;
+    return Status::Ok();
+  };
+  (void)stream->Launch(std::move(later));  // may already see the sticky error
+  Status s = stream->Synchronize();
+  EXPECT_EQ(s.code(), StatusCode::kInternal);
+  EXPECT_FALSE(later_ran);
 }
 
 }  // namespace

@@ -5,8 +5,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <set>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -217,6 +220,92 @@ TEST_P(TransformerGradTest, ScaleShapesAndBucketOrder) {
   EXPECT_EQ(units - 1, access.end_order()[0]);
   EXPECT_EQ(0, access.end_order()[units - 1]);
   EXPECT_LE(access.max_open(), 2);
+}
+
+// Forwards everything to a real stream and counts kernel launches, so a test
+// can see how far the model had enqueued when it asked for something.
+class CountingStream : public Stream {
+ public:
+  explicit CountingStream(Stream& inner) : inner_(inner) {}
+  int launches() const { return launches_; }
+  const std::string& name() const override { return inner_.name(); }
+  DeviceKind device_kind() const override { return inner_.device_kind(); }
+  Status CopyHostToDevice(void* d, const void* s, size_t n) override {
+    return inner_.CopyHostToDevice(d, s, n);
+  }
+  Status CopyDeviceToHost(void* d, const void* s, size_t n) override {
+    return inner_.CopyDeviceToHost(d, s, n);
+  }
+  Status CopyDeviceToDevice(void* d, const void* s, size_t n) override {
+    return inner_.CopyDeviceToDevice(d, s, n);
+  }
+  Status Memset(void* d, int v, size_t n) override { return inner_.Memset(d, v, n); }
+  Status Record(Event& e) override { return inner_.Record(e); }
+  Status Wait(const Event& e) override { return inner_.Wait(e); }
+  Status HostCallback(std::function<Status()> fn) override {
+    return inner_.HostCallback(std::move(fn));
+  }
+  Status Launch(Kernel kernel) override {
+    ++launches_;
+    return inner_.Launch(std::move(kernel));
+  }
+  Status Synchronize() override { return inner_.Synchronize(); }
+  void* native_handle() const override { return inner_.native_handle(); }
+
+ private:
+  Stream& inner_;
+  int launches_ = 0;
+};
+
+// Logs each Weights call with the number of kernels enqueued before it.
+class WeightsOrderAccess : public UnitAccess {
+ public:
+  WeightsOrderAccess(DirectUnitAccess& inner, const CountingStream& stream)
+      : inner_(inner), stream_(stream) {}
+  StatusOr<void*> Weights(int unit) override {
+    calls.push_back({unit, stream_.launches()});
+    return inner_.Weights(unit);
+  }
+  StatusOr<float*> BeginGrads(int unit) override { return inner_.BeginGrads(unit); }
+  Status EndGrads(int unit) override { return inner_.EndGrads(unit); }
+  struct Call {
+    int unit;
+    int launches_before;
+  };
+  std::vector<Call> calls;
+
+ private:
+  DirectUnitAccess& inner_;
+  const CountingStream& stream_;
+};
+
+// The model takes each unit's weights just before that unit's first kernel,
+// in forward order (embeddings, every layer, head), once per micro-batch: so
+// the engine can let the next step's forward start while the optimizer still
+// updates the later units.
+TEST_P(TransformerGradTest, TakesEachUnitsWeightsJustBeforeItsKernelsInForwardOrder) {
+  const ModelConfig config = GetParam();
+  auto device = MakeCpuDevice();
+  auto real_stream = device->CreateStream("compute").value();
+  CountingStream stream(*real_stream);
+  auto model = TransformerModel::Create(*device, config, {2, 5, false, DType::kF32}).value();
+  DirectUnitAccess direct(*device, *real_stream, model->Units(), DType::kF32);
+  ASSERT_TRUE(direct.SetWeights(JitteredWeights(*model, 4)).ok());
+  WeightsOrderAccess access(direct, stream);
+  const TokenBatch tb = RandomTokens(2, 5, 23, 1);
+  ASSERT_TRUE(model->ForwardBackward(stream, tb.micro(), 1.0f, access).ok());
+  ASSERT_TRUE(stream.Synchronize().ok());
+  const int units = static_cast<int>(model->Units().size());
+  ASSERT_EQ(static_cast<int>(access.calls.size()), units);
+  EXPECT_EQ(access.calls[0].launches_before, 0);  // nothing runs before the embeddings' weights
+  for (int u = 0; u < units; ++u) {
+    EXPECT_EQ(access.calls[u].unit, u);
+    // The previous unit's forward kernels were enqueued before this unit's
+    // weights were asked for.
+    if (u > 0) {
+      EXPECT_GT(access.calls[u].launches_before, access.calls[u - 1].launches_before);
+    }
+  }
 }
 
 TEST_P(TransformerGradTest, RejectsBadInputs) {

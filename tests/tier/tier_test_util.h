@@ -43,7 +43,7 @@ inline TrainConfig SmallRun(const std::string& out, int64_t steps = 4) {
   c.checkpoint_every = 2;
   c.eval_every = 0;
   c.out_dir = out;
-  c.device = DeviceChoice::kCpu;
+  c.device.choice = DeviceChoice::kCpu;
   c.lr = 3e-3f;
   return c;
 }

@@ -38,7 +38,7 @@ TrainConfig SweepConfig(const std::string& out, int64_t steps, bool resume) {
   c.checkpoint_every = 2;
   c.eval_every = 0;
   c.out_dir = out;
-  c.device = DeviceChoice::kCpu;
+  c.device.choice = DeviceChoice::kCpu;
   c.resume = resume;
   return c;
 }

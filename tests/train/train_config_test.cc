@@ -420,11 +420,14 @@ TEST(TrainConfig, TierflowDtypeIsParsedWhereItIsRead) {
 }
 
 TEST(TrainConfig, TierflowDeviceIsParsedWhereItIsRead) {
-  EXPECT_EQ(ParseOk(R"({"tierflow": {"device": "cuda"}})").device, DeviceChoice::kCuda);
-  EXPECT_EQ(ParseOk(R"({"tierflow": {"device": "cpu"}})").device, DeviceChoice::kCpu);
-  EXPECT_THAT(
-      ParseError(R"({"tierflow": {"device": "tpu"}})"),
-      AllOf(HasSubstr("tierflow.device"), HasSubstr("'tpu'"), HasSubstr("use auto, cpu or cuda")));
+  EXPECT_EQ(ParseOk(R"({"tierflow": {"device": "cuda"}})").device.choice, DeviceChoice::kCuda);
+  EXPECT_EQ(ParseOk(R"({"tierflow": {"device": "cpu"}})").device.choice, DeviceChoice::kCpu);
+  EXPECT_THAT(ParseError(R"({"tierflow": {"device": "tpu"}})"),
+              AllOf(HasSubstr("tierflow.device"), HasSubstr("'tpu'"),
+                    HasSubstr("use auto, cpu, cuda or sim:PROFILE")));
+  const TrainConfig sim = ParseOk(R"({"tierflow": {"device": "sim:l40s"}})");
+  EXPECT_EQ(sim.device.choice, DeviceChoice::kSim);
+  EXPECT_EQ(sim.device.sim_profile, "l40s");
 }
 
 TEST(TrainConfig, TierflowBlockMirrorsTheFieldNames) {

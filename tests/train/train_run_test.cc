@@ -41,7 +41,7 @@ TrainConfig SmallRun(const std::string& out) {
   c.eval_every = 4;
   c.eval_batches = 1;
   c.out_dir = out;
-  c.device = DeviceChoice::kCpu;
+  c.device.choice = DeviceChoice::kCpu;
   c.lr = 3e-3f;
   return c;
 }

@@ -1,7 +1,11 @@
 // The emulated CPU accelerator.
 #include "device/cpu/cpu_device.h"
 
+#include <sys/mman.h>
+
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 
 #include "common/units.h"
@@ -29,14 +33,21 @@ class RegisteredCpuStream : public CpuStream {
 
 }  // namespace
 
-CpuDevice::CpuDevice(uint64_t capacity_bytes)
-    : device_memory_("device memory (cpu, emulated)", capacity_bytes,
+CpuDevice::CpuDevice(uint64_t capacity_bytes, std::optional<SimProfile> sim)
+    : sim_(std::move(sim)),
+      device_memory_(sim_ ? "device memory (sim:" + sim_->name + ")"
+                          : std::string("device memory (cpu, emulated)"),
+                     capacity_bytes,
                      "raise --device-memory, or lower the micro-batch or sequence length"),
       pinned_memory_("pinned host memory", 0, "") {}
 
 CpuDevice::~CpuDevice() = default;
 
 std::string CpuDevice::description() const {
+  if (sim_) {
+    return "sim:" + sim_->name + " (a timing model: kernels are not run, losses are zero; " +
+           FormatBytes(device_memory_.Stats().capacity_bytes) + " device memory)";
+  }
   return "cpu (emulated accelerator, " + FormatBytes(device_memory_.Stats().capacity_bytes) +
          " device memory)";
 }
@@ -44,7 +55,22 @@ std::string CpuDevice::description() const {
 StatusOr<DeviceBuffer> CpuDevice::Allocate(size_t num_bytes, std::string_view what) {
   if (num_bytes == 0) return DeviceBuffer();
   TF_RETURN_IF_ERROR(device_memory_.Reserve(num_bytes, what));
-  void* p = std::aligned_alloc(kDeviceAlignment, RoundUp(num_bytes, kDeviceAlignment));
+  void* p = nullptr;
+  if (sim_) {
+    // Page-aligned (beyond the 256 bytes promised), zero-filled, and backed
+    // by host memory only where touched.
+    p = mmap(nullptr, num_bytes, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+      const int err = errno;
+      device_memory_.Release(num_bytes);
+      return OutOfMemoryError(
+          "host could not reserve " + FormatBytes(num_bytes) +
+          " of address space for simulated device memory: " + std::strerror(err));
+    }
+  } else {
+    p = std::aligned_alloc(kDeviceAlignment, RoundUp(num_bytes, kDeviceAlignment));
+  }
   if (p == nullptr) {
     device_memory_.Release(num_bytes);
     return OutOfMemoryError("host could not back " + FormatBytes(num_bytes) +
@@ -62,7 +88,11 @@ void CpuDevice::Free(void* ptr, size_t num_bytes) {
     std::lock_guard<std::mutex> lock(mu_);
     live_.erase(reinterpret_cast<uintptr_t>(ptr));
   }
-  std::free(ptr);
+  if (sim_) {
+    munmap(ptr, num_bytes);
+  } else {
+    std::free(ptr);
+  }
   device_memory_.Release(num_bytes);
 }
 

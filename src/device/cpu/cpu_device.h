@@ -6,11 +6,19 @@
 // sub-allocated arena) so ASan sees each buffer's bounds; the device keeps a
 // registry of live allocations and rejects copies that touch memory outside
 // them, which on a GPU would be an illegal address.
+//
+// With a SimProfile it is the simulated accelerator (DeviceKind::kSim): the
+// same accounting, registry and stream semantics, but its streams take the
+// profile's time for kernels and copies (see CpuStream), and device memory is
+// reserved address space (zero pages, MAP_NORESERVE) that costs host memory
+// only where a copy or memset touches it: kernels never run, so a 0.5 B
+// model's activations cost nothing, and every value read back is finite.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include "device/memory_accounting.h"
@@ -24,10 +32,13 @@ class CpuDevice : public Device {
  public:
   static constexpr uint64_t kDefaultCapacityBytes = 2ull << 30;
 
-  explicit CpuDevice(uint64_t capacity_bytes);
+  // REQUIRES: `sim`, when given, passed ValidateSimProfile.
+  explicit CpuDevice(uint64_t capacity_bytes, std::optional<SimProfile> sim = std::nullopt);
   ~CpuDevice() override;
 
-  DeviceKind kind() const override { return DeviceKind::kCpu; }
+  DeviceKind kind() const override { return sim_ ? DeviceKind::kSim : DeviceKind::kCpu; }
+  // The simulated GPU, or nullptr for the plain CPU device.
+  const SimProfile* sim() const { return sim_ ? &*sim_ : nullptr; }
   std::string description() const override;
 
   StatusOr<DeviceBuffer> Allocate(size_t num_bytes, std::string_view what) override;
@@ -51,6 +62,7 @@ class CpuDevice : public Device {
   void FreePinned(void* ptr, size_t num_bytes) override;
 
  private:
+  const std::optional<SimProfile> sim_;
   MemoryAccounting device_memory_;
   MemoryAccounting pinned_memory_;
   mutable std::mutex mu_;

@@ -1,10 +1,15 @@
 // Streams of the emulated CPU accelerator.
 #include "device/cpu/cpu_stream.h"
 
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include "device/cpu/cpu_device.h"
 #include "device/cpu/cpu_event.h"
+#include "device/sim/sim_timing.h"
 
 namespace tierflow {
 
@@ -20,11 +25,13 @@ CpuStream::~CpuStream() {
   worker_.join();
 }
 
-Status CpuStream::Enqueue(std::function<Status()> fn, bool runs_after_error) {
+DeviceKind CpuStream::device_kind() const { return device_->kind(); }
+
+Status CpuStream::Enqueue(std::function<Status()> fn, bool runs_after_error, double sim_seconds) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!sticky_error_.ok()) return sticky_error_;
-    queue_.push_back(Item{std::move(fn), runs_after_error});
+    queue_.push_back(Item{std::move(fn), runs_after_error, sim_seconds, Clock::now()});
     ++enqueued_;
   }
   work_cv_.notify_one();
@@ -44,7 +51,7 @@ void CpuStream::WorkerLoop() {
       queue_.pop_front();
       skip = !sticky_error_.ok() && !item.runs_after_error;
     }
-    Status result = skip ? Status::Ok() : item.fn();
+    Status result = skip ? Status::Ok() : RunItem(item);
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!result.ok() && sticky_error_.ok()) {
@@ -56,37 +63,81 @@ void CpuStream::WorkerLoop() {
   }
 }
 
+Status CpuStream::RunItem(Item& item) {
+  if (item.sim_seconds < 0) {
+    Status s = item.fn();
+    sim_busy_until_ = std::max(sim_busy_until_, Clock::now());
+    return s;
+  }
+  const Clock::time_point start = std::max(sim_busy_until_, item.enqueued_at);
+  const Clock::time_point end = start + std::chrono::duration_cast<Clock::duration>(
+                                            std::chrono::duration<double>(item.sim_seconds));
+  Status s = item.fn ? item.fn() : Status::Ok();
+  // Work slower than its model (a large memcpy) ends when it really ended;
+  // a late wake-up from the sleep does not move the modelled end.
+  const Clock::time_point work_done = Clock::now();
+  std::this_thread::sleep_until(end);
+  sim_busy_until_ = std::max(end, work_done);
+  return s;
+}
+
 Status CpuStream::CopyHostToDevice(void* dst, const void* src, size_t n) {
   TF_RETURN_IF_ERROR(device_->CheckDeviceRange(dst, n, "CopyHostToDevice destination"));
-  return Enqueue([=] {
-    if (n) std::memcpy(dst, src, n);
-    return Status::Ok();
-  });
+  return Enqueue(
+      [=] {
+        if (n) std::memcpy(dst, src, n);
+        return Status::Ok();
+      },
+      false, device_->sim() ? SimLinkSeconds(*device_->sim(), n) : -1);
 }
 
 Status CpuStream::CopyDeviceToHost(void* dst, const void* src, size_t n) {
   TF_RETURN_IF_ERROR(device_->CheckDeviceRange(src, n, "CopyDeviceToHost source"));
-  return Enqueue([=] {
-    if (n) std::memcpy(dst, src, n);
-    return Status::Ok();
-  });
+  return Enqueue(
+      [=] {
+        if (n) std::memcpy(dst, src, n);
+        return Status::Ok();
+      },
+      false, device_->sim() ? SimLinkSeconds(*device_->sim(), n) : -1);
 }
 
 Status CpuStream::CopyDeviceToDevice(void* dst, const void* src, size_t n) {
   TF_RETURN_IF_ERROR(device_->CheckDeviceRange(dst, n, "CopyDeviceToDevice destination"));
   TF_RETURN_IF_ERROR(device_->CheckDeviceRange(src, n, "CopyDeviceToDevice source"));
-  return Enqueue([=] {
-    if (n) std::memmove(dst, src, n);
-    return Status::Ok();
-  });
+  return Enqueue(
+      [=] {
+        if (n) std::memmove(dst, src, n);
+        return Status::Ok();
+      },
+      false, device_->sim() ? SimDeviceMemorySeconds(*device_->sim(), 2.0 * n) : -1);
 }
 
 Status CpuStream::Memset(void* dst, int value, size_t n) {
   TF_RETURN_IF_ERROR(device_->CheckDeviceRange(dst, n, "Memset destination"));
-  return Enqueue([=] {
-    if (n) std::memset(dst, value, n);
-    return Status::Ok();
-  });
+  const bool sim = device_->sim() != nullptr;
+  return Enqueue(
+      [=] {
+        if (n == 0) return Status::Ok();
+        if (sim && value == 0) {
+          // Simulated device memory is private anonymous memory: dropping
+          // whole pages makes them read back as zeros without holding host
+          // memory; only the partial pages at the ends are written.
+          const uintptr_t begin = reinterpret_cast<uintptr_t>(dst);
+          const uintptr_t end = begin + n;
+          const uintptr_t page = 4096;
+          const uintptr_t inner_begin = (begin + page - 1) / page * page;
+          const uintptr_t inner_end = end / page * page;
+          if (inner_end > inner_begin && madvise(reinterpret_cast<void*>(inner_begin),
+                                                 inner_end - inner_begin, MADV_DONTNEED) == 0) {
+            std::memset(dst, 0, inner_begin - begin);
+            std::memset(reinterpret_cast<void*>(inner_end), 0, end - inner_end);
+            return Status::Ok();
+          }
+        }
+        std::memset(dst, value, n);
+        return Status::Ok();
+      },
+      false, sim ? SimDeviceMemorySeconds(*device_->sim(), n) : -1);
 }
 
 Status CpuStream::Record(Event& event) {
@@ -120,6 +171,18 @@ Status CpuStream::Wait(const Event& event) {
 }
 
 Status CpuStream::HostCallback(std::function<Status()> fn) { return Enqueue(std::move(fn)); }
+
+Status CpuStream::Launch(Kernel kernel) {
+  if (device_->sim() != nullptr) {
+    // Not run: its modelled time passes instead (see the class comment).
+    return Enqueue(nullptr, false, SimKernelSeconds(*device_->sim(), kernel.cost));
+  }
+  if (!kernel.host) {
+    return UnimplementedError(std::string(kernel.name) +
+                              " has no implementation for the cpu device");
+  }
+  return Enqueue(std::move(kernel.host));
+}
 
 Status CpuStream::Synchronize() {
   std::unique_lock<std::mutex> lock(mu_);

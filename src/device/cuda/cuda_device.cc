@@ -100,6 +100,15 @@ Status CudaStream::HostCallback(std::function<Status()> fn) {
   return Status::Ok();
 }
 
+Status CudaStream::Launch(Kernel kernel) {
+  if (!kernel.cuda) {
+    return UnimplementedError(std::string(kernel.name) +
+                              " has no implementation for the cuda device");
+  }
+  TF_RETURN_IF_ERROR(StickyError());
+  return kernel.cuda(*this);
+}
+
 Status CudaStream::Synchronize() {
   TF_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   return StickyError();

@@ -28,6 +28,7 @@ class CudaStream : public Stream {
   Status Record(Event& event) override;
   Status Wait(const Event& event) override;
   Status HostCallback(std::function<Status()> fn) override;
+  Status Launch(Kernel kernel) override;
   Status Synchronize() override;
   void* native_handle() const override { return stream_; }
 

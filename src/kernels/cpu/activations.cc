@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "kernels/cpu/cpu_rows.h"
+#include "kernels/op_costs.h"
 
 namespace tierflow {
 namespace {
@@ -154,54 +155,35 @@ Status SwiGluBackwardCpu(T* dgate, T* dup, const T* dout, const T* gate, const T
 template <typename T>
 Status GeluForward(Stream& stream, T* out, const T* inp, int64_t n) {
   TF_RETURN_IF_ERROR(ops_internal::CheckPositive("GeluForward", "n", n));
-  if (stream.device_kind() == DeviceKind::kCpu) {
-    return stream.HostCallback([=] { return GeluForwardCpu(out, inp, n); });
-  }
-#ifdef TIERFLOW_HAVE_CUDA
-  return GeluForwardCuda(ops_internal::CudaStreamOf(stream), out, inp, n);
-#else
-  return ops_internal::CudaNotBuiltError("GeluForward");
-#endif
+  return stream.Launch({"GeluForward", op_costs::Elementwise(n, sizeof(T), 1, 1, 8),
+                        [=] { return GeluForwardCpu(out, inp, n); },
+                        TF_CUDA_KERNEL(GeluForwardCuda(cuda_stream, out, inp, n))});
 }
 
 template <typename T>
 Status GeluBackward(Stream& stream, T* dinp, const T* inp, const T* dout, int64_t n) {
   TF_RETURN_IF_ERROR(ops_internal::CheckPositive("GeluBackward", "n", n));
-  if (stream.device_kind() == DeviceKind::kCpu) {
-    return stream.HostCallback([=] { return GeluBackwardCpu(dinp, inp, dout, n); });
-  }
-#ifdef TIERFLOW_HAVE_CUDA
-  return GeluBackwardCuda(ops_internal::CudaStreamOf(stream), dinp, inp, dout, n);
-#else
-  return ops_internal::CudaNotBuiltError("GeluBackward");
-#endif
+  return stream.Launch({"GeluBackward", op_costs::Elementwise(n, sizeof(T), 2, 1, 16),
+                        [=] { return GeluBackwardCpu(dinp, inp, dout, n); },
+                        TF_CUDA_KERNEL(GeluBackwardCuda(cuda_stream, dinp, inp, dout, n))});
 }
 
 template <typename T>
 Status SwiGluForward(Stream& stream, T* out, const T* gate, const T* up, int64_t n) {
   TF_RETURN_IF_ERROR(ops_internal::CheckPositive("SwiGluForward", "n", n));
-  if (stream.device_kind() == DeviceKind::kCpu) {
-    return stream.HostCallback([=] { return SwiGluForwardCpu(out, gate, up, n); });
-  }
-#ifdef TIERFLOW_HAVE_CUDA
-  return SwiGluForwardCuda(ops_internal::CudaStreamOf(stream), out, gate, up, n);
-#else
-  return ops_internal::CudaNotBuiltError("SwiGluForward");
-#endif
+  return stream.Launch({"SwiGluForward", op_costs::Elementwise(n, sizeof(T), 2, 1, 6),
+                        [=] { return SwiGluForwardCpu(out, gate, up, n); },
+                        TF_CUDA_KERNEL(SwiGluForwardCuda(cuda_stream, out, gate, up, n))});
 }
 
 template <typename T>
 Status SwiGluBackward(Stream& stream, T* dgate, T* dup, const T* dout, const T* gate, const T* up,
                       int64_t n) {
   TF_RETURN_IF_ERROR(ops_internal::CheckPositive("SwiGluBackward", "n", n));
-  if (stream.device_kind() == DeviceKind::kCpu) {
-    return stream.HostCallback([=] { return SwiGluBackwardCpu(dgate, dup, dout, gate, up, n); });
-  }
-#ifdef TIERFLOW_HAVE_CUDA
-  return SwiGluBackwardCuda(ops_internal::CudaStreamOf(stream), dgate, dup, dout, gate, up, n);
-#else
-  return ops_internal::CudaNotBuiltError("SwiGluBackward");
-#endif
+  return stream.Launch(
+      {"SwiGluBackward", op_costs::Elementwise(n, sizeof(T), 3, 2, 12),
+       [=] { return SwiGluBackwardCpu(dgate, dup, dout, gate, up, n); },
+       TF_CUDA_KERNEL(SwiGluBackwardCuda(cuda_stream, dgate, dup, dout, gate, up, n))});
 }
 
 #define TF_INSTANTIATE_ACTIVATIONS(T)                                                        \

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_rows.h"
+#include "kernels/op_costs.h"
 
 namespace tierflow {
 namespace {
@@ -271,30 +272,22 @@ template <typename T>
 Status AttentionForward(Stream& stream, T* out, float* lse, const T* q, const T* k, const T* v,
                         const AttentionShape& s) {
   TF_RETURN_IF_ERROR(ValidateAttention("AttentionForward", s));
-  if (stream.device_kind() == DeviceKind::kCpu) {
-    return stream.HostCallback([=] { return AttentionForwardCpu(out, lse, q, k, v, s); });
-  }
-#ifdef TIERFLOW_HAVE_CUDA
-  return AttentionForwardCuda(ops_internal::CudaStreamOf(stream), out, lse, q, k, v, s);
-#else
-  return ops_internal::CudaNotBuiltError("AttentionForward");
-#endif
+  return stream.Launch(
+      {"AttentionForward",
+       op_costs::AttentionForward(s.batch, s.seq_len, s.heads, s.kv_heads, s.head_size, sizeof(T)),
+       [=] { return AttentionForwardCpu(out, lse, q, k, v, s); },
+       TF_CUDA_KERNEL(AttentionForwardCuda(cuda_stream, out, lse, q, k, v, s))});
 }
 
 template <typename T>
 Status AttentionBackward(Stream& stream, T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k,
                          const T* v, const T* out, const float* lse, const AttentionShape& s) {
   TF_RETURN_IF_ERROR(ValidateAttention("AttentionBackward", s));
-  if (stream.device_kind() == DeviceKind::kCpu) {
-    return stream.HostCallback(
-        [=] { return AttentionBackwardCpu(dq, dk, dv, dout, q, k, v, out, lse, s); });
-  }
-#ifdef TIERFLOW_HAVE_CUDA
-  return AttentionBackwardCuda(ops_internal::CudaStreamOf(stream), dq, dk, dv, dout, q, k, v, out,
-                               lse, s);
-#else
-  return ops_internal::CudaNotBuiltError("AttentionBackward");
-#endif
+  return stream.Launch(
+      {"AttentionBackward",
+       op_costs::AttentionBackward(s.batch, s.seq_len, s.heads, s.kv_heads, s.head_size, sizeof(T)),
+       [=] { return AttentionBackwardCpu(dq, dk, dv, dout, q, k, v, out, lse, s); },
+       TF_CUDA_KERNEL(AttentionBackwardCuda(cuda_stream, dq, dk, dv, dout, q, k, v, out, lse, s))});
 }
 
 #define TF_INSTANTIATE_ATTENTION(T)                                                           \

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_rows.h"
+#include "kernels/op_costs.h"
 
 namespace tierflow {
 namespace {
@@ -136,16 +137,12 @@ Status SoftmaxCrossEntropy(Stream& stream, float* loss, float* row_losses, T* dl
   const char* op = "SoftmaxCrossEntropy";
   TF_RETURN_IF_ERROR(ValidateCrossEntropy(op, s));
   TF_RETURN_IF_ERROR(CheckPointers(op, loss, row_losses, logits, targets));
-  if (stream.device_kind() == DeviceKind::kCpu) {
-    return stream.HostCallback(
-        [=] { return SoftmaxCrossEntropyCpu(loss, row_losses, dlogits, logits, targets, s, o); });
-  }
-#ifdef TIERFLOW_HAVE_CUDA
-  return SoftmaxCrossEntropyCuda(ops_internal::CudaStreamOf(stream), loss, row_losses, dlogits,
-                                 logits, targets, s, o);
-#else
-  return ops_internal::CudaNotBuiltError(op);
-#endif
+  return stream.Launch(
+      {"SoftmaxCrossEntropy",
+       op_costs::CrossEntropy(s.rows, s.vocab, sizeof(T), dlogits != nullptr),
+       [=] { return SoftmaxCrossEntropyCpu(loss, row_losses, dlogits, logits, targets, s, o); },
+       TF_CUDA_KERNEL(SoftmaxCrossEntropyCuda(cuda_stream, loss, row_losses, dlogits, logits,
+                                              targets, s, o))});
 }
 
 #define TF_INSTANTIATE_CROSS_ENTROPY(T)                                                            \

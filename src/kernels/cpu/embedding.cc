@@ -1,6 +1,8 @@
 // Embedding lookup with learned positions: reference, fast CPU path, dispatch.
 #include "kernels/embedding.h"
 
+#include "kernels/op_costs.h"
+
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 #include <tbb/partitioner.h>
@@ -153,28 +155,22 @@ template <typename T>
 Status EmbeddingForward(Stream& stream, T* out, const int32_t* tokens, const T* wte, const T* wpe,
                         const EmbeddingShape& s) {
   TF_RETURN_IF_ERROR(ValidateEmbedding("EmbeddingForward", s));
-  if (stream.device_kind() == DeviceKind::kCpu) {
-    return stream.HostCallback([=] { return EmbeddingForwardCpu(out, tokens, wte, wpe, s); });
-  }
-#ifdef TIERFLOW_HAVE_CUDA
-  return EmbeddingForwardCuda(ops_internal::CudaStreamOf(stream), out, tokens, wte, wpe, s);
-#else
-  return ops_internal::CudaNotBuiltError("EmbeddingForward");
-#endif
+  return stream.Launch(
+      {"EmbeddingForward",
+       op_costs::EmbeddingForward(s.batch * s.seq_len, s.channels, sizeof(T), wpe != nullptr),
+       [=] { return EmbeddingForwardCpu(out, tokens, wte, wpe, s); },
+       TF_CUDA_KERNEL(EmbeddingForwardCuda(cuda_stream, out, tokens, wte, wpe, s))});
 }
 
 template <typename T>
 Status EmbeddingBackward(Stream& stream, float* dwte, float* dwpe, const T* dout,
                          const int32_t* tokens, const EmbeddingShape& s) {
   TF_RETURN_IF_ERROR(ValidateEmbedding("EmbeddingBackward", s));
-  if (stream.device_kind() == DeviceKind::kCpu) {
-    return stream.HostCallback([=] { return EmbeddingBackwardCpu(dwte, dwpe, dout, tokens, s); });
-  }
-#ifdef TIERFLOW_HAVE_CUDA
-  return EmbeddingBackwardCuda(ops_internal::CudaStreamOf(stream), dwte, dwpe, dout, tokens, s);
-#else
-  return ops_internal::CudaNotBuiltError("EmbeddingBackward");
-#endif
+  return stream.Launch(
+      {"EmbeddingBackward",
+       op_costs::EmbeddingBackward(s.batch * s.seq_len, s.channels, sizeof(T), dwpe != nullptr),
+       [=] { return EmbeddingBackwardCpu(dwte, dwpe, dout, tokens, s); },
+       TF_CUDA_KERNEL(EmbeddingBackwardCuda(cuda_stream, dwte, dwpe, dout, tokens, s))});
 }
 
 #define TF_INSTANTIATE_EMBEDDING(T)                                                       \

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_rows.h"
+#include "kernels/op_costs.h"
 
 namespace tierflow {
 namespace {
@@ -169,16 +170,13 @@ template <typename T>
 Status LayerNormForward(Stream& stream, T* out, float* mean, float* rstd, const T* inp,
                         const T* weight, const T* bias, const NormShape& s, float eps) {
   TF_RETURN_IF_ERROR(ValidateNorm("LayerNormForward", s));
-  if (stream.device_kind() == DeviceKind::kCpu) {
-    return stream.HostCallback(
-        [=] { return LayerNormForwardCpu(out, mean, rstd, inp, weight, bias, s, eps); });
-  }
-#ifdef TIERFLOW_HAVE_CUDA
-  return LayerNormForwardCuda(ops_internal::CudaStreamOf(stream), out, mean, rstd, inp, weight,
-                              bias, s, eps);
-#else
-  return ops_internal::CudaNotBuiltError("LayerNormForward");
-#endif
+  return stream.Launch(
+      {"LayerNormForward",
+       op_costs::NormForward(s.rows, s.channels, sizeof(T), 8,
+                             (mean != nullptr) + (rstd != nullptr)),
+       [=] { return LayerNormForwardCpu(out, mean, rstd, inp, weight, bias, s, eps); },
+       TF_CUDA_KERNEL(
+           LayerNormForwardCuda(cuda_stream, out, mean, rstd, inp, weight, bias, s, eps))});
 }
 
 template <typename T>
@@ -186,17 +184,11 @@ Status LayerNormBackward(Stream& stream, T* dinp, float* dweight, float* dbias, 
                          const T* inp, const T* weight, const float* mean, const float* rstd,
                          const NormShape& s) {
   TF_RETURN_IF_ERROR(ValidateNorm("LayerNormBackward", s));
-  if (stream.device_kind() == DeviceKind::kCpu) {
-    return stream.HostCallback([=] {
-      return LayerNormBackwardCpu(dinp, dweight, dbias, dout, inp, weight, mean, rstd, s);
-    });
-  }
-#ifdef TIERFLOW_HAVE_CUDA
-  return LayerNormBackwardCuda(ops_internal::CudaStreamOf(stream), dinp, dweight, dbias, dout, inp,
-                               weight, mean, rstd, s);
-#else
-  return ops_internal::CudaNotBuiltError("LayerNormBackward");
-#endif
+  return stream.Launch(
+      {"LayerNormBackward", op_costs::NormBackward(s.rows, s.channels, sizeof(T), 14, 2),
+       [=] { return LayerNormBackwardCpu(dinp, dweight, dbias, dout, inp, weight, mean, rstd, s); },
+       TF_CUDA_KERNEL(LayerNormBackwardCuda(cuda_stream, dinp, dweight, dbias, dout, inp, weight,
+                                            mean, rstd, s))});
 }
 
 #define TF_INSTANTIATE_LAYERNORM(T)                                                               \

@@ -7,6 +7,7 @@
 
 #include "common/half.h"
 #include "kernels/cpu/cpu_rows.h"
+#include "kernels/op_costs.h"
 
 namespace tierflow {
 namespace {
@@ -137,52 +138,37 @@ Status CastCpu(DType from, const void* src, DType to, void* dst, int64_t n) {
 template <typename T>
 Status ResidualForward(Stream& stream, T* out, const T* a, const T* b, int64_t n) {
   TF_RETURN_IF_ERROR(ops_internal::CheckPositive("ResidualForward", "n", n));
-  if (stream.device_kind() == DeviceKind::kCpu) {
-    return stream.HostCallback([=] { return ResidualForwardCpu(out, a, b, n); });
-  }
-#ifdef TIERFLOW_HAVE_CUDA
-  return ResidualForwardCuda(ops_internal::CudaStreamOf(stream), out, a, b, n);
-#else
-  return ops_internal::CudaNotBuiltError("ResidualForward");
-#endif
+  return stream.Launch({"ResidualForward", op_costs::Elementwise(n, sizeof(T), 2, 1, 1),
+                        [=] { return ResidualForwardCpu(out, a, b, n); },
+                        TF_CUDA_KERNEL(ResidualForwardCuda(cuda_stream, out, a, b, n))});
 }
 
 template <typename T>
 Status BiasAddForward(Stream& stream, T* out, const T* bias, int64_t rows, int64_t channels) {
   TF_RETURN_IF_ERROR(CheckRowsChannels("BiasAddForward", rows, channels));
-  if (stream.device_kind() == DeviceKind::kCpu) {
-    return stream.HostCallback([=] { return BiasAddForwardCpu(out, bias, rows, channels); });
-  }
-#ifdef TIERFLOW_HAVE_CUDA
-  return BiasAddForwardCuda(ops_internal::CudaStreamOf(stream), out, bias, rows, channels);
-#else
-  return ops_internal::CudaNotBuiltError("BiasAddForward");
-#endif
+  return stream.Launch(
+      {"BiasAddForward", op_costs::BiasAdd(rows, channels, sizeof(T)),
+       [=] { return BiasAddForwardCpu(out, bias, rows, channels); },
+       TF_CUDA_KERNEL(BiasAddForwardCuda(cuda_stream, out, bias, rows, channels))});
 }
 
 template <typename T>
 Status BiasBackward(Stream& stream, float* dbias, const T* dout, int64_t rows, int64_t channels) {
   TF_RETURN_IF_ERROR(CheckRowsChannels("BiasBackward", rows, channels));
-  if (stream.device_kind() == DeviceKind::kCpu) {
-    return stream.HostCallback([=] { return BiasBackwardCpu(dbias, dout, rows, channels); });
-  }
-#ifdef TIERFLOW_HAVE_CUDA
-  return BiasBackwardCuda(ops_internal::CudaStreamOf(stream), dbias, dout, rows, channels);
-#else
-  return ops_internal::CudaNotBuiltError("BiasBackward");
-#endif
+  return stream.Launch(
+      {"BiasBackward", op_costs::BiasBackward(rows, channels, sizeof(T)),
+       [=] { return BiasBackwardCpu(dbias, dout, rows, channels); },
+       TF_CUDA_KERNEL(BiasBackwardCuda(cuda_stream, dbias, dout, rows, channels))});
 }
 
 Status Cast(Stream& stream, DType from, const void* src, DType to, void* dst, int64_t n) {
   TF_RETURN_IF_ERROR(ops_internal::CheckPositive("Cast", "n", n));
-  if (stream.device_kind() == DeviceKind::kCpu) {
-    return stream.HostCallback([=] { return CastCpu(from, src, to, dst, n); });
-  }
-#ifdef TIERFLOW_HAVE_CUDA
-  return CastCuda(ops_internal::CudaStreamOf(stream), from, src, to, dst, n);
-#else
-  return ops_internal::CudaNotBuiltError("Cast");
-#endif
+  return stream.Launch({"Cast",
+                        op_costs::Cost(0, static_cast<double>(n),
+                                       static_cast<double>(n) *
+                                           static_cast<double>(DTypeSize(from) + DTypeSize(to))),
+                        [=] { return CastCpu(from, src, to, dst, n); },
+                        TF_CUDA_KERNEL(CastCuda(cuda_stream, from, src, to, dst, n))});
 }
 
 #define TF_INSTANTIATE_POINTWISE(T)                                             \

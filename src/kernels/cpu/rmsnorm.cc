@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_rows.h"
+#include "kernels/op_costs.h"
 
 namespace tierflow {
 namespace {
@@ -134,30 +135,22 @@ template <typename T>
 Status RmsNormForward(Stream& stream, T* out, float* rstd, const T* inp, const T* weight,
                       const NormShape& s, float eps) {
   TF_RETURN_IF_ERROR(ValidateNorm("RmsNormForward", s));
-  if (stream.device_kind() == DeviceKind::kCpu) {
-    return stream.HostCallback([=] { return RmsNormForwardCpu(out, rstd, inp, weight, s, eps); });
-  }
-#ifdef TIERFLOW_HAVE_CUDA
-  return RmsNormForwardCuda(ops_internal::CudaStreamOf(stream), out, rstd, inp, weight, s, eps);
-#else
-  return ops_internal::CudaNotBuiltError("RmsNormForward");
-#endif
+  return stream.Launch(
+      {"RmsNormForward",
+       op_costs::NormForward(s.rows, s.channels, sizeof(T), 4, rstd != nullptr ? 1 : 0),
+       [=] { return RmsNormForwardCpu(out, rstd, inp, weight, s, eps); },
+       TF_CUDA_KERNEL(RmsNormForwardCuda(cuda_stream, out, rstd, inp, weight, s, eps))});
 }
 
 template <typename T>
 Status RmsNormBackward(Stream& stream, T* dinp, float* dweight, const T* dout, const T* inp,
                        const T* weight, const float* rstd, const NormShape& s) {
   TF_RETURN_IF_ERROR(ValidateNorm("RmsNormBackward", s));
-  if (stream.device_kind() == DeviceKind::kCpu) {
-    return stream.HostCallback(
-        [=] { return RmsNormBackwardCpu(dinp, dweight, dout, inp, weight, rstd, s); });
-  }
-#ifdef TIERFLOW_HAVE_CUDA
-  return RmsNormBackwardCuda(ops_internal::CudaStreamOf(stream), dinp, dweight, dout, inp, weight,
-                             rstd, s);
-#else
-  return ops_internal::CudaNotBuiltError("RmsNormBackward");
-#endif
+  return stream.Launch(
+      {"RmsNormBackward", op_costs::NormBackward(s.rows, s.channels, sizeof(T), 8, 1),
+       [=] { return RmsNormBackwardCpu(dinp, dweight, dout, inp, weight, rstd, s); },
+       TF_CUDA_KERNEL(
+           RmsNormBackwardCuda(cuda_stream, dinp, dweight, dout, inp, weight, rstd, s))});
 }
 
 #define TF_INSTANTIATE_RMSNORM(T)                                                                \

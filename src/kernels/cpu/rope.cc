@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_rows.h"
+#include "kernels/op_costs.h"
 
 namespace tierflow {
 namespace {
@@ -140,28 +141,20 @@ Status RopeBackwardCpu(T* dinp, const T* dout, const RopeShape& s, const RopeFre
 template <typename T>
 Status RopeForward(Stream& stream, T* out, const T* inp, const RopeShape& s, const RopeFreq& freq) {
   TF_RETURN_IF_ERROR(ValidateRope("RopeForward", s, freq));
-  if (stream.device_kind() == DeviceKind::kCpu) {
-    return stream.HostCallback([=] { return RopeForwardCpu(out, inp, s, freq); });
-  }
-#ifdef TIERFLOW_HAVE_CUDA
-  return RopeCuda(ops_internal::CudaStreamOf(stream), out, inp, s, freq, 1.0f);
-#else
-  return ops_internal::CudaNotBuiltError("RopeForward");
-#endif
+  return stream.Launch({"RopeForward",
+                        op_costs::Rope(s.batch * s.seq_len * s.heads * s.head_size, sizeof(T)),
+                        [=] { return RopeForwardCpu(out, inp, s, freq); },
+                        TF_CUDA_KERNEL(RopeCuda(cuda_stream, out, inp, s, freq, 1.0f))});
 }
 
 template <typename T>
 Status RopeBackward(Stream& stream, T* dinp, const T* dout, const RopeShape& s,
                     const RopeFreq& freq) {
   TF_RETURN_IF_ERROR(ValidateRope("RopeBackward", s, freq));
-  if (stream.device_kind() == DeviceKind::kCpu) {
-    return stream.HostCallback([=] { return RopeBackwardCpu(dinp, dout, s, freq); });
-  }
-#ifdef TIERFLOW_HAVE_CUDA
-  return RopeCuda(ops_internal::CudaStreamOf(stream), dinp, dout, s, freq, -1.0f);
-#else
-  return ops_internal::CudaNotBuiltError("RopeBackward");
-#endif
+  return stream.Launch({"RopeBackward",
+                        op_costs::Rope(s.batch * s.seq_len * s.heads * s.head_size, sizeof(T)),
+                        [=] { return RopeBackwardCpu(dinp, dout, s, freq); },
+                        TF_CUDA_KERNEL(RopeCuda(cuda_stream, dinp, dout, s, freq, -1.0f))});
 }
 
 #define TF_INSTANTIATE_ROPE(T)                                                               \
