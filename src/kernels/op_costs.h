@@ -71,25 +71,33 @@ inline KernelCost NormBackward(int64_t rows, int64_t channels, size_t elem, doub
 // element) and one sin/cos pair per element pair (counted as 10 FLOPs).
 inline KernelCost Rope(int64_t n, size_t elem) { return Cost(0, 8.0 * D(n), 2.0 * D(n) * D(elem)); }
 
+// The element counts both attention costs start from.
+struct AttentionSizes {
+  double scores;    // B * NH * T^2 / 2: the causal lower triangle
+  double q_elems;   // B * T * NH * HS: q, out, dq, dout
+  double kv_elems;  // B * T * NKV * HS: k, v, dk, dv
+  double lse_bytes;
+};
+inline AttentionSizes Sizes(int64_t batch, int64_t seq, int64_t heads, int64_t kv_heads,
+                            int64_t head_size) {
+  return {D(batch) * D(heads) * D(seq) * D(seq) / 2.0, D(batch) * D(seq) * D(heads) * D(head_size),
+          D(batch) * D(seq) * D(kv_heads) * D(head_size), 4.0 * D(batch) * D(heads) * D(seq)};
+}
 // Causal attention over B sequences of T tokens, NH query heads, NKV key/value
 // heads of size HS: QK^T and PV over the lower triangle (2 * 2 * T^2/2 * HS
 // per head), softmax on the scores; backward is 2.5x the forward's matrix
 // FLOPs (recomputed scores, dV, dP, dQ, dK).
 inline KernelCost AttentionForward(int64_t batch, int64_t seq, int64_t heads, int64_t kv_heads,
                                    int64_t head_size, size_t elem) {
-  const double scores = D(batch) * D(heads) * D(seq) * D(seq) / 2.0;
-  const double q_elems = D(batch) * D(seq) * D(heads) * D(head_size);
-  const double kv_elems = D(batch) * D(seq) * D(kv_heads) * D(head_size);
-  return Cost(4.0 * scores * D(head_size), 5.0 * scores,
-              (2.0 * q_elems + 2.0 * kv_elems) * D(elem) + 4.0 * D(batch) * D(heads) * D(seq));
+  const AttentionSizes a = Sizes(batch, seq, heads, kv_heads, head_size);
+  return Cost(4.0 * a.scores * D(head_size), 5.0 * a.scores,
+              (2.0 * a.q_elems + 2.0 * a.kv_elems) * D(elem) + a.lse_bytes);
 }
 inline KernelCost AttentionBackward(int64_t batch, int64_t seq, int64_t heads, int64_t kv_heads,
                                     int64_t head_size, size_t elem) {
-  const double scores = D(batch) * D(heads) * D(seq) * D(seq) / 2.0;
-  const double q_elems = D(batch) * D(seq) * D(heads) * D(head_size);
-  const double kv_elems = D(batch) * D(seq) * D(kv_heads) * D(head_size);
-  return Cost(10.0 * scores * D(head_size), 10.0 * scores,
-              (4.0 * q_elems + 4.0 * kv_elems) * D(elem) + 4.0 * D(batch) * D(heads) * D(seq));
+  const AttentionSizes a = Sizes(batch, seq, heads, kv_heads, head_size);
+  return Cost(10.0 * a.scores * D(head_size), 10.0 * a.scores,
+              (4.0 * a.q_elems + 4.0 * a.kv_elems) * D(elem) + a.lse_bytes);
 }
 
 // Token + position embedding of N = B*T rows of C: a gather; the backward
