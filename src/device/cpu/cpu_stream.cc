@@ -1,8 +1,6 @@
 // Streams of the emulated CPU accelerator.
 #include "device/cpu/cpu_stream.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstring>
 #include <thread>
@@ -118,22 +116,6 @@ Status CpuStream::Memset(void* dst, int value, size_t n) {
   return Enqueue(
       [=] {
         if (n == 0) return Status::Ok();
-        if (sim && value == 0) {
-          // Simulated device memory is private anonymous memory: dropping
-          // whole pages makes them read back as zeros without holding host
-          // memory; only the partial pages at the ends are written.
-          const uintptr_t begin = reinterpret_cast<uintptr_t>(dst);
-          const uintptr_t end = begin + n;
-          const uintptr_t page = 4096;
-          const uintptr_t inner_begin = (begin + page - 1) / page * page;
-          const uintptr_t inner_end = end / page * page;
-          if (inner_end > inner_begin && madvise(reinterpret_cast<void*>(inner_begin),
-                                                 inner_end - inner_begin, MADV_DONTNEED) == 0) {
-            std::memset(dst, 0, inner_begin - begin);
-            std::memset(reinterpret_cast<void*>(inner_end), 0, end - inner_end);
-            return Status::Ok();
-          }
-        }
         std::memset(dst, value, n);
         return Status::Ok();
       },
