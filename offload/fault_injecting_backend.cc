@@ -7,6 +7,7 @@
 #include <cstring>
 #include <deque>
 #include <unordered_map>
+#include <utility>
 
 #include "offload/aligned_buffer.h"
 #include "offload/io_uring_backend.h"
@@ -197,7 +198,8 @@ class FaultInjectingBackend final : public IoBackend {
 
 IoBackendFactory FaultInjectingBackendFactory(std::shared_ptr<FaultPlan> plan,
                                               IoBackendFactory inner) {
-  return [plan, inner](const IoBackendOptions& o) -> StatusOr<std::unique_ptr<IoBackend>> {
+  return [plan = std::move(plan), inner = std::move(inner)](
+             const IoBackendOptions& o) -> StatusOr<std::unique_ptr<IoBackend>> {
     TF_ASSIGN_OR_RETURN(std::unique_ptr<IoBackend> b, inner(o));
     return std::unique_ptr<IoBackend>(std::make_unique<FaultInjectingBackend>(plan, std::move(b)));
   };

@@ -106,6 +106,9 @@ StatusOr<RawIoProbeResult> RunRawIoProbe(const RawIoProbeOptions& o) {
   } ring_guard{&ring};
 
   using Clock = std::chrono::steady_clock;
+  auto tf = Clock::now();
+  TF_RETURN_IF_ERROR(
+      Pass(ring, fd, /*write=*/true, buffers, r.num_bytes, o.block_size_bytes, path));
   auto t0 = Clock::now();
   TF_RETURN_IF_ERROR(
       Pass(ring, fd, /*write=*/true, buffers, r.num_bytes, o.block_size_bytes, path));
@@ -113,8 +116,10 @@ StatusOr<RawIoProbeResult> RunRawIoProbe(const RawIoProbeOptions& o) {
   TF_RETURN_IF_ERROR(
       Pass(ring, fd, /*write=*/false, buffers, r.num_bytes, o.block_size_bytes, path));
   auto t2 = Clock::now();
+  r.first_write_seconds = std::chrono::duration<double>(t0 - tf).count();
   r.write_seconds = std::chrono::duration<double>(t1 - t0).count();
   r.read_seconds = std::chrono::duration<double>(t2 - t1).count();
+  r.first_write_gb_per_second = static_cast<double>(r.num_bytes) / r.first_write_seconds / 1e9;
   r.write_gb_per_second = static_cast<double>(r.num_bytes) / r.write_seconds / 1e9;
   r.read_gb_per_second = static_cast<double>(r.num_bytes) / r.read_seconds / 1e9;
   return r;

@@ -40,8 +40,11 @@ struct StateStore::Directory {
 
 namespace internal {
 
-// Write blocks checksummed before they are handed to the engine together.
+// Write blocks checksummed before they are handed to the engine together:
+// up to this many, and no more once they hold kBytesPerBatch, so the drive
+// starts on a large block as soon as it is checksummed.
 constexpr size_t kBlocksPerBatch = 4;
+constexpr uint64_t kBytesPerBatch = 4ull << 20;
 
 struct BlockOp {
   IoRequest request;
@@ -51,6 +54,7 @@ struct BlockOp {
   uint32_t physical = 0;  // read: the block read; write: the new block
   uint32_t crc = 0;       // read: expected; write: computed
   uint32_t valid_bytes = 0;
+  bool done = false;  // its I/O has completed (guarded by the ticket's mu)
 };
 
 struct TicketState {
@@ -75,24 +79,25 @@ struct TicketState {
   Status result;
 
   void OnBlockDone(BlockOp& block, Status status);
-  Status Verify();
+  // Waits for the I/O; for reads, verifies each block's CRC32C as soon as
+  // that block has landed, overlapping the checksums with the rest of the
+  // transfer. Returns the I/O error, else the first mismatch, else OK.
+  Status WaitAndVerify();
 };
 
 }  // namespace internal
 
 using internal::BlockOp;
 using internal::kBlocksPerBatch;
+using internal::kBytesPerBatch;
 using internal::TicketState;
 
 Status IoTicket::Wait() const {
   if (!state_) return Status::Ok();
-  {
-    std::unique_lock<std::mutex> lock(state_->mu);
-    state_->cv.wait(lock, [this] { return state_->io_done; });
-  }
+  // The first waiter verifies; later (or concurrent) ones get its result.
   std::lock_guard<std::mutex> lock(state_->verify_mu);
   if (!state_->verified) {
-    state_->result = state_->Verify();
+    state_->result = state_->WaitAndVerify();
     state_->verified = true;
   }
   return state_->result;
@@ -181,9 +186,13 @@ void TicketState::OnBlockDone(BlockOp& block, Status status) {
   {
     std::lock_guard<std::mutex> lock(mu);
     if (!status.ok() && io_error.ok()) io_error = std::move(status);
+    block.done = true;
     last = --remaining == 0;
   }
-  if (!last) return;
+  if (!last) {
+    if (kind == IoOpKind::kRead) cv.notify_all();  // a waiter may verify this block now
+    return;
+  }
   store->FinishTicket(*this);
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -194,16 +203,26 @@ void TicketState::OnBlockDone(BlockOp& block, Status status) {
 
 // Reads are verified by the waiter, not on the ring thread: the ring thread
 // then only moves bytes (as fast as the raw loop), and checksumming overlaps
-// with the I/O of the transfers still in flight.
-Status TicketState::Verify() {
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (!io_error.ok()) return io_error;
-  }
-  if (kind != IoOpKind::kRead) return Status::Ok();
+// with the I/O still in flight: of other transfers, and of this one's later
+// blocks (each block is verified as soon as it lands, so when the last lands
+// only its own checksum is left).
+Status TicketState::WaitAndVerify() {
   uint64_t bad = UINT64_MAX;
-  for (size_t i = 0; i < blocks.size() && bad == UINT64_MAX; ++i) {
-    if (Crc32c(0, blocks[i].request.buffer, blocks[i].valid_bytes) != blocks[i].crc) bad = i;
+  if (kind == IoOpKind::kRead) {
+    for (size_t i = 0; i < blocks.size() && bad == UINT64_MAX; ++i) {
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return blocks[i].done; });
+        if (!io_error.ok()) break;  // the I/O failed: that is the answer
+      }
+      if (Crc32c(0, blocks[i].request.buffer, blocks[i].valid_bytes) != blocks[i].crc) bad = i;
+    }
+  }
+  {
+    // Whatever was found, the caller may reuse the buffer only when all of it landed.
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return io_done; });
+    if (!io_error.ok()) return io_error;
   }
   if (bad == UINT64_MAX) return Status::Ok();
   const BlockOp& b = blocks[bad];
@@ -417,6 +436,7 @@ StatusOr<IoTicket> StateStore::WriteAsync(TensorId id, const void* src, uint64_t
   // nothing on the shared machines measured, see bench nvme.)
   IoRequest* requests[kBlocksPerBatch];
   size_t num_requests = 0;
+  uint64_t batch_bytes = 0;
   for (uint64_t i = 0; i < count; ++i) {
     BlockOp& b = ticket->blocks[i];
     const Directory& d = *dirs_[b.dir];
@@ -432,9 +452,11 @@ StatusOr<IoTicket> StateStore::WriteAsync(TensorId id, const void* src, uint64_t
     TicketState* t = ticket.get();
     b.request.on_done = [keep = ticket, t, &b](Status s) { t->OnBlockDone(b, std::move(s)); };
     requests[num_requests++] = &b.request;
-    if (num_requests == kBlocksPerBatch || i + 1 == count) {
+    batch_bytes += b.request.num_bytes;
+    if (num_requests == kBlocksPerBatch || batch_bytes >= kBytesPerBatch || i + 1 == count) {
       engine_->Submit(std::span<IoRequest* const>(requests, num_requests));
       num_requests = 0;
+      batch_bytes = 0;
     }
   }
   return IoTicket(ticket);

@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# Configures and builds one flavour of tierflow into build/<flavour>.
+# Configures and builds one flavour of tierflow into build/<flavour>: every
+# target, or only the TARGETs named after the flavour.
 #   scripts/build.sh release      optimized, CUDA backend when nvcc exists
+#   scripts/build.sh native-off   optimized for the x86-64 baseline (no -march=native):
+#                                 the portable binary; its host loops still pick
+#                                 AVX2 or AVX-512 at run time (src/common/cpu_isa.h)
 #   scripts/build.sh asan         AddressSanitizer + UndefinedBehaviorSanitizer (host code)
 #   scripts/build.sh tsan         ThreadSanitizer (host code only; no CUDA backend,
 #                                 since TSan cannot see inside the CUDA driver)
@@ -16,11 +20,15 @@ if command -v ccache >/dev/null; then
 fi
 case "$flavour" in
   release) extra=(-DCMAKE_BUILD_TYPE=Release -DTIERFLOW_WERROR=ON) ;;
+  native-off) extra=(-DCMAKE_BUILD_TYPE=Release -DTIERFLOW_NATIVE=OFF -DTIERFLOW_CUDA=OFF -DTIERFLOW_WERROR=ON) ;;
   # The sanitizer flavours check host code; the CUDA backend is compiled by the
   # release flavour (nvcc's output is not instrumented by either sanitizer).
   asan) extra=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTIERFLOW_WERROR=ON -DTIERFLOW_SANITIZE=address,undefined -DTIERFLOW_CUDA=OFF) ;;
   tsan) extra=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTIERFLOW_WERROR=ON -DTIERFLOW_SANITIZE=thread -DTIERFLOW_CUDA=OFF) ;;
-  *) echo "build.sh: unknown flavour '$flavour' (release, asan, tsan)" >&2; exit 2 ;;
+  *) echo "build.sh: unknown flavour '$flavour' (release, native-off, asan, tsan)" >&2; exit 2 ;;
 esac
+shift || true
+targets=()
+if (($# > 0)); then targets=(--target "$@"); fi
 cmake -S "$top" -B "$top/build/$flavour" -G Ninja "${launcher[@]}" "${extra[@]}" >/dev/null
-cmake --build "$top/build/$flavour" -j "$(nproc)"
+cmake --build "$top/build/$flavour" -j "$(nproc)" "${targets[@]}"

@@ -3,7 +3,8 @@
 # every C++ file follows .clang-format, -Werror in every build), builds, and
 # runs every test: the whole suite on
 # the optimized build (CUDA tests skip, with the reason, without a GPU), the
-# whole suite again under ASan+UBSan, the concurrency tests under TSan, and
+# optimizer and instruction-set tests on the portable TIERFLOW_NATIVE=OFF
+# build, the whole suite again under ASan+UBSan, the concurrency tests under TSan, and
 # each libFuzzer target for a bounded time (TIERFLOW_FUZZ_SECONDS, default 15).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,6 +19,13 @@ bash scripts/check-format.sh
 echo "== release build and tests =="
 bash scripts/build.sh release
 ctest --test-dir build/release --output-on-failure -j "$(nproc)"
+
+echo "== portable build (TIERFLOW_NATIVE=OFF): optimizer and instruction-set tests =="
+# The x86-64 baseline binary, whose host loops pick AVX2/AVX-512 at run time:
+# the tests run every level this CPU supports, and check the per-level objects.
+bash scripts/build.sh native-off optim_test optim_isa_test optim_concurrency_test isa_test \
+  isa_resume_test tierflow
+ctest --test-dir build/native-off --output-on-failure -L 'optim|isa' -j "$(nproc)"
 
 echo "== ASan + UBSan build and tests =="
 bash scripts/build.sh asan

@@ -9,8 +9,10 @@ if [[ ! -f "$build/compile_commands.json" ]]; then
   echo "tidy.sh: no $build/compile_commands.json; run scripts/build.sh release first" >&2
   exit 2
 fi
-# GCC-only warning options in the project flags mean nothing to clang.
+# GCC-only warning options and attributes (optimize) in the project mean
+# nothing to clang.
 out=$(run-clang-tidy -quiet -p "$build" -j "$(nproc)" -extra-arg=-Wno-unknown-warning-option \
+  -extra-arg=-Wno-unknown-attributes \
   "$top/(src|offload|tools)/.*\.cc\$" 2>&1) || status=$?
 if [[ ${status:-0} -ne 0 ]] || grep -q "error:" <<<"$out"; then
   grep -E "(warning|error):" <<<"$out" | sed 's/\x1b\[[0-9;]*m//g' | sort -u | head -60

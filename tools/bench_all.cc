@@ -3,7 +3,9 @@
 // plan --profile` reads. Each bench runs as its own `tierflow bench X
 // --json` process (this binary), so their memory is returned between them
 // and each keeps its own flags and limits; the profile also keeps their raw
-// outputs. Sizes default to a run of about a minute; flags change them.
+// outputs, and the NVMe store settings `bench nvme --tune` chose
+// ("nvme_store", which `tierflow train --profile` uses). Sizes default to a
+// run of about a minute; flags change them.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -32,6 +34,7 @@ struct BenchAllOptions {
   std::string adam_params = "16Mi";
   std::vector<std::string> nvme_paths;
   std::string nvme_size = "512MiB";
+  std::string nvme_sweep_size = "128MiB";
   bool nvme_buffered = false;
 };
 
@@ -80,7 +83,10 @@ Status RunBenchAll(const BenchAllOptions& o) {
     std::fprintf(stderr,
                  "no --nvme-path given: NVMe not measured (the planner keeps its NVMe defaults)\n");
   } else {
-    std::vector<std::string> args = {"bench", "nvme", "--json", "--size", o.nvme_size};
+    // --tune: the profile also gets the store settings the drive suits
+    // (nvme_store), which `tierflow train --profile` builds its NVMe tier with.
+    std::vector<std::string> args = {"bench",     "nvme",   "--json",       "--size",
+                                     o.nvme_size, "--tune", "--sweep-size", o.nvme_sweep_size};
     for (const auto& p : o.nvme_paths) {
       args.push_back("--path");
       args.push_back(p);
@@ -89,6 +95,12 @@ Status RunBenchAll(const BenchAllOptions& o) {
     TF_ASSIGN_OR_RETURN(nvme, RunSelf(args));
   }
   TF_ASSIGN_OR_RETURN(nlohmann::json profile, tier::MakeBandwidthProfile(copy, adam, nvme));
+  // The CPU optimizer's instruction-set level behind adam_params_per_second
+  // (the planner ignores it; people comparing profiles should not).
+  if (!adam.contains("isa") || !adam["isa"].is_string()) {
+    return InternalError("bench adam output has no 'isa'; run `tierflow bench adam --json`");
+  }
+  profile["cpu_isa"] = adam["isa"];
   TF_RETURN_IF_ERROR(WriteStringToFileAtomically(nullptr, o.out, profile.dump(2) + "\n"));
   std::printf("wrote %s\n", o.out.c_str());
   for (const char* key :
@@ -96,6 +108,14 @@ Status RunBenchAll(const BenchAllOptions& o) {
         "adam_params_per_second", "nvme_read_gb_per_second", "nvme_write_gb_per_second"}) {
     if (profile.contains(key)) std::printf("  %-28s %.4g\n", key, profile[key].get<double>());
   }
+  if (profile.contains("nvme_store")) {
+    const nlohmann::json& n = profile["nvme_store"];
+    std::printf("  %-28s %s blocks, queue depth %u, %u ring(s), %u in flight\n", "nvme_store",
+                FormatBytes(n["block_size_bytes"].get<uint64_t>()).c_str(),
+                n["queue_depth"].get<unsigned>(), n["num_rings"].get<unsigned>(),
+                n["in_flight"].get<unsigned>());
+  }
+  std::printf("  %-28s %s\n", "cpu_isa", profile["cpu_isa"].get<std::string>().c_str());
   return Status::Ok();
 }
 
@@ -116,6 +136,9 @@ void AddBenchAll(CLI::App& bench, int* exit_code) {
   cmd->add_option("--nvme-path", opt->nvme_paths,
                   "Directory on an NVMe drive (repeat per drive); without it NVMe is skipped");
   cmd->add_option("--nvme-size", opt->nvme_size, "Bytes written and read by the NVMe bench")
+      ->capture_default_str();
+  cmd->add_option("--nvme-sweep-size", opt->nvme_sweep_size,
+                  "Bytes written and read at each point of the NVMe tune sweep")
       ->capture_default_str();
   cmd->add_flag("--nvme-buffered", opt->nvme_buffered,
                 "Page-cache I/O (file systems without O_DIRECT)");

@@ -1,16 +1,18 @@
 // `tierflow bench nvme`: sequential write and read throughput through the
 // state store (checksums, block map, rings and all), beside a raw io_uring
-// O_DIRECT loop moving the same bytes at the same block size and queue depth
-// (the limit as the engine sees it). --sweep tries block sizes and queue
-// depths and recommends the fastest.
-#include <sys/resource.h>
+// O_DIRECT loop moving the same bytes: at the store's own block size and
+// queue depth, and at the drive's best over the block sizes tried (the honest
+// limit). Write figures are rewrites of written blocks, a run's steady
+// state; the first write into freshly reserved space is reported beside them
+// (offload/raw_io_probe.h says why it is slower). --tune sweeps the store's settings
+// (offload/nvme_tune.h), measures the chosen one and, with --profile, writes it into the hardware
+// profile that `tierflow train --profile` builds the NVMe tier with.
 #include <time.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,15 +23,18 @@
 #include "common/units.h"
 #include "offload/aligned_buffer.h"
 #include "offload/crc32c.h"
+#include "offload/nvme_tune.h"
 #include "offload/raw_io_probe.h"
-#include "offload/state_store.h"
+#include "offload/store_throughput.h"
+#include "plan/nvme_profile.h"
+#include "tier/bench_profile.h"
 #include "tools/commands.h"
 
 namespace tierflow::cli {
 namespace {
 
 using offload::AlignedBuffer;
-using Clock = std::chrono::steady_clock;
+using offload::NvmeTunePoint;
 
 struct NvmeBenchOptions {
   std::vector<std::string> paths;
@@ -37,41 +42,40 @@ struct NvmeBenchOptions {
   std::string block_size = "1MiB";
   uint32_t queue_depth = 32;
   uint32_t num_rings = 1;
-  std::string chunk = "64MiB";
-  uint32_t in_flight = 4;
+  std::string chunk = "48MiB";
+  uint32_t in_flight = 2;
   bool buffered = false;
   bool no_fixed_buffers = false;
-  bool sweep = false;
-  std::string sweep_size = "1GiB";
+  bool tune = false;
+  std::string sweep_size = "512MiB";
+  std::string profile;
   bool json = false;
   uint32_t repeat = 1;
   bool store_first = false;
+  // Which of the settings flags were given (they override a profile's).
+  bool given_block = false, given_qd = false, given_rings = false, given_in_flight = false;
 };
 
-struct Config {
-  uint64_t num_bytes = 0;
-  uint32_t block_size_bytes = 0;
-  uint32_t queue_depth = 0;
-};
-
+// The main measurement: the store and the raw loop at the same setting.
 struct Result {
-  Config config;
-  double write_gb_per_second = 0, read_gb_per_second = 0;
+  uint64_t num_bytes = 0;
+  NvmeIoSettings io;
+  uint32_t in_flight = 0;
+  offload::StoreThroughputResult store;
+  double raw_first_write_gb_per_second = 0;
   double raw_write_gb_per_second = 0, raw_read_gb_per_second = 0;
-  bool fixed_buffers = false;
-  std::string fixed_buffers_reason;
-  bool files_registered = false;
-  // CPU time of the whole process (all threads) per pass direction pair.
-  double cpu_seconds = 0, raw_cpu_seconds = 0;
+  double raw_cpu_seconds = 0;
 };
 
-// Process CPU seconds (user + system, all threads).
-double ProcessCpuSeconds() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-}
+// The raw loop's best figure each way and the block size it came at.
+struct RawBest {
+  double write = 0, read = 0;
+  uint32_t write_block = 0, read_block = 0;
+  void Add(double w, double r, uint32_t block) {
+    if (w > write) write = w, write_block = block;
+    if (r > read) read = r, read_block = block;
+  }
+};
 
 double ThreadCpuSeconds() {
   timespec ts{};
@@ -79,139 +83,84 @@ double ThreadCpuSeconds() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
 }
 
-double Seconds(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
+double ProcessCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
 }
 
-// Writes then reads `config.num_bytes` through a fresh store: tensors of
-// `chunk` bytes, `in_flight` transfers outstanding (reads ahead, writes behind).
-Status RunStore(const NvmeBenchOptions& opt, const Config& config, uint64_t chunk, Result* out) {
-  offload::StateStoreOptions so;
-  so.directories = opt.paths;
-  so.run_id = "bench-nvme-" + offload::MakeRunId();
-  so.block_size_bytes = config.block_size_bytes;
-  so.queue_depth = config.queue_depth;
-  so.num_rings = opt.num_rings;
-  so.io_mode = opt.buffered ? offload::IoMode::kBuffered : offload::IoMode::kDirect;
-  so.spare_bytes_per_directory =
-      config.block_size_bytes;  // only first writes: no rewrites to cover
-  std::vector<offload::TensorSpec> tensors;
-  for (uint64_t at = 0, i = 0; at < config.num_bytes; at += chunk, ++i) {
-    tensors.push_back({"bench." + std::to_string(i) + "/exp_avg", DType::kF32,
-                       std::min(chunk, config.num_bytes - at)});
-  }
-  TF_ASSIGN_OR_RETURN(std::unique_ptr<offload::StateStore> store,
-                      offload::StateStore::Create(so, tensors));
-  uint32_t slots = std::max<uint32_t>(1, std::min<uint32_t>(opt.in_flight, tensors.size()));
-  std::vector<AlignedBuffer> buffers;
-  std::vector<iovec> iov;
-  for (uint32_t s = 0; s < slots; ++s) {
-    TF_ASSIGN_OR_RETURN(AlignedBuffer b, AlignedBuffer::Allocate(chunk));
-    for (size_t j = 0; j < b.num_bytes(); j += 64)
-      b.data()[j] = static_cast<uint8_t>(s * 31 + j / 64);
-    iov.push_back({b.data(), b.num_bytes()});
-    buffers.push_back(std::move(b));
-  }
-  if (!opt.no_fixed_buffers) {
-    // A refusal (memlock) is reported in the results, not fatal.
-    (void)store->RegisterBuffers(iov);
-  }
-  std::vector<offload::IoTicket> tickets(slots);
-  auto pass = [&](bool write) -> StatusOr<double> {
-    auto t0 = Clock::now();
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      uint32_t s = static_cast<uint32_t>(i % slots);
-      TF_RETURN_IF_ERROR(tickets[s].Wait());
-      uint8_t* buf = buffers[s].data();
-      StatusOr<offload::IoTicket> t =
-          write ? store->WriteAsync(static_cast<offload::TensorId>(i), buf, 0, tensors[i].num_bytes)
-                : store->ReadAsync(static_cast<offload::TensorId>(i), buf, 0, tensors[i].num_bytes);
-      if (!t.ok()) return t.status();
-      tickets[s] = *t;
-    }
-    for (auto& t : tickets) TF_RETURN_IF_ERROR(t.Wait());
-    return Seconds(t0);
-  };
-  double cpu0 = ProcessCpuSeconds();
-  TF_ASSIGN_OR_RETURN(double write_s, pass(/*write=*/true));
-  TF_ASSIGN_OR_RETURN(double read_s, pass(/*write=*/false));
-  out->cpu_seconds = ProcessCpuSeconds() - cpu0;
-  // The store verified every block's CRC32C; check the bytes landed where they belong too.
-  for (uint32_t s = 0; s < slots; ++s) {
-    for (size_t j = 0; j < tensors[s].num_bytes; j += 64) {
-      if (buffers[s].data()[j] != static_cast<uint8_t>(s * 31 + j / 64)) {
-        return InternalError("bench nvme: data read back differs from what was written (slot " +
-                             std::to_string(s) + ", byte " + std::to_string(j) + ")");
-      }
-    }
-  }
-  offload::StateStoreStats st = store->stats();
-  out->write_gb_per_second = static_cast<double>(config.num_bytes) / write_s / 1e9;
-  out->read_gb_per_second = static_cast<double>(config.num_bytes) / read_s / 1e9;
-  out->fixed_buffers = st.engine.fixed_buffers_registered;
-  out->fixed_buffers_reason =
-      opt.no_fixed_buffers ? "disabled by --no-fixed-buffers" : st.engine.fixed_buffers_reason;
-  out->files_registered = st.engine.files_registered;
-  return store->Close();
+offload::IoMode Mode(const NvmeBenchOptions& o) {
+  return o.buffered ? offload::IoMode::kBuffered : offload::IoMode::kDirect;
 }
 
-StatusOr<Result> RunConfigOnce(const NvmeBenchOptions& opt, const Config& config,
-                               uint64_t chunk_hint, bool store_first);
+StatusOr<offload::RawIoProbeResult> Raw(const NvmeBenchOptions& opt, uint64_t bytes, uint32_t block,
+                                        uint32_t qd) {
+  offload::RawIoProbeOptions po;
+  po.directory = opt.paths[0];
+  po.num_bytes = bytes;
+  po.block_size_bytes = block;
+  po.queue_depth = qd;
+  po.io_mode = Mode(opt);
+  return offload::RunRawIoProbe(po);
+}
 
-// One raw run and one store run, alternated `repeat` times; keeps each
-// side's best (the run least disturbed by other processes on the machine).
-StatusOr<Result> RunConfig(const NvmeBenchOptions& opt, const Config& config, uint64_t chunk_hint,
-                           std::vector<Result>* runs = nullptr) {
+// One store run and one raw run, alternated `repeat` times (the drive may
+// still be flushing what the first wrote while the second runs); keeps each
+// side's best, the run least disturbed by other processes.
+StatusOr<Result> RunMain(const NvmeBenchOptions& opt, uint64_t num_bytes, uint64_t chunk,
+                         const NvmeIoSettings& io, uint32_t in_flight, std::vector<Result>* runs) {
   Result best;
   for (uint32_t i = 0; i < std::max<uint32_t>(1, opt.repeat); ++i) {
-    TF_ASSIGN_OR_RETURN(Result r,
-                        RunConfigOnce(opt, config, chunk_hint, opt.store_first != (i % 2 == 1)));
+    Result r;
+    r.num_bytes = num_bytes;
+    r.io = io;
+    r.in_flight = in_flight;
+    auto store_run = [&]() -> Status {
+      offload::StoreThroughputOptions so;
+      so.directories = opt.paths;
+      so.io_mode = Mode(opt);
+      so.io = io;
+      so.num_bytes = num_bytes;
+      so.chunk_bytes = chunk;
+      so.in_flight = in_flight;
+      so.fixed_buffers = !opt.no_fixed_buffers;
+      TF_ASSIGN_OR_RETURN(r.store, offload::MeasureStoreThroughput(so));
+      if (opt.no_fixed_buffers) r.store.fixed_buffers_reason = "disabled by --no-fixed-buffers";
+      return Status::Ok();
+    };
+    auto raw_run = [&]() -> Status {
+      const double cpu0 = ProcessCpuSeconds();
+      TF_ASSIGN_OR_RETURN(offload::RawIoProbeResult raw,
+                          Raw(opt, num_bytes, io.block_size_bytes, io.queue_depth));
+      r.raw_cpu_seconds = ProcessCpuSeconds() - cpu0;  // includes the probe's small setup
+      r.raw_first_write_gb_per_second = raw.first_write_gb_per_second;
+      r.raw_write_gb_per_second = raw.write_gb_per_second;
+      r.raw_read_gb_per_second = raw.read_gb_per_second;
+      return Status::Ok();
+    };
+    const bool store_first = opt.store_first != (i % 2 == 1);
+    TF_RETURN_IF_ERROR(store_first ? store_run() : raw_run());
+    TF_RETURN_IF_ERROR(store_first ? raw_run() : store_run());
     if (runs != nullptr) runs->push_back(r);
     if (i == 0) {
       best = r;
       continue;
     }
-    best.write_gb_per_second = std::max(best.write_gb_per_second, r.write_gb_per_second);
-    best.read_gb_per_second = std::max(best.read_gb_per_second, r.read_gb_per_second);
+    best.store.first_write_gb_per_second =
+        std::max(best.store.first_write_gb_per_second, r.store.first_write_gb_per_second);
+    best.raw_first_write_gb_per_second =
+        std::max(best.raw_first_write_gb_per_second, r.raw_first_write_gb_per_second);
+    best.store.write_gb_per_second =
+        std::max(best.store.write_gb_per_second, r.store.write_gb_per_second);
+    best.store.read_gb_per_second =
+        std::max(best.store.read_gb_per_second, r.store.read_gb_per_second);
     best.raw_write_gb_per_second =
         std::max(best.raw_write_gb_per_second, r.raw_write_gb_per_second);
     best.raw_read_gb_per_second = std::max(best.raw_read_gb_per_second, r.raw_read_gb_per_second);
-    best.cpu_seconds = std::min(best.cpu_seconds, r.cpu_seconds);
+    best.store.cpu_seconds = std::min(best.store.cpu_seconds, r.store.cpu_seconds);
     best.raw_cpu_seconds = std::min(best.raw_cpu_seconds, r.raw_cpu_seconds);
   }
   return best;
-}
-
-StatusOr<Result> RunConfigOnce(const NvmeBenchOptions& opt, const Config& config,
-                               uint64_t chunk_hint, bool store_first) {
-  Result r;
-  r.config = config;
-  uint64_t chunk = std::max<uint64_t>(offload::RoundUp(chunk_hint, config.block_size_bytes),
-                                      config.block_size_bytes);
-  offload::RawIoProbeOptions po;
-  po.directory = opt.paths[0];
-  po.num_bytes = config.num_bytes;
-  po.block_size_bytes = config.block_size_bytes;
-  po.queue_depth = config.queue_depth;
-  po.io_mode = opt.buffered ? offload::IoMode::kBuffered : offload::IoMode::kDirect;
-  auto raw_run = [&]() -> Status {
-    double cpu0 = ProcessCpuSeconds();
-    TF_ASSIGN_OR_RETURN(offload::RawIoProbeResult raw, offload::RunRawIoProbe(po));
-    r.raw_cpu_seconds = ProcessCpuSeconds() - cpu0;  // includes the probe's small setup
-    r.raw_write_gb_per_second = raw.write_gb_per_second;
-    r.raw_read_gb_per_second = raw.read_gb_per_second;
-    return Status::Ok();
-  };
-  // The drive may still be flushing what the first run wrote while the
-  // second runs; alternating which goes first keeps that from favouring one.
-  if (store_first) {
-    TF_RETURN_IF_ERROR(RunStore(opt, config, chunk, &r));
-    TF_RETURN_IF_ERROR(raw_run());
-  } else {
-    TF_RETURN_IF_ERROR(raw_run());
-    TF_RETURN_IF_ERROR(RunStore(opt, config, chunk, &r));
-  }
-  return r;
 }
 
 // CRC32C throughput per CPU-second of one thread (so other processes on the
@@ -233,26 +182,60 @@ double MeasureCrc32c(bool hardware) {
   return static_cast<double>(b->num_bytes()) * reps / s / 1e9;
 }
 
-nlohmann::json ToJson(const Result& r) {
-  return {{"size_bytes", r.config.num_bytes},
-          {"block_size_bytes", r.config.block_size_bytes},
-          {"queue_depth", r.config.queue_depth},
-          {"write_gb_per_second", r.write_gb_per_second},
-          {"read_gb_per_second", r.read_gb_per_second},
-          {"raw_write_gb_per_second", r.raw_write_gb_per_second},
-          {"raw_read_gb_per_second", r.raw_read_gb_per_second},
-          {"write_ratio", r.write_gb_per_second / r.raw_write_gb_per_second},
-          {"read_ratio", r.read_gb_per_second / r.raw_read_gb_per_second},
-          {"cpu_seconds", r.cpu_seconds},
-          {"raw_cpu_seconds", r.raw_cpu_seconds}};
+nlohmann::json SettingsJson(const NvmeIoSettings& io, uint32_t in_flight) {
+  return {{"block_size_bytes", io.block_size_bytes},
+          {"queue_depth", io.queue_depth},
+          {"num_rings", io.num_rings},
+          {"in_flight", in_flight}};
 }
 
-void PrintRow(const Result& r) {
-  std::printf("%10s %5u %11.2f %11.2f %7.1f%% %11.2f %11.2f %7.1f%%\n",
-              FormatBytes(r.config.block_size_bytes).c_str(), r.config.queue_depth,
-              r.write_gb_per_second, r.raw_write_gb_per_second,
-              100 * r.write_gb_per_second / r.raw_write_gb_per_second, r.read_gb_per_second,
-              r.raw_read_gb_per_second, 100 * r.read_gb_per_second / r.raw_read_gb_per_second);
+nlohmann::json ToJson(const Result& r) {
+  nlohmann::json j = SettingsJson(r.io, r.in_flight);
+  j["size_bytes"] = r.num_bytes;
+  j["first_write_gb_per_second"] = r.store.first_write_gb_per_second;
+  j["write_gb_per_second"] = r.store.write_gb_per_second;
+  j["read_gb_per_second"] = r.store.read_gb_per_second;
+  j["raw_first_write_gb_per_second"] = r.raw_first_write_gb_per_second;
+  j["raw_write_gb_per_second"] = r.raw_write_gb_per_second;
+  j["raw_read_gb_per_second"] = r.raw_read_gb_per_second;
+  j["cpu_seconds"] = r.store.cpu_seconds;
+  j["raw_cpu_seconds"] = r.raw_cpu_seconds;
+  return j;
+}
+
+nlohmann::json ToJson(const NvmeTunePoint& p) {
+  nlohmann::json j = SettingsJson(p.io, p.in_flight);
+  j["write_gb_per_second"] = p.write_gb_per_second;
+  j["read_gb_per_second"] = p.read_gb_per_second;
+  if (p.raw_write_gb_per_second > 0) {
+    j["raw_write_gb_per_second"] = p.raw_write_gb_per_second;
+    j["raw_read_gb_per_second"] = p.raw_read_gb_per_second;
+  }
+  return j;
+}
+
+std::string Describe(const NvmeTunePoint& p) {
+  return DescribeNvmeIoSettings(p.io) + ", " + std::to_string(p.in_flight) + " in flight";
+}
+
+void PrintMainRow(const Result& r) {
+  std::printf("%10s %5u %5u %6u %11.2f %11.2f %11.2f %11.2f\n",
+              FormatBytes(r.io.block_size_bytes).c_str(), r.io.queue_depth, r.io.num_rings,
+              r.in_flight, r.store.write_gb_per_second, r.raw_write_gb_per_second,
+              r.store.read_gb_per_second, r.raw_read_gb_per_second);
+}
+
+void PrintTuneRow(const NvmeTunePoint& p) {
+  auto raw = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%.2f", v);
+    return v > 0 ? std::string(buf) : std::string("-");
+  };
+  std::printf("%10s %5u %5u %6u %11.2f %11s %11.2f %11s %9.3f\n",
+              FormatBytes(p.io.block_size_bytes).c_str(), p.io.queue_depth, p.io.num_rings,
+              p.in_flight, p.write_gb_per_second, raw(p.raw_write_gb_per_second).c_str(),
+              p.read_gb_per_second, raw(p.raw_read_gb_per_second).c_str(),
+              p.SecondsPerGbBothWays());
 }
 
 Status RunNvmeBench(const NvmeBenchOptions& opt) {
@@ -262,13 +245,15 @@ Status RunNvmeBench(const NvmeBenchOptions& opt) {
   TF_ASSIGN_OR_RETURN(uint64_t block, ParseByteSize(opt.block_size));
   TF_ASSIGN_OR_RETURN(uint64_t chunk, ParseByteSize(opt.chunk));
   TF_ASSIGN_OR_RETURN(uint64_t sweep_bytes, ParseByteSize(opt.sweep_size));
-  if (block == 0 || block % 4096 != 0 || block > (256u << 20)) {
+  if (block == 0 || block % 4096 != 0 || block > kNvmeIoMaxBlockBytes) {
     return InvalidArgumentError("--block-size must be a multiple of 4 KiB up to 256 MiB, got " +
                                 std::to_string(block) + " bytes");
   }
-  // The block size travels as uint32_t: narrowed only through a check, never silently.
-  TF_ASSIGN_OR_RETURN(const uint32_t block32, CheckedNarrow<uint32_t>(block, "--block-size"));
-  // Rounding a size up to whole blocks must not wrap to a small number.
+  if (chunk == 0 || chunk % 4096 != 0) {
+    return InvalidArgumentError("--chunk must be a positive multiple of 4 KiB, got " +
+                                std::to_string(chunk) + " bytes");
+  }
+  // Sizes must not wrap when rounded up to whole blocks.
   constexpr uint64_t kMaxBenchBytes = uint64_t{1} << 50;  // 1 PiB
   for (auto [flag, value] : {std::pair<const char*, uint64_t>{"--size", num_bytes},
                              {"--chunk", chunk},
@@ -278,85 +263,200 @@ Status RunNvmeBench(const NvmeBenchOptions& opt) {
                                   " bytes, more than the 1 PiB a benchmark can use");
     }
   }
-  if (num_bytes < block) return InvalidArgumentError("--size must be at least one block");
-  if (opt.in_flight < 1) return InvalidArgumentError("--in-flight must be at least 1");
-
-  Config main_config{offload::RoundUp(num_bytes, block), block32, opt.queue_depth};
-  std::vector<Result> main_runs;
-  TF_ASSIGN_OR_RETURN(Result main, RunConfig(opt, main_config, chunk, &main_runs));
-
-  std::vector<Result> sweep;
-  const Result* best = nullptr;
-  if (opt.sweep) {
-    for (uint32_t bs : {256u << 10, 1u << 20, 4u << 20}) {
-      for (uint32_t qd : {8u, 32u, 64u}) {
-        Config c{offload::RoundUp(sweep_bytes, bs), bs, qd};
-        TF_ASSIGN_OR_RETURN(Result r, RunConfig(opt, c, chunk));
-        sweep.push_back(r);
-      }
-    }
-    // Best = least time to read and write the same bytes through the store.
-    auto time_of = [](const Result& r) {
-      return 1 / r.write_gb_per_second + 1 / r.read_gb_per_second;
-    };
-    best = &*std::min_element(sweep.begin(), sweep.end(), [&](const Result& a, const Result& b) {
-      return time_of(a) < time_of(b);
-    });
+  if (num_bytes == 0 || sweep_bytes == 0)
+    return InvalidArgumentError("--size and --sweep-size must be positive");
+  if (opt.in_flight < 1 || opt.in_flight > kMaxNvmeInFlight)
+    return InvalidArgumentError("--in-flight must be 1..64");
+  const bool any_setting_flag =
+      opt.given_block || opt.given_qd || opt.given_rings || opt.given_in_flight;
+  if (opt.tune && any_setting_flag) {
+    return InvalidArgumentError(
+        "--tune chooses the block size, queue depth, rings and transfers in flight; drop "
+        "--block-size/--queue-depth/--rings/--in-flight, or drop --tune to measure one setting");
   }
-  double crc_hw = offload::Crc32cHardwareAvailable() ? MeasureCrc32c(true) : 0;
-  double crc_sw = MeasureCrc32c(false);
+
+  // The setting measured: the flags', a profile's, or the tune's choice.
+  TF_ASSIGN_OR_RETURN(const uint32_t block32, CheckedNarrow<uint32_t>(block, "--block-size"));
+  NvmeIoSettings io{block32, opt.queue_depth, opt.num_rings};
+  uint32_t in_flight = opt.in_flight;
+  std::string source = "flags (defaults where not given)";
+  if (!opt.profile.empty() && !opt.tune) {
+    TF_ASSIGN_OR_RETURN(std::optional<NvmeStoreProfile> p, LoadNvmeStoreProfile(opt.profile));
+    if (!p) {
+      return InvalidArgumentError("profile '" + opt.profile +
+                                  "' has no nvme_store settings (not tuned); run `tierflow bench "
+                                  "nvme --tune --profile " +
+                                  opt.profile + "` first");
+    }
+    if (!opt.given_block) io.block_size_bytes = p->io.block_size_bytes;
+    if (!opt.given_qd) io.queue_depth = p->io.queue_depth;
+    if (!opt.given_rings) io.num_rings = p->io.num_rings;
+    if (!opt.given_in_flight) in_flight = p->in_flight;
+    source = "profile " + opt.profile + (any_setting_flag ? " (flags given override it)" : "");
+  }
+  TF_RETURN_IF_ERROR(ValidateNvmeIoSettings(io, "the settings measured"));
+
+  std::optional<offload::NvmeTuneResult> tune;
+  if (opt.tune) {
+    offload::NvmeTuneOptions to;
+    to.directories = opt.paths;
+    to.io_mode = Mode(opt);
+    to.bytes_per_point = sweep_bytes;
+    to.chunk_bytes = chunk;
+    to.repeat = opt.repeat;
+    to.fixed_buffers = !opt.no_fixed_buffers;
+    to.on_point = [](const NvmeTunePoint& p) {
+      std::fprintf(stderr, "tune: %s: write %.2f GB/s, read %.2f GB/s\n", Describe(p).c_str(),
+                   p.write_gb_per_second, p.read_gb_per_second);
+    };
+    TF_ASSIGN_OR_RETURN(tune, offload::TuneNvme(to));
+    io = tune->chosen.io;
+    in_flight = tune->chosen.in_flight;
+    source = "the tune's choice";
+  }
+
+  std::vector<Result> main_runs;
+  TF_ASSIGN_OR_RETURN(Result main, RunMain(opt, num_bytes, chunk, io, in_flight, &main_runs));
+
+  // The drive's best: the raw loop over the block sizes tried. With --tune,
+  // its points (every block size x queue depth); otherwise a scan of
+  // --sweep-size bytes at each of the tune's block sizes, queue depth 8.
+  RawBest raw_best;
+  raw_best.Add(main.raw_write_gb_per_second, main.raw_read_gb_per_second, io.block_size_bytes);
+  std::vector<std::pair<uint32_t, offload::RawIoProbeResult>> raw_scan;
+  if (tune) {
+    for (const NvmeTunePoint& p : tune->points) {
+      raw_best.Add(p.raw_write_gb_per_second, p.raw_read_gb_per_second, p.io.block_size_bytes);
+    }
+  } else {
+    for (uint32_t b : offload::NvmeTuneOptions().block_sizes) {
+      offload::RawIoProbeResult best{};
+      for (uint32_t i = 0; i < std::max<uint32_t>(1, opt.repeat); ++i) {
+        TF_ASSIGN_OR_RETURN(offload::RawIoProbeResult r, Raw(opt, sweep_bytes, b, 8));
+        best.write_gb_per_second = std::max(best.write_gb_per_second, r.write_gb_per_second);
+        best.read_gb_per_second = std::max(best.read_gb_per_second, r.read_gb_per_second);
+      }
+      raw_best.Add(best.write_gb_per_second, best.read_gb_per_second, b);
+      raw_scan.emplace_back(b, best);
+    }
+  }
+  const double crc_hw = offload::Crc32cHardwareAvailable() ? MeasureCrc32c(true) : 0;
+  const double crc_sw = MeasureCrc32c(false);
+
+  nlohmann::json j = ToJson(main);
+  j["paths"] = opt.paths;
+  j["io_mode"] = opt.buffered ? "buffered" : "direct";
+  j["chunk_bytes"] = chunk;
+  j["settings_source"] = source;
+  j["fixed_buffers"] = main.store.fixed_buffers;
+  j["fixed_buffers_reason"] = main.store.fixed_buffers_reason;
+  j["files_registered"] = main.store.files_registered;
+  j["crc32c_hardware"] = offload::Crc32cHardwareAvailable();
+  j["crc32c_gb_per_second"] = crc_hw > 0 ? crc_hw : crc_sw;
+  j["crc32c_portable_gb_per_second"] = crc_sw;
+  j["repeat"] = opt.repeat;
+  j["raw_best"] = {{"write_gb_per_second", raw_best.write},
+                   {"write_block_size_bytes", raw_best.write_block},
+                   {"read_gb_per_second", raw_best.read},
+                   {"read_block_size_bytes", raw_best.read_block}};
+  j["ratio_to_raw_same_setting"] = {
+      {"write", main.store.write_gb_per_second / main.raw_write_gb_per_second},
+      {"read", main.store.read_gb_per_second / main.raw_read_gb_per_second}};
+  j["ratio_to_raw_best"] = {{"write", main.store.write_gb_per_second / raw_best.write},
+                            {"read", main.store.read_gb_per_second / raw_best.read}};
+  if (opt.repeat > 1) {
+    for (const Result& r : main_runs) j["runs"].push_back(ToJson(r));
+  }
+  for (const auto& [b, r] : raw_scan) {
+    j["raw_scan"].push_back({{"block_size_bytes", b},
+                             {"queue_depth", 8},
+                             {"size_bytes", r.num_bytes},
+                             {"write_gb_per_second", r.write_gb_per_second},
+                             {"read_gb_per_second", r.read_gb_per_second}});
+  }
+  if (tune) {
+    nlohmann::json t;
+    t["bytes_per_point"] = sweep_bytes;
+    t["chunk_bytes"] = chunk;
+    for (const NvmeTunePoint& p : tune->points) t["points"].push_back(ToJson(p));
+    t["best_write"] = ToJson(tune->best_write);
+    t["best_read"] = ToJson(tune->best_read);
+    // The main run measured the chosen setting at --size: its rates go to the profile.
+    t["chosen"] = SettingsJson(tune->chosen.io, tune->chosen.in_flight);
+    t["chosen"]["write_gb_per_second"] = main.store.write_gb_per_second;
+    t["chosen"]["read_gb_per_second"] = main.store.read_gb_per_second;
+    t["chosen_by"] =
+        "least time to write and then read the same bytes through the store (one setting serves "
+        "both: the block size is the swap files' layout)";
+    j["tune"] = std::move(t);
+    if (!opt.profile.empty()) {
+      TF_RETURN_IF_ERROR(tier::WriteNvmeToProfileFile(opt.profile, j));
+      j["profile"] = opt.profile;
+    }
+  }
 
   if (opt.json) {
-    nlohmann::json j = ToJson(main);
-    j["paths"] = opt.paths;
-    j["io_mode"] = opt.buffered ? "buffered" : "direct";
-    j["num_rings"] = opt.num_rings;
-    j["chunk_bytes"] = chunk;
-    j["in_flight"] = opt.in_flight;
-    j["fixed_buffers"] = main.fixed_buffers;
-    j["fixed_buffers_reason"] = main.fixed_buffers_reason;
-    j["files_registered"] = main.files_registered;
-    j["crc32c_hardware"] = offload::Crc32cHardwareAvailable();
-    j["crc32c_gb_per_second"] = crc_hw > 0 ? crc_hw : crc_sw;
-    j["crc32c_portable_gb_per_second"] = crc_sw;
-    j["repeat"] = opt.repeat;
-    if (opt.repeat > 1) {
-      for (const Result& r : main_runs) j["runs"].push_back(ToJson(r));
-    }
-    if (opt.sweep) {
-      for (const Result& r : sweep) j["sweep"].push_back(ToJson(r));
-      j["recommended"] = {{"block_size_bytes", best->config.block_size_bytes},
-                          {"queue_depth", best->config.queue_depth}};
-    }
     std::printf("%s\n", j.dump(2).c_str());
     return Status::Ok();
   }
   std::printf("paths: ");
   for (const std::string& p : opt.paths) std::printf("%s ", p.c_str());
-  std::printf("\nmode: %s, rings: %u, %s per transfer, %u in flight; fixed buffers: %s%s%s\n",
-              opt.buffered ? "buffered (page cache)" : "O_DIRECT", opt.num_rings,
-              FormatBytes(chunk).c_str(), opt.in_flight, main.fixed_buffers ? "yes" : "no",
-              main.fixed_buffers ? "" : " - ", main.fixed_buffers_reason.c_str());
-  std::printf("CRC32C: %.1f GB/s per core (%s), portable %.1f GB/s\n\n",
-              crc_hw > 0 ? crc_hw : crc_sw, crc_hw > 0 ? "SSE4.2" : "portable", crc_sw);
-  std::printf("%s each way; raw = plain io_uring loop, same block size and queue depth\n",
-              FormatBytes(main.config.num_bytes).c_str());
-  std::printf("%10s %5s %11s %11s %8s %11s %11s %8s\n", "block", "qd", "write GB/s", "raw write",
-              "ratio", "read GB/s", "raw read", "ratio");
+  std::printf("\nmode: %s, %s per transfer; fixed buffers: %s%s%s\n",
+              opt.buffered ? "buffered (page cache)" : "O_DIRECT", FormatBytes(chunk).c_str(),
+              main.store.fixed_buffers ? "yes" : "no", main.store.fixed_buffers ? "" : " - ",
+              main.store.fixed_buffers_reason.c_str());
+  std::printf("CRC32C: %.1f GB/s per core (%s), portable %.1f GB/s\n", crc_hw > 0 ? crc_hw : crc_sw,
+              crc_hw > 0 ? "SSE4.2" : "portable", crc_sw);
+  const char* header = "%10s %5s %5s %6s %11s %11s %11s %11s";
+  if (tune) {
+    std::printf(
+        "\ntune, %s each way per point (store; raw = plain io_uring loop, same block size "
+        "and queue depth):\n",
+        FormatBytes(sweep_bytes).c_str());
+    std::printf(header, "block", "qd", "rings", "flight", "write GB/s", "raw write", "read GB/s",
+                "raw read");
+    std::printf(" %9s\n", "s/GB w+r");
+    for (const NvmeTunePoint& p : tune->points) PrintTuneRow(p);
+    std::printf("best for writes: %s (%.2f GB/s)\n", Describe(tune->best_write).c_str(),
+                tune->best_write.write_gb_per_second);
+    std::printf("best for reads:  %s (%.2f GB/s)\n", Describe(tune->best_read).c_str(),
+                tune->best_read.read_gb_per_second);
+    std::printf(
+        "chosen: %s\n  (one setting serves both, the block size being the swap files' "
+        "layout: the least time to write and then read the same bytes)\n",
+        Describe(tune->chosen).c_str());
+  }
+  std::printf("\n%s each way, settings from %s; raw = plain io_uring loop, same setting\n",
+              FormatBytes(main.num_bytes).c_str(), source.c_str());
+  std::printf(header, "block", "qd", "rings", "flight", "write GB/s", "raw write", "read GB/s",
+              "raw read");
+  std::printf("\n");
   if (opt.repeat > 1) {
-    for (const Result& r : main_runs) PrintRow(r);
+    for (const Result& r : main_runs) PrintMainRow(r);
     std::printf("best of %u:\n", opt.repeat);
   }
-  PrintRow(main);
-  std::printf("CPU time: store %.2f s, raw loop %.2f s (write + read)\n", main.cpu_seconds,
+  PrintMainRow(main);
+  std::printf("raw loop's best: write %.2f GB/s (%s blocks), read %.2f GB/s (%s blocks)\n",
+              raw_best.write, FormatBytes(raw_best.write_block).c_str(), raw_best.read,
+              FormatBytes(raw_best.read_block).c_str());
+  std::printf("store / raw at the same setting: write %.3f, read %.3f\n",
+              j["ratio_to_raw_same_setting"]["write"].get<double>(),
+              j["ratio_to_raw_same_setting"]["read"].get<double>());
+  std::printf("store / raw at the drive's best:  write %.3f, read %.3f\n",
+              j["ratio_to_raw_best"]["write"].get<double>(),
+              j["ratio_to_raw_best"]["read"].get<double>());
+  std::printf(
+      "first write into freshly reserved space: store %.2f GB/s, raw %.2f GB/s (the\n"
+      "  write figures above rewrite written blocks: a run's steady state)\n",
+      main.store.first_write_gb_per_second, main.raw_first_write_gb_per_second);
+  std::printf("CPU time: store %.2f s, raw loop %.2f s (rewrite + read)\n", main.store.cpu_seconds,
               main.raw_cpu_seconds);
-  if (opt.sweep) {
-    std::printf("\nsweep, %s each way:\n", FormatBytes(sweep_bytes).c_str());
-    std::printf("%10s %5s %11s %11s %8s %11s %11s %8s\n", "block", "qd", "write GB/s", "raw write",
-                "ratio", "read GB/s", "raw read", "ratio");
-    for (const Result& r : sweep) PrintRow(r);
-    std::printf("\nrecommended: --block-size %s --queue-depth %u\n",
-                FormatBytes(best->config.block_size_bytes).c_str(), best->config.queue_depth);
+  if (tune) {
+    if (opt.profile.empty()) {
+      std::printf("\nnot written to a profile: add --profile FILE\n");
+    } else {
+      std::printf("\nwrote the chosen settings (nvme_store) to %s\n", opt.profile.c_str());
+    }
   }
   return Status::Ok();
 }
@@ -377,7 +477,8 @@ void AddBenchNvme(CLI::App& bench, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--rings", opt->num_rings, "io_uring rings (one thread each)")
       ->capture_default_str();
-  cmd->add_option("--chunk", opt->chunk, "Bytes per store transfer (a sub-group)")
+  cmd->add_option("--chunk", opt->chunk,
+                  "Bytes per store transfer (a sub-group's state: 4Mi parameters x 12 B = 48MiB)")
       ->capture_default_str();
   cmd->add_option("--in-flight", opt->in_flight,
                   "Store transfers outstanding (reads ahead, writes behind)")
@@ -388,16 +489,26 @@ void AddBenchNvme(CLI::App& bench, int* exit_code) {
       "from RAM)");
   cmd->add_flag("--no-fixed-buffers", opt->no_fixed_buffers,
                 "Do not register buffers with the rings");
-  cmd->add_flag("--sweep", opt->sweep,
-                "Also try block sizes {256K,1M,4M} x queue depths {8,32,64}");
-  cmd->add_option("--sweep-size", opt->sweep_size, "Bytes per sweep point")->capture_default_str();
+  cmd->add_flag("--tune,--sweep", opt->tune,
+                "Sweep block sizes {1,4,16,64}MiB x queue depths {2,8,32}, then rings {1,2} x "
+                "transfers in flight {1,2,4,8}; measure the choice at --size");
+  cmd->add_option("--sweep-size", opt->sweep_size,
+                  "Bytes each way per tune point, and per block size of the raw loop's scan")
+      ->capture_default_str();
+  cmd->add_option("--profile", opt->profile,
+                  "Hardware profile: --tune writes its choice there (nvme_store); without --tune, "
+                  "the settings measured come from it");
   cmd->add_option("--repeat", opt->repeat,
                   "Alternate raw and store runs this many times and keep each side's best")
       ->capture_default_str();
   cmd->add_flag("--store-first", opt->store_first,
                 "Run the store before the raw loop (repeats alternate the order either way)");
   cmd->add_flag("--json", opt->json, "Print one JSON object instead of a table");
-  cmd->callback([opt, exit_code] {
+  cmd->callback([opt, cmd, exit_code] {
+    opt->given_block = cmd->count("--block-size") > 0;
+    opt->given_qd = cmd->count("--queue-depth") > 0;
+    opt->given_rings = cmd->count("--rings") > 0;
+    opt->given_in_flight = cmd->count("--in-flight") > 0;
     Status s = RunNvmeBench(*opt);
     if (!s.ok()) {
       std::fprintf(stderr, "tierflow bench nvme: %s\n", s.ToString().c_str());

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "common/cpu_isa.h"
 #include "tools/commands.h"
 
 #ifndef TIERFLOW_VERSION
@@ -12,6 +13,13 @@
 #endif
 
 int main(int argc, char** argv) {
+  // The instruction-set level of the host loops (common/cpu_isa.h), chosen
+  // once: an unknown TIERFLOW_ISA, or a level this CPU cannot run, stops here
+  // with the reason, before anything runs (never an illegal instruction later).
+  if (const auto isa = tierflow::SelectedIsa(); !isa.ok()) {
+    std::fprintf(stderr, "tierflow: %s\n", isa.status().ToString().c_str());
+    return 2;
+  }
   CLI::App app{
       "tierflow: fine-tune transformer models larger than one GPU, with optimizer state "
       "offloaded to host RAM and NVMe"};

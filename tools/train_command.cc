@@ -4,12 +4,14 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <memory>
 #include <string>
 
 #include "common/cancel.h"
+#include "common/cpu_isa.h"
 #include "common/units.h"
 #include "tools/commands.h"
 #include "train/trainer.h"
@@ -19,7 +21,7 @@ namespace {
 
 std::string Duration(double seconds) {
   if (!(seconds >= 0) || seconds > 1e7) return "?";
-  const int s = static_cast<int>(seconds + 0.5);
+  const int s = static_cast<int>(std::lround(seconds));
   char buf[32];
   if (s >= 3600)
     std::snprintf(buf, sizeof(buf), "%dh%02dm", s / 3600, (s / 60) % 60);
@@ -42,6 +44,8 @@ class ConsoleReporter : public TrainReporter {
                  i.model.c_str(), i.device.c_str(), static_cast<long long>(i.train_tokens),
                  static_cast<long long>(i.eval_tokens), i.offload.c_str(),
                  i.nvme_dir.empty() ? "" : " at ", i.nvme_dir.c_str(), i.out_dir.c_str());
+    // tools/main.cc has checked the level choice at start-up.
+    std::fprintf(stderr, "  host loops: %s\n", std::string(IsaName(*SelectedIsa())).c_str());
     if (!i.resumed_from.empty()) {
       std::fprintf(stderr, "  resumed from %s (step %lld)\n", i.resumed_from.c_str(),
                    static_cast<long long>(i.start_step));
@@ -152,6 +156,10 @@ void AddTrain(CLI::App& app, int* exit_code) {
   cmd->add_flag("--nvme-buffered", c.nvme_buffered,
                 "Buffered I/O for file systems without O_DIRECT");
   cmd->add_option("--pipeline", c.pipeline, "overlapped | sync")->capture_default_str();
+  cmd->add_option("--profile", c.profile,
+                  "Hardware profile from `tierflow bench all` or `bench nvme --tune --profile`: "
+                  "its NVMe store settings build the NVMe tier (without one, a start-up probe "
+                  "picks them; aio keys override both) and its rates feed the plan");
   cmd->add_option(
       "--sub-group-size", f->sub_group_size,
       std::string("Parameters per optimizer sub-group (default 4Mi; ") + kCountSuffixHelp + ")");
@@ -224,6 +232,7 @@ void AddTrain(CLI::App& app, int* exit_code) {
     if (given("--nvme-path")) config.nvme_paths = c.nvme_paths;
     if (given("--nvme-buffered")) config.nvme_buffered = true;
     if (given("--pipeline")) config.pipeline = c.pipeline;
+    if (given("--profile")) config.profile = c.profile;
     if (given("--device")) {
       auto spec = ParseDeviceSpec("--device", f->device);
       if (!spec.ok()) {

@@ -38,6 +38,7 @@ StatusOr<std::unique_ptr<SyntheticModel>> SyntheticModel::Create(Device& device,
 
 std::vector<UnitInfo> SyntheticModel::Units() const {
   std::vector<UnitInfo> units;
+  units.reserve(static_cast<size_t>(num_units_));
   for (int u = 0; u < num_units_; ++u) {
     units.push_back({"unit." + std::to_string(u), static_cast<uint64_t>(d_) * d_});
   }

@@ -1,6 +1,8 @@
 // DType names, parsing and bulk conversion.
 #include <string>
 
+#include "common/convert_kernels.h"
+#include "common/cpu_isa.h"
 #include "common/half.h"
 #include "tierflow/dtype.h"
 
@@ -27,34 +29,34 @@ StatusOr<DType> ParseDType(std::string_view name) {
 }
 
 namespace {
-template <typename From, typename To>
-void ConvertTyped(const void* src, void* dst, size_t n) {
-  const From* s = static_cast<const From*>(src);
-  To* d = static_cast<To*>(dst);
-  for (size_t i = 0; i < n; ++i) d[i] = FromFloat<To>(ToFloat(s[i]));
-}
-template <typename From>
-void ConvertFrom(const void* src, DType to, void* dst, size_t n) {
-  switch (to) {
-    case DType::kF32:
-      return ConvertTyped<From, float>(src, dst, n);
-    case DType::kBF16:
-      return ConvertTyped<From, bf16>(src, dst, n);
-    case DType::kF16:
-      return ConvertTyped<From, fp16>(src, dst, n);
+
+const convert_internal::ConvertKernels& ConvertKernelsFor(Isa isa) {
+  switch (isa) {
+    case Isa::kAvx512:
+      return isa_avx512::kConvertKernels;
+    case Isa::kAvx2:
+      return isa_avx2::kConvertKernels;
+    case Isa::kBaseline:
+      break;
   }
+  return isa_baseline::kConvertKernels;
 }
+
+void ConvertAt(Isa isa, DType from, const void* src, DType to, void* dst, size_t n) {
+  if (n == 0) return;
+  ConvertKernelsFor(isa).convert[static_cast<int>(from)][static_cast<int>(to)](src, dst, n);
+}
+
 }  // namespace
 
 void ConvertBuffer(DType from, const void* src, DType to, void* dst, size_t n) {
-  switch (from) {
-    case DType::kF32:
-      return ConvertFrom<float>(src, to, dst, n);
-    case DType::kBF16:
-      return ConvertFrom<bf16>(src, to, dst, n);
-    case DType::kF16:
-      return ConvertFrom<fp16>(src, to, dst, n);
-  }
+  ConvertAt(SelectedIsaOrExit(), from, src, to, dst, n);
+}
+
+Status ConvertBuffer(DType from, const void* src, DType to, void* dst, size_t n, Isa isa) {
+  TF_RETURN_IF_ERROR(CheckIsaSupported(isa, "ConvertBuffer"));
+  ConvertAt(isa, from, src, to, dst, n);
+  return Status::Ok();
 }
 
 }  // namespace tierflow

@@ -10,6 +10,7 @@
 #include "offload/io_backend.h"
 #include "optim/adam.h"
 #include "tierflow/dtype.h"
+#include "tierflow/nvme_io.h"
 #include "tierflow/placement.h"
 
 namespace tierflow {
@@ -46,6 +47,10 @@ struct EngineOptions {
   std::string run_id;                   // names the swap set; "" = generated
   // Makes the NVMe rings' backends; tests inject faults here. Default: io_uring.
   offload::IoBackendFactory nvme_backend_factory;
+  // How the NVMe store drives the drive (block size, queue depth, rings):
+  // `tierflow train` takes them from aio keys, a tuned profile or its
+  // start-up probe. Default: 1 MiB blocks, queue depth 32, 1 ring.
+  NvmeIoSettings nvme_io;
 
   uint64_t sub_group_params = 4u << 20;  // params per optimizer sub-group. Default: 4Mi
   int buffer_count = 4;                  // NVMe I/O slots and weight staging slots. Default: 4

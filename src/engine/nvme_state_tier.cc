@@ -116,6 +116,7 @@ StatusOr<std::unique_ptr<NvmeStateTier>> NvmeStateTier::Create(const SubGroupLay
   so.run_id = options.run_id;
   so.block_size_bytes = options.block_size_bytes;
   so.queue_depth = options.queue_depth;
+  so.num_rings = options.num_rings;
   so.io_mode = options.buffered ? offload::IoMode::kBuffered : offload::IoMode::kDirect;
   if (options.backend_factory) so.backend_factory = options.backend_factory;
   // Every slot may be writing at once: leave room for all of them to land on new blocks.

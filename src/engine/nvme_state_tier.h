@@ -32,8 +32,11 @@ struct NvmeTierOptions {
   std::string run_id;              // "" = generated
   int slots = 4;                   // pinned sub-group buffers. Default: 4
   bool two_copies = false;         // A/B copies per sub-group (speculation). Default: false
+  // The store's I/O (tierflow/nvme_io.h): request/checksum block, queue depth
+  // per ring, rings. Default: 1 MiB, 32, 1.
   uint32_t block_size_bytes = 1u << 20;
   uint32_t queue_depth = 32;
+  uint32_t num_rings = 1;
   TraceRecorder* trace = nullptr;
   offload::IoBackendFactory backend_factory;  // Default (empty): io_uring
 };

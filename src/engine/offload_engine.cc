@@ -96,6 +96,9 @@ Status OffloadEngine::Init() {
     nopt.paths = options_.nvme_paths;
     nopt.buffered = options_.nvme_buffered;
     nopt.run_id = options_.run_id;
+    nopt.block_size_bytes = options_.nvme_io.block_size_bytes;
+    nopt.queue_depth = options_.nvme_io.queue_depth;
+    nopt.num_rings = options_.nvme_io.num_rings;
     nopt.slots = options_.buffer_count;
     nopt.two_copies = options_.pipeline == Pipeline::kOverlapped;
     nopt.trace = trace_;

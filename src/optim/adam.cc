@@ -1,15 +1,13 @@
-// AdamStep: one fused pass per block (see optim/block_loop.h for the skeleton).
+// AdamStep: validation and per-step constants here; the loop is adam_kernel.cc,
+// compiled once per instruction-set level (see optim/optim_kernels.h).
 #include "optim/adam.h"
 
 #include <cmath>
 #include <string>
 
-#include "optim/block_loop.h"
+#include "optim/chunk_loop.h"
 
 namespace tierflow {
-
-using optim_internal::BlockBuffer;
-using optim_internal::FloatBlock;
 
 Status ValidateAdamOptions(const AdamOptions& o) {
   auto bad = [](const std::string& what) { return InvalidArgumentError("Adam options: " + what); };
@@ -23,8 +21,15 @@ Status ValidateAdamOptions(const AdamOptions& o) {
   return Status::Ok();
 }
 
-StatusOr<StepResult> AdamStep(const AdamOptions& o, const AdamStepArgs& args,
+StatusOr<StepResult> AdamStep(const AdamOptions& options, const AdamStepArgs& args,
                               const OptimSpans& spans) {
+  TF_ASSIGN_OR_RETURN(Isa isa, SelectedIsa());
+  return AdamStep(options, args, spans, isa);
+}
+
+StatusOr<StepResult> AdamStep(const AdamOptions& o, const AdamStepArgs& args,
+                              const OptimSpans& spans, Isa isa) {
+  TF_RETURN_IF_ERROR(CheckIsaSupported(isa, "AdamStep"));
   TF_RETURN_IF_ERROR(ValidateAdamOptions(o));
   if (args.step < 1) {
     return InvalidArgumentError("Adam step number " + std::to_string(args.step) +
@@ -39,37 +44,27 @@ StatusOr<StepResult> AdamStep(const AdamOptions& o, const AdamStepArgs& args,
   const double t = static_cast<double>(args.step);
   const double bc1 = o.bias_correction ? 1.0 - std::pow(static_cast<double>(o.beta1), t) : 1.0;
   const double bc2 = o.bias_correction ? 1.0 - std::pow(static_cast<double>(o.beta2), t) : 1.0;
-  const float step_size = static_cast<float>(static_cast<double>(o.lr) / bc1);
-  const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
-  const float decay =
+  optim_internal::AdamConstants c;
+  c.grad_scale = args.grad_scale;
+  c.weight_decay = o.weight_decay;
+  c.l2 = !o.decoupled && o.weight_decay != 0.0f;
+  c.beta1 = o.beta1;
+  c.one_minus_beta1 = 1.0f - o.beta1;
+  c.beta2 = o.beta2;
+  c.one_minus_beta2 = 1.0f - o.beta2;
+  c.inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
+  c.eps = o.eps;
+  c.decay =
       o.decoupled ? static_cast<float>(1.0 - static_cast<double>(o.lr) * o.weight_decay) : 1.0f;
-  const bool l2 = !o.decoupled && o.weight_decay != 0.0f;
-  const float beta1 = o.beta1, one_minus_beta1 = 1.0f - o.beta1;
-  const float beta2 = o.beta2, one_minus_beta2 = 1.0f - o.beta2;
-  const float eps = o.eps, weight_decay = o.weight_decay, grad_scale = args.grad_scale;
+  c.step_size = static_cast<float>(static_cast<double>(o.lr) / bc1);
 
+  const optim_internal::AdamFn kernel =
+      optim_internal::AdamKernelsFor(isa)
+          .step[optim_internal::GradIndex(spans)][optim_internal::OutIndex(spans)];
+  const optim_internal::StepStreams streams = optim_internal::ToStreams(spans);
   StepResult result;
-  result.has_non_finite_grads =
-      optim_internal::ParallelForBlocks(spans, [&]<int N>(size_t begin, Eigen::Index len) {
-        BlockBuffer g_buffer;
-        optim_internal::LoadScaledGrads<N>(spans.grads, spans.grad_dtype, begin, len, grad_scale,
-                                           g_buffer.data);
-        const bool non_finite = optim_internal::HasNonFinite<N>(g_buffer.data, len);
-        FloatBlock<N> g(g_buffer.data, len);
-        FloatBlock<N> p(spans.params + begin, len);
-        FloatBlock<N> m(spans.exp_avg + begin, len);
-        FloatBlock<N> v(spans.exp_avg_sq + begin, len);
-        if (l2) g += weight_decay * p;
-        m = beta1 * m + one_minus_beta1 * g;
-        v = beta2 * v + one_minus_beta2 * g.square();
-        p = p * decay -
-            step_size * (m / (v.unaryExpr(optim_internal::ExactSqrtOp()) * inv_sqrt_bc2 + eps));
-        if (spans.out != nullptr) {
-          optim_internal::StoreNarrowed<N>(spans.params + begin, spans.out, spans.out_dtype, begin,
-                                           len);
-        }
-        return non_finite;
-      });
+  result.has_non_finite_grads = optim_internal::ParallelForChunks(
+      spans.n, [&](size_t begin, size_t end) { return kernel(c, streams, begin, end); });
   return result;
 }
 

@@ -9,25 +9,33 @@
 
 #include <cstddef>
 
+#include "common/cpu_isa.h"
 #include "tierflow/dtype.h"
 #include "tierflow/status.h"
 
 namespace tierflow {
 
 struct GradStatsResult {
-  // Sum of grad^2 over the span. Meaningless (Inf or NaN) when has_non_finite.
-  // Accumulated in fp32 within each 64-element block and in double across
-  // blocks, in a fixed order: deterministic for any thread count and
-  // alignment, relative error below ~1e-6 (a block whose fp32 sum overflows is
-  // redone in double). Sums of several spans add in double.
+  // Sum of grad^2 over the span. NaN when has_non_finite.
+  // Accumulated in fp32 within each 64-element block (16 lanes of 4 elements
+  // each, then a fixed tree over the lanes) and in double across blocks and
+  // chunks, in a fixed order: the same bits for any thread count, alignment
+  // and instruction-set level, relative error below ~1e-6 (a block whose fp32
+  // sum overflows is redone in double). Sums of several spans add in double.
   double sum_squares = 0;
   bool has_non_finite = false;  // some element is Inf or NaN
 };
 
 // REQUIRES: grads points to n elements of `dtype` (null only when n == 0).
-// Errors: InvalidArgument for a null pointer with n > 0.
-// Thread safety: re-entrant; runs on oneTBB in the calling thread's arena.
+// Errors: InvalidArgument for a null pointer with n > 0; SelectedIsa()'s
+// error when the level choice failed.
+// Thread safety: re-entrant; runs on oneTBB in the calling thread's arena,
+// with the loops of the process's instruction-set level (common/cpu_isa.h).
 StatusOr<GradStatsResult> GradStats(const void* grads, DType dtype, size_t n);
+
+// The same at an explicit level; every level gives the same bits.
+// Errors: also FailedPrecondition when this CPU cannot run `isa` (nothing runs).
+StatusOr<GradStatsResult> GradStats(const void* grads, DType dtype, size_t n, Isa isa);
 
 // AccumulateGrads (optim/grad_accumulate.h: acc = g when `first`, else acc +=
 // g) and then GradStats(acc, kF32, n) of the result, in one pass: each chunk
@@ -35,5 +43,7 @@ StatusOr<GradStatsResult> GradStats(const void* grads, DType dtype, size_t n);
 // from memory. Bit-identical to the two calls. Same requirements as both.
 StatusOr<GradStatsResult> AccumulateGradsWithStats(float* acc, const void* grads, DType grad_dtype,
                                                    size_t n, bool first);
+StatusOr<GradStatsResult> AccumulateGradsWithStats(float* acc, const void* grads, DType grad_dtype,
+                                                   size_t n, bool first, Isa isa);
 
 }  // namespace tierflow

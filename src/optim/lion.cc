@@ -1,17 +1,22 @@
-// LionStep: one fused pass per block (see optim/block_loop.h for the skeleton).
+// LionStep: validation and per-step constants here; the loop is lion_kernel.cc,
+// compiled once per instruction-set level (see optim/optim_kernels.h).
 #include "optim/lion.h"
 
 #include <cmath>
 
-#include "optim/block_loop.h"
+#include "optim/chunk_loop.h"
 
 namespace tierflow {
 
-using optim_internal::BlockBuffer;
-using optim_internal::FloatBlock;
+StatusOr<StepResult> LionStep(const LionOptions& options, const LionStepArgs& args,
+                              const OptimSpans& spans) {
+  TF_ASSIGN_OR_RETURN(Isa isa, SelectedIsa());
+  return LionStep(options, args, spans, isa);
+}
 
 StatusOr<StepResult> LionStep(const LionOptions& o, const LionStepArgs& args,
-                              const OptimSpans& spans) {
+                              const OptimSpans& spans, Isa isa) {
+  TF_RETURN_IF_ERROR(CheckIsaSupported(isa, "LionStep"));
   if (!std::isfinite(o.lr) || o.lr < 0 || !(o.beta1 >= 0 && o.beta1 <= 1) ||
       !(o.beta2 >= 0 && o.beta2 <= 1) || !std::isfinite(o.weight_decay) || o.weight_decay < 0) {
     return InvalidArgumentError(
@@ -21,31 +26,22 @@ StatusOr<StepResult> LionStep(const LionOptions& o, const LionStepArgs& args,
     return InvalidArgumentError("Lion grad_scale must be finite");
   TF_RETURN_IF_ERROR(ValidateOptimSpans(spans, true, false, "Lion"));
 
-  const float decay = static_cast<float>(1.0 - static_cast<double>(o.lr) * o.weight_decay);
-  const float lr = o.lr, grad_scale = args.grad_scale;
-  const float beta1 = o.beta1, one_minus_beta1 = 1.0f - o.beta1;
-  const float beta2 = o.beta2, one_minus_beta2 = 1.0f - o.beta2;
+  optim_internal::LionConstants c;
+  c.grad_scale = args.grad_scale;
+  c.beta1 = o.beta1;
+  c.one_minus_beta1 = 1.0f - o.beta1;
+  c.beta2 = o.beta2;
+  c.one_minus_beta2 = 1.0f - o.beta2;
+  c.decay = static_cast<float>(1.0 - static_cast<double>(o.lr) * o.weight_decay);
+  c.lr = o.lr;
 
+  const optim_internal::LionFn kernel =
+      optim_internal::LionKernelsFor(isa)
+          .step[optim_internal::GradIndex(spans)][optim_internal::OutIndex(spans)];
+  const optim_internal::StepStreams streams = optim_internal::ToStreams(spans);
   StepResult result;
-  result.has_non_finite_grads =
-      optim_internal::ParallelForBlocks(spans, [&]<int N>(size_t begin, Eigen::Index len) {
-        BlockBuffer g_buffer, c_buffer;
-        optim_internal::LoadScaledGrads<N>(spans.grads, spans.grad_dtype, begin, len, grad_scale,
-                                           g_buffer.data);
-        const bool non_finite = optim_internal::HasNonFinite<N>(g_buffer.data, len);
-        FloatBlock<N> g(g_buffer.data, len);
-        FloatBlock<N> c(c_buffer.data, len);
-        FloatBlock<N> p(spans.params + begin, len);
-        FloatBlock<N> m(spans.exp_avg + begin, len);
-        c = beta1 * m + one_minus_beta1 * g;
-        p = p * decay - lr * c.sign();
-        m = beta2 * m + one_minus_beta2 * g;
-        if (spans.out != nullptr) {
-          optim_internal::StoreNarrowed<N>(spans.params + begin, spans.out, spans.out_dtype, begin,
-                                           len);
-        }
-        return non_finite;
-      });
+  result.has_non_finite_grads = optim_internal::ParallelForChunks(
+      spans.n, [&](size_t begin, size_t end) { return kernel(c, streams, begin, end); });
   return result;
 }
 

@@ -10,6 +10,7 @@
 // reference is LionReferenceStep (optim/optim_reference.h).
 #pragma once
 
+#include "common/cpu_isa.h"
 #include "optim/optim_spans.h"
 #include "tierflow/status.h"
 
@@ -29,5 +30,11 @@ struct LionStepArgs {
 // Applies one step; errors, thread safety and determinism as AdamStep.
 StatusOr<StepResult> LionStep(const LionOptions& options, const LionStepArgs& args,
                               const OptimSpans& spans);
+
+// The same at an explicit instruction-set level (tests, benches); every level
+// gives the same bits. Errors: also FailedPrecondition when this CPU cannot
+// run `isa` (nothing runs).
+StatusOr<StepResult> LionStep(const LionOptions& options, const LionStepArgs& args,
+                              const OptimSpans& spans, Isa isa);
 
 }  // namespace tierflow

@@ -1,18 +1,23 @@
-// SgdStep: one fused pass per block (see optim/block_loop.h for the skeleton).
+// SgdStep: validation and per-step constants here; the loop is sgd_kernel.cc,
+// compiled once per instruction-set level (see optim/optim_kernels.h).
 #include "optim/sgd.h"
 
 #include <cmath>
 #include <string>
 
-#include "optim/block_loop.h"
+#include "optim/chunk_loop.h"
 
 namespace tierflow {
 
-using optim_internal::BlockBuffer;
-using optim_internal::FloatBlock;
-
-StatusOr<StepResult> SgdStep(const SgdOptions& o, const SgdStepArgs& args,
+StatusOr<StepResult> SgdStep(const SgdOptions& options, const SgdStepArgs& args,
                              const OptimSpans& spans) {
+  TF_ASSIGN_OR_RETURN(Isa isa, SelectedIsa());
+  return SgdStep(options, args, spans, isa);
+}
+
+StatusOr<StepResult> SgdStep(const SgdOptions& o, const SgdStepArgs& args, const OptimSpans& spans,
+                             Isa isa) {
+  TF_RETURN_IF_ERROR(CheckIsaSupported(isa, "SgdStep"));
   if (!std::isfinite(o.lr) || o.lr < 0 || !std::isfinite(o.momentum) || o.momentum < 0 ||
       !std::isfinite(o.dampening) || !std::isfinite(o.weight_decay) || o.weight_decay < 0) {
     return InvalidArgumentError(
@@ -29,40 +34,23 @@ StatusOr<StepResult> SgdStep(const SgdOptions& o, const SgdStepArgs& args,
   const bool use_momentum = o.momentum > 0;
   TF_RETURN_IF_ERROR(ValidateOptimSpans(spans, use_momentum, false, "SGD"));
 
-  const bool first_step = args.step == 1;
-  const float lr = o.lr, momentum = o.momentum, one_minus_dampening = 1.0f - o.dampening;
-  const float weight_decay = o.weight_decay, grad_scale = args.grad_scale;
+  optim_internal::SgdConstants c;
+  c.grad_scale = args.grad_scale;
+  c.weight_decay = o.weight_decay;
+  c.lr = o.lr;
+  c.use_momentum = use_momentum;
+  c.first_step = args.step == 1;
+  c.nesterov = o.nesterov;
+  c.momentum = o.momentum;
+  c.one_minus_dampening = 1.0f - o.dampening;
 
+  const optim_internal::SgdFn kernel =
+      optim_internal::SgdKernelsFor(isa)
+          .step[optim_internal::GradIndex(spans)][optim_internal::OutIndex(spans)];
+  const optim_internal::StepStreams streams = optim_internal::ToStreams(spans);
   StepResult result;
-  result.has_non_finite_grads =
-      optim_internal::ParallelForBlocks(spans, [&]<int N>(size_t begin, Eigen::Index len) {
-        BlockBuffer g_buffer;
-        optim_internal::LoadScaledGrads<N>(spans.grads, spans.grad_dtype, begin, len, grad_scale,
-                                           g_buffer.data);
-        const bool non_finite = optim_internal::HasNonFinite<N>(g_buffer.data, len);
-        FloatBlock<N> g(g_buffer.data, len);
-        FloatBlock<N> p(spans.params + begin, len);
-        if (weight_decay != 0.0f) g += weight_decay * p;
-        if (use_momentum) {
-          FloatBlock<N> buf(spans.exp_avg + begin, len);
-          if (first_step) {
-            buf = g;
-          } else {
-            buf = momentum * buf + one_minus_dampening * g;
-          }
-          if (o.nesterov) {
-            g += momentum * buf;
-          } else {
-            g = buf;
-          }
-        }
-        p -= lr * g;
-        if (spans.out != nullptr) {
-          optim_internal::StoreNarrowed<N>(spans.params + begin, spans.out, spans.out_dtype, begin,
-                                           len);
-        }
-        return non_finite;
-      });
+  result.has_non_finite_grads = optim_internal::ParallelForChunks(
+      spans.n, [&](size_t begin, size_t end) { return kernel(c, streams, begin, end); });
   return result;
 }
 

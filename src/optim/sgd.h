@@ -15,6 +15,7 @@
 
 #include <cstdint>
 
+#include "common/cpu_isa.h"
 #include "optim/optim_spans.h"
 #include "tierflow/status.h"
 
@@ -38,5 +39,11 @@ struct SgdStepArgs {
 // Applies one step; errors, thread safety and determinism as AdamStep.
 StatusOr<StepResult> SgdStep(const SgdOptions& options, const SgdStepArgs& args,
                              const OptimSpans& spans);
+
+// The same at an explicit instruction-set level (tests, benches); every level
+// gives the same bits. Errors: also FailedPrecondition when this CPU cannot
+// run `isa` (nothing runs).
+StatusOr<StepResult> SgdStep(const SgdOptions& options, const SgdStepArgs& args,
+                             const OptimSpans& spans, Isa isa);
 
 }  // namespace tierflow

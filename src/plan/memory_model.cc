@@ -92,7 +92,8 @@ ActivationBytes ComputeActivationBytes(const ModelConfig& m, const ActivationOpt
 }
 
 SubGroupSummary SummarizeSubGroups(const ModelConfig& m, int64_t sub_group_params,
-                                   double nvme_ratio, uint64_t state_bytes_per_param) {
+                                   double nvme_ratio, uint64_t state_bytes_per_param,
+                                   uint64_t block_bytes) {
   SubGroupSummary s;
   const int64_t S = std::max<int64_t>(sub_group_params, 1);
   const int64_t embedding = EmbeddingParameterCount(m);
@@ -104,7 +105,7 @@ SubGroupSummary SummarizeSubGroups(const ModelConfig& m, int64_t sub_group_param
       r > 0 ? static_cast<int64_t>(std::llround((1.0 - r) * static_cast<double>(total)))
             : total + 1;
   const uint64_t full_block_bytes =
-      RoundUp(static_cast<uint64_t>(S) * state_bytes_per_param, kNvmeBlockBytes);
+      RoundUp(static_cast<uint64_t>(S) * state_bytes_per_param, block_bytes);
 
   // Units in forward order; blocks are identical, so the per-unit work is
   // closed-form and the loop is over units, not sub-groups.
@@ -127,7 +128,7 @@ SubGroupSummary SummarizeSubGroups(const ModelConfig& m, int64_t sub_group_param
       s.max_nvme_group_params = std::max(s.max_nvme_group_params, full > 0 ? S : last);
       s.nvme_block_bytes +=
           static_cast<uint64_t>(full) * full_block_bytes +
-          RoundUp(static_cast<uint64_t>(last) * state_bytes_per_param, kNvmeBlockBytes);
+          RoundUp(static_cast<uint64_t>(last) * state_bytes_per_param, block_bytes);
     }
     offset += n;
   };

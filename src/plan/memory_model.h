@@ -81,7 +81,8 @@ inline constexpr double kHostAutoPlacementFraction = 0.9;
 // tensor (two with the overlapped pipeline: the previous copy survives a
 // failed or rolled-back update), rounded up to whole blocks. Every
 // directory keeps (buffer_count + 1) x the largest tensor of spare blocks
-// so each I/O slot can land on fresh blocks.
+// so each I/O slot can land on fresh blocks. The block is the NVMe tier's
+// block size (PlanInput::nvme_block_bytes); this is its default.
 inline constexpr uint64_t kNvmeBlockBytes = 1ull << 20;
 inline constexpr uint64_t kNvmeBlockTableBytesPerBlock = 8;
 inline constexpr uint64_t kNvmeHeaderBytesPerTensor = 64;  // name and geometry (estimate)
@@ -138,7 +139,10 @@ struct SubGroupSummary {
   int64_t max_nvme_group_params = 0;  // sizes the NVMe I/O slots
   uint64_t nvme_block_bytes = 0;      // state bytes of NVMe sub-groups, each rounded to blocks
 };
+// `block_bytes`: the swap files' block, which each NVMe sub-group's state is
+// rounded up to (a multiple of 4096).
 SubGroupSummary SummarizeSubGroups(const ModelConfig& model, int64_t sub_group_params,
-                                   double nvme_ratio, uint64_t state_bytes_per_param);
+                                   double nvme_ratio, uint64_t state_bytes_per_param,
+                                   uint64_t block_bytes = kNvmeBlockBytes);
 
 }  // namespace tierflow

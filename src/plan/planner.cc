@@ -81,6 +81,11 @@ Status ValidateInput(const PlanInput& in, const Hardware& hw) {
   if (in.grad_buckets < 2) return InvalidArgumentError("gradient buckets must be at least 2");
   if (in.speculation_params < 0) return InvalidArgumentError("speculation size must be >= 0");
   if (in.nvme_directories < 1) return InvalidArgumentError("need at least one NVMe directory");
+  if (in.nvme_block_bytes < 4096 || in.nvme_block_bytes % 4096 != 0 ||
+      in.nvme_block_bytes > (256u << 20)) {
+    return InvalidArgumentError("NVMe block size " + std::to_string(in.nvme_block_bytes) +
+                                " bytes is not a multiple of 4096 from 4 KiB to 256 MiB");
+  }
   if (hw.cores < 1) return InvalidArgumentError("the hardware must have at least one core");
   return Status::Ok();
 }
@@ -95,7 +100,8 @@ struct StateTiers {
 StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t params,
                            uint64_t state_bytes, uint64_t device_tensor_bytes, double ratio) {
   StateTiers t;
-  t.sub_groups = SummarizeSubGroups(in.model, in.sub_group_params, ratio, state_bytes);
+  t.sub_groups =
+      SummarizeSubGroups(in.model, in.sub_group_params, ratio, state_bytes, in.nvme_block_bytes);
   const SubGroupSummary& sg = t.sub_groups;
   const uint64_t P = U(params);
   const uint64_t a = DTypeSize(in.dtype);
@@ -147,12 +153,13 @@ StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t para
     const uint64_t copies = overlapped ? 2 : 1;
     const uint64_t dirs = U(in.nvme_directories);
     const uint64_t state_files = Mul(copies, sg.nvme_block_bytes);
-    const uint64_t spare = Mul(
-        dirs, RoundUp(Mul(buffers + 1, U(sg.max_nvme_group_params), state_bytes), kNvmeBlockBytes));
+    const uint64_t block = in.nvme_block_bytes;
+    const uint64_t spare =
+        Mul(dirs, RoundUp(Mul(buffers + 1, U(sg.max_nvme_group_params), state_bytes), block));
     // Per directory: the header (tensor table) and two block-table copies
     // (8 bytes per logical block), together padded to where data starts.
     const uint64_t tensors = Mul(copies, U(sg.nvme_sub_groups));
-    const uint64_t logical_blocks_per_dir = state_files / dirs / kNvmeBlockBytes + 1;
+    const uint64_t logical_blocks_per_dir = state_files / dirs / block + 1;
     const uint64_t metadata = Mul(
         dirs,
         RoundUp(
@@ -160,11 +167,12 @@ StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t para
                         kDirectIoAlignmentBytes),
                 Mul(2, RoundUp(Sum(32, Mul(kNvmeBlockTableBytesPerBlock, logical_blocks_per_dir)),
                                kDirectIoAlignmentBytes))),
-            kNvmeBlockBytes));
+            std::min(block, kNvmeBlockBytes)));
     t.nvme.components = {
         {"state_files", state_files,
          std::to_string(state_bytes) + " B/param (master + moments) x " + std::to_string(copies) +
-             (copies == 2 ? " copies (overlapped pipeline)" : " copy") + ", whole 1 MiB blocks"},
+             (copies == 2 ? " copies (overlapped pipeline)" : " copy") + ", whole " +
+             FormatBytes(block) + " blocks"},
         {"spare_blocks", spare,
          "per directory: (" + bc + " slots + 1) x the largest sub-group's state"},
         {"headers_and_block_tables", metadata,

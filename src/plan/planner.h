@@ -48,6 +48,9 @@ struct PlanInput {
   PipelineKind pipeline = PipelineKind::kOverlapped;
   int64_t speculation_params = kDefaultSpeculationParams;  // kOverlapped only
   int nvme_directories = 1;  // swap directories (one per drive); each keeps spare blocks
+  // The swap files' block (the NVMe tier's block size): each sub-group's
+  // state is rounded up to whole blocks. A multiple of 4096. Default: 1 MiB.
+  uint64_t nvme_block_bytes = kNvmeBlockBytes;
 };
 
 // Rates the step-time prediction uses. Defaults come from

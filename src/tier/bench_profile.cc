@@ -1,7 +1,15 @@
 // Building the bandwidth profile from the benches' JSON.
 #include "tier/bench_profile.h"
 
+#include <filesystem>
+#include <optional>
 #include <string>
+#include <system_error>
+
+#include "io/file_reader.h"
+#include "io/file_system.h"
+#include "io/json_util.h"
+#include "plan/nvme_profile.h"
 
 namespace tierflow::tier {
 namespace {
@@ -45,13 +53,51 @@ StatusOr<nlohmann::json> MakeBandwidthProfile(const nlohmann::json& copy,
                         Rate(adam, "adam", "bandwidth_limit_gb_per_second"));
     raw["adam"] = adam;
   }
-  if (!nvme.is_null()) {
-    TF_ASSIGN_OR_RETURN(p["nvme_read_gb_per_second"], Rate(nvme, "nvme", "read_gb_per_second"));
-    TF_ASSIGN_OR_RETURN(p["nvme_write_gb_per_second"], Rate(nvme, "nvme", "write_gb_per_second"));
-    raw["nvme"] = nvme;
-  }
   p["measurements"] = std::move(raw);
+  if (!nvme.is_null()) return SetNvmeInProfile(std::move(p), nvme);
   return p;
+}
+
+StatusOr<nlohmann::json> SetNvmeInProfile(nlohmann::json p, const nlohmann::json& nvme) {
+  TF_ASSIGN_OR_RETURN(p["nvme_read_gb_per_second"], Rate(nvme, "nvme", "read_gb_per_second"));
+  TF_ASSIGN_OR_RETURN(p["nvme_write_gb_per_second"], Rate(nvme, "nvme", "write_gb_per_second"));
+  if (nvme.contains("tune")) {
+    // The choice goes through the profile's own reader, so what is written
+    // is what `train --profile` accepts.
+    const nlohmann::json& tune = nvme["tune"];
+    if (!tune.is_object() || !tune.contains("chosen")) {
+      return InvalidArgumentError("bench nvme output has a 'tune' without 'chosen'");
+    }
+    TF_ASSIGN_OR_RETURN(std::optional<NvmeStoreProfile> chosen,
+                        NvmeStoreProfileFromJson({{"nvme_store", tune["chosen"]}},
+                                                 "bench nvme output, tune.chosen"));
+    p["nvme_store"] = NvmeStoreProfileToJson(*chosen);
+  }
+  if (!p.contains("measurements") || !p["measurements"].is_object()) {
+    p["measurements"] = nlohmann::json::object();
+  }
+  p["measurements"]["nvme"] = nvme;
+  return p;
+}
+
+Status WriteNvmeToProfileFile(const std::string& path, const nlohmann::json& nvme) {
+  nlohmann::json profile = {{"version", 1}};
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec)) {
+    TF_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, 1u << 20));
+    nlohmann::json j;
+    if (Status s = ParseJsonStrict(text, "profile '" + path + "'", &j); !s.ok()) {
+      return InvalidArgumentError(s.message() + "; not overwriting it: name another --profile");
+    }
+    if (!j.is_object() || !j.contains("version") || j["version"] != 1) {
+      return InvalidArgumentError("profile '" + path +
+                                  "' is not a version-1 tierflow profile; not overwriting it: "
+                                  "name another --profile");
+    }
+    profile = std::move(j);
+  }
+  TF_ASSIGN_OR_RETURN(profile, SetNvmeInProfile(std::move(profile), nvme));
+  return WriteStringToFileAtomically(nullptr, path, profile.dump(2) + "\n");
 }
 
 }  // namespace tierflow::tier

@@ -13,12 +13,25 @@ namespace tierflow::tier {
 //  "d2h_gb_per_second" (d2h pinned, best), "host_memory_gb_per_second"
 //  (adam: the DRAM streaming limit measured beside it),
 //  "adam_params_per_second", "nvme_read_gb_per_second",
-//  "nvme_write_gb_per_second" (nvme: through the store)} plus the raw
-// outputs under "measurements". A null input leaves its rates out (the
-// planner then keeps its defaults for them). Errors: InvalidArgument naming
-// the bench and key when an output lacks a rate or has a non-positive one.
+//  "nvme_write_gb_per_second" (nvme: through the store), "nvme_store" (the
+// settings `bench nvme --tune` chose, when the nvme output has a "tune"
+// section; plan/nvme_profile.h)} plus the raw outputs under "measurements". A
+// null input leaves its rates out (the planner then keeps its defaults for
+// them). Errors: InvalidArgument naming the bench and key when an output
+// lacks a rate or has a non-positive one, or its tune choice is out of bounds.
 StatusOr<nlohmann::json> MakeBandwidthProfile(const nlohmann::json& copy,
                                               const nlohmann::json& adam,
                                               const nlohmann::json& nvme);
+
+// `profile` with the NVMe parts of `nvme` (a `bench nvme --json` output) set
+// as MakeBandwidthProfile sets them; everything else in it is kept. Errors:
+// as MakeBandwidthProfile's for nvme.
+StatusOr<nlohmann::json> SetNvmeInProfile(nlohmann::json profile, const nlohmann::json& nvme);
+
+// Writes the NVMe parts of `nvme` into the profile file at `path`
+// (crash-safely), keeping what else it holds; creates {"version": 1, ...}
+// when there is no file. Errors: InvalidArgument naming the file when it is
+// not a version-1 profile (it is left alone), and those of the write.
+Status WriteNvmeToProfileFile(const std::string& path, const nlohmann::json& nvme);
 
 }  // namespace tierflow::tier

@@ -29,6 +29,7 @@
 #include "io/file_reader.h"
 #include "io/json_reader.h"
 #include "io/json_util.h"
+#include "tierflow/nvme_io.h"
 
 namespace tierflow {
 namespace {
@@ -654,7 +655,7 @@ class Parser {
       } else if (k == "pin_memory") {
         TF_RETURN_IF_ERROR(Bool(x, p, "pin_memory", &c_.pin_memory));
       } else if (k == "buffer_count") {
-        TF_RETURN_IF_ERROR(Int(x, p, "buffer_count", &c_.buffer_count));
+        TF_RETURN_IF_ERROR(Int(x, p, "buffer_count", &c_.buffer_count, 1));
       } else if (k == "ratio") {
         TF_RETURN_IF_ERROR(Double(x, p, "nvme_ratio", &c_.nvme_ratio));
       } else if (k == "fast_init" || k == "pipeline" || k == "pipeline_read" ||
@@ -680,10 +681,11 @@ class Parser {
       } else if (k == "queue_depth") {
         TF_RETURN_IF_ERROR(Int(x, p, "aio_queue_depth", &c_.aio_queue_depth, 1));
       } else if (k == "intra_op_parallelism" || k == "thread_count") {
-        int64_t n = 0;
+        // DeepSpeed's I/O threads: here io_uring rings, each with its own thread.
         if (IsAuto(x, p)) continue;
-        TF_RETURN_IF_ERROR(ReadInt(x, p, 1, 1024, &n));
-        Ignored(p, "io_uring rings are sized automatically");
+        int64_t n = 0;
+        TF_RETURN_IF_ERROR(ReadInt(x, p, 1, kNvmeIoMaxRings, &n));
+        TF_RETURN_IF_ERROR(Set("aio_threads", p, &c_.aio_threads, static_cast<uint32_t>(n)));
       } else if (k == "single_submit" || k == "overlap_events") {
         bool b = false;
         if (IsAuto(x, p)) continue;
@@ -787,7 +789,7 @@ class Parser {
       else if (k == "nvme_ratio")
         s = Double(x, p, k, &c_.nvme_ratio);
       else if (k == "buffer_count")
-        s = Int(x, p, k, &c_.buffer_count);
+        s = Int(x, p, k, &c_.buffer_count, 1);
       else if (k == "sub_group_size")
         s = Int(x, p, k, &c_.sub_group_size, 1);
       else if (k == "pin_memory")
@@ -796,6 +798,10 @@ class Parser {
         s = Int(x, p, k, &c_.aio_block_size, 1);
       else if (k == "aio_queue_depth")
         s = Int(x, p, k, &c_.aio_queue_depth, 1);
+      else if (k == "aio_threads")
+        s = Int(x, p, k, &c_.aio_threads, 1);
+      else if (k == "profile")
+        s = String(x, p, k, &c_.profile);
       else if (k == "pipeline")
         s = String(x, p, k, &c_.pipeline);
       else if (k == "device") {

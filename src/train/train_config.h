@@ -71,12 +71,22 @@ struct TrainConfig {
   OffloadPlacement offload = OffloadPlacement::kNvme;
   std::vector<std::string> nvme_paths;  // "" = a temporary directory, removed at exit
   bool nvme_buffered = false;
-  double nvme_ratio = 1.0;              // offload_optimizer.ratio
-  int buffer_count = 4;                 // offload_optimizer.buffer_count
-  uint64_t sub_group_size = 4u << 20;   // zero_optimization.sub_group_size
-  bool pin_memory = true;               // offload_optimizer.pin_memory (always pinned here)
-  uint32_t aio_block_size = 1u << 20;   // aio.block_size
-  uint32_t aio_queue_depth = 32;        // aio.queue_depth
+  double nvme_ratio = 1.0;  // offload_optimizer.ratio
+  // offload_optimizer.buffer_count: NVMe I/O slots and weight staging slots;
+  // 0 = not given: 4, or more when the NVMe settings (profile) want more
+  // transfers in flight (in_flight + 2: one held by the optimizer, one free).
+  int buffer_count = 0;
+  uint64_t sub_group_size = 4u << 20;  // zero_optimization.sub_group_size
+  bool pin_memory = true;              // offload_optimizer.pin_memory (always pinned here)
+  // The NVMe store's I/O (tierflow/nvme_io.h). Given, each overrides the
+  // profile's value and the start-up probe's; 0 = not given.
+  uint32_t aio_block_size = 0;   // aio.block_size
+  uint32_t aio_queue_depth = 0;  // aio.queue_depth
+  uint32_t aio_threads = 0;      // aio.thread_count / aio.intra_op_parallelism: io_uring rings
+  // Hardware profile (`tierflow bench all` / `bench nvme --tune --profile`):
+  // its nvme_store settings build the NVMe tier and its rates feed the
+  // planner's prediction. "" = none: a start-up probe picks the NVMe settings.
+  std::string profile;
   std::string pipeline = "overlapped";  // overlapped | sync
 
   // Device.

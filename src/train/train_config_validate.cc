@@ -7,6 +7,7 @@
 #include <initializer_list>
 #include <string>
 
+#include "tierflow/nvme_io.h"
 #include "train/train_config.h"
 
 namespace tierflow {
@@ -175,7 +176,7 @@ Status ValidateTrainConfig(const TrainConfig& c) {
     return Bad("nvme_ratio",
                "is " + Num(c.nvme_ratio) + " (offload_optimizer.ratio); use a fraction in [0, 1]");
   }
-  if (c.buffer_count < 2) {
+  if (c.buffer_count != 0 && c.buffer_count < 2) {
     return Bad("buffer_count", "is " + std::to_string(c.buffer_count) +
                                    " (offload_optimizer.buffer_count); use 2 or more so one "
                                    "sub-group can load while another computes");
@@ -183,13 +184,20 @@ Status ValidateTrainConfig(const TrainConfig& c) {
   if (c.sub_group_size < 1) {
     return Bad("sub_group_size", "is 0 (zero_optimization.sub_group_size); use 1 or more");
   }
-  if (c.aio_block_size == 0 || c.aio_block_size % 4096 != 0) {
+  // 0 = not given (the profile or the start-up probe decides).
+  if (c.aio_block_size != 0 &&
+      (c.aio_block_size % 4096 != 0 || c.aio_block_size > kNvmeIoMaxBlockBytes)) {
     return Bad("aio_block_size", "is " + std::to_string(c.aio_block_size) +
-                                     " (aio.block_size); use a positive multiple of 4096 "
-                                     "(O_DIRECT alignment), e.g. 1048576");
+                                     " (aio.block_size); use a multiple of 4096 (O_DIRECT "
+                                     "alignment) up to 268435456 (256 MiB), e.g. 16777216");
   }
-  if (c.aio_queue_depth < 1) {
-    return Bad("aio_queue_depth", "is 0 (aio.queue_depth); use 1 or more");
+  if (c.aio_queue_depth > kNvmeIoMaxQueueDepth) {
+    return Bad("aio_queue_depth",
+               "is " + std::to_string(c.aio_queue_depth) + " (aio.queue_depth); use 1..4096");
+  }
+  if (c.aio_threads > kNvmeIoMaxRings) {
+    return Bad("aio_threads", "is " + std::to_string(c.aio_threads) +
+                                  " (aio.thread_count); use 1..64 io_uring rings");
   }
   if (!IsOneOf(c.pipeline, {"overlapped", "sync"})) {
     return Bad("pipeline", "'" + c.pipeline + "' is not valid; use overlapped or sync");

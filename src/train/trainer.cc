@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "common/cancel.h"
@@ -31,8 +32,10 @@
 #include "offload/swap_set.h"
 #include "plan/bandwidth_profile.h"
 #include "plan/hardware_detect.h"
+#include "plan/memory_model.h"
 #include "plan/planner.h"
 #include "train/checkpoint.h"
+#include "train/nvme_io_choice.h"
 
 #ifndef TIERFLOW_SOURCE_DIR
 #define TIERFLOW_SOURCE_DIR "."
@@ -252,9 +255,19 @@ StatusOr<std::string> ChooseResumeCheckpoint(const TrainConfig& config, const st
                      : " (the newest that verifies is " + older + ")"));
 }
 
-// The planner's view of this run and this machine.
+// The largest sub-group's state as the NVMe tier stores it: master weights
+// and two moments, each array padded to 4 KiB (engine/nvme_state_tier.h).
+uint64_t LargestStateTensorBytes(const ModelConfig& model, uint64_t sub_group_size) {
+  const SubGroupSummary s =
+      SummarizeSubGroups(model, static_cast<int64_t>(sub_group_size), 0.0, 12);
+  const uint64_t array = (static_cast<uint64_t>(s.max_group_params) * 4 + 4095) / 4096 * 4096;
+  return 3 * array;
+}
+
+// The planner's view of this run and this machine. `c.buffer_count` is the
+// resolved one; `nvme_block_bytes` the NVMe tier's block size.
 StatusOr<Plan> PlanRun(const TrainConfig& c, const ModelConfig& model, DType dtype, Device& device,
-                       const std::vector<std::string>& nvme_paths) {
+                       const std::vector<std::string>& nvme_paths, uint64_t nvme_block_bytes) {
   PlanInput in;
   in.model = model;
   in.micro_batch = c.micro_batch;
@@ -269,6 +282,7 @@ StatusOr<Plan> PlanRun(const TrainConfig& c, const ModelConfig& model, DType dty
   in.buffer_count = c.buffer_count;
   in.pipeline = c.pipeline == "sync" ? PipelineKind::kSynchronous : PipelineKind::kOverlapped;
   in.nvme_directories = std::max<int>(1, static_cast<int>(nvme_paths.size()));
+  in.nvme_block_bytes = nvme_block_bytes;
   Hardware hw;
   hw.device_is_gpu = device.kind() != DeviceKind::kCpu;  // sim: a GPU's memory, simulated
   hw.device_description = device.description();
@@ -282,6 +296,9 @@ StatusOr<Plan> PlanRun(const TrainConfig& c, const ModelConfig& model, DType dty
   }
   hw.cores = OnlineCpus();
   hw.bandwidths = DefaultBandwidths(hw.device_is_gpu, hw.cores);
+  if (!c.profile.empty()) {
+    TF_ASSIGN_OR_RETURN(hw.bandwidths, LoadBandwidthProfile(c.profile, hw.bandwidths));
+  }
   return ComputePlan(in, hw);
 }
 
@@ -368,11 +385,28 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
     fs::create_directories(p, ec);
     if (ec) return IoError("create NVMe directory " + p + ": " + ec.message());
   }
+  // How the NVMe tier drives its drive (aio keys > profile > start-up
+  // probe), and the slots that asks for; said in the log and in metrics.
+  TrainConfig sized = config;
+  std::optional<NvmeIoChoice> nvme_io;
+  if (config.offload == OffloadPlacement::kNvme) {
+    NvmeIoChoiceInput choice_input;
+    choice_input.nvme_paths = nvme_paths;
+    choice_input.buffered = config.nvme_buffered;
+    choice_input.largest_tensor_bytes =
+        LargestStateTensorBytes(model_config, config.sub_group_size);
+    TF_ASSIGN_OR_RETURN(nvme_io, ChooseNvmeIo(config, choice_input));
+    sized.buffer_count = nvme_io->buffer_count;
+    reporter.OnNote("NVMe I/O: " + nvme_io->Describe());
+  } else if (sized.buffer_count == 0) {
+    sized.buffer_count = 4;
+  }
   // The planner decides "auto" placement and refuses a run that cannot fit,
   // before anything is allocated.
-  TF_ASSIGN_OR_RETURN(Plan plan, PlanRun(config, model_config, dtype, *device, nvme_paths));
+  TF_ASSIGN_OR_RETURN(Plan plan, PlanRun(sized, model_config, dtype, *device, nvme_paths,
+                                         nvme_io ? nvme_io->io.block_size_bytes : kNvmeBlockBytes));
   TF_RETURN_IF_ERROR(RequireFeasible(plan).WithContext("tierflow plan says this run does not fit"));
-  TrainConfig placed = config;
+  TrainConfig placed = sized;
   placed.offload = plan.placement.offload();
   placed.nvme_ratio = plan.placement.nvme_ratio;
 
@@ -383,6 +417,7 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   TraceRecorder trace;
   EngineOptions engine_options = MakeEngineOptions(placed, dtype, nvme_paths);
   engine_options.trace = &trace;
+  if (nvme_io) engine_options.nvme_io = nvme_io->io;
   if (hooks != nullptr) engine_options.nvme_backend_factory = hooks->nvme_backend_factory;
   if (placed.offload == OffloadPlacement::kNvme) {
     engine_options.run_id = offload::MakeRunId();
@@ -522,6 +557,8 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
         {"elapsed_seconds", report.elapsed_seconds},
         {"device_bytes", report.device_bytes},
         {"pinned_bytes", report.pinned_bytes}};
+    // The first record of each run says which NVMe settings ran and why.
+    if (step == start_step + 1 && nvme_io) line["nvme_io"] = nvme_io->ToJson();
     if (traced && !config.trace_path.empty()) {
       TF_RETURN_IF_ERROR(engine->Finish().status());
       TF_RETURN_IF_ERROR(trace.WriteChromeTrace(config.trace_path));
@@ -567,6 +604,7 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
                                       hooks != nullptr ? hooks->file_system : nullptr));
     result.final_model_dir = (fs::path(out_dir) / "model").string();
   }
+  if (nvme_io) result.nvme_io = nvme_io->ToJson();
   result.steps_done = step;
   result.last_loss = last_loss;
   result.seconds = std::chrono::duration<double>(Clock::now() - run_start).count();

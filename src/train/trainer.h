@@ -11,6 +11,8 @@
 #include <map>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "engine/engine_options.h"
 #include "io/file_system.h"
 #include "offload/io_backend.h"
@@ -59,6 +61,9 @@ struct TrainResult {
   std::string final_model_dir;  // OUT/model
   bool stopped = false;         // ended early by a stop request
   double seconds = 0;
+  // The NVMe settings the run used and why (NvmeIoChoice::ToJson); null
+  // without an NVMe tier.
+  nlohmann::json nvme_io;
 };
 
 // Test seams: what a test may swap in below the configuration.

@@ -74,6 +74,25 @@ TEST(Half, Bf16RoundsToNearestEven) {
   EXPECT_TRUE(std::isinf(Bf16ToFloat(FloatToBf16(INFINITY))));
 }
 
+// NaN bits are defined (as x86's F16C instructions give them for fp16, and
+// quiet with the top bits kept for bf16), and subnormals are kept, so that
+// the scalar code and every vector level agree bit for bit.
+TEST(Half, NanBitsAndSubnormalsAreDefined) {
+  EXPECT_EQ(FloatToBf16(BitsToFloat(0x7f800001u)).bits, 0x7fc0);
+  EXPECT_EQ(FloatToBf16(BitsToFloat(0xff812345u)).bits, 0xffc1);
+  EXPECT_EQ(FloatToBf16(BitsToFloat(0x7fffffffu)).bits, 0x7fff);
+  EXPECT_EQ(FloatToFp16(BitsToFloat(0x7f800001u)).bits, 0x7e00);
+  EXPECT_EQ(FloatToFp16(BitsToFloat(0x7f802000u)).bits, 0x7e01);
+  EXPECT_EQ(FloatToFp16(BitsToFloat(0xffbfffffu)).bits, 0xffff);
+  EXPECT_EQ(FloatBits(Fp16ToFloat(fp16{0x7c01})), 0x7fc02000u);
+  EXPECT_EQ(FloatBits(Fp16ToFloat(fp16{0xfe00})), 0xffc00000u);
+  EXPECT_EQ(FloatBits(Fp16ToFloat(fp16{0x7c00})), 0x7f800000u);
+  // An fp32 subnormal that bf16 represents exactly stays (vcvtneps2bf16 would flush it).
+  EXPECT_EQ(FloatToBf16(BitsToFloat(0x00400000u)).bits, 0x0040);
+  EXPECT_EQ(FloatToBf16(BitsToFloat(0x80018000u)).bits, 0x8002);  // tie to even, upwards
+  EXPECT_EQ(FloatToFp16(BitsToFloat(0x33c00000u)).bits, 0x0002);  // 1.5 * 2^-24: tie to even
+}
+
 TEST(Half, ConvertBufferMatchesScalarConversions) {
   float src[5] = {0.5f, -3.25f, 1e-3f, 70000.0f, 1.0f / 3};
   fp16 h[5];

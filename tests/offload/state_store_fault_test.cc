@@ -109,6 +109,32 @@ TEST_P(StoreFaultTest, FlippedBitOnReadIsDataLoss) {
   ExpectContents(good_);
 }
 
+// Each block is verified as soon as it lands (while later ones are still in
+// flight): a flip is caught in whichever block it hits, and named.
+TEST_P(StoreFaultTest, AFlipIsCaughtInEveryBlockOfARead) {
+  for (int k = 1; k <= 6; ++k) {
+    plan_->Clear();
+    plan_->Add({FaultKind::kFlipBit, IoOpKind::kRead, static_cast<uint64_t>(k), 1, 0});
+    Status s = store_->Read(1, out_.data());
+    ASSERT_EQ(s.code(), StatusCode::kDataLoss) << "block " << k - 1 << ": " << s.ToString();
+    EXPECT_NE(s.message().find("block " + std::to_string(k - 1) + " "), std::string::npos)
+        << s.message();
+  }
+  EXPECT_EQ(store_->stats().num_checksum_mismatches, 6u);
+  ExpectContents(good_);
+}
+
+// A read with a flipped block and a failed one reports the I/O error (the
+// checksum of what did not arrive means nothing), after every block is done.
+TEST_P(StoreFaultTest, AnIoErrorWinsOverAMismatchInTheSameRead) {
+  plan_->Add({FaultKind::kFlipBit, IoOpKind::kRead, 1, 1, 0});
+  plan_->Add({FaultKind::kErrno, IoOpKind::kRead, 5, 1, EIO});
+  Status s = store_->Read(1, out_.data());
+  ASSERT_EQ(s.code(), StatusCode::kIoError) << s.ToString();
+  EXPECT_NE(s.message().find("block 4"), std::string::npos) << s.message();
+  ExpectContents(good_);
+}
+
 TEST_P(StoreFaultTest, FlippedBitOnWriteIsCaughtOnTheNextRead) {
   plan_->Add({FaultKind::kFlipBit, IoOpKind::kWrite, 5, 1, 0});  // one of the 6 blocks
   ASSERT_TRUE(store_->Write(1, next_.data()).ok());              // the drive said yes

@@ -72,11 +72,13 @@ class AdamRun {
     return s;
   }
 
-  // Draws new gradients and applies step `step` to both implementations.
-  StepResult Step(const AdamOptions& o, int64_t step, float grad_scale) {
+  // Draws new gradients and applies step `step` to both implementations, the
+  // fast one at level `isa` (default: the process's level).
+  StepResult Step(const AdamOptions& o, int64_t step, float grad_scale,
+                  std::optional<Isa> isa = std::nullopt) {
     generator_.Fill(grads_);
     AdamStepArgs args{step, grad_scale};
-    auto result = AdamStep(o, args, Spans());
+    auto result = isa ? AdamStep(o, args, Spans(), *isa) : AdamStep(o, args, Spans());
     EXPECT_TRUE(result.ok()) << result.status().ToString();
     AdamReferenceStep(o, args, grads_.data(), grads_.dtype(), n_, ref_params_.data(),
                       ref_exp_avg_.data(), ref_exp_avg_sq_.data());
@@ -130,23 +132,27 @@ AdamOptions TestOptions(bool decoupled) {
 
 const size_t kLarge = 5 * kOptimChunkElems + 77;  // several chunks, ragged end
 
-TEST(AdamStep, MatchesReferenceForEveryDtypeSizeAndAlignment) {
+// At every instruction-set level this CPU runs (isa_paths_test.cc checks
+// that the levels agree bit for bit, special values included).
+TEST(AdamStep, MatchesReferenceForEveryDtypeSizeAlignmentAndLevel) {
   const std::vector<std::optional<DType>> outs = {std::nullopt, DType::kF32, DType::kBF16,
                                                   DType::kF16};
-  for (DType grad : {DType::kF32, DType::kBF16, DType::kF16}) {
-    for (const auto& out : outs) {
-      for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{4096 + 3}, kLarge}) {
-        for (size_t offset : {0, 1, 3}) {
-          for (bool decoupled : {true, false}) {
-            SCOPED_TRACE(::testing::Message()
-                         << "grad " << DTypeName(grad) << " out "
-                         << (out ? DTypeName(*out) : "none") << " n " << n << " offset " << offset
-                         << (decoupled ? " AdamW" : " Adam-L2"));
-            AdamRun run(n, grad, out, offset);
-            const AdamOptions o = TestOptions(decoupled);
-            const int kSteps = 3;
-            for (int s = 1; s <= kSteps; ++s) run.Step(o, s, 0.75f);
-            run.ExpectMatchesReference(o, kSteps, 0.75f);
+  for (Isa isa : SupportedIsas()) {
+    for (DType grad : {DType::kF32, DType::kBF16, DType::kF16}) {
+      for (const auto& out : outs) {
+        for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{4096 + 3}, kLarge}) {
+          for (size_t offset : {0, 1, 3}) {
+            for (bool decoupled : {true, false}) {
+              SCOPED_TRACE(::testing::Message()
+                           << IsaName(isa) << " grad " << DTypeName(grad) << " out "
+                           << (out ? DTypeName(*out) : "none") << " n " << n << " offset " << offset
+                           << (decoupled ? " AdamW" : " Adam-L2"));
+              AdamRun run(n, grad, out, offset);
+              const AdamOptions o = TestOptions(decoupled);
+              const int kSteps = 3;
+              for (int s = 1; s <= kSteps; ++s) run.Step(o, s, 0.75f, isa);
+              run.ExpectMatchesReference(o, kSteps, 0.75f);
+            }
           }
         }
       }

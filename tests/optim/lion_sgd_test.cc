@@ -77,29 +77,33 @@ struct OneMomentRun {
   std::vector<double> ref_params, ref_buffer;
 };
 
-TEST(LionStep, MatchesReferenceForEveryDtypeSizeAndAlignment) {
+// At every instruction-set level this CPU runs (isa_paths_test.cc checks
+// that the levels agree bit for bit, special values included).
+TEST(LionStep, MatchesReferenceForEveryDtypeSizeAlignmentAndLevel) {
   LionOptions o;
   o.lr = 1e-2f;
   o.weight_decay = 0.1f;
-  for (DType grad : {DType::kF32, DType::kBF16, DType::kF16}) {
-    for (std::optional<DType> out : {std::optional<DType>(), std::optional<DType>(DType::kBF16),
-                                     std::optional<DType>(DType::kF16)}) {
-      for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{4096 + 3}, kLarge}) {
-        for (size_t offset : {0, 3}) {
-          SCOPED_TRACE(::testing::Message()
-                       << "grad " << DTypeName(grad) << " out " << (out ? DTypeName(*out) : "none")
-                       << " n " << n << " offset " << offset);
-          OneMomentRun run(n, grad, out, offset);
-          const int kSteps = 3;
-          for (int s = 1; s <= kSteps; ++s) {
-            run.generator.Fill(run.grads);
-            LionStepArgs args{0.5f};
-            auto r = LionStep(o, args, run.Spans());
-            ASSERT_TRUE(r.ok()) << r.status().ToString();
-            LionReferenceStep(o, args, run.grads.data(), grad, n, run.ref_params.data(),
-                              run.ref_buffer.data());
+  for (Isa isa : SupportedIsas()) {
+    for (DType grad : {DType::kF32, DType::kBF16, DType::kF16}) {
+      for (std::optional<DType> out : {std::optional<DType>(), std::optional<DType>(DType::kBF16),
+                                       std::optional<DType>(DType::kF16)}) {
+        for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{4096 + 3}, kLarge}) {
+          for (size_t offset : {0, 3}) {
+            SCOPED_TRACE(::testing::Message()
+                         << IsaName(isa) << " grad " << DTypeName(grad) << " out "
+                         << (out ? DTypeName(*out) : "none") << " n " << n << " offset " << offset);
+            OneMomentRun run(n, grad, out, offset);
+            const int kSteps = 3;
+            for (int s = 1; s <= kSteps; ++s) {
+              run.generator.Fill(run.grads);
+              LionStepArgs args{0.5f};
+              auto r = LionStep(o, args, run.Spans(), isa);
+              ASSERT_TRUE(r.ok()) << r.status().ToString();
+              LionReferenceStep(o, args, run.grads.data(), grad, n, run.ref_params.data(),
+                                run.ref_buffer.data());
+            }
+            run.Expect(o.lr, 0.5, kSteps);
           }
-          run.Expect(o.lr, 0.5, kSteps);
         }
       }
     }
@@ -136,26 +140,29 @@ std::vector<SgdCase> SgdCases() {
   return {{"momentum", momentum}, {"nesterov", nesterov}, {"plain", plain}};
 }
 
-TEST(SgdStep, MatchesReferenceForEveryVariantDtypeSizeAndAlignment) {
-  for (const SgdCase& c : SgdCases()) {
-    const bool use_buffer = c.options.momentum > 0;
-    for (DType grad : {DType::kF32, DType::kBF16, DType::kF16}) {
-      for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{4096 + 3}, kLarge}) {
-        for (size_t offset : {0, 1}) {
-          SCOPED_TRACE(::testing::Message() << c.name << " grad " << DTypeName(grad) << " n " << n
-                                            << " offset " << offset);
-          OneMomentRun run(n, grad, DType::kF32, offset);
-          const int kSteps = 4;
-          for (int s = 1; s <= kSteps; ++s) {
-            run.generator.Fill(run.grads);
-            SgdStepArgs args{s, 2.0f};
-            auto r = SgdStep(c.options, args, run.Spans(use_buffer));
-            ASSERT_TRUE(r.ok()) << r.status().ToString();
-            SgdReferenceStep(c.options, args, run.grads.data(), grad, n, run.ref_params.data(),
-                             use_buffer ? run.ref_buffer.data() : nullptr);
+TEST(SgdStep, MatchesReferenceForEveryVariantDtypeSizeAlignmentAndLevel) {
+  for (Isa isa : SupportedIsas()) {
+    for (const SgdCase& c : SgdCases()) {
+      const bool use_buffer = c.options.momentum > 0;
+      for (DType grad : {DType::kF32, DType::kBF16, DType::kF16}) {
+        for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{4096 + 3}, kLarge}) {
+          for (size_t offset : {0, 1}) {
+            SCOPED_TRACE(::testing::Message()
+                         << IsaName(isa) << " " << c.name << " grad " << DTypeName(grad) << " n "
+                         << n << " offset " << offset);
+            OneMomentRun run(n, grad, DType::kF32, offset);
+            const int kSteps = 4;
+            for (int s = 1; s <= kSteps; ++s) {
+              run.generator.Fill(run.grads);
+              SgdStepArgs args{s, 2.0f};
+              auto r = SgdStep(c.options, args, run.Spans(use_buffer), isa);
+              ASSERT_TRUE(r.ok()) << r.status().ToString();
+              SgdReferenceStep(c.options, args, run.grads.data(), grad, n, run.ref_params.data(),
+                               use_buffer ? run.ref_buffer.data() : nullptr);
+            }
+            // The buffer sums up to 1/(1-momentum) = 10 gradients of scale 2.
+            run.Expect(c.options.lr * 20, 20.0, kSteps, use_buffer);
           }
-          // The buffer sums up to 1/(1-momentum) = 10 gradients of scale 2.
-          run.Expect(c.options.lr * 20, 20.0, kSteps, use_buffer);
         }
       }
     }

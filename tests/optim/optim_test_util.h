@@ -83,6 +83,15 @@ class GradBuffer {
       }
     }
   }
+  // Stores raw bits: the low 16 for bf16/fp16 (any code, signalling NaNs included).
+  void SetBits(size_t i, uint32_t bits) {
+    if (dtype_ == DType::kF32) {
+      std::memcpy(data_ + 4 * i, &bits, 4);
+    } else {
+      const uint16_t h = static_cast<uint16_t>(bits);
+      std::memcpy(data_ + 2 * i, &h, 2);
+    }
+  }
   const void* data() const { return data_; }
   DType dtype() const { return dtype_; }
   size_t size() const { return n_; }

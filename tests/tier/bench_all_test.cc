@@ -1,12 +1,15 @@
 // `tierflow bench all --out PROFILE.json` end to end (small sizes): the file
 // it writes loads through LoadBandwidthProfile with every measured rate, and
-// without --nvme-path the NVMe rates keep the planner's defaults.
+// without --nvme-path the NVMe rates keep the planner's defaults; the profile
+// names the CPU optimizer's instruction-set level.
 #include <cstdlib>
 #include <string>
 
 #include <gtest/gtest.h>
 
+#include "common/cpu_isa.h"
 #include "plan/bandwidth_profile.h"
+#include "plan/nvme_profile.h"
 #include "tests/tier/tier_test_util.h"
 
 namespace tierflow {
@@ -19,7 +22,8 @@ int RunTierflow(const std::string& args) {
 
 TEST(BenchAll, WritesAProfileThePlannerLoads) {
   tier_test::TempDir dir;
-  const std::string small = " --device cpu --copy-size 1MiB --adam-params 64Ki --nvme-size 8MiB";
+  const std::string small =
+      " --device cpu --copy-size 1MiB --adam-params 64Ki --nvme-size 8MiB --nvme-sweep-size 1MiB";
   ASSERT_EQ(
       RunTierflow("bench all --out " + (dir / "p.json") + small + " --nvme-path " + dir.path()), 0);
   const Bandwidths base = DefaultBandwidths(false, 2);
@@ -32,6 +36,15 @@ TEST(BenchAll, WritesAProfileThePlannerLoads) {
   }
   EXPECT_NE(b->nvme_read_gb_per_second, base.nvme_read_gb_per_second);
   EXPECT_NE(b->adam_params_per_second, base.adam_params_per_second);
+  // The profile names the optimizer's instruction-set level.
+  const nlohmann::json profile = nlohmann::json::parse(tier_test::ReadFile(dir / "p.json"));
+  ASSERT_TRUE(profile.contains("cpu_isa")) << profile;
+  EXPECT_TRUE(ParseIsa(profile["cpu_isa"].get<std::string>()).ok()) << profile["cpu_isa"];
+
+  // The NVMe tune's choice is in the profile, where `train --profile` reads it.
+  auto store = LoadNvmeStoreProfile(dir / "p.json");
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  EXPECT_TRUE(store->has_value());
 
   ASSERT_EQ(RunTierflow("bench all --out " + (dir / "q.json") + small), 0);
   auto q = LoadBandwidthProfile(dir / "q.json", base);

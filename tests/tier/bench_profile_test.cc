@@ -1,11 +1,18 @@
 // The profile `bench all` writes is what the planner reads: every rate
 // round-trips through ParseBandwidthProfile, a missing bench keeps the
-// defaults, and a bench output without its rate is refused.
+// defaults, and a bench output without its rate is refused. The NVMe tune's
+// choice becomes the profile's nvme_store (through the profile's own reader),
+// and `bench nvme --tune --profile` updates a profile file keeping the rest.
 #include "tier/bench_profile.h"
 
+#include <fstream>
+
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "plan/bandwidth_profile.h"
+#include "plan/nvme_profile.h"
+#include "tests/tier/tier_test_util.h"
 
 namespace tierflow::tier {
 namespace {
@@ -66,6 +73,62 @@ TEST(BenchProfile, OutputWithoutItsRateIsRefused) {
   EXPECT_NE(p.status().message().find("params_per_second"), std::string::npos);
   nlohmann::json copy = {{"results", nlohmann::json::array()}};
   EXPECT_FALSE(MakeBandwidthProfile(copy, AdamOut(), nullptr).ok());
+}
+
+nlohmann::json TunedNvmeOut(uint32_t block) {
+  nlohmann::json n = NvmeOut();
+  n["tune"] = {{"chosen",
+                {{"block_size_bytes", block},
+                 {"queue_depth", 8},
+                 {"num_rings", 1},
+                 {"in_flight", 2},
+                 {"write_gb_per_second", 4.25},
+                 {"read_gb_per_second", 6.5}}}};
+  return n;
+}
+
+TEST(BenchProfile, TheTunesChoiceBecomesTheProfilesNvmeStore) {
+  auto p = MakeBandwidthProfile(CopyOut(), AdamOut(), TunedNvmeOut(16u << 20));
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  auto store = NvmeStoreProfileFromJson(*p, "test");
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  ASSERT_TRUE(store->has_value());
+  EXPECT_EQ((*store)->io.block_size_bytes, 16u << 20);
+  EXPECT_EQ((*store)->io.queue_depth, 8u);
+  EXPECT_EQ((*store)->in_flight, 2u);
+  // Without a tune there is no nvme_store: "not tuned".
+  auto plain = MakeBandwidthProfile(CopyOut(), AdamOut(), NvmeOut());
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->contains("nvme_store"));
+  // A choice out of bounds is refused, not written.
+  auto bad = MakeBandwidthProfile(CopyOut(), AdamOut(), TunedNvmeOut(1000));
+  EXPECT_THAT(bad.status().message(), ::testing::HasSubstr("nvme_store.block_size_bytes"));
+}
+
+TEST(BenchProfile, TheTuneUpdatesAProfileFileKeepingTheRest) {
+  tier_test::TempDir dir;
+  // No file yet: a new version-1 profile.
+  ASSERT_TRUE(WriteNvmeToProfileFile(dir / "new.json", TunedNvmeOut(4u << 20)).ok());
+  auto made = LoadNvmeStoreProfile(dir / "new.json");
+  ASSERT_TRUE(made.ok() && made->has_value()) << made.status().ToString();
+  EXPECT_EQ((*made)->io.block_size_bytes, 4u << 20);
+  // A `bench all` profile: its other rates survive.
+  auto full = MakeBandwidthProfile(CopyOut(), AdamOut(), NvmeOut());
+  ASSERT_TRUE(full.ok());
+  std::ofstream(dir / "all.json") << full->dump();
+  ASSERT_TRUE(WriteNvmeToProfileFile(dir / "all.json", TunedNvmeOut(64u << 20)).ok());
+  auto rates = LoadBandwidthProfile(dir / "all.json", DefaultBandwidths(true, 8));
+  ASSERT_TRUE(rates.ok()) << rates.status().ToString();
+  EXPECT_EQ(rates->h2d_gb_per_second, 21.5);
+  EXPECT_EQ(rates->adam_params_per_second, 1.5e9);
+  auto tuned = LoadNvmeStoreProfile(dir / "all.json");
+  ASSERT_TRUE(tuned.ok() && tuned->has_value());
+  EXPECT_EQ((*tuned)->io.block_size_bytes, 64u << 20);
+  // Something that is not a profile is left alone.
+  std::ofstream(dir / "other.json") << R"({"model": "x"})";
+  Status s = WriteNvmeToProfileFile(dir / "other.json", TunedNvmeOut(4u << 20));
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("not a version-1 tierflow profile"));
+  EXPECT_EQ(tier_test::ReadFile(dir / "other.json"), R"({"model": "x"})");
 }
 
 }  // namespace

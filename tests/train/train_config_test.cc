@@ -143,10 +143,11 @@ TEST(TrainConfig, ZeroInfinityDeepSpeedConfigParsesToTheRightFields) {
   EXPECT_EQ(c.sub_group_size, 1000000000u);
   EXPECT_EQ(c.aio_block_size, 1048576u);
   EXPECT_EQ(c.aio_queue_depth, 8u);
+  EXPECT_EQ(c.aio_threads, 1u);  // thread_count: the io_uring rings
   // Accepted-but-unused keys are warned about by path, and none is "unknown".
   EXPECT_TRUE(HasWarning(c, "'zero_optimization.offload_param' ignored"));
   EXPECT_TRUE(HasWarning(c, "'zero_optimization.stage' = 3"));
-  EXPECT_TRUE(HasWarning(c, "'aio.thread_count' ignored"));
+  EXPECT_FALSE(HasWarning(c, "'aio.thread_count' ignored"));
   EXPECT_TRUE(HasWarning(c, "'aio.single_submit' ignored"));
   EXPECT_TRUE(HasWarning(c, "'steps_per_print' ignored"));
   EXPECT_TRUE(HasWarning(c, "'zero_optimization.stage3_max_live_parameters' ignored"));
@@ -226,6 +227,30 @@ TEST(TrainConfig, TierflowKeyThatContradictsADeepSpeedKeyNamesBoth) {
   TrainConfig ok = ParseOk(R"({"optimizer": {"type": "AdamW", "params": {"lr": 0.01}},
                               "tierflow": {"lr": 0.01}})");
   EXPECT_FLOAT_EQ(ok.lr, 0.01f);
+}
+
+TEST(TrainConfig, AioKeysAreKeptAsGivenAndAbsentOnesStayUnset) {
+  // Absent: 0, which the NVMe choice reads as "not given" (profile or probe).
+  TrainConfig none = ParseOk(R"({"aio": {"single_submit": false}})");
+  EXPECT_EQ(none.aio_block_size, 0u);
+  EXPECT_EQ(none.aio_queue_depth, 0u);
+  EXPECT_EQ(none.aio_threads, 0u);
+  EXPECT_EQ(none.buffer_count, 0);
+  TrainConfig c = ParseOk(R"({"aio": {"block_size": 16777216, "queue_depth": 4,
+                                      "intra_op_parallelism": 2},
+                              "tierflow": {"profile": "/etc/tierflow/profile.json"}})");
+  EXPECT_EQ(c.aio_block_size, 16777216u);
+  EXPECT_EQ(c.aio_queue_depth, 4u);
+  EXPECT_EQ(c.aio_threads, 2u);
+  EXPECT_EQ(c.profile, "/etc/tierflow/profile.json");
+  // DeepSpeed's two names for the I/O threads must agree.
+  EXPECT_THAT(ParseError(R"({"aio": {"thread_count": 1, "intra_op_parallelism": 4}})"),
+              AllOf(HasSubstr("aio.thread_count"), HasSubstr("aio.intra_op_parallelism"),
+                    HasSubstr("contradictory")));
+  EXPECT_THAT(ParseError(R"({"aio": {"thread_count": 65}})"), HasSubstr("aio.thread_count"));
+  EXPECT_THAT(ParseError(R"({"aio": {"block_size": 0}})"), HasSubstr("aio.block_size"));
+  EXPECT_THAT(ParseError(R"({"zero_optimization": {"offload_optimizer": {"buffer_count": 0}}})"),
+              HasSubstr("buffer_count"));
 }
 
 TEST(TrainConfig, AdamTypeFollowsDeepSpeedsAdamWMode) {
@@ -512,7 +537,9 @@ TEST(ValidateTrainConfig, EachBadSettingIsNamed) {
       {[](TrainConfig& c) { c.buffer_count = 1; }, "buffer_count:"},
       {[](TrainConfig& c) { c.sub_group_size = 0; }, "sub_group_size:"},
       {[](TrainConfig& c) { c.aio_block_size = 1000; }, "aio_block_size:"},
-      {[](TrainConfig& c) { c.aio_queue_depth = 0; }, "aio_queue_depth:"},
+      {[](TrainConfig& c) { c.aio_block_size = 512u << 20; }, "aio_block_size:"},
+      {[](TrainConfig& c) { c.aio_queue_depth = 5000; }, "aio_queue_depth:"},
+      {[](TrainConfig& c) { c.aio_threads = 65; }, "aio_threads:"},
       {[](TrainConfig& c) { c.offload = OffloadPlacement::kAuto; }, "offload:"},
       {[](TrainConfig& c) { c.pipeline = "async"; }, "pipeline:"},
       {[](TrainConfig& c) { c.optimizer = "sgd"; }, "optimizer:"},

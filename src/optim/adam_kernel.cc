@@ -1,0 +1,73 @@
+// AdamStep's loop for one instruction-set level (see optim/optim_kernels.h),
+// in the operation order of optim/adam.h:
+//   g = grad * grad_scale;  Adam-L2: g = g + weight_decay * p
+//   m = beta1 * m + (1 - beta1) * g
+//   v = beta2 * v + (1 - beta2) * (g * g)
+//   p = p * decay - step_size * (m / (sqrt(v) * inv_sqrt_bc2 + eps))
+// (the adds of two terms that may both be NaN are AddScaled, common/simd.h).
+#include "optim/optim_kernels.h"
+#include "optim/step_loop.h"
+
+namespace tierflow::TIERFLOW_ISA_NS {
+namespace {
+
+using optim_internal::AdamConstants;
+using optim_internal::StepStreams;
+
+template <Elem G, int O>
+struct AdamOp {
+  explicit AdamOp(const AdamConstants& c)
+      : grad_scale(Set1(c.grad_scale)),
+        neg_weight_decay(Set1(-c.weight_decay)),
+        beta1(Set1(c.beta1)),
+        neg_one_minus_beta1(Set1(-c.one_minus_beta1)),
+        beta2(Set1(c.beta2)),
+        neg_one_minus_beta2(Set1(-c.one_minus_beta2)),
+        inv_sqrt_bc2(Set1(c.inv_sqrt_bc2)),
+        eps(Set1(c.eps)),
+        decay(Set1(c.decay)),
+        step_size(Set1(c.step_size)),
+        l2(c.l2) {}
+
+  template <typename Sink>
+  TF_SIMD_INLINE void operator()(float* const* s, const Storage<G>* grads, Sink out) {
+    VF g = Mul(Load<G>(grads), grad_scale);
+    seen = MarkNonFinite(seen, g);
+    VF p = LoadF32(s[0]);
+    if (l2) g = AddScaled(g, neg_weight_decay, p);
+    const VF m = AddScaled(Mul(beta1, LoadF32(s[1])), neg_one_minus_beta1, g);
+    const VF v = AddScaled(Mul(beta2, LoadF32(s[2])), neg_one_minus_beta2, Mul(g, g));
+    const VF denom = Add(Mul(Sqrt(v), inv_sqrt_bc2), eps);
+    p = Sub(Mul(p, decay), Mul(step_size, Div(m, denom)));
+    StoreF32(s[0], p);
+    StoreF32(s[1], m);
+    StoreF32(s[2], v);
+    out.Put(p);
+  }
+
+  VF grad_scale, neg_weight_decay, beta1, neg_one_minus_beta1, beta2, neg_one_minus_beta2,
+      inv_sqrt_bc2, eps, decay, step_size;
+  bool l2;
+  VF seen = Zero();
+};
+
+template <Elem G, int O>
+bool AdamRange(const AdamConstants& c, const StepStreams& s, size_t begin, size_t end) {
+  AdamOp<G, O> op(c);
+  float* const state[3] = {s.params, s.exp_avg, s.exp_avg_sq};
+  StepLoop<3, G, O>(op, state, s.grads, s.out, begin, end);
+  return SawNonFinite(op.seen);
+}
+
+}  // namespace
+
+const optim_internal::AdamKernels kAdamKernels = {{
+    {&AdamRange<Elem::kF32, 0>, &AdamRange<Elem::kF32, 1>, &AdamRange<Elem::kF32, 2>,
+     &AdamRange<Elem::kF32, 3>},
+    {&AdamRange<Elem::kBF16, 0>, &AdamRange<Elem::kBF16, 1>, &AdamRange<Elem::kBF16, 2>,
+     &AdamRange<Elem::kBF16, 3>},
+    {&AdamRange<Elem::kF16, 0>, &AdamRange<Elem::kF16, 1>, &AdamRange<Elem::kF16, 2>,
+     &AdamRange<Elem::kF16, 3>},
+}};
+
+}  // namespace tierflow::TIERFLOW_ISA_NS

@@ -1,0 +1,147 @@
+// The loop every optimizer kernel of one instruction-set level runs (see
+// optim/optim_kernels.h): one fused pass over [begin, end) that loads each
+// element of every stream once, updates it in registers and stores it once.
+//
+// Only for the per-level objects (it includes common/simd.h); everything has
+// internal linkage in the level's namespace.
+#pragma once
+
+#include "common/simd.h"
+
+namespace tierflow::TIERFLOW_ISA_NS {
+namespace {
+
+// Copy-out kinds: 0 none, otherwise 1 + the Elem of the copy.
+template <int O>
+struct OutStorageOf {
+  using type = Storage<static_cast<Elem>(O - 1)>;
+};
+template <>
+struct OutStorageOf<0> {
+  using type = float;  // never dereferenced
+};
+template <int O>
+using OutStorage = typename OutStorageOf<O>::type;
+
+#ifndef TF_STEP_UNROLL_VECTORS
+#define TF_STEP_UNROLL_VECTORS 4
+#endif
+#ifndef TF_STEP_PREFETCH_ELEMS
+#define TF_STEP_PREFETCH_ELEMS 512
+#endif
+#ifndef TF_STEP_STREAM_OUT
+#define TF_STEP_STREAM_OUT 1
+#endif
+
+// Vectors per iteration of the main loop: a few independent vectors in
+// flight, so the next vectors' loads and moment updates overlap the divide
+// and square root of the previous ones; 4 at every width (8 spill AVX2's 16
+// registers). Elements prefetched ahead of the iteration: 512, 2 KiB of each
+// fp32 stream. The three knobs are compile-time only, for the ablations in
+// docs/DESIGN.md ("Why the step fell short on Intel"); the defaults are what
+// those measured best.
+inline constexpr size_t kUnrollVectors = TF_STEP_UNROLL_VECTORS;
+inline constexpr size_t kPrefetchElems = TF_STEP_PREFETCH_ELEMS;
+inline constexpr bool kStreamOut = TF_STEP_STREAM_OUT != 0;
+
+// Where an op puts the updated weights' copy out (kind O; nothing when 0):
+// one vector at `p`, with a plain or (kStream) a non-temporal store.
+template <int O, bool kStream>
+struct OutSink {
+  OutStorage<O>* p;
+  TF_SIMD_INLINE void Put(VF params) const {
+    if constexpr (O != 0) {
+      constexpr Elem kOut = static_cast<Elem>(O - 1);
+      if constexpr (kStream) {
+        StoreStreaming<kOut>(p, params);
+      } else {
+        Store<kOut>(p, params);
+      }
+    }
+  }
+};
+
+// Calls op(state, grads, sink) for each vector of [begin, end): `state`
+// points at the vector's element in each of the K fp32 arrays (updated in
+// place), `grads` at its gradients (Elem G), `sink` at its copy out (an
+// OutSink<O, kStream>). The last (end - begin) % kLanes elements are copied
+// into zero-filled lanes and go through the same op, with a plain store.
+template <int K, Elem G, int O, bool kStream, typename Op>
+TF_SIMD_INLINE void StepLoopStores(Op& op, float* const* state, const void* grads_bytes,
+                                   void* out_bytes, size_t begin, size_t end) {
+  using GradT = Storage<G>;
+  using OutT = OutStorage<O>;
+  const GradT* grads = static_cast<const GradT*>(grads_bytes);
+  OutT* out = static_cast<OutT*>(out_bytes);
+  auto at = [&](size_t i) __attribute__((always_inline)) {
+    float* s[K];
+    for (int k = 0; k < K; ++k) s[k] = state[k] + i;
+    op(s, grads + i, OutSink<O, kStream>{O != 0 ? out + i : out});
+  };
+  size_t i = begin;
+  constexpr size_t kStep = kUnrollVectors * kLanes;
+  for (; i + kStep <= end; i += kStep) {
+    if constexpr (kPrefetchElems > 0) {
+      if (i + kPrefetchElems + kStep <= end) {
+        for (int k = 0; k < K; ++k) {
+          for (size_t b = 0; b < kStep * sizeof(float); b += 64) {
+            __builtin_prefetch(reinterpret_cast<const char*>(state[k] + i + kPrefetchElems) + b, 1);
+          }
+        }
+        for (size_t b = 0; b < kStep * sizeof(GradT); b += 64) {
+          __builtin_prefetch(reinterpret_cast<const char*>(grads + i + kPrefetchElems) + b, 0);
+        }
+      }
+    }
+#pragma GCC unroll 16
+    for (size_t u = 0; u < kUnrollVectors; ++u) at(i + u * kLanes);
+  }
+  for (; i + kLanes <= end; i += kLanes) at(i);
+  if (i < end) {
+    const size_t len = end - i;
+    PartialLanes<float> lanes[K];
+    float* s[K];
+    for (int k = 0; k < K; ++k) {
+      lanes[k].Fill(state[k] + i, len);
+      s[k] = lanes[k].v;
+    }
+    PartialLanes<GradT> g;
+    g.Fill(grads + i, len);
+    PartialLanes<OutT> o;
+    op(s, g.v, OutSink<O, false>{o.v});
+    for (int k = 0; k < K; ++k) lanes[k].CopyOut(state[k] + i, len);
+    if constexpr (O != 0) o.CopyOut(out + i, len);
+  }
+}
+
+// The step over [begin, end). With a copy out (element-aligned), the
+// elements before out's first vector-aligned address take plain stores and the rest non-temporal
+// ones, fenced before returning: the copy is written once and read next by
+// the H2D transfer (a DMA engine or another thread), never by this core, so
+// a plain store's read for ownership of each line would be pure overhead,
+// 4 bytes per parameter more DRAM traffic for an fp32 copy. The bits are the
+// same either way.
+template <int K, Elem G, int O, typename Op>
+TF_SIMD_INLINE void StepLoop(Op& op, float* const* state, const void* grads_bytes, void* out_bytes,
+                             size_t begin, size_t end) {
+  if constexpr (O == 0 || !kStreamOut) {
+    StepLoopStores<K, G, O, false>(op, state, grads_bytes, out_bytes, begin, end);
+  } else {
+    using OutT = OutStorage<O>;
+    constexpr size_t kAlign = kVectorBytes<static_cast<Elem>(O - 1)>;
+    const auto address = reinterpret_cast<uintptr_t>(static_cast<OutT*>(out_bytes) + begin);
+    if (address % sizeof(OutT) != 0) {
+      // No element of a misaligned copy ever starts a vector-aligned address.
+      StepLoopStores<K, G, O, false>(op, state, grads_bytes, out_bytes, begin, end);
+      return;
+    }
+    const size_t head = (kAlign - address % kAlign) % kAlign / sizeof(OutT);
+    const size_t mid = end - begin < head ? end : begin + head;
+    StepLoopStores<K, G, O, false>(op, state, grads_bytes, out_bytes, begin, mid);
+    StepLoopStores<K, G, O, true>(op, state, grads_bytes, out_bytes, mid, end);
+    StreamFence();
+  }
+}
+
+}  // namespace
+}  // namespace tierflow::TIERFLOW_ISA_NS
