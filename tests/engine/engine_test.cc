@@ -6,15 +6,18 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "tests/common/scratch_dir.h"
 
 #include "common/half.h"
+#include "common/trace.h"
 #include "engine/offload_engine.h"
 #include "optim/optim_reference.h"
 #include "tests/engine/engine_test_util.h"
@@ -238,6 +241,38 @@ TEST(OffloadEngine, SpeculationPausesAfterAClippedStep) {
   }
 }
 
+// A budget smaller than the model, state split between host and NVMe:
+// speculation takes the NVMe sub-groups first (backward order) and backs up
+// only the host ones, within the budget; the result is still the
+// synchronous pipeline's, whether the speculation holds or is rolled back.
+TEST(OffloadEngine, SpeculationWithinASmallBudgetOnSplitStateEqualsSynchronous) {
+  for (const float clip : {0.0f, 0.01f}) {
+    SCOPED_TRACE(clip);
+    TempDir dir;
+    Data data = MakeData(4, 8, 10);
+    EngineOptions sync = BaseOptions();
+    sync.clip_grad_norm = clip;
+    sync.offload = OffloadPlacement::kNvme;
+    sync.nvme_ratio = 0.5;  // the last two layers' state on NVMe
+    sync.nvme_paths = {dir.path()};
+    sync.pipeline = Pipeline::kSynchronous;
+    EngineOptions overlapped = sync;
+    overlapped.pipeline = Pipeline::kOverlapped;
+    overlapped.buffer_count = 6;
+    overlapped.speculate_eagerly = true;
+    overlapped.pause_speculation_after_clip = false;
+    overlapped.speculation_params = 1500;  // of 2304: both NVMe layers and one host sub-group
+    RunResult s = Train(sync, data), o = Train(overlapped, data);
+    ASSERT_EQ(o.stats.size(), 4u);
+    EXPECT_EQ(s.state, o.state);
+    EXPECT_EQ(s.device_weights, o.device_weights);
+    for (const StepStats& st : o.stats) {
+      EXPECT_EQ(st.speculated_groups, 7);  // 3 + 3 sub-groups of the NVMe layers, then 200 more
+      EXPECT_EQ(st.rolled_back, clip > 0);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(ClipAndTier, PipelineTest,
                          testing::Combine(testing::Values(0.0f, 0.01f, 100.0f),
                                           testing::Values(OffloadPlacement::kHost,
@@ -320,6 +355,40 @@ TEST(OffloadEngine, NvmeWithoutADirectoryIsAClearError) {
   auto engine = OffloadEngine::Create(*device, model, o);
   ASSERT_FALSE(engine.ok());
   EXPECT_NE(engine.status().message().find("--nvme-path"), std::string::npos);
+}
+
+// The trace shows each stream's work as before events replaced the host
+// callbacks: one compute span per micro-batch, one D2H span per unit and
+// micro-batch, one H2D span per sub-group and step, none before the trace
+// began or of negative length.
+TEST(OffloadEngine, TraceHasASpanPerTransferAndMicroBatch) {
+  TempDir dir;
+  TraceRecorder trace;
+  trace.SetEnabled(true);
+  EngineOptions o = BaseOptions();
+  o.weights_dtype = DType::kBF16;
+  o.trace = &trace;
+  const RunResult r = Train(o, MakeData(2, 8, 9), /*micro_batches=*/2);
+  ASSERT_EQ(r.stats.size(), 2u);
+  const std::string path = dir.path() + "/trace.json";
+  ASSERT_TRUE(trace.WriteChromeTrace(path).ok());
+  auto doc = nlohmann::json::parse(testing_common::ReadWholeFile(path));
+  std::map<std::string, int> spans;  // "track/name" -> count
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    EXPECT_GE(e["dur"].get<int64_t>(), 0) << e.dump();
+    EXPECT_GE(e["ts"].get<int64_t>(), 0) << e.dump();
+    ++spans[e["cat"].get<std::string>() + "/" + e["name"].get<std::string>()];
+  }
+  EXPECT_EQ(spans["compute/fwd+bwd micro 0"], 2);
+  EXPECT_EQ(spans["compute/fwd+bwd micro 1"], 2);
+  for (int l = 0; l < kLayers; ++l) {
+    const std::string unit = "linear." + std::to_string(l);
+    EXPECT_EQ(spans["d2h/grads " + unit], 4) << unit;  // 2 steps x 2 micro-batches
+    for (int g = 0; g < 3; ++g) {                      // 576 params in sub-groups of 200
+      EXPECT_EQ(spans["h2d/weights " + unit + ".sg" + std::to_string(g)], 2) << unit;
+    }
+  }
 }
 
 }  // namespace

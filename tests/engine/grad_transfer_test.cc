@@ -7,6 +7,8 @@
 // D2H bytes each step reports.
 #include <cmath>
 #include <cstring>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -135,6 +137,7 @@ TEST(GradTransfer, Fp32TransferIsTheReplayBitForBit) {
                      (pipeline == Pipeline::kOverlapped ? " overlapped" : " sync"));
         EngineOptions o = BaseOptions();
         o.weights_dtype = weights;
+        o.grad_transfer_dtype = DType::kF32;
         o.clip_grad_norm = clip;
         o.pipeline = pipeline;
         RunResult r = Train(o, data);
@@ -144,6 +147,151 @@ TEST(GradTransfer, Fp32TransferIsTheReplayBitForBit) {
         EXPECT_EQ(clipped > 0, clip > 0);
       }
     }
+  }
+}
+
+// 16-bit transfer: the model's fp32 gradients are rounded once per unit
+// (round to nearest even, as the Cast op does) and nothing else changes.
+TEST(GradTransfer, SixteenBitTransferIsTheReplayBitForBit) {
+  Data data = MakeData(4, 8, 12);
+  struct Case {
+    DType weights;
+    std::optional<DType> transfer;  // unset: the default
+    DType expected;
+  };
+  for (const Case& c :
+       {Case{DType::kBF16, std::nullopt, DType::kBF16},
+        Case{DType::kF16, std::nullopt, DType::kF16}, Case{DType::kF16, DType::kBF16, DType::kBF16},
+        Case{DType::kF32, DType::kBF16, DType::kBF16}}) {
+    for (const float clip : {0.0f, 0.05f}) {
+      SCOPED_TRACE(std::string(DTypeName(c.weights)) + " weights, " +
+                   std::string(DTypeName(c.expected)) + " transfer, clip " + std::to_string(clip));
+      EngineOptions o = BaseOptions();
+      o.weights_dtype = c.weights;
+      o.grad_transfer_dtype = c.transfer;
+      o.clip_grad_norm = clip;
+      const RunResult r = Train(o, data);
+      ExpectSameRun(r, ReplayOnHost(o, data, c.expected));
+      // And it is not the fp32-transfer run: the rounding took place.
+      EXPECT_FALSE(r.state == ReplayOnHost(o, data, DType::kF32).state);
+    }
+  }
+}
+
+// bf16 transfer against fp32 transfer, 6 steps of AdamW at lr 1e-2. The
+// engine's fp32 tolerance against the double-precision reference (2e-5 +
+// 1e-4 |w| on the masters) is for fp32 rounding; rounding each gradient to
+// bf16 (relative error <= 2^-9) moves Adam's normalized update m / sqrt(v)
+// by at most ~2^-7 of the learning rate per step, so the masters may differ
+// by up to steps x lr x 2^-7 (measured: under half of that; 4 and 10 times
+// the fp32 tolerance), the working weights by that and one more bf16 ulp,
+// and the losses by under 0.1%.
+TEST(GradTransfer, Bf16TransferStaysCloseToFp32Transfer) {
+  Data data = MakeData(6, 8, 1);
+  for (const DType weights : {DType::kF32, DType::kBF16}) {
+    SCOPED_TRACE(DTypeName(weights));
+    EngineOptions o = BaseOptions();
+    o.weights_dtype = weights;
+    o.grad_transfer_dtype = DType::kF32;
+    const RunResult f32 = Train(o, data);
+    o.grad_transfer_dtype = DType::kBF16;
+    const RunResult bf16 = Train(o, data);
+    ASSERT_EQ(f32.stats.size(), 6u);
+    ASSERT_EQ(bf16.stats.size(), 6u);
+    ASSERT_EQ(f32.state.size(), bf16.state.size());
+    const double bound = 6 * o.adam.lr * std::ldexp(1.0, -7);
+    size_t pos = 0;
+    for (const SubGroup& sg :
+         MakeSubGroups(LinearStack(kLayers, kDim, weights, 7).Units(), o.sub_group_params).groups) {
+      for (size_t i = 0; i < sg.num_params; ++i) {  // the masters: each record's first third
+        ASSERT_NEAR(bf16.state[pos + i], f32.state[pos + i], bound) << sg.name << " " << i;
+      }
+      pos += 3 * sg.num_params;
+    }
+    // The working weights are the masters rounded: at most one more bf16 ulp apart.
+    for (size_t i = 0; i < f32.device_weights.size(); ++i) {
+      const float want = f32.device_weights[i];
+      const double ulp = weights == DType::kBF16 ? std::ldexp(1.0, std::ilogb(want) - 7) : 0.0;
+      ASSERT_NEAR(bf16.device_weights[i], want, bound + ulp) << i;
+    }
+    for (size_t s = 0; s < f32.stats.size(); ++s) {
+      EXPECT_NEAR(bf16.stats[s].loss, f32.stats[s].loss, 1e-3 * f32.stats[s].loss) << s;
+    }
+  }
+}
+
+// What crosses PCIe each step: every micro-batch's gradients, in the transfer
+// dtype: 2 B/param in 16 bits, 4 in fp32.
+TEST(GradTransfer, D2hBytesPerStepAreThoseOfTheTransferDtype) {
+  Data data = MakeData(2, 8, 13);
+  const uint64_t params = static_cast<uint64_t>(kLayers) * kDim * kDim;
+  for (const std::optional<DType> transfer :
+       {std::optional<DType>(), std::optional<DType>(DType::kBF16),
+        std::optional<DType>(DType::kF32)}) {
+    for (const int micro_batches : {1, 2}) {
+      EngineOptions o = BaseOptions();
+      o.weights_dtype = DType::kBF16;
+      o.grad_transfer_dtype = transfer;
+      const uint64_t bytes_per_param = transfer == DType::kF32 ? 4 : 2;
+      SCOPED_TRACE(std::to_string(bytes_per_param) + " B/param, " + std::to_string(micro_batches) +
+                   " micro-batches");
+      const RunResult r = Train(o, data, micro_batches);
+      ASSERT_EQ(r.stats.size(), 2u);
+      for (const StepStats& st : r.stats) {
+        EXPECT_EQ(st.d2h_bytes, micro_batches * params * bytes_per_param);
+      }
+    }
+  }
+}
+
+// fp16 weights: the loss scale applies to the gradients before the cast, and
+// a gradient beyond fp16's range (finite in the fp32 bucket) becomes Inf in
+// the cast: the host sees it, the step is skipped and the scale lowered,
+// exactly as for a non-finite fp32 gradient. fp32 transfer carries it.
+TEST(GradTransfer, Fp16CastOverflowIsDetectedAndSkipsTheStep) {
+  Data data = MakeData(1, 8, 14);
+  std::vector<float> large = data.y[0];
+  for (float& v : large) v *= 400.0f;  // loss gradients near 1e5 at scale 2^16
+  MicroBatch mb{.dense_inputs = data.x[0].data(), .dense_targets = large.data(), .batch = 8};
+  for (const DType transfer : {DType::kF16, DType::kF32}) {
+    SCOPED_TRACE(DTypeName(transfer));
+    EngineOptions o = BaseOptions();
+    o.weights_dtype = DType::kF16;
+    o.grad_transfer_dtype = transfer;
+    o.loss_scaler.hysteresis = 1;
+    auto device = testing_util::CpuDevice();
+    LinearStack model(kLayers, kDim, DType::kF16, 7);
+    auto engine = OffloadEngine::Create(*device, model, o);
+    ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+    auto st = (*engine)->Step({mb});
+    ASSERT_TRUE(st.ok()) << st.status().ToString();
+    EXPECT_EQ(st->loss_scale, 65536.0f);
+    ASSERT_TRUE((*engine)->Finish().ok());
+    if (transfer == DType::kF16) {
+      EXPECT_TRUE(st->skipped);
+      EXPECT_EQ((*engine)->loss_scaler_state().scale, 32768.0f);
+    } else {
+      EXPECT_FALSE(st->skipped);
+      EXPECT_TRUE(std::isfinite(st->grad_norm));
+      EXPECT_GT(st->grad_norm * st->loss_scale, 65504.0);  // beyond fp16 somewhere
+    }
+  }
+}
+
+TEST(GradTransfer, Fp16TransferWithoutFp16WeightsIsRefused) {
+  for (const DType weights : {DType::kBF16, DType::kF32}) {
+    EngineOptions o = BaseOptions();
+    o.weights_dtype = weights;
+    o.grad_transfer_dtype = DType::kF16;
+    auto device = testing_util::CpuDevice();
+    LinearStack model(kLayers, kDim, weights, 7);
+    auto engine = OffloadEngine::Create(*device, model, o);
+    ASSERT_FALSE(engine.ok());
+    EXPECT_EQ(engine.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(engine.status().message().find("grad_transfer_dtype: fp16 gradient transfer needs "
+                                             "fp16 weights"),
+              std::string::npos)
+        << engine.status().ToString();
   }
 }
 
