@@ -121,8 +121,7 @@ std::string FormatPlanReport(const PlanInput& in, const Hardware& hw, const Plan
           " sub_group_params=%lld buffer_count=%d grad_buckets=%d speculation_params=%lld (%s)"
           " grad_transfer_dtype=%s\n",
           static_cast<long long>(p.sub_group_params), p.buffer_count, p.grad_buckets,
-          static_cast<long long>(p.speculation_params),
-          p.speculation_from.c_str(),
+          static_cast<long long>(p.speculation_params), p.speculation_from.c_str(),
           std::string(DTypeName(plan.grad_transfer_dtype)).c_str());
   out += "\n";
 

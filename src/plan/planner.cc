@@ -52,14 +52,14 @@ Status ValidateInput(const PlanInput& in, const Hardware& hw) {
     int64_t value;
     int64_t max;
   };
-  for (const Bound& b : {Bound{"micro-batch", in.micro_batch, kMaxPlanMicroBatch},
-                         Bound{"gradient accumulation", in.grad_accum, kMaxPlanGradAccum},
-                         Bound{"sub-group size", in.sub_group_params, kMaxPlanParams},
-                         Bound{"speculation size", in.speculation_params.value_or(0),
-                               kMaxPlanParams},
-                         Bound{"buffer count", in.buffer_count, kMaxPlanSlots},
-                         Bound{"gradient buckets", in.grad_buckets, kMaxPlanSlots},
-                         Bound{"NVMe directories", in.nvme_directories, kMaxPlanSlots}}) {
+  for (const Bound& b :
+       {Bound{"micro-batch", in.micro_batch, kMaxPlanMicroBatch},
+        Bound{"gradient accumulation", in.grad_accum, kMaxPlanGradAccum},
+        Bound{"sub-group size", in.sub_group_params, kMaxPlanParams},
+        Bound{"speculation size", in.speculation_params.value_or(0), kMaxPlanParams},
+        Bound{"buffer count", in.buffer_count, kMaxPlanSlots},
+        Bound{"gradient buckets", in.grad_buckets, kMaxPlanSlots},
+        Bound{"NVMe directories", in.nvme_directories, kMaxPlanSlots}}) {
     if (b.value > b.max) {
       return InvalidArgumentError(std::string(b.name) + " is " + std::to_string(b.value) +
                                   ", more than the planner's limit of " + std::to_string(b.max));
@@ -386,9 +386,8 @@ StatusOr<Plan> ComputePlan(const PlanInput& in, const Hardware& hw) {
       {"weights", Mul(P, a), std::to_string(a) + " B/param, all layers resident"},
       {"gradient_buckets",
        Mul(U(in.grad_buckets), U(layout.max_unit_params),
-           kGradBucketBytesPerParam + (plan.grad_transfer_dtype == DType::kF32
-                                           ? 0
-                                           : DTypeSize(plan.grad_transfer_dtype))),
+           kGradBucketBytesPerParam +
+               (plan.grad_transfer_dtype == DType::kF32 ? 0 : DTypeSize(plan.grad_transfer_dtype))),
        std::string(plan.grad_transfer_dtype == DType::kF32
                        ? "fp32"
                        : "fp32 + its " + std::string(DTypeName(plan.grad_transfer_dtype)) +
@@ -438,8 +437,7 @@ StatusOr<Plan> ComputePlan(const PlanInput& in, const Hardware& hw) {
       speculation_from = "free host memory";
     }
   }
-  StateTiers tiers =
-      BuildStateTiers(in, hw, plan.params, s, device_tensors, ratio, speculation);
+  StateTiers tiers = BuildStateTiers(in, hw, plan.params, s, device_tensors, ratio, speculation);
   plan.host = std::move(tiers.host);
   plan.nvme = std::move(tiers.nvme);
   plan.pinned_bytes = tiers.pinned_bytes;

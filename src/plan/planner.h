@@ -38,7 +38,7 @@ struct PlanInput {
   // The dtype gradients cross PCIe in (tierflow/grad_transfer.h); unset: the
   // default for `dtype` (itself when 16-bit, fp32 for fp32).
   std::optional<DType> grad_transfer_dtype;
-  bool checkpointing = true;   // activation checkpointing (keep block inputs, recompute)
+  bool checkpointing = true;  // activation checkpointing (keep block inputs, recompute)
   OptimizerKind optimizer = OptimizerKind::kAdamW;
   OffloadPlacement offload = OffloadPlacement::kAuto;
   // Fraction in [0, 1] of the parameters whose optimizer state is on NVMe
@@ -134,7 +134,7 @@ struct Plan {
   ModelFamily family = ModelFamily::kLlama;
   int64_t params = 0;
   int64_t tokens_per_step = 0;
-  uint64_t state_bytes_per_param = 0;  // master + moments (12 for AdamW)
+  uint64_t state_bytes_per_param = 0;        // master + moments (12 for AdamW)
   DType grad_transfer_dtype = DType::kBF16;  // what gradients cross PCIe in
 
   TierPlan device, host, nvme;

@@ -149,7 +149,8 @@ TEST(Planner, SpeculationBudgetComesFromFreeHostMemory) {
   plan = MustPlan(in, Machine(1 * kGiB, 8 * kGiB, kTiB));
   EXPECT_EQ(plan.placement.speculation_params, plan.params);
   EXPECT_EQ(plan.host.bytes_of("speculation_backup"), 0u);
-  EXPECT_EQ(plan.host.bytes_of("pinned_speculative_weights"), static_cast<uint64_t>(plan.params) * 2);
+  EXPECT_EQ(plan.host.bytes_of("pinned_speculative_weights"),
+            static_cast<uint64_t>(plan.params) * 2);
 }
 
 TEST(Planner, RefusesWhatTheEngineWouldRefuse) {
@@ -379,7 +380,7 @@ TEST(StepTime, StagesByHandAndOverlapBound) {
     return 0.0;
   };
   EXPECT_DOUBLE_EQ(stage("compute"), plan.flops_per_step / 50e12);
-  EXPECT_DOUBLE_EQ(stage("d2h_gradients"), 4 * P * 2 / 20e9);  // bf16 gradients
+  EXPECT_DOUBLE_EQ(stage("d2h_gradients"), 4 * P * 2 / 20e9);     // bf16 gradients
   EXPECT_DOUBLE_EQ(stage("host_accumulate"), 4 * P * 10 / 40e9);  // read 2, read+write 8
   EXPECT_DOUBLE_EQ(stage("optimizer"), P / 1e9);
   EXPECT_DOUBLE_EQ(stage("nvme_io"), P * 12 / 6e9 + P * 12 / 4e9);
