@@ -13,10 +13,12 @@ Status DeviceSpans::Anchor(Stream& idle) {
   std::shared_ptr<AnchorPoint> anchor;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    // An anchor no pending span and not the current one refers to is free.
-    for (const std::shared_ptr<AnchorPoint>& a : anchors_) {
-      if (a.use_count() == 1 && a != current_) {
-        anchor = a;
+    // An anchor that neither a span nor current_ refers to is free; it
+    // leaves the list while it is re-recorded, so no other Anchor takes it.
+    for (size_t i = 0; i < anchors_.size(); ++i) {
+      if (anchors_[i].use_count() == 1) {
+        anchor = std::move(anchors_[i]);
+        anchors_.erase(anchors_.begin() + static_cast<std::ptrdiff_t>(i));
         break;
       }
     }
@@ -24,13 +26,14 @@ Status DeviceSpans::Anchor(Stream& idle) {
   if (!anchor) {
     anchor = std::make_shared<AnchorPoint>();
     TF_ASSIGN_OR_RETURN(anchor->event, device_.CreateEvent(/*enable_timing=*/true));
-    std::lock_guard<std::mutex> lock(mu_);
-    anchors_.push_back(anchor);
   }
-  TF_RETURN_IF_ERROR(idle.Record(*anchor->event));
-  TF_RETURN_IF_ERROR(anchor->event->HostWait());
-  anchor->time = TraceRecorder::Clock::now();
+  Status s = idle.Record(*anchor->event);
+  if (s.ok()) s = anchor->event->HostWait();
+  const TraceRecorder::Clock::time_point now = TraceRecorder::Clock::now();
   std::lock_guard<std::mutex> lock(mu_);
+  anchors_.push_back(anchor);  // kept even on failure: a stream may still reach its event
+  if (!s.ok()) return s;
+  anchor->time = now;
   current_ = anchor;
   return Status::Ok();
 }

@@ -23,9 +23,8 @@ TEST(GradTransfer, Fp16NeedsFp16Weights) {
   EXPECT_TRUE(ValidateGradTransferDType("x", DType::kF16, DType::kF16).ok());
   const Status s = ValidateGradTransferDType("--grad-transfer-dtype", DType::kBF16, DType::kF16);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(s.message().rfind("--grad-transfer-dtype: fp16 gradient transfer needs fp16 weights",
-                              0),
-            0u)
+  EXPECT_EQ(
+      s.message().rfind("--grad-transfer-dtype: fp16 gradient transfer needs fp16 weights", 0), 0u)
       << s.message();
   EXPECT_NE(s.message().find("use bf16 or fp32"), std::string::npos) << s.message();
   EXPECT_FALSE(ValidateGradTransferDType("x", DType::kF32, DType::kF16).ok());
