@@ -25,7 +25,7 @@ ALLOWED = {
     "data": ["io", "common"],
     "model": ["kernels", "device", "io", "common", "engine-interface"],
     "plan": ["io", "common"],
-    "engine": ["device", "optim", "offload", "common", "engine-interface"],
+    "engine": ["kernels", "device", "optim", "offload", "common", "engine-interface"],
     "train": ["engine", "model", "data", "plan", "io", "offload", "optim", "device", "common",
               "engine-interface"],
     "bench": ["engine", "kernels", "device", "optim", "offload", "common", "engine-interface"],

@@ -11,6 +11,7 @@
 #include "bench/engine_bench.h"
 #include "common/trace.h"
 #include "common/units.h"
+#include "tierflow/grad_transfer.h"
 #include "tools/commands.h"
 #include "tools/device_flags.h"
 
@@ -29,6 +30,7 @@ struct EngineBenchFlags {
   bool nvme_buffered = false;
   std::string pipeline = "overlapped";
   std::string dtype = "bf16";
+  std::string grad_transfer_dtype;  // "" = the default for --dtype
   std::string sub_group = "4Mi";
   int buffer_count = 4;
   float clip = 0;
@@ -61,6 +63,13 @@ Status Run(const EngineBenchFlags& f, Device& device) {
   o.engine.nvme_buffered = f.nvme_buffered;
   o.engine.pipeline = f.pipeline == "sync" ? Pipeline::kSynchronous : Pipeline::kOverlapped;
   TF_ASSIGN_OR_RETURN(o.engine.weights_dtype, ParseDType(f.dtype));
+  if (!f.grad_transfer_dtype.empty()) {
+    auto t = ParseDType(f.grad_transfer_dtype);
+    if (!t.ok()) return t.status().WithContext("--grad-transfer-dtype");
+    o.engine.grad_transfer_dtype = *t;
+  }
+  const std::string transfer(
+      DTypeName(GradTransferDType(o.engine.weights_dtype, o.engine.grad_transfer_dtype)));
   TF_ASSIGN_OR_RETURN(o.engine.sub_group_params, CountFlag("--sub-group-size", f.sub_group));
   o.engine.buffer_count = f.buffer_count;
   o.engine.clip_grad_norm = f.clip;
@@ -83,6 +92,9 @@ Status Run(const EngineBenchFlags& f, Device& device) {
     j["tokens"] = o.tokens;
     j["offload"] = offload;
     j["pipeline"] = f.pipeline;
+    j["grad_transfer_dtype"] = transfer;
+    j["d2h_bytes_per_param"] = r.d2h_bytes_per_param;
+    j["h2d_bytes_per_param"] = r.h2d_bytes_per_param;
     j["step_seconds"] = r.step_seconds;
     j["slowest_stage"] = r.slowest_stage;
     j["slowest_stage_seconds"] = r.slowest_stage_seconds;
@@ -109,10 +121,10 @@ Status Run(const EngineBenchFlags& f, Device& device) {
     return Status::Ok();
   }
   std::printf(
-      "device: %s\nmodel: %llu params in %d units, %d tokens, %s weights, state on %s, %s "
-      "pipeline\n\n",
+      "device: %s\nmodel: %llu params in %d units, %d tokens, %s weights (%s gradients across "
+      "PCIe), state on %s, %s pipeline\n\n",
       device.description().c_str(), static_cast<unsigned long long>(r.params), o.units, o.tokens,
-      f.dtype.c_str(), offload.c_str(), f.pipeline.c_str());
+      f.dtype.c_str(), transfer.c_str(), offload.c_str(), f.pipeline.c_str());
   std::printf("%-12s", "stage alone");
   for (size_t i = 0; i < r.rounds.size(); ++i) std::printf("  round %zu", i + 1);
   std::printf("      best\n");
@@ -132,6 +144,8 @@ Status Run(const EngineBenchFlags& f, Device& device) {
       "\n\npipelined step (best round): %.4f s = %.2f x the slowest stage (best alone); "
       "median over rounds %.2f x; overlap efficiency %.0f%%\n",
       r.step_seconds, ratio, r.median_round_ratio, 100 * r.overlap_efficiency);
+  std::printf("across PCIe per step: %.2f B/param D2H (gradients), %.2f B/param H2D (weights)\n",
+              r.d2h_bytes_per_param, r.h2d_bytes_per_param);
   if (r.engine_stats.rolled_back)
     std::printf("(speculation was rolled back: clipping triggered)\n");
   return Status::Ok();
@@ -168,6 +182,9 @@ void AddBenchEngine(CLI::App& bench, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--dtype", f->dtype, "Working weights: bf16 | fp16 | fp32")
       ->capture_default_str();
+  cmd->add_option("--grad-transfer-dtype", f->grad_transfer_dtype,
+                  "Gradients across PCIe: bf16 | fp16 | fp32 (default: --dtype when 16-bit, "
+                  "else fp32)");
   cmd->add_option("--sub-group-size", f->sub_group,
                   std::string("Parameters per optimizer sub-group (") + kCountSuffixHelp + ")")
       ->capture_default_str();

@@ -39,6 +39,7 @@ struct PlanFlags {
   int64_t seq_len = 0;
   int64_t grad_accum = 1;
   std::string dtype = "bf16";
+  std::string grad_transfer_dtype;  // "" = the default for --dtype
   std::string checkpointing = "on";
   std::string optimizer = "adamw";
   std::string offload = "auto";
@@ -47,7 +48,7 @@ struct PlanFlags {
   int buffer_count = kDefaultBufferCount;
   int grad_buckets = kDefaultGradBuckets;
   std::string pipeline = "overlapped";
-  std::string speculation = "256Mi";
+  std::string speculation = "auto";
 
   std::string device = "auto";
   std::string gpu_memory, host_memory, nvme_capacity;
@@ -101,6 +102,11 @@ StatusOr<PlanInput> InputFromFlags(const PlanFlags& f) {
   in.seq_len = f.seq_len > 0 ? f.seq_len : std::min<int64_t>(2048, in.model.max_seq_len);
   in.grad_accum = f.grad_accum;
   TF_ASSIGN_OR_RETURN(in.dtype, ParseDType(f.dtype));
+  if (!f.grad_transfer_dtype.empty()) {
+    auto t = ParseDType(f.grad_transfer_dtype);
+    if (!t.ok()) return t.status().WithContext("--grad-transfer-dtype");
+    in.grad_transfer_dtype = *t;
+  }
   in.checkpointing = f.checkpointing == "on";
   TF_ASSIGN_OR_RETURN(in.optimizer, ParseOptimizerKind(f.optimizer));
   TF_ASSIGN_OR_RETURN(in.offload, ParseOffloadPlacement("--offload-optimizer", f.offload));
@@ -113,8 +119,10 @@ StatusOr<PlanInput> InputFromFlags(const PlanFlags& f) {
   in.buffer_count = f.buffer_count;
   in.grad_buckets = f.grad_buckets;
   in.pipeline = f.pipeline == "sync" ? PipelineKind::kSynchronous : PipelineKind::kOverlapped;
-  TF_ASSIGN_OR_RETURN(uint64_t speculation, CountFlag("--speculation", f.speculation));
-  in.speculation_params = static_cast<int64_t>(speculation);
+  if (f.speculation != "auto") {
+    TF_ASSIGN_OR_RETURN(uint64_t speculation, CountFlag("--speculation", f.speculation));
+    in.speculation_params = static_cast<int64_t>(speculation);
+  }
   in.nvme_directories = std::max<int>(1, static_cast<int>(f.nvme_paths.size()));
   return in;
 }
@@ -333,8 +341,12 @@ void AddPlan(CLI::App& app, int* exit_code) {
   cmd->add_option("--pipeline", f->pipeline, "The engine's step pipeline: overlapped | sync")
       ->check(CLI::IsMember({"overlapped", "sync"}))
       ->capture_default_str();
+  cmd->add_option("--grad-transfer-dtype", f->grad_transfer_dtype,
+                  "Gradients across PCIe: bf16 | fp16 | fp32 (default: the --dtype when 16-bit, "
+                  "else fp32; fp16 needs fp16 weights)");
   cmd->add_option("--speculation", f->speculation,
-                  std::string("Overlapped pipeline: parameters updated speculatively per step (") +
+                  std::string("Overlapped pipeline: parameters updated speculatively per step, or "
+                              "auto: as many as free host memory allows (") +
                       kCountSuffixHelp + ")")
       ->capture_default_str();
   cmd->add_option("--device", f->device,

@@ -13,6 +13,7 @@
 #include "common/cancel.h"
 #include "common/cpu_isa.h"
 #include "common/units.h"
+#include "plan/plan_report.h"
 #include "tools/commands.h"
 #include "train/trainer.h"
 
@@ -40,10 +41,14 @@ class ConsoleReporter : public TrainReporter {
   void OnStart(const RunInfo& i) override {
     std::fprintf(stderr,
                  "tierflow train: %s\n  device: %s\n  data: %lld train tokens, %lld eval tokens\n"
-                 "  optimizer state: %s%s%s\n  output: %s\n",
+                 "  optimizer state: %s%s%s\n"
+                 "  speculation: up to %s params per step (%s); gradients cross PCIe as %s\n"
+                 "  output: %s\n",
                  i.model.c_str(), i.device.c_str(), static_cast<long long>(i.train_tokens),
                  static_cast<long long>(i.eval_tokens), i.offload.c_str(),
-                 i.nvme_dir.empty() ? "" : " at ", i.nvme_dir.c_str(), i.out_dir.c_str());
+                 i.nvme_dir.empty() ? "" : " at ", i.nvme_dir.c_str(),
+                 FormatParamCount(i.speculation_params).c_str(), i.speculation_from.c_str(),
+                 std::string(DTypeName(i.grad_transfer_dtype)).c_str(), i.out_dir.c_str());
     // tools/main.cc has checked the level choice at start-up.
     std::fprintf(stderr, "  host loops: %s\n", std::string(IsaName(*SelectedIsa())).c_str());
     if (!i.resumed_from.empty()) {
@@ -107,7 +112,7 @@ struct TrainFlags {
   TrainConfig cli;  // values given on the command line
   std::string config_file;
   bool no_shuffle = false;
-  std::string sub_group_size, device_memory;
+  std::string sub_group_size, device_memory, grad_transfer_dtype, speculation;
   // Text flags parsed after CLI11 (ParseOffloadPlacement names the flag).
   std::string offload{OffloadPlacementName(TrainConfig().offload)};
   std::string device = DeviceSpecName(TrainConfig().device);
@@ -147,6 +152,9 @@ void AddTrain(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--dtype", f->dtype, "Working weights: bf16 | fp16 | fp32")
       ->capture_default_str();
+  cmd->add_option("--grad-transfer-dtype", f->grad_transfer_dtype,
+                  "Gradients across PCIe: bf16 | fp16 | fp32 (default: --dtype when 16-bit, "
+                  "else fp32; fp16 needs fp16 weights)");
   cmd->add_flag("--activation-checkpointing", c.activation_checkpointing,
                 "Recompute blocks in backward");
   cmd->add_option("--offload-optimizer", f->offload, "Where optimizer state lives: host | nvme")
@@ -160,6 +168,10 @@ void AddTrain(CLI::App& app, int* exit_code) {
                   "Hardware profile from `tierflow bench all` or `bench nvme --tune --profile`: "
                   "its NVMe store settings build the NVMe tier (without one, a start-up probe "
                   "picks them; aio keys override both) and its rates feed the plan");
+  cmd->add_option("--speculation", f->speculation,
+                  std::string("Overlapped pipeline: parameters updated speculatively per step, or "
+                              "auto: as many as free host memory allows (default auto; ") +
+                      kCountSuffixHelp + ")");
   cmd->add_option(
       "--sub-group-size", f->sub_group_size,
       std::string("Parameters per optimizer sub-group (default 4Mi; ") + kCountSuffixHelp + ")");
@@ -219,6 +231,16 @@ void AddTrain(CLI::App& app, int* exit_code) {
       }
       config.dtype = *dtype;
     }
+    if (!f->grad_transfer_dtype.empty()) {
+      auto t = ParseDType(f->grad_transfer_dtype);
+      if (!t.ok()) {
+        std::fprintf(stderr, "tierflow train: --grad-transfer-dtype: %s\n",
+                     t.status().message().c_str());
+        *exit_code = 2;
+        return;
+      }
+      config.grad_transfer_dtype = *t;
+    }
     if (given("--activation-checkpointing")) config.activation_checkpointing = true;
     if (given("--offload-optimizer")) {
       auto placement = ParseOffloadPlacement("--offload-optimizer", f->offload);
@@ -261,6 +283,17 @@ void AddTrain(CLI::App& app, int* exit_code) {
         return;
       }
       config.sub_group_size = *n;
+    }
+    if (f->speculation == "auto") {
+      config.speculation_params.reset();
+    } else if (!f->speculation.empty()) {
+      auto n = ParseCount(f->speculation);
+      if (!n.ok()) {
+        std::fprintf(stderr, "tierflow train: --speculation: %s\n", n.status().message().c_str());
+        *exit_code = 2;
+        return;
+      }
+      config.speculation_params = *n;
     }
     for (const std::string& w : config.warnings)
       std::fprintf(stderr, "tierflow train: warning: %s\n", w.c_str());

@@ -9,10 +9,13 @@
 #include <utility>
 
 #include "bench/synthetic_model.h"
+#include "common/half.h"
 #include "engine/nvme_state_tier.h"
 #include "engine/offload_engine.h"
+#include "kernels/pointwise.h"
 #include "optim/adam.h"
 #include "optim/grad_stats.h"
+#include "tierflow/grad_transfer.h"
 
 namespace tierflow {
 namespace {
@@ -23,20 +26,36 @@ double Since(Clock::time_point t0) {
 }
 
 // Hands the model plain buffers: the compute stage alone, nothing streamed.
+// With a 16-bit transfer dtype each unit's gradients are cast for D2H on the
+// compute stream, as the engine does.
 class LocalAccess : public UnitAccess {
  public:
-  LocalAccess(char* weights, uint64_t unit_bytes, float* grads)
-      : weights_(weights), unit_bytes_(unit_bytes), grads_(grads) {}
+  LocalAccess(Stream& stream, char* weights, uint64_t unit_params, DType weights_dtype,
+              float* grads, DType transfer, void* wire)
+      : stream_(stream),
+        weights_(weights),
+        unit_params_(unit_params),
+        weights_dtype_(weights_dtype),
+        grads_(grads),
+        transfer_(transfer),
+        wire_(wire) {}
   StatusOr<void*> Weights(int unit) override {
-    return static_cast<void*>(weights_ + unit * unit_bytes_);
+    return static_cast<void*>(weights_ + unit * unit_params_ * DTypeSize(weights_dtype_));
   }
   StatusOr<float*> BeginGrads(int unit) override { return grads_; }
-  Status EndGrads(int unit) override { return Status::Ok(); }
+  Status EndGrads(int unit) override {
+    if (transfer_ == DType::kF32) return Status::Ok();
+    return Cast(stream_, DType::kF32, grads_, transfer_, wire_, static_cast<int64_t>(unit_params_));
+  }
 
  private:
+  Stream& stream_;
   char* weights_;
-  uint64_t unit_bytes_;
+  uint64_t unit_params_;
+  DType weights_dtype_;
   float* grads_;
+  DType transfer_;
+  void* wire_;
 };
 
 struct FreeDeleter {
@@ -49,15 +68,24 @@ Status MeasureDeviceStages(Device& device, SyntheticModel& model, const SubGroup
   const std::vector<UnitInfo> units = model.Units();
   const uint64_t total = layout.total_params, unit_params = units[0].num_params;
   const size_t wbytes = DTypeSize(eo.weights_dtype);
+  const DType transfer = GradTransferDType(eo.weights_dtype, eo.grad_transfer_dtype);
+  const size_t tbytes = DTypeSize(transfer);
   TF_ASSIGN_OR_RETURN(auto stream, device.CreateStream("bench"));
   TF_ASSIGN_OR_RETURN(DeviceBuffer weights, device.Allocate(total * wbytes, "bench weights"));
   TF_ASSIGN_OR_RETURN(DeviceBuffer grads, device.Allocate(unit_params * 4, "bench grads"));
-  TF_ASSIGN_OR_RETURN(PinnedBuffer host_grads, device.AllocatePinned(unit_params * 4, "bench"));
+  DeviceBuffer wire;
+  if (transfer != DType::kF32) {
+    TF_ASSIGN_OR_RETURN(wire, device.Allocate(unit_params * tbytes, "bench gradient cast"));
+  }
+  const void* d2h_source = transfer != DType::kF32 ? wire.data() : grads.data();
+  TF_ASSIGN_OR_RETURN(PinnedBuffer host_grads,
+                      device.AllocatePinned(unit_params * tbytes, "bench"));
   TF_ASSIGN_OR_RETURN(PinnedBuffer host_weights,
                       device.AllocatePinned(layout.max_group_params * wbytes, "bench"));
   TF_RETURN_IF_ERROR(stream->Memset(weights.data(), 0, total * wbytes));
   TF_RETURN_IF_ERROR(stream->Memset(grads.data(), 0, unit_params * 4));
-  LocalAccess access(static_cast<char*>(weights.data()), unit_params * wbytes, grads.as<float>());
+  LocalAccess access(*stream, static_cast<char*>(weights.data()), unit_params, eo.weights_dtype,
+                     grads.as<float>(), transfer, wire.data());
   TF_RETURN_IF_ERROR(model.ForwardBackward(*stream, MicroBatch{}, 1.0f, access));  // warm-up
   TF_RETURN_IF_ERROR(stream->Synchronize());
   auto t0 = Clock::now();
@@ -66,7 +94,8 @@ Status MeasureDeviceStages(Device& device, SyntheticModel& model, const SubGroup
   (*out)["compute"] = Since(t0);
   t0 = Clock::now();
   for (size_t u = 0; u < units.size(); ++u) {
-    TF_RETURN_IF_ERROR(stream->CopyDeviceToHost(host_grads.data(), grads.data(), unit_params * 4));
+    TF_RETURN_IF_ERROR(
+        stream->CopyDeviceToHost(host_grads.data(), d2h_source, unit_params * tbytes));
   }
   TF_RETURN_IF_ERROR(stream->Synchronize());
   (*out)["d2h"] = Since(t0);
@@ -81,11 +110,13 @@ Status MeasureDeviceStages(Device& device, SyntheticModel& model, const SubGroup
   return Status::Ok();
 }
 
-// The host side alone: accumulation + norm per unit, then AdamW over every sub-group.
+// The host side alone: accumulation (from the transfer dtype) + norm per
+// unit, then AdamW over every sub-group.
 Status MeasureHostStages(const std::vector<UnitInfo>& units, const SubGroupLayout& layout,
                          const EngineOptions& eo, std::map<std::string, double>* out) {
   const uint64_t total = layout.total_params, unit_params = units[0].num_params;
   const size_t wbytes = DTypeSize(eo.weights_dtype);
+  const DType transfer = GradTransferDType(eo.weights_dtype, eo.grad_transfer_dtype);
   std::unique_ptr<float, FreeDeleter> acc(static_cast<float*>(std::aligned_alloc(64, total * 4)));
   std::unique_ptr<float, FreeDeleter> grad(
       static_cast<float*>(std::aligned_alloc(64, unit_params * 4)));
@@ -94,12 +125,15 @@ Status MeasureHostStages(const std::vector<UnitInfo>& units, const SubGroupLayou
   std::vector<char> weights_out(layout.max_group_params * wbytes);
   if (!acc || !grad || !state) return OutOfMemoryError("bench engine: host buffers");
   std::fill(grad.get(), grad.get() + unit_params, 1e-3f);
+  // The transfer dtype's values in place (a 16-bit span fits in the fp32 one).
+  std::vector<float> widened(grad.get(), grad.get() + unit_params);
+  ConvertBuffer(DType::kF32, widened.data(), transfer, grad.get(), unit_params);
   std::memset(state.get(), 0, 3 * total * 4);
   std::memset(acc.get(), 0, total * 4);
   auto t0 = Clock::now();
   for (size_t u = 0; u < units.size(); ++u) {
     TF_RETURN_IF_ERROR(AccumulateGradsWithStats(acc.get() + layout.unit_offsets[u], grad.get(),
-                                                DType::kF32, unit_params, true)
+                                                transfer, unit_params, true)
                            .status());
   }
   (*out)["accumulate"] = Since(t0);
@@ -180,6 +214,9 @@ StatusOr<EngineBenchResult> RunEngineBench(Device& device, const EngineBenchOpti
   }
   if (options.rounds < 1) return InvalidArgumentError("bench engine: --rounds must be at least 1");
   const EngineOptions& eo = options.engine;
+  TF_RETURN_IF_ERROR(
+      ValidateGradTransferDType("--grad-transfer-dtype", eo.weights_dtype,
+                                GradTransferDType(eo.weights_dtype, eo.grad_transfer_dtype)));
   TF_ASSIGN_OR_RETURN(auto model,
                       SyntheticModel::Create(device, options.units, options.params / options.units,
                                              options.tokens, eo.weights_dtype));
@@ -216,6 +253,9 @@ StatusOr<EngineBenchResult> RunEngineBench(Device& device, const EngineBenchOpti
   const double denom = sum - result.slowest_stage_seconds;
   result.overlap_efficiency =
       denom > 0 ? std::clamp((sum - result.step_seconds) / denom, 0.0, 1.0) : 0.0;
+  const double params = static_cast<double>(result.params);
+  result.d2h_bytes_per_param = static_cast<double>(result.engine_stats.d2h_bytes) / params;
+  result.h2d_bytes_per_param = static_cast<double>(result.engine_stats.h2d_bytes) / params;
   return result;
 }
 

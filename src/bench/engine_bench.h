@@ -47,6 +47,9 @@ struct EngineBenchResult {
   double overlap_efficiency = 0;  // (sum alone - step) / (sum alone - slowest), clamped to [0, 1]
   double median_round_ratio = 0;  // the median over rounds of step / slowest stage, same round
   StepStats engine_stats;         // the engine's own view of the last step
+  // Bytes per parameter across PCIe in the last pipelined step: gradients
+  // D2H (every micro-batch, in the gradient transfer dtype) and weights H2D.
+  double d2h_bytes_per_param = 0, h2d_bytes_per_param = 0;
 };
 
 StatusOr<EngineBenchResult> RunEngineBench(Device& device, const EngineBenchOptions& options);

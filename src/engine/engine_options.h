@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,12 @@ struct EngineOptions {
   AdamOptions adam;                    // Default: AdamW, lr 1e-3
   float clip_grad_norm = 0.0f;         // global-norm clipping; 0 = off. Default: 0
   LossScalerOptions loss_scaler;       // used when weights_dtype is fp16
+  // The dtype each unit's fp32 gradient bucket is cast to on the device
+  // before it crosses PCIe (tierflow/grad_transfer.h); the host accumulates
+  // in fp32 either way. fp16 needs fp16 weights (their loss scale).
+  // Default (unset): the weights dtype when 16-bit (2 B/param), fp32 with
+  // fp32 weights.
+  std::optional<DType> grad_transfer_dtype;
 
   // Optimizer state: kHost or kNvme (kAuto is the planner's to resolve:
   // Init refuses it).
@@ -58,7 +65,11 @@ struct EngineOptions {
 
   Pipeline pipeline = Pipeline::kOverlapped;
   // kOverlapped: at most this many parameters are updated speculatively per
-  // step (the host tier keeps a 12 B/param backup of each). Default: 256Mi.
+  // step. Each costs its new weights in pinned memory (weights dtype) and,
+  // when its sub-group's state is on the host tier, a 12 B/param backup for
+  // rollback (NVMe sub-groups keep two copies on disk instead). `tierflow
+  // train` sets it from the host memory the planner says is free
+  // (plan/speculation_budget.h). Default: 256Mi.
   uint64_t speculation_params = 256u << 20;
   // kOverlapped: speculate on a unit's sub-groups as soon as its gradients are
   // in, before accumulating the next unit's (deterministic: every sub-group
@@ -89,6 +100,8 @@ struct StepStats {
   double wall_seconds = 0;          // from the first forward to the last weight upload
   std::map<std::string, double> stage_seconds;  // busy time per stage
   double overlap_efficiency = 0;                // (sum stages - wall) / (sum - longest), 0..1
+  // Bytes across PCIe this step: D2H the gradients (every micro-batch, in the
+  // gradient transfer dtype), H2D the updated weights.
   uint64_t d2h_bytes = 0, h2d_bytes = 0, nvme_read_bytes = 0, nvme_written_bytes = 0;
   uint64_t device_peak_bytes = 0, pinned_peak_bytes = 0, host_state_bytes = 0;
 };

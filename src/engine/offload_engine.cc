@@ -10,6 +10,8 @@
 #include "common/units.h"
 #include "engine/host_state_tier.h"
 #include "engine/nvme_state_tier.h"
+#include "kernels/pointwise.h"
+#include "tierflow/grad_transfer.h"
 
 namespace tierflow {
 
@@ -18,6 +20,7 @@ OffloadEngine::OffloadEngine(Device& device, Trainable& model, const EngineOptio
       model_(model),
       options_(options),
       trace_(options.trace != nullptr ? options.trace : &own_trace_),
+      transfer_dtype_(GradTransferDType(options.weights_dtype, options.grad_transfer_dtype)),
       scaler_(options.loss_scaler, options.weights_dtype == DType::kF16) {}
 
 StatusOr<std::unique_ptr<OffloadEngine>> OffloadEngine::Create(Device& device, Trainable& model,
@@ -32,6 +35,8 @@ Status OffloadEngine::Init() {
   if (options_.sub_group_params == 0) return InvalidArgumentError("sub_group_params must be > 0");
   if (options_.buffer_count < 2) return InvalidArgumentError("buffer_count must be >= 2");
   if (options_.grad_buckets < 2) return InvalidArgumentError("grad_buckets must be >= 2");
+  TF_RETURN_IF_ERROR(
+      ValidateGradTransferDType("grad_transfer_dtype", options_.weights_dtype, transfer_dtype_));
   if (options_.offload != OffloadPlacement::kHost && options_.offload != OffloadPlacement::kNvme) {
     return InvalidArgumentError("offload must be host or nvme, not " +
                                 std::string(OffloadPlacementName(options_.offload)) +
@@ -56,12 +61,18 @@ Status OffloadEngine::Init() {
   TF_ASSIGN_OR_RETURN(compute_, device_.CreateStream("compute"));
   TF_ASSIGN_OR_RETURN(d2h_, device_.CreateStream("d2h"));
   TF_ASSIGN_OR_RETURN(h2d_, device_.CreateStream("h2d"));
+  device_spans_ = std::make_unique<DeviceSpans>(device_, trace_);
+  TF_RETURN_IF_ERROR(device_spans_->Anchor(*compute_));
   TF_ASSIGN_OR_RETURN(weights_, device_.Allocate(total * wbytes(), "working weights"));
   buckets_.resize(static_cast<size_t>(options_.grad_buckets));
   for (Bucket& b : buckets_) {
     TF_ASSIGN_OR_RETURN(b.grads, device_.Allocate(layout_.max_unit_params * 4, "gradient bucket"));
-    TF_ASSIGN_OR_RETURN(b.staging,
-                        device_.AllocatePinned(layout_.max_unit_params * 4, "gradient staging"));
+    if (transfer_dtype_ != DType::kF32) {
+      TF_ASSIGN_OR_RETURN(
+          b.wire, device_.Allocate(layout_.max_unit_params * tbytes(), "gradient transfer buffer"));
+    }
+    TF_ASSIGN_OR_RETURN(
+        b.staging, device_.AllocatePinned(layout_.max_unit_params * tbytes(), "gradient staging"));
     TF_ASSIGN_OR_RETURN(b.filled, device_.CreateEvent(false));
   }
   // Host: fp32 accumulator, weight staging, state tiers.
@@ -111,7 +122,12 @@ Status OffloadEngine::Init() {
   // Speculation buffers (kOverlapped only).
   if (options_.pipeline == Pipeline::kOverlapped) {
     spec_capacity_params_ = std::min<uint64_t>(options_.speculation_params, total);
-    if (host_tier_) spec_backup_.resize(3 * spec_capacity_params_);
+    uint64_t host_params = 0;
+    for (size_t g = 0; g < layout_.groups.size(); ++g) {
+      if (group_tier_[g] == host_tier_.get()) host_params += layout_.groups[g].num_params;
+    }
+    spec_backup_capacity_params_ = std::min(spec_capacity_params_, host_params);
+    spec_backup_.resize(3 * spec_backup_capacity_params_);
     TF_ASSIGN_OR_RETURN(spec_out_, device_.AllocatePinned(spec_capacity_params_ * wbytes(),
                                                           "speculative weight staging"));
     TF_ASSIGN_OR_RETURN(spec_uploaded_, device_.CreateEvent(false));
@@ -197,25 +213,19 @@ StatusOr<StepStats> OffloadEngine::Step(const std::vector<MicroBatch>& micro_bat
     loss_scale = ctx.loss_scale;
     steps_.push_back(std::move(ctx));
   }
+  // The compute stream is idle between steps (each micro-batch below ends
+  // with its Synchronize): the step's spans are timed from here.
+  TF_RETURN_IF_ERROR(device_spans_->Anchor(*compute_));
   double loss_sum = 0;
   for (int k = 0; k < k_total; ++k) {
     current_micro_ = k;
-    // The callbacks own the start time they share: when ForwardBackward or
-    // an enqueue fails, this function returns before the Synchronize below,
-    // while the first callback may still be queued on the stream.
-    auto t0 = std::make_shared<TraceRecorder::Clock::time_point>(TraceRecorder::Clock::now());
-    TF_RETURN_IF_ERROR(compute_->HostCallback([t0] {
-      *t0 = TraceRecorder::Clock::now();
-      return Status::Ok();
-    }));
+    TF_ASSIGN_OR_RETURN(DeviceSpans::Started span, device_spans_->Begin(*compute_));
     TF_RETURN_IF_ERROR(model_.ForwardBackward(*compute_, micro_batches[k],
                                               loss_scale / static_cast<float>(k_total), *this));
-    TF_RETURN_IF_ERROR(compute_->HostCallback([this, t0, k] {
-      trace_->AddSpan("compute", "fwd+bwd micro " + std::to_string(k), *t0,
-                      TraceRecorder::Clock::now());
-      return Status::Ok();
-    }));
+    TF_RETURN_IF_ERROR(device_spans_->End(*compute_, std::move(span), "compute",
+                                          "fwd+bwd micro " + std::to_string(k)));
     TF_RETURN_IF_ERROR(compute_->Synchronize());
+    TF_RETURN_IF_ERROR(device_spans_->Collect());
     TF_ASSIGN_OR_RETURN(float loss, model_.LastLoss());
     loss_sum += loss;
   }
@@ -238,6 +248,7 @@ StatusOr<StepStats> OffloadEngine::Finish() {
     if (!worker_error_.ok()) return worker_error_;
   }
   TF_RETURN_IF_ERROR(device_.Synchronize());
+  TF_RETURN_IF_ERROR(device_spans_->Collect());  // every span has completed: all are traced
   if (nvme_tier_) TF_RETURN_IF_ERROR(nvme_tier_->Flush());
   std::lock_guard<std::mutex> lock(mu_);
   if (last == 0) return StepStats{};
@@ -406,18 +417,27 @@ Status OffloadEngine::EndGrads(int unit) {
   const int b = unit_bucket_[unit];
   unit_bucket_[unit] = -1;
   Bucket& bucket = buckets_[b];
-  const size_t num_bytes = units_[unit].num_params * 4;
+  const uint64_t n = units_[unit].num_params;
+  // 16-bit transfer: the fp32 bucket is cast on the compute stream, after
+  // everything that writes it, into the bucket's transfer buffer; the D2H
+  // copies that. A non-finite gradient stays non-finite (and a finite fp32
+  // one beyond fp16's range becomes Inf), so the host's overflow check sees it.
+  const void* wire = bucket.grads.data();
+  if (transfer_dtype_ != DType::kF32) {
+    TF_RETURN_IF_ERROR(Cast(*compute_, DType::kF32, bucket.grads.data(), transfer_dtype_,
+                            bucket.wire.data(), static_cast<int64_t>(n)));
+    wire = bucket.wire.data();
+  }
   TF_RETURN_IF_ERROR(compute_->Record(*bucket.filled));
   TF_RETURN_IF_ERROR(d2h_->Wait(*bucket.filled));
-  auto start = std::make_shared<TraceRecorder::Clock::time_point>();
-  TF_RETURN_IF_ERROR(d2h_->HostCallback([start] {
-    *start = TraceRecorder::Clock::now();
-    return Status::Ok();
-  }));
-  TF_RETURN_IF_ERROR(d2h_->CopyDeviceToHost(bucket.staging.data(), bucket.grads.data(), num_bytes));
+  TF_ASSIGN_OR_RETURN(DeviceSpans::Started span, device_spans_->Begin(*d2h_));
+  TF_RETURN_IF_ERROR(d2h_->CopyDeviceToHost(bucket.staging.data(), wire, n * tbytes()));
+  TF_RETURN_IF_ERROR(
+      device_spans_->End(*d2h_, std::move(span), "d2h", "grads " + units_[unit].name));
+  // The one host callback per transfer: it wakes the optimizer worker, which
+  // may be speculating and must take this arrival as soon as it lands.
   Arrival arrival{issued_step_, unit, current_micro_, b, false};
-  return d2h_->HostCallback([this, start, arrival, unit] {
-    trace_->AddSpan("d2h", "grads " + units_[unit].name, *start, TraceRecorder::Clock::now());
+  return d2h_->HostCallback([this, arrival] {
     {
       std::lock_guard<std::mutex> lock(mu_);
       queue_.push_back(arrival);

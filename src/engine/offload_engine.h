@@ -1,10 +1,11 @@
 // The OffloadEngine: ZeRO-Offload / ZeRO-Infinity's step pipeline.
 //
 // Working weights live on the device; each unit's gradients leave the device
-// (D2H on their own stream) as soon as backward has finished that unit; the
-// host accumulates them in fp32 (pinned) and the CPU optimizer updates the
-// fp32 master weights and Adam moments, sub-group by sub-group, from host RAM
-// or NVMe (read-ahead, write-behind); updated weights go back per sub-group
+// (cast to the gradient transfer dtype, D2H on their own stream) as soon as
+// backward has finished that unit; the host accumulates them in fp32
+// (pinned) and the CPU optimizer updates the fp32 master weights and Adam
+// moments, sub-group by sub-group, from host RAM or NVMe (read-ahead,
+// write-behind); updated weights go back per sub-group
 // (H2D on their own stream) and the next forward waits only for the unit it
 // needs.
 //
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "common/trace.h"
+#include "engine/device_spans.h"
 #include "engine/engine_options.h"
 #include "engine/loss_scaler.h"
 #include "engine/state_tier.h"
@@ -91,7 +93,8 @@ class OffloadEngine : public UnitAccess {
  private:
   struct Bucket {
     DeviceBuffer grads;    // (max_unit_params,) fp32 on the device
-    PinnedBuffer staging;  // (max_unit_params,) fp32, D2H target
+    DeviceBuffer wire;     // (max_unit_params,) transfer dtype; empty when that is fp32
+    PinnedBuffer staging;  // (max_unit_params,) transfer dtype, D2H target
     std::unique_ptr<Event> filled;
     bool busy = false;  // guarded by mu_
     int unit = -1;
@@ -130,6 +133,8 @@ class OffloadEngine : public UnitAccess {
   Status Init();
   StateTier& TierOf(int g) { return *group_tier_[g]; }
   size_t wbytes() const { return DTypeSize(options_.weights_dtype); }
+  // Bytes per parameter of the gradients crossing PCIe.
+  size_t tbytes() const { return DTypeSize(transfer_dtype_); }
 
   // Worker (optimizer_worker.cc).
   void WorkerLoop();
@@ -153,8 +158,11 @@ class OffloadEngine : public UnitAccess {
   SubGroupLayout layout_;
   TraceRecorder own_trace_;
   TraceRecorder* trace_;
+  DType transfer_dtype_ = DType::kF32;  // the gradients' dtype across PCIe
 
   std::unique_ptr<Stream> compute_, d2h_, h2d_;
+  // Spans of the three streams for the trace, timed by events.
+  std::unique_ptr<DeviceSpans> device_spans_;
   DeviceBuffer weights_;  // (total_params,) weights dtype
   std::vector<Bucket> buckets_;
   PinnedBuffer acc_;  // (total_params,) fp32 gradient accumulator
@@ -163,12 +171,17 @@ class OffloadEngine : public UnitAccess {
   std::vector<std::unique_ptr<Event>> unit_ready_;  // per unit
   std::unique_ptr<StateTier> host_tier_, nvme_tier_;
   std::vector<StateTier*> group_tier_;
-  std::vector<float> spec_backup_;  // host-tier speculation backups, 3 * spec capacity
-  PinnedBuffer spec_out_;           // speculative updated weights, weights dtype
+  // Backups of the speculated host-tier sub-groups: master, exp_avg,
+  // exp_avg_sq, each spec_backup_capacity_params_ long (NVMe sub-groups
+  // speculate into their second copy and need none).
+  std::vector<float> spec_backup_;
+  uint64_t spec_backup_capacity_params_ = 0;  // min(spec capacity, host-tier params)
+  PinnedBuffer spec_out_;                     // speculative updated weights, weights dtype
   std::unique_ptr<Event> spec_uploaded_;
   uint64_t spec_capacity_params_ = 0;
   std::vector<Speculation> speculations_;  // worker only
   uint64_t spec_used_params_ = 0;          // worker only
+  uint64_t spec_backup_used_params_ = 0;   // worker only
   bool spec_paused_ = false;               // worker only: the last decided step clipped
   std::vector<int> backward_order_;        // sub-groups in the order backward delivers them
   std::vector<size_t> backward_pos_;       // sub-group -> index in backward_order_

@@ -88,17 +88,17 @@ Status OffloadEngine::ProcessArrival(const Arrival& a) {
   StatusOr<GradStatsResult> stats = GradStatsResult{};
   {
     ScopedSpan span(trace_, "accumulate", "grads " + units_[u].name);
+    const void* grads = buckets_[a.bucket].staging.data();
     if (last_micro) {
-      stats = AccumulateGradsWithStats(acc, buckets_[a.bucket].staging.data(), DType::kF32, n,
-                                       a.micro == 0);
+      stats = AccumulateGradsWithStats(acc, grads, transfer_dtype_, n, a.micro == 0);
     } else {
-      AccumulateGrads(acc, buckets_[a.bucket].staging.data(), DType::kF32, n, a.micro == 0);
+      AccumulateGrads(acc, grads, transfer_dtype_, n, a.micro == 0);
     }
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
     buckets_[a.bucket].busy = false;
-    ctx->stats.d2h_bytes += n * 4;
+    ctx->stats.d2h_bytes += n * tbytes();
   }
   cv_.notify_all();
   if (!last_micro) return Status::Ok();
@@ -116,6 +116,7 @@ Status OffloadEngine::ProcessArrival(const Arrival& a) {
     }
     speculations_.clear();
     spec_used_params_ = 0;
+    spec_backup_used_params_ = 0;
     {
       std::lock_guard<std::mutex> lock(mu_);
       spec_queued_params_ = 0;
@@ -200,7 +201,7 @@ Status OffloadEngine::Speculate(StepContext& ctx, int g) {
     // The previous commit's uploads read spec_out_: wait before overwriting it.
     TF_RETURN_IF_ERROR(spec_uploaded_->HostWait());
   }
-  Speculation s{g, spec_used_params_, spec_used_params_};
+  Speculation s{g, spec_backup_used_params_, spec_used_params_};
   // Read ahead the groups that arrive next (backward order) while this one computes.
   const size_t pos = backward_pos_[g];
   for (size_t i = pos + 1;
@@ -211,7 +212,7 @@ Status OffloadEngine::Speculate(StepContext& ctx, int g) {
   TF_ASSIGN_OR_RETURN(StateView view, tier.Acquire(g));
   if (!tier.SpeculatesOutOfPlace()) {
     ScopedSpan span(trace_, "optimizer", "backup " + sg.name);
-    const size_t n = sg.num_params, cap = spec_capacity_params_;
+    const size_t n = sg.num_params, cap = spec_backup_capacity_params_;
     float* backup = spec_backup_.data();
     std::memcpy(backup + s.backup_offset, view.master, n * 4);
     std::memcpy(backup + cap + s.backup_offset, view.exp_avg, n * 4);
@@ -226,6 +227,7 @@ Status OffloadEngine::Speculate(StepContext& ctx, int g) {
   TF_RETURN_IF_ERROR(UpdateGroup(ctx, g, adam_step, 1.0f / ctx.loss_scale, out));
   if (tier.SpeculatesOutOfPlace()) TF_RETURN_IF_ERROR(tier.ReleaseSpeculative(g));
   spec_used_params_ += sg.num_params;
+  if (!tier.SpeculatesOutOfPlace()) spec_backup_used_params_ += sg.num_params;
   speculations_.push_back(s);
   return Status::Ok();
 }
@@ -267,7 +269,7 @@ Status OffloadEngine::Decide(StepContext& ctx) {
     } else {
       ScopedSpan span(trace_, "optimizer", "rollback " + sg.name);
       TF_ASSIGN_OR_RETURN(StateView view, tier.Acquire(s.group));
-      const size_t n = sg.num_params, cap = spec_capacity_params_;
+      const size_t n = sg.num_params, cap = spec_backup_capacity_params_;
       const float* backup = spec_backup_.data();
       std::memcpy(view.master, backup + s.backup_offset, n * 4);
       std::memcpy(view.exp_avg, backup + cap + s.backup_offset, n * 4);
@@ -323,6 +325,7 @@ Status OffloadEngine::Decide(StepContext& ctx) {
   // costs no disk time; the disk is busy with them).
   TF_RETURN_IF_ERROR(PrefetchNextStep(/*wait_for_writes=*/true));
   TF_RETURN_IF_ERROR(h2d_->Synchronize());
+  TF_RETURN_IF_ERROR(device_spans_->Collect());
   {
     std::lock_guard<std::mutex> lock(mu_);
     finished_step_ = ctx.id;
@@ -363,18 +366,13 @@ Status OffloadEngine::PrefetchNextStep(bool wait_for_writes) {
 Status OffloadEngine::UploadGroup(StepContext& ctx, int g, const void* src) {
   const SubGroup& sg = layout_.groups[g];
   const size_t num_bytes = sg.num_params * wbytes();
-  auto start = std::make_shared<TraceRecorder::Clock::time_point>();
-  TF_RETURN_IF_ERROR(h2d_->HostCallback([start] {
-    *start = TraceRecorder::Clock::now();
-    return Status::Ok();
-  }));
+  TF_ASSIGN_OR_RETURN(DeviceSpans::Started span, device_spans_->Begin(*h2d_));
   TF_RETURN_IF_ERROR(h2d_->CopyHostToDevice(
       static_cast<char*>(weights_.data()) + sg.global_offset * wbytes(), src, num_bytes));
-  std::string name = "weights " + sg.name;
-  TF_RETURN_IF_ERROR(h2d_->HostCallback([this, start, name] {
-    trace_->AddSpan("h2d", name, *start, TraceRecorder::Clock::now());
-    return Status::Ok();
-  }));
+  TF_RETURN_IF_ERROR(device_spans_->End(*h2d_, std::move(span), "h2d", "weights " + sg.name));
+  // Spans that have landed go to the trace now, so the event pool stays as
+  // small as the uploads in flight.
+  TF_RETURN_IF_ERROR(device_spans_->Collect());
   std::lock_guard<std::mutex> lock(mu_);
   ctx.stats.h2d_bytes += num_bytes;
   return Status::Ok();

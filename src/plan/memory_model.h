@@ -39,8 +39,10 @@ int OptimizerMomentCount(OptimizerKind kind);
 inline constexpr uint64_t kMasterBytesPerParam = 4;           // fp32 master weights
 inline constexpr uint64_t kMomentBytesPerParam = 4;           // each fp32 moment
 inline constexpr uint64_t kGradAccumulatorBytesPerParam = 4;  // fp32, pinned host
-inline constexpr uint64_t kGradBucketBytesPerParam =
-    4;  // device buckets and their pinned staging: fp32
+// Device gradient buckets: fp32. What crosses PCIe (each bucket's device
+// cast and its pinned staging) is in the gradient transfer dtype
+// (tierflow/grad_transfer.h): 2 B/param by default with 16-bit weights.
+inline constexpr uint64_t kGradBucketBytesPerParam = 4;
 // Master weights plus moments: what moves between host and NVMe per
 // parameter (12 for AdamW).
 constexpr uint64_t OptimizerStateBytesPerParam(int num_moments) {
@@ -52,10 +54,8 @@ constexpr uint64_t OptimizerStateBytesPerParam(int num_moments) {
 inline constexpr int64_t kDefaultSubGroupParams = int64_t{4} << 20;  // sub_group_params
 inline constexpr int kDefaultBufferCount = 4;  // weight staging slots = NVMe I/O slots
 inline constexpr int kDefaultGradBuckets = 3;  // device gradient buckets (+ pinned staging each)
-// Overlapped pipeline: at most this many parameters are updated
-// speculatively per step; the host keeps a 12 B/param backup of them (when
-// any state is on host) and a pinned 16-bit copy of their new weights.
-inline constexpr int64_t kDefaultSpeculationParams = int64_t{256} << 20;
+// The speculation budget (speculation_params) is not a constant: the plan
+// derives it from free host memory (plan/speculation_budget.h).
 
 // ---- fixed sizes ----
 

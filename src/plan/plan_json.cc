@@ -84,6 +84,9 @@ nlohmann::json PlanToJson(const PlanInput& in, const Hardware& hw, const Plan& p
                     {"nvme_sub_groups", p.nvme_sub_groups},
                     {"buffer_count", p.buffer_count},
                     {"grad_buckets", p.grad_buckets},
+                    {"speculation_params", p.speculation_params},
+                    {"speculation_from", p.speculation_from},
+                    {"grad_transfer_dtype", std::string(DTypeName(plan.grad_transfer_dtype))},
                     {"chosen_by", p.chosen_by_planner ? "planner" : "user"}};
   nlohmann::json stages = nlohmann::json::object();
   for (const StageTime& s : plan.stages) stages[s.name] = s.seconds;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
+#include <string>
 
 #include "common/units.h"
 
@@ -116,8 +117,12 @@ std::string FormatPlanReport(const PlanInput& in, const Hardware& hw, const Plan
   const std::string offload(OffloadPlacementName(p.offload()));
   Appendf(&out, "  engine options: offload=%s", offload.c_str());
   if (p.offload() == OffloadPlacement::kNvme) Appendf(&out, " nvme_ratio=%.2f", p.nvme_ratio);
-  Appendf(&out, " sub_group_params=%lld buffer_count=%d grad_buckets=%d\n",
-          static_cast<long long>(p.sub_group_params), p.buffer_count, p.grad_buckets);
+  Appendf(&out,
+          " sub_group_params=%lld buffer_count=%d grad_buckets=%d speculation_params=%lld (%s)"
+          " grad_transfer_dtype=%s\n",
+          static_cast<long long>(p.sub_group_params), p.buffer_count, p.grad_buckets,
+          static_cast<long long>(p.speculation_params), p.speculation_from.c_str(),
+          std::string(DTypeName(plan.grad_transfer_dtype)).c_str());
   out += "\n";
 
   Appendf(&out, "step time (rates: %s)\n", hw.bandwidths.source.c_str());

@@ -13,7 +13,9 @@
 #include "common/cancel.h"
 #include "common/checked_math.h"
 #include "common/units.h"
+#include "plan/speculation_budget.h"
 #include "plan/step_time.h"
+#include "tierflow/grad_transfer.h"
 
 namespace tierflow {
 namespace {
@@ -50,13 +52,14 @@ Status ValidateInput(const PlanInput& in, const Hardware& hw) {
     int64_t value;
     int64_t max;
   };
-  for (const Bound& b : {Bound{"micro-batch", in.micro_batch, kMaxPlanMicroBatch},
-                         Bound{"gradient accumulation", in.grad_accum, kMaxPlanGradAccum},
-                         Bound{"sub-group size", in.sub_group_params, kMaxPlanParams},
-                         Bound{"speculation size", in.speculation_params, kMaxPlanParams},
-                         Bound{"buffer count", in.buffer_count, kMaxPlanSlots},
-                         Bound{"gradient buckets", in.grad_buckets, kMaxPlanSlots},
-                         Bound{"NVMe directories", in.nvme_directories, kMaxPlanSlots}}) {
+  for (const Bound& b :
+       {Bound{"micro-batch", in.micro_batch, kMaxPlanMicroBatch},
+        Bound{"gradient accumulation", in.grad_accum, kMaxPlanGradAccum},
+        Bound{"sub-group size", in.sub_group_params, kMaxPlanParams},
+        Bound{"speculation size", in.speculation_params.value_or(0), kMaxPlanParams},
+        Bound{"buffer count", in.buffer_count, kMaxPlanSlots},
+        Bound{"gradient buckets", in.grad_buckets, kMaxPlanSlots},
+        Bound{"NVMe directories", in.nvme_directories, kMaxPlanSlots}}) {
     if (b.value > b.max) {
       return InvalidArgumentError(std::string(b.name) + " is " + std::to_string(b.value) +
                                   ", more than the planner's limit of " + std::to_string(b.max));
@@ -79,7 +82,16 @@ Status ValidateInput(const PlanInput& in, const Hardware& hw) {
   if (in.sub_group_params < 1) return InvalidArgumentError("sub-group size must be positive");
   if (in.buffer_count < 2) return InvalidArgumentError("buffer count must be at least 2");
   if (in.grad_buckets < 2) return InvalidArgumentError("gradient buckets must be at least 2");
-  if (in.speculation_params < 0) return InvalidArgumentError("speculation size must be >= 0");
+  if (in.speculation_params.value_or(0) < 0) {
+    return InvalidArgumentError("speculation size must be >= 0");
+  }
+  if (in.speculation_params.has_value() && in.pipeline == PipelineKind::kSynchronous) {
+    return InvalidArgumentError(
+        "a speculation size applies to the overlapped pipeline only; the synchronous pipeline "
+        "does not speculate: drop it or use the overlapped pipeline");
+  }
+  TF_RETURN_IF_ERROR(ValidateGradTransferDType(
+      "gradient transfer dtype", in.dtype, GradTransferDType(in.dtype, in.grad_transfer_dtype)));
   if (in.nvme_directories < 1) return InvalidArgumentError("need at least one NVMe directory");
   if (in.nvme_block_bytes < 4096 || in.nvme_block_bytes % 4096 != 0 ||
       in.nvme_block_bytes > (256u << 20)) {
@@ -98,7 +110,8 @@ struct StateTiers {
 };
 
 StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t params,
-                           uint64_t state_bytes, uint64_t device_tensor_bytes, double ratio) {
+                           uint64_t state_bytes, uint64_t device_tensor_bytes, double ratio,
+                           int64_t speculation_params) {
   StateTiers t;
   t.sub_groups =
       SummarizeSubGroups(in.model, in.sub_group_params, ratio, state_bytes, in.nvme_block_bytes);
@@ -108,15 +121,15 @@ StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t para
   const uint64_t host_params = P - U(sg.nvme_params);
   const int moments = OptimizerMomentCount(in.optimizer);
   const bool overlapped = in.pipeline == PipelineKind::kOverlapped;
-  const uint64_t spec_params = overlapped ? std::min(U(in.speculation_params), P) : 0;
+  const int64_t spec_params = overlapped ? std::min<int64_t>(speculation_params, params) : 0;
+  const uint64_t wire = DTypeSize(GradTransferDType(in.dtype, in.grad_transfer_dtype));
   const uint64_t buffers = U(in.buffer_count);
   const std::string bc = std::to_string(in.buffer_count);
 
   const uint64_t accumulator = Mul(P, kGradAccumulatorBytesPerParam);
-  const uint64_t grad_staging =
-      Mul(U(in.grad_buckets), U(sg.max_unit_params), kGradBucketBytesPerParam);
+  const uint64_t grad_staging = Mul(U(in.grad_buckets), U(sg.max_unit_params), wire);
   const uint64_t weight_staging = Mul(buffers, U(sg.max_group_params), a);
-  const uint64_t spec_weights = Mul(spec_params, a);
+  const uint64_t spec_weights = SpeculationPinnedBytes(spec_params, a);
   const uint64_t nvme_slots =
       sg.nvme_sub_groups > 0 ? Mul(buffers, RoundUp(Mul(U(sg.max_nvme_group_params), state_bytes),
                                                     kDirectIoAlignmentBytes))
@@ -128,11 +141,14 @@ StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t para
       {"optimizer_moments", Mul(host_params, kMomentBytesPerParam, U(moments)),
        std::to_string(moments) + " fp32 moment(s), " + std::to_string(4 * moments) +
            " B/param on host"},
-      {"speculation_backup", host_params > 0 ? Mul(spec_params, state_bytes) : 0,
-       "overlapped pipeline: state backup of the speculated sub-groups"},
+      {"speculation_backup",
+       SpeculationBackupBytes(spec_params, static_cast<int64_t>(host_params), state_bytes),
+       "overlapped pipeline: state backup of the speculated host-tier sub-groups (" +
+           std::to_string(spec_params) + " speculated params)"},
       {"gradient_accumulator", accumulator, "fp32, 4 B/param, pinned"},
       {"pinned_gradient_staging", grad_staging,
-       "fp32 D2H landing: largest unit x " + std::to_string(in.grad_buckets) + " buckets"},
+       "D2H landing, " + std::to_string(wire) + " B/param: largest unit x " +
+           std::to_string(in.grad_buckets) + " buckets"},
       {"pinned_weight_staging", weight_staging,
        "H2D source: largest sub-group x " + std::to_string(a) + " B x " + bc + " slots"},
       {"pinned_speculative_weights", spec_weights,
@@ -199,7 +215,10 @@ StatusOr<double> ChooseRatio(const PlanInput& in, const Hardware& hw, int64_t pa
   for (int percent = 0; percent <= 100; ++percent) {
     TF_RETURN_IF_ERROR(CheckCancel("planning the optimizer state placement"));
     const double ratio = percent / 100.0;
-    StateTiers t = BuildStateTiers(in, hw, params, state_bytes, device_tensor_bytes, ratio);
+    // A speculation budget left to the planner comes out of what the state
+    // leaves free, so it is 0 here.
+    StateTiers t = BuildStateTiers(in, hw, params, state_bytes, device_tensor_bytes, ratio,
+                                   in.speculation_params.value_or(0));
     if (static_cast<double>(t.host.total_bytes()) <= target) return ratio;
   }
   return 1.0;
@@ -351,6 +370,7 @@ StatusOr<Plan> ComputePlan(const PlanInput& in, const Hardware& hw) {
   plan.params = ParameterCount(m);
   plan.tokens_per_step = SaturatingMul(SaturatingMul(in.micro_batch, in.seq_len), in.grad_accum);
   plan.state_bytes_per_param = OptimizerStateBytesPerParam(OptimizerMomentCount(in.optimizer));
+  plan.grad_transfer_dtype = GradTransferDType(in.dtype, in.grad_transfer_dtype);
   const uint64_t P = U(plan.params);
   const uint64_t a = DTypeSize(in.dtype);
   const uint64_t s = plan.state_bytes_per_param;
@@ -373,8 +393,14 @@ StatusOr<Plan> ComputePlan(const PlanInput& in, const Hardware& hw) {
   plan.device.components = {
       {"weights", Mul(P, a), std::to_string(a) + " B/param, all layers resident"},
       {"gradient_buckets",
-       Mul(U(in.grad_buckets), U(layout.max_unit_params), kGradBucketBytesPerParam),
-       "fp32: largest unit x " + std::to_string(in.grad_buckets) + " buckets"},
+       Mul(U(in.grad_buckets), U(layout.max_unit_params),
+           kGradBucketBytesPerParam +
+               (plan.grad_transfer_dtype == DType::kF32 ? 0 : DTypeSize(plan.grad_transfer_dtype))),
+       std::string(plan.grad_transfer_dtype == DType::kF32
+                       ? "fp32"
+                       : "fp32 + its " + std::string(DTypeName(plan.grad_transfer_dtype)) +
+                             " cast for D2H") +
+           ": largest unit x " + std::to_string(in.grad_buckets) + " buckets"},
       {"activations", plan.activations.total(),
        std::string(in.checkpointing ? "checkpointing on" : "checkpointing off") +
            " (on: " + FormatBytes(plan.activations_with_checkpointing_bytes) +
@@ -395,7 +421,31 @@ StatusOr<Plan> ComputePlan(const PlanInput& in, const Hardware& hw) {
   bool chosen = false;
   TF_ASSIGN_OR_RETURN(const double ratio,
                       ChooseRatio(in, hw, plan.params, s, device_tensors, &chosen));
-  StateTiers tiers = BuildStateTiers(in, hw, plan.params, s, device_tensors, ratio);
+  // The speculation budget: given, or what host memory has left (up to the
+  // fraction auto placement fills) once everything else is counted.
+  int64_t speculation = 0;
+  std::string speculation_from = "none: synchronous pipeline";
+  if (in.pipeline == PipelineKind::kOverlapped) {
+    if (in.speculation_params.has_value()) {
+      speculation = std::min(*in.speculation_params, plan.params);
+      speculation_from = "input";
+    } else {
+      const StateTiers without =
+          BuildStateTiers(in, hw, plan.params, s, device_tensors, ratio, /*speculation=*/0);
+      const uint64_t usable = static_cast<uint64_t>(static_cast<double>(hw.host_memory_bytes) *
+                                                    kHostAutoPlacementFraction);
+      const uint64_t used = without.host.total_bytes();
+      SpeculationBudgetInput b;
+      b.free_host_bytes = usable > used ? usable - used : 0;
+      b.params = plan.params;
+      b.host_state_params = plan.params - without.sub_groups.nvme_params;
+      b.state_bytes_per_param = s;
+      b.weight_bytes_per_param = a;
+      speculation = SpeculationBudget(b);
+      speculation_from = "free host memory";
+    }
+  }
+  StateTiers tiers = BuildStateTiers(in, hw, plan.params, s, device_tensors, ratio, speculation);
   plan.host = std::move(tiers.host);
   plan.nvme = std::move(tiers.nvme);
   plan.pinned_bytes = tiers.pinned_bytes;
@@ -410,6 +460,8 @@ StatusOr<Plan> ComputePlan(const PlanInput& in, const Hardware& hw) {
   p.nvme_sub_groups = plan.sub_groups.nvme_sub_groups;
   p.buffer_count = in.buffer_count;
   p.grad_buckets = in.grad_buckets;
+  p.speculation_params = speculation;
+  p.speculation_from = speculation_from;
   p.chosen_by_planner = chosen;
 
   Explain(in, plan);

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,7 +35,10 @@ struct PlanInput {
   int64_t seq_len = 0;         // tokens per sequence (T). REQUIRES 1..model.max_seq_len
   int64_t grad_accum = 1;      // micro-batches per optimizer step. REQUIRES >= 1
   DType dtype = DType::kBF16;  // working weights and activations on the device
-  bool checkpointing = true;   // activation checkpointing (keep block inputs, recompute)
+  // The dtype gradients cross PCIe in (tierflow/grad_transfer.h); unset: the
+  // default for `dtype` (itself when 16-bit, fp32 for fp32).
+  std::optional<DType> grad_transfer_dtype;
+  bool checkpointing = true;  // activation checkpointing (keep block inputs, recompute)
   OptimizerKind optimizer = OptimizerKind::kAdamW;
   OffloadPlacement offload = OffloadPlacement::kAuto;
   // Fraction in [0, 1] of the parameters whose optimizer state is on NVMe
@@ -46,7 +50,12 @@ struct PlanInput {
   int buffer_count = kDefaultBufferCount;  // weight staging slots and NVMe I/O slots. REQUIRES >= 2
   int grad_buckets = kDefaultGradBuckets;  // REQUIRES >= 2
   PipelineKind pipeline = PipelineKind::kOverlapped;
-  int64_t speculation_params = kDefaultSpeculationParams;  // kOverlapped only
+  // kOverlapped: parameters updated speculatively per step (the engine's
+  // speculation_params). Unset: as many as the host memory left free by
+  // everything else allows, filling it up to kHostAutoPlacementFraction
+  // (plan/speculation_budget.h); the state's placement is chosen first, so
+  // speculation never pushes state to NVMe.
+  std::optional<int64_t> speculation_params;
   int nvme_directories = 1;  // swap directories (one per drive); each keeps spare blocks
   // The swap files' block (the NVMe tier's block size): each sub-group's
   // state is rounded up to whole blocks. A multiple of 4096. Default: 1 MiB.
@@ -108,6 +117,10 @@ struct Placement {
   int64_t nvme_sub_groups = 0;
   int buffer_count = 0;
   int grad_buckets = 0;
+  // Speculation budget (EngineOptions::speculation_params) and where it came
+  // from: "free host memory", "input", or "none: synchronous pipeline" (0).
+  int64_t speculation_params = 0;
+  std::string speculation_from;
   bool chosen_by_planner = false;    // false when the user fixed the placement
   std::string where() const;         // "host", "nvme" or "split"
   OffloadPlacement offload() const;  // EngineOptions::offload: kHost or kNvme
@@ -124,7 +137,8 @@ struct Plan {
   ModelFamily family = ModelFamily::kLlama;
   int64_t params = 0;
   int64_t tokens_per_step = 0;
-  uint64_t state_bytes_per_param = 0;  // master + moments (12 for AdamW)
+  uint64_t state_bytes_per_param = 0;        // master + moments (12 for AdamW)
+  DType grad_transfer_dtype = DType::kBF16;  // what gradients cross PCIe in
 
   TierPlan device, host, nvme;
   uint64_t pinned_bytes = 0;    // part of the host total that is page-locked

@@ -7,6 +7,7 @@
 #include "plan/step_time.h"
 
 #include <algorithm>
+#include <string>
 
 namespace tierflow {
 namespace {
@@ -36,10 +37,11 @@ void PredictStepTime(const PlanInput& in, const Hardware& hw, Plan& plan) {
                         static_cast<double>(plan.tokens_per_step);
   const double compute =
       Seconds(plan.flops_per_step, bw.device_tflops * 1e12 * bw.device_efficiency);
-  // Gradients leave the device in fp32, every micro-batch.
-  const double d2h = Seconds(k * P * 4.0, bw.d2h_gb_per_second * 1e9);
-  // Accumulate: read the fp32 staging, read and write the fp32 sum.
-  const double accumulate = Seconds(k * P * 12.0, bw.host_memory_gb_per_second * 1e9);
+  // Gradients leave the device in the transfer dtype, every micro-batch.
+  const double t = static_cast<double>(DTypeSize(plan.grad_transfer_dtype));
+  const double d2h = Seconds(k * P * t, bw.d2h_gb_per_second * 1e9);
+  // Accumulate: read the staging, read and write the fp32 sum.
+  const double accumulate = Seconds(k * P * (t + 8.0), bw.host_memory_gb_per_second * 1e9);
   const double optimizer = Seconds(P, bw.adam_params_per_second);
   // Reads and writes share the drives, so their times add.
   const double nvme = Seconds(nvme_params * s, bw.nvme_read_gb_per_second * 1e9) +
@@ -48,7 +50,9 @@ void PredictStepTime(const PlanInput& in, const Hardware& hw, Plan& plan) {
 
   plan.stages = {
       {"compute", compute, "forward + backward on the device"},
-      {"d2h_gradients", d2h, "fp32 gradients to pinned host buffers, every micro-batch"},
+      {"d2h_gradients", d2h,
+       std::string(DTypeName(plan.grad_transfer_dtype)) +
+           " gradients to pinned host buffers, every micro-batch"},
       {"host_accumulate", accumulate, "fp32 gradient accumulation on the host"},
       {"optimizer", optimizer, "CPU optimizer over all parameters"},
       {"nvme_io", nvme, "optimizer state read + written for the NVMe share"},

@@ -63,6 +63,10 @@ std::string FormatValue(bool v) { return v ? "true" : "false"; }
 std::string FormatValue(const std::string& v) { return "\"" + v + "\""; }
 std::string FormatValue(DType v) { return FormatValue(std::string(DTypeName(v))); }
 std::string FormatValue(const DeviceSpec& v) { return FormatValue(DeviceSpecName(v)); }
+template <typename T>
+std::string FormatValue(const std::optional<T>& v) {
+  return v.has_value() ? FormatValue(*v) : "\"auto\"";
+}
 std::string FormatValue(OffloadPlacement v) {
   return FormatValue(std::string(OffloadPlacementName(v)));
 }
@@ -804,7 +808,22 @@ class Parser {
         s = String(x, p, k, &c_.profile);
       else if (k == "pipeline")
         s = String(x, p, k, &c_.pipeline);
-      else if (k == "device") {
+      else if (k == "speculation_params") {
+        if (IsAuto(x, p)) continue;
+        int64_t n = 0;
+        s = ReadInt(x, p, 0, std::numeric_limits<int64_t>::max(), &n);
+        if (s.ok()) {
+          s = Set(k, p, &c_.speculation_params, std::optional<uint64_t>(static_cast<uint64_t>(n)));
+        }
+      } else if (k == "grad_transfer_dtype") {
+        if (IsAuto(x, p)) continue;
+        std::string d;
+        s = ReadString(x, p, &d);
+        StatusOr<DType> t = DType::kF32;
+        if (s.ok()) t = ParseDType(Lower(d));
+        if (s.ok() && !t.ok()) s = Error(p, t.status().message());
+        if (s.ok()) s = Set(k, p, &c_.grad_transfer_dtype, std::optional<DType>(*t));
+      } else if (k == "device") {
         if (IsAuto(x, p)) continue;
         std::string d;
         s = ReadString(x, p, &d);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,7 +52,10 @@ struct TrainConfig {
 
   // Precision.
   DType dtype = DType::kBF16;  // from bf16/fp16 "enabled" (neither: fp32)
-  float loss_scale = 0.0f;     // fp16: 0 = dynamic
+  // What gradients cross PCIe in (tierflow/grad_transfer.h): unset = the
+  // dtype when 16-bit, fp32 for fp32; fp16 needs fp16 weights.
+  std::optional<DType> grad_transfer_dtype;
+  float loss_scale = 0.0f;  // fp16: 0 = dynamic
   int initial_scale_power = 16;
   int loss_scale_window = 1000;
   int hysteresis = 2;
@@ -88,6 +92,9 @@ struct TrainConfig {
   // planner's prediction. "" = none: a start-up probe picks the NVMe settings.
   std::string profile;
   std::string pipeline = "overlapped";  // overlapped | sync
+  // Overlapped pipeline: parameters updated speculatively per step; unset =
+  // as many as the host memory the planner leaves free allows.
+  std::optional<uint64_t> speculation_params;
 
   // Device.
   DeviceSpec device;          // auto, cpu, cuda or sim:PROFILE

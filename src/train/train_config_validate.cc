@@ -7,6 +7,7 @@
 #include <initializer_list>
 #include <string>
 
+#include "tierflow/grad_transfer.h"
 #include "tierflow/nvme_io.h"
 #include "train/train_config.h"
 
@@ -202,6 +203,19 @@ Status ValidateTrainConfig(const TrainConfig& c) {
   if (!IsOneOf(c.pipeline, {"overlapped", "sync"})) {
     return Bad("pipeline", "'" + c.pipeline + "' is not valid; use overlapped or sync");
   }
+  if (c.speculation_params.has_value() && *c.speculation_params > (uint64_t{1} << 40)) {
+    return Bad("speculation_params",
+               "is " + std::to_string(*c.speculation_params) +
+                   ", more than 2^40 parameters; any value at or above the model's parameter "
+                   "count speculates on all of it");
+  }
+  if (c.speculation_params.has_value() && c.pipeline == "sync") {
+    return Bad("speculation_params",
+               "is set but the sync pipeline does not speculate; drop it or use the overlapped "
+               "pipeline");
+  }
+  TF_RETURN_IF_ERROR(ValidateGradTransferDType("grad_transfer_dtype", c.dtype,
+                                               GradTransferDType(c.dtype, c.grad_transfer_dtype)));
 
   if (c.checkpoint_every < 0) {
     return Bad("checkpoint_every", "is negative; use 0 (only at the end) or more steps");

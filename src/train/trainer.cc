@@ -86,6 +86,7 @@ EngineOptions MakeEngineOptions(const TrainConfig& c, DType dtype,
                                 const std::vector<std::string>& nvme_paths) {
   EngineOptions o;
   o.weights_dtype = dtype;
+  o.grad_transfer_dtype = c.grad_transfer_dtype;
   o.adam.lr = c.lr;
   o.adam.beta1 = c.beta1;
   o.adam.beta2 = c.beta2;
@@ -274,6 +275,7 @@ StatusOr<Plan> PlanRun(const TrainConfig& c, const ModelConfig& model, DType dty
   in.seq_len = c.seq_len;
   in.grad_accum = c.grad_accum;
   in.dtype = dtype;
+  in.grad_transfer_dtype = c.grad_transfer_dtype;
   in.checkpointing = c.activation_checkpointing;
   in.optimizer = OptimizerKind::kAdamW;
   in.offload = c.offload;
@@ -281,6 +283,10 @@ StatusOr<Plan> PlanRun(const TrainConfig& c, const ModelConfig& model, DType dty
   in.sub_group_params = static_cast<int64_t>(c.sub_group_size);
   in.buffer_count = c.buffer_count;
   in.pipeline = c.pipeline == "sync" ? PipelineKind::kSynchronous : PipelineKind::kOverlapped;
+  // Bounded by ValidateTrainConfig (at most 2^40).
+  if (c.speculation_params.has_value()) {
+    in.speculation_params = static_cast<int64_t>(*c.speculation_params);
+  }
   in.nvme_directories = std::max<int>(1, static_cast<int>(nvme_paths.size()));
   in.nvme_block_bytes = nvme_block_bytes;
   Hardware hw;
@@ -416,6 +422,8 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   TF_ASSIGN_OR_RETURN(auto model, TransformerModel::Create(*device, model_config, shape, init));
   TraceRecorder trace;
   EngineOptions engine_options = MakeEngineOptions(placed, dtype, nvme_paths);
+  // The speculation budget the plan counted: given, or from free host memory.
+  engine_options.speculation_params = static_cast<uint64_t>(plan.placement.speculation_params);
   engine_options.trace = &trace;
   if (nvme_io) engine_options.nvme_io = nvme_io->io;
   if (hooks != nullptr) engine_options.nvme_backend_factory = hooks->nvme_backend_factory;
@@ -439,6 +447,9 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
                                                     : "split host RAM / NVMe";
   info.nvme_dir = placed.offload == OffloadPlacement::kNvme ? nvme_paths[0] : "";
   info.predicted_step_seconds = plan.predicted_step_seconds;
+  info.speculation_params = plan.placement.speculation_params;
+  info.speculation_from = plan.placement.speculation_from;
+  info.grad_transfer_dtype = plan.grad_transfer_dtype;
   info.out_dir = out_dir;
   info.tokens_per_step =
       static_cast<int64_t>(config.micro_batch) * config.seq_len * config.grad_accum;

@@ -32,6 +32,11 @@ struct RunInfo {
   std::string resumed_from;  // checkpoint path, "" when starting fresh
   int64_t tokens_per_step = 0;
   double predicted_step_seconds = 0;  // the planner's prediction
+  // Parameters updated speculatively per step, and where that figure came
+  // from (Placement::speculation_from: "free host memory", "input", ...).
+  int64_t speculation_params = 0;
+  std::string speculation_from;
+  DType grad_transfer_dtype = DType::kBF16;  // what gradients cross PCIe in
 };
 
 struct StepReport {

@@ -68,6 +68,28 @@ TEST(EngineBench, HostTierReportsEveryStageAndTheBestOfTheRounds) {
   ExpectSummaryFollowsRounds(*r, 3);
 }
 
+// The bytes that cross PCIe per pipelined step: every weight goes up once,
+// every gradient down once per micro-batch, in the transfer dtype.
+TEST(EngineBench, ReportsBytesPerParameterEachWay) {
+  auto device = CpuDevice();
+  EngineBenchOptions o = Small();
+  o.rounds = 1;
+  o.engine.weights_dtype = DType::kBF16;
+  auto bf16 = RunEngineBench(*device, o);
+  ASSERT_TRUE(bf16.ok()) << bf16.status().ToString();
+  EXPECT_EQ(bf16->d2h_bytes_per_param, 2.0);
+  EXPECT_EQ(bf16->h2d_bytes_per_param, 2.0);
+  o.engine.grad_transfer_dtype = DType::kF32;
+  auto f32 = RunEngineBench(*device, o);
+  ASSERT_TRUE(f32.ok()) << f32.status().ToString();
+  EXPECT_EQ(f32->d2h_bytes_per_param, 4.0);
+  EXPECT_EQ(f32->h2d_bytes_per_param, 2.0);
+  o.engine.grad_transfer_dtype = DType::kF16;  // bf16 weights: refused, naming the flag
+  auto f16 = RunEngineBench(*device, o);
+  EXPECT_EQ(f16.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(f16.status().message().find("--grad-transfer-dtype"), std::string::npos);
+}
+
 TEST(EngineBench, NvmeTierAddsTheNvmeStageAndMovesTheState) {
   testing_common::ScratchDir dir("tierflow-engine-bench-");
   auto device = CpuDevice();

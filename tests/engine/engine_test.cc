@@ -6,111 +6,41 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "tests/common/scratch_dir.h"
 
 #include "common/half.h"
+#include "common/trace.h"
 #include "engine/offload_engine.h"
 #include "optim/optim_reference.h"
+#include "tests/engine/engine_test_util.h"
 #include "tests/engine/linear_stack.h"
 
 namespace tierflow {
 namespace {
 
+using testing_util::BaseOptions;
+using testing_util::CpuDevice;
+using testing_util::Data;
+using testing_util::kDim;
+using testing_util::kLayers;
 using testing_util::LinearStack;
 using testing_util::LinearStackForwardBackward;
-
-constexpr int kLayers = 4;
-constexpr int kDim = 24;
-
-struct Data {
-  std::vector<std::vector<float>> x, y;  // per step: (batch, d)
-};
-
-Data MakeData(int steps, int batch, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  Data data;
-  for (int s = 0; s < steps; ++s) {
-    std::vector<float> x(batch * kDim), y(batch * kDim);
-    for (float& v : x) v = dist(rng);
-    for (int i = 0; i < batch * kDim; ++i) y[i] = 0.5f * std::sin(x[i]);
-    data.x.push_back(std::move(x));
-    data.y.push_back(std::move(y));
-  }
-  return data;
-}
-
-std::unique_ptr<Device> CpuDevice(uint64_t capacity = 256ull << 20) {
-  auto d = CreateDevice({.kind = DeviceChoice::kCpu, .memory_capacity_bytes = capacity});
-  EXPECT_TRUE(d.ok());
-  return std::move(d).value();
-}
+using testing_util::MakeData;
+using testing_util::RunResult;
+using testing_util::Train;
 
 class TempDir : public testing_common::ScratchDir {
  public:
   TempDir() : ScratchDir("tierflow-engine-") {}
 };
-
-EngineOptions BaseOptions() {
-  EngineOptions o;
-  o.weights_dtype = DType::kF32;
-  o.adam.lr = 1e-2f;
-  o.adam.weight_decay = 0.01f;
-  o.sub_group_params = 200;  // several sub-groups per layer
-  return o;
-}
-
-// Runs `steps` steps; returns every sub-group's master, exp_avg, exp_avg_sq concatenated.
-struct RunResult {
-  std::vector<float> state;
-  std::vector<StepStats> stats;
-  std::vector<float> device_weights;
-};
-
-RunResult Train(const EngineOptions& options, const Data& data, int micro_batches = 1) {
-  RunResult result;
-  auto device = CpuDevice();
-  LinearStack model(kLayers, kDim, options.weights_dtype, 7);
-  auto engine_or = OffloadEngine::Create(*device, model, options);
-  EXPECT_TRUE(engine_or.ok()) << engine_or.status().ToString();
-  if (!engine_or.ok()) return result;
-  auto engine = std::move(engine_or).value();
-  for (size_t s = 0; s < data.x.size(); ++s) {
-    const int batch = static_cast<int>(data.x[s].size()) / kDim;
-    const int per_micro = batch / micro_batches;
-    std::vector<MicroBatch> mbs;
-    for (int k = 0; k < micro_batches; ++k) {
-      MicroBatch mb;
-      mb.dense_inputs = data.x[s].data() + k * per_micro * kDim;
-      mb.dense_targets = data.y[s].data() + k * per_micro * kDim;
-      mb.batch = per_micro;
-      mbs.push_back(mb);
-    }
-    auto st = engine->Step(mbs);
-    EXPECT_TRUE(st.ok()) << st.status().ToString();
-    if (!st.ok()) return result;
-    result.stats.push_back(*st);
-  }
-  auto fin = engine->Finish();
-  EXPECT_TRUE(fin.ok()) << fin.status().ToString();
-  for (size_t g = 0; g < engine->layout().groups.size(); ++g) {
-    const size_t n = engine->layout().groups[g].num_params;
-    std::vector<float> m(n), a(n), v(n);
-    EXPECT_TRUE(engine->ReadState(static_cast<int>(g), m.data(), a.data(), v.data()).ok());
-    result.state.insert(result.state.end(), m.begin(), m.end());
-    result.state.insert(result.state.end(), a.begin(), a.end());
-    result.state.insert(result.state.end(), v.begin(), v.end());
-  }
-  result.device_weights.resize(engine->layout().total_params);
-  EXPECT_TRUE(engine->ReadDeviceWeights(result.device_weights.data()).ok());
-  return result;
-}
 
 // The plain reference: fp32 forward/backward, double-precision AdamW, same clipping rule.
 std::vector<std::vector<double>> ReferenceTrain(const EngineOptions& options, const Data& data) {
@@ -311,6 +241,38 @@ TEST(OffloadEngine, SpeculationPausesAfterAClippedStep) {
   }
 }
 
+// A budget smaller than the model, state split between host and NVMe:
+// speculation takes the NVMe sub-groups first (backward order) and backs up
+// only the host ones, within the budget; the result is still the
+// synchronous pipeline's, whether the speculation holds or is rolled back.
+TEST(OffloadEngine, SpeculationWithinASmallBudgetOnSplitStateEqualsSynchronous) {
+  for (const float clip : {0.0f, 0.01f}) {
+    SCOPED_TRACE(clip);
+    TempDir dir;
+    Data data = MakeData(4, 8, 10);
+    EngineOptions sync = BaseOptions();
+    sync.clip_grad_norm = clip;
+    sync.offload = OffloadPlacement::kNvme;
+    sync.nvme_ratio = 0.5;  // the last two layers' state on NVMe
+    sync.nvme_paths = {dir.path()};
+    sync.pipeline = Pipeline::kSynchronous;
+    EngineOptions overlapped = sync;
+    overlapped.pipeline = Pipeline::kOverlapped;
+    overlapped.buffer_count = 6;
+    overlapped.speculate_eagerly = true;
+    overlapped.pause_speculation_after_clip = false;
+    overlapped.speculation_params = 1500;  // of 2304: both NVMe layers and one host sub-group
+    RunResult s = Train(sync, data), o = Train(overlapped, data);
+    ASSERT_EQ(o.stats.size(), 4u);
+    EXPECT_EQ(s.state, o.state);
+    EXPECT_EQ(s.device_weights, o.device_weights);
+    for (const StepStats& st : o.stats) {
+      EXPECT_EQ(st.speculated_groups, 7);  // 3 + 3 sub-groups of the NVMe layers, then 200 more
+      EXPECT_EQ(st.rolled_back, clip > 0);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(ClipAndTier, PipelineTest,
                          testing::Combine(testing::Values(0.0f, 0.01f, 100.0f),
                                           testing::Values(OffloadPlacement::kHost,
@@ -393,6 +355,40 @@ TEST(OffloadEngine, NvmeWithoutADirectoryIsAClearError) {
   auto engine = OffloadEngine::Create(*device, model, o);
   ASSERT_FALSE(engine.ok());
   EXPECT_NE(engine.status().message().find("--nvme-path"), std::string::npos);
+}
+
+// The trace shows each stream's work as before events replaced the host
+// callbacks: one compute span per micro-batch, one D2H span per unit and
+// micro-batch, one H2D span per sub-group and step, none before the trace
+// began or of negative length.
+TEST(OffloadEngine, TraceHasASpanPerTransferAndMicroBatch) {
+  TempDir dir;
+  TraceRecorder trace;
+  trace.SetEnabled(true);
+  EngineOptions o = BaseOptions();
+  o.weights_dtype = DType::kBF16;
+  o.trace = &trace;
+  const RunResult r = Train(o, MakeData(2, 8, 9), /*micro_batches=*/2);
+  ASSERT_EQ(r.stats.size(), 2u);
+  const std::string path = dir.path() + "/trace.json";
+  ASSERT_TRUE(trace.WriteChromeTrace(path).ok());
+  auto doc = nlohmann::json::parse(testing_common::ReadWholeFile(path));
+  std::map<std::string, int> spans;  // "track/name" -> count
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    EXPECT_GE(e["dur"].get<int64_t>(), 0) << e.dump();
+    EXPECT_GE(e["ts"].get<int64_t>(), 0) << e.dump();
+    ++spans[e["cat"].get<std::string>() + "/" + e["name"].get<std::string>()];
+  }
+  EXPECT_EQ(spans["compute/fwd+bwd micro 0"], 2);
+  EXPECT_EQ(spans["compute/fwd+bwd micro 1"], 2);
+  for (int l = 0; l < kLayers; ++l) {
+    const std::string unit = "linear." + std::to_string(l);
+    EXPECT_EQ(spans["d2h/grads " + unit], 4) << unit;  // 2 steps x 2 micro-batches
+    for (int g = 0; g < 3; ++g) {                      // 576 params in sub-groups of 200
+      EXPECT_EQ(spans["h2d/weights " + unit + ".sg" + std::to_string(g)], 2) << unit;
+    }
+  }
 }
 
 }  // namespace

@@ -102,6 +102,8 @@ TEST_P(PlanVsEngine, MeasuredPeaksWithinTenPercentOfThePlan) {
   options.nvme_paths = {dir.string()};
   options.buffer_count = plan.placement.buffer_count;
   options.grad_buckets = plan.placement.grad_buckets;
+  options.speculation_params = static_cast<uint64_t>(plan.placement.speculation_params);
+  options.grad_transfer_dtype = plan.grad_transfer_dtype;
   auto engine_or = OffloadEngine::Create(device, **model_or, options);
   if (!engine_or.ok() && engine_or.status().code() == StatusCode::kUnavailable) {
     fs::remove_all(dir);

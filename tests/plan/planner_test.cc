@@ -56,22 +56,28 @@ TEST(Planner, TinyGpt2AccountingByHand) {
   const uint64_t unit = 12 * 128 * 128 + 13 * 128;  // a block: the largest unit and sub-group
   ASSERT_EQ(plan.params, static_cast<int64_t>(P));
   EXPECT_EQ(plan.device.bytes_of("weights"), P * 2);
-  EXPECT_EQ(plan.device.bytes_of("gradient_buckets"), 3 * unit * 4);  // fp32 buckets
-  EXPECT_EQ(plan.device.bytes_of("activations"), 1088256u);           // memory_model_test's sum
-  EXPECT_EQ(plan.device.bytes_of("workspace"), 0u);                   // no cuBLAS on the CPU device
-  EXPECT_EQ(plan.device.total_bytes(), P * 2 + 12 * unit + 1088256u);
+  // fp32 buckets and, for the bf16 transfer (the default with bf16 weights),
+  // each bucket's bf16 cast.
+  EXPECT_EQ(plan.grad_transfer_dtype, DType::kBF16);
+  EXPECT_EQ(plan.device.bytes_of("gradient_buckets"), 3 * unit * (4 + 2));
+  EXPECT_EQ(plan.device.bytes_of("activations"), 1088256u);  // memory_model_test's sum
+  EXPECT_EQ(plan.device.bytes_of("workspace"), 0u);          // no cuBLAS on the CPU device
+  EXPECT_EQ(plan.device.total_bytes(), P * 2 + 18 * unit + 1088256u);
 
   EXPECT_EQ(plan.host.bytes_of("master_weights"), P * 4);
   EXPECT_EQ(plan.host.bytes_of("optimizer_moments"), P * 8);
-  EXPECT_EQ(plan.host.bytes_of("speculation_backup"), P * 12);  // all of P fits the 256Mi budget
+  // 8 GiB leave room to speculate on all of P.
+  EXPECT_EQ(plan.placement.speculation_params, static_cast<int64_t>(P));
+  EXPECT_EQ(plan.placement.speculation_from, "free host memory");
+  EXPECT_EQ(plan.host.bytes_of("speculation_backup"), P * 12);
   EXPECT_EQ(plan.host.bytes_of("gradient_accumulator"), P * 4);
-  EXPECT_EQ(plan.host.bytes_of("pinned_gradient_staging"), 3 * unit * 4);
+  EXPECT_EQ(plan.host.bytes_of("pinned_gradient_staging"), 3 * unit * 2);  // bf16 D2H landing
   EXPECT_EQ(plan.host.bytes_of("pinned_weight_staging"), 4 * unit * 2);
   EXPECT_EQ(plan.host.bytes_of("pinned_speculative_weights"), P * 2);
   EXPECT_EQ(plan.host.bytes_of("nvme_io_buffers"), 0u);
   EXPECT_EQ(plan.host.bytes_of("process_overhead"), kHostProcessOverheadBytes);
-  EXPECT_EQ(plan.host.total_bytes(), P * 30 + 12 * unit + 8 * unit + kHostProcessOverheadBytes);
-  EXPECT_EQ(plan.pinned_bytes, P * 4 + 12 * unit + 8 * unit + P * 2);
+  EXPECT_EQ(plan.host.total_bytes(), P * 30 + 6 * unit + 8 * unit + kHostProcessOverheadBytes);
+  EXPECT_EQ(plan.pinned_bytes, P * 4 + 6 * unit + 8 * unit + P * 2);
   EXPECT_EQ(plan.nvme.total_bytes(), 0u);
   EXPECT_TRUE(plan.feasible);
   EXPECT_EQ(plan.placement.where(), "host");
@@ -80,11 +86,85 @@ TEST(Planner, TinyGpt2AccountingByHand) {
   EXPECT_FALSE(plan.placement.chosen_by_planner);
   EXPECT_EQ(plan.tokens_per_step, 128);
 
+  // fp32 transfer: no cast on the device, 4 B/param staging.
+  in.grad_transfer_dtype = DType::kF32;
+  plan = MustPlan(in, Machine(1 * kGiB, 8 * kGiB, 0));
+  EXPECT_EQ(plan.device.bytes_of("gradient_buckets"), 3 * unit * 4);
+  EXPECT_EQ(plan.host.bytes_of("pinned_gradient_staging"), 3 * unit * 4);
+  EXPECT_EQ(plan.pinned_bytes, P * 4 + 12 * unit + 8 * unit + P * 2);
+  in.grad_transfer_dtype.reset();
+
   // The synchronous pipeline keeps no speculation buffers.
   in.pipeline = PipelineKind::kSynchronous;
   plan = MustPlan(in, Machine(1 * kGiB, 8 * kGiB, 0));
+  EXPECT_EQ(plan.placement.speculation_params, 0);
+  EXPECT_EQ(plan.placement.speculation_from, "none: synchronous pipeline");
   EXPECT_EQ(plan.host.bytes_of("speculation_backup"), 0u);
   EXPECT_EQ(plan.host.bytes_of("pinned_speculative_weights"), 0u);
+}
+
+// Speculation takes what host memory has left, up to the fraction auto
+// placement fills, after everything else: here room for 100000 parameters'
+// backup (12 B) and new weights (2 B), and 13 bytes, too few for another.
+TEST(Planner, SpeculationBudgetComesFromFreeHostMemory) {
+  PlanInput in = Input("tiny-gpt2", 64);
+  in.offload = OffloadPlacement::kHost;
+  in.pipeline = PipelineKind::kSynchronous;  // everything but speculation
+  const uint64_t others = MustPlan(in, Machine(1 * kGiB, 8 * kGiB, 0)).host.total_bytes();
+  in.pipeline = PipelineKind::kOverlapped;
+  const uint64_t target = others + 100000 * 14 + 13;
+  // The smallest capacity whose 90% reaches the target.
+  uint64_t capacity = static_cast<uint64_t>(static_cast<double>(target) / 0.9);
+  while (static_cast<uint64_t>(static_cast<double>(capacity) * kHostAutoPlacementFraction) <
+         target) {
+    ++capacity;
+  }
+  Plan plan = MustPlan(in, Machine(1 * kGiB, capacity, 0));
+  EXPECT_EQ(plan.placement.speculation_params, 100000);
+  EXPECT_EQ(plan.placement.speculation_from, "free host memory");
+  EXPECT_EQ(plan.host.bytes_of("speculation_backup"), 100000u * 12);
+  EXPECT_EQ(plan.host.bytes_of("pinned_speculative_weights"), 100000u * 2);
+  EXPECT_LE(plan.host.total_bytes(), target);
+  EXPECT_TRUE(plan.feasible);
+  EXPECT_EQ(plan.placement.where(), "host");  // speculation never displaces state
+
+  // No room at all: no speculation (the run itself still fits).
+  plan = MustPlan(in, Machine(1 * kGiB, others + (others / 9) + 1, 0));
+  EXPECT_EQ(plan.placement.speculation_params, 0);
+  EXPECT_EQ(plan.host.bytes_of("speculation_backup"), 0u);
+
+  // An explicit budget wins over the free memory, even beyond it.
+  in.speculation_params = 300000;
+  plan = MustPlan(in, Machine(1 * kGiB, capacity, 0));
+  EXPECT_EQ(plan.placement.speculation_params, 300000);
+  EXPECT_EQ(plan.placement.speculation_from, "input");
+  EXPECT_EQ(plan.host.bytes_of("speculation_backup"), 300000u * 12);
+  in.speculation_params = int64_t{1} << 30;  // more than the model: all of it
+  plan = MustPlan(in, Machine(1 * kGiB, 8 * kGiB, 0));
+  EXPECT_EQ(plan.placement.speculation_params, plan.params);
+
+  // All state on NVMe: no backup (two copies there), only the new weights.
+  in.speculation_params.reset();
+  in.offload = OffloadPlacement::kNvme;
+  plan = MustPlan(in, Machine(1 * kGiB, 8 * kGiB, kTiB));
+  EXPECT_EQ(plan.placement.speculation_params, plan.params);
+  EXPECT_EQ(plan.host.bytes_of("speculation_backup"), 0u);
+  EXPECT_EQ(plan.host.bytes_of("pinned_speculative_weights"),
+            static_cast<uint64_t>(plan.params) * 2);
+}
+
+TEST(Planner, RefusesWhatTheEngineWouldRefuse) {
+  PlanInput in = Input("tiny-gpt2", 64);
+  in.pipeline = PipelineKind::kSynchronous;
+  in.speculation_params = 1000;
+  auto plan = ComputePlan(in, Machine(1 * kGiB, 8 * kGiB, 0));
+  ASSERT_FALSE(plan.ok());
+  EXPECT_THAT(plan.status().message(), HasSubstr("overlapped pipeline only"));
+  in = Input("tiny-gpt2", 64);
+  in.grad_transfer_dtype = DType::kF16;  // bf16 weights: unscaled gradients
+  plan = ComputePlan(in, Machine(1 * kGiB, 8 * kGiB, 0));
+  ASSERT_FALSE(plan.ok());
+  EXPECT_THAT(plan.status().message(), HasSubstr("fp16 gradient transfer needs fp16 weights"));
 }
 
 TEST(Planner, NvmeTierBytesByHand) {
@@ -300,8 +380,8 @@ TEST(StepTime, StagesByHandAndOverlapBound) {
     return 0.0;
   };
   EXPECT_DOUBLE_EQ(stage("compute"), plan.flops_per_step / 50e12);
-  EXPECT_DOUBLE_EQ(stage("d2h_gradients"), 4 * P * 4 / 20e9);  // fp32 gradients
-  EXPECT_DOUBLE_EQ(stage("host_accumulate"), 4 * P * 12 / 40e9);
+  EXPECT_DOUBLE_EQ(stage("d2h_gradients"), 4 * P * 2 / 20e9);     // bf16 gradients
+  EXPECT_DOUBLE_EQ(stage("host_accumulate"), 4 * P * 10 / 40e9);  // read 2, read+write 8
   EXPECT_DOUBLE_EQ(stage("optimizer"), P / 1e9);
   EXPECT_DOUBLE_EQ(stage("nvme_io"), P * 12 / 6e9 + P * 12 / 4e9);
   EXPECT_DOUBLE_EQ(stage("h2d_weights"), P * 2 / 20e9);

@@ -481,6 +481,32 @@ TEST(TrainConfig, TierflowBlockMirrorsTheFieldNames) {
   EXPECT_DOUBLE_EQ(c.eval_fraction, 0.1);
 }
 
+TEST(TrainConfig, GradTransferDtypeAndSpeculationAreTierflowKeys) {
+  TrainConfig c = ParseOk(R"({"tierflow": {"grad_transfer_dtype": "fp32",
+                                           "speculation_params": 1000000}})");
+  EXPECT_EQ(c.grad_transfer_dtype, DType::kF32);
+  EXPECT_EQ(c.speculation_params, uint64_t{1000000});
+  c = ParseOk(R"({"fp16": {"enabled": true}, "tierflow": {"grad_transfer_dtype": "FP16"}})");
+  EXPECT_EQ(c.grad_transfer_dtype, DType::kF16);
+  EXPECT_TRUE(ValidateTrainConfig(c).ok());
+  // Unset: the defaults (the weights dtype; speculation from free host memory).
+  c = ParseOk(R"({"tierflow": {"grad_transfer_dtype": "auto", "speculation_params": "auto"}})");
+  EXPECT_FALSE(c.grad_transfer_dtype.has_value());
+  EXPECT_FALSE(c.speculation_params.has_value());
+  EXPECT_THAT(ParseError(R"({"tierflow": {"grad_transfer_dtype": "int8"}})"),
+              AllOf(HasSubstr("tierflow.grad_transfer_dtype"), HasSubstr("'int8'")));
+  EXPECT_THAT(ParseError(R"({"tierflow": {"speculation_params": -1}})"),
+              HasSubstr("tierflow.speculation_params"));
+  EXPECT_THAT(ParseError(R"({"tierflow": {"speculation_params": "many"}})"),
+              HasSubstr("tierflow.speculation_params"));
+  // fp16 transfer of bf16 (unscaled) gradients is refused, naming the key.
+  c = ParseOk(R"({"bf16": {"enabled": true}, "tierflow": {"grad_transfer_dtype": "fp16"}})");
+  Status s = ValidateTrainConfig(c);
+  EXPECT_THAT(s.message(),
+              AllOf(HasSubstr("grad_transfer_dtype"), HasSubstr("fp16 gradient transfer needs "
+                                                                "fp16 weights")));
+}
+
 TEST(TrainConfig, LoadReadsTheFileAndNamesItInErrors) {
   std::string path = ::testing::TempDir() + "tierflow_train_config_test.json";
   {
@@ -542,6 +568,13 @@ TEST(ValidateTrainConfig, EachBadSettingIsNamed) {
       {[](TrainConfig& c) { c.aio_threads = 65; }, "aio_threads:"},
       {[](TrainConfig& c) { c.offload = OffloadPlacement::kAuto; }, "offload:"},
       {[](TrainConfig& c) { c.pipeline = "async"; }, "pipeline:"},
+      {[](TrainConfig& c) { c.grad_transfer_dtype = DType::kF16; }, "grad_transfer_dtype:"},
+      {[](TrainConfig& c) {
+         c.pipeline = "sync";
+         c.speculation_params = 1000;
+       },
+       "speculation_params:"},
+      {[](TrainConfig& c) { c.speculation_params = uint64_t{1} << 41; }, "speculation_params:"},
       {[](TrainConfig& c) { c.optimizer = "sgd"; }, "optimizer:"},
       {[](TrainConfig& c) { c.scheduler.type = "OneCycle"; }, "scheduler.type:"},
       {[](TrainConfig& c) {

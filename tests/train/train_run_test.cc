@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <string>
@@ -276,6 +277,49 @@ TEST(TrainRun, ResumeWithoutCheckpointStartsFreshAndSaysSo) {
   c.resume = true;
   ASSERT_TRUE(RunTraining(c, notes).ok());
   EXPECT_NE(notes.notes.find("starting from the beginning"), std::string::npos) << notes.notes;
+}
+
+// grad_transfer_dtype and speculation_params reach the engine: the run
+// reports them, and the pinned memory of its first step is what they size
+// (gradient staging at 2 or 4 B/param of the largest unit, 3 buckets; the
+// speculated parameters' new weights at 2 B/param).
+TEST(TrainRun, GradTransferDtypeAndSpeculationBudgetTakeEffect) {
+  struct Seen : public TrainReporter {
+    void OnStart(const RunInfo& i) override { info = i; }
+    void OnStep(const StepReport& r) override {
+      if (r.step == 1) pinned = r.pinned_bytes;
+    }
+    RunInfo info;
+    uint64_t pinned = 0;
+  };
+  auto run = [](const std::function<void(TrainConfig&)>& edit) {
+    TempDir out;
+    TrainConfig c = SmallRun(out.path());
+    c.steps = 1;
+    c.offload = OffloadPlacement::kHost;
+    c.checkpoint_every = 0;
+    c.eval_every = 0;
+    edit(c);
+    Seen seen;
+    auto r = RunTraining(c, seen);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return seen;
+  };
+  const int64_t params = 803968;               // tiny-llama
+  const uint64_t largest_unit = 184576;        // a block
+  const Seen base = run([](TrainConfig&) {});  // bf16 weights: the defaults
+  EXPECT_EQ(base.info.grad_transfer_dtype, DType::kBF16);
+  EXPECT_EQ(base.info.speculation_from, "free host memory");
+  EXPECT_EQ(base.info.speculation_params, params);  // a tiny model fits whole
+
+  const Seen fp32 = run([](TrainConfig& c) { c.grad_transfer_dtype = DType::kF32; });
+  EXPECT_EQ(fp32.info.grad_transfer_dtype, DType::kF32);
+  EXPECT_EQ(fp32.pinned, base.pinned + 3 * largest_unit * (4 - 2));
+
+  const Seen budget = run([](TrainConfig& c) { c.speculation_params = 100000; });
+  EXPECT_EQ(budget.info.speculation_from, "input");
+  EXPECT_EQ(budget.info.speculation_params, 100000);
+  EXPECT_EQ(budget.pinned, base.pinned - (params - 100000) * 2);
 }
 
 TEST(TrainRun, BadInputsAreClearErrorsAndKeepEarlierCheckpoints) {
