@@ -388,16 +388,30 @@ TF_SIMD_INLINE float SumTree16(const VF* r) {
   return _mm_cvtss_f32(_mm_add_ss(pair, _mm_shuffle_ps(pair, pair, 1)));
 }
 
+// One element read or written at any alignment: spans may start off their
+// element size (a copy out at an odd byte offset), where a plain access
+// through T* is undefined behaviour. Compiles to one move.
+template <typename T>
+TF_SIMD_INLINE T LoadOne(const T* p) {
+  T x;
+  __builtin_memcpy(&x, p, sizeof(T));
+  return x;
+}
+template <typename T>
+TF_SIMD_INLINE void StoreOne(T* p, T x) {
+  __builtin_memcpy(p, &x, sizeof(T));
+}
+
 // A partial vector: `len` (< kLanes) elements copied into zero-filled lanes,
 // so the last few elements of a span go through exactly the vector code.
 template <typename T>
 struct PartialLanes {
   T v[kLanes];
   TF_SIMD_INLINE void Fill(const T* src, size_t len) {
-    for (size_t i = 0; i < kLanes; ++i) v[i] = i < len ? src[i] : T{};
+    for (size_t i = 0; i < kLanes; ++i) v[i] = i < len ? LoadOne(src + i) : T{};
   }
   TF_SIMD_INLINE void CopyOut(T* dst, size_t len) const {
-    for (size_t i = 0; i < len; ++i) dst[i] = v[i];
+    for (size_t i = 0; i < len; ++i) StoreOne(dst + i, v[i]);
   }
 };
 

@@ -79,15 +79,15 @@ TF_SIMD_INLINE void AddBlock(float* acc, const Storage<G>* grads, size_t len, bo
   const bool partial = len < kStatsBlockElems;
   if (partial) {
     for (size_t e = 0; e < kStatsBlockElems; ++e) {
-      grad_copy[e] = e < len ? grads[e] : Storage<G>{};
-      if (acc != nullptr) acc_copy[e] = e < len ? acc[e] : 0.0f;
+      grad_copy[e] = e < len ? LoadOne(grads + e) : Storage<G>{};
+      if (acc != nullptr) acc_copy[e] = e < len ? LoadOne(acc + e) : 0.0f;
     }
     grad_block = grad_copy;
     if (acc != nullptr) acc_block = acc_copy;
   }
   block_sum = BlockSumSquares<G>(acc_block, grad_block, first, nullptr);
   if (partial && acc != nullptr) {
-    for (size_t e = 0; e < len; ++e) acc[e] = acc_copy[e];
+    for (size_t e = 0; e < len; ++e) StoreOne(acc + e, acc_copy[e]);
   }
   if (IsFinite(block_sum)) {
     stats->sum_squares += static_cast<double>(block_sum);
@@ -96,7 +96,7 @@ TF_SIMD_INLINE void AddBlock(float* acc, const Storage<G>* grads, size_t len, bo
   // The block's values again: acc holds them now; plain gradients are widened again.
   float values[kStatsBlockElems];
   if (acc != nullptr) {
-    for (size_t e = 0; e < len; ++e) values[e] = acc[e];
+    for (size_t e = 0; e < len; ++e) values[e] = LoadOne(acc + e);
   } else {
     BlockSumSquares<G>(nullptr, grad_block, false, values);
   }

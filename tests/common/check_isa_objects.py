@@ -93,6 +93,11 @@ def check(objects):
             check_encodings(level, obj, violations)
             for kind, name, pretty in symbols(obj):
                 readable[name] = pretty
+                if name.startswith("DW.ref."):
+                    # The compiler's pointer to the exception personality
+                    # routine (e.g. __gxx_personality_v0) for unwind tables,
+                    # emitted weak and identical in every object: data, no code.
+                    continue
                 if kind in "WVwv":
                     violations.append(f"weak: {obj} ({level}): {pretty}")
                 elif kind == "U":
