@@ -1,6 +1,6 @@
 // StreamProbe: one kernel text (stream_probe_kernel.inc) compiled for each
 // instruction-set level, in its own namespace with internal linkage, and the
-// two shapes that run it. Nothing here is shared with the optimizer kernels.
+// three shapes that run it. Nothing here is shared with the optimizer kernels.
 #include "optim/stream_probe.h"
 
 #include <immintrin.h>
