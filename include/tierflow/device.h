@@ -181,6 +181,8 @@ class Device {
   virtual ~Device() = default;
 
   virtual DeviceKind kind() const = 0;
+  // The simulated GPU's figures (DeviceKind::kSim); nullptr for other kinds.
+  virtual const SimProfile* sim_profile() const { return nullptr; }
   // "cpu (emulated, 2.00 GiB)" or "NVIDIA H200 (sm_90, 139.8 GiB)".
   virtual std::string description() const = 0;
 

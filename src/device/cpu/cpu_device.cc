@@ -89,6 +89,7 @@ void CpuDevice::Free(void* ptr, size_t num_bytes) {
     live_.erase(reinterpret_cast<uintptr_t>(ptr));
   }
   if (sim_) {
+    sim_written_.Forget(ptr, num_bytes);
     munmap(ptr, num_bytes);
   } else {
     std::free(ptr);

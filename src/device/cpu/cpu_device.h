@@ -22,6 +22,7 @@
 #include <set>
 
 #include "device/memory_accounting.h"
+#include "device/sim/sim_written_ranges.h"
 #include "tierflow/device.h"
 
 namespace tierflow {
@@ -39,6 +40,7 @@ class CpuDevice : public Device {
   DeviceKind kind() const override { return sim_ ? DeviceKind::kSim : DeviceKind::kCpu; }
   // The simulated GPU, or nullptr for the plain CPU device.
   const SimProfile* sim() const { return sim_ ? &*sim_ : nullptr; }
+  const SimProfile* sim_profile() const override { return sim(); }
   std::string description() const override;
 
   StatusOr<DeviceBuffer> Allocate(size_t num_bytes, std::string_view what) override;
@@ -54,6 +56,9 @@ class CpuDevice : public Device {
   // OK when [ptr, ptr+num_bytes) lies inside one live device allocation.
   Status CheckDeviceRange(const void* ptr, size_t num_bytes, std::string_view what) const;
 
+  // Sim only: which device bytes may be non-zero (memsets to zero skip the rest).
+  SimWrittenRanges& sim_written() { return sim_written_; }
+
   // Streams register themselves so Device::Synchronize can reach them.
   void Unregister(CpuStream* stream);
 
@@ -68,6 +73,7 @@ class CpuDevice : public Device {
   mutable std::mutex mu_;
   std::map<uintptr_t, size_t> live_;  // device allocation start -> bytes
   std::set<CpuStream*> streams_;
+  SimWrittenRanges sim_written_;
 };
 
 }  // namespace tierflow

@@ -81,6 +81,7 @@ Status CpuStream::RunItem(Item& item) {
 
 Status CpuStream::CopyHostToDevice(void* dst, const void* src, size_t n) {
   TF_RETURN_IF_ERROR(device_->CheckDeviceRange(dst, n, "CopyHostToDevice destination"));
+  if (device_->sim()) device_->sim_written().MarkWritten(dst, n);
   return Enqueue(
       [=] {
         if (n) std::memcpy(dst, src, n);
@@ -91,6 +92,16 @@ Status CpuStream::CopyHostToDevice(void* dst, const void* src, size_t n) {
 
 Status CpuStream::CopyDeviceToHost(void* dst, const void* src, size_t n) {
   TF_RETURN_IF_ERROR(device_->CheckDeviceRange(src, n, "CopyDeviceToHost source"));
+  if (device_->sim() != nullptr && device_->sim_written().FindWritten(src, n).empty()) {
+    // Nothing wrote the source (sim_written_ranges.h): it reads as zeros,
+    // and writing zeros costs the host half of what copying them does.
+    return Enqueue(
+        [=] {
+          if (n) std::memset(dst, 0, n);
+          return Status::Ok();
+        },
+        false, SimLinkSeconds(*device_->sim(), n));
+  }
   return Enqueue(
       [=] {
         if (n) std::memcpy(dst, src, n);
@@ -102,24 +113,72 @@ Status CpuStream::CopyDeviceToHost(void* dst, const void* src, size_t n) {
 Status CpuStream::CopyDeviceToDevice(void* dst, const void* src, size_t n) {
   TF_RETURN_IF_ERROR(device_->CheckDeviceRange(dst, n, "CopyDeviceToDevice destination"));
   TF_RETURN_IF_ERROR(device_->CheckDeviceRange(src, n, "CopyDeviceToDevice source"));
+  if (device_->sim() != nullptr) return SimCopyDeviceToDevice(dst, src, n);
+  return Enqueue([=] {
+    if (n) std::memmove(dst, src, n);
+    return Status::Ok();
+  });
+}
+
+// The sim's device copy moves only the source bytes something wrote
+// (sim_written_ranges.h): the destination's written bytes are zeroed, then
+// the source's written parts copied over them. Overlapping ranges take the
+// plain memmove.
+Status CpuStream::SimCopyDeviceToDevice(void* dst, const void* src, size_t n) {
+  const double seconds = SimDeviceMemorySeconds(*device_->sim(), 2.0 * n);
+  SimWrittenRanges& written = device_->sim_written();
+  const auto d = reinterpret_cast<uintptr_t>(dst), s = reinterpret_cast<uintptr_t>(src);
+  if (d < s + n && s < d + n) {
+    written.MarkWritten(dst, n);
+    return Enqueue(
+        [=] {
+          if (n) std::memmove(dst, src, n);
+          return Status::Ok();
+        },
+        false, seconds);
+  }
+  auto from = written.FindWritten(src, n);
+  auto zero = written.TakeWritten(dst, n);
+  const ptrdiff_t shift = static_cast<char*>(dst) - static_cast<const char*>(src);
+  for (const auto& [p, len] : from) written.MarkWritten(p + shift, len);
+  if (from.empty() && zero.empty()) return Enqueue(nullptr, false, seconds);
   return Enqueue(
-      [=] {
-        if (n) std::memmove(dst, src, n);
+      [from = std::move(from), zero = std::move(zero), shift] {
+        for (const auto& [p, len] : zero) std::memset(p, 0, len);
+        for (const auto& [p, len] : from) std::memcpy(p + shift, p, len);
         return Status::Ok();
       },
-      false, device_->sim() ? SimDeviceMemorySeconds(*device_->sim(), 2.0 * n) : -1);
+      false, seconds);
 }
 
 Status CpuStream::Memset(void* dst, int value, size_t n) {
   TF_RETURN_IF_ERROR(device_->CheckDeviceRange(dst, n, "Memset destination"));
-  const bool sim = device_->sim() != nullptr;
+  if (device_->sim() == nullptr) {
+    return Enqueue([=] {
+      if (n) std::memset(dst, value, n);
+      return Status::Ok();
+    });
+  }
+  const double seconds = SimDeviceMemorySeconds(*device_->sim(), n);
+  if ((value & 0xff) != 0) {
+    device_->sim_written().MarkWritten(dst, n);
+    return Enqueue(
+        [=] {
+          if (n) std::memset(dst, value, n);
+          return Status::Ok();
+        },
+        false, seconds);
+  }
+  // Zeroing: only the bytes a copy or memset may have made non-zero are
+  // written (sim_written_ranges.h); the rest already are zero.
+  auto parts = device_->sim_written().TakeWritten(dst, n);
+  if (parts.empty()) return Enqueue(nullptr, false, seconds);
   return Enqueue(
-      [=] {
-        if (n == 0) return Status::Ok();
-        std::memset(dst, value, n);
+      [parts = std::move(parts)] {
+        for (const auto& [p, len] : parts) std::memset(p, 0, len);
         return Status::Ok();
       },
-      false, sim ? SimDeviceMemorySeconds(*device_->sim(), n) : -1);
+      false, seconds);
 }
 
 Status CpuStream::Record(Event& event) {

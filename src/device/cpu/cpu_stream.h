@@ -55,6 +55,7 @@ class CpuStream : public Stream {
     double sim_seconds;          // < 0: untimed (runs as fast as it runs)
     Clock::time_point enqueued_at;
   };
+  Status SimCopyDeviceToDevice(void* dst, const void* src, size_t n);
   Status Enqueue(std::function<Status()> fn, bool runs_after_error = false,
                  double sim_seconds = -1);
   // Runs one item, then (timed items) waits until its modelled end.
