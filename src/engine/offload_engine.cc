@@ -155,7 +155,7 @@ OffloadEngine::~OffloadEngine() {
   if (worker_.joinable()) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      queue_.push_back(Arrival{0, 0, 0, 0, true});
+      queue_.push_back(Arrival{0, 0, 0, 0, true, false});
     }
     cv_.notify_all();
     worker_.join();
@@ -205,6 +205,7 @@ StatusOr<StepStats> OffloadEngine::Step(const std::vector<MicroBatch>& micro_bat
     StepContext ctx;
     ctx.id = step_id;
     ctx.micro_batches = k_total;
+    ctx.landed = k_total == 1;
     ctx.loss_scale = scaler_.scale();
     ctx.lr = options_.adam.lr;
     ctx.unit_sum_squares.assign(units_.size(), 0.0);
@@ -216,6 +217,7 @@ StatusOr<StepStats> OffloadEngine::Step(const std::vector<MicroBatch>& micro_bat
   // The compute stream is idle between steps (each micro-batch below ends
   // with its Synchronize): the step's spans are timed from here.
   TF_RETURN_IF_ERROR(device_spans_->Anchor(*compute_));
+  landing_ = k_total == 1;
   double loss_sum = 0;
   for (int k = 0; k < k_total; ++k) {
     current_micro_ = k;
@@ -431,12 +433,14 @@ Status OffloadEngine::EndGrads(int unit) {
   TF_RETURN_IF_ERROR(compute_->Record(*bucket.filled));
   TF_RETURN_IF_ERROR(d2h_->Wait(*bucket.filled));
   TF_ASSIGN_OR_RETURN(DeviceSpans::Started span, device_spans_->Begin(*d2h_));
-  TF_RETURN_IF_ERROR(d2h_->CopyDeviceToHost(bucket.staging.data(), wire, n * tbytes()));
+  void* dst = landing_ ? static_cast<void*>(LandedGrads(layout_.unit_offsets[unit]))
+                      : bucket.staging.data();
+  TF_RETURN_IF_ERROR(d2h_->CopyDeviceToHost(dst, wire, n * tbytes()));
   TF_RETURN_IF_ERROR(
       device_spans_->End(*d2h_, std::move(span), "d2h", "grads " + units_[unit].name));
   // The one host callback per transfer: it wakes the optimizer worker, which
   // may be speculating and must take this arrival as soon as it lands.
-  Arrival arrival{issued_step_, unit, current_micro_, b, false};
+  Arrival arrival{issued_step_, unit, current_micro_, b, false, landing_};
   return d2h_->HostCallback([this, arrival] {
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -109,10 +109,16 @@ class OffloadEngine : public UnitAccess {
     int micro;
     int bucket;
     bool stop;
+    // The gradients were copied straight into the accumulator (a step of one
+    // micro-batch; see landed_): nothing to accumulate, only their stats.
+    bool landed;
   };
   struct StepContext {
     int64_t id = 0;
     int micro_batches = 1;
+    // One micro-batch: each unit's gradients land in acc_ in the transfer
+    // dtype (LandedGrads) and the optimizer reads them there.
+    bool landed = false;
     float loss_scale = 1;
     float lr = 0;
     // Filled by the worker.
@@ -133,6 +139,9 @@ class OffloadEngine : public UnitAccess {
   Status Init();
   StateTier& TierOf(int g) { return *group_tier_[g]; }
   size_t wbytes() const { return DTypeSize(options_.weights_dtype); }
+  // Where unit or sub-group elements starting at `offset` land in acc_ in a
+  // step of one micro-batch (transfer dtype, packed).
+  char* LandedGrads(uint64_t offset) { return acc_.as<char>() + offset * tbytes(); }
   // Bytes per parameter of the gradients crossing PCIe.
   size_t tbytes() const { return DTypeSize(transfer_dtype_); }
 
@@ -165,7 +174,14 @@ class OffloadEngine : public UnitAccess {
   std::unique_ptr<DeviceSpans> device_spans_;
   DeviceBuffer weights_;  // (total_params,) weights dtype
   std::vector<Bucket> buckets_;
-  PinnedBuffer acc_;  // (total_params,) fp32 gradient accumulator
+  // (total_params,) fp32 gradient accumulator. In a step of one micro-batch
+  // it holds the gradients as they crossed PCIe instead, packed in the
+  // transfer dtype (LandedGrads): the D2H copies each unit straight there,
+  // so the host neither copies from staging nor widens to fp32, and the
+  // optimizer reads 2 B/param instead of 4 with 16-bit transfers. The next
+  // step's backward cannot begin before this step's last update (its forward
+  // waits for every unit's weights), so the two uses never overlap.
+  PinnedBuffer acc_;
   std::vector<StagingSlot> staging_;
   size_t next_staging_ = 0;
   std::vector<std::unique_ptr<Event>> unit_ready_;  // per unit
@@ -192,6 +208,7 @@ class OffloadEngine : public UnitAccess {
   // Main-thread state of the step being issued.
   int64_t issued_step_ = 0;
   int current_micro_ = 0;
+  bool landing_ = false;  // the step being issued has one micro-batch (StepContext::landed)
   std::vector<int64_t> weights_waited_;  // per unit: step id whose wait was enqueued
   std::vector<int> unit_bucket_;         // per unit: bucket in use
   LossScaler scaler_;                    // worker-owned between decisions

@@ -89,7 +89,9 @@ Status OffloadEngine::ProcessArrival(const Arrival& a) {
   {
     ScopedSpan span(trace_, "accumulate", "grads " + units_[u].name);
     const void* grads = buckets_[a.bucket].staging.data();
-    if (last_micro) {
+    if (a.landed) {
+      stats = GradStats(LandedGrads(layout_.unit_offsets[u]), transfer_dtype_, n);
+    } else if (last_micro) {
       stats = AccumulateGradsWithStats(acc, grads, transfer_dtype_, n, a.micro == 0);
     } else {
       AccumulateGrads(acc, grads, transfer_dtype_, n, a.micro == 0);
@@ -179,8 +181,13 @@ Status OffloadEngine::UpdateGroup(StepContext& ctx, int g, int64_t adam_step, fl
   spans.params = view.master;
   spans.exp_avg = view.exp_avg;
   spans.exp_avg_sq = view.exp_avg_sq;
-  spans.grads = acc_.as<float>() + sg.global_offset;
-  spans.grad_dtype = DType::kF32;
+  if (ctx.landed) {
+    spans.grads = LandedGrads(sg.global_offset);
+    spans.grad_dtype = transfer_dtype_;
+  } else {
+    spans.grads = acc_.as<float>() + sg.global_offset;
+    spans.grad_dtype = DType::kF32;
+  }
   spans.out = out;
   spans.out_dtype = options_.weights_dtype;
   spans.n = sg.num_params;
@@ -255,14 +262,18 @@ Status OffloadEngine::Decide(StepContext& ctx) {
                  options_.pause_speculation_after_clip && !speculation_valid;
   ctx.stats.rolled_back = !speculations_.empty() && !speculation_valid;
 
-  // Commit or roll back what ran during backward.
+  // Commit or roll back what ran during backward. Committed sub-groups'
+  // weights wait in spec_out_ and go up in forward order with the rest below:
+  // backward speculates the model's last units, which the next forward needs
+  // last, and uploading them first held the first units' updates behind them
+  // (their staging slots wait on the H2D stream).
+  std::vector<int64_t> committed_out(layout_.groups.size(), -1);
   for (const Speculation& s : speculations_) {
     const SubGroup& sg = layout_.groups[s.group];
     StateTier& tier = TierOf(s.group);
     if (speculation_valid) {
       if (tier.SpeculatesOutOfPlace()) TF_RETURN_IF_ERROR(tier.Commit(s.group));
-      TF_RETURN_IF_ERROR(UploadGroup(
-          ctx, s.group, static_cast<char*>(spec_out_.data()) + s.out_offset * wbytes()));
+      committed_out[s.group] = static_cast<int64_t>(s.out_offset);
       group_done_[s.group] = 1;
     } else if (tier.SpeculatesOutOfPlace()) {
       TF_RETURN_IF_ERROR(tier.Abort(s.group));
@@ -277,12 +288,7 @@ Status OffloadEngine::Decide(StepContext& ctx) {
       TF_RETURN_IF_ERROR(tier.Release(s.group, /*modified=*/false));
     }
   }
-  if (!speculations_.empty()) TF_RETURN_IF_ERROR(h2d_->Record(*spec_uploaded_));
-  for (const Speculation& s : speculations_) {
-    if (group_done_[s.group] && --unit_groups_left_[layout_.groups[s.group].unit] == 0) {
-      MarkUnitReady(layout_.groups[s.group].unit, ctx.id);
-    }
-  }
+  const bool committed = speculation_valid && !speculations_.empty();
   speculations_.clear();
 
   int64_t adam_step;
@@ -305,7 +311,14 @@ Status OffloadEngine::Decide(StepContext& ctx) {
     // The rest in forward order, so the next forward's first units land first.
     const float grad_scale = coef / ctx.loss_scale;
     for (size_t g = 0; g < layout_.groups.size(); ++g) {
-      if (group_done_[g]) continue;
+      if (committed_out[g] >= 0) {
+        TF_RETURN_IF_ERROR(UploadGroup(
+            ctx, static_cast<int>(g),
+            static_cast<char*>(spec_out_.data()) + committed_out[g] * wbytes()));
+        const int u = layout_.groups[g].unit;
+        if (--unit_groups_left_[u] == 0) MarkUnitReady(u, ctx.id);
+        continue;
+      }
       TF_RETURN_IF_ERROR(PrefetchForward(g));
       StagingSlot& slot = staging_[next_staging_];
       next_staging_ = (next_staging_ + 1) % staging_.size();
@@ -319,6 +332,8 @@ Status OffloadEngine::Decide(StepContext& ctx) {
       const int u = layout_.groups[g].unit;
       if (--unit_groups_left_[u] == 0) MarkUnitReady(u, ctx.id);
     }
+    // The next step's first speculation waits for this before reusing spec_out_.
+    if (committed) TF_RETURN_IF_ERROR(h2d_->Record(*spec_uploaded_));
   }
   // The worker would idle until the next step's gradients: start reading
   // what that step needs first (waiting for this step's writes to free slots

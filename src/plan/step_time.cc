@@ -25,6 +25,11 @@ double TrainingFlopsPerToken(const ModelConfig& m, int64_t seq_len, bool checkpo
   return checkpointing ? flops * 4.0 / 3.0 : flops;
 }
 
+double AccumulateBytesPerParam(int64_t grad_accum, double transfer_bytes) {
+  if (grad_accum <= 1) return transfer_bytes;
+  return static_cast<double>(grad_accum) * (transfer_bytes + 8.0);
+}
+
 void PredictStepTime(const PlanInput& in, const Hardware& hw, Plan& plan) {
   const Bandwidths& bw = hw.bandwidths;
   const double P = static_cast<double>(plan.params);
@@ -40,8 +45,8 @@ void PredictStepTime(const PlanInput& in, const Hardware& hw, Plan& plan) {
   // Gradients leave the device in the transfer dtype, every micro-batch.
   const double t = static_cast<double>(DTypeSize(plan.grad_transfer_dtype));
   const double d2h = Seconds(k * P * t, bw.d2h_gb_per_second * 1e9);
-  // Accumulate: read the staging, read and write the fp32 sum.
-  const double accumulate = Seconds(k * P * (t + 8.0), bw.host_memory_gb_per_second * 1e9);
+  const double accumulate = Seconds(P * AccumulateBytesPerParam(in.grad_accum, t),
+                                   bw.host_memory_gb_per_second * 1e9);
   const double optimizer = Seconds(P, bw.adam_params_per_second);
   // Reads and writes share the drives, so their times add.
   const double nvme = Seconds(nvme_params * s, bw.nvme_read_gb_per_second * 1e9) +
@@ -53,7 +58,9 @@ void PredictStepTime(const PlanInput& in, const Hardware& hw, Plan& plan) {
       {"d2h_gradients", d2h,
        std::string(DTypeName(plan.grad_transfer_dtype)) +
            " gradients to pinned host buffers, every micro-batch"},
-      {"host_accumulate", accumulate, "fp32 gradient accumulation on the host"},
+      {"host_accumulate", accumulate,
+       in.grad_accum > 1 ? "fp32 gradient accumulation on the host"
+                         : "the landed gradients' norm on the host (one micro-batch)"},
       {"optimizer", optimizer, "CPU optimizer over all parameters"},
       {"nvme_io", nvme, "optimizer state read + written for the NVMe share"},
       {"h2d_weights", h2d, "new weights to the device"},

@@ -391,5 +391,45 @@ TEST(OffloadEngine, TraceHasASpanPerTransferAndMicroBatch) {
   }
 }
 
+// Sub-groups updated during backward (the model's last units) go up to the
+// device with the rest, in forward order: the next forward needs the first
+// units first, and uploading the committed ones ahead of them once held the
+// first units' updates behind the H2D stream.
+TEST(OffloadEngine, CommittedSpeculationGoesUpInForwardOrder) {
+  TempDir dir;
+  TraceRecorder trace;
+  trace.SetEnabled(true);
+  EngineOptions o = BaseOptions();
+  o.weights_dtype = DType::kBF16;
+  o.speculate_eagerly = true;
+  o.speculation_params = 1500;  // the last two layers and one more sub-group
+  o.trace = &trace;
+  const RunResult r = Train(o, MakeData(3, 8, 9));
+  ASSERT_EQ(r.stats.size(), 3u);
+  for (const StepStats& st : r.stats) EXPECT_EQ(st.speculated_groups, 7);
+  const std::string path = dir.path() + "/trace.json";
+  ASSERT_TRUE(trace.WriteChromeTrace(path).ok());
+  auto doc = nlohmann::json::parse(testing_common::ReadWholeFile(path));
+  std::map<std::string, std::vector<int64_t>> starts;  // sub-group -> H2D start per step
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] != "X" || e["cat"] != "h2d") continue;
+    starts[e["name"].get<std::string>()].push_back(e["ts"].get<int64_t>());
+  }
+  std::vector<std::string> forward;
+  for (int l = 0; l < kLayers; ++l) {
+    for (int g = 0; g < 3; ++g) {
+      forward.push_back("weights linear." + std::to_string(l) + ".sg" + std::to_string(g));
+    }
+  }
+  for (auto& [name, ts] : starts) std::sort(ts.begin(), ts.end());
+  for (size_t step = 0; step < 3; ++step) {
+    for (size_t i = 1; i < forward.size(); ++i) {
+      ASSERT_EQ(starts[forward[i]].size(), 3u) << forward[i];
+      EXPECT_LE(starts[forward[i - 1]][step], starts[forward[i]][step])
+          << "step " << step + 1 << ": " << forward[i - 1] << " went up after " << forward[i];
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tierflow
