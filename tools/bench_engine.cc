@@ -1,5 +1,6 @@
 // `tierflow bench engine`: each stage of one optimizer step alone, then the
-// pipelined step, for a synthetic model of a chosen size.
+// pipelined step, for a synthetic model of a chosen size or a transformer
+// (with the planner's predicted step beside the measurement).
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -20,6 +21,11 @@ namespace {
 
 struct EngineBenchFlags {
   DeviceFlags device;
+  std::string model;  // "" = synthetic
+  int micro_batch = 4;
+  int seq_len = 2048;
+  bool no_checkpointing = false;
+  std::string speculation;  // "" = the engine's default
   std::string params = "64Mi";
   int units = 16;
   int tokens = 512;
@@ -47,6 +53,10 @@ StatusOr<uint64_t> CountFlag(const std::string& name, const std::string& text) {
 
 Status Run(const EngineBenchFlags& f, Device& device) {
   EngineBenchOptions o;
+  o.model = f.model;
+  o.micro_batch = f.micro_batch;
+  o.seq_len = f.seq_len;
+  o.checkpointing = !f.no_checkpointing;
   TF_ASSIGN_OR_RETURN(o.params, CountFlag("--params", f.params));
   o.units = f.units;
   o.tokens = f.tokens;
@@ -72,6 +82,9 @@ Status Run(const EngineBenchFlags& f, Device& device) {
       DTypeName(GradTransferDType(o.engine.weights_dtype, o.engine.grad_transfer_dtype)));
   TF_ASSIGN_OR_RETURN(o.engine.sub_group_params, CountFlag("--sub-group-size", f.sub_group));
   o.engine.buffer_count = f.buffer_count;
+  if (!f.speculation.empty()) {
+    TF_ASSIGN_OR_RETURN(o.engine.speculation_params, CountFlag("--speculation", f.speculation));
+  }
   o.engine.clip_grad_norm = f.clip;
   TraceRecorder trace;
   if (!f.trace_path.empty()) {
@@ -88,8 +101,9 @@ Status Run(const EngineBenchFlags& f, Device& device) {
   if (f.json) {
     nlohmann::json j;
     j["device"] = device.description();
+    j["model"] = r.model;
     j["params"] = r.params;
-    j["tokens"] = o.tokens;
+    j["tokens"] = r.tokens_per_step;
     j["offload"] = offload;
     j["pipeline"] = f.pipeline;
     j["grad_transfer_dtype"] = transfer;
@@ -117,14 +131,23 @@ Status Run(const EngineBenchFlags& f, Device& device) {
     j["rolled_back"] = r.engine_stats.rolled_back;
     j["nvme_read_bytes"] = r.engine_stats.nvme_read_bytes;
     j["nvme_written_bytes"] = r.engine_stats.nvme_written_bytes;
+    if (r.has_prediction) {
+      nlohmann::json stages = nlohmann::json::object();
+      for (const StageTime& st : r.prediction.stages) stages[st.name] = st.seconds;
+      j["predicted"] = {{"step_seconds", r.prediction.step_seconds},
+                        {"predicted_to_measured", r.prediction.step_seconds / r.step_seconds},
+                        {"stages", stages},
+                        {"basis", r.prediction.basis}};
+    }
     std::printf("%s\n", j.dump(2).c_str());
     return Status::Ok();
   }
   std::printf(
-      "device: %s\nmodel: %llu params in %d units, %d tokens, %s weights (%s gradients across "
+      "device: %s\nmodel: %s, %llu params, %lld tokens per step, %s weights (%s gradients across "
       "PCIe), state on %s, %s pipeline\n\n",
-      device.description().c_str(), static_cast<unsigned long long>(r.params), o.units, o.tokens,
-      f.dtype.c_str(), transfer.c_str(), offload.c_str(), f.pipeline.c_str());
+      device.description().c_str(), r.model.c_str(), static_cast<unsigned long long>(r.params),
+      static_cast<long long>(r.tokens_per_step), f.dtype.c_str(), transfer.c_str(),
+      offload.c_str(), f.pipeline.c_str());
   std::printf("%-12s", "stage alone");
   for (size_t i = 0; i < r.rounds.size(); ++i) std::printf("  round %zu", i + 1);
   std::printf("      best\n");
@@ -146,6 +169,14 @@ Status Run(const EngineBenchFlags& f, Device& device) {
       r.step_seconds, ratio, r.median_round_ratio, 100 * r.overlap_efficiency);
   std::printf("across PCIe per step: %.2f B/param D2H (gradients), %.2f B/param H2D (weights)\n",
               r.d2h_bytes_per_param, r.h2d_bytes_per_param);
+  if (r.has_prediction) {
+    std::printf("\nplanner's prediction for the same inputs: %.4f s per step = %.2f x measured\n",
+                r.prediction.step_seconds, r.prediction.step_seconds / r.step_seconds);
+    for (const StageTime& st : r.prediction.stages) {
+      std::printf("  %-16s %9.4f  %s\n", st.name.c_str(), st.seconds, st.note.c_str());
+    }
+    std::printf("  (%s)\n", r.prediction.basis.c_str());
+  }
   if (r.engine_stats.rolled_back)
     std::printf("(speculation was rolled back: clipping triggered)\n");
   return Status::Ok();
@@ -156,14 +187,33 @@ Status Run(const EngineBenchFlags& f, Device& device) {
 void AddBenchEngine(CLI::App& bench, int* exit_code) {
   auto f = std::make_shared<EngineBenchFlags>();
   CLI::App* cmd = bench.add_subcommand(
-      "engine", "One optimizer step of a synthetic model: each stage alone, then pipelined");
+      "engine", "One optimizer step (synthetic model or --model): each stage alone, then pipelined");
   f->device.Add(*cmd);
-  cmd->add_option("--params", f->params,
-                  std::string("Total parameters, e.g. 64M or 1e9 (") + kCountSuffixHelp + ")")
-      ->capture_default_str();
-  cmd->add_option("--units", f->units, "Number of equal units (layers)")->capture_default_str();
-  cmd->add_option("--tokens", f->tokens, "Tokens per micro-batch (sets compute)")
-      ->capture_default_str();
+  CLI::Option* model =
+      cmd->add_option("--model", f->model,
+                      "A transformer instead of the synthetic model: a preset, a directory with "
+                      "config.json, or a config.json (random weights); the planner's prediction "
+                      "is reported beside it");
+  auto synthetic = [&](CLI::Option* opt) { return opt->capture_default_str()->excludes(model); };
+  synthetic(cmd->add_option(
+      "--params", f->params,
+      std::string("Synthetic model: total parameters, e.g. 64M or 1e9 (") + kCountSuffixHelp + ")"));
+  synthetic(cmd->add_option("--units", f->units, "Synthetic model: number of equal units"));
+  synthetic(cmd->add_option("--tokens", f->tokens, "Synthetic model: tokens per micro-batch"));
+  cmd->add_option("--micro-batch", f->micro_batch, "--model: sequences per step")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str()
+      ->needs(model);
+  cmd->add_option("--seq-len", f->seq_len, "--model: tokens per sequence")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str()
+      ->needs(model);
+  cmd->add_flag("--no-checkpointing", f->no_checkpointing,
+                "--model: keep every activation instead of recomputing each block in backward")
+      ->needs(model);
+  cmd->add_option("--speculation", f->speculation,
+                  "Parameters the optimizer may update during backward (default: the engine's, "
+                  "256Mi)");
   cmd->add_option("--steps", f->steps, "Timed steps per round, back to back, after a warm-up")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

@@ -5,17 +5,22 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <random>
 #include <tuple>
 #include <utility>
 
+#include "bench/engine_prediction.h"
 #include "bench/synthetic_model.h"
 #include "common/half.h"
 #include "engine/nvme_state_tier.h"
 #include "engine/offload_engine.h"
 #include "kernels/pointwise.h"
+#include "model/transformer.h"
 #include "optim/adam.h"
 #include "optim/grad_stats.h"
 #include "tierflow/grad_transfer.h"
+#include "tierflow/model_config.h"
 
 namespace tierflow {
 namespace {
@@ -26,76 +31,104 @@ double Since(Clock::time_point t0) {
 }
 
 // Hands the model plain buffers: the compute stage alone, nothing streamed.
-// With a 16-bit transfer dtype each unit's gradients are cast for D2H on the
-// compute stream, as the engine does.
+// Each unit's gradient buffer is zeroed on the compute stream before its
+// backward and, with a 16-bit transfer dtype, cast for D2H after it, as the
+// engine does. Unit 0 has a buffer of its own: with tied embeddings its
+// bucket stays open across the whole backward.
 class LocalAccess : public UnitAccess {
  public:
-  LocalAccess(Stream& stream, char* weights, uint64_t unit_params, DType weights_dtype,
-              float* grads, DType transfer, void* wire)
+  LocalAccess(Stream& stream, const SubGroupLayout& layout, char* weights, DType weights_dtype,
+              float* grads0, float* grads, DType transfer, void* wire)
       : stream_(stream),
+        layout_(layout),
         weights_(weights),
-        unit_params_(unit_params),
         weights_dtype_(weights_dtype),
+        grads0_(grads0),
         grads_(grads),
         transfer_(transfer),
         wire_(wire) {}
   StatusOr<void*> Weights(int unit) override {
-    return static_cast<void*>(weights_ + unit * unit_params_ * DTypeSize(weights_dtype_));
+    return static_cast<void*>(weights_ + layout_.unit_offsets[unit] * DTypeSize(weights_dtype_));
   }
-  StatusOr<float*> BeginGrads(int unit) override { return grads_; }
+  StatusOr<float*> BeginGrads(int unit) override {
+    float* g = unit == 0 ? grads0_ : grads_;
+    TF_RETURN_IF_ERROR(stream_.Memset(g, 0, Params(unit) * 4));
+    return g;
+  }
   Status EndGrads(int unit) override {
     if (transfer_ == DType::kF32) return Status::Ok();
-    return Cast(stream_, DType::kF32, grads_, transfer_, wire_, static_cast<int64_t>(unit_params_));
+    return Cast(stream_, DType::kF32, unit == 0 ? grads0_ : grads_, transfer_, wire_,
+                static_cast<int64_t>(Params(unit)));
   }
 
  private:
+  uint64_t Params(int unit) const {
+    return layout_.unit_offsets[unit + 1] - layout_.unit_offsets[unit];
+  }
   Stream& stream_;
+  const SubGroupLayout& layout_;
   char* weights_;
-  uint64_t unit_params_;
   DType weights_dtype_;
+  float* grads0_;
   float* grads_;
   DType transfer_;
   void* wire_;
 };
 
 struct FreeDeleter {
-  void operator()(float* p) const { std::free(p); }
+  void operator()(void* p) const { std::free(p); }
 };
 
+size_t RoundUpTo64(size_t n) { return (n + 63) / 64 * 64; }
+
 // Compute (forward + backward), D2H and H2D alone, on plain device buffers.
-Status MeasureDeviceStages(Device& device, SyntheticModel& model, const SubGroupLayout& layout,
-                           const EngineOptions& eo, std::map<std::string, double>* out) {
-  const std::vector<UnitInfo> units = model.Units();
-  const uint64_t total = layout.total_params, unit_params = units[0].num_params;
+Status MeasureDeviceStages(Device& device, Trainable& model, const MicroBatch& batch,
+                           const SubGroupLayout& layout, const EngineOptions& eo,
+                           std::map<std::string, double>* out) {
+  const uint64_t total = layout.total_params, max_unit = layout.max_unit_params;
+  const size_t num_units = layout.unit_offsets.size() - 1;
   const size_t wbytes = DTypeSize(eo.weights_dtype);
   const DType transfer = GradTransferDType(eo.weights_dtype, eo.grad_transfer_dtype);
   const size_t tbytes = DTypeSize(transfer);
   TF_ASSIGN_OR_RETURN(auto stream, device.CreateStream("bench"));
   TF_ASSIGN_OR_RETURN(DeviceBuffer weights, device.Allocate(total * wbytes, "bench weights"));
-  TF_ASSIGN_OR_RETURN(DeviceBuffer grads, device.Allocate(unit_params * 4, "bench grads"));
+  TF_ASSIGN_OR_RETURN(DeviceBuffer grads0,
+                      device.Allocate(layout.unit_offsets[1] * 4, "bench grads (unit 0)"));
+  TF_ASSIGN_OR_RETURN(DeviceBuffer grads, device.Allocate(max_unit * 4, "bench grads"));
   DeviceBuffer wire;
   if (transfer != DType::kF32) {
-    TF_ASSIGN_OR_RETURN(wire, device.Allocate(unit_params * tbytes, "bench gradient cast"));
+    TF_ASSIGN_OR_RETURN(wire, device.Allocate(max_unit * tbytes, "bench gradient cast"));
   }
   const void* d2h_source = transfer != DType::kF32 ? wire.data() : grads.data();
-  TF_ASSIGN_OR_RETURN(PinnedBuffer host_grads,
-                      device.AllocatePinned(unit_params * tbytes, "bench"));
+  TF_ASSIGN_OR_RETURN(PinnedBuffer host_grads, device.AllocatePinned(max_unit * tbytes, "bench"));
   TF_ASSIGN_OR_RETURN(PinnedBuffer host_weights,
                       device.AllocatePinned(layout.max_group_params * wbytes, "bench"));
-  TF_RETURN_IF_ERROR(stream->Memset(weights.data(), 0, total * wbytes));
-  TF_RETURN_IF_ERROR(stream->Memset(grads.data(), 0, unit_params * 4));
-  LocalAccess access(*stream, static_cast<char*>(weights.data()), unit_params, eo.weights_dtype,
-                     grads.as<float>(), transfer, wire.data());
-  TF_RETURN_IF_ERROR(model.ForwardBackward(*stream, MicroBatch{}, 1.0f, access));  // warm-up
+  // Finite weights: zeros would do for the synthetic model, not for norms.
+  {
+    std::vector<float> w(max_unit);
+    std::vector<char> raw(max_unit * wbytes);
+    for (size_t u = 0; u < num_units; ++u) {
+      const uint64_t n = layout.unit_offsets[u + 1] - layout.unit_offsets[u];
+      TF_RETURN_IF_ERROR(model.InitialWeights(static_cast<int>(u), w.data()));
+      ConvertBuffer(DType::kF32, w.data(), eo.weights_dtype, raw.data(), n);
+      TF_RETURN_IF_ERROR(stream->CopyHostToDevice(
+          static_cast<char*>(weights.data()) + layout.unit_offsets[u] * wbytes, raw.data(),
+          n * wbytes));
+      TF_RETURN_IF_ERROR(stream->Synchronize());
+    }
+  }
+  LocalAccess access(*stream, layout, static_cast<char*>(weights.data()), eo.weights_dtype,
+                     grads0.as<float>(), grads.as<float>(), transfer, wire.data());
+  TF_RETURN_IF_ERROR(model.ForwardBackward(*stream, batch, 1.0f, access));  // warm-up
   TF_RETURN_IF_ERROR(stream->Synchronize());
   auto t0 = Clock::now();
-  TF_RETURN_IF_ERROR(model.ForwardBackward(*stream, MicroBatch{}, 1.0f, access));
+  TF_RETURN_IF_ERROR(model.ForwardBackward(*stream, batch, 1.0f, access));
   TF_RETURN_IF_ERROR(stream->Synchronize());
   (*out)["compute"] = Since(t0);
   t0 = Clock::now();
-  for (size_t u = 0; u < units.size(); ++u) {
-    TF_RETURN_IF_ERROR(
-        stream->CopyDeviceToHost(host_grads.data(), d2h_source, unit_params * tbytes));
+  for (size_t u = 0; u < num_units; ++u) {
+    const uint64_t n = layout.unit_offsets[u + 1] - layout.unit_offsets[u];
+    TF_RETURN_IF_ERROR(stream->CopyDeviceToHost(host_grads.data(), d2h_source, n * tbytes));
   }
   TF_RETURN_IF_ERROR(stream->Synchronize());
   (*out)["d2h"] = Since(t0);
@@ -110,31 +143,35 @@ Status MeasureDeviceStages(Device& device, SyntheticModel& model, const SubGroup
   return Status::Ok();
 }
 
-// The host side alone: accumulation (from the transfer dtype) + norm per
-// unit, then AdamW over every sub-group.
-Status MeasureHostStages(const std::vector<UnitInfo>& units, const SubGroupLayout& layout,
-                         const EngineOptions& eo, std::map<std::string, double>* out) {
-  const uint64_t total = layout.total_params, unit_params = units[0].num_params;
+// The host side alone, as the engine does it for a step of one micro-batch
+// (the bench's): the norm pass over each unit's landed gradients (transfer
+// dtype), then AdamW over every sub-group reading them.
+Status MeasureHostStages(const SubGroupLayout& layout, const EngineOptions& eo,
+                         std::map<std::string, double>* out) {
+  const uint64_t total = layout.total_params;
   const size_t wbytes = DTypeSize(eo.weights_dtype);
   const DType transfer = GradTransferDType(eo.weights_dtype, eo.grad_transfer_dtype);
-  std::unique_ptr<float, FreeDeleter> acc(static_cast<float*>(std::aligned_alloc(64, total * 4)));
-  std::unique_ptr<float, FreeDeleter> grad(
-      static_cast<float*>(std::aligned_alloc(64, unit_params * 4)));
+  const size_t tbytes = DTypeSize(transfer);
+  std::unique_ptr<char, FreeDeleter> grads(
+      static_cast<char*>(std::aligned_alloc(64, RoundUpTo64(total * tbytes))));
   std::unique_ptr<float, FreeDeleter> state(
-      static_cast<float*>(std::aligned_alloc(64, 3 * total * 4)));
+      static_cast<float*>(std::aligned_alloc(64, RoundUpTo64(3 * total * 4))));
   std::vector<char> weights_out(layout.max_group_params * wbytes);
-  if (!acc || !grad || !state) return OutOfMemoryError("bench engine: host buffers");
-  std::fill(grad.get(), grad.get() + unit_params, 1e-3f);
-  // The transfer dtype's values in place (a 16-bit span fits in the fp32 one).
-  std::vector<float> widened(grad.get(), grad.get() + unit_params);
-  ConvertBuffer(DType::kF32, widened.data(), transfer, grad.get(), unit_params);
+  if (!grads || !state) return OutOfMemoryError("bench engine: host buffers");
+  {
+    std::vector<float> g(layout.max_unit_params, 1e-3f);
+    for (size_t u = 0; u + 1 < layout.unit_offsets.size(); ++u) {
+      const uint64_t n = layout.unit_offsets[u + 1] - layout.unit_offsets[u];
+      ConvertBuffer(DType::kF32, g.data(), transfer, grads.get() + layout.unit_offsets[u] * tbytes,
+                    n);
+    }
+  }
   std::memset(state.get(), 0, 3 * total * 4);
-  std::memset(acc.get(), 0, total * 4);
   auto t0 = Clock::now();
-  for (size_t u = 0; u < units.size(); ++u) {
-    TF_RETURN_IF_ERROR(AccumulateGradsWithStats(acc.get() + layout.unit_offsets[u], grad.get(),
-                                                transfer, unit_params, true)
-                           .status());
+  for (size_t u = 0; u + 1 < layout.unit_offsets.size(); ++u) {
+    const uint64_t n = layout.unit_offsets[u + 1] - layout.unit_offsets[u];
+    TF_RETURN_IF_ERROR(
+        GradStats(grads.get() + layout.unit_offsets[u] * tbytes, transfer, n).status());
   }
   (*out)["accumulate"] = Since(t0);
   t0 = Clock::now();
@@ -143,8 +180,8 @@ Status MeasureHostStages(const std::vector<UnitInfo>& units, const SubGroupLayou
     spans.params = state.get() + g.global_offset;
     spans.exp_avg = state.get() + total + g.global_offset;
     spans.exp_avg_sq = state.get() + 2 * total + g.global_offset;
-    spans.grads = acc.get() + g.global_offset;
-    spans.grad_dtype = DType::kF32;
+    spans.grads = grads.get() + g.global_offset * tbytes;
+    spans.grad_dtype = transfer;
     spans.out = weights_out.data();
     spans.out_dtype = eo.weights_dtype;
     spans.n = g.num_params;
@@ -184,10 +221,10 @@ Status MeasureNvmeStage(Device& device, const SubGroupLayout& layout, const Engi
 // The pipelined step through a fresh engine, in steady state: one warm-up
 // step, then `steps` steps back to back (each step's optimizer overlaps the
 // next forward), timed until every update has landed, per step.
-Status MeasurePipelined(Device& device, SyntheticModel& model, const EngineBenchOptions& options,
-                        double* step_seconds, StepStats* last) {
+Status MeasurePipelined(Device& device, Trainable& model, const MicroBatch& micro_batch,
+                        const EngineBenchOptions& options, double* step_seconds, StepStats* last) {
   TF_ASSIGN_OR_RETURN(auto engine, OffloadEngine::Create(device, model, options.engine));
-  std::vector<MicroBatch> batch(1);
+  const std::vector<MicroBatch> batch{micro_batch};
   TF_RETURN_IF_ERROR(engine->Step(batch).status());
   TF_RETURN_IF_ERROR(engine->Finish().status());
   const int steps = std::max(1, options.steps);
@@ -206,35 +243,88 @@ std::pair<std::string, double> Slowest(const std::map<std::string, double>& stag
   return s;
 }
 
+// The model a bench runs and the micro-batch it runs on.
+struct BenchModel {
+  std::unique_ptr<Trainable> model;
+  std::string name;
+  int64_t tokens = 0;  // per micro-batch (= per step: one micro-batch)
+  std::optional<ModelConfig> config;  // transformers only
+  std::vector<int32_t> inputs, targets;
+  MicroBatch batch;
+};
+
+StatusOr<BenchModel> MakeBenchModel(Device& device, const EngineBenchOptions& o) {
+  BenchModel m;
+  const DType dtype = o.engine.weights_dtype;
+  if (o.model.empty()) {
+    if (o.units < 1 || o.params < static_cast<uint64_t>(o.units)) {
+      return InvalidArgumentError("bench engine: --params must be at least --units");
+    }
+    TF_ASSIGN_OR_RETURN(m.model, SyntheticModel::Create(device, o.units, o.params / o.units,
+                                                        o.tokens, dtype));
+    m.name = "synthetic (" + std::to_string(o.units) + " units)";
+    m.tokens = o.tokens;
+    return m;
+  }
+  if (o.micro_batch < 1 || o.seq_len < 1) {
+    return InvalidArgumentError("bench engine: --micro-batch and --seq-len must be at least 1");
+  }
+  TF_ASSIGN_OR_RETURN(ModelConfig config, ResolveModel(o.model));
+  TrainShape shape;
+  shape.batch = o.micro_batch;
+  shape.seq_len = o.seq_len;
+  shape.checkpoint_activations = o.checkpointing;
+  shape.dtype = dtype;
+  // The bench times the step's shape; a scaling type the kernel does not
+  // apply changes no cost.
+  shape.allow_unscaled_rope = true;
+  TF_ASSIGN_OR_RETURN(auto transformer, TransformerModel::Create(device, config, shape));
+  m.name = config.name;
+  m.tokens = int64_t{o.micro_batch} * o.seq_len;
+  m.inputs.resize(static_cast<size_t>(m.tokens));
+  m.targets.resize(m.inputs.size());
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(config.vocab_size - 1));
+  for (size_t i = 0; i < m.inputs.size(); ++i) {
+    m.inputs[i] = token(rng);
+    m.targets[i] = token(rng);
+  }
+  m.batch.inputs = m.inputs.data();
+  m.batch.targets = m.targets.data();
+  m.batch.batch = o.micro_batch;
+  m.batch.seq_len = o.seq_len;
+  m.config = std::move(config);
+  m.model = std::move(transformer);
+  return m;
+}
+
 }  // namespace
 
 StatusOr<EngineBenchResult> RunEngineBench(Device& device, const EngineBenchOptions& options) {
-  if (options.units < 1 || options.params < static_cast<uint64_t>(options.units)) {
-    return InvalidArgumentError("bench engine: --params must be at least --units");
-  }
   if (options.rounds < 1) return InvalidArgumentError("bench engine: --rounds must be at least 1");
   const EngineOptions& eo = options.engine;
   TF_RETURN_IF_ERROR(
       ValidateGradTransferDType("--grad-transfer-dtype", eo.weights_dtype,
                                 GradTransferDType(eo.weights_dtype, eo.grad_transfer_dtype)));
-  TF_ASSIGN_OR_RETURN(auto model,
-                      SyntheticModel::Create(device, options.units, options.params / options.units,
-                                             options.tokens, eo.weights_dtype));
-  const std::vector<UnitInfo> units = model->Units();
-  const SubGroupLayout layout = MakeSubGroups(units, eo.sub_group_params);
+  TF_ASSIGN_OR_RETURN(BenchModel bench, MakeBenchModel(device, options));
+  Trainable& model = *bench.model;
+  const SubGroupLayout layout = MakeSubGroups(model.Units(), eo.sub_group_params);
   EngineBenchResult result;
+  result.model = bench.name;
   result.params = layout.total_params;
+  result.tokens_per_step = bench.tokens;
   std::vector<double> ratios;
   for (int r = 0; r < options.rounds; ++r) {
     EngineBenchRound round;
-    TF_RETURN_IF_ERROR(MeasureDeviceStages(device, *model, layout, eo, &round.stage_seconds));
-    TF_RETURN_IF_ERROR(MeasureHostStages(units, layout, eo, &round.stage_seconds));
+    TF_RETURN_IF_ERROR(
+        MeasureDeviceStages(device, model, bench.batch, layout, eo, &round.stage_seconds));
+    TF_RETURN_IF_ERROR(MeasureHostStages(layout, eo, &round.stage_seconds));
     if (eo.offload == OffloadPlacement::kNvme) {
       TF_RETURN_IF_ERROR(MeasureNvmeStage(device, layout, eo, &round.stage_seconds));
     }
     std::tie(round.slowest_stage, round.slowest_stage_seconds) = Slowest(round.stage_seconds);
-    TF_RETURN_IF_ERROR(
-        MeasurePipelined(device, *model, options, &round.step_seconds, &result.engine_stats));
+    TF_RETURN_IF_ERROR(MeasurePipelined(device, model, bench.batch, options, &round.step_seconds,
+                                        &result.engine_stats));
     ratios.push_back(round.step_seconds / round.slowest_stage_seconds);
     for (const auto& [stage, seconds] : round.stage_seconds) {
       auto [it, inserted] = result.stage_seconds.emplace(stage, seconds);
@@ -256,6 +346,11 @@ StatusOr<EngineBenchResult> RunEngineBench(Device& device, const EngineBenchOpti
   const double params = static_cast<double>(result.params);
   result.d2h_bytes_per_param = static_cast<double>(result.engine_stats.d2h_bytes) / params;
   result.h2d_bytes_per_param = static_cast<double>(result.engine_stats.h2d_bytes) / params;
+  if (bench.config) {
+    TF_ASSIGN_OR_RETURN(result.prediction, PredictEngineStep(device, *bench.config, options,
+                                                             result.params, result.stage_seconds));
+    result.has_prediction = true;
+  }
   return result;
 }
 

@@ -2,6 +2,7 @@
 // its summary is derived from the rounds. No timing is asserted: the
 // machines are shared; only relations that hold whatever the timings are.
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -10,6 +11,9 @@
 #include "tests/common/scratch_dir.h"
 
 #include "bench/engine_bench.h"
+#include "plan/step_time.h"
+#include "tierflow/model_config.h"
+#include "tierflow/sim_profile.h"
 
 namespace tierflow {
 namespace {
@@ -104,6 +108,93 @@ TEST(EngineBench, NvmeTierAddsTheNvmeStageAndMovesTheState) {
   // One step reads and writes every sub-group's 12 B/param of state.
   EXPECT_GE(r->engine_stats.nvme_read_bytes, 12u * o.params);
   EXPECT_GE(r->engine_stats.nvme_written_bytes, 12u * o.params);
+}
+
+EngineBenchOptions TinyTransformer() {
+  EngineBenchOptions o;
+  o.model = "tiny-llama";
+  o.micro_batch = 2;
+  o.seq_len = 16;
+  o.steps = 1;
+  o.rounds = 2;
+  o.engine.sub_group_params = 16 << 10;
+  return o;
+}
+
+// A real transformer: every stage, the step's tokens, and the planner's
+// prediction from the rates this run measured. On the CPU device every
+// planner stage is a measured stage's rate put back through the planner's
+// byte counts, so each must come back as the measured time: a planner whose
+// byte or FLOP count drifts from the bench's fails here.
+TEST(EngineBench, TransformerGetsThePlannersPredictionFromTheMeasuredRates) {
+  auto device = CpuDevice();
+  auto r = RunEngineBench(*device, TinyTransformer());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->model, "tiny-llama");
+  EXPECT_EQ(r->tokens_per_step, 32);
+  EXPECT_EQ(r->params, static_cast<uint64_t>(ParameterCount(*PresetModelConfig("tiny-llama"))));
+  ExpectSummaryFollowsRounds(*r, 2);
+  EXPECT_EQ(r->d2h_bytes_per_param, 2.0);
+  EXPECT_EQ(r->h2d_bytes_per_param, 2.0);
+  ASSERT_TRUE(r->has_prediction);
+  EXPECT_GT(r->prediction.step_seconds, 0);
+  const std::map<std::string, std::string> planner_to_bench = {
+      {"compute", "compute"},       {"d2h_gradients", "d2h"},   {"h2d_weights", "h2d"},
+      {"host_accumulate", "accumulate"}, {"optimizer", "optimizer"}};
+  int matched = 0;
+  for (const StageTime& st : r->prediction.stages) {
+    auto it = planner_to_bench.find(st.name);
+    if (it == planner_to_bench.end()) {
+      EXPECT_EQ(st.seconds, 0) << st.name << ": nothing on NVMe";
+      continue;
+    }
+    EXPECT_NEAR(st.seconds, r->stage_seconds.at(it->second), 1e-9 * st.seconds) << st.name;
+    ++matched;
+  }
+  EXPECT_EQ(matched, 5);
+  // Overlap can only hide stages, and the predicted step is at least the slowest.
+  double sum = 0, slowest = 0;
+  for (const StageTime& st : r->prediction.stages) {
+    sum += st.seconds;
+    slowest = std::max(slowest, st.seconds);
+  }
+  EXPECT_GE(r->prediction.step_seconds, slowest * (1 - 1e-12));
+  EXPECT_LE(r->prediction.step_seconds, sum * (1 + 1e-12));
+}
+
+// On the simulated accelerator the compute comes from the profile, not the
+// measurement: the planner's FLOPs at the profile's tensor peak x efficiency.
+TEST(EngineBench, SimPredictionTakesComputeFromTheProfile) {
+  DeviceOptions d;
+  d.kind = DeviceChoice::kSim;
+  d.sim = *FindBuiltinSimProfile("l40s");
+  auto device = std::move(CreateDevice(d)).value();
+  EngineBenchOptions o = TinyTransformer();
+  o.rounds = 1;
+  auto r = RunEngineBench(*device, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_TRUE(r->has_prediction);
+  const ModelConfig config = *PresetModelConfig("tiny-llama");
+  const double flops = TrainingFlopsPerToken(config, o.seq_len, o.checkpointing) * 32;
+  double compute = -1;
+  for (const StageTime& st : r->prediction.stages) {
+    if (st.name == "compute") compute = st.seconds;
+  }
+  EXPECT_NEAR(compute, flops / (d.sim.tensor_tflops * 1e12 * d.sim.tensor_efficiency),
+              1e-9 * compute);
+  EXPECT_NE(r->prediction.basis.find("sim:l40s"), std::string::npos) << r->prediction.basis;
+}
+
+TEST(EngineBench, AnUnknownModelIsNamed) {
+  auto device = CpuDevice();
+  EngineBenchOptions o = TinyTransformer();
+  o.model = "no-such-model";
+  auto r = RunEngineBench(*device, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("no-such-model"), std::string::npos) << r.status().ToString();
+  o = TinyTransformer();
+  o.seq_len = 1 << 20;  // beyond the model's positions
+  EXPECT_EQ(RunEngineBench(*device, o).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(EngineBench, BadSizesAreInvalidArguments) {

@@ -1,0 +1,97 @@
+// Planner inputs from a bench run's measurements.
+#include "bench/engine_prediction.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "plan/step_time.h"
+#include "tierflow/grad_transfer.h"
+
+namespace tierflow {
+namespace {
+
+// bytes / seconds in GB/s.
+double GbPerSecond(double bytes, double seconds) { return bytes / seconds / 1e9; }
+
+}  // namespace
+
+StatusOr<EngineBenchPrediction> PredictEngineStep(const Device& device, const ModelConfig& config,
+                                                  const EngineBenchOptions& o, uint64_t params,
+                                                  const std::map<std::string, double>& stages) {
+  const EngineOptions& eo = o.engine;
+  const bool nvme = eo.offload == OffloadPlacement::kNvme;
+  for (const char* name : {"compute", "d2h", "h2d", "accumulate", "optimizer"}) {
+    auto it = stages.find(name);
+    if (it == stages.end() || !(it->second > 0)) {
+      return InternalError(std::string("bench engine: no measured time for stage ") + name);
+    }
+  }
+  if (nvme && !(stages.count("nvme") && stages.at("nvme") > 0)) {
+    return InternalError("bench engine: no measured time for stage nvme");
+  }
+  PlanInput in;
+  in.model = config;
+  in.micro_batch = o.micro_batch;
+  in.seq_len = o.seq_len;
+  in.grad_accum = 1;
+  in.dtype = eo.weights_dtype;
+  in.grad_transfer_dtype = GradTransferDType(eo.weights_dtype, eo.grad_transfer_dtype);
+  in.checkpointing = o.checkpointing;
+  in.offload = nvme ? OffloadPlacement::kNvme : OffloadPlacement::kHost;
+  in.nvme_ratio = nvme ? eo.nvme_ratio : 0.0;
+  in.sub_group_params = static_cast<int64_t>(eo.sub_group_params);
+  in.buffer_count = eo.buffer_count;
+  in.grad_buckets = eo.grad_buckets;
+  in.pipeline = eo.pipeline == Pipeline::kOverlapped ? PipelineKind::kOverlapped
+                                                     : PipelineKind::kSynchronous;
+  if (eo.pipeline == Pipeline::kOverlapped) {
+    in.speculation_params = static_cast<int64_t>(eo.speculation_params);
+  }
+  in.nvme_directories = static_cast<int>(std::max<size_t>(1, eo.nvme_paths.size()));
+
+  // Capacities far above the run: only the time is wanted here.
+  Hardware hw;
+  hw.device_is_gpu = device.kind() != DeviceKind::kCpu;
+  hw.device_description = device.description();
+  hw.device_memory_bytes = uint64_t{1} << 50;
+  hw.host_memory_bytes = uint64_t{1} << 50;
+  hw.nvme_capacity_bytes = uint64_t{1} << 50;
+  hw.cores = 1;
+  const double P = static_cast<double>(params);
+  const double a = static_cast<double>(DTypeSize(in.dtype));
+  const double t = static_cast<double>(DTypeSize(*in.grad_transfer_dtype));
+  Bandwidths& bw = hw.bandwidths;
+  bw.h2d_gb_per_second = GbPerSecond(P * a, stages.at("h2d"));
+  bw.d2h_gb_per_second = GbPerSecond(P * t, stages.at("d2h"));
+  bw.host_memory_gb_per_second =
+      GbPerSecond(P * AccumulateBytesPerParam(in.grad_accum, t), stages.at("accumulate"));
+  bw.adam_params_per_second = P / stages.at("optimizer");
+  if (nvme) {
+    // The planner adds a read and a write of 12 B/param; the stage did both.
+    const double rate = GbPerSecond(2.0 * 12.0 * P, stages.at("nvme"));
+    bw.nvme_read_gb_per_second = rate;
+    bw.nvme_write_gb_per_second = rate;
+  } else {
+    bw.nvme_read_gb_per_second = bw.nvme_write_gb_per_second = 1;  // unused: nothing on NVMe
+  }
+  EngineBenchPrediction p;
+  if (const SimProfile* sim = device.sim_profile()) {
+    bw.device_tflops = sim->tensor_tflops;
+    bw.device_efficiency = sim->tensor_efficiency;
+    p.basis = "host, link and NVMe rates measured alone in this run; compute from sim:" +
+              sim->name + "'s tensor peak x efficiency and the planner's FLOP count";
+  } else {
+    const double flops = TrainingFlopsPerToken(config, o.seq_len, o.checkpointing) *
+                         static_cast<double>(o.micro_batch) * o.seq_len;
+    bw.device_tflops = flops / stages.at("compute") / 1e12;
+    bw.device_efficiency = 1.0;
+    p.basis = "every stage's rate measured alone in this run (this device has no published peak)";
+  }
+  bw.source = "bench engine";
+  TF_ASSIGN_OR_RETURN(Plan plan, ComputePlan(in, hw));
+  p.step_seconds = plan.predicted_step_seconds;
+  p.stages = plan.stages;
+  return p;
+}
+
+}  // namespace tierflow
