@@ -146,8 +146,8 @@ Status Run(const EngineBenchFlags& f, Device& device) {
       "device: %s\nmodel: %s, %llu params, %lld tokens per step, %s weights (%s gradients across "
       "PCIe), state on %s, %s pipeline\n\n",
       device.description().c_str(), r.model.c_str(), static_cast<unsigned long long>(r.params),
-      static_cast<long long>(r.tokens_per_step), f.dtype.c_str(), transfer.c_str(),
-      offload.c_str(), f.pipeline.c_str());
+      static_cast<long long>(r.tokens_per_step), f.dtype.c_str(), transfer.c_str(), offload.c_str(),
+      f.pipeline.c_str());
   std::printf("%-12s", "stage alone");
   for (size_t i = 0; i < r.rounds.size(); ++i) std::printf("  round %zu", i + 1);
   std::printf("      best\n");
@@ -187,7 +187,8 @@ Status Run(const EngineBenchFlags& f, Device& device) {
 void AddBenchEngine(CLI::App& bench, int* exit_code) {
   auto f = std::make_shared<EngineBenchFlags>();
   CLI::App* cmd = bench.add_subcommand(
-      "engine", "One optimizer step (synthetic model or --model): each stage alone, then pipelined");
+      "engine",
+      "One optimizer step (synthetic model or --model): each stage alone, then pipelined");
   f->device.Add(*cmd);
   CLI::Option* model =
       cmd->add_option("--model", f->model,
@@ -195,9 +196,9 @@ void AddBenchEngine(CLI::App& bench, int* exit_code) {
                       "config.json, or a config.json (random weights); the planner's prediction "
                       "is reported beside it");
   auto synthetic = [&](CLI::Option* opt) { return opt->capture_default_str()->excludes(model); };
-  synthetic(cmd->add_option(
-      "--params", f->params,
-      std::string("Synthetic model: total parameters, e.g. 64M or 1e9 (") + kCountSuffixHelp + ")"));
+  synthetic(cmd->add_option("--params", f->params,
+                            std::string("Synthetic model: total parameters, e.g. 64M or 1e9 (") +
+                                kCountSuffixHelp + ")"));
   synthetic(cmd->add_option("--units", f->units, "Synthetic model: number of equal units"));
   synthetic(cmd->add_option("--tokens", f->tokens, "Synthetic model: tokens per micro-batch"));
   cmd->add_option("--micro-batch", f->micro_batch, "--model: sequences per step")

@@ -247,7 +247,7 @@ std::pair<std::string, double> Slowest(const std::map<std::string, double>& stag
 struct BenchModel {
   std::unique_ptr<Trainable> model;
   std::string name;
-  int64_t tokens = 0;  // per micro-batch (= per step: one micro-batch)
+  int64_t tokens = 0;                 // per micro-batch (= per step: one micro-batch)
   std::optional<ModelConfig> config;  // transformers only
   std::vector<int32_t> inputs, targets;
   MicroBatch batch;
@@ -260,8 +260,8 @@ StatusOr<BenchModel> MakeBenchModel(Device& device, const EngineBenchOptions& o)
     if (o.units < 1 || o.params < static_cast<uint64_t>(o.units)) {
       return InvalidArgumentError("bench engine: --params must be at least --units");
     }
-    TF_ASSIGN_OR_RETURN(m.model, SyntheticModel::Create(device, o.units, o.params / o.units,
-                                                        o.tokens, dtype));
+    TF_ASSIGN_OR_RETURN(
+        m.model, SyntheticModel::Create(device, o.units, o.params / o.units, o.tokens, dtype));
     m.name = "synthetic (" + std::to_string(o.units) + " units)";
     m.tokens = o.tokens;
     return m;

@@ -29,10 +29,10 @@ struct EngineBenchOptions {
   int tokens = 512;               // Default: 512
   // Transformer: sequences per micro-batch and tokens per sequence (the
   // step's tokens are micro_batch x seq_len), activation checkpointing.
-  int micro_batch = 4;          // Default: 4
-  int seq_len = 2048;           // Default: 2048 (8Ki tokens per step)
-  bool checkpointing = true;    // Default: on (what a 0.5-8B fine-tune uses)
-  int steps = 4;  // timed steps per round, back to back (after a warm-up). Default: 4
+  int micro_batch = 4;        // Default: 4
+  int seq_len = 2048;         // Default: 2048 (8Ki tokens per step)
+  bool checkpointing = true;  // Default: on (what a 0.5-8B fine-tune uses)
+  int steps = 4;              // timed steps per round, back to back (after a warm-up). Default: 4
   // Rounds of (every stage alone, then the pipelined steps through a fresh
   // engine). Shared machines and disks drift by tens of percent within
   // seconds, so the limit and the pipeline are measured side by side, several

@@ -42,8 +42,8 @@ StatusOr<EngineBenchPrediction> PredictEngineStep(const Device& device, const Mo
   in.sub_group_params = static_cast<int64_t>(eo.sub_group_params);
   in.buffer_count = eo.buffer_count;
   in.grad_buckets = eo.grad_buckets;
-  in.pipeline = eo.pipeline == Pipeline::kOverlapped ? PipelineKind::kOverlapped
-                                                     : PipelineKind::kSynchronous;
+  in.pipeline =
+      eo.pipeline == Pipeline::kOverlapped ? PipelineKind::kOverlapped : PipelineKind::kSynchronous;
   if (eo.pipeline == Pipeline::kOverlapped) {
     in.speculation_params = static_cast<int64_t>(eo.speculation_params);
   }
@@ -78,8 +78,9 @@ StatusOr<EngineBenchPrediction> PredictEngineStep(const Device& device, const Mo
   if (const SimProfile* sim = device.sim_profile()) {
     bw.device_tflops = sim->tensor_tflops;
     bw.device_efficiency = sim->tensor_efficiency;
-    p.basis = "host, link and NVMe rates measured alone in this run; compute from sim:" +
-              sim->name + "'s tensor peak x efficiency and the planner's FLOP count";
+    p.basis =
+        "host, link and NVMe rates measured alone in this run; compute from sim:" + sim->name +
+        "'s tensor peak x efficiency and the planner's FLOP count";
   } else {
     const double flops = TrainingFlopsPerToken(config, o.seq_len, o.checkpointing) *
                          static_cast<double>(o.micro_batch) * o.seq_len;

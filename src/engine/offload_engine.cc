@@ -434,7 +434,7 @@ Status OffloadEngine::EndGrads(int unit) {
   TF_RETURN_IF_ERROR(d2h_->Wait(*bucket.filled));
   TF_ASSIGN_OR_RETURN(DeviceSpans::Started span, device_spans_->Begin(*d2h_));
   void* dst = landing_ ? static_cast<void*>(LandedGrads(layout_.unit_offsets[unit]))
-                      : bucket.staging.data();
+                       : bucket.staging.data();
   TF_RETURN_IF_ERROR(d2h_->CopyDeviceToHost(dst, wire, n * tbytes()));
   TF_RETURN_IF_ERROR(
       device_spans_->End(*d2h_, std::move(span), "d2h", "grads " + units_[unit].name));

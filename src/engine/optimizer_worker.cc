@@ -312,9 +312,9 @@ Status OffloadEngine::Decide(StepContext& ctx) {
     const float grad_scale = coef / ctx.loss_scale;
     for (size_t g = 0; g < layout_.groups.size(); ++g) {
       if (committed_out[g] >= 0) {
-        TF_RETURN_IF_ERROR(UploadGroup(
-            ctx, static_cast<int>(g),
-            static_cast<char*>(spec_out_.data()) + committed_out[g] * wbytes()));
+        TF_RETURN_IF_ERROR(
+            UploadGroup(ctx, static_cast<int>(g),
+                        static_cast<char*>(spec_out_.data()) + committed_out[g] * wbytes()));
         const int u = layout_.groups[g].unit;
         if (--unit_groups_left_[u] == 0) MarkUnitReady(u, ctx.id);
         continue;

@@ -45,8 +45,8 @@ void PredictStepTime(const PlanInput& in, const Hardware& hw, Plan& plan) {
   // Gradients leave the device in the transfer dtype, every micro-batch.
   const double t = static_cast<double>(DTypeSize(plan.grad_transfer_dtype));
   const double d2h = Seconds(k * P * t, bw.d2h_gb_per_second * 1e9);
-  const double accumulate = Seconds(P * AccumulateBytesPerParam(in.grad_accum, t),
-                                   bw.host_memory_gb_per_second * 1e9);
+  const double accumulate =
+      Seconds(P * AccumulateBytesPerParam(in.grad_accum, t), bw.host_memory_gb_per_second * 1e9);
   const double optimizer = Seconds(P, bw.adam_params_per_second);
   // Reads and writes share the drives, so their times add.
   const double nvme = Seconds(nvme_params * s, bw.nvme_read_gb_per_second * 1e9) +

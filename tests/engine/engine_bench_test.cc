@@ -138,9 +138,11 @@ TEST(EngineBench, TransformerGetsThePlannersPredictionFromTheMeasuredRates) {
   EXPECT_EQ(r->h2d_bytes_per_param, 2.0);
   ASSERT_TRUE(r->has_prediction);
   EXPECT_GT(r->prediction.step_seconds, 0);
-  const std::map<std::string, std::string> planner_to_bench = {
-      {"compute", "compute"},       {"d2h_gradients", "d2h"},   {"h2d_weights", "h2d"},
-      {"host_accumulate", "accumulate"}, {"optimizer", "optimizer"}};
+  const std::map<std::string, std::string> planner_to_bench = {{"compute", "compute"},
+                                                               {"d2h_gradients", "d2h"},
+                                                               {"h2d_weights", "h2d"},
+                                                               {"host_accumulate", "accumulate"},
+                                                               {"optimizer", "optimizer"}};
   int matched = 0;
   for (const StageTime& st : r->prediction.stages) {
     auto it = planner_to_bench.find(st.name);

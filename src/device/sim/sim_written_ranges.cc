@@ -47,7 +47,7 @@ std::vector<std::pair<char*, size_t>> SimWrittenRanges::TakeWritten(void* ptr, s
 }
 
 std::vector<std::pair<char*, size_t>> SimWrittenRanges::FindWritten(const void* ptr,
-                                                                     size_t n) const {
+                                                                    size_t n) const {
   std::vector<std::pair<char*, size_t>> out;
   if (n == 0) return out;
   const uintptr_t lo = reinterpret_cast<uintptr_t>(ptr), hi = lo + n;
