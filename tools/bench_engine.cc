@@ -83,6 +83,11 @@ Status Run(const EngineBenchFlags& f, Device& device) {
   TF_ASSIGN_OR_RETURN(o.engine.sub_group_params, CountFlag("--sub-group-size", f.sub_group));
   o.engine.buffer_count = f.buffer_count;
   if (!f.speculation.empty()) {
+    if (o.engine.pipeline == Pipeline::kSynchronous) {
+      return InvalidArgumentError(
+          "--speculation: the sync pipeline does not speculate; drop it or use --pipeline "
+          "overlapped");
+    }
     TF_ASSIGN_OR_RETURN(o.engine.speculation_params, CountFlag("--speculation", f.speculation));
   }
   o.engine.clip_grad_norm = f.clip;
