@@ -12,6 +12,7 @@
 #include "bench/engine_bench.h"
 #include "common/trace.h"
 #include "common/units.h"
+#include "io/trace_file.h"
 #include "tierflow/grad_transfer.h"
 #include "tools/commands.h"
 #include "tools/device_flags.h"
@@ -101,7 +102,7 @@ Status Run(const EngineBenchFlags& f, Device& device) {
   }
   for (const std::string& p : f.nvme_paths) std::filesystem::create_directories(p);
   TF_ASSIGN_OR_RETURN(EngineBenchResult r, RunEngineBench(device, o));
-  if (!f.trace_path.empty()) TF_RETURN_IF_ERROR(trace.WriteChromeTrace(f.trace_path));
+  if (!f.trace_path.empty()) TF_RETURN_IF_ERROR(WriteTraceFile(trace, f.trace_path));
   const double ratio = r.step_seconds / r.slowest_stage_seconds;
   if (f.json) {
     nlohmann::json j;

@@ -1,10 +1,7 @@
 // Chrome trace recording and per-track busy time.
 #include "common/trace.h"
 
-#include <unistd.h>
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
 
 #include <nlohmann/json.hpp>
 
@@ -67,7 +64,7 @@ size_t TraceRecorder::num_spans() const {
   return spans_.size();
 }
 
-Status TraceRecorder::WriteChromeTrace(const std::string& path) const {
+std::string TraceRecorder::ChromeTraceJson() const {
   nlohmann::json events = nlohmann::json::array();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -93,22 +90,7 @@ Status TraceRecorder::WriteChromeTrace(const std::string& path) const {
     }
   }
   nlohmann::json doc = {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
-  std::string tmp = path + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "w");
-  if (f == nullptr) return ErrnoStatus(errno, "open trace file " + tmp);
-  std::string text = doc.dump();
-  bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  int err = errno;
-  if (std::fclose(f) != 0 && ok) {
-    ok = false;
-    err = errno;
-  }
-  if (!ok) {
-    ::unlink(tmp.c_str());
-    return ErrnoStatus(err, "write trace file " + tmp);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) return ErrnoStatus(errno, "rename to " + path);
-  return Status::Ok();
+  return doc.dump();
 }
 
 }  // namespace tierflow

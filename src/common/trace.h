@@ -24,7 +24,7 @@ class TraceRecorder {
 
   TraceRecorder();
 
-  // While enabled, spans are kept for WriteChromeTrace. Default: disabled.
+  // While enabled, spans are kept for ChromeTraceJson. Default: disabled.
   void SetEnabled(bool enabled);
   bool enabled() const;
 
@@ -37,8 +37,9 @@ class TraceRecorder {
   std::map<std::string, double> BusySeconds() const;
   void ResetBusy();
 
-  // Writes every kept span as {"traceEvents": [...]} to `path` (temp + rename).
-  Status WriteChromeTrace(const std::string& path) const;
+  // Every kept span as {"traceEvents": [...]}: what a trace file holds
+  // (io/trace_file.h writes it the way every tierflow file is replaced).
+  std::string ChromeTraceJson() const;
   size_t num_spans() const;
 
  private:

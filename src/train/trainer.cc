@@ -27,6 +27,7 @@
 #include "io/file_system.h"
 #include "io/json_util.h"
 #include "io/sim_profile_file.h"
+#include "io/trace_file.h"
 #include "model/hf_model.h"
 #include "model/transformer.h"
 #include "offload/swap_set.h"
@@ -572,7 +573,7 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
     if (step == start_step + 1 && nvme_io) line["nvme_io"] = nvme_io->ToJson();
     if (traced && !config.trace_path.empty()) {
       TF_RETURN_IF_ERROR(engine->Finish().status());
-      TF_RETURN_IF_ERROR(trace.WriteChromeTrace(config.trace_path));
+      TF_RETURN_IF_ERROR(WriteTraceFile(trace, config.trace_path));
       trace.SetEnabled(false);
     }
     if (config.eval_every > 0 && step % config.eval_every == 0) {

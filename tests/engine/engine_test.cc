@@ -18,6 +18,7 @@
 
 #include "common/half.h"
 #include "common/trace.h"
+#include "io/trace_file.h"
 #include "engine/offload_engine.h"
 #include "optim/optim_reference.h"
 #include "tests/engine/engine_test_util.h"
@@ -371,7 +372,7 @@ TEST(OffloadEngine, TraceHasASpanPerTransferAndMicroBatch) {
   const RunResult r = Train(o, MakeData(2, 8, 9), /*micro_batches=*/2);
   ASSERT_EQ(r.stats.size(), 2u);
   const std::string path = dir.path() + "/trace.json";
-  ASSERT_TRUE(trace.WriteChromeTrace(path).ok());
+  ASSERT_TRUE(WriteTraceFile(trace, path).ok());
   auto doc = nlohmann::json::parse(testing_common::ReadWholeFile(path));
   std::map<std::string, int> spans;  // "track/name" -> count
   for (const auto& e : doc["traceEvents"]) {
@@ -408,7 +409,7 @@ TEST(OffloadEngine, CommittedSpeculationGoesUpInForwardOrder) {
   ASSERT_EQ(r.stats.size(), 3u);
   for (const StepStats& st : r.stats) EXPECT_EQ(st.speculated_groups, 7);
   const std::string path = dir.path() + "/trace.json";
-  ASSERT_TRUE(trace.WriteChromeTrace(path).ok());
+  ASSERT_TRUE(WriteTraceFile(trace, path).ok());
   auto doc = nlohmann::json::parse(testing_common::ReadWholeFile(path));
   std::map<std::string, std::vector<int64_t>> starts;  // sub-group -> H2D start per step
   for (const auto& e : doc["traceEvents"]) {
