@@ -18,8 +18,8 @@
 
 #include "common/half.h"
 #include "common/trace.h"
-#include "io/trace_file.h"
 #include "engine/offload_engine.h"
+#include "io/trace_file.h"
 #include "optim/optim_reference.h"
 #include "tests/engine/engine_test_util.h"
 #include "tests/engine/linear_stack.h"
