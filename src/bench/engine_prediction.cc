@@ -2,8 +2,8 @@
 #include "bench/engine_prediction.h"
 
 #include <algorithm>
-#include <cstdio>
 
+#include "plan/memory_model.h"
 #include "plan/step_time.h"
 #include "tierflow/grad_transfer.h"
 
@@ -67,8 +67,11 @@ StatusOr<EngineBenchPrediction> PredictEngineStep(const Device& device, const Mo
       GbPerSecond(P * AccumulateBytesPerParam(in.grad_accum, t), stages.at("accumulate"));
   bw.adam_params_per_second = P / stages.at("optimizer");
   if (nvme) {
-    // The planner adds a read and a write of 12 B/param; the stage did both.
-    const double rate = GbPerSecond(2.0 * 12.0 * P, stages.at("nvme"));
+    // The planner adds a read and a write of the AdamW state (the bench's
+    // optimizer); the stage did both.
+    const double state =
+        static_cast<double>(OptimizerStateBytesPerParam(OptimizerMomentCount(in.optimizer)));
+    const double rate = GbPerSecond(2.0 * state * P, stages.at("nvme"));
     bw.nvme_read_gb_per_second = rate;
     bw.nvme_write_gb_per_second = rate;
   } else {

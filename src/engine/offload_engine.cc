@@ -155,7 +155,7 @@ OffloadEngine::~OffloadEngine() {
   if (worker_.joinable()) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      queue_.push_back(Arrival{0, 0, 0, 0, true, false});
+      queue_.push_back(Arrival{0, 0, 0, 0, true});
     }
     cv_.notify_all();
     worker_.join();
@@ -440,7 +440,7 @@ Status OffloadEngine::EndGrads(int unit) {
       device_spans_->End(*d2h_, std::move(span), "d2h", "grads " + units_[unit].name));
   // The one host callback per transfer: it wakes the optimizer worker, which
   // may be speculating and must take this arrival as soon as it lands.
-  Arrival arrival{issued_step_, unit, current_micro_, b, false, landing_};
+  Arrival arrival{issued_step_, unit, current_micro_, b, false};
   return d2h_->HostCallback([this, arrival] {
     {
       std::lock_guard<std::mutex> lock(mu_);

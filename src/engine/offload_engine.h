@@ -109,9 +109,6 @@ class OffloadEngine : public UnitAccess {
     int micro;
     int bucket;
     bool stop;
-    // The gradients were copied straight into the accumulator (a step of one
-    // micro-batch; see landed_): nothing to accumulate, only their stats.
-    bool landed;
   };
   struct StepContext {
     int64_t id = 0;

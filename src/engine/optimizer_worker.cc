@@ -89,7 +89,7 @@ Status OffloadEngine::ProcessArrival(const Arrival& a) {
   {
     ScopedSpan span(trace_, "accumulate", "grads " + units_[u].name);
     const void* grads = buckets_[a.bucket].staging.data();
-    if (a.landed) {
+    if (ctx->landed) {
       stats = GradStats(LandedGrads(layout_.unit_offsets[u]), transfer_dtype_, n);
     } else if (last_micro) {
       stats = AccumulateGradsWithStats(acc, grads, transfer_dtype_, n, a.micro == 0);
