@@ -1,23 +1,21 @@
-// Page-aligned allocation with std::aligned_alloc, zero-filled so that no
-// uninitialised bytes ever reach a file.
+// Page-aligned allocation through common/host_memory.h (huge pages for large
+// I/O blocks), zero-filled so that no uninitialised bytes ever reach a file.
 #include "offload/aligned_buffer.h"
 
-#include <cstdlib>
-#include <cstring>
 #include <string>
 
+#include "common/host_memory.h"
 #include "common/units.h"
 
 namespace tierflow::offload {
 
 StatusOr<AlignedBuffer> AlignedBuffer::Allocate(size_t num_bytes) {
   size_t rounded = RoundUp(num_bytes == 0 ? 1 : num_bytes, kDirectIoAlignment);
-  void* p = std::aligned_alloc(kDirectIoAlignment, rounded);
+  void* p = AllocateHostPages(rounded);
   if (p == nullptr) {
     return OutOfMemoryError("aligned host buffer of " + FormatBytes(rounded) +
                             ": allocation failed; lower the size");
   }
-  std::memset(p, 0, rounded);
   AlignedBuffer b;
   b.data_ = static_cast<uint8_t*>(p);
   b.num_bytes_ = rounded;
@@ -26,7 +24,7 @@ StatusOr<AlignedBuffer> AlignedBuffer::Allocate(size_t num_bytes) {
 
 AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& other) noexcept {
   if (this != &other) {
-    std::free(data_);
+    FreeHostPages(data_, num_bytes_);
     data_ = other.data_;
     num_bytes_ = other.num_bytes_;
     other.data_ = nullptr;
@@ -35,6 +33,6 @@ AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& other) noexcept {
   return *this;
 }
 
-AlignedBuffer::~AlignedBuffer() { std::free(data_); }
+AlignedBuffer::~AlignedBuffer() { FreeHostPages(data_, num_bytes_); }
 
 }  // namespace tierflow::offload

@@ -17,26 +17,22 @@
 
 #include "bench/adam_peer.h"
 #include "common/half.h"
+#include "common/host_memory.h"
 #include "common/units.h"
 #include "optim/adam.h"
 
 namespace tierflow {
 namespace {
 
-struct FreeDeleter {
-  void operator()(void* p) const { std::free(p); }
-};
-using HostArray = std::unique_ptr<void, FreeDeleter>;
-
 // Page-aligned and first touched by the oneTBB threads that will use it.
-StatusOr<HostArray> AllocateTouched(size_t num_bytes, const char* what) {
+StatusOr<HostPages> AllocateTouched(size_t num_bytes, const char* what) {
   const size_t rounded = std::max<size_t>((num_bytes + 4095) / 4096 * 4096, 4096);
-  HostArray a(std::aligned_alloc(4096, rounded));
-  if (!a) {
+  StatusOr<HostPages> a = HostPages::Allocate(rounded, what);
+  if (!a.ok()) {
     return OutOfMemoryError(std::string("bench adam: cannot allocate ") + FormatBytes(rounded) +
                             " for " + what + "; use a smaller --params");
   }
-  char* bytes = static_cast<char*>(a.get());
+  char* bytes = a->as<char>();
   tbb::parallel_for(
       tbb::blocked_range<size_t>(0, rounded, size_t{1} << 20),
       [&](const tbb::blocked_range<size_t>& r) { std::memset(bytes + r.begin(), 0, r.size()); });
@@ -175,12 +171,12 @@ StatusOr<AdamBenchReport> RunAdamBench(const AdamBenchOptions& o,
     }
   }
   const size_t n = o.params;
-  TF_ASSIGN_OR_RETURN(HostArray params, AllocateTouched(n * 4, "params"));
-  TF_ASSIGN_OR_RETURN(HostArray exp_avg, AllocateTouched(n * 4, "exp_avg"));
-  TF_ASSIGN_OR_RETURN(HostArray exp_avg_sq, AllocateTouched(n * 4, "exp_avg_sq"));
-  TF_ASSIGN_OR_RETURN(HostArray grads, AllocateTouched(n * 4, "grads (any dtype)"));
-  TF_ASSIGN_OR_RETURN(HostArray out, AllocateTouched(n * 4, "out (any dtype)"));
-  float* p = static_cast<float*>(params.get());
+  TF_ASSIGN_OR_RETURN(HostPages params, AllocateTouched(n * 4, "params"));
+  TF_ASSIGN_OR_RETURN(HostPages exp_avg, AllocateTouched(n * 4, "exp_avg"));
+  TF_ASSIGN_OR_RETURN(HostPages exp_avg_sq, AllocateTouched(n * 4, "exp_avg_sq"));
+  TF_ASSIGN_OR_RETURN(HostPages grads, AllocateTouched(n * 4, "grads (any dtype)"));
+  TF_ASSIGN_OR_RETURN(HostPages out, AllocateTouched(n * 4, "out (any dtype)"));
+  float* p = static_cast<float*>(params.data());
   tbb::parallel_for(tbb::blocked_range<size_t>(0, n), [&](const tbb::blocked_range<size_t>& r) {
     for (size_t i = r.begin(); i < r.end(); ++i) p[i] = Weight(i);
   });
@@ -193,16 +189,16 @@ StatusOr<AdamBenchReport> RunAdamBench(const AdamBenchOptions& o,
   int64_t step = 0;
   for (const AdamBenchCase& c : cases) {
     if (filled != c.grad_dtype) {
-      FillGrads(grads.get(), c.grad_dtype, n);
+      FillGrads(grads.data(), c.grad_dtype, n);
       filled = c.grad_dtype;
     }
     OptimSpans spans;
     spans.params = p;
-    spans.exp_avg = static_cast<float*>(exp_avg.get());
-    spans.exp_avg_sq = static_cast<float*>(exp_avg_sq.get());
-    spans.grads = grads.get();
+    spans.exp_avg = static_cast<float*>(exp_avg.data());
+    spans.exp_avg_sq = static_cast<float*>(exp_avg_sq.data());
+    spans.grads = grads.data();
     spans.grad_dtype = c.grad_dtype;
-    spans.out = c.out_dtype ? out.get() : nullptr;
+    spans.out = c.out_dtype ? out.data() : nullptr;
     spans.out_dtype = c.out_dtype.value_or(DType::kBF16);
     spans.n = n;
     tbb::global_control limit(tbb::global_control::max_allowed_parallelism,

@@ -1,25 +1,24 @@
 // Optimizer state in host RAM.
 #include "engine/host_state_tier.h"
 
-#include <cstdlib>
+#include <algorithm>
 #include <cstring>
 
 #include "common/units.h"
 
 namespace tierflow {
 
-void HostStateTier::FreeDeleter::operator()(float* p) const { std::free(p); }
-
 StatusOr<std::unique_ptr<HostStateTier>> HostStateTier::Create(const SubGroupLayout& layout) {
   std::unique_ptr<HostStateTier> tier(new HostStateTier(layout));
-  const size_t num_bytes = ((layout.total_params * sizeof(float) + 63) / 64) * 64;
-  for (Array* a : {&tier->master_, &tier->exp_avg_, &tier->exp_avg_sq_}) {
-    a->reset(static_cast<float*>(std::aligned_alloc(64, std::max<size_t>(num_bytes, 64))));
-    if (*a == nullptr) {
+  const size_t num_bytes = std::max<size_t>(layout.total_params * sizeof(float), 64);
+  for (HostPages* a : {&tier->master_, &tier->exp_avg_, &tier->exp_avg_sq_}) {
+    auto pages = HostPages::Allocate(num_bytes, "optimizer state");
+    if (!pages.ok()) {
       return OutOfMemoryError("host memory: cannot allocate " + FormatBytes(3 * num_bytes) +
                               " of optimizer state; put it on NVMe (--offload-optimizer nvme) "
                               "or run `tierflow plan` to see what fits");
     }
+    *a = std::move(*pages);
   }
   return tier;
 }
@@ -28,30 +27,31 @@ Status HostStateTier::Write(int g, const float* master, const float* exp_avg,
                             const float* exp_avg_sq) {
   const SubGroup& sg = layout_.groups.at(g);
   const size_t n = sg.num_params, off = sg.global_offset;
-  std::memcpy(master_.get() + off, master, n * sizeof(float));
+  std::memcpy(master_.as<float>() + off, master, n * sizeof(float));
   if (exp_avg)
-    std::memcpy(exp_avg_.get() + off, exp_avg, n * sizeof(float));
+    std::memcpy(exp_avg_.as<float>() + off, exp_avg, n * sizeof(float));
   else
-    std::memset(exp_avg_.get() + off, 0, n * sizeof(float));
+    std::memset(exp_avg_.as<float>() + off, 0, n * sizeof(float));
   if (exp_avg_sq)
-    std::memcpy(exp_avg_sq_.get() + off, exp_avg_sq, n * sizeof(float));
+    std::memcpy(exp_avg_sq_.as<float>() + off, exp_avg_sq, n * sizeof(float));
   else
-    std::memset(exp_avg_sq_.get() + off, 0, n * sizeof(float));
+    std::memset(exp_avg_sq_.as<float>() + off, 0, n * sizeof(float));
   return Status::Ok();
 }
 
 Status HostStateTier::Read(int g, float* master, float* exp_avg, float* exp_avg_sq) {
   const SubGroup& sg = layout_.groups.at(g);
   const size_t n = sg.num_params, off = sg.global_offset;
-  if (master) std::memcpy(master, master_.get() + off, n * sizeof(float));
-  if (exp_avg) std::memcpy(exp_avg, exp_avg_.get() + off, n * sizeof(float));
-  if (exp_avg_sq) std::memcpy(exp_avg_sq, exp_avg_sq_.get() + off, n * sizeof(float));
+  if (master) std::memcpy(master, master_.as<float>() + off, n * sizeof(float));
+  if (exp_avg) std::memcpy(exp_avg, exp_avg_.as<float>() + off, n * sizeof(float));
+  if (exp_avg_sq) std::memcpy(exp_avg_sq, exp_avg_sq_.as<float>() + off, n * sizeof(float));
   return Status::Ok();
 }
 
 StatusOr<StateView> HostStateTier::Acquire(int g) {
   const size_t off = layout_.groups.at(g).global_offset;
-  return StateView{master_.get() + off, exp_avg_.get() + off, exp_avg_sq_.get() + off};
+  return StateView{master_.as<float>() + off, exp_avg_.as<float>() + off,
+                   exp_avg_sq_.as<float>() + off};
 }
 
 Status HostStateTier::Unsupported(int g) const {

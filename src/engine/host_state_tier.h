@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "common/host_memory.h"
 #include "engine/state_tier.h"
 #include "engine/sub_groups.h"
 
@@ -12,7 +13,8 @@ namespace tierflow {
 
 class HostStateTier : public StateTier {
  public:
-  // Allocates 12 bytes per parameter (uninitialized until Write).
+  // Allocates 12 bytes per parameter (zeroed; on huge pages where the kernel
+  // allows, common/host_memory.h).
   // Errors: OutOfMemory naming the bytes when the host cannot provide them.
   static StatusOr<std::unique_ptr<HostStateTier>> Create(const SubGroupLayout& layout);
 
@@ -31,15 +33,11 @@ class HostStateTier : public StateTier {
   TierStats Stats() const override;
 
  private:
-  struct FreeDeleter {
-    void operator()(float* p) const;
-  };
-  using Array = std::unique_ptr<float, FreeDeleter>;
   explicit HostStateTier(const SubGroupLayout& layout) : layout_(layout) {}
   Status Unsupported(int g) const;
 
   const SubGroupLayout& layout_;
-  Array master_, exp_avg_, exp_avg_sq_;
+  HostPages master_, exp_avg_, exp_avg_sq_;
 };
 
 }  // namespace tierflow

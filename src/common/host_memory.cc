@@ -1,0 +1,86 @@
+// mmap'd host memory, 2 MiB-aligned and advised MADV_HUGEPAGE.
+#include "common/host_memory.h"
+
+#include <sys/mman.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "common/units.h"
+
+namespace tierflow {
+namespace {
+
+constexpr size_t kPageBytes = 4096;
+
+size_t MappedBytes(size_t num_bytes) {
+  return (num_bytes + kPageBytes - 1) / kPageBytes * kPageBytes;
+}
+
+}  // namespace
+
+void* AllocateHostPages(size_t num_bytes) {
+  if (num_bytes == 0) return nullptr;
+  if (num_bytes < kHugePageBytes) {
+    void* p = std::aligned_alloc(kPageBytes, MappedBytes(num_bytes));
+    if (p != nullptr) std::memset(p, 0, MappedBytes(num_bytes));
+    return p;
+  }
+  // Map one huge page more than needed and trim both ends to a 2 MiB
+  // boundary: older kernels do not align large anonymous mappings.
+  const size_t size = MappedBytes(num_bytes);
+  const size_t padded = size + kHugePageBytes;
+  void* raw = mmap(nullptr, padded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t aligned = (begin + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+  if (aligned > begin) munmap(raw, aligned - begin);
+  const uintptr_t end = begin + padded, used_end = aligned + size;
+  if (end > used_end) munmap(reinterpret_cast<void*>(used_end), end - used_end);
+  void* p = reinterpret_cast<void*>(aligned);
+  // A hint: EINVAL where the kernel has no transparent huge pages.
+  (void)madvise(p, size, MADV_HUGEPAGE);
+  return p;
+}
+
+void FreeHostPages(void* p, size_t num_bytes) {
+  if (p == nullptr) return;
+  if (num_bytes < kHugePageBytes) {
+    std::free(p);
+  } else {
+    munmap(p, MappedBytes(num_bytes));
+  }
+}
+
+StatusOr<HostPages> HostPages::Allocate(size_t num_bytes, std::string_view what) {
+  HostPages pages;
+  if (num_bytes == 0) return pages;
+  pages.data_ = AllocateHostPages(num_bytes);
+  if (pages.data_ == nullptr) {
+    return OutOfMemoryError("host memory: cannot allocate " + FormatBytes(num_bytes) + " for " +
+                            std::string(what));
+  }
+  pages.num_bytes_ = num_bytes;
+  return pages;
+}
+
+HostPages& HostPages::operator=(HostPages&& other) noexcept {
+  if (this != &other) {
+    Reset();
+    data_ = other.data_;
+    num_bytes_ = other.num_bytes_;
+    other.data_ = nullptr;
+    other.num_bytes_ = 0;
+  }
+  return *this;
+}
+
+void HostPages::Reset() {
+  FreeHostPages(data_, num_bytes_);
+  data_ = nullptr;
+  num_bytes_ = 0;
+}
+
+}  // namespace tierflow

@@ -1,0 +1,97 @@
+#include "common/host_memory.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace tierflow {
+namespace {
+
+bool AllZero(const char* p, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    if (p[i] != 0) return false;
+  }
+  return true;
+}
+
+TEST(HostMemoryTest, SmallBlocksArePageAlignedAndZeroed) {
+  for (size_t n : {size_t{1}, size_t{4095}, size_t{4097}, kHugePageBytes - 1}) {
+    char* p = static_cast<char*>(AllocateHostPages(n));
+    ASSERT_NE(p, nullptr) << n;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 4096, 0u) << n;
+    EXPECT_TRUE(AllZero(p, n)) << n;
+    FreeHostPages(p, n);
+  }
+}
+
+TEST(HostMemoryTest, LargeBlocksAreHugePageAlignedAndZeroed) {
+  for (size_t n : {kHugePageBytes, kHugePageBytes + 1, 3 * kHugePageBytes + 12345}) {
+    char* p = static_cast<char*>(AllocateHostPages(n));
+    ASSERT_NE(p, nullptr) << n;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % kHugePageBytes, 0u) << n;
+    EXPECT_TRUE(AllZero(p, n)) << n;
+    p[n - 1] = 1;  // the whole size is writable
+    FreeHostPages(p, n);
+  }
+}
+
+// The mapping carries the huge-page advice: /proc/self/smaps lists it with
+// the "hg" VmFlag. (Whether the kernel then backs it with huge pages is its
+// choice, and not asserted.)
+TEST(HostMemoryTest, LargeBlocksAreAdvisedHugePages) {
+  std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string mode;
+  if (!thp || !std::getline(thp, mode) || mode.find("[never]") != std::string::npos) {
+    GTEST_SKIP() << "no transparent huge pages on this kernel";
+  }
+  const size_t n = 4 * kHugePageBytes;
+  char* p = static_cast<char*>(AllocateHostPages(n));
+  ASSERT_NE(p, nullptr);
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool in_block = false, advised = false, found = false;
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(p);
+  while (std::getline(smaps, line)) {
+    uintptr_t lo = 0, hi = 0;
+    char dash = 0;
+    std::istringstream range(line);
+    if (range >> std::hex >> lo >> dash >> hi && dash == '-') {
+      in_block = lo <= begin && begin < hi;
+      found = found || in_block;
+      continue;
+    }
+    if (in_block && line.rfind("VmFlags:", 0) == 0) {
+      advised = line.find(" hg") != std::string::npos;
+    }
+  }
+  FreeHostPages(p, n);
+  ASSERT_TRUE(found);
+  EXPECT_TRUE(advised);
+}
+
+TEST(HostMemoryTest, HostPagesOwnsAndMoves) {
+  auto a = HostPages::Allocate(3 * kHugePageBytes, "test block");
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  float* data = a->as<float>();
+  data[0] = 1.0f;
+  HostPages b = std::move(*a);
+  EXPECT_EQ(b.as<float>(), data);
+  EXPECT_EQ(b.num_bytes(), 3 * kHugePageBytes);
+  EXPECT_EQ(a->data(), nullptr);  // moved-from is empty
+  auto empty = HostPages::Allocate(0, "nothing");
+  ASSERT_TRUE(empty.ok());
+  EXPECT_EQ(empty->data(), nullptr);
+}
+
+TEST(HostMemoryTest, ImpossibleSizeNamesWhatFailed) {
+  auto a = HostPages::Allocate(size_t{1} << 62, "the impossible buffer");
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.status().code(), StatusCode::kOutOfMemory);
+  EXPECT_NE(a.status().message().find("the impossible buffer"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tierflow
