@@ -173,8 +173,10 @@ Status Run(const EngineBenchFlags& f, Device& device) {
       "\n\npipelined step (best round): %.4f s = %.2f x the slowest stage (best alone); "
       "median over rounds %.2f x; overlap efficiency %.0f%%\n",
       r.step_seconds, ratio, r.median_round_ratio, 100 * r.overlap_efficiency);
-  std::printf("across PCIe per step: %.2f B/param D2H (gradients), %.2f B/param H2D (weights)\n",
-              r.d2h_bytes_per_param, r.h2d_bytes_per_param);
+  std::printf(
+      "across PCIe per step: %.2f B/param D2H (gradients, with their statistics), %.2f B/param H2D "
+      "(weights)\n",
+      r.d2h_bytes_per_param, r.h2d_bytes_per_param);
   if (r.has_prediction) {
     std::printf("\nplanner's prediction for the same inputs: %.4f s per step = %.2f x measured\n",
                 r.prediction.step_seconds, r.prediction.step_seconds / r.step_seconds);

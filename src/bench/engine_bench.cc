@@ -165,13 +165,6 @@ Status MeasureHostStages(const SubGroupLayout& layout, const EngineOptions& eo,
     }
   }
   auto t0 = Clock::now();
-  for (size_t u = 0; u + 1 < layout.unit_offsets.size(); ++u) {
-    const uint64_t n = layout.unit_offsets[u + 1] - layout.unit_offsets[u];
-    TF_RETURN_IF_ERROR(
-        GradStats(grads.as<char>() + layout.unit_offsets[u] * tbytes, transfer, n).status());
-  }
-  (*out)["accumulate"] = Since(t0);
-  t0 = Clock::now();
   for (const SubGroup& g : layout.groups) {
     OptimSpans spans;
     spans.params = state.as<float>() + g.global_offset;

@@ -20,7 +20,7 @@ StatusOr<EngineBenchPrediction> PredictEngineStep(const Device& device, const Mo
                                                   const std::map<std::string, double>& stages) {
   const EngineOptions& eo = o.engine;
   const bool nvme = eo.offload == OffloadPlacement::kNvme;
-  for (const char* name : {"compute", "d2h", "h2d", "accumulate", "optimizer"}) {
+  for (const char* name : {"compute", "d2h", "h2d", "optimizer"}) {
     auto it = stages.find(name);
     if (it == stages.end() || !(it->second > 0)) {
       return InternalError(std::string("bench engine: no measured time for stage ") + name);
@@ -63,8 +63,9 @@ StatusOr<EngineBenchPrediction> PredictEngineStep(const Device& device, const Mo
   Bandwidths& bw = hw.bandwidths;
   bw.h2d_gb_per_second = GbPerSecond(P * a, stages.at("h2d"));
   bw.d2h_gb_per_second = GbPerSecond(P * t, stages.at("d2h"));
-  bw.host_memory_gb_per_second =
-      GbPerSecond(P * AccumulateBytesPerParam(in.grad_accum, t), stages.at("accumulate"));
+  // One micro-batch: no host pass over the gradients (AccumulateBytesPerParam
+  // is 0), so no host-memory rate enters the prediction.
+  bw.host_memory_gb_per_second = 1;
   bw.adam_params_per_second = P / stages.at("optimizer");
   if (nvme) {
     // The planner adds a read and a write of the AdamW state (the bench's

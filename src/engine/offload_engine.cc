@@ -8,6 +8,7 @@
 
 #include "common/half.h"
 #include "common/units.h"
+#include "engine/device_grad_stats.h"
 #include "engine/host_state_tier.h"
 #include "engine/nvme_state_tier.h"
 #include "kernels/pointwise.h"
@@ -75,6 +76,14 @@ Status OffloadEngine::Init() {
         b.staging, device_.AllocatePinned(layout_.max_unit_params * tbytes(), "gradient staging"));
     TF_ASSIGN_OR_RETURN(b.filled, device_.CreateEvent(false));
   }
+  // Per-unit gradient statistics, computed on the device in a step of one
+  // micro-batch (engine/device_grad_stats.h) and landed beside the gradients.
+  TF_ASSIGN_OR_RETURN(unit_stats_device_,
+                      device_.Allocate(units_.size() * sizeof(GradSquares), "gradient statistics"));
+  TF_ASSIGN_OR_RETURN(stats_scratch_,
+                      device_.Allocate(kGradSquaresScratchBytes, "gradient statistics scratch"));
+  TF_ASSIGN_OR_RETURN(unit_stats_host_, device_.AllocatePinned(units_.size() * sizeof(GradSquares),
+                                                               "gradient statistics"));
   // Host: fp32 accumulator, weight staging, state tiers.
   TF_ASSIGN_OR_RETURN(acc_, device_.AllocatePinned(total * 4, "fp32 gradient accumulator"));
   staging_.resize(static_cast<size_t>(options_.buffer_count));
@@ -127,7 +136,8 @@ Status OffloadEngine::Init() {
       if (group_tier_[g] == host_tier_.get()) host_params += layout_.groups[g].num_params;
     }
     spec_backup_capacity_params_ = std::min(spec_capacity_params_, host_params);
-    spec_backup_.resize(3 * spec_backup_capacity_params_);
+    TF_ASSIGN_OR_RETURN(spec_backup_, HostPages::Allocate(3 * spec_backup_capacity_params_ * 4,
+                                                          "speculation backups"));
     TF_ASSIGN_OR_RETURN(spec_out_, device_.AllocatePinned(spec_capacity_params_ * wbytes(),
                                                           "speculative weight staging"));
     TF_ASSIGN_OR_RETURN(spec_uploaded_, device_.CreateEvent(false));
@@ -430,12 +440,23 @@ Status OffloadEngine::EndGrads(int unit) {
                             bucket.wire.data(), static_cast<int64_t>(n)));
     wire = bucket.wire.data();
   }
+  // One micro-batch: these gradients are the step's, so their statistics
+  // (of exactly the values that cross) come from the device.
+  GradSquares* stats = unit_stats_device_.as<GradSquares>() + unit;
+  if (landing_) {
+    TF_RETURN_IF_ERROR(LaunchGradStats(*compute_, transfer_dtype_, wire, static_cast<int64_t>(n),
+                                       stats, stats_scratch_.as<double>()));
+  }
   TF_RETURN_IF_ERROR(compute_->Record(*bucket.filled));
   TF_RETURN_IF_ERROR(d2h_->Wait(*bucket.filled));
   TF_ASSIGN_OR_RETURN(DeviceSpans::Started span, device_spans_->Begin(*d2h_));
   void* dst = landing_ ? static_cast<void*>(LandedGrads(layout_.unit_offsets[unit]))
                        : bucket.staging.data();
   TF_RETURN_IF_ERROR(d2h_->CopyDeviceToHost(dst, wire, n * tbytes()));
+  if (landing_) {
+    TF_RETURN_IF_ERROR(d2h_->CopyDeviceToHost(unit_stats_host_.as<GradSquares>() + unit, stats,
+                                              sizeof(GradSquares)));
+  }
   TF_RETURN_IF_ERROR(
       device_spans_->End(*d2h_, std::move(span), "d2h", "grads " + units_[unit].name));
   // The one host callback per transfer: it wakes the optimizer worker, which

@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/host_memory.h"
 #include "common/trace.h"
 #include "engine/device_spans.h"
 #include "engine/engine_options.h"
@@ -35,6 +36,7 @@
 #include "engine/state_tier.h"
 #include "engine/sub_groups.h"
 #include "engine/trainable.h"
+#include "kernels/grad_squares.h"
 #include "tierflow/device.h"
 
 namespace tierflow {
@@ -179,6 +181,11 @@ class OffloadEngine : public UnitAccess {
   // step's backward cannot begin before this step's last update (its forward
   // waits for every unit's weights), so the two uses never overlap.
   PinnedBuffer acc_;
+  // Per unit, a step of one micro-batch: the gradients' statistics on the
+  // device and as landed on the host (kernels/grad_squares.h), and the
+  // device scratch of their reduction (compute stream only).
+  DeviceBuffer unit_stats_device_, stats_scratch_;
+  PinnedBuffer unit_stats_host_;
   std::vector<StagingSlot> staging_;
   size_t next_staging_ = 0;
   std::vector<std::unique_ptr<Event>> unit_ready_;  // per unit
@@ -186,8 +193,9 @@ class OffloadEngine : public UnitAccess {
   std::vector<StateTier*> group_tier_;
   // Backups of the speculated host-tier sub-groups: master, exp_avg,
   // exp_avg_sq, each spec_backup_capacity_params_ long (NVMe sub-groups
-  // speculate into their second copy and need none).
-  std::vector<float> spec_backup_;
+  // speculate into their second copy and need none). Huge pages: copied at
+  // DRAM speed during backward.
+  HostPages spec_backup_;
   uint64_t spec_backup_capacity_params_ = 0;  // min(spec capacity, host-tier params)
   PinnedBuffer spec_out_;                     // speculative updated weights, weights dtype
   std::unique_ptr<Event> spec_uploaded_;

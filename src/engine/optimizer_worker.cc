@@ -86,12 +86,14 @@ Status OffloadEngine::ProcessArrival(const Arrival& a) {
   // non-finite flag, in the same pass over the accumulator.
   const bool last_micro = a.micro == ctx->micro_batches - 1;
   StatusOr<GradStatsResult> stats = GradStatsResult{};
-  {
+  if (ctx->landed) {
+    // Computed on the device and landed with the gradients (EndGrads).
+    const GradSquares& landed = unit_stats_host_.as<GradSquares>()[u];
+    stats = GradStatsResult{landed.sum_squares, landed.non_finite != 0};
+  } else {
     ScopedSpan span(trace_, "accumulate", "grads " + units_[u].name);
     const void* grads = buckets_[a.bucket].staging.data();
-    if (ctx->landed) {
-      stats = GradStats(LandedGrads(layout_.unit_offsets[u]), transfer_dtype_, n);
-    } else if (last_micro) {
+    if (last_micro) {
       stats = AccumulateGradsWithStats(acc, grads, transfer_dtype_, n, a.micro == 0);
     } else {
       AccumulateGrads(acc, grads, transfer_dtype_, n, a.micro == 0);
@@ -100,7 +102,7 @@ Status OffloadEngine::ProcessArrival(const Arrival& a) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     buckets_[a.bucket].busy = false;
-    ctx->stats.d2h_bytes += n * tbytes();
+    ctx->stats.d2h_bytes += n * tbytes() + (ctx->landed ? sizeof(GradSquares) : 0);
   }
   cv_.notify_all();
   if (!last_micro) return Status::Ok();
@@ -220,7 +222,7 @@ Status OffloadEngine::Speculate(StepContext& ctx, int g) {
   if (!tier.SpeculatesOutOfPlace()) {
     ScopedSpan span(trace_, "optimizer", "backup " + sg.name);
     const size_t n = sg.num_params, cap = spec_backup_capacity_params_;
-    float* backup = spec_backup_.data();
+    float* backup = spec_backup_.as<float>();
     std::memcpy(backup + s.backup_offset, view.master, n * 4);
     std::memcpy(backup + cap + s.backup_offset, view.exp_avg, n * 4);
     std::memcpy(backup + 2 * cap + s.backup_offset, view.exp_avg_sq, n * 4);
@@ -281,7 +283,7 @@ Status OffloadEngine::Decide(StepContext& ctx) {
       ScopedSpan span(trace_, "optimizer", "rollback " + sg.name);
       TF_ASSIGN_OR_RETURN(StateView view, tier.Acquire(s.group));
       const size_t n = sg.num_params, cap = spec_backup_capacity_params_;
-      const float* backup = spec_backup_.data();
+      const float* backup = spec_backup_.as<float>();
       std::memcpy(view.master, backup + s.backup_offset, n * 4);
       std::memcpy(view.exp_avg, backup + cap + s.backup_offset, n * 4);
       std::memcpy(view.exp_avg_sq, backup + 2 * cap + s.backup_offset, n * 4);

@@ -26,7 +26,7 @@ double TrainingFlopsPerToken(const ModelConfig& m, int64_t seq_len, bool checkpo
 }
 
 double AccumulateBytesPerParam(int64_t grad_accum, double transfer_bytes) {
-  if (grad_accum <= 1) return transfer_bytes;
+  if (grad_accum <= 1) return 0;
   return static_cast<double>(grad_accum) * (transfer_bytes + 8.0);
 }
 
@@ -60,7 +60,8 @@ void PredictStepTime(const PlanInput& in, const Hardware& hw, Plan& plan) {
            " gradients to pinned host buffers, every micro-batch"},
       {"host_accumulate", accumulate,
        in.grad_accum > 1 ? "fp32 gradient accumulation on the host"
-                         : "the landed gradients' norm on the host (one micro-batch)"},
+                         : "none: one micro-batch's gradients land as they are, their norm "
+                           "is computed on the device"},
       {"optimizer", optimizer, "CPU optimizer over all parameters"},
       {"nvme_io", nvme, "optimizer state read + written for the NVMe share"},
       {"h2d_weights", h2d, "new weights to the device"},

@@ -15,9 +15,9 @@ double TrainingFlopsPerToken(const ModelConfig& model, int64_t seq_len, bool che
 
 // Host memory bytes per parameter that taking in one step's gradients moves,
 // with `transfer_bytes` per gradient across PCIe and `grad_accum`
-// micro-batches. One micro-batch: the gradients land in the accumulator as
-// they crossed PCIe and are read once for their norm. More: each micro-batch
-// reads its staging and reads and writes the fp32 sum.
+// micro-batches. One micro-batch: none (the gradients land in the
+// accumulator as they crossed PCIe, and the device computed their norm).
+// More: each micro-batch reads its staging and reads and writes the fp32 sum.
 double AccumulateBytesPerParam(int64_t grad_accum, double transfer_bytes);
 
 // Fills plan.stages, plan.flops_per_step, plan.predicted_step_seconds and

@@ -64,16 +64,19 @@ TEST(EngineBench, HostTierReportsEveryStageAndTheBestOfTheRounds) {
   auto device = CpuDevice();
   auto r = RunEngineBench(*device, Small());
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  for (const char* stage : {"compute", "d2h", "h2d", "accumulate", "optimizer"}) {
+  for (const char* stage : {"compute", "d2h", "h2d", "optimizer"}) {
     EXPECT_TRUE(r->stage_seconds.count(stage)) << stage;
   }
+  // One micro-batch: the device computes the norm; the host has no pass.
+  EXPECT_FALSE(r->stage_seconds.count("accumulate"));
   EXPECT_FALSE(r->stage_seconds.count("nvme"));
   EXPECT_EQ(r->params, 64u << 10);
   ExpectSummaryFollowsRounds(*r, 3);
 }
 
 // The bytes that cross PCIe per pipelined step: every weight goes up once,
-// every gradient down once per micro-batch, in the transfer dtype.
+// every gradient down once per micro-batch, in the transfer dtype, and (one
+// micro-batch) each unit's 16 bytes of statistics.
 TEST(EngineBench, ReportsBytesPerParameterEachWay) {
   auto device = CpuDevice();
   EngineBenchOptions o = Small();
@@ -81,12 +84,15 @@ TEST(EngineBench, ReportsBytesPerParameterEachWay) {
   o.engine.weights_dtype = DType::kBF16;
   auto bf16 = RunEngineBench(*device, o);
   ASSERT_TRUE(bf16.ok()) << bf16.status().ToString();
-  EXPECT_EQ(bf16->d2h_bytes_per_param, 2.0);
+  const double stats = 16.0 * 64 / static_cast<double>(bf16->params);  // at most 64 units
+  EXPECT_GT(bf16->d2h_bytes_per_param, 2.0);
+  EXPECT_LT(bf16->d2h_bytes_per_param, 2.0 + stats);
   EXPECT_EQ(bf16->h2d_bytes_per_param, 2.0);
   o.engine.grad_transfer_dtype = DType::kF32;
   auto f32 = RunEngineBench(*device, o);
   ASSERT_TRUE(f32.ok()) << f32.status().ToString();
-  EXPECT_EQ(f32->d2h_bytes_per_param, 4.0);
+  EXPECT_GT(f32->d2h_bytes_per_param, 4.0);
+  EXPECT_LT(f32->d2h_bytes_per_param, 4.0 + stats);
   EXPECT_EQ(f32->h2d_bytes_per_param, 2.0);
   o.engine.grad_transfer_dtype = DType::kF16;  // bf16 weights: refused, naming the flag
   auto f16 = RunEngineBench(*device, o);
@@ -134,26 +140,27 @@ TEST(EngineBench, TransformerGetsThePlannersPredictionFromTheMeasuredRates) {
   EXPECT_EQ(r->tokens_per_step, 32);
   EXPECT_EQ(r->params, static_cast<uint64_t>(ParameterCount(*PresetModelConfig("tiny-llama"))));
   ExpectSummaryFollowsRounds(*r, 2);
-  EXPECT_EQ(r->d2h_bytes_per_param, 2.0);
+  EXPECT_GT(r->d2h_bytes_per_param, 2.0);  // and the statistics, 16 bytes a unit
+  EXPECT_LT(r->d2h_bytes_per_param, 2.0 + 16.0 * 64 / static_cast<double>(r->params));
   EXPECT_EQ(r->h2d_bytes_per_param, 2.0);
   ASSERT_TRUE(r->has_prediction);
   EXPECT_GT(r->prediction.step_seconds, 0);
   const std::map<std::string, std::string> planner_to_bench = {{"compute", "compute"},
                                                                {"d2h_gradients", "d2h"},
                                                                {"h2d_weights", "h2d"},
-                                                               {"host_accumulate", "accumulate"},
                                                                {"optimizer", "optimizer"}};
   int matched = 0;
   for (const StageTime& st : r->prediction.stages) {
     auto it = planner_to_bench.find(st.name);
     if (it == planner_to_bench.end()) {
-      EXPECT_EQ(st.seconds, 0) << st.name << ": nothing on NVMe";
+      // Nothing on NVMe, and one micro-batch has no host gradient pass.
+      EXPECT_EQ(st.seconds, 0) << st.name;
       continue;
     }
     EXPECT_NEAR(st.seconds, r->stage_seconds.at(it->second), 1e-9 * st.seconds) << st.name;
     ++matched;
   }
-  EXPECT_EQ(matched, 5);
+  EXPECT_EQ(matched, 4);
   // Overlap can only hide stages, and the predicted step is at least the slowest.
   double sum = 0, slowest = 0;
   for (const StageTime& st : r->prediction.stages) {

@@ -16,6 +16,7 @@
 #include "common/half.h"
 #include "engine/offload_engine.h"
 #include "engine/sub_groups.h"
+#include "kernels/grad_squares.h"
 #include "optim/adam.h"
 #include "optim/grad_stats.h"
 #include "tests/engine/engine_test_util.h"
@@ -221,7 +222,8 @@ TEST(GradTransfer, Bf16TransferStaysCloseToFp32Transfer) {
 }
 
 // What crosses PCIe each step: every micro-batch's gradients, in the transfer
-// dtype: 2 B/param in 16 bits, 4 in fp32.
+// dtype: 2 B/param in 16 bits, 4 in fp32; with one micro-batch, also each
+// unit's statistics, computed on the device (16 bytes a unit).
 TEST(GradTransfer, D2hBytesPerStepAreThoseOfTheTransferDtype) {
   Data data = MakeData(2, 8, 13);
   const uint64_t params = static_cast<uint64_t>(kLayers) * kDim * kDim;
@@ -238,7 +240,8 @@ TEST(GradTransfer, D2hBytesPerStepAreThoseOfTheTransferDtype) {
       const RunResult r = Train(o, data, micro_batches);
       ASSERT_EQ(r.stats.size(), 2u);
       for (const StepStats& st : r.stats) {
-        EXPECT_EQ(st.d2h_bytes, micro_batches * params * bytes_per_param);
+        const uint64_t stats = micro_batches == 1 ? kLayers * sizeof(GradSquares) : 0;
+        EXPECT_EQ(st.d2h_bytes, micro_batches * params * bytes_per_param + stats);
       }
     }
   }
