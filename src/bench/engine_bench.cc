@@ -153,7 +153,8 @@ Status MeasureHostStages(const SubGroupLayout& layout, const EngineOptions& eo,
   TF_ASSIGN_OR_RETURN(HostPages grads, HostPages::Allocate(total * tbytes, "bench engine grads"));
   TF_ASSIGN_OR_RETURN(HostPages state,
                       HostPages::Allocate(3 * total * 4, "bench engine optimizer state"));
-  std::vector<char> weights_out(layout.max_group_params * wbytes);
+  TF_ASSIGN_OR_RETURN(HostPages weights_out, HostPages::Allocate(layout.max_group_params * wbytes,
+                                                                 "bench engine weight staging"));
   // First touch outside the timing, as the engine's tier is written at load.
   std::memset(state.data(), 0, state.num_bytes());
   {

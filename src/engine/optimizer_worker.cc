@@ -10,6 +10,7 @@
 #include "engine/offload_engine.h"
 #include "optim/grad_accumulate.h"
 #include "optim/grad_stats.h"
+#include "optim/parallel_copy.h"
 
 namespace tierflow {
 
@@ -223,9 +224,9 @@ Status OffloadEngine::Speculate(StepContext& ctx, int g) {
     ScopedSpan span(trace_, "optimizer", "backup " + sg.name);
     const size_t n = sg.num_params, cap = spec_backup_capacity_params_;
     float* backup = spec_backup_.as<float>();
-    std::memcpy(backup + s.backup_offset, view.master, n * 4);
-    std::memcpy(backup + cap + s.backup_offset, view.exp_avg, n * 4);
-    std::memcpy(backup + 2 * cap + s.backup_offset, view.exp_avg_sq, n * 4);
+    ParallelCopy(backup + s.backup_offset, view.master, n * 4);
+    ParallelCopy(backup + cap + s.backup_offset, view.exp_avg, n * 4);
+    ParallelCopy(backup + 2 * cap + s.backup_offset, view.exp_avg_sq, n * 4);
   }
   void* out = static_cast<char*>(spec_out_.data()) + s.out_offset * wbytes();
   int64_t adam_step;
@@ -284,9 +285,9 @@ Status OffloadEngine::Decide(StepContext& ctx) {
       TF_ASSIGN_OR_RETURN(StateView view, tier.Acquire(s.group));
       const size_t n = sg.num_params, cap = spec_backup_capacity_params_;
       const float* backup = spec_backup_.as<float>();
-      std::memcpy(view.master, backup + s.backup_offset, n * 4);
-      std::memcpy(view.exp_avg, backup + cap + s.backup_offset, n * 4);
-      std::memcpy(view.exp_avg_sq, backup + 2 * cap + s.backup_offset, n * 4);
+      ParallelCopy(view.master, backup + s.backup_offset, n * 4);
+      ParallelCopy(view.exp_avg, backup + cap + s.backup_offset, n * 4);
+      ParallelCopy(view.exp_avg_sq, backup + 2 * cap + s.backup_offset, n * 4);
       TF_RETURN_IF_ERROR(tier.Release(s.group, /*modified=*/false));
     }
   }

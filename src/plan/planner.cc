@@ -431,7 +431,7 @@ StatusOr<Plan> ComputePlan(const PlanInput& in, const Hardware& hw) {
       speculation_from = "input";
     } else {
       const StateTiers without =
-          BuildStateTiers(in, hw, plan.params, s, device_tensors, ratio, /*speculation=*/0);
+          BuildStateTiers(in, hw, plan.params, s, device_tensors, ratio, /*speculation_params=*/0);
       const uint64_t usable = static_cast<uint64_t>(static_cast<double>(hw.host_memory_bytes) *
                                                     kHostAutoPlacementFraction);
       const uint64_t used = without.host.total_bytes();
