@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the dependencies, checks the gates (includes follow the layer graph,
-# every C++ file follows .clang-format, -Werror in every build), builds, and
-# runs every test: the whole suite on
+# every C++ file follows .clang-format, -Werror in every build, clang-tidy
+# clean), builds, and runs every test: the whole suite on
 # the optimized build (CUDA tests skip, with the reason, without a GPU), the
 # optimizer and instruction-set tests on the portable TIERFLOW_NATIVE=OFF
 # build, the whole suite again under ASan+UBSan, the concurrency tests under TSan, and
@@ -19,6 +19,9 @@ bash scripts/check-format.sh
 echo "== release build and tests =="
 bash scripts/build.sh release
 ctest --test-dir build/release --output-on-failure -j "$(nproc)"
+
+echo "== gate: clang-tidy (.clang-tidy's checks, warnings as errors) =="
+bash scripts/tidy.sh build/release
 
 echo "== portable build (TIERFLOW_NATIVE=OFF): optimizer and instruction-set tests =="
 # The x86-64 baseline binary, whose host loops pick AVX2/AVX-512 at run time:
