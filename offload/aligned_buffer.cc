@@ -3,36 +3,22 @@
 #include "offload/aligned_buffer.h"
 
 #include <string>
+#include <utility>
 
-#include "common/host_memory.h"
 #include "common/units.h"
 
 namespace tierflow::offload {
 
 StatusOr<AlignedBuffer> AlignedBuffer::Allocate(size_t num_bytes) {
-  size_t rounded = RoundUp(num_bytes == 0 ? 1 : num_bytes, kDirectIoAlignment);
-  void* p = AllocateHostPages(rounded);
-  if (p == nullptr) {
+  const size_t rounded = RoundUp(num_bytes == 0 ? 1 : num_bytes, kDirectIoAlignment);
+  StatusOr<HostPages> pages = HostPages::Allocate(rounded, "an aligned I/O buffer");
+  if (!pages.ok()) {
     return OutOfMemoryError("aligned host buffer of " + FormatBytes(rounded) +
                             ": allocation failed; lower the size");
   }
   AlignedBuffer b;
-  b.data_ = static_cast<uint8_t*>(p);
-  b.num_bytes_ = rounded;
+  b.pages_ = std::move(*pages);
   return b;
 }
-
-AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& other) noexcept {
-  if (this != &other) {
-    FreeHostPages(data_, num_bytes_);
-    data_ = other.data_;
-    num_bytes_ = other.num_bytes_;
-    other.data_ = nullptr;
-    other.num_bytes_ = 0;
-  }
-  return *this;
-}
-
-AlignedBuffer::~AlignedBuffer() { FreeHostPages(data_, num_bytes_); }
 
 }  // namespace tierflow::offload

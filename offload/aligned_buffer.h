@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/host_memory.h"
 #include "tierflow/status.h"
 
 namespace tierflow::offload {
@@ -17,24 +18,19 @@ constexpr uint64_t RoundUp(uint64_t value, uint64_t multiple) {
   return (value + multiple - 1) / multiple * multiple;
 }
 
-// Owns `num_bytes` (rounded up to 4096) of zeroed, 4096-aligned memory.
+// Owns `num_bytes` (rounded up to 4096) of zeroed, 4096-aligned memory: a
+// common/host_memory.h block whose size is a whole number of O_DIRECT units.
 class AlignedBuffer {
  public:
   AlignedBuffer() = default;
   // Returns OutOfMemory when the allocation fails.
   static StatusOr<AlignedBuffer> Allocate(size_t num_bytes);
-  AlignedBuffer(AlignedBuffer&& other) noexcept { *this = static_cast<AlignedBuffer&&>(other); }
-  AlignedBuffer& operator=(AlignedBuffer&& other) noexcept;
-  AlignedBuffer(const AlignedBuffer&) = delete;
-  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
-  ~AlignedBuffer();
 
-  uint8_t* data() const { return data_; }
-  size_t num_bytes() const { return num_bytes_; }
+  uint8_t* data() const { return pages_.as<uint8_t>(); }
+  size_t num_bytes() const { return pages_.num_bytes(); }
 
  private:
-  uint8_t* data_ = nullptr;
-  size_t num_bytes_ = 0;
+  HostPages pages_;
 };
 
 }  // namespace tierflow::offload

@@ -24,17 +24,17 @@
 namespace tierflow {
 namespace {
 
-// Page-aligned and first touched by the oneTBB threads that will use it.
+// Huge pages (common/host_memory.h), first touched by the oneTBB threads
+// that will use them.
 StatusOr<HostPages> AllocateTouched(size_t num_bytes, const char* what) {
-  const size_t rounded = std::max<size_t>((num_bytes + 4095) / 4096 * 4096, 4096);
-  StatusOr<HostPages> a = HostPages::Allocate(rounded, what);
+  StatusOr<HostPages> a = HostPages::Allocate(num_bytes, what);
   if (!a.ok()) {
-    return OutOfMemoryError(std::string("bench adam: cannot allocate ") + FormatBytes(rounded) +
+    return OutOfMemoryError(std::string("bench adam: cannot allocate ") + FormatBytes(num_bytes) +
                             " for " + what + "; use a smaller --params");
   }
   char* bytes = a->as<char>();
   tbb::parallel_for(
-      tbb::blocked_range<size_t>(0, rounded, size_t{1} << 20),
+      tbb::blocked_range<size_t>(0, num_bytes, size_t{1} << 20),
       [&](const tbb::blocked_range<size_t>& r) { std::memset(bytes + r.begin(), 0, r.size()); });
   return a;
 }
@@ -160,6 +160,12 @@ StatusOr<AdamBenchResult> MeasureCase(const AdamBenchOptions& o, const AdamBench
 StatusOr<AdamBenchReport> RunAdamBench(const AdamBenchOptions& o,
                                        const std::vector<AdamBenchCase>& cases) {
   if (o.params == 0) return InvalidArgumentError("bench adam: --params must be positive");
+  // Five arrays of 4 bytes a parameter: keep every size far from wrapping.
+  constexpr uint64_t kMaxParams = uint64_t{1} << 40;
+  if (o.params > kMaxParams) {
+    return InvalidArgumentError("bench adam: --params " + std::to_string(o.params) +
+                                " is beyond 2^40; use a count that fits this host's memory");
+  }
   if (o.iterations < 1 || o.rounds < 1) {
     return InvalidArgumentError("bench adam: --iterations and --rounds must be >= 1");
   }
@@ -176,7 +182,7 @@ StatusOr<AdamBenchReport> RunAdamBench(const AdamBenchOptions& o,
   TF_ASSIGN_OR_RETURN(HostPages exp_avg_sq, AllocateTouched(n * 4, "exp_avg_sq"));
   TF_ASSIGN_OR_RETURN(HostPages grads, AllocateTouched(n * 4, "grads (any dtype)"));
   TF_ASSIGN_OR_RETURN(HostPages out, AllocateTouched(n * 4, "out (any dtype)"));
-  float* p = static_cast<float*>(params.data());
+  float* p = params.as<float>();
   tbb::parallel_for(tbb::blocked_range<size_t>(0, n), [&](const tbb::blocked_range<size_t>& r) {
     for (size_t i = r.begin(); i < r.end(); ++i) p[i] = Weight(i);
   });
@@ -194,8 +200,8 @@ StatusOr<AdamBenchReport> RunAdamBench(const AdamBenchOptions& o,
     }
     OptimSpans spans;
     spans.params = p;
-    spans.exp_avg = static_cast<float*>(exp_avg.data());
-    spans.exp_avg_sq = static_cast<float*>(exp_avg_sq.data());
+    spans.exp_avg = exp_avg.as<float>();
+    spans.exp_avg_sq = exp_avg_sq.as<float>();
     spans.grads = grads.data();
     spans.grad_dtype = c.grad_dtype;
     spans.out = c.out_dtype ? out.data() : nullptr;

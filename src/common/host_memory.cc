@@ -22,7 +22,8 @@ size_t MappedBytes(size_t num_bytes) {
 }  // namespace
 
 void* AllocateHostPages(size_t num_bytes) {
-  if (num_bytes == 0) return nullptr;
+  // Beyond any address space; also keeps the rounding below from wrapping.
+  if (num_bytes == 0 || num_bytes > (SIZE_MAX >> 2)) return nullptr;
   if (num_bytes < kHugePageBytes) {
     void* p = std::aligned_alloc(kPageBytes, MappedBytes(num_bytes));
     if (p != nullptr) std::memset(p, 0, MappedBytes(num_bytes));

@@ -4,7 +4,6 @@
 // forward order with NVMe read-ahead, and per-sub-group weight uploads.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "common/half.h"
 #include "engine/offload_engine.h"

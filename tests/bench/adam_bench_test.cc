@@ -62,6 +62,8 @@ TEST(RunAdamBench, RefusesBadOptionsAndCases) {
   o.rounds = 1;
   o.params = 0;
   EXPECT_NE(RunAdamBench(o, one).status().message().find("--params"), std::string::npos);
+  o.params = (uint64_t{1} << 62) + 1;  // 4 B a parameter would wrap a 64-bit size
+  EXPECT_NE(RunAdamBench(o, one).status().message().find("beyond 2^40"), std::string::npos);
   o.params = 64;
   EXPECT_EQ(RunAdamBench(o, {{0, Isa::kBaseline, DType::kF32, std::nullopt}}).status().code(),
             StatusCode::kInvalidArgument);

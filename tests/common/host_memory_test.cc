@@ -86,6 +86,12 @@ TEST(HostMemoryTest, HostPagesOwnsAndMoves) {
   EXPECT_EQ(empty->data(), nullptr);
 }
 
+TEST(HostMemoryTest, SizesBeyondAnyAddressSpaceFailWithoutWrapping) {
+  for (size_t n : {SIZE_MAX, SIZE_MAX - 4095, SIZE_MAX - kHugePageBytes}) {
+    EXPECT_EQ(AllocateHostPages(n), nullptr) << n;
+  }
+}
+
 TEST(HostMemoryTest, ImpossibleSizeNamesWhatFailed) {
   auto a = HostPages::Allocate(size_t{1} << 62, "the impossible buffer");
   ASSERT_FALSE(a.ok());

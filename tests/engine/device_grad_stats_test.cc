@@ -1,17 +1,20 @@
 // LaunchGradStats: the statistics a step of one micro-batch decides on, made
 // on the device. On the CPU device they are optim's GradStats bit for bit
-// (what the host computed before); on the simulated device they are those of
-// its zero gradients; bad arguments enqueue nothing.
+// (what the host computed before); on CUDA within rounding of them (skipped,
+// with the reason, without a GPU); on the simulated device those of its zero
+// gradients; bad arguments enqueue nothing.
 #include "engine/device_grad_stats.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "common/half.h"
 #include "optim/grad_stats.h"
+#include "tests/common/require.h"
 #include "tierflow/sim_profile.h"
 
 namespace tierflow {
@@ -90,6 +93,31 @@ TEST(DeviceGradStats, SimulatedDeviceReportsItsZeroGradients) {
   const GradSquares got = OnDevice(*device, DType::kBF16, g, 1 << 16);
   EXPECT_EQ(got.sum_squares, 0.0);  // kernels do not run: the result is never written
   EXPECT_EQ(got.non_finite, 0u);
+}
+
+// CUDA's reduction (kernels/grad_squares.h) adds in another order than the
+// CPU's, in double: within GradStats' own relative error of the host's sum,
+// the same bits run to run, and non-finite elements flagged.
+TEST(DeviceGradStats, CudaMatchesTheHostAndIsDeterministic) {
+  const std::string why = CudaUnavailableReason();
+  if (!why.empty()) TIERFLOW_SKIP_WITHOUT("gpu") << "no GPU: " << why;
+  auto device = Make(DeviceChoice::kCuda);
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+    for (size_t n : {size_t{1}, size_t{1000}, size_t{3} << 20}) {
+      SCOPED_TRACE(std::string(DTypeName(dtype)) + " n=" + std::to_string(n));
+      const std::vector<char> g = Grads(dtype, n, 0.25f);
+      auto want = GradStats(g.data(), dtype, n);
+      ASSERT_TRUE(want.ok());
+      const GradSquares got = OnDevice(*device, dtype, g, n);
+      EXPECT_NEAR(got.sum_squares, want->sum_squares, 2e-6 * want->sum_squares);
+      EXPECT_EQ(got.non_finite, 0u);
+      EXPECT_EQ(OnDevice(*device, dtype, g, n).sum_squares, got.sum_squares);
+    }
+    const std::vector<char> bad = Grads(dtype, 4099, std::numeric_limits<float>::quiet_NaN());
+    const GradSquares flagged = OnDevice(*device, dtype, bad, 4099);
+    EXPECT_EQ(flagged.non_finite, 1u);
+    EXPECT_TRUE(std::isnan(flagged.sum_squares));
+  }
 }
 
 TEST(DeviceGradStats, BadArgumentsAreRefusedBeforeEnqueueing) {

@@ -357,6 +357,26 @@ TEST(StepTime, FlopsFollowTheStandardFormula) {
                    6 * (124439808.0 - 1024 * 768) + 12.0 * 12 * 1024 * 768);
 }
 
+// The host's share of taking in the gradients: k micro-batches read their
+// staging and read and write the fp32 sum; one micro-batch lands them where
+// AdamW reads them, with the norm computed on the device: nothing.
+TEST(StepTime, HostAccumulationIsZeroForOneMicroBatch) {
+  EXPECT_EQ(AccumulateBytesPerParam(1, 2.0), 0.0);
+  EXPECT_EQ(AccumulateBytesPerParam(2, 2.0), 20.0);
+  EXPECT_EQ(AccumulateBytesPerParam(3, 4.0), 36.0);
+  PlanInput in = Input("llama-7b", 2048);
+  in.grad_accum = 1;
+  Plan plan = MustPlan(in, Machine(80 * kGiB, 256 * kGiB, kTiB, true));
+  bool found = false;
+  for (const StageTime& st : plan.stages) {
+    if (st.name != "host_accumulate") continue;
+    found = true;
+    EXPECT_EQ(st.seconds, 0.0);
+    EXPECT_NE(st.note.find("on the device"), std::string::npos) << st.note;
+  }
+  EXPECT_TRUE(found);
+}
+
 TEST(StepTime, StagesByHandAndOverlapBound) {
   PlanInput in = Input("llama-7b", 2048);
   in.offload = OffloadPlacement::kNvme;
