@@ -116,6 +116,9 @@ Status AdamPeerStep(const AdamOptions& options, const AdamStepArgs& args, const 
         "unscaled gradients)");
   }
   TF_RETURN_IF_ERROR(ValidateOptimSpans(spans, true, true, "AdamPeerStep"));
+  if (spans.backup_params != nullptr) {
+    return InvalidArgumentError("AdamPeerStep: the peer takes no backup; clear the backup spans");
+  }
   if (isa == Isa::kBaseline || !CpuSupportsIsa(isa)) {
     return InvalidArgumentError(
         "AdamPeerStep: level " + std::string(IsaName(isa)) +

@@ -3,6 +3,7 @@
 
 #include <sys/mman.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -53,6 +54,31 @@ void FreeHostPages(void* p, size_t num_bytes) {
   } else {
     munmap(p, MappedBytes(num_bytes));
   }
+}
+
+Status PopulateHostPages(void* p, size_t num_bytes, std::string_view what) {
+  if (p == nullptr || num_bytes == 0) return Status::Ok();
+  // Below a huge page the block came from malloc and was zero-filled (touched).
+  if (num_bytes < kHugePageBytes) return Status::Ok();
+  const size_t size = MappedBytes(num_bytes);
+  if (madvise(p, size, MADV_POPULATE_WRITE) == 0) return Status::Ok();
+  const int err = errno;
+  if (err == ENOMEM || err == EFAULT || err == EHWPOISON) {
+    return OutOfMemoryError("host memory: cannot back the " + FormatBytes(num_bytes) + " of " +
+                            std::string(what) + " with memory (" + std::strerror(err) +
+                            "); free host memory or lower the buffer's size");
+  }
+  // EINVAL: a kernel before 5.14. The block is zero: writing zero changes
+  // nothing but the fault.
+  volatile char* bytes = static_cast<char*>(p);
+  for (size_t off = 0; off < size; off += kPageBytes) bytes[off] = 0;
+  return Status::Ok();
+}
+
+StatusOr<HostPages> HostPages::AllocateResident(size_t num_bytes, std::string_view what) {
+  TF_ASSIGN_OR_RETURN(HostPages pages, Allocate(num_bytes, what));
+  TF_RETURN_IF_ERROR(PopulateHostPages(pages.data(), pages.num_bytes(), what));
+  return pages;
 }
 
 StatusOr<HostPages> HostPages::Allocate(size_t num_bytes, std::string_view what) {

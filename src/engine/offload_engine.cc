@@ -135,11 +135,18 @@ Status OffloadEngine::Init() {
     for (size_t g = 0; g < layout_.groups.size(); ++g) {
       if (group_tier_[g] == host_tier_.get()) host_params += layout_.groups[g].num_params;
     }
-    spec_backup_capacity_params_ = std::min(spec_capacity_params_, host_params);
-    TF_ASSIGN_OR_RETURN(spec_backup_, HostPages::Allocate(3 * spec_backup_capacity_params_ * 4,
-                                                          "speculation backups"));
-    TF_ASSIGN_OR_RETURN(spec_out_, device_.AllocatePinned(spec_capacity_params_ * wbytes(),
-                                                          "speculative weight staging"));
+    // Room for every speculated sub-group's offset to be rounded up.
+    const uint64_t padding = layout_.groups.size() * kSpecAlignElems;
+    spec_backup_capacity_params_ =
+        host_params == 0 ? 0 : SpecAligned(std::min(spec_capacity_params_, host_params)) + padding;
+    // Resident from the start: a first write into fresh huge pages costs the
+    // kernel's zeroing (and compaction) mid-step, 100 ms per sub-group here.
+    TF_ASSIGN_OR_RETURN(
+        spec_backup_,
+        HostPages::AllocateResident(3 * spec_backup_capacity_params_ * 4, "speculation backups"));
+    TF_ASSIGN_OR_RETURN(spec_out_,
+                        device_.AllocatePinned((spec_capacity_params_ + padding) * wbytes(),
+                                               "speculative weight staging"));
     TF_ASSIGN_OR_RETURN(spec_uploaded_, device_.CreateEvent(false));
   }
 

@@ -130,9 +130,24 @@ class OffloadEngine : public UnitAccess {
   };
   struct Speculation {
     int group;
-    uint64_t backup_offset;  // into spec_backup_ (host tier)
+    uint64_t backup_offset;  // into each array of spec_backup_ (host tier)
     uint64_t out_offset;     // into spec_out_ (weights dtype elements)
   };
+  // Where a host-tier sub-group's state goes before a speculative update
+  // (null: nowhere, the update is final or its tier speculates out of place).
+  struct StateBackup {
+    float* master = nullptr;
+    float* exp_avg = nullptr;
+    float* exp_avg_sq = nullptr;
+  };
+  // Speculation offsets (into spec_backup_'s arrays and spec_out_) are
+  // multiples of this many elements, so each speculative update's backup
+  // and copy out start vector-aligned and take non-temporal stores
+  // (optim/step_loop.h); each sub-group may waste up to this many elements less one.
+  static constexpr uint64_t kSpecAlignElems = 16;
+  static uint64_t SpecAligned(uint64_t n) {
+    return (n + kSpecAlignElems - 1) / kSpecAlignElems * kSpecAlignElems;
+  }
 
   OffloadEngine(Device& device, Trainable& model, const EngineOptions& options);
   Status Init();
@@ -149,7 +164,8 @@ class OffloadEngine : public UnitAccess {
   Status ProcessArrival(const Arrival& a);
   Status Speculate(StepContext& ctx, int g);
   Status Decide(StepContext& ctx);
-  Status UpdateGroup(StepContext& ctx, int g, int64_t adam_step, float grad_scale, void* out);
+  Status UpdateGroup(StepContext& ctx, int g, int64_t adam_step, float grad_scale, void* out,
+                     const StateBackup& backup);
   Status UploadGroup(StepContext& ctx, int g, const void* src);
   void MarkUnitReady(int unit, int64_t step_id);
   StepContext* FindStep(int64_t id);
@@ -193,13 +209,14 @@ class OffloadEngine : public UnitAccess {
   std::vector<StateTier*> group_tier_;
   // Backups of the speculated host-tier sub-groups: master, exp_avg,
   // exp_avg_sq, each spec_backup_capacity_params_ long (NVMe sub-groups
-  // speculate into their second copy and need none). Huge pages: copied at
-  // DRAM speed during backward.
+  // speculate into their second copy and need none), written by the
+  // speculative update itself (OptimSpans' backup). Huge pages.
   HostPages spec_backup_;
-  uint64_t spec_backup_capacity_params_ = 0;  // min(spec capacity, host-tier params)
-  PinnedBuffer spec_out_;                     // speculative updated weights, weights dtype
+  // min(spec capacity, host-tier params), plus alignment padding per sub-group.
+  uint64_t spec_backup_capacity_params_ = 0;
+  PinnedBuffer spec_out_;  // speculative updated weights, weights dtype
   std::unique_ptr<Event> spec_uploaded_;
-  uint64_t spec_capacity_params_ = 0;
+  uint64_t spec_capacity_params_ = 0;      // the budget, in parameters (spec_out_ is padded)
   std::vector<Speculation> speculations_;  // worker only
   uint64_t spec_used_params_ = 0;          // worker only
   uint64_t spec_backup_used_params_ = 0;   // worker only

@@ -175,7 +175,7 @@ Status OffloadEngine::ProcessArrival(const Arrival& a) {
 }
 
 Status OffloadEngine::UpdateGroup(StepContext& ctx, int g, int64_t adam_step, float grad_scale,
-                                  void* out) {
+                                  void* out, const StateBackup& backup) {
   const SubGroup& sg = layout_.groups[g];
   TF_ASSIGN_OR_RETURN(StateView view, TierOf(g).Acquire(g));
   ScopedSpan span(trace_, "optimizer", "adam " + sg.name);
@@ -193,6 +193,9 @@ Status OffloadEngine::UpdateGroup(StepContext& ctx, int g, int64_t adam_step, fl
   spans.out = out;
   spans.out_dtype = options_.weights_dtype;
   spans.n = sg.num_params;
+  spans.backup_params = backup.master;
+  spans.backup_exp_avg = backup.exp_avg;
+  spans.backup_exp_avg_sq = backup.exp_avg_sq;
   AdamOptions adam = options_.adam;
   adam.lr = ctx.lr;
   AdamStepArgs args;
@@ -218,14 +221,12 @@ Status OffloadEngine::Speculate(StepContext& ctx, int g) {
        ++i) {
     TF_RETURN_IF_ERROR(TierOf(backward_order_[i]).Prefetch(backward_order_[i]));
   }
-  TF_ASSIGN_OR_RETURN(StateView view, tier.Acquire(g));
+  StateBackup backup;
   if (!tier.SpeculatesOutOfPlace()) {
-    ScopedSpan span(trace_, "optimizer", "backup " + sg.name);
-    const size_t n = sg.num_params, cap = spec_backup_capacity_params_;
-    float* backup = spec_backup_.as<float>();
-    ParallelCopy(backup + s.backup_offset, view.master, n * 4);
-    ParallelCopy(backup + cap + s.backup_offset, view.exp_avg, n * 4);
-    ParallelCopy(backup + 2 * cap + s.backup_offset, view.exp_avg_sq, n * 4);
+    // The update copies the old state here in its own pass.
+    const size_t cap = spec_backup_capacity_params_;
+    float* base = spec_backup_.as<float>() + s.backup_offset;
+    backup = StateBackup{base, base + cap, base + 2 * cap};
   }
   void* out = static_cast<char*>(spec_out_.data()) + s.out_offset * wbytes();
   int64_t adam_step;
@@ -233,10 +234,11 @@ Status OffloadEngine::Speculate(StepContext& ctx, int g) {
     std::lock_guard<std::mutex> lock(mu_);
     adam_step = optimizer_step_ + 1;  // the step this one will be if it is not skipped
   }
-  TF_RETURN_IF_ERROR(UpdateGroup(ctx, g, adam_step, 1.0f / ctx.loss_scale, out));
+  TF_RETURN_IF_ERROR(UpdateGroup(ctx, g, adam_step, 1.0f / ctx.loss_scale, out, backup));
   if (tier.SpeculatesOutOfPlace()) TF_RETURN_IF_ERROR(tier.ReleaseSpeculative(g));
-  spec_used_params_ += sg.num_params;
-  if (!tier.SpeculatesOutOfPlace()) spec_backup_used_params_ += sg.num_params;
+  const uint64_t padded = SpecAligned(sg.num_params);
+  spec_used_params_ += padded;
+  if (!tier.SpeculatesOutOfPlace()) spec_backup_used_params_ += padded;
   speculations_.push_back(s);
   return Status::Ok();
 }
@@ -326,7 +328,7 @@ Status OffloadEngine::Decide(StepContext& ctx) {
       next_staging_ = (next_staging_ + 1) % staging_.size();
       TF_RETURN_IF_ERROR(slot.uploaded->HostWait());
       TF_RETURN_IF_ERROR(
-          UpdateGroup(ctx, static_cast<int>(g), adam_step, grad_scale, slot.buffer.data()));
+          UpdateGroup(ctx, static_cast<int>(g), adam_step, grad_scale, slot.buffer.data(), {}));
       TF_RETURN_IF_ERROR(TierOf(static_cast<int>(g)).Release(static_cast<int>(g), true));
       TF_RETURN_IF_ERROR(UploadGroup(ctx, static_cast<int>(g), slot.buffer.data()));
       TF_RETURN_IF_ERROR(h2d_->Record(*slot.uploaded));

@@ -55,7 +55,9 @@ template <Elem G, int O>
 bool AdamRange(const AdamConstants& c, const StepStreams& s, size_t begin, size_t end) {
   AdamOp<G, O> op(c);
   float* const state[3] = {s.params, s.exp_avg, s.exp_avg_sq};
-  StepLoop<3, G, O>(op, state, s.grads, s.out, begin, end);
+  float* const backup[3] = {s.backup_params, s.backup_exp_avg, s.backup_exp_avg_sq};
+  StepLoop<3, G, O>(op, state, s.backup_params != nullptr ? backup : nullptr, s.grads, s.out, begin,
+                    end);
   return SawNonFinite(op.seen);
 }
 

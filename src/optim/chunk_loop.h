@@ -26,7 +26,9 @@ const SgdKernels& SgdKernelsFor(Isa isa);
 const GradKernels& GradKernelsFor(Isa isa);
 
 inline StepStreams ToStreams(const OptimSpans& spans) {
-  return StepStreams{spans.params, spans.exp_avg, spans.exp_avg_sq, spans.grads, spans.out};
+  return StepStreams{
+      spans.params, spans.exp_avg,       spans.exp_avg_sq,     spans.grads,
+      spans.out,    spans.backup_params, spans.backup_exp_avg, spans.backup_exp_avg_sq};
 }
 inline int GradIndex(const OptimSpans& spans) { return static_cast<int>(spans.grad_dtype); }
 inline int OutIndex(const OptimSpans& spans) {

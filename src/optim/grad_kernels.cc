@@ -37,7 +37,7 @@ template <Elem G>
 void Accumulate(float* acc, const void* grads, size_t begin, size_t end, bool first) {
   AccumulateOp<G> op{first};
   float* const state[1] = {acc};
-  StepLoop<1, G, 0>(op, state, grads, nullptr, begin, end);
+  StepLoop<1, G, 0>(op, state, /*backup=*/nullptr, grads, nullptr, begin, end);
 }
 
 // One full block: values x[e] for e in [0, kStatsBlockElems) are the widened

@@ -45,7 +45,9 @@ template <Elem G, int O>
 bool LionRange(const LionConstants& c, const StepStreams& s, size_t begin, size_t end) {
   LionOp<G, O> op(c);
   float* const state[2] = {s.params, s.exp_avg};
-  StepLoop<2, G, O>(op, state, s.grads, s.out, begin, end);
+  float* const backup[2] = {s.backup_params, s.backup_exp_avg};
+  StepLoop<2, G, O>(op, state, s.backup_params != nullptr ? backup : nullptr, s.grads, s.out, begin,
+                    end);
   return SawNonFinite(op.seen);
 }
 

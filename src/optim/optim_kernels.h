@@ -33,6 +33,10 @@ struct StepStreams {
   float* exp_avg_sq;
   const void* grads;
   void* out;
+  // The backup of the old state (optim_spans.h); all null when none.
+  float* backup_params;
+  float* backup_exp_avg;
+  float* backup_exp_avg_sq;
 };
 
 // Per-step constants, each already rounded to fp32 (see adam.cc).

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string_view>
 
 #include "tierflow/dtype.h"
@@ -33,6 +34,17 @@ struct OptimSpans {
   void* out = nullptr;  // (n,) optional copy of the updated weights in out_dtype; null: none
   DType out_dtype = DType::kBF16;
   size_t n = 0;  // number of parameters; 0 is a valid no-op
+  // Optional: the state as it was before this step, for a caller that may
+  // have to undo it (the engine's speculative updates). When backup_params is
+  // set, the old params and the old values of each state array the optimizer
+  // updates are copied to the backup of the same name (n elements each) in
+  // the step's own pass, with non-temporal stores: 12 bytes per parameter of
+  // writes for Adam, where a separate copy costs 24 bytes of traffic more.
+  // Each backup is then required exactly for the arrays the optimizer
+  // updates, must be 64-byte aligned, and must overlap no other array.
+  float* backup_params = nullptr;
+  float* backup_exp_avg = nullptr;
+  float* backup_exp_avg_sq = nullptr;
 };
 
 // What one step saw.
@@ -45,14 +57,16 @@ struct StepResult {
 };
 
 // Checks pointers and dtypes for an optimizer that needs the given state arrays.
-// Errors are InvalidArgument and name `optimizer` and the missing span.
+// Errors are InvalidArgument and name `optimizer` and the missing span. The
+// backups (if any) are checked against the same needs.
 Status ValidateOptimSpans(const OptimSpans& spans, bool needs_exp_avg, bool needs_exp_avg_sq,
                           std::string_view optimizer);
 
 // Bytes of DRAM traffic per parameter for this layout, counted honestly:
 // 8 for each fp32 array updated in place (params, exp_avg, exp_avg_sq when
 // non-null: read 4 + write 4), the gradient dtype size (read), and the out
-// dtype size when `out` is set (write). Adam fp32: 3*8 + 4 = 28; + bf16 out: 30.
+// dtype size when `out` is set (write), and 4 for each backup array (write).
+// Adam fp32: 3*8 + 4 = 28; + bf16 out: 30; + backup: 42.
 size_t TrafficBytesPerParam(const OptimSpans& spans);
 
 }  // namespace tierflow

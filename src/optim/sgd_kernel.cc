@@ -55,12 +55,16 @@ bool SgdRange(const SgdConstants& c, const StepStreams& s, size_t begin, size_t 
   if (c.use_momentum) {
     SgdOp<2, G, O> op(c);
     float* const state[2] = {s.params, s.exp_avg};
-    StepLoop<2, G, O>(op, state, s.grads, s.out, begin, end);
+    float* const backup[2] = {s.backup_params, s.backup_exp_avg};
+    StepLoop<2, G, O>(op, state, s.backup_params != nullptr ? backup : nullptr, s.grads, s.out,
+                      begin, end);
     return SawNonFinite(op.seen);
   }
   SgdOp<1, G, O> op(c);
   float* const state[1] = {s.params};
-  StepLoop<1, G, O>(op, state, s.grads, s.out, begin, end);
+  float* const backup[1] = {s.backup_params};
+  StepLoop<1, G, O>(op, state, s.backup_params != nullptr ? backup : nullptr, s.grads, s.out, begin,
+                    end);
   return SawNonFinite(op.seen);
 }
 

@@ -6,6 +6,8 @@
 // internal linkage in the level's namespace.
 #pragma once
 
+#include <cstdint>
+
 #include "common/simd.h"
 
 namespace tierflow::TIERFLOW_ISA_NS {
@@ -66,9 +68,13 @@ struct OutSink {
 // place), `grads` at its gradients (Elem G), `sink` at its copy out (an
 // OutSink<O, kStream>). The last (end - begin) % kLanes elements are copied
 // into zero-filled lanes and go through the same op, with a plain store.
-template <int K, Elem G, int O, bool kStream, typename Op>
-TF_SIMD_INLINE void StepLoopStores(Op& op, float* const* state, const void* grads_bytes,
-                                   void* out_bytes, size_t begin, size_t end) {
+// With kBackup, each vector of each state array is first copied to the same
+// place in backup[k], with a non-temporal store (backup[k] + begin
+// vector-aligned, see StepLoop).
+template <int K, Elem G, int O, bool kStream, bool kBackup, typename Op>
+TF_SIMD_INLINE void StepLoopStores(Op& op, float* const* state, float* const* backup,
+                                   const void* grads_bytes, void* out_bytes, size_t begin,
+                                   size_t end) {
   using GradT = Storage<G>;
   using OutT = OutStorage<O>;
   const GradT* grads = static_cast<const GradT*>(grads_bytes);
@@ -76,6 +82,9 @@ TF_SIMD_INLINE void StepLoopStores(Op& op, float* const* state, const void* grad
   auto at = [&](size_t i) __attribute__((always_inline)) {
     float* s[K];
     for (int k = 0; k < K; ++k) s[k] = state[k] + i;
+    if constexpr (kBackup) {
+      for (int k = 0; k < K; ++k) StoreStreaming<Elem::kF32>(backup[k] + i, LoadF32(s[k]));
+    }
     op(s, grads + i, OutSink<O, kStream>{O != 0 ? out + i : out});
   };
   size_t i = begin;
@@ -103,6 +112,7 @@ TF_SIMD_INLINE void StepLoopStores(Op& op, float* const* state, const void* grad
     float* s[K];
     for (int k = 0; k < K; ++k) {
       lanes[k].Fill(state[k] + i, len);
+      if constexpr (kBackup) lanes[k].CopyOut(backup[k] + i, len);
       s[k] = lanes[k].v;
     }
     PartialLanes<GradT> g;
@@ -114,31 +124,59 @@ TF_SIMD_INLINE void StepLoopStores(Op& op, float* const* state, const void* grad
   }
 }
 
+// Elements from begin to the copy out's first vector-aligned element, or
+// SIZE_MAX when no element of the copy starts a vector-aligned address (it is
+// not element-aligned).
+template <int O>
+TF_SIMD_INLINE size_t OutHead(const void* out_bytes, size_t begin) {
+  using OutT = OutStorage<O>;
+  constexpr size_t kAlign = kVectorBytes<static_cast<Elem>(O - 1)>;
+  const auto address = reinterpret_cast<uintptr_t>(static_cast<const OutT*>(out_bytes) + begin);
+  if (address % sizeof(OutT) != 0) return SIZE_MAX;
+  return (kAlign - address % kAlign) % kAlign / sizeof(OutT);
+}
+
 // The step over [begin, end). With a copy out (element-aligned), the
-// elements before out's first vector-aligned address take plain stores and the rest non-temporal
-// ones, fenced before returning: the copy is written once and read next by
-// the H2D transfer (a DMA engine or another thread), never by this core, so
-// a plain store's read for ownership of each line would be pure overhead,
-// 4 bytes per parameter more DRAM traffic for an fp32 copy. The bits are the
-// same either way.
+// elements before out's first vector-aligned address take plain stores and
+// the rest non-temporal ones, fenced before returning: the copy is written
+// once and read next by the H2D transfer (a DMA engine or another thread),
+// never by this core, so a plain store's read for ownership of each line
+// would be pure overhead, 4 bytes per parameter more DRAM traffic for an
+// fp32 copy. The bits are the same either way.
+//
+// With a backup (backup != nullptr: K arrays, each 64-byte aligned, as
+// ValidateOptimSpans checks), the old state goes there with non-temporal
+// stores, for the same reason: it is read back only to undo a speculative
+// step. Each vector of one StepLoopStores call starts a multiple of kLanes
+// elements after its begin, here a chunk boundary (a multiple of
+// kOptimChunkElems, itself a multiple of every level's lanes), so every
+// backup store is aligned, provided the loop is not split for the copy out:
+// with a backup, the copy out streams only when its own first element is
+// vector-aligned too (the engine aligns both), and takes plain stores
+// otherwise.
 template <int K, Elem G, int O, typename Op>
-TF_SIMD_INLINE void StepLoop(Op& op, float* const* state, const void* grads_bytes, void* out_bytes,
-                             size_t begin, size_t end) {
-  if constexpr (O == 0 || !kStreamOut) {
-    StepLoopStores<K, G, O, false>(op, state, grads_bytes, out_bytes, begin, end);
-  } else {
-    using OutT = OutStorage<O>;
-    constexpr size_t kAlign = kVectorBytes<static_cast<Elem>(O - 1)>;
-    const auto address = reinterpret_cast<uintptr_t>(static_cast<OutT*>(out_bytes) + begin);
-    if (address % sizeof(OutT) != 0) {
-      // No element of a misaligned copy ever starts a vector-aligned address.
-      StepLoopStores<K, G, O, false>(op, state, grads_bytes, out_bytes, begin, end);
-      return;
+TF_SIMD_INLINE void StepLoop(Op& op, float* const* state, float* const* backup,
+                             const void* grads_bytes, void* out_bytes, size_t begin, size_t end) {
+  if (backup != nullptr) {
+    if constexpr (O != 0 && kStreamOut) {
+      if (OutHead<O>(out_bytes, begin) == 0) {
+        StepLoopStores<K, G, O, true, true>(op, state, backup, grads_bytes, out_bytes, begin, end);
+      } else {
+        StepLoopStores<K, G, O, false, true>(op, state, backup, grads_bytes, out_bytes, begin, end);
+      }
+    } else {
+      StepLoopStores<K, G, O, false, true>(op, state, backup, grads_bytes, out_bytes, begin, end);
     }
-    const size_t head = (kAlign - address % kAlign) % kAlign / sizeof(OutT);
+    StreamFence();
+    return;
+  }
+  if constexpr (O == 0 || !kStreamOut) {
+    StepLoopStores<K, G, O, false, false>(op, state, backup, grads_bytes, out_bytes, begin, end);
+  } else {
+    const size_t head = OutHead<O>(out_bytes, begin);
     const size_t mid = end - begin < head ? end : begin + head;
-    StepLoopStores<K, G, O, false>(op, state, grads_bytes, out_bytes, begin, mid);
-    StepLoopStores<K, G, O, true>(op, state, grads_bytes, out_bytes, mid, end);
+    StepLoopStores<K, G, O, false, false>(op, state, backup, grads_bytes, out_bytes, begin, mid);
+    StepLoopStores<K, G, O, true, false>(op, state, backup, grads_bytes, out_bytes, mid, end);
     StreamFence();
   }
 }

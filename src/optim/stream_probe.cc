@@ -153,6 +153,9 @@ Isa StreamProbeIsa() {
 
 Status StreamProbe(const OptimSpans& spans, float addend, ProbeShape shape, Isa isa) {
   TF_RETURN_IF_ERROR(ValidateOptimSpans(spans, false, false, "StreamProbe"));
+  if (spans.backup_params != nullptr) {
+    return InvalidArgumentError("StreamProbe: the probe takes no backup; clear backup_params");
+  }
   if (shape != ProbeShape::kBlocked && shape != ProbeShape::kStaticSlices &&
       shape != ProbeShape::kInterleaved) {
     return InvalidArgumentError("StreamProbe: unknown shape " +

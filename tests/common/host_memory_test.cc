@@ -1,11 +1,14 @@
 #include "common/host_memory.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace tierflow {
 namespace {
@@ -70,6 +73,36 @@ TEST(HostMemoryTest, LargeBlocksAreAdvisedHugePages) {
   FreeHostPages(p, n);
   ASSERT_TRUE(found);
   EXPECT_TRUE(advised);
+}
+
+// Pages of [p, p + n) the kernel has backed with memory (mincore).
+size_t ResidentPages(const char* p, size_t n) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> vec((n + page - 1) / page);
+  if (mincore(const_cast<char*>(p), n, vec.data()) != 0) return SIZE_MAX;
+  size_t resident = 0;
+  for (unsigned char v : vec) resident += v & 1;
+  return resident;
+}
+
+// A fresh block is backed on first touch; a populated one (the emulated
+// pinned memory, the engine's speculation backups) is backed all at once,
+// and keeps its zeros.
+TEST(HostMemoryTest, PopulateBacksEveryPage) {
+  const size_t n = 8 * kHugePageBytes + 4096;
+  const size_t pages = n / static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  auto fresh = HostPages::Allocate(n, "fresh block");
+  ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
+  EXPECT_LT(ResidentPages(fresh->as<char>(), n), pages);
+  auto resident = HostPages::AllocateResident(n, "resident block");
+  ASSERT_TRUE(resident.ok()) << resident.status().ToString();
+  EXPECT_EQ(ResidentPages(resident->as<char>(), n), pages);
+  EXPECT_TRUE(AllZero(resident->as<char>(), n));
+  // Below a huge page the block is malloc'd and zero-filled: already backed.
+  auto small = HostPages::AllocateResident(12345, "small block");
+  ASSERT_TRUE(small.ok()) << small.status().ToString();
+  EXPECT_TRUE(AllZero(small->as<char>(), 12345));
+  EXPECT_TRUE(PopulateHostPages(nullptr, 0, "nothing").ok());
 }
 
 TEST(HostMemoryTest, HostPagesOwnsAndMoves) {

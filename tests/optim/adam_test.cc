@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "optim/adam.h"
+#include "optim/lion.h"
 #include "optim/optim_reference.h"
 #include "tests/optim/optim_test_util.h"
 
@@ -284,6 +285,51 @@ TEST(AdamStep, RejectsBadArgumentsWithoutTouchingState) {
   EXPECT_EQ(p, std::vector<float>(8, 1.0f));
   EXPECT_EQ(m, std::vector<float>(8, 0.0f));
   EXPECT_EQ(v, std::vector<float>(8, 0.0f));
+}
+
+// A backup must cover exactly the arrays the step updates, 64-byte aligned
+// (its stores are non-temporal); anything else is refused before any state
+// changes, naming the backup at fault.
+TEST(AdamStep, RejectsAnIncompleteOrMisalignedBackupWithoutTouchingState) {
+  const size_t n = 40;
+  optim_test::OffsetBuffer<float> p(n, 0), m(n, 0), v(n, 0), g(n, 0), bp(n, 0), bm(n, 0), bv(n, 1);
+  for (size_t i = 0; i < n; ++i) {
+    p[i] = 1.0f;
+    m[i] = v[i] = 0.0f;
+    g[i] = 0.5f;
+  }
+  OptimSpans s;
+  s.params = p.data();
+  s.exp_avg = m.data();
+  s.exp_avg_sq = v.data();
+  s.grads = g.data();
+  s.n = n;
+  s.backup_params = bp.data();
+  s.backup_exp_avg = bm.data();
+  auto expect_refused = [&](const OptimSpans& spans, const std::string& names) {
+    auto r = AdamStep(AdamOptions{}, AdamStepArgs{}, spans);
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << names;
+    EXPECT_NE(r.status().message().find(names), std::string::npos) << r.status().ToString();
+  };
+  expect_refused(s, "backup_exp_avg_sq is null");
+  s.backup_exp_avg_sq = bv.data();  // one float past a 64-byte boundary
+  expect_refused(s, "backup_exp_avg_sq is not 64-byte aligned");
+  OptimSpans no_params = s;
+  no_params.backup_params = nullptr;
+  expect_refused(no_params, "backup_params is null");
+  for (size_t i = 0; i < n; ++i) {
+    EXPECT_EQ(p[i], 1.0f);
+    EXPECT_EQ(m[i], 0.0f);
+    EXPECT_EQ(v[i], 0.0f);
+  }
+  // Lion updates no second moment: a backup of one is refused, not ignored.
+  OptimSpans lion = s;
+  lion.exp_avg_sq = nullptr;
+  lion.backup_exp_avg_sq = bm.data();
+  auto r = LionStep(LionOptions{}, LionStepArgs{}, lion);
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("does not update that array"), std::string::npos)
+      << r.status().ToString();
 }
 
 TEST(AdamStep, EmptySpanIsANoOpEvenWithNullPointers) {

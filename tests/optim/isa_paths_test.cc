@@ -235,6 +235,63 @@ TEST(IsaPaths, OptimizerStepsAreBitIdenticalAcrossLevels) {
   }
 }
 
+// A step that also backs up the old state (OptimSpans' backup, the engine's
+// speculative updates) updates exactly as one without, at every level, and
+// leaves the state as it was before in the backup: every optimizer, grad and
+// out dtype, tails of every width, a copy out that is vector-aligned (all of
+// it streams) and one that is not (plain stores, the loop unsplit), and
+// lengths over several chunks.
+TEST(IsaPaths, StepsWithABackupUpdateTheSameAndKeepTheOldState) {
+  const std::vector<uint32_t> specials = AllSpecials();
+  std::vector<size_t> lengths;
+  for (size_t n = 0; n <= 40; ++n) lengths.push_back(n);
+  lengths.push_back(3 * kOptimChunkElems + 777);
+  for (const StepCase& c : StepCases()) {
+    const std::string name = c.name;
+    const bool backs_up_m = name != "SGD";
+    const bool backs_up_v = name.rfind("Adam", 0) == 0;
+    for (Isa isa : SupportedIsas()) {
+      for (DType grad : kDtypes) {
+        for (const std::optional<DType> out :
+             {std::optional<DType>(), std::optional<DType>(DType::kBF16),
+              std::optional<DType>(DType::kF32)}) {
+          for (size_t n : lengths) {
+            for (size_t offset : {size_t{0}, size_t{3}}) {
+              const std::string what =
+                  Describe(c.name, grad, out, n, offset) + " " + std::string(IsaName(isa));
+              const StepState initial(n, offset, grad, out, static_cast<uint32_t>(n) + 5, specials);
+              StepState plain = initial, backed = initial;
+              auto r_plain = c.step(plain.Spans(), isa);
+              ASSERT_TRUE(r_plain.ok()) << what << ": " << r_plain.status().ToString();
+              OffsetBuffer<float> bp(n, 0), bm(n, 0), bv(n, 0);
+              OptimSpans spans = backed.Spans();
+              spans.backup_params = bp.data();
+              spans.backup_exp_avg = backs_up_m ? bm.data() : nullptr;
+              spans.backup_exp_avg_sq = backs_up_v ? bv.data() : nullptr;
+              auto r_backed = c.step(spans, isa);
+              ASSERT_TRUE(r_backed.ok()) << what << ": " << r_backed.status().ToString();
+              EXPECT_EQ(r_backed->has_non_finite_grads, r_plain->has_non_finite_grads) << what;
+              EXPECT_TRUE(SameBytes(backed.params.data(), plain.params.data(), 4 * n)) << what;
+              EXPECT_TRUE(SameBytes(backed.exp_avg.data(), plain.exp_avg.data(), 4 * n)) << what;
+              EXPECT_TRUE(SameBytes(backed.exp_avg_sq.data(), plain.exp_avg_sq.data(), 4 * n))
+                  << what;
+              EXPECT_TRUE(SameBytes(backed.out.data(), plain.out.data(), plain.out.size())) << what;
+              EXPECT_TRUE(SameBytes(bp.data(), initial.params.data(), 4 * n)) << what;
+              if (backs_up_m) {
+                EXPECT_TRUE(SameBytes(bm.data(), initial.exp_avg.data(), 4 * n)) << what;
+              }
+              if (backs_up_v) {
+                EXPECT_TRUE(SameBytes(bv.data(), initial.exp_avg_sq.data(), 4 * n)) << what;
+              }
+              if (HasFailure()) return;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(IsaPaths, SubnormalAndHugeGradientsAreNotReportedNonFinite) {
   // Subnormal and huge (up to 1e30) gradients without Inf or NaN: no level
   // reports them as non-finite, yet their squares overflow v to Inf, the same

@@ -110,6 +110,15 @@ StatusOr<PinnedBuffer> CpuDevice::AllocatePinned(size_t num_bytes, std::string_v
                             " of pinned memory" +
                             (what.empty() ? "" : " for " + std::string(what)));
   }
+  // Page-locked memory is resident from the start: so is its emulation, so
+  // that no transfer or kernel pays a first-touch fault on it mid-step.
+  Status resident = PopulateHostPages(p, RoundUp(num_bytes, kPinnedAlignment),
+                                      what.empty() ? "pinned memory" : what);
+  if (!resident.ok()) {
+    FreeHostPages(p, RoundUp(num_bytes, kPinnedAlignment));
+    pinned_memory_.Release(num_bytes);
+    return resident;
+  }
   return PinnedBuffer(this, p, num_bytes);
 }
 

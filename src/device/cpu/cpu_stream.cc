@@ -5,6 +5,7 @@
 #include <cstring>
 #include <thread>
 
+#include "common/streaming_copy.h"
 #include "device/cpu/cpu_device.h"
 #include "device/cpu/cpu_event.h"
 #include "device/sim/sim_timing.h"
@@ -84,7 +85,7 @@ Status CpuStream::CopyHostToDevice(void* dst, const void* src, size_t n) {
   if (device_->sim()) device_->sim_written().MarkWritten(dst, n);
   return Enqueue(
       [=] {
-        if (n) std::memcpy(dst, src, n);
+        StreamingCopy(dst, src, n);
         return Status::Ok();
       },
       false, device_->sim() ? SimLinkSeconds(*device_->sim(), n) : -1);
@@ -97,14 +98,14 @@ Status CpuStream::CopyDeviceToHost(void* dst, const void* src, size_t n) {
     // and writing zeros costs the host half of what copying them does.
     return Enqueue(
         [=] {
-          if (n) std::memset(dst, 0, n);
+          StreamingZero(dst, n);
           return Status::Ok();
         },
         false, SimLinkSeconds(*device_->sim(), n));
   }
   return Enqueue(
       [=] {
-        if (n) std::memcpy(dst, src, n);
+        StreamingCopy(dst, src, n);
         return Status::Ok();
       },
       false, device_->sim() ? SimLinkSeconds(*device_->sim(), n) : -1);
