@@ -41,12 +41,12 @@ class ConsoleReporter : public TrainReporter {
   void OnStart(const RunInfo& i) override {
     std::fprintf(stderr,
                  "tierflow train: %s\n  device: %s\n  data: %lld train tokens, %lld eval tokens\n"
-                 "  optimizer state: %s%s%s\n"
+                 "  optimizer state: %s%s%s (%s)\n"
                  "  speculation: up to %s params per step (%s); gradients cross PCIe as %s\n"
                  "  output: %s\n",
                  i.model.c_str(), i.device.c_str(), static_cast<long long>(i.train_tokens),
                  static_cast<long long>(i.eval_tokens), i.offload.c_str(),
-                 i.nvme_dir.empty() ? "" : " at ", i.nvme_dir.c_str(),
+                 i.nvme_dir.empty() ? "" : " at ", i.nvme_dir.c_str(), i.offload_from.c_str(),
                  FormatParamCount(i.speculation_params).c_str(), i.speculation_from.c_str(),
                  std::string(DTypeName(i.grad_transfer_dtype)).c_str(), i.out_dir.c_str());
     // tools/main.cc has checked the level choice at start-up.
@@ -157,7 +157,9 @@ void AddTrain(CLI::App& app, int* exit_code) {
                   "else fp32; fp16 needs fp16 weights)");
   cmd->add_flag("--activation-checkpointing", c.activation_checkpointing,
                 "Recompute blocks in backward");
-  cmd->add_option("--offload-optimizer", f->offload, "Where optimizer state lives: host | nvme")
+  cmd->add_option("--offload-optimizer", f->offload,
+                  "Where optimizer state lives: auto | host | nvme (auto: the planner's "
+                  "placement, host RAM when it fits, else the smallest NVMe share that does)")
       ->capture_default_str();
   cmd->add_option("--nvme-path", c.nvme_paths,
                   "NVMe directory (repeat per drive; default: a temporary directory)");

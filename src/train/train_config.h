@@ -71,11 +71,14 @@ struct TrainConfig {
   LrScheduleConfig scheduler;
 
   // Offload.
-  // kHost | kNvme (offload_optimizer.device; "cpu" = host). kAuto is refused.
-  OffloadPlacement offload = OffloadPlacement::kNvme;
+  // kAuto | kHost | kNvme (offload_optimizer.device; "cpu" = host). kAuto,
+  // the default: the planner's placement (plan/planner.h): host RAM when the
+  // state fits there, else the smallest share on NVMe that lets it.
+  OffloadPlacement offload = OffloadPlacement::kAuto;
   std::vector<std::string> nvme_paths;  // "" = a temporary directory, removed at exit
   bool nvme_buffered = false;
-  double nvme_ratio = 1.0;  // offload_optimizer.ratio
+  // offload_optimizer.ratio, with kNvme only (kAuto chooses its own share).
+  double nvme_ratio = 1.0;
   // offload_optimizer.buffer_count: NVMe I/O slots and weight staging slots;
   // 0 = not given: 4, or more when the NVMe settings (profile) want more
   // transfers in flight (in_flight + 2: one held by the optimizer, one free).

@@ -166,9 +166,10 @@ Status ValidateTrainConfig(const TrainConfig& c) {
   }
   TF_RETURN_IF_ERROR(ValidateSchedule(c));
 
-  if (c.offload != OffloadPlacement::kHost && c.offload != OffloadPlacement::kNvme) {
+  if (c.offload != OffloadPlacement::kHost && c.offload != OffloadPlacement::kNvme &&
+      c.offload != OffloadPlacement::kAuto) {
     return Bad("offload", "'" + std::string(OffloadPlacementName(c.offload)) +
-                              "' is not valid; use host or nvme");
+                              "' is not valid; use auto, host or nvme");
   }
   for (const std::string& p : c.nvme_paths) {
     if (p.empty()) return Bad("nvme_paths", "contains an empty path; name a directory");
@@ -176,6 +177,14 @@ Status ValidateTrainConfig(const TrainConfig& c) {
   if (!(c.nvme_ratio >= 0.0 && c.nvme_ratio <= 1.0)) {
     return Bad("nvme_ratio",
                "is " + Num(c.nvme_ratio) + " (offload_optimizer.ratio); use a fraction in [0, 1]");
+  }
+  if (c.nvme_ratio != 1.0 && c.offload != OffloadPlacement::kNvme) {
+    return Bad("nvme_ratio", "is " + Num(c.nvme_ratio) +
+                                 " (offload_optimizer.ratio), which splits state placed on NVMe, "
+                                 "but the placement is " +
+                                 std::string(OffloadPlacementName(c.offload)) +
+                                 "; set offload nvme (offload_optimizer.device) to fix the "
+                                 "split, or drop the ratio and let the planner choose");
   }
   if (c.buffer_count != 0 && c.buffer_count < 2) {
     return Bad("buffer_count", "is " + std::to_string(c.buffer_count) +

@@ -266,10 +266,22 @@ uint64_t LargestStateTensorBytes(const ModelConfig& model, uint64_t sub_group_si
   return 3 * array;
 }
 
+// Where the optimizer state lives, for the start-up lines.
+std::string DescribePlacement(const Placement& p) {
+  char ratio[64];
+  std::snprintf(ratio, sizeof ratio, "%.2f", p.nvme_ratio);
+  std::string out = p.where() == "host"   ? "host RAM"
+                    : p.where() == "nvme" ? "NVMe"
+                                          : "split host RAM / NVMe (" + std::string(ratio) +
+                                                " of the parameters' state on NVMe)";
+  return out;
+}
+
 // The planner's view of this run and this machine. `c.buffer_count` is the
 // resolved one; `nvme_block_bytes` the NVMe tier's block size.
 StatusOr<Plan> PlanRun(const TrainConfig& c, const ModelConfig& model, DType dtype, Device& device,
-                       const std::vector<std::string>& nvme_paths, uint64_t nvme_block_bytes) {
+                       const std::vector<std::string>& nvme_paths, uint64_t nvme_block_bytes,
+                       uint64_t host_memory_override) {
   PlanInput in;
   in.model = model;
   in.micro_batch = c.micro_batch;
@@ -296,7 +308,7 @@ StatusOr<Plan> PlanRun(const TrainConfig& c, const ModelConfig& model, DType dty
   hw.device_memory_bytes = device.DeviceMemory().capacity_bytes;
   hw.device_memory_is_host_memory = device.kind() == DeviceKind::kCpu;
   TF_ASSIGN_OR_RETURN(HostMemoryInfo mem, DetectHostMemory("/"));
-  hw.host_memory_bytes = mem.usable_bytes;
+  hw.host_memory_bytes = host_memory_override != 0 ? host_memory_override : mem.usable_bytes;
   for (const std::string& p : nvme_paths) {
     TF_ASSIGN_OR_RETURN(uint64_t free_bytes, FreeBytesAt(p));
     hw.nvme_capacity_bytes += free_bytes;
@@ -396,7 +408,7 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   // probe), and the slots that asks for; said in the log and in metrics.
   TrainConfig sized = config;
   std::optional<NvmeIoChoice> nvme_io;
-  if (config.offload == OffloadPlacement::kNvme) {
+  auto choose_nvme_io = [&]() -> Status {
     NvmeIoChoiceInput choice_input;
     choice_input.nvme_paths = nvme_paths;
     choice_input.buffered = config.nvme_buffered;
@@ -405,17 +417,36 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
     TF_ASSIGN_OR_RETURN(nvme_io, ChooseNvmeIo(config, choice_input));
     sized.buffer_count = nvme_io->buffer_count;
     reporter.OnNote("NVMe I/O: " + nvme_io->Describe());
+    return Status::Ok();
+  };
+  if (config.offload == OffloadPlacement::kNvme) {
+    TF_RETURN_IF_ERROR(choose_nvme_io());
   } else if (sized.buffer_count == 0) {
     sized.buffer_count = 4;
   }
-  // The planner decides "auto" placement and refuses a run that cannot fit,
-  // before anything is allocated.
+  // The planner places the state ("auto") and refuses a run that cannot
+  // fit, before anything is allocated.
+  const uint64_t host_memory_override = hooks != nullptr ? hooks->host_memory_bytes : 0;
   TF_ASSIGN_OR_RETURN(Plan plan, PlanRun(sized, model_config, dtype, *device, nvme_paths,
-                                         nvme_io ? nvme_io->io.block_size_bytes : kNvmeBlockBytes));
+                                         nvme_io ? nvme_io->io.block_size_bytes : kNvmeBlockBytes,
+                                         host_memory_override));
+  if (config.offload == OffloadPlacement::kAuto && plan.feasible &&
+      plan.placement.offload() == OffloadPlacement::kNvme) {
+    // It put state on NVMe: choose how to drive the drive (which may want
+    // more slots, and sets the block the state is rounded to), and plan again
+    // with that. The second plan is the one that runs.
+    sized.buffer_count = config.buffer_count;
+    TF_RETURN_IF_ERROR(choose_nvme_io());
+    TF_ASSIGN_OR_RETURN(plan, PlanRun(sized, model_config, dtype, *device, nvme_paths,
+                                      nvme_io->io.block_size_bytes, host_memory_override));
+  }
   TF_RETURN_IF_ERROR(RequireFeasible(plan).WithContext("tierflow plan says this run does not fit"));
   TrainConfig placed = sized;
   placed.offload = plan.placement.offload();
   placed.nvme_ratio = plan.placement.nvme_ratio;
+  if (plan.placement.offload() == OffloadPlacement::kHost && !config.nvme_paths.empty()) {
+    reporter.OnNote("the optimizer state fits in host RAM: the NVMe paths are not used");
+  }
 
   TransformerInit init;
   init.seed = config.seed;
@@ -443,9 +474,10 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
                std::to_string(layout.total_params) + " parameters)";
   info.train_tokens = loader.num_train_tokens();
   info.eval_tokens = loader.num_eval_tokens();
-  info.offload = plan.placement.where() == "host"   ? "host RAM"
-                 : plan.placement.where() == "nvme" ? "NVMe"
-                                                    : "split host RAM / NVMe";
+  info.offload = DescribePlacement(plan.placement);
+  info.offload_from = plan.placement.chosen_by_planner
+                          ? "chosen by the planner; --offload-optimizer host|nvme overrides"
+                          : "as configured";
   info.nvme_dir = placed.offload == OffloadPlacement::kNvme ? nvme_paths[0] : "";
   info.predicted_step_seconds = plan.predicted_step_seconds;
   info.speculation_params = plan.placement.speculation_params;

@@ -25,8 +25,9 @@ struct RunInfo {
   std::string model;   // name and parameter count
   int64_t params = 0;
   int64_t train_tokens = 0, eval_tokens = 0;
-  std::string offload;   // where the optimizer state lives
-  std::string nvme_dir;  // "" when on host
+  std::string offload;       // where the optimizer state lives
+  std::string offload_from;  // who chose that: the planner, or the configuration
+  std::string nvme_dir;      // "" when on host
   std::string out_dir;
   int64_t start_step = 0;    // > 0 when resumed
   std::string resumed_from;  // checkpoint path, "" when starting fresh
@@ -77,6 +78,9 @@ struct TrainHooks {
   // The renames and directory fsync that put the final model in place
   // (null: DefaultFileSystem()).
   FileSystem* file_system = nullptr;
+  // The host RAM the planner may place into, instead of what the machine
+  // reports (0: detect), to test its placement on any machine.
+  uint64_t host_memory_bytes = 0;
 };
 
 // Runs `config` to completion, or until *stop becomes true or a cancellation

@@ -13,7 +13,12 @@ namespace {
 // at every offset of source and destination within a line: the bytes are
 // memcpy's/memset's, and nothing outside [dst, dst + n) changes.
 TEST(StreamingCopyTest, CopiesExactlyTheRangeAtAnyAlignment) {
-  const size_t sizes[] = {0, 1, 63, 4096, kStreamingCopyMinBytes - 1, kStreamingCopyMinBytes,
+  const size_t sizes[] = {0,
+                          1,
+                          63,
+                          4096,
+                          kStreamingCopyMinBytes - 1,
+                          kStreamingCopyMinBytes,
                           kStreamingCopyMinBytes + 77};
   const size_t guard = 128;
   std::vector<unsigned char> src(kStreamingCopyMinBytes + 256);
@@ -25,8 +30,8 @@ TEST(StreamingCopyTest, CopiesExactlyTheRangeAtAnyAlignment) {
         std::fill(dst.begin(), dst.end(), 0xAB);
         unsigned char* d = dst.data() + guard + dst_off;
         StreamingCopy(d, src.data() + src_off, n);
-        ASSERT_EQ(std::memcmp(d, src.data() + src_off, n), 0) << n << " " << src_off << " "
-                                                              << dst_off;
+        ASSERT_EQ(std::memcmp(d, src.data() + src_off, n), 0)
+            << n << " " << src_off << " " << dst_off;
         for (unsigned char* p = dst.data(); p < d; ++p) ASSERT_EQ(*p, 0xAB) << n;
         for (unsigned char* p = d + n; p < dst.data() + dst.size(); ++p) ASSERT_EQ(*p, 0xAB) << n;
 

@@ -566,7 +566,17 @@ TEST(ValidateTrainConfig, EachBadSettingIsNamed) {
       {[](TrainConfig& c) { c.aio_block_size = 512u << 20; }, "aio_block_size:"},
       {[](TrainConfig& c) { c.aio_queue_depth = 5000; }, "aio_queue_depth:"},
       {[](TrainConfig& c) { c.aio_threads = 65; }, "aio_threads:"},
-      {[](TrainConfig& c) { c.offload = OffloadPlacement::kAuto; }, "offload:"},
+      {[](TrainConfig& c) { c.offload = static_cast<OffloadPlacement>(9); }, "offload:"},
+      {[](TrainConfig& c) {
+         c.offload = OffloadPlacement::kAuto;  // the planner picks its own share
+         c.nvme_ratio = 0.5;
+       },
+       "nvme_ratio:"},
+      {[](TrainConfig& c) {
+         c.offload = OffloadPlacement::kHost;
+         c.nvme_ratio = 0.25;
+       },
+       "nvme_ratio:"},
       {[](TrainConfig& c) { c.pipeline = "async"; }, "pipeline:"},
       {[](TrainConfig& c) { c.grad_transfer_dtype = DType::kF16; }, "grad_transfer_dtype:"},
       {[](TrainConfig& c) {

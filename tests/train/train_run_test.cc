@@ -322,6 +322,63 @@ TEST(TrainRun, GradTransferDtypeAndSpeculationBudgetTakeEffect) {
   EXPECT_EQ(budget.pinned, base.pinned - (params - 100000) * 2);
 }
 
+// With no placement given, train runs the planner's: host RAM when the
+// state fits there, NVMe (in part or whole) when the host is too small; and
+// a placement given in the configuration (here a forced split) runs as given.
+// Each says where the state went and who chose it.
+TEST(TrainRun, PlacementComesFromThePlannerUnlessGiven) {
+  struct Seen : public TrainReporter {
+    void OnStart(const RunInfo& i) override { info = i; }
+    void OnStep(const StepReport& r) override { losses.push_back(r.stats.loss); }
+    RunInfo info;
+    std::vector<float> losses;
+  };
+  auto run = [](const std::function<void(TrainConfig&)>& edit, uint64_t host_memory) {
+    TempDir out;
+    TrainConfig c = SmallRun(out.path());
+    c.offload = TrainConfig().offload;  // the default
+    c.steps = 2;
+    c.checkpoint_every = 0;
+    c.eval_every = 0;
+    edit(c);
+    TrainHooks hooks;
+    hooks.host_memory_bytes = host_memory;
+    Seen seen;
+    auto r = RunTraining(c, seen, nullptr, &hooks);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return seen;
+  };
+  EXPECT_EQ(TrainConfig().offload, OffloadPlacement::kAuto);
+  const std::string planner = "chosen by the planner";
+
+  const Seen roomy = run([](TrainConfig&) {}, 0);
+  EXPECT_EQ(roomy.info.offload, "host RAM");
+  EXPECT_EQ(roomy.info.offload_from.rfind(planner, 0), 0u) << roomy.info.offload_from;
+  EXPECT_TRUE(roomy.info.nvme_dir.empty());
+
+  // The planner keeps its placements within 90% of the host
+  // (kHostAutoPlacementFraction), and counts 1 GiB of process overhead
+  // besides tiny-llama's 9 MiB of state: 1.13 GiB cannot hold all of it.
+  const uint64_t tight = (uint64_t{1} << 30) / 9 * 10 + (uint64_t{15} << 20);
+  const Seen cramped = run([](TrainConfig&) {}, tight);
+  EXPECT_NE(cramped.info.offload, "host RAM");
+  EXPECT_EQ(cramped.info.offload_from.rfind(planner, 0), 0u) << cramped.info.offload_from;
+  EXPECT_FALSE(cramped.info.nvme_dir.empty());
+
+  const Seen split = run(
+      [](TrainConfig& c) {
+        c.offload = OffloadPlacement::kNvme;
+        c.nvme_ratio = 0.5;
+      },
+      0);
+  EXPECT_EQ(split.info.offload.rfind("split host RAM / NVMe (0.50", 0), 0u) << split.info.offload;
+  EXPECT_EQ(split.info.offload_from, "as configured");
+  // The same steps on the same data: the placement does not change the math.
+  ASSERT_EQ(roomy.losses.size(), 2u);
+  EXPECT_EQ(roomy.losses, cramped.losses);
+  EXPECT_EQ(roomy.losses, split.losses);
+}
+
 TEST(TrainRun, BadInputsAreClearErrorsAndKeepEarlierCheckpoints) {
   TempDir out;
   TrainReporter quiet;
