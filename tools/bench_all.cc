@@ -12,6 +12,8 @@
 #include <cerrno>
 
 #include <cstdio>
+#include <ctime>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +23,7 @@
 #include "common/units.h"
 #include "io/file_system.h"
 #include "io/json_util.h"
+#include "plan/default_profile.h"
 #include "tier/bench_profile.h"
 #include "tools/commands.h"
 
@@ -101,8 +104,21 @@ Status RunBenchAll(const BenchAllOptions& o) {
     return InternalError("bench adam output has no 'isa'; run `tierflow bench adam --json`");
   }
   profile["cpu_isa"] = adam["isa"];
-  TF_RETURN_IF_ERROR(WriteStringToFileAtomically(nullptr, o.out, profile.dump(2) + "\n"));
-  std::printf("wrote %s\n", o.out.c_str());
+  // When, so that plan and train can say how old the rates they use are.
+  profile["measured_unix"] = static_cast<int64_t>(std::time(nullptr));
+  std::string out = o.out;
+  if (out.empty()) {
+    // The default place, where plan and train look when not given --profile.
+    TF_ASSIGN_OR_RETURN(out, DefaultProfilePath());
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(out).parent_path(), ec);
+    if (ec) {
+      return IoError("create the directory of the default profile " + out + ": " + ec.message() +
+                     "; pass --out FILE");
+    }
+  }
+  TF_RETURN_IF_ERROR(WriteStringToFileAtomically(nullptr, out, profile.dump(2) + "\n"));
+  std::printf("wrote %s\n", out.c_str());
   for (const char* key :
        {"h2d_gb_per_second", "d2h_gb_per_second", "host_memory_gb_per_second",
         "adam_params_per_second", "nvme_read_gb_per_second", "nvme_write_gb_per_second"}) {
@@ -125,8 +141,11 @@ void AddBenchAll(CLI::App& bench, int* exit_code) {
   auto opt = std::make_shared<BenchAllOptions>();
   CLI::App* cmd = bench.add_subcommand(
       "all",
-      "Copy, CPU Adam and NVMe benches in one bandwidth profile for `tierflow plan --profile`");
-  cmd->add_option("--out", opt->out, "Profile to write (JSON)")->required();
+      "Copy, CPU Adam and NVMe benches in one bandwidth profile, which `tierflow plan` and "
+      "`tierflow train` use");
+  cmd->add_option("--out", opt->out,
+                  "Profile to write (JSON; default $XDG_CACHE_HOME/tierflow/profile.json, else "
+                  "~/.cache/tierflow/profile.json, where plan and train look for it)");
   cmd->add_option("--device", opt->device, "Device for the copy bench: auto, cpu, cuda")
       ->capture_default_str();
   cmd->add_option("--copy-size", opt->copy_size, "Bytes per copy")->capture_default_str();

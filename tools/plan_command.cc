@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <memory>
 #include <optional>
 #include <set>
@@ -16,6 +17,7 @@
 #include "common/units.h"
 #include "io/sim_profile_file.h"
 #include "plan/bandwidth_profile.h"
+#include "plan/default_profile.h"
 #include "plan/hardware_detect.h"
 #include "plan/plan_json.h"
 #include "plan/plan_report.h"
@@ -241,8 +243,11 @@ StatusOr<Hardware> HardwareFromFlags(const PlanFlags& f, std::vector<std::string
   }
 
   hw.bandwidths = DefaultBandwidths(hw.device_is_gpu, hw.cores);
-  if (!f.profile.empty()) {
-    TF_ASSIGN_OR_RETURN(hw.bandwidths, LoadBandwidthProfile(f.profile, hw.bandwidths));
+  std::string default_profile;
+  TF_ASSIGN_OR_RETURN(std::optional<std::string> profile,
+                      ResolveProfilePath(f.profile, &default_profile));
+  if (profile) {
+    TF_ASSIGN_OR_RETURN(hw.bandwidths, LoadBandwidthProfile(*profile, hw.bandwidths));
   }
   if (sim) {
     // The simulated GPU's own figures: what its streams will take.
@@ -259,16 +264,15 @@ StatusOr<Hardware> HardwareFromFlags(const PlanFlags& f, std::vector<std::string
   char rates[512];
   const Bandwidths& b = hw.bandwidths;
   std::snprintf(rates, sizeof(rates),
-                "rates:  %s: H2D %.1f / D2H %.1f GB/s, host memory %.1f GB/s, optimizer %.2g "
+                "rates:  H2D %.1f / D2H %.1f GB/s, host memory %.1f GB/s, optimizer %.2g "
                 "params/s, NVMe %.1f read / %.1f write GB/s, device %.3g TFLOP/s x %.0f%%",
-                b.source.c_str(), b.h2d_gb_per_second, b.d2h_gb_per_second,
-                b.host_memory_gb_per_second, b.adam_params_per_second, b.nvme_read_gb_per_second,
-                b.nvme_write_gb_per_second, b.device_tflops, b.device_efficiency * 100);
+                b.h2d_gb_per_second, b.d2h_gb_per_second, b.host_memory_gb_per_second,
+                b.adam_params_per_second, b.nvme_read_gb_per_second, b.nvme_write_gb_per_second,
+                b.device_tflops, b.device_efficiency * 100);
   notes->push_back(rates);
-  if (f.profile.empty()) {
-    notes->push_back(
-        "        (defaults; measure this machine with `tierflow bench` and pass --profile)");
-  }
+  notes->push_back("        (" +
+                   DescribeRates(b, static_cast<int64_t>(std::time(nullptr)), default_profile) +
+                   ")");
   return hw;
 }
 
@@ -360,7 +364,9 @@ void AddPlan(CLI::App& app, int* exit_code) {
   cmd->add_option("--nvme-path", f->nvme_paths,
                   "Directory on an NVMe drive (repeatable; default $TMPDIR or /tmp)");
   cmd->add_option("--cores", f->cores, "CPU cores for the optimizer (overrides detection)");
-  cmd->add_option("--profile", f->profile, "Bandwidth profile JSON saved by `tierflow bench`");
+  cmd->add_option("--profile", f->profile,
+                  "Bandwidth profile JSON saved by `tierflow bench` (default: the one `tierflow "
+                  "bench all` saved in ~/.cache/tierflow, when there is one)");
   cmd->add_option("--device-tflops", f->device_tflops, "Dense 16-bit TFLOP/s of the device");
   cmd->add_flag("--json", f->json, "Print one JSON object instead of tables");
   cmd->callback([f, exit_code] {

@@ -51,6 +51,7 @@ class ConsoleReporter : public TrainReporter {
                  std::string(DTypeName(i.grad_transfer_dtype)).c_str(), i.out_dir.c_str());
     // tools/main.cc has checked the level choice at start-up.
     std::fprintf(stderr, "  host loops: %s\n", std::string(IsaName(*SelectedIsa())).c_str());
+    std::fprintf(stderr, "  planner's rates: %s\n", i.rates.c_str());
     if (!i.resumed_from.empty()) {
       std::fprintf(stderr, "  resumed from %s (step %lld)\n", i.resumed_from.c_str(),
                    static_cast<long long>(i.start_step));
@@ -169,7 +170,8 @@ void AddTrain(CLI::App& app, int* exit_code) {
   cmd->add_option("--profile", c.profile,
                   "Hardware profile from `tierflow bench all` or `bench nvme --tune --profile`: "
                   "its NVMe store settings build the NVMe tier (without one, a start-up probe "
-                  "picks them; aio keys override both) and its rates feed the plan");
+                  "picks them; aio keys override both) and its rates feed the plan (default: the "
+                  "one `tierflow bench all` saved in ~/.cache/tierflow, when there is one)");
   cmd->add_option("--speculation", f->speculation,
                   std::string("Overlapped pipeline: parameters updated speculatively per step, or "
                               "auto: as many as free host memory allows (default auto; ") +

@@ -73,6 +73,12 @@ StatusOr<Bandwidths> ParseBandwidthProfile(std::string_view json_text, std::stri
     TF_RETURN_IF_ERROR(reader.PositiveNumber(*it, k.name, k.field));
     ++found;
   }
+  if (auto at = j.find("measured_unix"); at != j.end()) {
+    if (!at->is_number_integer() || at->get<int64_t>() <= 0) {
+      return reader.Error("measured_unix", "must be a positive integer (Unix seconds)");
+    }
+    b.measured_unix = at->get<int64_t>();
+  }
   if (b.device_efficiency > 1) {
     return reader.Error("device_efficiency",
                         "must be at most 1, got " + std::to_string(b.device_efficiency));

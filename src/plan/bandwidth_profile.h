@@ -18,7 +18,8 @@ namespace tierflow {
 Bandwidths DefaultBandwidths(bool device_is_gpu, int cores);
 
 // Reads a profile: {"version": 1, "h2d_gb_per_second": ..., ...}. Every rate
-// key is optional (absent keys keep `base`'s value); unknown keys are
+// key is optional (absent keys keep `base`'s value), and so is
+// "measured_unix" (when `bench all` measured them); unknown keys are
 // ignored so later bench versions can add fields. InvalidArgument naming
 // `source` and the key for a wrong version, a non-positive or non-numeric
 // rate, or text that is not a JSON object.

@@ -75,6 +75,7 @@ struct Bandwidths {
   double device_tflops = 0;              // dense 16-bit GEMM peak of the device
   double device_efficiency = 0;          // fraction of device_tflops a whole fwd+bwd reaches
   std::string source;                    // "defaults", "profile bench.json", ... (for humans)
+  int64_t measured_unix = 0;  // when the profile's benches ran (Unix seconds); 0: unknown
 };
 
 struct Hardware {

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -32,6 +33,7 @@
 #include "model/transformer.h"
 #include "offload/swap_set.h"
 #include "plan/bandwidth_profile.h"
+#include "plan/default_profile.h"
 #include "plan/hardware_detect.h"
 #include "plan/memory_model.h"
 #include "plan/planner.h"
@@ -281,7 +283,7 @@ std::string DescribePlacement(const Placement& p) {
 // resolved one; `nvme_block_bytes` the NVMe tier's block size.
 StatusOr<Plan> PlanRun(const TrainConfig& c, const ModelConfig& model, DType dtype, Device& device,
                        const std::vector<std::string>& nvme_paths, uint64_t nvme_block_bytes,
-                       uint64_t host_memory_override) {
+                       uint64_t host_memory_override, Bandwidths* rates_used) {
   PlanInput in;
   in.model = model;
   in.micro_batch = c.micro_batch;
@@ -318,6 +320,7 @@ StatusOr<Plan> PlanRun(const TrainConfig& c, const ModelConfig& model, DType dty
   if (!c.profile.empty()) {
     TF_ASSIGN_OR_RETURN(hw.bandwidths, LoadBandwidthProfile(c.profile, hw.bandwidths));
   }
+  *rates_used = hw.bandwidths;
   return ComputePlan(in, hw);
 }
 
@@ -407,6 +410,11 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   // How the NVMe tier drives its drive (aio keys > profile > start-up
   // probe), and the slots that asks for; said in the log and in metrics.
   TrainConfig sized = config;
+  // The machine's profile: --profile, else the one `bench all` saved.
+  std::string default_profile;
+  TF_ASSIGN_OR_RETURN(std::optional<std::string> profile,
+                      ResolveProfilePath(config.profile, &default_profile));
+  sized.profile = profile.value_or("");
   std::optional<NvmeIoChoice> nvme_io;
   auto choose_nvme_io = [&]() -> Status {
     NvmeIoChoiceInput choice_input;
@@ -414,7 +422,7 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
     choice_input.buffered = config.nvme_buffered;
     choice_input.largest_tensor_bytes =
         LargestStateTensorBytes(model_config, config.sub_group_size);
-    TF_ASSIGN_OR_RETURN(nvme_io, ChooseNvmeIo(config, choice_input));
+    TF_ASSIGN_OR_RETURN(nvme_io, ChooseNvmeIo(sized, choice_input));
     sized.buffer_count = nvme_io->buffer_count;
     reporter.OnNote("NVMe I/O: " + nvme_io->Describe());
     return Status::Ok();
@@ -427,9 +435,10 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   // The planner places the state ("auto") and refuses a run that cannot
   // fit, before anything is allocated.
   const uint64_t host_memory_override = hooks != nullptr ? hooks->host_memory_bytes : 0;
+  Bandwidths rates;
   TF_ASSIGN_OR_RETURN(Plan plan, PlanRun(sized, model_config, dtype, *device, nvme_paths,
                                          nvme_io ? nvme_io->io.block_size_bytes : kNvmeBlockBytes,
-                                         host_memory_override));
+                                         host_memory_override, &rates));
   if (config.offload == OffloadPlacement::kAuto && plan.feasible &&
       plan.placement.offload() == OffloadPlacement::kNvme) {
     // It put state on NVMe: choose how to drive the drive (which may want
@@ -438,7 +447,7 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
     sized.buffer_count = config.buffer_count;
     TF_RETURN_IF_ERROR(choose_nvme_io());
     TF_ASSIGN_OR_RETURN(plan, PlanRun(sized, model_config, dtype, *device, nvme_paths,
-                                      nvme_io->io.block_size_bytes, host_memory_override));
+                                      nvme_io->io.block_size_bytes, host_memory_override, &rates));
   }
   TF_RETURN_IF_ERROR(RequireFeasible(plan).WithContext("tierflow plan says this run does not fit"));
   TrainConfig placed = sized;
@@ -475,6 +484,7 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   info.train_tokens = loader.num_train_tokens();
   info.eval_tokens = loader.num_eval_tokens();
   info.offload = DescribePlacement(plan.placement);
+  info.rates = DescribeRates(rates, static_cast<int64_t>(std::time(nullptr)), default_profile);
   info.offload_from = plan.placement.chosen_by_planner
                           ? "chosen by the planner; --offload-optimizer host|nvme overrides"
                           : "as configured";

@@ -27,7 +27,10 @@ struct RunInfo {
   int64_t train_tokens = 0, eval_tokens = 0;
   std::string offload;       // where the optimizer state lives
   std::string offload_from;  // who chose that: the planner, or the configuration
-  std::string nvme_dir;      // "" when on host
+  // The rates the plan (placement, speculation budget, predicted step) used:
+  // a profile and how old it is, or the defaults and where a profile was looked for.
+  std::string rates;
+  std::string nvme_dir;  // "" when on host
   std::string out_dir;
   int64_t start_step = 0;    // > 0 when resumed
   std::string resumed_from;  // checkpoint path, "" when starting fresh

@@ -2,10 +2,12 @@
 // it writes loads through LoadBandwidthProfile with every measured rate, and
 // without --nvme-path the NVMe rates keep the planner's defaults; the profile
 // names the CPU optimizer's instruction-set level.
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "common/cpu_isa.h"
 #include "plan/bandwidth_profile.h"
@@ -18,6 +20,19 @@ namespace {
 int RunTierflow(const std::string& args) {
   const std::string cmd = std::string(TIERFLOW_BINARY) + " " + args + " > /dev/null 2>&1";
   return std::system(cmd.c_str());
+}
+
+// Runs `env tierflow args`, returns its stdout and stderr together.
+std::string RunTierflowOutput(const std::string& env, const std::string& args) {
+  const std::string cmd = env + " " + std::string(TIERFLOW_BINARY) + " " + args + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::string out;
+  if (p == nullptr) return out;
+  char buf[4096];
+  size_t got;
+  while ((got = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, got);
+  ::pclose(p);
+  return out;
 }
 
 TEST(BenchAll, WritesAProfileThePlannerLoads) {
@@ -51,6 +66,32 @@ TEST(BenchAll, WritesAProfileThePlannerLoads) {
   ASSERT_TRUE(q.ok()) << q.status().ToString();
   EXPECT_EQ(q->nvme_read_gb_per_second, base.nvme_read_gb_per_second);
   EXPECT_EQ(q->nvme_write_gb_per_second, base.nvme_write_gb_per_second);
+}
+
+// Without --out, bench all saves the profile where plan (and train) look for
+// one by default, with the time it was measured; plan then says it uses
+// that profile and how old it is, and without one, where it looked.
+TEST(BenchAll, SavesTheDefaultProfileThatPlanUses) {
+  tier_test::TempDir dir;
+  const std::string env = "XDG_CACHE_HOME=" + dir.path();
+  const std::string small = " --device cpu --copy-size 1MiB --adam-params 64Ki";
+  const std::string out = RunTierflowOutput(env, "bench all" + small);
+  const std::string path = dir / "tierflow/profile.json";
+  ASSERT_NE(out.find("wrote " + path), std::string::npos) << out;
+  const nlohmann::json profile = nlohmann::json::parse(tier_test::ReadFile(path));
+  ASSERT_TRUE(profile.contains("measured_unix")) << profile;
+  EXPECT_GT(profile["measured_unix"].get<int64_t>(), 1700000000);
+
+  const std::string plan_args = "plan --model tiny-llama --device cpu --seq-len 32";
+  const std::string plan = RunTierflowOutput(env, plan_args);
+  EXPECT_NE(plan.find("(profile " + path), std::string::npos) << plan;
+  EXPECT_NE(plan.find(" s ago"), std::string::npos) << plan;
+
+  tier_test::TempDir empty;
+  const std::string bare = RunTierflowOutput("XDG_CACHE_HOME=" + empty.path(), plan_args);
+  EXPECT_NE(bare.find("(defaults; no profile at " + (empty / "tierflow/profile.json")),
+            std::string::npos)
+      << bare;
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -377,6 +379,51 @@ TEST(TrainRun, PlacementComesFromThePlannerUnlessGiven) {
   ASSERT_EQ(roomy.losses.size(), 2u);
   EXPECT_EQ(roomy.losses, cramped.losses);
   EXPECT_EQ(roomy.losses, split.losses);
+}
+
+// Without --profile, train plans with the profile `bench all` saved in the
+// default place, and says so with its age; a rate there changes the plan
+// (the predicted step). Without one, it says it used the defaults and where
+// it looked.
+TEST(TrainRun, UsesTheDefaultProfileAndSaysHowOld) {
+  struct Seen : public TrainReporter {
+    void OnStart(const RunInfo& i) override { info = i; }
+    RunInfo info;
+  };
+  auto run = []() {
+    TempDir out;
+    TrainConfig c = SmallRun(out.path());
+    c.offload = OffloadPlacement::kHost;
+    c.steps = 1;
+    c.checkpoint_every = 0;
+    c.eval_every = 0;
+    Seen seen;
+    auto r = RunTraining(c, seen);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return seen.info;
+  };
+  TempDir cache;
+  const char* old = std::getenv("XDG_CACHE_HOME");
+  const std::string restore = old != nullptr ? old : "";
+  setenv("XDG_CACHE_HOME", cache.path().c_str(), 1);
+  const std::string path = cache / "tierflow/profile.json";
+  const RunInfo bare = run();
+  EXPECT_EQ(bare.rates.rfind("defaults; no profile at " + path, 0), 0u) << bare.rates;
+
+  fs::create_directories(cache / "tierflow");
+  const auto now = static_cast<long long>(std::time(nullptr));
+  std::ofstream(path) << R"({"version": 1, "adam_params_per_second": 1000, "measured_unix": )"
+                      << now - 7200 << "}";
+  const RunInfo profiled = run();
+  if (old != nullptr) {
+    setenv("XDG_CACHE_HOME", restore.c_str(), 1);
+  } else {
+    unsetenv("XDG_CACHE_HOME");
+  }
+  EXPECT_EQ(profiled.rates.rfind("profile " + path, 0), 0u) << profiled.rates;
+  EXPECT_NE(profiled.rates.find("measured 2 h ago"), std::string::npos) << profiled.rates;
+  // An optimizer of 1000 params/s dominates the predicted step.
+  EXPECT_GT(profiled.predicted_step_seconds, 100 * bare.predicted_step_seconds);
 }
 
 TEST(TrainRun, BadInputsAreClearErrorsAndKeepEarlierCheckpoints) {

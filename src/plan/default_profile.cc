@@ -1,0 +1,65 @@
+// The default profile's location, and the line that says which rates a run uses.
+#include "plan/default_profile.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <system_error>
+
+namespace tierflow {
+
+StatusOr<std::string> DefaultProfilePath() {
+  auto absolute = [](const char* value) {
+    return value != nullptr && value[0] == '/' ? std::optional<std::string>(value) : std::nullopt;
+  };
+  if (auto cache = absolute(std::getenv("XDG_CACHE_HOME"))) {
+    return *cache + "/tierflow/profile.json";
+  }
+  if (auto home = absolute(std::getenv("HOME"))) return *home + "/.cache/tierflow/profile.json";
+  return NotFoundError(
+      "no default profile location: neither XDG_CACHE_HOME nor HOME is an absolute path; pass "
+      "--profile FILE");
+}
+
+StatusOr<std::optional<std::string>> ResolveProfilePath(const std::string& given,
+                                                        std::string* looked_at) {
+  looked_at->clear();
+  if (!given.empty()) return std::optional<std::string>(given);
+  StatusOr<std::string> path = DefaultProfilePath();
+  if (!path.ok()) return std::optional<std::string>();  // nowhere to look: the defaults
+  *looked_at = *path;
+  std::error_code ec;
+  const bool exists = std::filesystem::exists(*path, ec);
+  if (ec) {
+    return IoError("the default bandwidth profile " + *path + ": " + ec.message() +
+                   "; fix its directory's permissions or pass --profile");
+  }
+  if (!exists) return std::optional<std::string>();
+  return std::optional<std::string>(*path);
+}
+
+std::string DescribeRates(const Bandwidths& rates, int64_t now_unix,
+                          const std::string& default_path_looked_at) {
+  std::string out = rates.source;
+  if (rates.measured_unix > 0) {
+    const int64_t age = now_unix - rates.measured_unix;
+    if (age < 0) {
+      out += ", measured in the future by this clock (" + std::to_string(-age) + " s ahead)";
+    } else if (age < 120) {
+      out += ", measured " + std::to_string(age) + " s ago";
+    } else if (age < 2 * 3600) {
+      out += ", measured " + std::to_string(age / 60) + " min ago";
+    } else if (age < 2 * 86400) {
+      out += ", measured " + std::to_string(age / 3600) + " h ago";
+    } else {
+      out += ", measured " + std::to_string(age / 86400) + " days ago";
+    }
+  } else if (rates.source.rfind("profile ", 0) == 0) {
+    out += ", of unknown age (written before profiles recorded it)";
+  } else if (!default_path_looked_at.empty()) {
+    out += "; no profile at " + default_path_looked_at +
+           ": `tierflow bench all` measures this machine and writes one there";
+  }
+  return out;
+}
+
+}  // namespace tierflow
