@@ -110,9 +110,9 @@ TEST(DefaultProfile, SaysWhichRatesAndHowOld) {
   ASSERT_TRUE(old.ok());
   EXPECT_THAT(DescribeRates(*old, 1000, ""), HasSubstr("unknown age"));
 
-  for (const char* bad : {R"({"version": 1, "measured_unix": -5})",
-                          R"({"version": 1, "measured_unix": "yesterday"})",
-                          R"({"version": 1, "measured_unix": 1.5})"}) {
+  for (const char* bad :
+       {R"({"version": 1, "measured_unix": -5})", R"({"version": 1, "measured_unix": "yesterday"})",
+        R"({"version": 1, "measured_unix": 1.5})"}) {
     auto r = ParseBandwidthProfile(bad, "bad.json", defaults);
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << bad;
     EXPECT_THAT(r.status().message(), HasSubstr("measured_unix")) << bad;
