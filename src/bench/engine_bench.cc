@@ -214,7 +214,11 @@ Status MeasureNvmeStage(Device& device, const SubGroupLayout& layout, const Engi
 // next forward), timed until every update has landed, per step.
 Status MeasurePipelined(Device& device, Trainable& model, const MicroBatch& micro_batch,
                         const EngineBenchOptions& options, double* step_seconds, StepStats* last) {
-  TF_ASSIGN_OR_RETURN(auto engine, OffloadEngine::Create(device, model, options.engine));
+  // One micro-batch a step, as the prediction assumes: the engine keeps only
+  // the buffers that needs, as `train` does.
+  EngineOptions engine_options = options.engine;
+  engine_options.micro_batches_per_step = 1;
+  TF_ASSIGN_OR_RETURN(auto engine, OffloadEngine::Create(device, model, engine_options));
   const std::vector<MicroBatch> batch{micro_batch};
   TF_RETURN_IF_ERROR(engine->Step(batch).status());
   TF_RETURN_IF_ERROR(engine->Finish().status());

@@ -76,6 +76,16 @@ struct EngineOptions {
   // within the budget is speculated). Default false: speculation fills the
   // worker's idle time between arrivals and never delays the clip decision.
   bool speculate_eagerly = false;
+  // Micro-batches in every Step, when the caller fixes it (0: any number).
+  // It sizes the host side of the gradient stream to what the steps use:
+  //   1: gradients land from the device, in the transfer dtype, in one
+  //      pinned buffer (2 B/param for 16-bit transfers); no pinned staging.
+  //   > 1: pinned staging buckets are the D2H landing, and the fp32
+  //      accumulator (4 B/param) is pageable memory (huge pages): no DMA
+  //      reads or writes it.
+  //   0: both: a pinned fp32 buffer that serves as either, and the staging.
+  // A Step with another number of micro-batches is InvalidArgument.
+  int micro_batches_per_step = 0;
   // kOverlapped: after a step whose gradients were clipped (or overflowed),
   // the next step does not speculate: clipping tends to persist over steps,
   // and a rolled-back speculation costs its updates twice (on NVMe, a read and

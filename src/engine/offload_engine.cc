@@ -36,6 +36,9 @@ Status OffloadEngine::Init() {
   if (options_.sub_group_params == 0) return InvalidArgumentError("sub_group_params must be > 0");
   if (options_.buffer_count < 2) return InvalidArgumentError("buffer_count must be >= 2");
   if (options_.grad_buckets < 2) return InvalidArgumentError("grad_buckets must be >= 2");
+  if (options_.micro_batches_per_step < 0) {
+    return InvalidArgumentError("micro_batches_per_step must be >= 0 (0: any number)");
+  }
   TF_RETURN_IF_ERROR(
       ValidateGradTransferDType("grad_transfer_dtype", options_.weights_dtype, transfer_dtype_));
   if (options_.offload != OffloadPlacement::kHost && options_.offload != OffloadPlacement::kNvme) {
@@ -72,8 +75,10 @@ Status OffloadEngine::Init() {
       TF_ASSIGN_OR_RETURN(
           b.wire, device_.Allocate(layout_.max_unit_params * tbytes(), "gradient transfer buffer"));
     }
-    TF_ASSIGN_OR_RETURN(
-        b.staging, device_.AllocatePinned(layout_.max_unit_params * tbytes(), "gradient staging"));
+    if (options_.micro_batches_per_step != 1) {
+      TF_ASSIGN_OR_RETURN(b.staging, device_.AllocatePinned(layout_.max_unit_params * tbytes(),
+                                                            "gradient staging"));
+    }
     TF_ASSIGN_OR_RETURN(b.filled, device_.CreateEvent(false));
   }
   // Per-unit gradient statistics, computed on the device in a step of one
@@ -85,7 +90,16 @@ Status OffloadEngine::Init() {
   TF_ASSIGN_OR_RETURN(unit_stats_host_, device_.AllocatePinned(units_.size() * sizeof(GradSquares),
                                                                "gradient statistics"));
   // Host: fp32 accumulator, weight staging, state tiers.
-  TF_ASSIGN_OR_RETURN(acc_, device_.AllocatePinned(total * 4, "fp32 gradient accumulator"));
+  if (options_.micro_batches_per_step == 1) {
+    TF_ASSIGN_OR_RETURN(landed_grads_,
+                        device_.AllocatePinned(total * tbytes(), "gradient landing"));
+  } else if (options_.micro_batches_per_step > 1) {
+    TF_ASSIGN_OR_RETURN(accumulator_,
+                        HostPages::AllocateResident(total * 4, "fp32 gradient accumulator"));
+  } else {
+    TF_ASSIGN_OR_RETURN(landed_grads_,
+                        device_.AllocatePinned(total * 4, "fp32 gradient accumulator"));
+  }
   staging_.resize(static_cast<size_t>(options_.buffer_count));
   for (StagingSlot& s : staging_) {
     TF_ASSIGN_OR_RETURN(
@@ -211,6 +225,14 @@ Status OffloadEngine::ReadDeviceWeights(float* out) {
 
 StatusOr<StepStats> OffloadEngine::Step(const std::vector<MicroBatch>& micro_batches) {
   if (micro_batches.empty()) return InvalidArgumentError("Step: no micro-batches");
+  if (options_.micro_batches_per_step > 0 &&
+      micro_batches.size() != static_cast<size_t>(options_.micro_batches_per_step)) {
+    return InvalidArgumentError(
+        "Step: " + std::to_string(micro_batches.size()) +
+        " micro-batches, but this engine was built for " +
+        std::to_string(options_.micro_batches_per_step) +
+        " per step (EngineOptions::micro_batches_per_step); build it with 0 to vary them");
+  }
   const int64_t step_id = ++issued_step_;
   const int k_total = static_cast<int>(micro_batches.size());
   float loss_scale;

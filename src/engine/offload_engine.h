@@ -155,7 +155,11 @@ class OffloadEngine : public UnitAccess {
   size_t wbytes() const { return DTypeSize(options_.weights_dtype); }
   // Where unit or sub-group elements starting at `offset` land in acc_ in a
   // step of one micro-batch (transfer dtype, packed).
-  char* LandedGrads(uint64_t offset) { return acc_.as<char>() + offset * tbytes(); }
+  char* LandedGrads(uint64_t offset) { return landed_grads_.as<char>() + offset * tbytes(); }
+  // The fp32 accumulator of a step of several micro-batches.
+  float* Accumulator() {
+    return accumulator_.data() != nullptr ? accumulator_.as<float>() : landed_grads_.as<float>();
+  }
   // Bytes per parameter of the gradients crossing PCIe.
   size_t tbytes() const { return DTypeSize(transfer_dtype_); }
 
@@ -196,7 +200,13 @@ class OffloadEngine : public UnitAccess {
   // optimizer reads 2 B/param instead of 4 with 16-bit transfers. The next
   // step's backward cannot begin before this step's last update (its forward
   // waits for every unit's weights), so the two uses never overlap.
-  PinnedBuffer acc_;
+  //
+  // Which buffers exist depends on EngineOptions::micro_batches_per_step:
+  // landed_grads_ is pinned (a DMA target) and holds the landed gradients (1), or
+  // is fp32 and serves as the accumulator too (0); accumulator_ is the
+  // pageable fp32 accumulator (> 1).
+  PinnedBuffer landed_grads_;
+  HostPages accumulator_;
   // Per unit, a step of one micro-batch: the gradients' statistics on the
   // device and as landed on the host (kernels/grad_squares.h), and the
   // device scratch of their reduction (compute stream only).

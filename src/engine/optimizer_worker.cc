@@ -81,7 +81,7 @@ Status OffloadEngine::ProcessArrival(const Arrival& a) {
   }
   const int u = a.unit;
   const uint64_t n = units_[u].num_params;
-  float* acc = acc_.as<float>() + layout_.unit_offsets[u];
+  float* acc = ctx->landed ? nullptr : Accumulator() + layout_.unit_offsets[u];
   // The final micro-batch's accumulation also yields the unit's norm and
   // non-finite flag, in the same pass over the accumulator.
   const bool last_micro = a.micro == ctx->micro_batches - 1;
@@ -187,7 +187,7 @@ Status OffloadEngine::UpdateGroup(StepContext& ctx, int g, int64_t adam_step, fl
     spans.grads = LandedGrads(sg.global_offset);
     spans.grad_dtype = transfer_dtype_;
   } else {
-    spans.grads = acc_.as<float>() + sg.global_offset;
+    spans.grads = Accumulator() + sg.global_offset;
     spans.grad_dtype = DType::kF32;
   }
   spans.out = out;

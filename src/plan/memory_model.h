@@ -36,9 +36,11 @@ int OptimizerMomentCount(OptimizerKind kind);
 
 // ---- bytes per parameter (host / NVMe) ----
 
-inline constexpr uint64_t kMasterBytesPerParam = 4;           // fp32 master weights
-inline constexpr uint64_t kMomentBytesPerParam = 4;           // each fp32 moment
-inline constexpr uint64_t kGradAccumulatorBytesPerParam = 4;  // fp32, pinned host
+inline constexpr uint64_t kMasterBytesPerParam = 4;  // fp32 master weights
+inline constexpr uint64_t kMomentBytesPerParam = 4;  // each fp32 moment
+// fp32, pageable host, with several micro-batches per step (one micro-batch:
+// the transfer dtype's size, pinned: its gradients land there).
+inline constexpr uint64_t kGradAccumulatorBytesPerParam = 4;
 // Device gradient buckets: fp32. What crosses PCIe (each bucket's device
 // cast and its pinned staging) is in the gradient transfer dtype
 // (tierflow/grad_transfer.h): 2 B/param by default with 16-bit weights.

@@ -126,8 +126,12 @@ StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t para
   const uint64_t buffers = U(in.buffer_count);
   const std::string bc = std::to_string(in.buffer_count);
 
-  const uint64_t accumulator = Mul(P, kGradAccumulatorBytesPerParam);
-  const uint64_t grad_staging = Mul(U(in.grad_buckets), U(sg.max_unit_params), wire);
+  // One micro-batch: the gradients land from the device in one pinned buffer
+  // of the transfer dtype, and nothing else is needed. Several: each bucket
+  // lands in pinned staging and is added into a pageable fp32 accumulator.
+  const bool landed = in.grad_accum == 1;
+  const uint64_t accumulator = landed ? Mul(P, wire) : Mul(P, kGradAccumulatorBytesPerParam);
+  const uint64_t grad_staging = landed ? 0 : Mul(U(in.grad_buckets), U(sg.max_unit_params), wire);
   const uint64_t weight_staging = Mul(buffers, U(sg.max_group_params), a);
   const uint64_t spec_weights = SpeculationPinnedBytes(spec_params, a);
   const uint64_t nvme_slots =
@@ -145,10 +149,14 @@ StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t para
        SpeculationBackupBytes(spec_params, static_cast<int64_t>(host_params), state_bytes),
        "overlapped pipeline: state backup of the speculated host-tier sub-groups (" +
            std::to_string(spec_params) + " speculated params)"},
-      {"gradient_accumulator", accumulator, "fp32, 4 B/param, pinned"},
+      {"gradient_accumulator", accumulator,
+       landed ? "one micro-batch: the D2H landing, " + std::to_string(wire) +
+                    " B/param in the transfer dtype, pinned"
+              : "fp32, 4 B/param, pageable (no DMA touches it)"},
       {"pinned_gradient_staging", grad_staging,
-       "D2H landing, " + std::to_string(wire) + " B/param: largest unit x " +
-           std::to_string(in.grad_buckets) + " buckets"},
+       landed ? "none: one micro-batch's gradients land in the accumulator"
+              : "D2H landing, " + std::to_string(wire) + " B/param: largest unit x " +
+                    std::to_string(in.grad_buckets) + " buckets"},
       {"pinned_weight_staging", weight_staging,
        "H2D source: largest sub-group x " + std::to_string(a) + " B x " + bc + " slots"},
       {"pinned_speculative_weights", spec_weights,
@@ -161,7 +169,8 @@ StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t para
     t.host.components.push_back(
         {"emulated_device_memory", device_tensor_bytes, "the CPU device's memory is host RAM"});
   }
-  t.pinned_bytes = Sum(accumulator, grad_staging, weight_staging, spec_weights, nvme_slots);
+  t.pinned_bytes =
+      Sum(landed ? accumulator : 0, grad_staging, weight_staging, spec_weights, nvme_slots);
 
   t.nvme.name = "nvme";
   t.nvme.capacity_bytes = hw.nvme_capacity_bytes;
@@ -265,10 +274,10 @@ std::string HostAdvice(const PlanInput& in, const Plan& plan) {
                        plan.host.bytes_of("optimizer_moments"));
   }
   std::string s =
-      "even with all optimizer state on NVMe the host needs the fp32 gradient "
-      "accumulator (" +
+      "even with all optimizer state on NVMe the host needs the gradient accumulator (" +
       FormatBytes(plan.host.bytes_of("gradient_accumulator")) +
-      ", 4 B/param), pinned staging and I/O buffers";
+      (in.grad_accum == 1 ? ", the gradients as they land" : ", fp32") +
+      "), pinned staging and I/O buffers";
   if (plan.host.bytes_of("emulated_device_memory") > 0) {
     s += " and the emulated device's memory (" +
          FormatBytes(plan.host.bytes_of("emulated_device_memory")) + ")";

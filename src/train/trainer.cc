@@ -465,6 +465,8 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   EngineOptions engine_options = MakeEngineOptions(placed, dtype, nvme_paths);
   // The speculation budget the plan counted: given, or from free host memory.
   engine_options.speculation_params = static_cast<uint64_t>(plan.placement.speculation_params);
+  // Every step has grad_accum micro-batches: the gradient buffers the plan counted.
+  engine_options.micro_batches_per_step = config.grad_accum;
   engine_options.trace = &trace;
   if (nvme_io) engine_options.nvme_io = nvme_io->io;
   if (hooks != nullptr) engine_options.nvme_backend_factory = hooks->nvme_backend_factory;

@@ -292,6 +292,59 @@ TEST(OffloadEngine, FourMicroBatchesOfOneEqualOneOfFour) {
   }
 }
 
+// An engine built for a fixed number of micro-batches per step keeps only
+// the gradient buffers that number needs (one: the landing, in the
+// transfer dtype; several: pinned staging and a pageable fp32 accumulator)
+// and trains to the same bits as one built for any number; a step with
+// another number is refused.
+TEST(OffloadEngine, FixedMicroBatchesPerStepKeepOnlyTheirBuffersAndTheSameBits) {
+  for (DType weights : {DType::kF32, DType::kBF16}) {
+    for (int k : {1, 2}) {
+      SCOPED_TRACE(::testing::Message() << DTypeName(weights) << " x" << k);
+      EngineOptions any = BaseOptions();
+      any.weights_dtype = weights;
+      EngineOptions fixed = any;
+      fixed.micro_batches_per_step = k;
+      const Data data = MakeData(3, 4, 11);
+      const RunResult a = Train(any, data, k), f = Train(fixed, data, k);
+      ASSERT_EQ(a.stats.size(), 3u);
+      ASSERT_EQ(f.stats.size(), 3u);
+      EXPECT_EQ(a.state, f.state);
+      EXPECT_EQ(a.device_weights, f.device_weights);
+      // Pinned: the fixed engine drops the staging (k = 1, whose landing
+      // is also P x t instead of P x 4) or the pinned fp32 accumulator (k = 2).
+      auto pinned_after_create = [](const EngineOptions& options) {
+        auto device = CpuDevice();
+        LinearStack model(kLayers, kDim, options.weights_dtype, 7);
+        auto engine = OffloadEngine::Create(*device, model, options);
+        EXPECT_TRUE(engine.ok()) << engine.status().ToString();
+        return device->PinnedMemory().in_use_bytes;
+      };
+      const uint64_t params = Train(any, MakeData(0, 4, 1)).device_weights.size();
+      const uint64_t dropped = pinned_after_create(any) - pinned_after_create(fixed);
+      EXPECT_GE(dropped, k == 1 ? 0 : params * 4);
+      EXPECT_GT(dropped, 0u);
+    }
+  }
+  auto device = CpuDevice();
+  LinearStack model(kLayers, kDim, DType::kF32, 7);
+  EngineOptions o = BaseOptions();
+  o.micro_batches_per_step = 2;
+  auto engine = OffloadEngine::Create(*device, model, o);
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  const Data data = MakeData(1, 4, 3);
+  MicroBatch mb;
+  mb.dense_inputs = data.x[0].data();
+  mb.dense_targets = data.y[0].data();
+  mb.batch = 4;
+  auto st = (*engine)->Step({mb});
+  EXPECT_EQ(st.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.status().message().find("built for 2 per step"), std::string::npos)
+      << st.status().ToString();
+  o.micro_batches_per_step = -1;
+  EXPECT_EQ(OffloadEngine::Create(*device, model, o).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(OffloadEngine, Fp16OverflowSkipsTheStepAndLowersTheScale) {
   EngineOptions o = BaseOptions();
   o.weights_dtype = DType::kF16;

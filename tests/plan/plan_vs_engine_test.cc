@@ -48,6 +48,7 @@ uint64_t BytesUnder(const fs::path& dir) {
 struct Case {
   std::string preset;
   OffloadPlacement offload;  // kHost or kNvme
+  int grad_accum = 1;        // micro-batches per step: 1 lands them, more accumulate
 };
 
 class PlanVsEngine : public ::testing::TestWithParam<Case> {};
@@ -63,6 +64,7 @@ TEST_P(PlanVsEngine, MeasuredPeaksWithinTenPercentOfThePlan) {
   in.dtype = DType::kBF16;
   in.checkpointing = true;
   in.offload = c.offload;
+  in.grad_accum = c.grad_accum;
   in.sub_group_params = kSubGroup;
   Hardware hw;
   hw.device_memory_bytes = 1ull << 30;
@@ -104,6 +106,7 @@ TEST_P(PlanVsEngine, MeasuredPeaksWithinTenPercentOfThePlan) {
   options.grad_buckets = plan.placement.grad_buckets;
   options.speculation_params = static_cast<uint64_t>(plan.placement.speculation_params);
   options.grad_transfer_dtype = plan.grad_transfer_dtype;
+  options.micro_batches_per_step = c.grad_accum;
   auto engine_or = OffloadEngine::Create(device, **model_or, options);
   if (!engine_or.ok() && engine_or.status().code() == StatusCode::kUnavailable) {
     fs::remove_all(dir);
@@ -128,7 +131,7 @@ TEST_P(PlanVsEngine, MeasuredPeaksWithinTenPercentOfThePlan) {
     mb.targets = targets.data();
     mb.batch = kBatch;
     mb.seq_len = kSeqLen;
-    stats = engine.Step({mb});
+    stats = engine.Step(std::vector<MicroBatch>(static_cast<size_t>(c.grad_accum), mb));
     ASSERT_TRUE(stats.ok()) << stats.status().ToString();
   }
   stats = engine.Finish();
@@ -153,10 +156,13 @@ INSTANTIATE_TEST_SUITE_P(TinyModels, PlanVsEngine,
                          ::testing::Values(Case{"tiny-gpt2", OffloadPlacement::kHost},
                                            Case{"tiny-llama", OffloadPlacement::kHost},
                                            Case{"tiny-gpt2", OffloadPlacement::kNvme},
-                                           Case{"tiny-llama", OffloadPlacement::kNvme}),
+                                           Case{"tiny-llama", OffloadPlacement::kNvme},
+                                           Case{"tiny-llama", OffloadPlacement::kHost, 2}),
                          [](const ::testing::TestParamInfo<Case>& info) {
-                           std::string name = info.param.preset + "_" +
-                                              std::string(OffloadPlacementName(info.param.offload));
+                           std::string name =
+                               info.param.preset + "_" +
+                               std::string(OffloadPlacementName(info.param.offload)) +
+                               (info.param.grad_accum > 1 ? "_accumulating" : "");
                            for (char& ch : name) {
                              if (ch == '-') ch = '_';
                            }
