@@ -236,14 +236,25 @@ StatusOr<double> ChooseRatio(const PlanInput& in, const Hardware& hw, int64_t pa
 std::string DeviceAdvice(const PlanInput& in, const Plan& plan) {
   const uint64_t cap = plan.device.capacity_bytes;
   const uint64_t weights = plan.device.bytes_of("weights");
-  const uint64_t fixed = weights + plan.device.bytes_of("cuda_context") +
-                         plan.device.bytes_of("workspace") +
-                         plan.device.bytes_of("gradient_buckets");
-  if (fixed > cap) {
+  const uint64_t resident =
+      weights + plan.device.bytes_of("cuda_context") + plan.device.bytes_of("workspace");
+  const uint64_t buckets = plan.device.bytes_of("gradient_buckets");
+  if (resident > cap) {
     return "the " + std::string(DTypeName(in.dtype)) + " working weights alone are " +
            FormatBytes(weights) +
            " and tierflow keeps them on the device: use a device with at least " +
            FormatBytes(plan.device.total_bytes()) + ", or a smaller model";
+  }
+  if (resident + buckets > cap) {
+    // Each bucket holds a whole unit's gradient; the largest unit (often
+    // the embedding or LM head) sets them all.
+    return "the " + std::to_string(in.grad_buckets) + " gradient buckets (" + FormatBytes(buckets) +
+           ", each the largest unit's fp32 gradient" +
+           (plan.grad_transfer_dtype != DType::kF32 ? " and its 16-bit cast" : "") +
+           ") do not fit beside the " + FormatBytes(weights) + " of working weights" +
+           (in.grad_buckets > 2 ? ": lower --grad-buckets (2 is the least)" : "") +
+           "; use a device with at least " + FormatBytes(plan.device.total_bytes()) +
+           ", or a smaller model";
   }
   std::string s =
       "activations take " + FormatBytes(plan.device.bytes_of("activations")) + " of it: ";

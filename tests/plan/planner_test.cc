@@ -19,6 +19,7 @@ namespace tierflow {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr uint64_t kGiB = 1ull << 30;
 constexpr uint64_t kTiB = 1ull << 40;
@@ -265,6 +266,19 @@ TEST(Planner, DeviceTooSmallForWeightsIsRefusedNamingDevice) {
   Status s = RequireFeasible(plan);
   EXPECT_EQ(s.code(), StatusCode::kOutOfMemory);
   EXPECT_THAT(s.message(), HasSubstr("device memory"));
+}
+
+// Llama-3-8B on 23 GiB: the weights (14.96 GiB) fit, the three gradient
+// buckets sized to the 128K x 4096 head (8.81 GiB) do not fit beside them;
+// the advice names the buckets, not the weights. (`tierflow plan` on a
+// 24 GiB card says the same: it reserves 768 MiB for the CUDA context.)
+TEST(Planner, DeviceTooSmallForGradientBucketsNamesThem) {
+  Plan plan = MustPlan(Input("llama-8b", 2048), Machine(23 * kGiB, 64 * kGiB, kTiB, true));
+  EXPECT_FALSE(plan.feasible);
+  EXPECT_EQ(plan.binding_constraint, "device");
+  EXPECT_THAT(plan.explanation, HasSubstr("3 gradient buckets"));
+  EXPECT_THAT(plan.explanation, HasSubstr("lower --grad-buckets"));
+  EXPECT_THAT(plan.explanation, Not(HasSubstr("weights alone")));
 }
 
 TEST(Planner, DeviceTooSmallForActivationsSuggestsCheckpointing) {
