@@ -115,7 +115,7 @@ class OffloadEngine : public UnitAccess {
   struct StepContext {
     int64_t id = 0;
     int micro_batches = 1;
-    // One micro-batch: each unit's gradients land in acc_ in the transfer
+    // One micro-batch: each unit's gradients land in landed_grads_ in the transfer
     // dtype (LandedGrads) and the optimizer reads them there.
     bool landed = false;
     float loss_scale = 1;
@@ -153,8 +153,8 @@ class OffloadEngine : public UnitAccess {
   Status Init();
   StateTier& TierOf(int g) { return *group_tier_[g]; }
   size_t wbytes() const { return DTypeSize(options_.weights_dtype); }
-  // Where unit or sub-group elements starting at `offset` land in acc_ in a
-  // step of one micro-batch (transfer dtype, packed).
+  // Where unit or sub-group elements starting at `offset` land in
+  // landed_grads_ in a step of one micro-batch (transfer dtype, packed).
   char* LandedGrads(uint64_t offset) { return landed_grads_.as<char>() + offset * tbytes(); }
   // The fp32 accumulator of a step of several micro-batches.
   float* Accumulator() {
