@@ -1,6 +1,8 @@
 // PlanToJson: every number the planner computed, in bytes and seconds.
 #include "plan/plan_json.h"
 
+#include <algorithm>
+
 namespace tierflow {
 namespace {
 
@@ -63,6 +65,8 @@ nlohmann::json PlanToJson(const PlanInput& in, const Hardware& hw, const Plan& p
                 {"host", TierJson(plan.host)},
                 {"nvme", TierJson(plan.nvme)}};
   j["tiers"]["host"]["pinned_bytes"] = plan.pinned_bytes;
+  j["tiers"]["host"]["pageable_bytes"] =
+      plan.host.total_bytes() - std::min(plan.pinned_bytes, plan.host.total_bytes());
   j["activations"] = {{"with_checkpointing_bytes", plan.activations_with_checkpointing_bytes},
                       {"without_checkpointing_bytes", plan.activations_without_checkpointing_bytes},
                       {"planned",

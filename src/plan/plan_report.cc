@@ -2,6 +2,7 @@
 // (what was assumed, what goes where, does it fit, how fast, how big).
 #include "plan/plan_report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
@@ -94,7 +95,12 @@ std::string FormatPlanReport(const PlanInput& in, const Hardware& hw, const Plan
 
   AppendTier(&out, plan.device, "device");
   AppendTier(&out, plan.host, "host");
-  Appendf(&out, "  (pinned: %s)\n", FormatBytes(plan.pinned_bytes).c_str());
+  // Page-locked memory is the scarce kind (it cannot be swapped or reclaimed,
+  // and some systems cap it): shown apart from the pageable rest.
+  Appendf(
+      &out, "  (pinned: %s; pageable: %s)\n", FormatBytes(plan.pinned_bytes).c_str(),
+      FormatBytes(plan.host.total_bytes() - std::min(plan.pinned_bytes, plan.host.total_bytes()))
+          .c_str());
   AppendTier(&out, plan.nvme, "nvme");
   out += "\n";
 

@@ -59,6 +59,12 @@ TEST(PlanJson, HasTheDocumentedKeys) {
   EXPECT_TRUE(j["placement"].contains("sub_group_params"));
   EXPECT_TRUE(j["stages"].contains("optimizer"));
   EXPECT_EQ(j["feasible"], f.plan.feasible);
+  // Host memory, pinned and pageable apart: together the host tier.
+  EXPECT_EQ(j["tiers"]["host"]["pinned_bytes"].get<uint64_t>() +
+                j["tiers"]["host"]["pageable_bytes"].get<uint64_t>(),
+            j["tiers"]["host"]["total_bytes"].get<uint64_t>());
+  EXPECT_GT(j["tiers"]["host"]["pinned_bytes"].get<uint64_t>(), 0u);
+  EXPECT_GT(j["tiers"]["host"]["pageable_bytes"].get<uint64_t>(), 0u);
 }
 
 TEST(PlanReport, SaysTheVerdictTiersPlacementAndTime) {
@@ -69,6 +75,8 @@ TEST(PlanReport, SaysTheVerdictTiersPlacementAndTime) {
   EXPECT_THAT(text, HasSubstr("verdict: does not fit: the binding constraint is device memory"));
   EXPECT_THAT(text, HasSubstr("<-- OVER"));
   EXPECT_THAT(text, HasSubstr("gradient_accumulator"));
+  EXPECT_THAT(text, HasSubstr("(pinned: "));
+  EXPECT_THAT(text, HasSubstr("; pageable: "));
   EXPECT_THAT(text, HasSubstr("placement (planner)"));
   EXPECT_THAT(text, HasSubstr("step:"));
   EXPECT_THAT(text, HasSubstr("largest llama that fits"));
