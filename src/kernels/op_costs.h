@@ -119,5 +119,12 @@ inline KernelCost CrossEntropy(int64_t rows, int64_t vocab, size_t elem, bool wr
   return Cost(0, (writes_grad ? 8.0 : 5.0) * n,
               n * D(elem) * (writes_grad ? 2.0 : 1.0) + 8.0 * D(rows));
 }
+// The logits' gradient for a slice of `cols` vocabulary columns from the
+// rows' log-sum-exp: reads the slice's logits, each row's lse and target,
+// writes the slice's gradient; exp, subtract, scale (~6 FLOPs per element).
+inline KernelCost CrossEntropyGradSlice(int64_t rows, int64_t cols, size_t elem) {
+  const double n = D(rows) * D(cols);
+  return Cost(0, 6.0 * n, 2.0 * n * D(elem) + 8.0 * D(rows));
+}
 
 }  // namespace tierflow::op_costs

@@ -54,5 +54,17 @@ TEST(OpCosts, CrossEntropyWithGradientWritesTheLogitsGradient) {
   EXPECT_DOUBLE_EQ(with_grad.bytes - loss_only.bytes, 64.0 * 32000 * 2);
 }
 
+TEST(OpCosts, CrossEntropyGradSliceReadsAndWritesTheSliceOnly) {
+  const KernelCost c = op_costs::CrossEntropyGradSlice(64, 8000, 2);
+  // The slice's logits read and gradient written, each row's lse and target.
+  EXPECT_DOUBLE_EQ(c.bytes, 64.0 * 8000 * 2 * 2 + 64.0 * 8);
+  EXPECT_DOUBLE_EQ(c.vector_flops, 6.0 * 64 * 8000);
+  EXPECT_DOUBLE_EQ(c.tensor_flops, 0);
+  // Four slices move the bytes of the fused pass's gradient, and compute less.
+  const KernelCost fused = op_costs::CrossEntropy(64, 32000, 2, true);
+  EXPECT_DOUBLE_EQ(4 * c.bytes - 3 * 64.0 * 8, fused.bytes);
+  EXPECT_LT(4 * c.vector_flops, fused.vector_flops);
+}
+
 }  // namespace
 }  // namespace tierflow

@@ -126,6 +126,40 @@ TYPED_TEST(OpsCuda, CrossEntropy) {
   }
 }
 
+// The gradient by vocabulary slices against the fast CPU path, and on the GPU
+// the slices are the whole cross-entropy's dlogits bit for bit (same formula,
+// same row_lse float, same count).
+TYPED_TEST(OpsCuda, CrossEntropyGradSlices) {
+  using T = TypeParam;
+  const CrossEntropyShape s{.rows = 40, .vocab = 1067};
+  const std::vector<SliceCut> cuts = {{.begin = 0, .width = 500, .stride = 512},
+                                      {.begin = 500, .width = 67, .stride = 67, .in_place = true},
+                                      {.begin = 567, .width = 500, .stride = 520}};
+  for (int ignore_every : {0, 3, 1}) {
+    const std::string what = "cross-entropy slices ignore_every=" + std::to_string(ignore_every);
+    const Outputs gpu =
+        RunCrossEntropyInSlices<T>(Impl::kDevice, this->dev_.get(), s, cuts, ignore_every, 1067);
+    ExpectOutputsClose<T>(
+        RunCrossEntropyInSlices<T>(Impl::kFast, nullptr, s, cuts, ignore_every, 1067), gpu, kUlps,
+        what);
+    ExpectBitIdentical(gpu[0].values, gpu[1].values, what + " sliced vs whole");
+    for (float p : gpu[2].values) ASSERT_EQ(p, 0.0f) << what << ": slice padding";
+  }
+}
+
+// A range of wte rows at a time, and the positions alone, against the fast
+// CPU path; on the GPU the ranges are the whole gradient bit for bit.
+TYPED_TEST(OpsCuda, EmbeddingBackwardRowRanges) {
+  using T = TypeParam;
+  const EmbeddingShape s{.batch = 3, .seq_len = 20, .channels = 300, .vocab = 67};
+  const std::vector<std::pair<int64_t, int64_t>> ranges = {{0, 20}, {20, 27}, {47, 20}};
+  const Outputs gpu = RunEmbeddingBackwardRanges<T>(Impl::kDevice, this->dev_.get(), s, ranges);
+  ExpectOutputsClose<T>(RunEmbeddingBackwardRanges<T>(Impl::kFast, nullptr, s, ranges), gpu, kUlps,
+                        "embedding row ranges");
+  ExpectBitIdentical(gpu[0].values, gpu[1].values, "dwte by ranges");
+  ExpectBitIdentical(gpu[2].values, gpu[3].values, "dwpe alone");
+}
+
 TYPED_TEST(OpsCuda, CastMatchesTheHostConversion) {
   using T = TypeParam;
   auto stream = std::move(this->dev_->CreateStream("cast")).value();

@@ -98,6 +98,116 @@ TYPED_TEST(OpsFastPath, CrossEntropyOddVocabPaddedAndInPlace) {
   }
 }
 
+// ---- the LM head's and the embedding's gradient by vocabulary slices ----
+
+// V = 67 in three uneven slices: the second in place with a row stride above
+// its width; targets (mod 50) fall in the first two slices, none in the last.
+const std::vector<SliceCut> kCuts67 = {{.begin = 0, .width = 23, .stride = 23},
+                                       {.begin = 23, .width = 27, .stride = 32, .in_place = true},
+                                       {.begin = 50, .width = 17, .stride = 21}};
+// V = 203 (several 16-wide packets and a tail) in two slices, and whole.
+const std::vector<SliceCut> kCuts203 = {{.begin = 0, .width = 150, .stride = 150},
+                                        {.begin = 150, .width = 53, .stride = 64}};
+const std::vector<SliceCut> kWhole203 = {{.begin = 0, .width = 203, .stride = 208}};
+
+TYPED_TEST(OpsFastPath, CrossEntropyGradSliceAndRowLse) {
+  using T = TypeParam;
+  const CrossEntropyShape s{.rows = 40, .vocab = 67};
+  ExpectOutputsClose<T>(RunCrossEntropyInSlices<T>(Impl::kReference, nullptr, s, kCuts67, 4, 50),
+                        RunCrossEntropyInSlices<T>(Impl::kFast, nullptr, s, kCuts67, 4, 50), kUlps,
+                        "cross-entropy slices");
+  const CrossEntropyShape s203{.rows = 20, .vocab = 203};
+  ExpectOutputsClose<T>(
+      RunCrossEntropyInSlices<T>(Impl::kReference, nullptr, s203, kCuts203, 3, 203),
+      RunCrossEntropyInSlices<T>(Impl::kFast, nullptr, s203, kCuts203, 3, 203), kUlps,
+      "cross-entropy slices V=203");
+}
+
+// The reference's slices are its own dlogits too (within the rounding of T).
+TYPED_TEST(OpsFastPath, CrossEntropyGradSliceReferenceReproducesItsDlogits) {
+  using T = TypeParam;
+  const Outputs out = RunCrossEntropyInSlices<T>(Impl::kReference, nullptr,
+                                                 {.rows = 40, .vocab = 67}, kCuts67, 4, 50);
+  ExpectClose(out[0].values, out[1].values, 1e-6, kUlps * Eps<T>(), "reference slices");
+}
+
+// The fast path's slices are its whole-vocabulary dlogits bit for bit (given
+// the same logits and its row_lse), and the slices' padding columns are 0.
+TYPED_TEST(OpsFastPath, CrossEntropyGradSlicesAreTheDlogitsBitForBit) {
+  using T = TypeParam;
+  struct Case {
+    CrossEntropyShape s;
+    const std::vector<SliceCut>* cuts;
+    int ignore_every;
+    int64_t target_mod;
+  };
+  const Case cases[] = {{{.rows = 40, .vocab = 67}, &kCuts67, 4, 50},
+                        {{.rows = 20, .vocab = 203}, &kCuts203, 3, 203},
+                        {{.rows = 20, .vocab = 203}, &kWhole203, 0, 203},
+                        {{.rows = 8, .vocab = 67}, &kCuts67, 1, 50}};  // every row ignored
+  for (const Case& c : cases) {
+    const Outputs out = RunCrossEntropyInSlices<T>(Impl::kFast, nullptr, c.s, *c.cuts,
+                                                   c.ignore_every, c.target_mod);
+    const std::string what = "V=" + std::to_string(c.s.vocab) +
+                             " slices=" + std::to_string(c.cuts->size()) +
+                             " ignore_every=" + std::to_string(c.ignore_every);
+    ExpectBitIdentical(out[0].values, out[1].values, what);
+    for (float p : out[2].values) ASSERT_EQ(p, 0.0f) << what << ": slice padding";
+  }
+}
+
+// row_lse changes nothing else: the loss, row losses and dlogits are the same
+// bits with and without it, and it is the float the loss was computed from.
+TEST(OpsFastPathCrossEntropy, RowLseIsAnExtraOutputOnly) {
+  const CrossEntropyShape s{.rows = 20, .vocab = 67, .padded_vocab = 72};
+  auto logits = Random<float>(s.rows * 72, 36, -4.0f, 4.0f);
+  std::vector<int32_t> targets(s.rows);
+  for (int64_t i = 0; i < s.rows; ++i) targets[i] = i % 5 == 0 ? -100 : (i * 7) % 67;
+  std::vector<float> d1(logits.size()), d2(logits.size()), r1(s.rows), r2(s.rows), lse(s.rows);
+  float l1 = 0.0f, l2 = 0.0f;
+  CrossEntropyOptions o;
+  ASSERT_TRUE(
+      SoftmaxCrossEntropyCpu(&l1, r1.data(), d1.data(), logits.data(), targets.data(), s, o).ok());
+  o.row_lse = lse.data();
+  ASSERT_TRUE(
+      SoftmaxCrossEntropyCpu(&l2, r2.data(), d2.data(), logits.data(), targets.data(), s, o).ok());
+  EXPECT_EQ(l1, l2);
+  ExpectBitIdentical(r1, r2, "row losses");
+  ExpectBitIdentical(d1, d2, "dlogits");
+  for (int64_t i = 0; i < s.rows; ++i) {
+    if (targets[i] == -100) continue;
+    EXPECT_EQ(r1[i], lse[i] - logits[i * 72 + targets[i]]) << "row " << i;
+  }
+}
+
+// Three uneven ranges of wte rows (2 + 3 column tasks of 64 with C = 160;
+// repeated tokens; tokens 0 and V-1 used).
+const std::vector<std::pair<int64_t, int64_t>> kRowRanges = {{0, 20}, {20, 27}, {47, 20}};
+const EmbeddingShape kRangeShape{.batch = 3, .seq_len = 20, .channels = 160, .vocab = 67};
+
+TYPED_TEST(OpsFastPath, EmbeddingBackwardRowRangesMatchTheReference) {
+  using T = TypeParam;
+  ExpectOutputsClose<T>(
+      RunEmbeddingBackwardRanges<T>(Impl::kReference, nullptr, kRangeShape, kRowRanges),
+      RunEmbeddingBackwardRanges<T>(Impl::kFast, nullptr, kRangeShape, kRowRanges), kUlps,
+      "embedding row ranges");
+}
+
+TYPED_TEST(OpsFastPath, EmbeddingBackwardRowRangesAreTheWholeGradientBitForBit) {
+  using T = TypeParam;
+  for (Impl impl : {Impl::kReference, Impl::kFast}) {
+    const Outputs out = RunEmbeddingBackwardRanges<T>(impl, nullptr, kRangeShape, kRowRanges);
+    const std::string what = impl == Impl::kFast ? "fast" : "reference";
+    ExpectBitIdentical(out[0].values, out[1].values, what + " dwte by ranges");
+    ExpectBitIdentical(out[2].values, out[3].values, what + " dwpe alone");
+  }
+  // The whole range named explicitly, and grad_rows = 0 (all), are the plain call.
+  const Outputs whole = RunEmbeddingBackwardRanges<T>(Impl::kFast, nullptr, kRangeShape, {{0, 67}});
+  ExpectBitIdentical(whole[0].values, whole[1].values, "explicit whole range");
+  const Outputs all = RunEmbeddingBackwardRanges<T>(Impl::kFast, nullptr, kRangeShape, {{0, 0}});
+  ExpectBitIdentical(all[0].values, all[1].values, "grad_rows = 0");
+}
+
 // ---- determinism: bit-identical results with 1 and 2 threads ----
 
 template <typename F>
@@ -141,6 +251,17 @@ TEST(OpsDeterminism, FastPathsAreBitIdenticalForOneAndTwoThreads) {
         return RunCrossEntropy<float>(Impl::kFast, nullptr, {.rows = 100, .vocab = 67}, 5, false);
       },
       "cross-entropy");
+  ExpectSameBitsForThreadCounts(
+      [] {
+        return RunCrossEntropyInSlices<float>(Impl::kFast, nullptr, {.rows = 40, .vocab = 67},
+                                              kCuts67, 4, 50);
+      },
+      "cross-entropy slices");
+  ExpectSameBitsForThreadCounts(
+      [] {
+        return RunEmbeddingBackwardRanges<bf16>(Impl::kFast, nullptr, kRangeShape, kRowRanges);
+      },
+      "embedding row ranges");
 }
 
 // ---- the dispatching entry points on the CPU device ----
@@ -179,6 +300,15 @@ TEST(OpsCpuDevice, StreamEntryPointsRunTheFastPath) {
   const CrossEntropyShape cs{.rows = 32, .vocab = 67};
   ExpectOutputsIdentical(RunCrossEntropy<float>(Impl::kFast, nullptr, cs, 4, false),
                          RunCrossEntropy<float>(Impl::kDevice, d, cs, 4, false), "cross-entropy");
+  ExpectOutputsIdentical(
+      RunCrossEntropyInSlices<bf16>(Impl::kFast, nullptr, {.rows = 40, .vocab = 67}, kCuts67, 4,
+                                    50),
+      RunCrossEntropyInSlices<bf16>(Impl::kDevice, d, {.rows = 40, .vocab = 67}, kCuts67, 4, 50),
+      "cross-entropy slices");
+  ExpectOutputsIdentical(
+      RunEmbeddingBackwardRanges<float>(Impl::kFast, nullptr, kRangeShape, kRowRanges),
+      RunEmbeddingBackwardRanges<float>(Impl::kDevice, d, kRangeShape, kRowRanges),
+      "embedding row ranges");
 }
 
 TEST(OpsCpuDevice, CastRoundTripsThroughTheStream) {
@@ -278,6 +408,66 @@ TEST(OpsErrors, BadShapesAndInputsAreInvalidArgument) {
   expect_invalid(SoftmaxCrossEntropyCpu(&loss, p, p, p, targets.data(),
                                         {.rows = 2, .vocab = 13, .padded_vocab = 8}),
                  "padded_vocab");
+}
+
+TEST(OpsErrors, SliceAndRowRangeArgumentsAreRefusedNamingTheProblem) {
+  std::vector<float> buf(4096, 0.0f);
+  float* p = buf.data();
+  auto expect_invalid = [](const Status& st, const std::string& needle) {
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+    EXPECT_NE(st.message().find(needle), std::string::npos) << st.message();
+  };
+  // The gradient slice: 2 rows of 13 columns out of a vocabulary of 67.
+  std::vector<int32_t> targets = {-100, 66}, bad = {3, 67};
+  const int32_t* t = targets.data();
+  const CrossEntropyShape s{.rows = 2, .vocab = 13};
+  EXPECT_TRUE(SoftmaxCrossEntropyGradSliceCpu(p, p, p, t, s, 54, 67).ok());
+  EXPECT_TRUE(SoftmaxCrossEntropyGradSliceReference(p, p, p, t, s, 54, 67).ok());
+  for (int which = 0; which < 2; ++which) {
+    auto run = [&](const CrossEntropyShape& cs, int64_t c0, int64_t full, const int32_t* tg,
+                   const float* lse) {
+      return which == 0 ? SoftmaxCrossEntropyGradSliceCpu(p, p, lse, tg, cs, c0, full)
+                        : SoftmaxCrossEntropyGradSliceReference(p, p, lse, tg, cs, c0, full);
+    };
+    const std::string op =
+        which == 0 ? "SoftmaxCrossEntropyGradSliceCpu" : "SoftmaxCrossEntropyGradSliceReference";
+    expect_invalid(run(s, -1, 67, t, p), op + ": col_begin -1 < 0");
+    expect_invalid(run(s, 55, 67, t, p), "[55, 68) (col_begin + width) ends past full_vocab 67");
+    expect_invalid(run({.rows = 2, .vocab = 0}, 0, 67, t, p), "vocab must be > 0");
+    expect_invalid(run({.rows = 2, .vocab = 13, .padded_vocab = 12}, 0, 67, t, p), "padded_vocab");
+    expect_invalid(run(s, 0, 67, bad.data(), p), "target 67 of row 1 is outside [0, 67)");
+    expect_invalid(run(s, 0, 67, t, nullptr), op + ": row_lse is null");
+  }
+  auto dev = MakeCpuDevice();
+  auto stream = std::move(dev->CreateStream("errors")).value();
+  expect_invalid(SoftmaxCrossEntropyGradSlice(*stream, p, p, p, t, s, 60, 67),
+                 "SoftmaxCrossEntropyGradSlice: the slice [60, 73)");
+
+  // The embedding's gradient rows: V = 10.
+  std::vector<int32_t> tokens = {1, 9};
+  const EmbeddingShape es{.batch = 1, .seq_len = 2, .channels = 4, .vocab = 10};
+  auto with_range = [&](int64_t begin, int64_t n) {
+    EmbeddingShape r = es;
+    r.grad_row_begin = begin;
+    r.grad_rows = n;
+    return r;
+  };
+  EXPECT_TRUE(EmbeddingBackwardCpu(p, p, p, tokens.data(), with_range(4, 6)).ok());
+  EXPECT_TRUE(EmbeddingBackwardReference(p, p, p, tokens.data(), with_range(0, 3)).ok());
+  for (int which = 0; which < 2; ++which) {
+    auto run = [&](float* dwte, float* dwpe, const EmbeddingShape& r) {
+      return which == 0 ? EmbeddingBackwardCpu(dwte, dwpe, p, tokens.data(), r)
+                        : EmbeddingBackwardReference(dwte, dwpe, p, tokens.data(), r);
+    };
+    expect_invalid(run(p, p, with_range(-1, 3)), "grad_row_begin -1 < 0");
+    expect_invalid(run(p, p, with_range(0, -2)), "grad_rows -2 < 0");
+    expect_invalid(run(p, p, with_range(8, 3)), "gradient rows [8, 11)");
+    expect_invalid(run(p, p, with_range(8, 3)), "end past vocab 10");
+    expect_invalid(run(p, p, with_range(1, 0)), "gradient rows [1, 11)");  // 0 = all V rows
+    expect_invalid(run(nullptr, nullptr, es), "dwte and dwpe are both null");
+  }
+  expect_invalid(EmbeddingBackward(*stream, p, p, p, tokens.data(), with_range(0, 11)),
+                 "EmbeddingBackward: gradient rows [0, 11)");
 }
 
 }  // namespace

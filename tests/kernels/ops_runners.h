@@ -154,6 +154,53 @@ Outputs RunEmbedding(Impl impl, Device* device, const EmbeddingShape& s, bool wi
   return {AsOutput("out", out), AsOutput("dwte", dwte), AsOutput("dwpe", dwpe)};
 }
 
+// The embedding's backward over the whole vocabulary, then again a range of
+// wte rows at a time (`ranges`: {grad_row_begin, grad_rows}, tiling [0, V) in
+// order; each call's dwte starts from those rows of the whole call's initial
+// dwte), then for the positions alone (dwte null). Outputs: dwte, the ranges'
+// dwte side by side, dwpe (of the whole call) and dwpe alone.
+template <typename T>
+Outputs RunEmbeddingBackwardRanges(Impl impl, Device* device, const EmbeddingShape& s,
+                                   const std::vector<std::pair<int64_t, int64_t>>& ranges) {
+  Backend be(impl, device);
+  const int64_t rows = s.batch * s.seq_len, C = s.channels;
+  std::vector<int32_t> tokens(rows);
+  // Spread over the vocabulary, with repeats (i and i + 5 share a token often).
+  for (int64_t i = 0; i < rows; ++i) tokens[i] = static_cast<int32_t>((i * 11 + i / 5) % s.vocab);
+  tokens[0] = tokens[rows - 1];
+  tokens[1] = static_cast<int32_t>(s.vocab - 1);
+  auto dout = Random<T>(rows * C, 33);
+  auto dwte = Random<float>(s.vocab * C, 34), dwpe = Random<float>(s.seq_len * C, 35);
+  std::vector<float> dwpe_alone = dwpe;
+  std::vector<std::vector<float>> range_dwte;
+  for (const auto& [begin, n] : ranges) {
+    const int64_t end = begin + (n != 0 ? n : s.vocab);
+    range_dwte.emplace_back(dwte.begin() + begin * C, dwte.begin() + end * C);
+  }
+  auto *dwte_p = be.Out(&dwte), *dwpe_p = be.Out(&dwpe), *alone_p = be.Out(&dwpe_alone);
+  std::vector<float*> range_p;
+  for (auto& r : range_dwte) range_p.push_back(be.Out(&r));
+  auto *tok_p = be.In(tokens), *dout_p = be.In(dout);
+  auto run = [&](float* dw, float* dp, const EmbeddingShape& es) {
+    be.Run([&] { return EmbeddingBackwardReference(dw, dp, dout_p, tok_p, es); },
+           [&] { return EmbeddingBackwardCpu(dw, dp, dout_p, tok_p, es); },
+           [&](Stream& st) { return EmbeddingBackward(st, dw, dp, dout_p, tok_p, es); });
+  };
+  run(dwte_p, dwpe_p, s);
+  for (size_t k = 0; k < ranges.size(); ++k) {
+    EmbeddingShape es = s;
+    es.grad_row_begin = ranges[k].first;
+    es.grad_rows = ranges[k].second;
+    run(range_p[k], nullptr, es);
+  }
+  run(nullptr, alone_p, s);
+  be.Finish();
+  std::vector<float> by_ranges;
+  for (const auto& r : range_dwte) by_ranges.insert(by_ranges.end(), r.begin(), r.end());
+  return {AsOutput("dwte", dwte), AsOutput("dwte by ranges", by_ranges), AsOutput("dwpe", dwpe),
+          AsOutput("dwpe alone", dwpe_alone)};
+}
+
 template <typename T>
 Outputs RunLayerNorm(Impl impl, Device* device, const NormShape& s) {
   Backend be(impl, device);
@@ -318,19 +365,107 @@ Outputs RunCrossEntropy(Impl impl, Device* device, const CrossEntropyShape& s, i
     targets[i] = ignored ? ignore_index : static_cast<int32_t>((i * 13 + 5) % s.vocab);
   }
   std::vector<T> dlogits(logits.size(), FromFloat<T>(7.0f));
-  std::vector<float> loss(1, 7.0f), rows(s.rows, 7.0f);
-  auto *loss_p = be.Out(&loss), *rows_p = be.Out(&rows);
+  std::vector<float> loss(1, 7.0f), rows(s.rows, 7.0f), lse(s.rows, 7.0f);
+  auto *loss_p = be.Out(&loss), *rows_p = be.Out(&rows), *lse_p = be.Out(&lse);
   T* dl_p = in_place ? be.Out(&logits) : be.Out(&dlogits);
   const T* lg_p = in_place ? dl_p : be.In(logits);
   auto* tg_p = be.In(targets);
-  const CrossEntropyOptions o{.ignore_index = ignore_index, .grad_scale = 0.25f};
+  const CrossEntropyOptions o{.ignore_index = ignore_index, .grad_scale = 0.25f, .row_lse = lse_p};
   be.Run(
       [&] { return SoftmaxCrossEntropyReference(loss_p, rows_p, dl_p, lg_p, tg_p, s, o); },
       [&] { return SoftmaxCrossEntropyCpu(loss_p, rows_p, dl_p, lg_p, tg_p, s, o); },
       [&](Stream& st) { return SoftmaxCrossEntropy(st, loss_p, rows_p, dl_p, lg_p, tg_p, s, o); });
   be.Finish();
   return {AsOutput("loss", loss), AsOutput("row_losses", rows),
-          AsOutput("dlogits", in_place ? logits : dlogits)};
+          AsOutput("dlogits", in_place ? logits : dlogits), AsOutput("row_lse", lse)};
+}
+
+// One vocabulary slice of SoftmaxCrossEntropyGradSlice: columns [begin, begin + width)
+// in a buffer of row stride `stride` (>= width), its gradient in place or not.
+struct SliceCut {
+  int64_t begin = 0;
+  int64_t width = 0;
+  int64_t stride = 0;
+  bool in_place = false;
+};
+
+// The whole cross-entropy (rows of s.vocab columns, row_lse on), then its
+// dlogits again from `cuts` (which tile [0, s.vocab) in order) with
+// SoftmaxCrossEntropyGradSlice and the first pass's row_lse. Outputs: the
+// first pass's dlogits, the slices' dlogits put side by side (the same
+// layout), every slice's padding columns, and row_lse. Targets: every
+// `ignore_every`-th row ignored (0: none), the rest (i * 13 + 5) % target_mod.
+template <typename T>
+Outputs RunCrossEntropyInSlices(Impl impl, Device* device, const CrossEntropyShape& s,
+                                const std::vector<SliceCut>& cuts, int ignore_every,
+                                int64_t target_mod) {
+  Backend be(impl, device);
+  const int64_t N = s.rows, V = s.vocab;
+  auto logits = Random<T>(N * V, 32, -4.0f, 4.0f);
+  std::vector<int32_t> targets(N);
+  for (int64_t i = 0; i < N; ++i) {
+    const bool ignored = ignore_every > 0 && i % ignore_every == 0;
+    targets[i] = ignored ? -100 : static_cast<int32_t>((i * 13 + 5) % target_mod);
+  }
+  const CrossEntropyOptions base{.ignore_index = -100, .grad_scale = 8.0f};
+  std::vector<T> dlogits(logits.size(), FromFloat<T>(7.0f));
+  std::vector<float> loss(1, 7.0f), rows(N, 7.0f), lse(N, 7.0f);
+  auto *loss_p = be.Out(&loss), *rows_p = be.Out(&rows), *lse_p = be.Out(&lse);
+  auto* dl_p = be.Out(&dlogits);
+  auto *lg_p = be.In(logits), *tg_p = be.In(targets);
+  // Each slice's logits (padding columns hold a marker) and its gradient buffer.
+  std::vector<std::vector<T>> slice_logits, slice_grads;
+  slice_logits.reserve(cuts.size());
+  slice_grads.reserve(cuts.size());
+  for (const SliceCut& c : cuts) {
+    std::vector<T> x(N * c.stride, FromFloat<T>(3.0f));
+    for (int64_t i = 0; i < N; ++i) {
+      for (int64_t j = 0; j < c.width; ++j) x[i * c.stride + j] = logits[i * V + c.begin + j];
+    }
+    slice_logits.push_back(std::move(x));
+    slice_grads.emplace_back(N * c.stride, FromFloat<T>(7.0f));
+  }
+  std::vector<T*> slice_dl(cuts.size());
+  std::vector<const T*> slice_lg(cuts.size());
+  for (size_t k = 0; k < cuts.size(); ++k) {
+    slice_dl[k] = be.Out(cuts[k].in_place ? &slice_logits[k] : &slice_grads[k]);
+    slice_lg[k] = cuts[k].in_place ? slice_dl[k] : be.In(slice_logits[k]);
+  }
+  CrossEntropyOptions o = base;
+  o.row_lse = lse_p;
+  be.Run(
+      [&] { return SoftmaxCrossEntropyReference(loss_p, rows_p, dl_p, lg_p, tg_p, s, o); },
+      [&] { return SoftmaxCrossEntropyCpu(loss_p, rows_p, dl_p, lg_p, tg_p, s, o); },
+      [&](Stream& st) { return SoftmaxCrossEntropy(st, loss_p, rows_p, dl_p, lg_p, tg_p, s, o); });
+  for (size_t k = 0; k < cuts.size(); ++k) {
+    const CrossEntropyShape cs{.rows = N, .vocab = cuts[k].width, .padded_vocab = cuts[k].stride};
+    const int64_t c0 = cuts[k].begin;
+    T* d = slice_dl[k];
+    const T* x = slice_lg[k];
+    be.Run(
+        [&] { return SoftmaxCrossEntropyGradSliceReference(d, x, lse_p, tg_p, cs, c0, V, base); },
+        [&] { return SoftmaxCrossEntropyGradSliceCpu(d, x, lse_p, tg_p, cs, c0, V, base); },
+        [&](Stream& st) {
+          return SoftmaxCrossEntropyGradSlice(st, d, x, lse_p, tg_p, cs, c0, V, base);
+        });
+  }
+  be.Finish();
+  std::vector<T> sliced(N * V, FromFloat<T>(7.0f)), padding;
+  for (size_t k = 0; k < cuts.size(); ++k) {
+    const SliceCut& c = cuts[k];
+    const std::vector<T>& g = c.in_place ? slice_logits[k] : slice_grads[k];
+    for (int64_t i = 0; i < N; ++i) {
+      for (int64_t j = 0; j < c.stride; ++j) {
+        if (j < c.width) {
+          sliced[i * V + c.begin + j] = g[i * c.stride + j];
+        } else {
+          padding.push_back(g[i * c.stride + j]);
+        }
+      }
+    }
+  }
+  return {AsOutput("dlogits", dlogits), AsOutput("sliced dlogits", sliced),
+          AsOutput("slice padding", padding), AsOutput("row_lse", lse)};
 }
 
 // ---- comparisons ----

@@ -44,6 +44,30 @@ Status ValidateEmbedding(const char* op, const EmbeddingShape& s) {
   return Status::Ok();
 }
 
+Status ValidateEmbeddingBackward(const char* op, const EmbeddingShape& s, const float* dwte,
+                                 const float* dwpe) {
+  TF_RETURN_IF_ERROR(ValidateEmbedding(op, s));
+  if (s.grad_row_begin < 0) {
+    return InvalidArgumentError(std::string(op) + ": grad_row_begin " +
+                                std::to_string(s.grad_row_begin) + " < 0");
+  }
+  if (s.grad_rows < 0) {
+    return InvalidArgumentError(std::string(op) + ": grad_rows " + std::to_string(s.grad_rows) +
+                                " < 0");
+  }
+  if (s.grad_row_end() > s.vocab) {
+    return InvalidArgumentError(
+        std::string(op) + ": gradient rows [" + std::to_string(s.grad_row_begin) + ", " +
+        std::to_string(s.grad_row_end()) + ") (grad_row_begin " + std::to_string(s.grad_row_begin) +
+        ", grad_rows " + std::to_string(s.grad_rows) + ") end past vocab " +
+        std::to_string(s.vocab));
+  }
+  if (dwte == nullptr && dwpe == nullptr) {
+    return InvalidArgumentError(std::string(op) + ": dwte and dwpe are both null");
+  }
+  return Status::Ok();
+}
+
 // ---- reference ----
 
 template <typename T>
@@ -71,15 +95,17 @@ template <typename T>
 Status EmbeddingBackwardReference(float* dwte, float* dwpe, const T* dout, const int32_t* tokens,
                                   const EmbeddingShape& s) {
   const char* op = "EmbeddingBackwardReference";
-  TF_RETURN_IF_ERROR(ValidateEmbedding(op, s));
+  TF_RETURN_IF_ERROR(ValidateEmbeddingBackward(op, s, dwte, dwpe));
   TF_RETURN_IF_ERROR(CheckTokens(op, tokens, s));
-  const int64_t C = s.channels;
+  const int64_t C = s.channels, begin = s.grad_row_begin, end = s.grad_row_end();
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t t = 0; t < s.seq_len; ++t) {
       const int64_t row = b * s.seq_len + t;
+      const int64_t tok = tokens[row];
+      const bool in_range = dwte != nullptr && tok >= begin && tok < end;
       for (int64_t c = 0; c < C; ++c) {
         const float g = ToFloat(dout[row * C + c]);
-        dwte[tokens[row] * C + c] += g;
+        if (in_range) dwte[(tok - begin) * C + c] += g;
         if (dwpe != nullptr) dwpe[t * C + c] += g;
       }
     }
@@ -120,18 +146,21 @@ template <typename T>
 Status EmbeddingBackwardCpu(float* dwte, float* dwpe, const T* dout, const int32_t* tokens,
                             const EmbeddingShape& s) {
   const char* op = "EmbeddingBackwardCpu";
-  TF_RETURN_IF_ERROR(ValidateEmbedding(op, s));
-  TF_RETURN_IF_ERROR(CheckNotNull(op, "dwte", dwte));
+  TF_RETURN_IF_ERROR(ValidateEmbeddingBackward(op, s, dwte, dwpe));
   TF_RETURN_IF_ERROR(CheckNotNull(op, "dout", dout));
   TF_RETURN_IF_ERROR(CheckTokens(op, tokens, s));
   const int64_t C = s.channels, rows = s.batch * s.seq_len;
+  const int64_t begin = s.grad_row_begin, end = s.grad_row_end();
   tbb::parallel_for(
       tbb::blocked_range<int64_t>(0, C, kColumnChunk),
       [&](const tbb::blocked_range<int64_t>& r) {
         const int64_t c0 = r.begin(), c1 = r.end();
-        for (int64_t row = 0; row < rows; ++row) {
+        // Tokens in order; those outside the gradient's rows add nothing.
+        for (int64_t row = 0; row < rows && dwte != nullptr; ++row) {
+          const int64_t tok = tokens[row];
+          if (tok < begin || tok >= end) continue;
           const T* g = dout + row * C;
-          float* w = dwte + tokens[row] * C;
+          float* w = dwte + (tok - begin) * C;
           for (int64_t c = c0; c < c1; ++c) w[c] += ToFloat(g[c]);
         }
         if (dwpe == nullptr) return;
@@ -165,7 +194,7 @@ Status EmbeddingForward(Stream& stream, T* out, const int32_t* tokens, const T* 
 template <typename T>
 Status EmbeddingBackward(Stream& stream, float* dwte, float* dwpe, const T* dout,
                          const int32_t* tokens, const EmbeddingShape& s) {
-  TF_RETURN_IF_ERROR(ValidateEmbedding("EmbeddingBackward", s));
+  TF_RETURN_IF_ERROR(ValidateEmbeddingBackward("EmbeddingBackward", s, dwte, dwpe));
   return stream.Launch(
       {"EmbeddingBackward",
        op_costs::EmbeddingBackward(s.batch * s.seq_len, s.channels, sizeof(T), dwpe != nullptr),

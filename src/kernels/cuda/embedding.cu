@@ -28,16 +28,18 @@ static __global__ void EmbeddingForwardKernel(T* out, const int32_t* tokens, con
   }
 }
 
+// dwte holds vocab rows [row_begin, row_end) (within [0, V)); other tokens add nothing.
 template <typename T>
 static __global__ void EmbeddingBackwardWteKernel(float* dwte, const T* dout, const int32_t* tokens,
-                                                  int64_t rows, int64_t C, int64_t V) {
+                                                  int64_t rows, int64_t C, int64_t row_begin,
+                                                  int64_t row_end) {
   const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   const int slice = blockIdx.y;
   if (c >= C) return;
   for (int64_t row = 0; row < rows; ++row) {
     const int32_t tok = tokens[row];
-    if (tok < 0 || tok >= V || tok % kVocabSlices != slice) continue;
-    dwte[tok * C + c] += Load(dout + row * C + c);
+    if (tok < row_begin || tok >= row_end || tok % kVocabSlices != slice) continue;
+    dwte[(tok - row_begin) * C + c] += Load(dout + row * C + c);
   }
 }
 
@@ -67,12 +69,14 @@ Status EmbeddingForwardCuda(cudaStream_t stream, T* out, const int32_t* tokens, 
 template <typename T>
 Status EmbeddingBackwardCuda(cudaStream_t stream, float* dwte, float* dwpe, const T* dout,
                              const int32_t* tokens, const EmbeddingShape& s) {
-  TF_RETURN_IF_ERROR(ValidateEmbedding("EmbeddingBackwardCuda", s));
+  TF_RETURN_IF_ERROR(ValidateEmbeddingBackward("EmbeddingBackwardCuda", s, dwte, dwpe));
   const int64_t rows = s.batch * s.seq_len;
-  dim3 grid(static_cast<unsigned int>((s.channels + kThreads - 1) / kThreads), kVocabSlices);
-  EmbeddingBackwardWteKernel<<<grid, kThreads, 0, stream>>>(dwte, dout, tokens, rows, s.channels,
-                                                            s.vocab);
-  TF_RETURN_IF_ERROR(cuda_ops::CheckLaunch("EmbeddingBackwardWteKernel"));
+  if (dwte != nullptr) {
+    dim3 grid(static_cast<unsigned int>((s.channels + kThreads - 1) / kThreads), kVocabSlices);
+    EmbeddingBackwardWteKernel<<<grid, kThreads, 0, stream>>>(dwte, dout, tokens, rows, s.channels,
+                                                              s.grad_row_begin, s.grad_row_end());
+    TF_RETURN_IF_ERROR(cuda_ops::CheckLaunch("EmbeddingBackwardWteKernel"));
+  }
   if (dwpe == nullptr) return Status::Ok();
   const int64_t n = s.seq_len * s.channels;
   EmbeddingBackwardWpeKernel<<<static_cast<unsigned int>((n + kThreads - 1) / kThreads), kThreads,
