@@ -51,7 +51,15 @@ class LocalAccess : public UnitAccess {
   StatusOr<void*> Weights(int unit) override {
     return static_cast<void*>(weights_ + layout_.unit_offsets[unit] * DTypeSize(weights_dtype_));
   }
-  StatusOr<float*> BeginGrads(int unit) override {
+  // Whole units only: the synthetic model never splits one.
+  uint64_t GradPieceCapacity() const override { return layout_.max_unit_params; }
+  StatusOr<float*> BeginGrads(int unit, uint64_t begin, uint64_t count) override {
+    if (begin != 0 || count != Params(unit)) {
+      return InvalidArgumentError("bench engine: unit " + std::to_string(unit) +
+                                  " asked for a gradient piece [" + std::to_string(begin) + ", +" +
+                                  std::to_string(count) + ") of its " +
+                                  std::to_string(Params(unit)) + "; the stage runs whole units");
+    }
     float* g = unit == 0 ? grads0_ : grads_;
     TF_RETURN_IF_ERROR(stream_.Memset(g, 0, Params(unit) * 4));
     return g;

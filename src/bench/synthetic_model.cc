@@ -65,7 +65,14 @@ Status SyntheticModel::ForwardBackward(Stream& compute, const MicroBatch& batch,
     TF_RETURN_IF_ERROR(Gemm(compute, p));
   }
   for (int u = num_units_ - 1; u >= 0; --u) {
-    TF_ASSIGN_OR_RETURN(float* grads, access.BeginGrads(u));
+    const uint64_t n = static_cast<uint64_t>(d_) * static_cast<uint64_t>(d_);
+    if (n > access.GradPieceCapacity()) {
+      return InvalidArgumentError("synthetic model: a unit of " + std::to_string(n) +
+                                  " parameters exceeds the gradient buckets' " +
+                                  std::to_string(access.GradPieceCapacity()) +
+                                  "; it streams whole units only");
+    }
+    TF_ASSIGN_OR_RETURN(float* grads, access.BeginGrads(u, 0, n));
     // dW += dy^T x: (d, tokens) x (tokens, d), fp32 accumulation into the bucket.
     GemmParams dw = PackedGemm(d_, d_, tokens_, true, false, dtype_, DType::kF32);
     dw.a = dy_.data();

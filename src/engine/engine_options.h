@@ -62,6 +62,13 @@ struct EngineOptions {
   uint64_t sub_group_params = 4u << 20;  // params per optimizer sub-group. Default: 4Mi
   int buffer_count = 4;                  // NVMe I/O slots and weight staging slots. Default: 4
   int grad_buckets = 3;                  // device gradient buckets. Default: 3
+  // Parameters per gradient bucket (fp32 on the device, plus its transfer
+  // buffer). A unit larger than this streams its gradient in pieces
+  // (UnitAccess::GradPieceCapacity); the model refuses a bucket smaller than
+  // the gradient one of its kernels writes at once. 0: the largest unit
+  // (every unit in one piece). Values above the largest unit allocate only
+  // that. Default: 0.
+  uint64_t grad_bucket_params = 0;
 
   Pipeline pipeline = Pipeline::kOverlapped;
   // kOverlapped: at most this many parameters are updated speculatively per

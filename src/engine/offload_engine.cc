@@ -68,27 +68,31 @@ Status OffloadEngine::Init() {
   device_spans_ = std::make_unique<DeviceSpans>(device_, trace_);
   TF_RETURN_IF_ERROR(device_spans_->Anchor(*compute_));
   TF_ASSIGN_OR_RETURN(weights_, device_.Allocate(total * wbytes(), "working weights"));
+  bucket_params_ = options_.grad_bucket_params == 0
+                       ? layout_.max_unit_params
+                       : std::min(options_.grad_bucket_params, layout_.max_unit_params);
   buckets_.resize(static_cast<size_t>(options_.grad_buckets));
   for (Bucket& b : buckets_) {
-    TF_ASSIGN_OR_RETURN(b.grads, device_.Allocate(layout_.max_unit_params * 4, "gradient bucket"));
+    TF_ASSIGN_OR_RETURN(b.grads, device_.Allocate(bucket_params_ * 4, "gradient bucket"));
     if (transfer_dtype_ != DType::kF32) {
-      TF_ASSIGN_OR_RETURN(
-          b.wire, device_.Allocate(layout_.max_unit_params * tbytes(), "gradient transfer buffer"));
+      TF_ASSIGN_OR_RETURN(b.wire,
+                          device_.Allocate(bucket_params_ * tbytes(), "gradient transfer buffer"));
     }
     if (options_.micro_batches_per_step != 1) {
-      TF_ASSIGN_OR_RETURN(b.staging, device_.AllocatePinned(layout_.max_unit_params * tbytes(),
-                                                            "gradient staging"));
+      TF_ASSIGN_OR_RETURN(b.staging,
+                          device_.AllocatePinned(bucket_params_ * tbytes(), "gradient staging"));
     }
     TF_ASSIGN_OR_RETURN(b.filled, device_.CreateEvent(false));
   }
-  // Per-unit gradient statistics, computed on the device in a step of one
+  // Per-bucket gradient statistics, computed on the device in a step of one
   // micro-batch (engine/device_grad_stats.h) and landed beside the gradients.
-  TF_ASSIGN_OR_RETURN(unit_stats_device_,
-                      device_.Allocate(units_.size() * sizeof(GradSquares), "gradient statistics"));
+  TF_ASSIGN_OR_RETURN(bucket_stats_device_, device_.Allocate(buckets_.size() * sizeof(GradSquares),
+                                                             "gradient statistics"));
   TF_ASSIGN_OR_RETURN(stats_scratch_,
                       device_.Allocate(kGradSquaresScratchBytes, "gradient statistics scratch"));
-  TF_ASSIGN_OR_RETURN(unit_stats_host_, device_.AllocatePinned(units_.size() * sizeof(GradSquares),
-                                                               "gradient statistics"));
+  TF_ASSIGN_OR_RETURN(
+      bucket_stats_host_,
+      device_.AllocatePinned(buckets_.size() * sizeof(GradSquares), "gradient statistics"));
   // Host: fp32 accumulator, weight staging, state tiers.
   if (options_.micro_batches_per_step == 1) {
     TF_ASSIGN_OR_RETURN(landed_grads_,
@@ -176,7 +180,8 @@ Status OffloadEngine::Init() {
   TF_RETURN_IF_ERROR(UploadAllWeights());
 
   weights_waited_.assign(units_.size(), -1);
-  unit_bucket_.assign(units_.size(), -1);
+  open_piece_.assign(units_.size(), OpenPiece{});
+  unit_pieces_.assign(units_.size(), {});
   unit_ready_step_.assign(units_.size(), 0);
   worker_ = std::thread([this] { WorkerLoop(); });
   return Status::Ok();
@@ -186,7 +191,7 @@ OffloadEngine::~OffloadEngine() {
   if (worker_.joinable()) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      queue_.push_back(Arrival{0, 0, 0, 0, true});
+      queue_.push_back(Arrival{0, 0, 0, 0, 0, 0, true});
     }
     cv_.notify_all();
     worker_.join();
@@ -249,6 +254,7 @@ StatusOr<StepStats> OffloadEngine::Step(const std::vector<MicroBatch>& micro_bat
     ctx.lr = options_.adam.lr;
     ctx.unit_sum_squares.assign(units_.size(), 0.0);
     ctx.unit_non_finite.assign(units_.size(), 0);
+    ctx.unit_params_landed.assign(units_.size(), 0);
     ctx.start = TraceRecorder::Clock::now();
     loss_scale = ctx.loss_scale;
     steps_.push_back(std::move(ctx));
@@ -260,9 +266,11 @@ StatusOr<StepStats> OffloadEngine::Step(const std::vector<MicroBatch>& micro_bat
   double loss_sum = 0;
   for (int k = 0; k < k_total; ++k) {
     current_micro_ = k;
+    for (auto& pieces : unit_pieces_) pieces.clear();
     TF_ASSIGN_OR_RETURN(DeviceSpans::Started span, device_spans_->Begin(*compute_));
     TF_RETURN_IF_ERROR(model_.ForwardBackward(*compute_, micro_batches[k],
                                               loss_scale / static_cast<float>(k_total), *this));
+    TF_RETURN_IF_ERROR(CheckGradsComplete());
     TF_RETURN_IF_ERROR(device_spans_->End(*compute_, std::move(span), "compute",
                                           "fwd+bwd micro " + std::to_string(k)));
     TF_RETURN_IF_ERROR(compute_->Synchronize());
@@ -363,7 +371,10 @@ class EvalAccess : public UnitAccess {
  public:
   EvalAccess(OffloadEngine* engine, float* scratch) : engine_(engine), scratch_(scratch) {}
   StatusOr<void*> Weights(int unit) override { return engine_->Weights(unit); }
-  StatusOr<float*> BeginGrads(int unit) override { return scratch_; }
+  uint64_t GradPieceCapacity() const override { return engine_->GradPieceCapacity(); }
+  StatusOr<float*> BeginGrads(int unit, uint64_t begin, uint64_t count) override {
+    return scratch_;
+  }
   Status EndGrads(int unit) override { return Status::Ok(); }
 
  private:
@@ -419,12 +430,42 @@ StatusOr<void*> OffloadEngine::Weights(int unit) {
                             layout_.unit_offsets[unit] * wbytes());
 }
 
-StatusOr<float*> OffloadEngine::BeginGrads(int unit) {
+StatusOr<float*> OffloadEngine::BeginGrads(int unit, uint64_t begin, uint64_t count) {
   if (unit < 0 || static_cast<size_t>(unit) >= units_.size()) {
     return InvalidArgumentError("BeginGrads: no unit " + std::to_string(unit));
   }
-  if (unit_bucket_[unit] >= 0) {
-    return InternalError("BeginGrads(" + units_[unit].name + ") called twice without EndGrads");
+  const UnitInfo& u = units_[unit];
+  if (count == 0 || begin > u.num_params || count > u.num_params - begin) {
+    return InvalidArgumentError("BeginGrads(" + u.name + "): parameters [" + std::to_string(begin) +
+                                ", +" + std::to_string(count) +
+                                ") are not a non-empty range of its " +
+                                std::to_string(u.num_params));
+  }
+  if (count > bucket_params_) {
+    return InvalidArgumentError("BeginGrads(" + u.name + "): a piece of " + std::to_string(count) +
+                                " parameters exceeds the gradient buckets' " +
+                                std::to_string(bucket_params_) + " (GradPieceCapacity)");
+  }
+  if (open_piece_[unit].bucket >= 0) {
+    return InternalError("BeginGrads(" + u.name + ") while its previous piece is open");
+  }
+  for (const auto& [b0, n0] : unit_pieces_[unit]) {
+    if (begin < b0 + n0 && b0 < begin + count) {
+      return InvalidArgumentError("BeginGrads(" + u.name + "): parameters [" +
+                                  std::to_string(begin) + ", +" + std::to_string(count) +
+                                  ") overlap an earlier piece [" + std::to_string(b0) + ", +" +
+                                  std::to_string(n0) + ") of this micro-batch");
+    }
+  }
+  // Buckets held by open pieces are only freed by the model: if they are
+  // all held, waiting for one would never end.
+  int open = 0;
+  for (const OpenPiece& p : open_piece_) open += p.bucket >= 0 ? 1 : 0;
+  if (open >= static_cast<int>(buckets_.size())) {
+    return FailedPreconditionError("BeginGrads(" + u.name + "): all " +
+                                   std::to_string(buckets_.size()) +
+                                   " gradient buckets are held by open pieces; the model needs "
+                                   "more buckets (EngineOptions::grad_buckets)");
   }
   int chosen = -1;
   {
@@ -443,22 +484,23 @@ StatusOr<float*> OffloadEngine::BeginGrads(int unit) {
     });
     if (!worker_error_.ok()) return worker_error_;
     buckets_[chosen].busy = true;
-    buckets_[chosen].unit = unit;
   }
-  unit_bucket_[unit] = chosen;
+  open_piece_[unit] = OpenPiece{chosen, begin, count};
+  unit_pieces_[unit].emplace_back(begin, count);
   Bucket& b = buckets_[chosen];
-  TF_RETURN_IF_ERROR(compute_->Memset(b.grads.data(), 0, units_[unit].num_params * 4));
+  TF_RETURN_IF_ERROR(compute_->Memset(b.grads.data(), 0, count * 4));
   return b.grads.as<float>();
 }
 
 Status OffloadEngine::EndGrads(int unit) {
-  if (unit < 0 || static_cast<size_t>(unit) >= units_.size() || unit_bucket_[unit] < 0) {
+  if (unit < 0 || static_cast<size_t>(unit) >= units_.size() || open_piece_[unit].bucket < 0) {
     return InvalidArgumentError("EndGrads without BeginGrads for unit " + std::to_string(unit));
   }
-  const int b = unit_bucket_[unit];
-  unit_bucket_[unit] = -1;
+  const OpenPiece piece = open_piece_[unit];
+  open_piece_[unit] = OpenPiece{};
+  const int b = piece.bucket;
   Bucket& bucket = buckets_[b];
-  const uint64_t n = units_[unit].num_params;
+  const uint64_t n = piece.count;
   // 16-bit transfer: the fp32 bucket is cast on the compute stream, after
   // everything that writes it, into the bucket's transfer buffer; the D2H
   // copies that. A non-finite gradient stays non-finite (and a finite fp32
@@ -471,7 +513,7 @@ Status OffloadEngine::EndGrads(int unit) {
   }
   // One micro-batch: these gradients are the step's, so their statistics
   // (of exactly the values that cross) come from the device.
-  GradSquares* stats = unit_stats_device_.as<GradSquares>() + unit;
+  GradSquares* stats = bucket_stats_device_.as<GradSquares>() + b;
   if (landing_) {
     TF_RETURN_IF_ERROR(LaunchGradStats(*compute_, transfer_dtype_, wire, static_cast<int64_t>(n),
                                        stats, stats_scratch_.as<double>()));
@@ -479,18 +521,21 @@ Status OffloadEngine::EndGrads(int unit) {
   TF_RETURN_IF_ERROR(compute_->Record(*bucket.filled));
   TF_RETURN_IF_ERROR(d2h_->Wait(*bucket.filled));
   TF_ASSIGN_OR_RETURN(DeviceSpans::Started span, device_spans_->Begin(*d2h_));
-  void* dst = landing_ ? static_cast<void*>(LandedGrads(layout_.unit_offsets[unit]))
+  void* dst = landing_ ? static_cast<void*>(LandedGrads(layout_.unit_offsets[unit] + piece.begin))
                        : bucket.staging.data();
   TF_RETURN_IF_ERROR(d2h_->CopyDeviceToHost(dst, wire, n * tbytes()));
   if (landing_) {
-    TF_RETURN_IF_ERROR(d2h_->CopyDeviceToHost(unit_stats_host_.as<GradSquares>() + unit, stats,
+    TF_RETURN_IF_ERROR(d2h_->CopyDeviceToHost(bucket_stats_host_.as<GradSquares>() + b, stats,
                                               sizeof(GradSquares)));
   }
-  TF_RETURN_IF_ERROR(
-      device_spans_->End(*d2h_, std::move(span), "d2h", "grads " + units_[unit].name));
+  const bool whole = n == units_[unit].num_params;
+  TF_RETURN_IF_ERROR(device_spans_->End(
+      *d2h_, std::move(span), "d2h",
+      "grads " + units_[unit].name +
+          (whole ? "" : " [" + std::to_string(piece.begin) + ", +" + std::to_string(n) + ")")));
   // The one host callback per transfer: it wakes the optimizer worker, which
   // may be speculating and must take this arrival as soon as it lands.
-  Arrival arrival{issued_step_, unit, current_micro_, b, false};
+  Arrival arrival{issued_step_, unit, piece.begin, n, current_micro_, b, false};
   return d2h_->HostCallback([this, arrival] {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -499,6 +544,23 @@ Status OffloadEngine::EndGrads(int unit) {
     cv_.notify_all();
     return Status::Ok();
   });
+}
+
+Status OffloadEngine::CheckGradsComplete() const {
+  for (size_t u = 0; u < units_.size(); ++u) {
+    if (open_piece_[u].bucket >= 0) {
+      return InternalError("the model left a gradient piece of '" + units_[u].name +
+                           "' open (BeginGrads without EndGrads)");
+    }
+    uint64_t covered = 0;
+    for (const auto& piece : unit_pieces_[u]) covered += piece.second;
+    if (covered != units_[u].num_params) {
+      return InternalError("the model delivered gradients for " + std::to_string(covered) +
+                           " of the " + std::to_string(units_[u].num_params) + " parameters of '" +
+                           units_[u].name + "' in a micro-batch");
+    }
+  }
+  return Status::Ok();
 }
 
 OffloadEngine::StepContext* OffloadEngine::FindStep(int64_t id) {

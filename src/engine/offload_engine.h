@@ -89,17 +89,22 @@ class OffloadEngine : public UnitAccess {
 
   // UnitAccess, for the model during Step.
   StatusOr<void*> Weights(int unit) override;
-  StatusOr<float*> BeginGrads(int unit) override;
+  uint64_t GradPieceCapacity() const override { return bucket_params_; }
+  StatusOr<float*> BeginGrads(int unit, uint64_t begin, uint64_t count) override;
   Status EndGrads(int unit) override;
 
  private:
   struct Bucket {
-    DeviceBuffer grads;    // (max_unit_params,) fp32 on the device
-    DeviceBuffer wire;     // (max_unit_params,) transfer dtype; empty when that is fp32
-    PinnedBuffer staging;  // (max_unit_params,) transfer dtype, D2H target
+    DeviceBuffer grads;    // (bucket_params_,) fp32 on the device
+    DeviceBuffer wire;     // (bucket_params_,) transfer dtype; empty when that is fp32
+    PinnedBuffer staging;  // (bucket_params_,) transfer dtype, D2H target
     std::unique_ptr<Event> filled;
     bool busy = false;  // guarded by mu_
-    int unit = -1;
+  };
+  // A unit's piece being written by the model (main thread).
+  struct OpenPiece {
+    int bucket = -1;  // -1: none open
+    uint64_t begin = 0, count = 0;
   };
   struct StagingSlot {
     PinnedBuffer buffer;  // (max_group_params,) weights dtype
@@ -108,6 +113,7 @@ class OffloadEngine : public UnitAccess {
   struct Arrival {
     int64_t step_id;
     int unit;
+    uint64_t begin, count;  // the piece: parameters of the unit
     int micro;
     int bucket;
     bool stop;
@@ -121,8 +127,10 @@ class OffloadEngine : public UnitAccess {
     float loss_scale = 1;
     float lr = 0;
     // Filled by the worker.
-    std::vector<double> unit_sum_squares;
+    std::vector<double> unit_sum_squares;  // summed over the unit's pieces as they land
     std::vector<char> unit_non_finite;
+    std::vector<uint64_t> unit_params_landed;  // final micro-batch: complete at num_params
+    bool final_backward_started = false;
     int units_complete = 0;
     bool decided = false;
     StepStats stats;
@@ -151,6 +159,9 @@ class OffloadEngine : public UnitAccess {
 
   OffloadEngine(Device& device, Trainable& model, const EngineOptions& options);
   Status Init();
+  // After a micro-batch's ForwardBackward: every unit's pieces were ended
+  // and covered it exactly once (overlaps are refused as they are begun).
+  Status CheckGradsComplete() const;
   StateTier& TierOf(int g) { return *group_tier_[g]; }
   size_t wbytes() const { return DTypeSize(options_.weights_dtype); }
   // Where unit or sub-group elements starting at `offset` land in
@@ -193,6 +204,7 @@ class OffloadEngine : public UnitAccess {
   std::unique_ptr<DeviceSpans> device_spans_;
   DeviceBuffer weights_;  // (total_params,) weights dtype
   std::vector<Bucket> buckets_;
+  uint64_t bucket_params_ = 0;  // capacity of each bucket, in parameters
   // (total_params,) fp32 gradient accumulator. In a step of one micro-batch
   // it holds the gradients as they crossed PCIe instead, packed in the
   // transfer dtype (LandedGrads): the D2H copies each unit straight there,
@@ -207,11 +219,11 @@ class OffloadEngine : public UnitAccess {
   // pageable fp32 accumulator (> 1).
   PinnedBuffer landed_grads_;
   HostPages accumulator_;
-  // Per unit, a step of one micro-batch: the gradients' statistics on the
+  // Per bucket, a step of one micro-batch: its piece's statistics on the
   // device and as landed on the host (kernels/grad_squares.h), and the
   // device scratch of their reduction (compute stream only).
-  DeviceBuffer unit_stats_device_, stats_scratch_;
-  PinnedBuffer unit_stats_host_;
+  DeviceBuffer bucket_stats_device_, stats_scratch_;
+  PinnedBuffer bucket_stats_host_;
   std::vector<StagingSlot> staging_;
   size_t next_staging_ = 0;
   std::vector<std::unique_ptr<Event>> unit_ready_;  // per unit
@@ -242,8 +254,10 @@ class OffloadEngine : public UnitAccess {
   int current_micro_ = 0;
   bool landing_ = false;  // the step being issued has one micro-batch (StepContext::landed)
   std::vector<int64_t> weights_waited_;  // per unit: step id whose wait was enqueued
-  std::vector<int> unit_bucket_;         // per unit: bucket in use
-  LossScaler scaler_;                    // worker-owned between decisions
+  std::vector<OpenPiece> open_piece_;    // per unit
+  // Per unit, the pieces of the micro-batch being issued (overlap and coverage checks).
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> unit_pieces_;
+  LossScaler scaler_;  // worker-owned between decisions
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

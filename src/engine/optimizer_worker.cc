@@ -80,15 +80,15 @@ Status OffloadEngine::ProcessArrival(const Arrival& a) {
     return InternalError("gradients for unknown step " + std::to_string(a.step_id));
   }
   const int u = a.unit;
-  const uint64_t n = units_[u].num_params;
-  float* acc = ctx->landed ? nullptr : Accumulator() + layout_.unit_offsets[u];
+  const uint64_t n = a.count;
+  float* acc = ctx->landed ? nullptr : Accumulator() + layout_.unit_offsets[u] + a.begin;
   // The final micro-batch's accumulation also yields the unit's norm and
   // non-finite flag, in the same pass over the accumulator.
   const bool last_micro = a.micro == ctx->micro_batches - 1;
   StatusOr<GradStatsResult> stats = GradStatsResult{};
   if (ctx->landed) {
     // Computed on the device and landed with the gradients (EndGrads).
-    const GradSquares& landed = unit_stats_host_.as<GradSquares>()[u];
+    const GradSquares& landed = bucket_stats_host_.as<GradSquares>()[a.bucket];
     stats = GradStatsResult{landed.sum_squares, landed.non_finite != 0};
   } else {
     ScopedSpan span(trace_, "accumulate", "grads " + units_[u].name);
@@ -108,8 +108,9 @@ Status OffloadEngine::ProcessArrival(const Arrival& a) {
   if (!last_micro) return Status::Ok();
   TF_RETURN_IF_ERROR(stats.status());
 
-  if (ctx->units_complete == 0) {
-    // First unit of the final backward: reset per-step bookkeeping and make
+  if (!ctx->final_backward_started) {
+    ctx->final_backward_started = true;
+    // First piece of the final backward: reset per-step bookkeeping and make
     // sure NVMe read-ahead is under way for what this step updates first
     // (synchronous: the forward-order pass after the decision; overlapped:
     // the backward-order speculation, if the end of the last step could not).
@@ -132,12 +133,15 @@ Status OffloadEngine::ProcessArrival(const Arrival& a) {
       TF_RETURN_IF_ERROR(PrefetchNextStep(/*wait_for_writes=*/false));
     }
   }
-  const GradStatsResult& gs = *stats;
-  ctx->unit_sum_squares[u] = gs.sum_squares;
-  ctx->unit_non_finite[u] = gs.has_non_finite;
+  // A unit in pieces: their sums add up in the order they land (the d2h
+  // stream's order, fixed by the model), so the norm is deterministic.
+  ctx->unit_sum_squares[u] += stats->sum_squares;
+  ctx->unit_non_finite[u] |= static_cast<char>(stats->has_non_finite);
+  ctx->unit_params_landed[u] += n;
+  if (ctx->unit_params_landed[u] < units_[u].num_params) return Status::Ok();
   ++ctx->units_complete;
 
-  if (gs.has_non_finite) {
+  if (ctx->unit_non_finite[u] != 0) {
     std::lock_guard<std::mutex> lock(mu_);
     spec_pending_.clear();  // the step will be skipped: speculating is wasted work
   } else if (options_.pipeline == Pipeline::kOverlapped && !spec_paused_) {

@@ -5,8 +5,11 @@
 // The model enqueues forward and backward of a micro-batch on the compute
 // stream and asks the engine, through UnitAccess, for each unit's weights
 // (the engine makes the stream wait until that unit's latest update has
-// landed) and for a gradient buffer per unit (the engine streams it to the
-// host as soon as the model says the unit's gradients are complete).
+// landed) and for gradient buffers (the engine streams each to the host as
+// soon as the model says it is complete). A unit's gradients come in one or
+// more pieces, contiguous parameter ranges of at most GradPieceCapacity()
+// parameters (the engine's bucket size), so a unit larger than a bucket (a
+// 128K x 4096 LM head) never needs its whole fp32 gradient on the device.
 #pragma once
 
 #include <cstdint>
@@ -39,11 +42,19 @@ class UnitAccess {
   // Device pointer to unit `unit`'s working weights (dtype = the engine's
   // weights dtype). Makes the compute stream wait for the unit's latest update.
   virtual StatusOr<void*> Weights(int unit) = 0;
-  // Device pointer to a zeroed fp32 gradient buffer of the unit's size.
-  // Contract: the model accumulates into it with += and calls EndGrads once.
-  virtual StatusOr<float*> BeginGrads(int unit) = 0;
-  // Everything that writes unit `unit`'s gradients has been enqueued on the
-  // compute stream; the engine streams them out from here.
+  // The most parameters one gradient piece may hold (> 0).
+  virtual uint64_t GradPieceCapacity() const = 0;
+  // Device pointer to a zeroed fp32 buffer for parameters [begin, begin +
+  // count) of unit `unit`. Contract: in each ForwardBackward the model's
+  // pieces of a unit are disjoint and together cover it; at most one piece
+  // per unit is open (begun, not ended) at a time; the model accumulates
+  // into the piece with += and calls EndGrads once. Errors: InvalidArgument
+  // for a range outside the unit, above the capacity or overlapping an
+  // earlier piece; FailedPrecondition when every bucket is held by open
+  // pieces (waiting would never end).
+  virtual StatusOr<float*> BeginGrads(int unit, uint64_t begin, uint64_t count) = 0;
+  // Everything that writes unit `unit`'s open piece has been enqueued on the
+  // compute stream; the engine streams it out from here.
   virtual Status EndGrads(int unit) = 0;
 };
 

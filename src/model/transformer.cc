@@ -14,6 +14,7 @@
 
 #include "kernels/cross_entropy.h"
 #include "kernels/embedding.h"
+#include "model/grad_pieces.h"
 #include "model/hf_model.h"
 #include "model/transformer_block.h"
 
@@ -22,6 +23,8 @@ namespace tierflow {
 using model_internal::BlockActs;
 using model_internal::BlockScratch;
 using model_internal::Dims;
+using model_internal::GradOp;
+using model_internal::GradPieceWriter;
 using model_internal::MakeDims;
 
 struct TransformerModel::Buffers {
@@ -35,6 +38,7 @@ struct TransformerModel::Buffers {
   void* logits = nullptr;         // (chunk rows, V), then dlogits in place
   float* loss = nullptr;          // (chunks) each head chunk's mean loss
   float* row_losses = nullptr;    // (N)
+  float* row_lse = nullptr;       // (N) each row's log-sum-exp (the sliced head's second pass)
   int32_t* tokens = nullptr;      // (N)
   int32_t* targets = nullptr;     // (N)
   void* dres = nullptr;           // (N, C) residual-stream gradient
@@ -104,6 +108,7 @@ uint64_t Carve(char* base, const ModelConfig& c, const TrainShape& shape,
   buf.logits = cv.Take(static_cast<uint64_t>(chunk_rows) * d.V * es);
   buf.loss = cv.Floats(static_cast<uint64_t>((d.N + chunk_rows - 1) / chunk_rows));
   buf.row_losses = cv.Floats(N);
+  buf.row_lse = cv.Floats(N);
   buf.tokens = static_cast<int32_t*>(cv.Take(N * 4));
   buf.targets = static_cast<int32_t*>(cv.Take(N * 4));
   buf.dres = cv.Take(N * d.C * es);
@@ -328,13 +333,25 @@ Status TransformerModel::Run(Stream& s, const MicroBatch& batch, float dloss_sca
   TF_RETURN_IF_ERROR(model_internal::NormForward<T>(s, d, xf, b.xf_mean, b.xf_rstd, residual(L),
                                                     head + layout_.head.norm_w, head_norm_b));
   const T* lm_head = tied ? emb + layout_.embedding.wte : head + layout_.head.lm_head;
-  TF_ASSIGN_OR_RETURN(float* g_head, access.BeginGrads(layout_.head_unit()));
-  float* g_emb = nullptr;
-  if (tied) {
-    // The tied wte gets gradients from the head now and the embedding last.
-    TF_ASSIGN_OR_RETURN(g_emb, access.BeginGrads(layout_.embedding_unit()));
+  TF_RETURN_IF_ERROR(PlanPieces(access.GradPieceCapacity()));
+  const int head_unit = layout_.head_unit(), emb_unit = layout_.embedding_unit();
+  const uint64_t head_params = layout_.units[head_unit].num_params;
+  const uint64_t emb_params = layout_.units[emb_unit].num_params;
+  // The LM head's weight gradient in vocabulary slices, after the row
+  // chunks (below): when its unit (the head, or the tied embeddings) does
+  // not fit one bucket.
+  const bool sliced = tied ? !pieces_.embedding_whole : !pieces_.head_whole;
+  float* g_head = nullptr;
+  if (pieces_.head_whole) {
+    TF_ASSIGN_OR_RETURN(g_head, access.BeginGrads(head_unit, 0, head_params));
   }
-  float* d_lm_head = tied ? g_emb + layout_.embedding.wte : g_head + layout_.head.lm_head;
+  float* g_emb = nullptr;
+  if (tied && !sliced) {
+    // The tied wte gets gradients from the head now and the embedding last.
+    TF_ASSIGN_OR_RETURN(g_emb, access.BeginGrads(emb_unit, 0, emb_params));
+  }
+  float* d_lm_head =
+      sliced ? nullptr : (tied ? g_emb + layout_.embedding.wte : g_head + layout_.head.lm_head);
   // Each chunk's cross-entropy is a mean over its own valid targets; weighting
   // it by (chunk valid / all valid) makes the sum the mean over the batch.
   const int64_t chunk_rows = HeadChunkRows(d.N, d.V, shape_.head_chunk_logits);
@@ -359,6 +376,7 @@ Status TransformerModel::Run(Stream& s, const MicroBatch& batch, float dloss_sca
     CrossEntropyOptions ce;
     ce.ignore_index = kIgnoreIndex;
     ce.grad_scale = static_cast<float>(dloss_scale * weight);
+    if (sliced) ce.row_lse = b.row_lse + r0;
     TF_RETURN_IF_ERROR(SoftmaxCrossEntropy<T>(s, b.loss + c, b.row_losses + r0, logits, logits,
                                               b.targets + r0, CrossEntropyShape{rows, d.V, 0}, ce));
     TF_RETURN_IF_ERROR(model_internal::LinearBackward<T>(s, dln + r0 * d.C, 0.0f, d_lm_head,
@@ -368,11 +386,23 @@ Status TransformerModel::Run(Stream& s, const MicroBatch& batch, float dloss_sca
   TF_RETURN_IF_ERROR(
       s.CopyDeviceToHost(b.loss_host.data(), b.loss, static_cast<size_t>(chunks) * sizeof(float)));
   TF_RETURN_IF_ERROR(s.Memset(dres, 0, row_bytes));
+  // The final norm's gradient: in the whole head's bucket, or its own piece.
+  const int64_t norm_params = pieces_.head_norm.end() - pieces_.head_norm.begin();
+  float* g_norm = g_head;
+  if (!pieces_.head_whole) {
+    TF_ASSIGN_OR_RETURN(g_norm,
+                        access.BeginGrads(head_unit, 0, static_cast<uint64_t>(norm_params)));
+  }
   TF_RETURN_IF_ERROR(model_internal::NormBackward<T>(
-      s, d, dres, g_head + layout_.head.norm_w,
-      layout_.head.norm_b >= 0 ? g_head + layout_.head.norm_b : nullptr, dln, residual(L),
+      s, d, dres, g_norm + layout_.head.norm_w,
+      layout_.head.norm_b >= 0 ? g_norm + layout_.head.norm_b : nullptr, dln, residual(L),
       head + layout_.head.norm_w, b.xf_mean, b.xf_rstd));
-  TF_RETURN_IF_ERROR(access.EndGrads(layout_.head_unit()));
+  TF_RETURN_IF_ERROR(access.EndGrads(head_unit));
+  const HeadSlicing slicing{total_valid, dloss_scale};
+  if (sliced && !tied) {
+    TF_RETURN_IF_ERROR(WeightGradSlices<T>(s, d, batch, access, head_unit, layout_.head.lm_head,
+                                           lm_head, slicing, /*embedding=*/false));
+  }
 
   // ---- backward: blocks, last first ----
   for (int l = L - 1; l >= 0; --l) {
@@ -383,20 +413,143 @@ Status TransformerModel::Run(Stream& s, const MicroBatch& batch, float dloss_sca
       TF_RETURN_IF_ERROR(model_internal::BlockForward<T>(s, d, layout_.layer, wl, residual(l),
                                                          residual(l + 1), acts(l)));
     }
-    TF_ASSIGN_OR_RETURN(float* g, access.BeginGrads(layout_.layer_unit(l)));
+    GradPieceWriter g(access, layout_.layer_unit(l), pieces_.layer_ops, pieces_.layer);
     TF_RETURN_IF_ERROR(model_internal::BlockBackward<T>(s, d, layout_.layer, wl, g, residual(l),
                                                         dres, acts(l), b.scratch));
-    TF_RETURN_IF_ERROR(access.EndGrads(layout_.layer_unit(l)));
   }
 
   // ---- backward: embeddings ----
-  if (!tied) {
-    TF_ASSIGN_OR_RETURN(g_emb, access.BeginGrads(layout_.embedding_unit()));
+  if (pieces_.embedding_whole) {
+    if (!tied) {
+      TF_ASSIGN_OR_RETURN(g_emb, access.BeginGrads(emb_unit, 0, emb_params));
+    }
+    float* dwpe = layout_.embedding.wpe >= 0 ? g_emb + layout_.embedding.wpe : nullptr;
+    TF_RETURN_IF_ERROR(
+        EmbeddingBackward<T>(s, g_emb + layout_.embedding.wte, dwpe, dres, b.tokens, es));
+    return access.EndGrads(emb_unit);
   }
-  float* dwpe = layout_.embedding.wpe >= 0 ? g_emb + layout_.embedding.wpe : nullptr;
-  TF_RETURN_IF_ERROR(
-      EmbeddingBackward<T>(s, g_emb + layout_.embedding.wte, dwpe, dres, b.tokens, es));
-  return access.EndGrads(layout_.embedding_unit());
+  // wte in row slices (with the tied head's share), then the positions.
+  TF_RETURN_IF_ERROR(WeightGradSlices<T>(s, d, batch, access, emb_unit, layout_.embedding.wte,
+                                         lm_head, slicing, /*embedding=*/true));
+  if (layout_.embedding.wpe < 0) return Status::Ok();
+  const uint64_t wpe_params = emb_params - static_cast<uint64_t>(layout_.embedding.wpe);
+  TF_ASSIGN_OR_RETURN(float* dwpe, access.BeginGrads(emb_unit, layout_.embedding.wpe, wpe_params));
+  TF_RETURN_IF_ERROR(EmbeddingBackward<T>(s, nullptr, dwpe, dres, b.tokens, es));
+  return access.EndGrads(emb_unit);
+}
+
+template <typename T>
+Status TransformerModel::WeightGradSlices(Stream& s, const model_internal::Dims& d,
+                                          const MicroBatch& batch, UnitAccess& access, int unit,
+                                          int64_t offset, const T* lm_head, const HeadSlicing& head,
+                                          bool embedding) {
+  const bool tied = layout_.head.lm_head < 0;
+  // The head's share: the unit holding the LM head's weights (the head, or
+  // the tied embeddings). The embedding's share: the wte rows of the slice.
+  const bool head_share = embedding ? tied : true;
+  const int64_t slice_rows = pieces_.vocab_slice_rows;
+  const int64_t chunk_rows = HeadChunkRows(d.N, slice_rows, shape_.head_chunk_logits);
+  T* logits = static_cast<T*>(buf_->logits);
+  const T* xf = static_cast<const T*>(buf_->xf);
+  // Valid targets per row chunk of this pass (the chunks differ from the
+  // first pass's: each holds a slice's columns, not the whole vocabulary).
+  const int64_t chunks = (d.N + chunk_rows - 1) / chunk_rows;
+  std::vector<int64_t> valid(static_cast<size_t>(chunks), 0);
+  for (int64_t i = 0; i < d.N; ++i) {
+    if (batch.targets[i] != kIgnoreIndex) ++valid[static_cast<size_t>(i / chunk_rows)];
+  }
+  EmbeddingShape es{d.B, d.T, d.C, d.V};
+  for (int64_t v0 = 0; v0 < d.V; v0 += slice_rows) {
+    const int64_t vs = std::min(slice_rows, d.V - v0);
+    TF_ASSIGN_OR_RETURN(float* dw, access.BeginGrads(unit, static_cast<uint64_t>(offset + v0 * d.C),
+                                                     static_cast<uint64_t>(vs * d.C)));
+    if (head_share) {
+      const T* w_slice = lm_head + v0 * d.C;
+      for (int64_t c = 0; c < chunks; ++c) {
+        const int64_t r0 = c * chunk_rows;
+        const int64_t rows = std::min(chunk_rows, d.N - r0);
+        const double weight = head.total_valid > 0 ? static_cast<double>(valid[c]) /
+                                                         static_cast<double>(head.total_valid)
+                                                   : 0.0;
+        // Recompute the slice's logits; their gradient from each row's
+        // log-sum-exp of the first pass; dW (slice) += dlogits^T xf.
+        TF_RETURN_IF_ERROR(model_internal::LinearForward<T>(s, logits, xf + r0 * d.C, w_slice,
+                                                            nullptr, rows, d.C, vs, false, 0.0f));
+        CrossEntropyOptions ce;
+        ce.ignore_index = kIgnoreIndex;
+        ce.grad_scale = static_cast<float>(head.dloss_scale * weight);
+        TF_RETURN_IF_ERROR(SoftmaxCrossEntropyGradSlice<T>(
+            s, logits, logits, buf_->row_lse + r0, buf_->targets + r0,
+            CrossEntropyShape{rows, vs, 0}, v0, d.V, ce));
+        TF_RETURN_IF_ERROR(model_internal::LinearBackward<T>(
+            s, nullptr, 0.0f, dw, nullptr, logits, xf + r0 * d.C, w_slice, rows, d.C, vs, false));
+      }
+    }
+    if (embedding) {
+      EmbeddingShape slice = es;
+      slice.grad_row_begin = v0;
+      slice.grad_rows = vs;
+      TF_RETURN_IF_ERROR(EmbeddingBackward<T>(s, dw, nullptr, static_cast<const T*>(buf_->dres),
+                                              buf_->tokens, slice));
+    }
+    TF_RETURN_IF_ERROR(access.EndGrads(unit));
+  }
+  return Status::Ok();
+}
+
+Status TransformerModel::PlanPieces(uint64_t capacity) {
+  if (capacity == pieces_.capacity) return Status::Ok();
+  if (capacity == 0) return InvalidArgumentError("transformer: gradient piece capacity 0");
+  Pieces p;
+  p.capacity = capacity;
+  const ModelConfig& c = layout_.config;
+  const auto C = static_cast<uint64_t>(c.d_model);
+  // A tensor's size from its unit offset.
+  auto count = [&](int unit, int64_t offset) -> int64_t {
+    if (offset < 0) return 0;
+    const TensorSlot* slot = nullptr;
+    for (const TensorSlot& t : layout_.tensors[unit]) {
+      if (t.offset == offset) slot = &t;
+    }
+    return slot != nullptr ? slot->tensor.num_elements : 0;
+  };
+  // Blocks: every block has the same layout, so one plan serves all.
+  const int layer = layout_.layer_unit(0);
+  if (layout_.num_layers() > 0) {
+    const model_internal::Dims d = model_internal::MakeDims(c, 1, 1);
+    for (const auto& [w, b] : model_internal::BlockGradOrder(d, layout_.layer)) {
+      p.layer_ops.push_back(GradOp{w, count(layer, w), b, count(layer, b)});
+    }
+    TF_ASSIGN_OR_RETURN(
+        p.layer, model_internal::PlanGradPieces(
+                     layout_.units[layer].name,
+                     static_cast<int64_t>(layout_.units[layer].num_params), p.layer_ops, capacity));
+  }
+  const int head = layout_.head_unit(), emb = layout_.embedding_unit();
+  p.head_whole = layout_.units[head].num_params <= capacity;
+  p.embedding_whole = layout_.units[emb].num_params <= capacity;
+  p.head_norm = GradOp{layout_.head.norm_w, count(head, layout_.head.norm_w), layout_.head.norm_b,
+                       count(head, layout_.head.norm_b)};
+  const uint64_t norm = static_cast<uint64_t>(p.head_norm.end() - p.head_norm.begin());
+  const uint64_t wpe =
+      layout_.embedding.wpe >= 0 ? layout_.units[emb].num_params - layout_.embedding.wpe : 0;
+  p.vocab_slice_rows =
+      static_cast<int64_t>(std::min<uint64_t>(capacity / C, static_cast<uint64_t>(c.vocab_size)));
+  const bool tied = layout_.head.lm_head < 0;
+  const bool slices = !p.embedding_whole || (!tied && !p.head_whole);
+  if ((slices && p.vocab_slice_rows < 1) || (!p.head_whole && norm > capacity) ||
+      (!p.embedding_whole && wpe > capacity)) {
+    return InvalidArgumentError("transformer '" + c.name + "': gradient buckets of " +
+                                std::to_string(capacity) +
+                                " parameters cannot hold one vocabulary row (" + std::to_string(C) +
+                                "), the final norm or the position embeddings: use larger buckets");
+  }
+  if (p.head_norm.begin() != 0 ||
+      (p.head_norm.b >= 0 && p.head_norm.b != p.head_norm.w + p.head_norm.w_count)) {
+    return InternalError("transformer: the head's unit does not start with its norm");
+  }
+  pieces_ = std::move(p);
+  return Status::Ok();
 }
 
 }  // namespace tierflow

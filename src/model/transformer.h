@@ -23,6 +23,17 @@
 // unit's backward. With tied embeddings the wte bucket (unit 0) is begun
 // before the head backward and ended after the embedding backward.
 //
+// Units larger than a bucket (GradPieceCapacity) come in pieces
+// (model/grad_pieces.h). A block is cut between its tensors' gradients, in
+// the order backward writes them. The (V, C) LM head and wte are cut into
+// vocabulary slices: the head's row chunks then compute only the loss, each
+// row's log-sum-exp and the input gradient, and a second pass per slice
+// recomputes that slice's logits (2 N V_s C more FLOPs in all: about a third
+// of the head's cost) for its weight gradient. A tied wte's slices are
+// streamed at the end, each with the head's and the embedding's shares. The
+// result matches the whole-unit path within rounding (its sums are ordered
+// differently) and is deterministic.
+//
 // Thread safety: one ForwardBackward at a time (the engine's contract).
 #pragma once
 
@@ -33,12 +44,17 @@
 
 #include "engine/trainable.h"
 #include "io/hf_checkpoint.h"
+#include "model/grad_pieces.h"
 #include "model/param_layout.h"
 #include "tierflow/device.h"
 #include "tierflow/dtype.h"
 #include "tierflow/model_config.h"
 
 namespace tierflow {
+
+namespace model_internal {
+struct Dims;
+}  // namespace model_internal
 
 // The activation shape the model allocates for.
 struct TrainShape {
@@ -113,6 +129,31 @@ class TransformerModel : public Trainable {
   template <typename T>
   Status Run(Stream& s, const MicroBatch& batch, float dloss_scale, UnitAccess& access);
 
+  // How each unit's gradient is cut for a bucket capacity (grad_pieces.h).
+  struct Pieces {
+    uint64_t capacity = 0;                          // 0: not planned yet
+    std::vector<model_internal::GradOp> layer_ops;  // one block's, backward order
+    std::vector<model_internal::GradPiece> layer;   // the same for every block
+    bool head_whole = true;                         // the head unit is one piece
+    bool embedding_whole = true;                    // the embedding unit is one piece
+    model_internal::GradOp head_norm;  // the final norm's weight (and bias), at the head's start
+    int64_t vocab_slice_rows = 0;      // wte / lm_head rows per piece when sliced
+  };
+  Status PlanPieces(uint64_t capacity);
+  struct HeadSlicing {
+    int64_t total_valid = 0;  // valid targets of the micro-batch
+    float dloss_scale = 1;
+  };
+  // Streams the (V, C) matrix at unit offset `offset` of `unit` in pieces of
+  // vocab_slice_rows rows: each piece gets the LM head's share (the logits
+  // of the slice recomputed, their gradient from the first pass's row_lse)
+  // when `unit` holds the head's weights, and the embedding's share
+  // (token rows in the slice) when `embedding`.
+  template <typename T>
+  Status WeightGradSlices(Stream& s, const model_internal::Dims& d, const MicroBatch& batch,
+                          UnitAccess& access, int unit, int64_t offset, const T* lm_head,
+                          const HeadSlicing& head, bool embedding);
+
   Device& device_;
   ParamLayout layout_;
   TrainShape shape_;
@@ -121,6 +162,7 @@ class TransformerModel : public Trainable {
   std::unique_ptr<Buffers> buf_;
   uint64_t activation_bytes_ = 0;
   std::vector<double> chunk_weights_;  // per head chunk: its share of the valid targets
+  Pieces pieces_;
   bool ran_ = false;
 };
 

@@ -67,7 +67,7 @@ Status LinearBackward(Stream& s, T* dx, float dx_beta, float* dw, float* db, con
   p.b = conv1d ? static_cast<const void*>(dy) : static_cast<const void*>(x);
   p.c = dw;
   p.beta = 1.0f;
-  TF_RETURN_IF_ERROR(Gemm(s, p));
+  if (dw != nullptr) TF_RETURN_IF_ERROR(Gemm(s, p));
   if (db != nullptr) TF_RETURN_IF_ERROR(BiasBackward<T>(s, db, dy, n, out));
   if (dx != nullptr) {
     // dx (n, in) = dy (n, out) W^T for Conv1D (W (in, out)), dy W for Linear (W (out, in)).
@@ -132,7 +132,6 @@ template <typename T>
 const T* Param(const T* w, int64_t offset) {
   return offset >= 0 ? w + offset : nullptr;
 }
-inline float* Grad(float* g, int64_t offset) { return offset >= 0 ? g + offset : nullptr; }
 
 }  // namespace
 
@@ -191,9 +190,31 @@ Status BlockForward(Stream& s, const Dims& d, const LayerOffsets& o, const T* w,
                           1.0f);
 }
 
+std::vector<std::pair<int64_t, int64_t>> BlockGradOrder(const Dims& d, const LayerOffsets& o) {
+  std::vector<std::pair<int64_t, int64_t>> order{{o.down_w, o.down_b}};
+  if (d.swiglu) {
+    order.emplace_back(o.gate_w, o.gate_b);
+    order.emplace_back(o.up_w, o.up_b);
+  } else {
+    order.emplace_back(o.fc_w, o.fc_b);
+  }
+  order.emplace_back(o.norm2_w, o.norm2_b);
+  order.emplace_back(o.o_w, o.o_b);
+  if (d.conv1d) {
+    order.emplace_back(o.qkv_w, o.qkv_b);
+  } else {
+    order.emplace_back(o.q_w, o.q_b);
+    order.emplace_back(o.k_w, o.k_b);
+    order.emplace_back(o.v_w, o.v_b);
+  }
+  order.emplace_back(o.norm1_w, o.norm1_b);
+  return order;
+}
+
 template <typename T>
-Status BlockBackward(Stream& s, const Dims& d, const LayerOffsets& o, const T* w, float* g,
-                     const T* x, T* dres, const BlockActs& a, const BlockScratch& sc) {
+Status BlockBackward(Stream& s, const Dims& d, const LayerOffsets& o, const T* w,
+                     GradPieceWriter& g, const T* x, T* dres, const BlockActs& a,
+                     const BlockScratch& sc) {
   const T* ln1 = static_cast<const T*>(a.ln1);
   const T* att = static_cast<const T*>(a.att);
   const T* mid = static_cast<const T*>(a.mid);
@@ -205,29 +226,35 @@ Status BlockBackward(Stream& s, const Dims& d, const LayerOffsets& o, const T* w
   T* dact = static_cast<T*>(sc.dact);
 
   // MLP: out = mid + down(act(...)); dres is d(out) = d(down output).
-  TF_RETURN_IF_ERROR(LinearBackward<T>(s, dact, 0.0f, g + o.down_w, Grad(g, o.down_b), dres, act,
-                                       w + o.down_w, d.N, d.F, d.C, d.conv1d));
+  TF_ASSIGN_OR_RETURN(GradPieceWriter::Grads gd, g.Op(o.down_w));
+  TF_RETURN_IF_ERROR(LinearBackward<T>(s, dact, 0.0f, gd.w, gd.b, dres, act, w + o.down_w, d.N, d.F,
+                                       d.C, d.conv1d));
   if (d.swiglu) {
     T* dgate = static_cast<T*>(sc.dgate);
     T* dup = static_cast<T*>(sc.dup);
     const T* up = static_cast<const T*>(a.up);
     TF_RETURN_IF_ERROR(SwiGluBackward<T>(s, dgate, dup, dact, fc, up, d.N * d.F));
-    TF_RETURN_IF_ERROR(LinearBackward<T>(s, dln, 0.0f, g + o.gate_w, Grad(g, o.gate_b), dgate, ln2,
-                                         w + o.gate_w, d.N, d.C, d.F, false));
-    TF_RETURN_IF_ERROR(LinearBackward<T>(s, dln, 1.0f, g + o.up_w, Grad(g, o.up_b), dup, ln2,
-                                         w + o.up_w, d.N, d.C, d.F, false));
+    TF_ASSIGN_OR_RETURN(gd, g.Op(o.gate_w));
+    TF_RETURN_IF_ERROR(LinearBackward<T>(s, dln, 0.0f, gd.w, gd.b, dgate, ln2, w + o.gate_w, d.N,
+                                         d.C, d.F, false));
+    TF_ASSIGN_OR_RETURN(gd, g.Op(o.up_w));
+    TF_RETURN_IF_ERROR(
+        LinearBackward<T>(s, dln, 1.0f, gd.w, gd.b, dup, ln2, w + o.up_w, d.N, d.C, d.F, false));
   } else {
     TF_RETURN_IF_ERROR(GeluBackward<T>(s, dact, fc, dact, d.N * d.F));
-    TF_RETURN_IF_ERROR(LinearBackward<T>(s, dln, 0.0f, g + o.fc_w, Grad(g, o.fc_b), dact, ln2,
-                                         w + o.fc_w, d.N, d.C, d.F, d.conv1d));
+    TF_ASSIGN_OR_RETURN(gd, g.Op(o.fc_w));
+    TF_RETURN_IF_ERROR(LinearBackward<T>(s, dln, 0.0f, gd.w, gd.b, dact, ln2, w + o.fc_w, d.N, d.C,
+                                         d.F, d.conv1d));
   }
   // dres becomes d(mid): the identity branch plus norm2's input gradient.
-  TF_RETURN_IF_ERROR(NormBackward<T>(s, d, dres, g + o.norm2_w, Grad(g, o.norm2_b), dln, mid,
-                                     w + o.norm2_w, a.ln2_mean, a.ln2_rstd));
+  TF_ASSIGN_OR_RETURN(gd, g.Op(o.norm2_w));
+  TF_RETURN_IF_ERROR(
+      NormBackward<T>(s, d, dres, gd.w, gd.b, dln, mid, w + o.norm2_w, a.ln2_mean, a.ln2_rstd));
 
   // Attention: mid = x + o_proj(att).
-  TF_RETURN_IF_ERROR(LinearBackward<T>(s, datt, 0.0f, g + o.o_w, Grad(g, o.o_b), dres, att,
-                                       w + o.o_w, d.N, d.Q, d.C, d.conv1d));
+  TF_ASSIGN_OR_RETURN(gd, g.Op(o.o_w));
+  TF_RETURN_IF_ERROR(
+      LinearBackward<T>(s, datt, 0.0f, gd.w, gd.b, dres, att, w + o.o_w, d.N, d.Q, d.C, d.conv1d));
   QkvView<const T> qkv = ViewQkv(d, static_cast<const T*>(a.qkv));
   QkvView<T> dqkv = ViewQkv(d, static_cast<T*>(sc.dqkv));
   TF_RETURN_IF_ERROR(AttentionBackward<T>(s, dqkv.q, dqkv.k, dqkv.v, datt, qkv.q, qkv.k, qkv.v, att,
@@ -239,26 +266,33 @@ Status BlockBackward(Stream& s, const Dims& d, const LayerOffsets& o, const T* w
         RopeBackward<T>(s, dqkv.k, dqkv.k, RopeShape{d.B, d.T, d.NKV, d.HS, 0}, d.rope_freq));
   }
   if (d.conv1d) {
-    TF_RETURN_IF_ERROR(LinearBackward<T>(s, dln, 0.0f, g + o.qkv_w, Grad(g, o.qkv_b), dqkv.q, ln1,
-                                         w + o.qkv_w, d.N, d.C, d.Q + 2 * d.KV, true));
+    TF_ASSIGN_OR_RETURN(gd, g.Op(o.qkv_w));
+    TF_RETURN_IF_ERROR(LinearBackward<T>(s, dln, 0.0f, gd.w, gd.b, dqkv.q, ln1, w + o.qkv_w, d.N,
+                                         d.C, d.Q + 2 * d.KV, true));
   } else {
-    TF_RETURN_IF_ERROR(LinearBackward<T>(s, dln, 0.0f, g + o.q_w, Grad(g, o.q_b), dqkv.q, ln1,
-                                         w + o.q_w, d.N, d.C, d.Q, false));
-    TF_RETURN_IF_ERROR(LinearBackward<T>(s, dln, 1.0f, g + o.k_w, Grad(g, o.k_b), dqkv.k, ln1,
-                                         w + o.k_w, d.N, d.C, d.KV, false));
-    TF_RETURN_IF_ERROR(LinearBackward<T>(s, dln, 1.0f, g + o.v_w, Grad(g, o.v_b), dqkv.v, ln1,
-                                         w + o.v_w, d.N, d.C, d.KV, false));
+    TF_ASSIGN_OR_RETURN(gd, g.Op(o.q_w));
+    TF_RETURN_IF_ERROR(
+        LinearBackward<T>(s, dln, 0.0f, gd.w, gd.b, dqkv.q, ln1, w + o.q_w, d.N, d.C, d.Q, false));
+    TF_ASSIGN_OR_RETURN(gd, g.Op(o.k_w));
+    TF_RETURN_IF_ERROR(
+        LinearBackward<T>(s, dln, 1.0f, gd.w, gd.b, dqkv.k, ln1, w + o.k_w, d.N, d.C, d.KV, false));
+    TF_ASSIGN_OR_RETURN(gd, g.Op(o.v_w));
+    TF_RETURN_IF_ERROR(
+        LinearBackward<T>(s, dln, 1.0f, gd.w, gd.b, dqkv.v, ln1, w + o.v_w, d.N, d.C, d.KV, false));
   }
   // dres becomes d(x).
-  return NormBackward<T>(s, d, dres, g + o.norm1_w, Grad(g, o.norm1_b), dln, x, w + o.norm1_w,
-                         a.ln1_mean, a.ln1_rstd);
+  TF_ASSIGN_OR_RETURN(gd, g.Op(o.norm1_w));
+  TF_RETURN_IF_ERROR(
+      NormBackward<T>(s, d, dres, gd.w, gd.b, dln, x, w + o.norm1_w, a.ln1_mean, a.ln1_rstd));
+  return g.Finish();
 }
 
 #define TF_INSTANTIATE_BLOCK(T)                                                                  \
   template Status BlockForward<T>(Stream&, const Dims&, const LayerOffsets&, const T*, const T*, \
                                   T*, const BlockActs&);                                         \
-  template Status BlockBackward<T>(Stream&, const Dims&, const LayerOffsets&, const T*, float*,  \
-                                   const T*, T*, const BlockActs&, const BlockScratch&);         \
+  template Status BlockBackward<T>(Stream&, const Dims&, const LayerOffsets&, const T*,          \
+                                   GradPieceWriter&, const T*, T*, const BlockActs&,             \
+                                   const BlockScratch&);                                         \
   template Status LinearForward<T>(Stream&, T*, const T*, const T*, const T*, int64_t, int64_t,  \
                                    int64_t, bool, float);                                        \
   template Status LinearBackward<T>(Stream&, T*, float, float*, float*, const T*, const T*,      \

@@ -7,7 +7,10 @@
 #include "kernels/rope_freq.h"
 
 #include <cstdint>
+#include <utility>
+#include <vector>
 
+#include "model/grad_pieces.h"
 #include "model/param_layout.h"
 #include "tierflow/device.h"
 #include "tierflow/status.h"
@@ -62,11 +65,16 @@ template <typename T>
 Status BlockForward(Stream& s, const Dims& d, const LayerOffsets& o, const T* w, const T* x, T* out,
                     const BlockActs& a);
 
-// dres (N, C): d(out) on entry, d(x) on return. `g` is the unit's fp32
-// gradient bucket ("+=").
+// The block's gradient ops in the order BlockBackward writes them: (weight,
+// bias) unit offsets, bias -1 where absent.
+std::vector<std::pair<int64_t, int64_t>> BlockGradOrder(const Dims& d, const LayerOffsets& o);
+
+// dres (N, C): d(out) on entry, d(x) on return. `g` hands out the unit's
+// fp32 gradient pieces ("+=") in BlockGradOrder; BlockBackward finishes it.
 template <typename T>
-Status BlockBackward(Stream& s, const Dims& d, const LayerOffsets& o, const T* w, float* g,
-                     const T* x, T* dres, const BlockActs& a, const BlockScratch& sc);
+Status BlockBackward(Stream& s, const Dims& d, const LayerOffsets& o, const T* w,
+                     GradPieceWriter& g, const T* x, T* dres, const BlockActs& a,
+                     const BlockScratch& sc);
 
 // y (n, out) = x (n, in) op(W) [+ b], with beta * y added (0 or 1). conv1d:
 // W stored (in, out) (y = x W); else nn.Linear (out, in) (y = x W^T).

@@ -149,4 +149,31 @@ SubGroupSummary SummarizeSubGroups(const ModelConfig& m, int64_t sub_group_param
   return s;
 }
 
+GradBucketSizes GradBucketSizesOf(const ModelConfig& m) {
+  GradBucketSizes out;
+  for (const ParamGroup& g : ParameterGroups(m)) {
+    out.whole_units = std::max(out.whole_units, g.num_params);
+    int64_t rest = 0;  // the group without its vocabulary matrix
+    for (size_t i = 0; i < g.tensors.size(); ++i) {
+      const ParamTensor& t = g.tensors[i];
+      const bool vocab_matrix = t.shape.size() == 2 && t.shape[0] == m.vocab_size &&
+                                (g.name == "embeddings" || g.name == "head");
+      if (vocab_matrix) continue;
+      rest += t.num_elements;
+      if (t.name.ends_with(".bias")) continue;
+      // A weight and the bias right after it are written by one kernel.
+      int64_t op = t.num_elements;
+      if (i + 1 < g.tensors.size() && g.tensors[i + 1].name.ends_with(".bias")) {
+        op += g.tensors[i + 1].num_elements;
+      }
+      out.tensors = std::max(out.tensors, op);
+    }
+    out.blocks = std::max(out.blocks, rest);
+  }
+  // A vocabulary slice holds at least one row.
+  out.tensors = std::max(out.tensors, m.d_model);
+  out.blocks = std::max(out.blocks, out.tensors);
+  return out;
+}
+
 }  // namespace tierflow

@@ -73,8 +73,13 @@ inline constexpr uint64_t kCudaContextBytes = 768ull << 20;
 inline constexpr uint64_t kHostProcessOverheadBytes = 1ull << 30;
 // When the planner places the optimizer state itself, it fills host memory
 // only up to this fraction, leaving the rest for the page cache and other
-// processes: a plan at 99% of RAM is a host OOM waiting to happen.
-inline constexpr double kHostAutoPlacementFraction = 0.9;
+// processes: a plan at 99% of RAM is a host OOM waiting to happen. 85%, the
+// device's margin too (kDeviceTargetFraction): a 64 GiB machine keeps 9.6 GiB.
+inline constexpr double kHostAutoPlacementFraction = 0.85;
+// The planner sizes gradient buckets to keep the device at or below this
+// fraction of its capacity when it can: room for what no plan sees (other
+// processes on the GPU, driver and library growth).
+inline constexpr double kDeviceTargetFraction = 0.85;
 
 // NVMe swap files (offload/swap_format.h): one file per directory; a header
 // with a tensor table and two copies of a block table (8 bytes per logical
@@ -146,5 +151,18 @@ struct SubGroupSummary {
 SubGroupSummary SummarizeSubGroups(const ModelConfig& model, int64_t sub_group_params,
                                    double nvme_ratio, uint64_t state_bytes_per_param,
                                    uint64_t block_bytes = kNvmeBlockBytes);
+
+// Gradient bucket sizes, in parameters (EngineOptions::grad_bucket_params),
+// largest first. Buckets as large as the largest unit stream every unit
+// whole. Smaller ones cut the (V, C) embedding and LM head into vocabulary
+// slices, which costs the head a second pass over its logits (2 N V C
+// FLOPs), and below a block's size they cut blocks between tensors, which
+// costs nothing. The smallest is the largest gradient one kernel writes.
+struct GradBucketSizes {
+  int64_t whole_units = 0;  // the largest unit
+  int64_t blocks = 0;       // the largest unit once the vocabulary matrices are sliced
+  int64_t tensors = 0;      // the largest weight (with its bias) outside those matrices
+};
+GradBucketSizes GradBucketSizesOf(const ModelConfig& model);
 
 }  // namespace tierflow

@@ -88,6 +88,8 @@ nlohmann::json PlanToJson(const PlanInput& in, const Hardware& hw, const Plan& p
                     {"nvme_sub_groups", p.nvme_sub_groups},
                     {"buffer_count", p.buffer_count},
                     {"grad_buckets", p.grad_buckets},
+                    {"grad_bucket_params", p.grad_bucket_params},
+                    {"vocab_sliced", p.vocab_sliced},
                     {"speculation_params", p.speculation_params},
                     {"speculation_from", p.speculation_from},
                     {"grad_transfer_dtype", std::string(DTypeName(plan.grad_transfer_dtype))},

@@ -59,6 +59,7 @@ Status ValidateInput(const PlanInput& in, const Hardware& hw) {
         Bound{"speculation size", in.speculation_params.value_or(0), kMaxPlanParams},
         Bound{"buffer count", in.buffer_count, kMaxPlanSlots},
         Bound{"gradient buckets", in.grad_buckets, kMaxPlanSlots},
+        Bound{"gradient bucket size", in.grad_bucket_params.value_or(0), kMaxPlanParams},
         Bound{"NVMe directories", in.nvme_directories, kMaxPlanSlots}}) {
     if (b.value > b.max) {
       return InvalidArgumentError(std::string(b.name) + " is " + std::to_string(b.value) +
@@ -82,6 +83,15 @@ Status ValidateInput(const PlanInput& in, const Hardware& hw) {
   if (in.sub_group_params < 1) return InvalidArgumentError("sub-group size must be positive");
   if (in.buffer_count < 2) return InvalidArgumentError("buffer count must be at least 2");
   if (in.grad_buckets < 2) return InvalidArgumentError("gradient buckets must be at least 2");
+  if (in.grad_bucket_params.has_value()) {
+    const int64_t least = GradBucketSizesOf(in.model).tensors;
+    if (*in.grad_bucket_params < least) {
+      return InvalidArgumentError(
+          "a gradient bucket of " + std::to_string(*in.grad_bucket_params) +
+          " parameters is smaller than the largest gradient one kernel of '" + in.model.name +
+          "' writes (" + std::to_string(least) + "): use at least that");
+    }
+  }
   if (in.speculation_params.value_or(0) < 0) {
     return InvalidArgumentError("speculation size must be >= 0");
   }
@@ -111,7 +121,7 @@ struct StateTiers {
 
 StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t params,
                            uint64_t state_bytes, uint64_t device_tensor_bytes, double ratio,
-                           int64_t speculation_params) {
+                           int64_t speculation_params, int64_t bucket_params) {
   StateTiers t;
   t.sub_groups =
       SummarizeSubGroups(in.model, in.sub_group_params, ratio, state_bytes, in.nvme_block_bytes);
@@ -131,7 +141,7 @@ StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t para
   // lands in pinned staging and is added into a pageable fp32 accumulator.
   const bool landed = in.grad_accum == 1;
   const uint64_t accumulator = landed ? Mul(P, wire) : Mul(P, kGradAccumulatorBytesPerParam);
-  const uint64_t grad_staging = landed ? 0 : Mul(U(in.grad_buckets), U(sg.max_unit_params), wire);
+  const uint64_t grad_staging = landed ? 0 : Mul(U(in.grad_buckets), U(bucket_params), wire);
   const uint64_t weight_staging = Mul(buffers, U(sg.max_group_params), a);
   const uint64_t spec_weights = SpeculationPinnedBytes(spec_params, a);
   const uint64_t nvme_slots =
@@ -155,7 +165,7 @@ StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t para
               : "fp32, 4 B/param, pageable (no DMA touches it)"},
       {"pinned_gradient_staging", grad_staging,
        landed ? "none: one micro-batch's gradients land in the accumulator"
-              : "D2H landing, " + std::to_string(wire) + " B/param: largest unit x " +
+              : "D2H landing, " + std::to_string(wire) + " B/param: bucket size x " +
                     std::to_string(in.grad_buckets) + " buckets"},
       {"pinned_weight_staging", weight_staging,
        "H2D source: largest sub-group x " + std::to_string(a) + " B x " + bc + " slots"},
@@ -214,7 +224,7 @@ StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t para
 // its capacity (1 when none does).
 StatusOr<double> ChooseRatio(const PlanInput& in, const Hardware& hw, int64_t params,
                              uint64_t state_bytes, uint64_t device_tensor_bytes,
-                             bool* chosen_by_planner) {
+                             int64_t bucket_params, bool* chosen_by_planner) {
   *chosen_by_planner = false;
   if (in.nvme_ratio >= 0) return in.nvme_ratio;
   if (in.offload == OffloadPlacement::kHost) return 0;
@@ -227,7 +237,7 @@ StatusOr<double> ChooseRatio(const PlanInput& in, const Hardware& hw, int64_t pa
     // A speculation budget left to the planner comes out of what the state
     // leaves free, so it is 0 here.
     StateTiers t = BuildStateTiers(in, hw, params, state_bytes, device_tensor_bytes, ratio,
-                                   in.speculation_params.value_or(0));
+                                   in.speculation_params.value_or(0), bucket_params);
     if (static_cast<double>(t.host.total_bytes()) <= target) return ratio;
   }
   return 1.0;
@@ -246,10 +256,10 @@ std::string DeviceAdvice(const PlanInput& in, const Plan& plan) {
            FormatBytes(plan.device.total_bytes()) + ", or a smaller model";
   }
   if (resident + buckets > cap) {
-    // Each bucket holds a whole unit's gradient; the largest unit (often
-    // the embedding or LM head) sets them all.
+    // Even the smallest buckets (the largest tensor's gradient) overflow.
     return "the " + std::to_string(in.grad_buckets) + " gradient buckets (" + FormatBytes(buckets) +
-           ", each the largest unit's fp32 gradient" +
+           ", each " + std::to_string(plan.placement.grad_bucket_params) +
+           " params of fp32 gradient" +
            (plan.grad_transfer_dtype != DType::kF32 ? " and its 16-bit cast" : "") +
            ") do not fit beside the " + FormatBytes(weights) + " of working weights" +
            (in.grad_buckets > 2 ? ": lower --grad-buckets (2 is the least)" : "") +
@@ -408,39 +418,60 @@ StatusOr<Plan> ComputePlan(const PlanInput& in, const Hardware& hw) {
   plan.activations = ComputeActivationBytes(m, act);
   const SubGroupSummary layout = SummarizeSubGroups(m, in.sub_group_params, 0.0, s);
 
-  plan.device.name = "device";
-  plan.device.capacity_bytes = hw.device_memory_bytes;
-  plan.device.components = {
-      {"weights", Mul(P, a), std::to_string(a) + " B/param, all layers resident"},
-      {"gradient_buckets",
-       Mul(U(in.grad_buckets), U(layout.max_unit_params),
-           kGradBucketBytesPerParam +
-               (plan.grad_transfer_dtype == DType::kF32 ? 0 : DTypeSize(plan.grad_transfer_dtype))),
-       std::string(plan.grad_transfer_dtype == DType::kF32
-                       ? "fp32"
-                       : "fp32 + its " + std::string(DTypeName(plan.grad_transfer_dtype)) +
-                             " cast for D2H") +
-           ": largest unit x " + std::to_string(in.grad_buckets) + " buckets"},
-      {"activations", plan.activations.total(),
-       std::string(in.checkpointing ? "checkpointing on" : "checkpointing off") +
-           " (on: " + FormatBytes(plan.activations_with_checkpointing_bytes) +
-           ", off: " + FormatBytes(plan.activations_without_checkpointing_bytes) +
-           "), incl. logits " + FormatBytes(plan.activations.logits)},
+  const GradBucketSizes bucket_sizes = GradBucketSizesOf(m);
+  const uint64_t bucket_bytes_per_param =
+      kGradBucketBytesPerParam +
+      (plan.grad_transfer_dtype == DType::kF32 ? 0 : DTypeSize(plan.grad_transfer_dtype));
+  auto device_tier = [&](int64_t bucket) {
+    TierPlan t;
+    t.name = "device";
+    t.capacity_bytes = hw.device_memory_bytes;
+    const bool sliced = bucket < layout.max_unit_params;
+    t.components = {
+        {"weights", Mul(P, a), std::to_string(a) + " B/param, all layers resident"},
+        {"gradient_buckets", Mul(U(in.grad_buckets), U(bucket), bucket_bytes_per_param),
+         std::string(plan.grad_transfer_dtype == DType::kF32
+                         ? "fp32"
+                         : "fp32 + its " + std::string(DTypeName(plan.grad_transfer_dtype)) +
+                               " cast for D2H") +
+             ": " + std::to_string(in.grad_buckets) + " buckets of " + std::to_string(bucket) +
+             " params (" + (sliced ? "units cut in pieces" : "the largest unit") + ")"},
+        {"activations", plan.activations.total(),
+         std::string(in.checkpointing ? "checkpointing on" : "checkpointing off") +
+             " (on: " + FormatBytes(plan.activations_with_checkpointing_bytes) +
+             ", off: " + FormatBytes(plan.activations_without_checkpointing_bytes) +
+             "), incl. logits " + FormatBytes(plan.activations.logits)},
+    };
+    if (hw.device_is_gpu) {
+      t.components.push_back(
+          {"workspace", Mul(kGemmWorkspaceBytesPerStream, kGemmStreams), "cuBLAS workspace"});
+    }
+    if (hw.device_reserved_bytes > 0) {
+      t.components.push_back(
+          {"cuda_context", hw.device_reserved_bytes, "CUDA context and allocator reserve"});
+    }
+    return t;
   };
-  if (hw.device_is_gpu) {
-    plan.device.components.push_back(
-        {"workspace", Mul(kGemmWorkspaceBytesPerStream, kGemmStreams), "cuBLAS workspace"});
-  }
-  if (hw.device_reserved_bytes > 0) {
-    plan.device.components.push_back(
-        {"cuda_context", hw.device_reserved_bytes, "CUDA context and allocator reserve"});
+  // The bucket size: given, or the largest that leaves the device its margin.
+  int64_t bucket = 0;
+  if (in.grad_bucket_params.has_value()) {
+    bucket = std::min<int64_t>(*in.grad_bucket_params, layout.max_unit_params);
+    plan.device = device_tier(bucket);
+  } else {
+    const double target = static_cast<double>(hw.device_memory_bytes) * kDeviceTargetFraction;
+    for (int64_t candidate :
+         {bucket_sizes.whole_units, bucket_sizes.blocks, bucket_sizes.tensors}) {
+      bucket = std::min<int64_t>(candidate, layout.max_unit_params);
+      plan.device = device_tier(bucket);
+      if (static_cast<double>(plan.device.total_bytes()) <= target) break;
+    }
   }
   const uint64_t device_tensors = plan.device.total_bytes() - hw.device_reserved_bytes;
 
   // ---- placement, host, NVMe ----
   bool chosen = false;
   TF_ASSIGN_OR_RETURN(const double ratio,
-                      ChooseRatio(in, hw, plan.params, s, device_tensors, &chosen));
+                      ChooseRatio(in, hw, plan.params, s, device_tensors, bucket, &chosen));
   // The speculation budget: given, or what host memory has left (up to the
   // fraction auto placement fills) once everything else is counted.
   int64_t speculation = 0;
@@ -450,8 +481,8 @@ StatusOr<Plan> ComputePlan(const PlanInput& in, const Hardware& hw) {
       speculation = std::min(*in.speculation_params, plan.params);
       speculation_from = "input";
     } else {
-      const StateTiers without =
-          BuildStateTiers(in, hw, plan.params, s, device_tensors, ratio, /*speculation_params=*/0);
+      const StateTiers without = BuildStateTiers(in, hw, plan.params, s, device_tensors, ratio,
+                                                 /*speculation_params=*/0, bucket);
       const uint64_t usable = static_cast<uint64_t>(static_cast<double>(hw.host_memory_bytes) *
                                                     kHostAutoPlacementFraction);
       const uint64_t used = without.host.total_bytes();
@@ -465,7 +496,8 @@ StatusOr<Plan> ComputePlan(const PlanInput& in, const Hardware& hw) {
       speculation_from = "free host memory";
     }
   }
-  StateTiers tiers = BuildStateTiers(in, hw, plan.params, s, device_tensors, ratio, speculation);
+  StateTiers tiers =
+      BuildStateTiers(in, hw, plan.params, s, device_tensors, ratio, speculation, bucket);
   plan.host = std::move(tiers.host);
   plan.nvme = std::move(tiers.nvme);
   plan.pinned_bytes = tiers.pinned_bytes;
@@ -480,6 +512,8 @@ StatusOr<Plan> ComputePlan(const PlanInput& in, const Hardware& hw) {
   p.nvme_sub_groups = plan.sub_groups.nvme_sub_groups;
   p.buffer_count = in.buffer_count;
   p.grad_buckets = in.grad_buckets;
+  p.grad_bucket_params = bucket;
+  p.vocab_sliced = bucket < layout.max_unit_params && bucket < bucket_sizes.whole_units;
   p.speculation_params = speculation;
   p.speculation_from = speculation_from;
   p.chosen_by_planner = chosen;

@@ -49,6 +49,11 @@ struct PlanInput {
   int64_t sub_group_params = kDefaultSubGroupParams;
   int buffer_count = kDefaultBufferCount;  // weight staging slots and NVMe I/O slots. REQUIRES >= 2
   int grad_buckets = kDefaultGradBuckets;  // REQUIRES >= 2
+  // Parameters per gradient bucket (EngineOptions::grad_bucket_params).
+  // Unset: the planner picks from GradBucketSizesOf the largest that keeps
+  // the device at or below kDeviceTargetFraction, else the smallest. Given:
+  // REQUIRES >= GradBucketSizesOf(model).tensors.
+  std::optional<int64_t> grad_bucket_params;
   PipelineKind pipeline = PipelineKind::kOverlapped;
   // kOverlapped: parameters updated speculatively per step (the engine's
   // speculation_params). Unset: as many as the host memory left free by
@@ -118,6 +123,10 @@ struct Placement {
   int64_t nvme_sub_groups = 0;
   int buffer_count = 0;
   int grad_buckets = 0;
+  // EngineOptions::grad_bucket_params, and whether the (V, C) matrices are
+  // cut into vocabulary slices (the head's second pass over its logits).
+  int64_t grad_bucket_params = 0;
+  bool vocab_sliced = false;
   // Speculation budget (EngineOptions::speculation_params) and where it came
   // from: "free host memory", "input", or "none: synchronous pipeline" (0).
   int64_t speculation_params = 0;

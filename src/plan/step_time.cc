@@ -40,6 +40,12 @@ void PredictStepTime(const PlanInput& in, const Hardware& hw, Plan& plan) {
 
   plan.flops_per_step = TrainingFlopsPerToken(in.model, in.seq_len, in.checkpointing) *
                         static_cast<double>(plan.tokens_per_step);
+  // Vocabulary slices: the head recomputes its logits for the weight gradient.
+  if (plan.placement.vocab_sliced) {
+    plan.flops_per_step += 2.0 * static_cast<double>(in.model.vocab_size) *
+                           static_cast<double>(in.model.d_model) *
+                           static_cast<double>(plan.tokens_per_step);
+  }
   const double compute =
       Seconds(plan.flops_per_step, bw.device_tflops * 1e12 * bw.device_efficiency);
   // Gradients leave the device in the transfer dtype, every micro-batch.

@@ -36,6 +36,7 @@
 #include "plan/default_profile.h"
 #include "plan/hardware_detect.h"
 #include "plan/memory_model.h"
+#include "plan/plan_report.h"
 #include "plan/planner.h"
 #include "train/checkpoint.h"
 #include "train/nvme_io_choice.h"
@@ -276,6 +277,9 @@ std::string DescribePlacement(const Placement& p) {
                     : p.where() == "nvme" ? "NVMe"
                                           : "split host RAM / NVMe (" + std::string(ratio) +
                                                 " of the parameters' state on NVMe)";
+  out += "; " + std::to_string(p.grad_buckets) + " gradient buckets of " +
+         FormatParamCount(p.grad_bucket_params) + " params" +
+         (p.vocab_sliced ? " (embedding and LM head streamed in vocabulary slices)" : "");
   return out;
 }
 
@@ -465,6 +469,8 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   EngineOptions engine_options = MakeEngineOptions(placed, dtype, nvme_paths);
   // The speculation budget the plan counted: given, or from free host memory.
   engine_options.speculation_params = static_cast<uint64_t>(plan.placement.speculation_params);
+  // The bucket size the plan counted (vocabulary slices when it is below the largest unit).
+  engine_options.grad_bucket_params = static_cast<uint64_t>(plan.placement.grad_bucket_params);
   // Every step has grad_accum micro-batches: the gradient buffers the plan counted.
   engine_options.micro_batches_per_step = config.grad_accum;
   engine_options.trace = &trace;

@@ -1,6 +1,8 @@
 // The linear-stack test model.
 #include "tests/engine/linear_stack.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <random>
 
@@ -108,14 +110,21 @@ Status LinearStack::ForwardBackward(Stream& compute, const MicroBatch& batch, fl
                                             d_, dloss_scale, g);
     return Status::Ok();
   }));
+  // A layer larger than the engine's buckets goes in pieces of the
+  // buckets' size, its last piece first (any order is allowed).
+  const size_t piece = std::min<uint64_t>(n, access.GradPieceCapacity());
   for (int l = num_layers_ - 1; l >= 0; --l) {
-    TF_ASSIGN_OR_RETURN(float* dev_grad, access.BeginGrads(l));
-    TF_RETURN_IF_ERROR(compute.HostCallback([grads_host, dev_grad, l, n]() -> Status {
-      const std::vector<float>& src = (*grads_host)[l];
-      for (size_t i = 0; i < n; ++i) dev_grad[i] += src[i];
-      return Status::Ok();
-    }));
-    TF_RETURN_IF_ERROR(access.EndGrads(l));
+    for (size_t end = n; end > 0;) {
+      const size_t begin = end > piece ? end - piece : 0;
+      TF_ASSIGN_OR_RETURN(float* dev_grad, access.BeginGrads(l, begin, end - begin));
+      TF_RETURN_IF_ERROR(compute.HostCallback([grads_host, dev_grad, l, begin, end]() -> Status {
+        const std::vector<float>& src = (*grads_host)[l];
+        for (size_t i = begin; i < end; ++i) dev_grad[i - begin] += src[i];
+        return Status::Ok();
+      }));
+      TF_RETURN_IF_ERROR(access.EndGrads(l));
+      end = begin;
+    }
   }
   return Status::Ok();
 }

@@ -79,6 +79,7 @@ class DirectUnitAccess : public UnitAccess {
     }
     open_.assign(units_.size(), false);
     ended_.assign(units_.size(), 0);
+    covered_.assign(units_.size(), 0);
   }
 
   // Uploads fp32 weights (all units, flat) converted to the dtype.
@@ -107,13 +108,25 @@ class DirectUnitAccess : public UnitAccess {
   }
 
   StatusOr<void*> Weights(int unit) override { return weights_.at(unit).data(); }
-  StatusOr<float*> BeginGrads(int unit) override {
+  // The largest piece the model may ask for (the engine's bucket size).
+  void set_capacity(uint64_t params) { capacity_ = params; }
+  uint64_t GradPieceCapacity() const override { return capacity_; }
+  StatusOr<float*> BeginGrads(int unit, uint64_t begin, uint64_t count) override {
     if (open_.at(unit)) return InternalError("BeginGrads twice for unit " + std::to_string(unit));
+    const uint64_t n = units_[unit].num_params;
+    if (count == 0 || count > capacity_ || begin > n || count > n - begin) {
+      return InternalError("BeginGrads(" + std::to_string(unit) + ", " + std::to_string(begin) +
+                           ", " + std::to_string(count) + "): not a piece of a unit of " +
+                           std::to_string(n) + " within the capacity " + std::to_string(capacity_));
+    }
     open_[unit] = true;
     ++num_open_;
     max_open_ = std::max(max_open_, num_open_);
-    TF_RETURN_IF_ERROR(stream_.Memset(grads_[unit].data(), 0, units_[unit].num_params * 4));
-    return grads_[unit].as<float>();
+    pieces_.push_back({unit, begin, count});
+    covered_[unit] += count;
+    float* g = grads_[unit].as<float>() + begin;
+    TF_RETURN_IF_ERROR(stream_.Memset(g, 0, count * 4));
+    return g;
   }
   Status EndGrads(int unit) override {
     if (!open_.at(unit))
@@ -126,8 +139,23 @@ class DirectUnitAccess : public UnitAccess {
   }
 
   int max_open() const { return max_open_; }
+  // Pieces ended per unit, and units in the order their pieces ended.
   const std::vector<int>& ended() const { return ended_; }
   const std::vector<int>& end_order() const { return end_order_; }
+  struct Piece {
+    int unit;
+    uint64_t begin, count;
+  };
+  const std::vector<Piece>& pieces() const { return pieces_; }
+  // Parameters of each unit handed out since construction (or ResetCounts).
+  const std::vector<uint64_t>& covered() const { return covered_; }
+  void ResetCounts() {
+    ended_.assign(units_.size(), 0);
+    end_order_.clear();
+    pieces_.clear();
+    covered_.assign(units_.size(), 0);
+    max_open_ = num_open_;
+  }
 
  private:
   Device& device_;
@@ -137,6 +165,9 @@ class DirectUnitAccess : public UnitAccess {
   std::vector<DeviceBuffer> weights_, grads_;
   std::vector<bool> open_;
   std::vector<int> ended_, end_order_;
+  std::vector<Piece> pieces_;
+  std::vector<uint64_t> covered_;
+  uint64_t capacity_ = UINT64_MAX;
   int num_open_ = 0, max_open_ = 0;
 };
 

@@ -266,7 +266,10 @@ class WeightsOrderAccess : public UnitAccess {
     calls.push_back({unit, stream_.launches()});
     return inner_.Weights(unit);
   }
-  StatusOr<float*> BeginGrads(int unit) override { return inner_.BeginGrads(unit); }
+  uint64_t GradPieceCapacity() const override { return inner_.GradPieceCapacity(); }
+  StatusOr<float*> BeginGrads(int unit, uint64_t begin, uint64_t count) override {
+    return inner_.BeginGrads(unit, begin, count);
+  }
   Status EndGrads(int unit) override { return inner_.EndGrads(unit); }
   struct Call {
     int unit;

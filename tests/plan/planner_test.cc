@@ -273,12 +273,56 @@ TEST(Planner, DeviceTooSmallForWeightsIsRefusedNamingDevice) {
 // the advice names the buckets, not the weights. (`tierflow plan` on a
 // 24 GiB card says the same: it reserves 768 MiB for the CUDA context.)
 TEST(Planner, DeviceTooSmallForGradientBucketsNamesThem) {
-  Plan plan = MustPlan(Input("llama-8b", 2048), Machine(23 * kGiB, 64 * kGiB, kTiB, true));
+  // 14.96 GiB of weights and 32 MiB of workspace: even the smallest buckets
+  // (the largest tensor, 14336 x 4096: 0.98 GiB) overflow 15.5 GiB.
+  Plan plan = MustPlan(Input("llama-8b", 2048),
+                       Machine(static_cast<uint64_t>(15.5 * kGiB), 64 * kGiB, kTiB, true));
   EXPECT_FALSE(plan.feasible);
   EXPECT_EQ(plan.binding_constraint, "device");
+  EXPECT_EQ(plan.placement.grad_bucket_params, 14336 * 4096);
   EXPECT_THAT(plan.explanation, HasSubstr("3 gradient buckets"));
   EXPECT_THAT(plan.explanation, HasSubstr("lower --grad-buckets"));
   EXPECT_THAT(plan.explanation, Not(HasSubstr("weights alone")));
+}
+
+// Llama-3-8B on a 24 GiB GPU with 64 GiB of RAM (the 8B-on-24-GB goal):
+// buckets of the largest tensor, the vocabulary matrices in slices, and
+// both tiers within 85%.
+TEST(Planner, Llama8bOn24GiBFitsWithRoomToSpare) {
+  // As `tierflow plan --gpu-memory 24GiB` sees it: the card's total, less the context.
+  Hardware hw = Machine(24 * kGiB, 64 * kGiB, kTiB, true);
+  hw.device_reserved_bytes = kCudaContextBytes;
+  Plan plan = MustPlan(Input("llama-8b", 2048), hw);
+  ASSERT_TRUE(plan.feasible) << plan.explanation;
+  EXPECT_LE(plan.device.total_bytes(), 0.85 * 24 * kGiB);
+  EXPECT_LE(plan.host.total_bytes(), 0.85 * 64 * kGiB);
+  // Neither the head's 525 M nor a block's 218 M keep the device within 85%.
+  EXPECT_EQ(plan.placement.grad_bucket_params, 14336 * 4096);
+  EXPECT_TRUE(plan.placement.vocab_sliced);
+  // The head's second pass over its logits is in the FLOPs: 2 x tokens x V x C more.
+  PlanInput whole = Input("llama-8b", 2048);
+  whole.grad_bucket_params = 600'000'000;  // above the largest unit: every unit whole
+  const Plan unsliced = MustPlan(whole, Machine(48 * kGiB, 64 * kGiB, kTiB, true));
+  EXPECT_FALSE(unsliced.placement.vocab_sliced);
+  EXPECT_EQ(unsliced.placement.grad_bucket_params, 128256 * 4096 + 4096);  // the head + its norm
+  EXPECT_DOUBLE_EQ(plan.flops_per_step - unsliced.flops_per_step, 2.0 * 2048 * 128256 * 4096);
+}
+
+TEST(Planner, BucketSizeGivenOrChosenLargestFirst) {
+  // Roomy: the largest unit, nothing sliced.
+  Plan roomy = MustPlan(Input("llama-8b", 2048), Machine(80 * kGiB, 256 * kGiB, kTiB, true));
+  EXPECT_EQ(roomy.placement.grad_bucket_params, 128256 * 4096 + 4096);
+  EXPECT_FALSE(roomy.placement.vocab_sliced);
+  // Given: used as it is, and below the largest tensor refused.
+  PlanInput given = Input("llama-8b", 2048);
+  given.grad_bucket_params = 100'000'000;
+  Plan p = MustPlan(given, Machine(80 * kGiB, 256 * kGiB, kTiB, true));
+  EXPECT_EQ(p.placement.grad_bucket_params, 100'000'000);
+  EXPECT_TRUE(p.placement.vocab_sliced);
+  given.grad_bucket_params = 14336 * 4096 - 1;
+  auto refused = ComputePlan(given, Machine(80 * kGiB, 256 * kGiB, kTiB, true));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("smaller than the largest gradient"));
 }
 
 TEST(Planner, DeviceTooSmallForActivationsSuggestsCheckpointing) {

@@ -354,16 +354,17 @@ TEST(TrainRun, PlacementComesFromThePlannerUnlessGiven) {
   const std::string planner = "chosen by the planner";
 
   const Seen roomy = run([](TrainConfig&) {}, 0);
-  EXPECT_EQ(roomy.info.offload, "host RAM");
+  EXPECT_EQ(roomy.info.offload.rfind("host RAM; 3 gradient buckets of ", 0), 0u)
+      << roomy.info.offload;
   EXPECT_EQ(roomy.info.offload_from.rfind(planner, 0), 0u) << roomy.info.offload_from;
   EXPECT_TRUE(roomy.info.nvme_dir.empty());
 
-  // The planner keeps its placements within 90% of the host
+  // The planner keeps its placements within 85% of the host
   // (kHostAutoPlacementFraction), and counts 1 GiB of process overhead
   // besides tiny-llama's 9 MiB of state: 1.13 GiB cannot hold all of it.
   const uint64_t tight = (uint64_t{1} << 30) / 9 * 10 + (uint64_t{15} << 20);
   const Seen cramped = run([](TrainConfig&) {}, tight);
-  EXPECT_NE(cramped.info.offload, "host RAM");
+  EXPECT_NE(cramped.info.offload.rfind("host RAM", 0), 0u) << cramped.info.offload;
   EXPECT_EQ(cramped.info.offload_from.rfind(planner, 0), 0u) << cramped.info.offload_from;
   EXPECT_FALSE(cramped.info.nvme_dir.empty());
 
