@@ -297,4 +297,32 @@ Status SwapSetReader::Read(std::string_view name, void* dst, uint64_t num_bytes)
   return Status::Ok();
 }
 
+Status SwapSetReader::ReadRange(std::string_view name, uint64_t byte_offset, void* dst,
+                                uint64_t num_bytes) const {
+  const SwapTensorEntry* t = Find(name);
+  if (t == nullptr) {
+    return NotFoundError("swap set " + files_[0]->header().run_id + " (" + files_[0]->path() +
+                         ") has no tensor '" + std::string(name) + "'");
+  }
+  if (byte_offset > t->num_bytes || num_bytes > t->num_bytes - byte_offset) {
+    return InvalidArgumentError("tensor '" + t->name + "': bytes [" + std::to_string(byte_offset) +
+                                ", +" + std::to_string(num_bytes) + ") are outside its " +
+                                std::to_string(t->num_bytes));
+  }
+  if (num_bytes == 0) return Status::Ok();
+  const size_t index = static_cast<size_t>(t - tensors().data());
+  const uint32_t n = static_cast<uint32_t>(files_.size());
+  const uint64_t bs = files_[0]->header().block_size_bytes;
+  std::vector<uint8_t> block(bs);
+  auto* out = static_cast<uint8_t*>(dst);
+  const uint64_t end = byte_offset + num_bytes;
+  for (uint64_t k = byte_offset / bs; k * bs < end; ++k) {
+    const SwapFileView& f = *files_[BlockDirectory(t->start_dir, k, n)];
+    TF_RETURN_IF_ERROR(f.ReadBlock(f.header().tensors[index], k, block.data()));
+    const uint64_t from = std::max(byte_offset, k * bs), to = std::min(end, (k + 1) * bs);
+    std::memcpy(out + (from - byte_offset), block.data() + (from - k * bs), to - from);
+  }
+  return Status::Ok();
+}
+
 }  // namespace tierflow::offload

@@ -131,6 +131,11 @@ class SwapSetReader {
   // tensor), InvalidArgument (size differs), DataLoss naming file, tensor,
   // byte range and offset.
   Status Read(std::string_view name, void* dst, uint64_t num_bytes) const;
+  // Bytes [byte_offset, byte_offset + num_bytes) of the tensor, verifying
+  // every block it touches. Errors: as Read; InvalidArgument for a range
+  // outside the tensor.
+  Status ReadRange(std::string_view name, uint64_t byte_offset, void* dst,
+                   uint64_t num_bytes) const;
 
  private:
   std::vector<std::unique_ptr<SwapFileView>> files_;

@@ -49,6 +49,7 @@ struct PlanFlags {
   std::string sub_group;
   int buffer_count = kDefaultBufferCount;
   int grad_buckets = kDefaultGradBuckets;
+  std::string grad_bucket = "auto";
   std::string pipeline = "overlapped";
   std::string speculation = "auto";
 
@@ -120,6 +121,11 @@ StatusOr<PlanInput> InputFromFlags(const PlanFlags& f) {
   }
   in.buffer_count = f.buffer_count;
   in.grad_buckets = f.grad_buckets;
+  if (f.grad_bucket != "auto") {
+    TF_ASSIGN_OR_RETURN(uint64_t n, CountFlag("--grad-bucket", f.grad_bucket));
+    // Beyond int64 is beyond the planner's bound, which then names it.
+    in.grad_bucket_params = static_cast<int64_t>(std::min<uint64_t>(n, INT64_MAX));
+  }
   in.pipeline = f.pipeline == "sync" ? PipelineKind::kSynchronous : PipelineKind::kOverlapped;
   if (f.speculation != "auto") {
     TF_ASSIGN_OR_RETURN(uint64_t speculation, CountFlag("--speculation", f.speculation));
@@ -341,6 +347,12 @@ void AddPlan(CLI::App& app, int* exit_code) {
                   "Weight staging slots = NVMe I/O slots (the engine's buffer_count)")
       ->capture_default_str();
   cmd->add_option("--grad-buckets", f->grad_buckets, "Device gradient buckets")
+      ->capture_default_str();
+  cmd->add_option("--grad-bucket", f->grad_bucket,
+                  std::string("Parameters per gradient bucket, or auto: the largest unit, a "
+                              "block or the largest tensor, the first that keeps the device "
+                              "within 85% (") +
+                      kCountSuffixHelp + ")")
       ->capture_default_str();
   cmd->add_option("--pipeline", f->pipeline, "The engine's step pipeline: overlapped | sync")
       ->check(CLI::IsMember({"overlapped", "sync"}))

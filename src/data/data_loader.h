@@ -100,6 +100,13 @@ class DataLoader {
   const DataLoaderOptions& options() const { return options_; }
   int64_t num_train_tokens() const { return num_train_tokens_; }
   int64_t num_eval_tokens() const { return tokens_.size() - num_train_tokens_; }
+  // Host bytes the loader holds, or will once its data is read: the tokens
+  // (in memory, or a mapped file whose pages the reads bring in) and one
+  // epoch's order of sequences. The planner counts them.
+  uint64_t MemoryBytes() const {
+    return static_cast<uint64_t>(tokens_.size()) * static_cast<uint64_t>(tokens_.element_bytes()) +
+           static_cast<uint64_t>(num_sequences_) * sizeof(int64_t);
+  }
 
  private:
   DataLoader() = default;

@@ -10,11 +10,15 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "tierflow/status.h"
 
 namespace tierflow {
+
+// What a streaming checksum of a file (a checkpoint's CRC32C) reads at a time.
+inline constexpr uint64_t kFileChecksumBufferBytes = 4ull << 20;
 
 struct ReadFileOptions {
   // Refuse a symbolic link as the last path component (O_NOFOLLOW): for

@@ -93,6 +93,17 @@ Status SafetensorsReader::ReadRaw(const SafetensorsTensorInfo& tensor, void* dst
                     "tensor '" + tensor.name + "'");
 }
 
+Status SafetensorsReader::ReadRawRange(const SafetensorsTensorInfo& tensor, uint64_t byte_offset,
+                                       void* dst, size_t num_bytes) const {
+  if (byte_offset > tensor.num_bytes() || num_bytes > tensor.num_bytes() - byte_offset) {
+    return InvalidArgumentError(TensorWhere(path_, tensor.name) + ": bytes [" +
+                                std::to_string(byte_offset) + ", +" + std::to_string(num_bytes) +
+                                ") are outside its " + std::to_string(tensor.num_bytes()));
+  }
+  return PreadFully(dst, num_bytes, header_.data_offset_bytes() + tensor.begin_bytes + byte_offset,
+                    "tensor '" + tensor.name + "'");
+}
+
 Status SafetensorsReader::Read(const SafetensorsTensorInfo& tensor, DType to, void* dst,
                                size_t dst_num_bytes) const {
   if (!tensor.dtype) {

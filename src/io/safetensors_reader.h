@@ -41,6 +41,10 @@ class SafetensorsReader {
   // if the file became shorter since Open; I/O errors as ErrnoStatus.
   // Thread-safe: concurrent reads of any tensors are fine.
   Status ReadRaw(const SafetensorsTensorInfo& tensor, void* dst, size_t dst_num_bytes) const;
+  // Bytes [byte_offset, byte_offset + num_bytes) of the tensor as stored.
+  // Errors: InvalidArgument for a range outside the tensor; as ReadRaw.
+  Status ReadRawRange(const SafetensorsTensorInfo& tensor, uint64_t byte_offset, void* dst,
+                      size_t num_bytes) const;
 
   // Reads the tensor converted to `to` (bit-exact when it is the stored dtype;
   // round-to-nearest-even when narrowing). `dst` holds

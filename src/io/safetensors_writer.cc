@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <set>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -40,9 +41,9 @@ StatusOr<SafetensorsLayout> PlanSafetensorsLayout(
       return InvalidArgumentError("tensor '" + e.name + "' is listed twice");
     }
     TF_ASSIGN_OR_RETURN(entry_bytes[i], SafetensorsEntryBytes(e));
-    if (entry_bytes[i] > 0 && e.data == nullptr) {
+    if (entry_bytes[i] > 0 && e.data == nullptr && !e.fill) {
       return InvalidArgumentError("tensor '" + e.name + "' has " + std::to_string(entry_bytes[i]) +
-                                  " bytes but no data pointer");
+                                  " bytes but no data pointer or fill");
     }
   }
 
@@ -85,11 +86,32 @@ Status WriteSafetensors(const std::string& path, std::span<const SafetensorsEntr
                         const std::map<std::string, std::string>& metadata, FileSystem* fs) {
   StatusOr<SafetensorsLayout> layout = PlanSafetensorsLayout(entries, metadata);
   if (!layout.ok()) return layout.status().WithContext("writing safetensors file " + path);
+  // One buffer for every streamed tensor: the largest piece asked for.
+  uint64_t chunk = 0;
+  for (const SafetensorsEntry& e : entries) {
+    if (e.data != nullptr || !e.fill) continue;
+    TF_ASSIGN_OR_RETURN(uint64_t num_bytes, SafetensorsEntryBytes(e));
+    const uint64_t element = DTypeSize(e.dtype);
+    chunk = std::max(chunk, std::min(num_bytes, kSafetensorsFillChunkBytes / element * element));
+  }
+  std::vector<char> buffer(chunk);
   return WriteFileAtomically(fs, path, [&](WritableFile& file) -> Status {
     TF_RETURN_IF_ERROR(file.Append(layout->header_bytes.data(), layout->header_bytes.size()));
     for (size_t i : layout->data_order) {
-      TF_ASSIGN_OR_RETURN(uint64_t num_bytes, SafetensorsEntryBytes(entries[i]));
-      if (num_bytes > 0) TF_RETURN_IF_ERROR(file.Append(entries[i].data, num_bytes));
+      const SafetensorsEntry& e = entries[i];
+      TF_ASSIGN_OR_RETURN(uint64_t num_bytes, SafetensorsEntryBytes(e));
+      if (num_bytes == 0) continue;
+      if (e.data != nullptr) {
+        TF_RETURN_IF_ERROR(file.Append(e.data, num_bytes));
+        continue;
+      }
+      const uint64_t element = DTypeSize(e.dtype);
+      const uint64_t piece = kSafetensorsFillChunkBytes / element * element;
+      for (uint64_t at = 0; at < num_bytes; at += piece) {
+        const uint64_t n = std::min(piece, num_bytes - at);
+        TF_RETURN_IF_ERROR(e.fill(at, n, buffer.data()).WithContext("tensor '" + e.name + "'"));
+        TF_RETURN_IF_ERROR(file.Append(buffer.data(), n));
+      }
     }
     return Status::Ok();
   });

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <span>
 #include <string>
@@ -19,13 +20,29 @@
 
 namespace tierflow {
 
-// One tensor to write. The bytes are borrowed: `data` must hold
-// product(shape) * DTypeSize(dtype) bytes and stay valid during the write.
+// Writes `num_bytes` of a tensor's data, starting `byte_offset` bytes into
+// it, to `out` (a whole number of elements: both are multiples of the
+// element size).
+using SafetensorsFill = std::function<Status(uint64_t byte_offset, uint64_t num_bytes, void* out)>;
+
+// The largest piece WriteSafetensors asks a `fill` for at once: the one
+// buffer it holds while streaming (the planner counts it).
+inline constexpr uint64_t kSafetensorsFillChunkBytes = 32ull << 20;
+// fp32 values a fill that converts (fp32 master weights to a 16-bit file)
+// holds at a time: its scratch.
+inline constexpr uint64_t kSafetensorsConvertElements = uint64_t{1} << 20;
+
+// One tensor to write. Its bytes are borrowed (`data` must hold
+// product(shape) * DTypeSize(dtype) bytes and stay valid during the write)
+// or streamed (`fill`, when `data` is null: called in order over the tensor
+// in pieces of at most kSafetensorsFillChunkBytes, so a tensor never has to
+// exist in memory whole).
 struct SafetensorsEntry {
   std::string name;
   DType dtype = DType::kF32;
   std::vector<int64_t> shape;  // [] for a scalar; entries >= 0
-  const void* data = nullptr;  // may be null only when the tensor has no elements
+  const void* data = nullptr;  // null only when the tensor has no elements or `fill` is set
+  SafetensorsFill fill = nullptr;
 };
 
 // Bytes the data region of `entry` takes; InvalidArgument on a negative

@@ -6,8 +6,7 @@
 namespace tierflow::model_internal {
 
 StatusOr<std::vector<GradPiece>> PlanGradPieces(const std::string& unit_name, int64_t unit_params,
-                                                const std::vector<GradOp>& ops,
-                                                uint64_t capacity) {
+                                                const std::vector<GradOp>& ops, uint64_t capacity) {
   if (capacity == 0) return InvalidArgumentError("gradient pieces: capacity 0");
   const auto cap = static_cast<int64_t>(std::min<uint64_t>(capacity, INT64_MAX));
   int64_t covered = 0;

@@ -33,7 +33,7 @@ struct GradOp {
 };
 
 struct GradPiece {
-  int64_t begin = 0, end = 0;  // unit parameters [begin, end)
+  int64_t begin = 0, end = 0;        // unit parameters [begin, end)
   size_t first_op = 0, last_op = 0;  // ops [first_op, last_op] of the plan
 };
 

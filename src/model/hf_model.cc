@@ -3,10 +3,14 @@
 // that convert each fp32 tensor to the output dtype.
 #include "model/hf_model.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <system_error>
+#include <vector>
 
 #include "common/cancel.h"
 #include "io/file_reader.h"
@@ -168,6 +172,15 @@ StatusOr<std::string> HfConfigJson(const ModelConfig& c, DType dtype,
 
 Status SaveHfModel(const std::string& dir, const ParamLayout& layout, const float* weights,
                    const HfModelSaveOptions& options) {
+  const UnitWeightsReader read = [&](int unit, uint64_t offset, uint64_t count, float* out) {
+    std::memcpy(out, weights + layout.unit_offsets[unit] + offset, count * sizeof(float));
+    return Status::Ok();
+  };
+  return SaveHfModel(dir, layout, read, options);
+}
+
+Status SaveHfModel(const std::string& dir, const ParamLayout& layout, const UnitWeightsReader& read,
+                   const HfModelSaveOptions& options) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) {
@@ -175,17 +188,32 @@ Status SaveHfModel(const std::string& dir, const ParamLayout& layout, const floa
   }
   TF_ASSIGN_OR_RETURN(std::string config_json,
                       HfConfigJson(layout.config, options.dtype, options.base_config_json));
-  // One converted copy of the weights in the output dtype, tensors in layout order.
+  // Each tensor streams: fp32 from `read`, converted block by block into the
+  // writer's buffer.
   const size_t esize = DTypeSize(options.dtype);
-  std::vector<unsigned char> data(static_cast<size_t>(layout.total_params) * esize);
-  TF_RETURN_IF_ERROR(
-      CastCpu(DType::kF32, weights, options.dtype, data.data(), layout.total_params));
+  const DType dtype = options.dtype;
+  auto scratch = std::make_shared<std::vector<float>>();
   std::vector<SafetensorsEntry> entries;
   for (size_t u = 0; u < layout.tensors.size(); ++u) {
     for (const TensorSlot& s : layout.tensors[u]) {
-      const int64_t index = layout.unit_offsets[u] + s.offset;
-      entries.push_back(SafetensorsEntry{s.tensor.name, options.dtype, s.tensor.shape,
-                                         data.data() + static_cast<size_t>(index) * esize});
+      const int unit = static_cast<int>(u);
+      const auto first = static_cast<uint64_t>(s.offset);
+      SafetensorsFill fill = [&read, scratch, unit, first, esize, dtype](
+                                 uint64_t byte_offset, uint64_t num_bytes, void* out) -> Status {
+        const uint64_t begin = byte_offset / esize, n = num_bytes / esize;
+        auto* dst = static_cast<unsigned char*>(out);
+        if (dtype == DType::kF32) return read(unit, first + begin, n, static_cast<float*>(out));
+        for (uint64_t done = 0; done < n;) {
+          const uint64_t block = std::min(n - done, kSafetensorsConvertElements);
+          scratch->resize(std::max<size_t>(scratch->size(), block));
+          TF_RETURN_IF_ERROR(read(unit, first + begin + done, block, scratch->data()));
+          TF_RETURN_IF_ERROR(
+              CastCpu(DType::kF32, scratch->data(), dtype, dst + done * esize, block));
+          done += block;
+        }
+        return Status::Ok();
+      };
+      entries.push_back(SafetensorsEntry{s.tensor.name, dtype, s.tensor.shape, nullptr, fill});
     }
   }
   HfSaveOptions save;

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,16 @@ struct HfModelSaveOptions {
 // are `weights` into `dir` (created if missing) via SaveHfCheckpoint
 // (crash-safe). Errors: I/O errors naming the path.
 Status SaveHfModel(const std::string& dir, const ParamLayout& layout, const float* weights,
+                   const HfModelSaveOptions& options = {});
+
+// Reads `count` fp32 weights of unit `unit` from unit offset `offset` into `out`.
+using UnitWeightsReader =
+    std::function<Status(int unit, uint64_t offset, uint64_t count, float* out)>;
+
+// The same files, with the weights streamed from `read` tensor piece by
+// tensor piece: the host holds kSafetensorsFillChunkBytes of output and
+// kSafetensorsConvertElements fp32 values at a time, never the model.
+Status SaveHfModel(const std::string& dir, const ParamLayout& layout, const UnitWeightsReader& read,
                    const HfModelSaveOptions& options = {});
 
 }  // namespace tierflow

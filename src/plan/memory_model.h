@@ -68,8 +68,15 @@ inline constexpr int kGemmStreams = 1;
 // fragmentation take when the capacity given is the card's total
 // (--gpu-memory); a capacity detected through the Device API is already net.
 inline constexpr uint64_t kCudaContextBytes = 768ull << 20;
+// The CUDA allocator hands out large blocks in 2 MiB granules, so each
+// device allocation may waste up to that much (fragmentation headroom). The
+// engine and model allocate once, at start-up: the working weights, the
+// activations, the gradient statistics and their scratch, and two buffers
+// per gradient bucket (fp32 and its transfer cast).
+inline constexpr uint64_t kDeviceAllocationGranuleBytes = 2ull << 20;
+inline constexpr int kFixedDeviceAllocations = 4;
 // Host memory of the process beyond its tier buffers: code, thread stacks,
-// oneTBB, dataset and tokenizer buffers, allocator slack.
+// oneTBB, tokenizer tables, allocator slack (the dataset is counted apart).
 inline constexpr uint64_t kHostProcessOverheadBytes = 1ull << 30;
 // When the planner places the optimizer state itself, it fills host memory
 // only up to this fraction, leaving the rest for the page cache and other

@@ -13,6 +13,8 @@
 #include "common/cancel.h"
 #include "common/checked_math.h"
 #include "common/units.h"
+#include "io/file_reader.h"
+#include "io/safetensors_writer.h"
 #include "plan/speculation_budget.h"
 #include "plan/step_time.h"
 #include "tierflow/grad_transfer.h"
@@ -112,6 +114,25 @@ Status ValidateInput(const PlanInput& in, const Hardware& hw) {
   return Status::Ok();
 }
 
+// What a checkpoint, the final save or a resume holds on the host (all
+// stream the state sub-group by sub-group; train/checkpoint.cc): one
+// sub-group's three fp32 arrays (StateRangeReader), and then either the
+// safetensors writer's buffer (a chunk, at most the largest tensor it
+// streams: a unit's fp32 master array) with the fp32 scratch converting
+// master weights to the model file's dtype, or the buffer that checksums
+// each file once written (at most the largest file: the model's).
+uint64_t CheckpointBufferBytes(const SubGroupSummary& sg, uint64_t params, uint64_t weight_bytes) {
+  const uint64_t reader = Mul(3 * kMasterBytesPerParam, U(sg.max_group_params));
+  const uint64_t writer = std::min<uint64_t>(kSafetensorsFillChunkBytes,
+                                             Mul(kMasterBytesPerParam, U(sg.max_unit_params)));
+  const uint64_t convert = Mul(
+      kMasterBytesPerParam, std::min<uint64_t>(kSafetensorsConvertElements, U(sg.max_unit_params)));
+  const uint64_t largest_file =
+      std::max(Mul(params, weight_bytes), Mul(3 * kMasterBytesPerParam, U(sg.max_unit_params)));
+  const uint64_t checksum = std::min<uint64_t>(kFileChecksumBufferBytes, largest_file);
+  return Sum(reader, std::max(Sum(writer, convert), checksum));
+}
+
 // Host and NVMe tiers for one NVMe ratio (the device tier does not depend on it).
 struct StateTiers {
   TierPlan host, nvme;
@@ -173,7 +194,13 @@ StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t para
        "overlapped pipeline: new weights of the speculated sub-groups"},
       {"nvme_io_buffers", nvme_slots,
        "pinned: largest NVMe sub-group x " + std::to_string(state_bytes) + " B x " + bc + " slots"},
-      {"process_overhead", kHostProcessOverheadBytes, "code, threads, dataset, allocator slack"},
+      {"checkpoint_buffers", CheckpointBufferBytes(sg, P, a),
+       "checkpoints and the final save stream the state: one sub-group's master + moments "
+       "(fp32) and the file writer's buffer"},
+      {"dataset", in.dataset_bytes,
+       in.dataset_bytes > 0 ? "the tokenized dataset and its shuffled order"
+                            : "not known here (tierflow train counts the dataset it loads)"},
+      {"process_overhead", kHostProcessOverheadBytes, "code, threads, allocator slack"},
   };
   if (hw.device_memory_is_host_memory) {
     t.host.components.push_back(
@@ -445,6 +472,11 @@ StatusOr<Plan> ComputePlan(const PlanInput& in, const Hardware& hw) {
     if (hw.device_is_gpu) {
       t.components.push_back(
           {"workspace", Mul(kGemmWorkspaceBytesPerStream, kGemmStreams), "cuBLAS workspace"});
+      const int allocations = kFixedDeviceAllocations + 2 * in.grad_buckets;
+      t.components.push_back({"allocation_rounding",
+                              Mul(kDeviceAllocationGranuleBytes, U(allocations)),
+                              "fragmentation headroom: " + std::to_string(allocations) +
+                                  " allocations, each up to a 2 MiB granule"});
     }
     if (hw.device_reserved_bytes > 0) {
       t.components.push_back(

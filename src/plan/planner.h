@@ -61,6 +61,9 @@ struct PlanInput {
   // (plan/speculation_budget.h); the state's placement is chosen first, so
   // speculation never pushes state to NVMe.
   std::optional<int64_t> speculation_params;
+  // Host bytes of the tokenized dataset the run holds (its tokens and
+  // shuffled order: DataLoader::MemoryBytes); 0 when not known (plan alone).
+  uint64_t dataset_bytes = 0;
   int nvme_directories = 1;  // swap directories (one per drive); each keeps spare blocks
   // The swap files' block (the NVMe tier's block size): each sub-group's
   // state is rounded up to whole blocks. A multiple of 4096. Default: 1 MiB.

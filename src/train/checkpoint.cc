@@ -37,11 +37,14 @@ std::string StepDirName(int64_t step) {
   return buf;
 }
 
-// Size and CRC32C of a file, read in 4 MiB pieces.
+// Size and CRC32C of a file, read in pieces of kFileChecksumBufferBytes (at
+// most the file: the planner counts min(file, buffer)).
 StatusOr<std::pair<uint64_t, uint32_t>> FileChecksum(const std::string& path) {
   FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) return ErrnoStatus(errno, "open " + path);
-  std::vector<char> buf(4 << 20);
+  struct stat st {};
+  const uint64_t size = ::fstat(::fileno(f), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+  std::vector<char> buf(std::clamp<uint64_t>(size, 1, kFileChecksumBufferBytes));
   uint64_t total = 0;
   uint32_t crc = 0;
   size_t n;
@@ -59,7 +62,7 @@ StatusOr<std::pair<uint64_t, uint32_t>> FileChecksum(const std::string& path) {
 StatusOr<uint32_t> RangeChecksum(const std::string& path, uint64_t begin, uint64_t end) {
   FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) return ErrnoStatus(errno, "open " + path);
-  std::vector<char> buf(4 << 20);
+  std::vector<char> buf(std::clamp<uint64_t>(end - begin, 1, kFileChecksumBufferBytes));
   uint32_t crc = 0;
   bool failed = std::fseek(f, static_cast<long>(begin), SEEK_SET) != 0;
   uint64_t left = end - begin;
@@ -80,22 +83,6 @@ StatusOr<uint32_t> RangeChecksum(const std::string& path, uint64_t begin, uint64
 bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() &&
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// The states of one unit, gathered from its sub-groups.
-Status ReadUnitState(OffloadEngine& engine, int unit, std::vector<float>* master,
-                     std::vector<float>* exp_avg, std::vector<float>* exp_avg_sq) {
-  const SubGroupLayout& sl = engine.layout();
-  const uint64_t n = sl.unit_offsets[unit + 1] - sl.unit_offsets[unit];
-  master->resize(n);
-  exp_avg->resize(n);
-  exp_avg_sq->resize(n);
-  for (int g : sl.by_unit[unit]) {
-    const uint64_t off = sl.groups[g].unit_offset;
-    TF_RETURN_IF_ERROR(
-        engine.ReadState(g, master->data() + off, exp_avg->data() + off, exp_avg_sq->data() + off));
-  }
-  return Status::Ok();
 }
 
 std::string UnitFileName(const PathComponent& unit) { return OptimizerUnitFileName(unit); }
@@ -357,26 +344,58 @@ StatusOr<CheckpointLayout> ParseCheckpointLayout(const nlohmann::json& doc,
 
 namespace {
 
+Status CheckUnitRange(const CheckpointOptimizerState::Unit& unit, uint64_t offset, uint64_t count) {
+  if (offset > unit.num_params || count > unit.num_params - offset) {
+    return InvalidArgumentError("optimizer state of unit '" + unit.name.str() + "': parameters [" +
+                                std::to_string(offset) + ", +" + std::to_string(count) +
+                                ") are outside its " + std::to_string(unit.num_params));
+  }
+  return Status::Ok();
+}
+
 class HostOptimizerState : public CheckpointOptimizerState {
  public:
-  Status ReadUnit(size_t u, float* master, float* exp_avg, float* exp_avg_sq) const override {
+  Status ReadUnitRange(size_t u, uint64_t offset, uint64_t count, float* master, float* exp_avg,
+                       float* exp_avg_sq) const override {
     const Unit& unit = units_.at(u);
-    TF_ASSIGN_OR_RETURN(auto reader, SafetensorsReader::Open(dir_ + "/" + UnitFileName(unit.name)));
-    const size_t n = unit.num_params;
-    TF_RETURN_IF_ERROR(reader->Read("master", DType::kF32, master, n * 4));
-    TF_RETURN_IF_ERROR(reader->Read("exp_avg", DType::kF32, exp_avg, n * 4));
-    return reader->Read("exp_avg_sq", DType::kF32, exp_avg_sq, n * 4);
+    TF_RETURN_IF_ERROR(CheckUnitRange(unit, offset, count));
+    // The unit's file stays open across its ranges (a resume reads it sub-group by sub-group).
+    if (open_unit_ != u || reader_ == nullptr) {
+      reader_.reset();
+      TF_ASSIGN_OR_RETURN(reader_, SafetensorsReader::Open(dir_ + "/" + UnitFileName(unit.name)));
+      open_unit_ = u;
+    }
+    const std::pair<const char*, float*> arrays[] = {
+        {"master", master}, {"exp_avg", exp_avg}, {"exp_avg_sq", exp_avg_sq}};
+    for (const auto& [name, out] : arrays) {
+      const SafetensorsTensorInfo* t = reader_->Find(name);
+      if (t == nullptr || t->dtype != DType::kF32 || t->num_elements != unit.num_params) {
+        return DataLossError(reader_->path() + ": no fp32 tensor '" + name + "' of " +
+                             std::to_string(unit.num_params) + " elements");
+      }
+      TF_RETURN_IF_ERROR(reader_->ReadRawRange(*t, offset * 4, out, count * 4));
+    }
+    return Status::Ok();
   }
+
+ private:
+  mutable size_t open_unit_ = SIZE_MAX;
+  mutable std::unique_ptr<SafetensorsReader> reader_;
 };
 
 class NvmeOptimizerState : public CheckpointOptimizerState {
  public:
-  Status ReadUnit(size_t u, float* master, float* exp_avg, float* exp_avg_sq) const override {
+  Status ReadUnitRange(size_t u, uint64_t offset, uint64_t count, float* master, float* exp_avg,
+                       float* exp_avg_sq) const override {
     const Unit& unit = units_.at(u);
-    const uint64_t n = unit.num_params * 4;
-    TF_RETURN_IF_ERROR(reader_->Read(OptimizerSwapTensorName(unit.name, "master"), master, n));
-    TF_RETURN_IF_ERROR(reader_->Read(OptimizerSwapTensorName(unit.name, "exp_avg"), exp_avg, n));
-    return reader_->Read(OptimizerSwapTensorName(unit.name, "exp_avg_sq"), exp_avg_sq, n);
+    TF_RETURN_IF_ERROR(CheckUnitRange(unit, offset, count));
+    const std::pair<const char*, float*> arrays[] = {
+        {"master", master}, {"exp_avg", exp_avg}, {"exp_avg_sq", exp_avg_sq}};
+    for (const auto& [name, out] : arrays) {
+      TF_RETURN_IF_ERROR(
+          reader_->ReadRange(OptimizerSwapTensorName(unit.name, name), offset * 4, out, count * 4));
+    }
+    return Status::Ok();
   }
   std::unique_ptr<offload::SwapSetReader> reader_;
 };
@@ -508,17 +527,24 @@ Status SaveTrainingCheckpoint(const std::string& out_dir, OffloadEngine& engine,
     return Status::Ok();
   };
 
-  // Optimizer state, one unit at a time.
-  std::vector<float> master, exp_avg, exp_avg_sq;
+  // Optimizer state, one unit at a time, streamed from the sub-groups: the
+  // host holds one sub-group's state and the writer's buffer, not a unit.
+  TF_RETURN_IF_ERROR(engine.Finish().status());
+  StateRangeReader reader(engine);
   nlohmann::json units = nlohmann::json::array();
   for (size_t u = 0; u < layout.units.size(); ++u) {
     const UnitInfo& unit = layout.units[u];
-    TF_RETURN_IF_ERROR(ReadUnitState(engine, static_cast<int>(u), &master, &exp_avg, &exp_avg_sq));
     const int64_t n = static_cast<int64_t>(unit.num_params);
+    auto stream = [&reader, u](StateRangeReader::Array array) -> SafetensorsFill {
+      return [&reader, u, array](uint64_t byte_offset, uint64_t num_bytes, void* out) {
+        return reader.Read(static_cast<int>(u), array, byte_offset / 4, num_bytes / 4,
+                           static_cast<float*>(out));
+      };
+    };
     std::vector<SafetensorsEntry> entries = {
-        {"master", DType::kF32, {n}, master.data()},
-        {"exp_avg", DType::kF32, {n}, exp_avg.data()},
-        {"exp_avg_sq", DType::kF32, {n}, exp_avg_sq.data()},
+        {"master", DType::kF32, {n}, nullptr, stream(StateRangeReader::Array::kMaster)},
+        {"exp_avg", DType::kF32, {n}, nullptr, stream(StateRangeReader::Array::kExpAvg)},
+        {"exp_avg_sq", DType::kF32, {n}, nullptr, stream(StateRangeReader::Array::kExpAvgSq)},
     };
     TF_ASSIGN_OR_RETURN(PathComponent unit_name, PathComponent::Parse(unit.name, "unit name"));
     const std::string rel = UnitFileName(unit_name);
@@ -531,8 +557,10 @@ Status SaveTrainingCheckpoint(const std::string& out_dir, OffloadEngine& engine,
   TF_RETURN_IF_ERROR(SyncDir((tmp / "optimizer").string()));
 
   // The model, in the Hugging Face layout.
-  TF_ASSIGN_OR_RETURN(std::vector<float> weights, GatherMasterWeights(engine));
-  TF_RETURN_IF_ERROR(SaveHfModel((tmp / "model").string(), layout, weights.data()));
+  const UnitWeightsReader weights = [&](int unit, uint64_t offset, uint64_t count, float* out) {
+    return reader.Read(unit, StateRangeReader::Array::kMaster, offset, count, out);
+  };
+  TF_RETURN_IF_ERROR(SaveHfModel((tmp / "model").string(), layout, weights));
   for (const auto& entry : fs::directory_iterator(tmp / "model")) {
     TF_RETURN_IF_ERROR(record("model/" + entry.path().filename().string()));
   }
@@ -813,19 +841,17 @@ StatusOr<CheckpointState> LoadTrainingCheckpointUnguarded(const std::string& che
   if (auto d = doc.find("data"); d != doc.end()) state.data_state = *d;
   TF_RETURN_IF_ERROR(GetJsonDouble(doc, "loss", state_path, &state.loss, JsonField::kOptional));
   TF_RETURN_IF_ERROR(GetJsonString(doc, "model", state_path, &state.model, JsonField::kOptional));
+  // Sub-group by sub-group: the host holds one sub-group's state (the
+  // planner's checkpoint buffers), never a unit's.
   const SubGroupLayout& sl = engine.layout();
-  std::vector<float> master, exp_avg, exp_avg_sq;
+  std::vector<float> master(sl.max_group_params), exp_avg(sl.max_group_params),
+      exp_avg_sq(sl.max_group_params);
   for (size_t u = 0; u < layout.units.size(); ++u) {
-    const size_t n = layout.units[u].num_params;
-    master.resize(n);
-    exp_avg.resize(n);
-    exp_avg_sq.resize(n);
-    TF_RETURN_IF_ERROR(
-        optimizer_state->ReadUnit(u, master.data(), exp_avg.data(), exp_avg_sq.data()));
     for (int g : sl.by_unit[u]) {
-      const uint64_t off = sl.groups[g].unit_offset;
-      TF_RETURN_IF_ERROR(
-          engine.WriteState(g, master.data() + off, exp_avg.data() + off, exp_avg_sq.data() + off));
+      const SubGroup& sg = sl.groups[g];
+      TF_RETURN_IF_ERROR(optimizer_state->ReadUnitRange(
+          u, sg.unit_offset, sg.num_params, master.data(), exp_avg.data(), exp_avg_sq.data()));
+      TF_RETURN_IF_ERROR(engine.WriteState(g, master.data(), exp_avg.data(), exp_avg_sq.data()));
     }
   }
   TF_RETURN_IF_ERROR(engine.UploadAllWeights());

@@ -123,7 +123,15 @@ class CheckpointOptimizerState {
   int64_t step() const { return step_; }  // trainer_state.json "step" (0 when absent)
   // Reads unit `u`'s three fp32 arrays (units()[u].num_params floats each).
   // Errors name the file (and for swap files the tensor and byte range).
-  virtual Status ReadUnit(size_t u, float* master, float* exp_avg, float* exp_avg_sq) const = 0;
+  Status ReadUnit(size_t u, float* master, float* exp_avg, float* exp_avg_sq) const {
+    return ReadUnitRange(u, 0, units_.at(u).num_params, master, exp_avg, exp_avg_sq);
+  }
+  // The same for parameters [offset, offset + count) of the unit (`count`
+  // floats each), so a resume holds one sub-group, not a unit (an 8B
+  // model's LM head is 6 GB of state). Errors: InvalidArgument for a range
+  // outside the unit; as ReadUnit.
+  virtual Status ReadUnitRange(size_t u, uint64_t offset, uint64_t count, float* master,
+                               float* exp_avg, float* exp_avg_sq) const = 0;
 
  protected:
   std::string dir_;

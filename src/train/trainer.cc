@@ -148,13 +148,18 @@ Status SaveFinalModel(const DirLock& out_lock, OffloadEngine& engine, const Para
     }
   }
   if (ec) return IoError("list " + out_dir.string() + ": " + ec.message());
-  TF_ASSIGN_OR_RETURN(std::vector<float> weights, GatherMasterWeights(engine));
+  TF_RETURN_IF_ERROR(engine.Finish().status());
+  // Streamed from the engine's sub-groups: never the whole model in RAM.
+  StateRangeReader reader(engine);
+  const UnitWeightsReader weights = [&](int unit, uint64_t offset, uint64_t count, float* out) {
+    return reader.Read(unit, StateRangeReader::Array::kMaster, offset, count, out);
+  };
   const fs::path final_dir = out_dir / "model";
   const std::string pid = std::to_string(::getpid());
   const fs::path tmp = out_dir / (kFinalModelTmpPrefix + pid);
   HfModelSaveOptions options;
   options.dtype = dtype == DType::kF32 ? DType::kF32 : dtype;
-  TF_RETURN_IF_ERROR(SaveHfModel(tmp.string(), layout, weights.data(), options));
+  TF_RETURN_IF_ERROR(SaveHfModel(tmp.string(), layout, weights, options));
   return ReplaceDirectory(file_system, tmp.string(), final_dir.string())
       .WithContext("saving the final model");
 }
@@ -287,9 +292,11 @@ std::string DescribePlacement(const Placement& p) {
 // resolved one; `nvme_block_bytes` the NVMe tier's block size.
 StatusOr<Plan> PlanRun(const TrainConfig& c, const ModelConfig& model, DType dtype, Device& device,
                        const std::vector<std::string>& nvme_paths, uint64_t nvme_block_bytes,
-                       uint64_t host_memory_override, Bandwidths* rates_used) {
+                       uint64_t host_memory_override, uint64_t dataset_bytes,
+                       Bandwidths* rates_used) {
   PlanInput in;
   in.model = model;
+  in.dataset_bytes = dataset_bytes;
   in.micro_batch = c.micro_batch;
   in.seq_len = c.seq_len;
   in.grad_accum = c.grad_accum;
@@ -442,7 +449,7 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   Bandwidths rates;
   TF_ASSIGN_OR_RETURN(Plan plan, PlanRun(sized, model_config, dtype, *device, nvme_paths,
                                          nvme_io ? nvme_io->io.block_size_bytes : kNvmeBlockBytes,
-                                         host_memory_override, &rates));
+                                         host_memory_override, loader.MemoryBytes(), &rates));
   if (config.offload == OffloadPlacement::kAuto && plan.feasible &&
       plan.placement.offload() == OffloadPlacement::kNvme) {
     // It put state on NVMe: choose how to drive the drive (which may want
@@ -450,8 +457,9 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
     // with that. The second plan is the one that runs.
     sized.buffer_count = config.buffer_count;
     TF_RETURN_IF_ERROR(choose_nvme_io());
-    TF_ASSIGN_OR_RETURN(plan, PlanRun(sized, model_config, dtype, *device, nvme_paths,
-                                      nvme_io->io.block_size_bytes, host_memory_override, &rates));
+    TF_ASSIGN_OR_RETURN(
+        plan, PlanRun(sized, model_config, dtype, *device, nvme_paths, nvme_io->io.block_size_bytes,
+                      host_memory_override, loader.MemoryBytes(), &rates));
   }
   TF_RETURN_IF_ERROR(RequireFeasible(plan).WithContext("tierflow plan says this run does not fit"));
   TrainConfig placed = sized;

@@ -446,5 +446,52 @@ TEST(SafetensorsWriter, RejectsDuplicateNamesNegativeShapesAndNullData) {
   EXPECT_TRUE(dir.List().empty()) << "a refused write must leave no file behind";
 }
 
+// A streamed tensor (fill) writes the same bytes as the same tensor borrowed,
+// across several fill chunks; a failing fill names the tensor and leaves the
+// old file as it was; byte ranges read back what was written.
+TEST(SafetensorsWriter, StreamedTensorsAreTheBorrowedBytesAndFailuresKeepTheOldFile) {
+  ScratchDir dir;
+  // 2.5 chunks of fp32 plus a small bf16 tensor.
+  const uint64_t n = kSafetensorsFillChunkBytes / 4 * 5 / 2 + 3;
+  std::vector<float> big(n);
+  for (uint64_t i = 0; i < n; ++i) big[i] = static_cast<float>(i % 1000) * 0.5f;
+  std::vector<uint16_t> small = {1, 2, 3, 4, 5};
+  const std::vector<SafetensorsEntry> borrowed = {
+      {"big", DType::kF32, {static_cast<int64_t>(n)}, big.data()},
+      {"small", DType::kBF16, {5}, small.data()}};
+  int calls = 0;
+  std::vector<SafetensorsEntry> streamed = borrowed;
+  streamed[0].data = nullptr;
+  streamed[0].fill = [&](uint64_t offset, uint64_t bytes, void* out) {
+    ++calls;
+    EXPECT_LE(bytes, kSafetensorsFillChunkBytes);
+    EXPECT_EQ(offset % 4, 0u);
+    std::memcpy(out, reinterpret_cast<const char*>(big.data()) + offset, bytes);
+    return Status::Ok();
+  };
+  ASSERT_TRUE(WriteSafetensors(dir.File("a.safetensors"), borrowed, {{"k", "v"}}).ok());
+  ASSERT_TRUE(WriteSafetensors(dir.File("b.safetensors"), streamed, {{"k", "v"}}).ok());
+  EXPECT_EQ(calls, 3);
+  EXPECT_EQ(ReadBytes(dir.File("a.safetensors")), ReadBytes(dir.File("b.safetensors")));
+
+  auto reader = SafetensorsReader::Open(dir.File("b.safetensors"));
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  const SafetensorsTensorInfo* t = (*reader)->Find("big");
+  ASSERT_NE(t, nullptr);
+  std::vector<float> part(100);
+  ASSERT_TRUE((*reader)->ReadRawRange(*t, (n - 100) * 4, part.data(), 400).ok());
+  EXPECT_EQ(0, std::memcmp(part.data(), big.data() + n - 100, 400));
+  ExpectError((*reader)->ReadRawRange(*t, (n - 99) * 4, part.data(), 400),
+              StatusCode::kInvalidArgument, {"'big'", "outside"});
+
+  streamed[0].fill = [](uint64_t offset, uint64_t, void*) {
+    return offset > 0 ? IoError("the disk went away") : Status::Ok();
+  };
+  const std::string before = ReadBytes(dir.File("b.safetensors"));
+  ExpectError(WriteSafetensors(dir.File("b.safetensors"), streamed, {}), StatusCode::kIoError,
+              {"tensor 'big'", "the disk went away"});
+  EXPECT_EQ(ReadBytes(dir.File("b.safetensors")), before);
+}
+
 }  // namespace
 }  // namespace tierflow

@@ -30,8 +30,7 @@ using testing_util::RandomTokens;
 
 // Layout [a 10][b 20][c 5][d 30]; backward writes d, c, a, b.
 std::vector<GradOp> FourOps() {
-  return {GradOp{35, 30, -1, 0}, GradOp{30, 5, -1, 0}, GradOp{0, 10, -1, 0},
-          GradOp{10, 18, 28, 2}};
+  return {GradOp{35, 30, -1, 0}, GradOp{30, 5, -1, 0}, GradOp{0, 10, -1, 0}, GradOp{10, 18, 28, 2}};
 }
 
 TEST(PlanGradPieces, MergesConsecutiveOpsThatCoverOneRangeWithinTheCapacity) {
@@ -127,7 +126,8 @@ PieceRun RunWithCapacity(const ModelConfig& config, DType dtype, uint64_t capaci
   for (size_t i = 0; i < flat.size(); ++i) flat[i] += 0.01f * static_cast<float>(i % 7);
   EXPECT_TRUE(access.SetWeights(flat).ok());
   // The batch outlives the stream's work (its copies are asynchronous).
-  const testing_util::TokenBatch tokens = RandomTokens(2, 6, static_cast<int>(config.vocab_size), 11);
+  const testing_util::TokenBatch tokens =
+      RandomTokens(2, 6, static_cast<int>(config.vocab_size), 11);
   Status s = model->ForwardBackward(*stream, tokens.micro(), 0.5f, access);
   EXPECT_TRUE(s.ok()) << s.ToString();
   Status synced = stream->Synchronize();

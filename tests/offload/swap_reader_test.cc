@@ -8,6 +8,7 @@
 
 #include <fcntl.h>
 #include <unistd.h>
+#include <algorithm>
 
 #include <cstring>
 #include <filesystem>
@@ -87,6 +88,18 @@ TEST(SwapReader, ReadsWhatTheStoreWroteOverSeveralDirectories) {
     EXPECT_EQ(got, set.data[1]);
     EXPECT_EQ((*reader)->Read("nope", got.data(), got.size()).code(), StatusCode::kNotFound);
     EXPECT_EQ((*reader)->Read("b/exp_avg", got.data(), 7).code(), StatusCode::kInvalidArgument);
+    // Byte ranges, within a block, across blocks (and directories), at the end.
+    const std::vector<uint8_t>& a = set.data[0];
+    for (const auto& [offset, count] : std::vector<std::pair<uint64_t, uint64_t>>{
+             {0, 1}, {5, 100}, {4000, 300}, {a.size() - 9, 9}, {0, a.size()}}) {
+      std::vector<uint8_t> part(count);
+      ASSERT_TRUE((*reader)->ReadRange("a/master", offset, part.data(), count).ok());
+      EXPECT_TRUE(std::equal(part.begin(), part.end(), a.begin() + static_cast<ptrdiff_t>(offset)))
+          << offset << " +" << count;
+    }
+    EXPECT_EQ((*reader)->ReadRange("a/master", a.size() - 8, got.data(), 9).code(),
+              StatusCode::kInvalidArgument);
+    EXPECT_EQ((*reader)->ReadRange("nope", 0, got.data(), 1).code(), StatusCode::kNotFound);
     for (const auto& f : (*reader)->files()) {
       uint64_t checked = 0;
       EXPECT_TRUE(f->VerifyBlocks(&checked).empty());

@@ -1,9 +1,18 @@
 // The planner against the engine it describes: a tiny GPT-2 and Llama train
 // a step on the emulated CPU device through the OffloadEngine, and the
 // measured peaks per tier (device accounting, pinned allocations, host
-// state, NVMe swap files) must be within 10% of the plan's components.
+// state, NVMe swap files) must be within 10% of the plan's components; so
+// must the host at the checkpoint moment (the state plus what a checkpoint
+// holds while it streams the state out: the peak of the heap the save
+// allocates, counted by this binary's operator new), with whole-unit and
+// sliced gradient buckets.
+#include <malloc.h>
+
+#include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <new>
 #include <random>
 #include <string>
 #include <vector>
@@ -16,8 +25,49 @@
 #include "engine/offload_engine.h"
 #include "model/transformer.h"
 #include "plan/bandwidth_profile.h"
+#include "plan/memory_model.h"
 #include "plan/planner.h"
 #include "tierflow/device.h"
+#include "train/checkpoint.h"
+
+// Every heap allocation of this binary, counted (malloc's usable size), so
+// the test can measure the peak a call allocates. The checkpoint's buffers
+// are std::vectors; the engine's large buffers are mmap'd and not counted.
+namespace {
+std::atomic<uint64_t> g_heap_live{0};
+std::atomic<uint64_t> g_heap_peak{0};
+void* CountedAlloc(size_t n, size_t align) {
+  void* p = align <= alignof(std::max_align_t)
+                ? std::malloc(n == 0 ? 1 : n)
+                : std::aligned_alloc(align, (std::max<size_t>(n, 1) + align - 1) / align * align);
+  if (p == nullptr) throw std::bad_alloc();
+  const uint64_t live = g_heap_live.fetch_add(malloc_usable_size(p)) + malloc_usable_size(p);
+  uint64_t peak = g_heap_peak.load();
+  while (live > peak && !g_heap_peak.compare_exchange_weak(peak, live)) {
+  }
+  return p;
+}
+void CountedFree(void* p) {
+  if (p == nullptr) return;
+  g_heap_live.fetch_sub(malloc_usable_size(p));
+  std::free(p);
+}
+}  // namespace
+
+void* operator new(size_t n) { return CountedAlloc(n, 0); }
+void* operator new[](size_t n) { return CountedAlloc(n, 0); }
+void* operator new(size_t n, std::align_val_t a) { return CountedAlloc(n, static_cast<size_t>(a)); }
+void* operator new[](size_t n, std::align_val_t a) {
+  return CountedAlloc(n, static_cast<size_t>(a));
+}
+void operator delete(void* p) noexcept { CountedFree(p); }
+void operator delete[](void* p) noexcept { CountedFree(p); }
+void operator delete(void* p, size_t) noexcept { CountedFree(p); }
+void operator delete[](void* p, size_t) noexcept { CountedFree(p); }
+void operator delete(void* p, std::align_val_t) noexcept { CountedFree(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { CountedFree(p); }
+void operator delete(void* p, size_t, std::align_val_t) noexcept { CountedFree(p); }
+void operator delete[](void* p, size_t, std::align_val_t) noexcept { CountedFree(p); }
 
 namespace tierflow {
 namespace {
@@ -49,6 +99,7 @@ struct Case {
   std::string preset;
   OffloadPlacement offload;  // kHost or kNvme
   int grad_accum = 1;        // micro-batches per step: 1 lands them, more accumulate
+  bool sliced = false;       // buckets of the largest tensor: units streamed in pieces
 };
 
 class PlanVsEngine : public ::testing::TestWithParam<Case> {};
@@ -66,6 +117,7 @@ TEST_P(PlanVsEngine, MeasuredPeaksWithinTenPercentOfThePlan) {
   in.offload = c.offload;
   in.grad_accum = c.grad_accum;
   in.sub_group_params = kSubGroup;
+  if (c.sliced) in.grad_bucket_params = GradBucketSizesOf(config).tensors;
   Hardware hw;
   hw.device_memory_bytes = 1ull << 30;
   hw.host_memory_bytes = 64ull << 30;
@@ -104,6 +156,7 @@ TEST_P(PlanVsEngine, MeasuredPeaksWithinTenPercentOfThePlan) {
   options.nvme_paths = {dir.string()};
   options.buffer_count = plan.placement.buffer_count;
   options.grad_buckets = plan.placement.grad_buckets;
+  options.grad_bucket_params = static_cast<uint64_t>(plan.placement.grad_bucket_params);
   options.speculation_params = static_cast<uint64_t>(plan.placement.speculation_params);
   options.grad_transfer_dtype = plan.grad_transfer_dtype;
   options.micro_batches_per_step = c.grad_accum;
@@ -148,6 +201,27 @@ TEST_P(PlanVsEngine, MeasuredPeaksWithinTenPercentOfThePlan) {
     EXPECT_EQ(stats->host_state_bytes, 0u);
     ExpectWithin10Percent(swap_bytes, plan.nvme.total_bytes(), "NVMe swap files");
   }
+
+  // The checkpoint moment: the state stays where it is, and the checkpoint
+  // streams it out through its buffers. Peak RSS growth (reset first) over
+  // the save measures them.
+  const fs::path out = dir / "out";
+  fs::create_directories(out);
+  CheckpointState state;
+  state.step = 2;
+  state.model = c.preset;
+  const uint64_t live_before = g_heap_live.load();
+  g_heap_peak.store(live_before);
+  Status saved = SaveTrainingCheckpoint(out.string(), engine, (*model_or)->layout(), state);
+  ASSERT_TRUE(saved.ok()) << saved.ToString();
+  const uint64_t buffers = g_heap_peak.load() - live_before;
+  ExpectWithin10Percent(buffers, plan.host.bytes_of("checkpoint_buffers"), "checkpoint heap");
+  const uint64_t steady_planned = plan.pinned_bytes + plan.host.bytes_of("master_weights") +
+                                  plan.host.bytes_of("optimizer_moments");
+  const uint64_t steady_measured = stats->pinned_peak_bytes + stats->host_state_bytes;
+  ExpectWithin10Percent(steady_measured + buffers,
+                        steady_planned + plan.host.bytes_of("checkpoint_buffers"),
+                        "host at checkpoint");
   engine_or = Status(StatusCode::kAborted, "closed");  // closes the swap set before cleanup
   fs::remove_all(dir);
 }
@@ -157,12 +231,15 @@ INSTANTIATE_TEST_SUITE_P(TinyModels, PlanVsEngine,
                                            Case{"tiny-llama", OffloadPlacement::kHost},
                                            Case{"tiny-gpt2", OffloadPlacement::kNvme},
                                            Case{"tiny-llama", OffloadPlacement::kNvme},
-                                           Case{"tiny-llama", OffloadPlacement::kHost, 2}),
+                                           Case{"tiny-llama", OffloadPlacement::kHost, 2},
+                                           Case{"tiny-llama", OffloadPlacement::kHost, 1, true},
+                                           Case{"tiny-gpt2", OffloadPlacement::kNvme, 1, true}),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            std::string name =
                                info.param.preset + "_" +
                                std::string(OffloadPlacementName(info.param.offload)) +
-                               (info.param.grad_accum > 1 ? "_accumulating" : "");
+                               (info.param.grad_accum > 1 ? "_accumulating" : "") +
+                               (info.param.sliced ? "_sliced" : "");
                            for (char& ch : name) {
                              if (ch == '-') ch = '_';
                            }

@@ -78,7 +78,11 @@ TEST(Planner, TinyGpt2AccountingByHand) {
   EXPECT_EQ(plan.host.bytes_of("pinned_speculative_weights"), P * 2);
   EXPECT_EQ(plan.host.bytes_of("nvme_io_buffers"), 0u);
   EXPECT_EQ(plan.host.bytes_of("process_overhead"), kHostProcessOverheadBytes);
-  EXPECT_EQ(plan.host.total_bytes(), P * 28 + 8 * unit + kHostProcessOverheadBytes);
+  // A checkpoint streams: one sub-group's fp32 state (12 x unit), then the
+  // larger of the writer's buffer and fp32 scratch (4 + 4 x unit) and the
+  // checksum buffer (the largest file: a block's optimizer file, 12 x unit).
+  EXPECT_EQ(plan.host.bytes_of("checkpoint_buffers"), 24 * unit);
+  EXPECT_EQ(plan.host.total_bytes(), P * 28 + 8 * unit + 24 * unit + kHostProcessOverheadBytes);
   EXPECT_EQ(plan.pinned_bytes, P * 2 + 8 * unit + P * 2);
   EXPECT_EQ(plan.nvme.total_bytes(), 0u);
   EXPECT_TRUE(plan.feasible);
@@ -103,7 +107,8 @@ TEST(Planner, TinyGpt2AccountingByHand) {
   plan = MustPlan(in, Machine(1 * kGiB, 8 * kGiB, 0));
   EXPECT_EQ(plan.host.bytes_of("gradient_accumulator"), P * 4);
   EXPECT_EQ(plan.host.bytes_of("pinned_gradient_staging"), 3 * unit * 2);
-  EXPECT_EQ(plan.host.total_bytes(), P * 30 + 6 * unit + 8 * unit + kHostProcessOverheadBytes);
+  EXPECT_EQ(plan.host.total_bytes(),
+            P * 30 + 6 * unit + 8 * unit + 24 * unit + kHostProcessOverheadBytes);
   EXPECT_EQ(plan.pinned_bytes, 6 * unit + 8 * unit + P * 2);
   in.grad_accum = 1;
 
