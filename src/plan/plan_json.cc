@@ -104,6 +104,12 @@ nlohmann::json PlanToJson(const PlanInput& in, const Hardware& hw, const Plan& p
       plan.predicted_step_seconds > 0
           ? static_cast<double>(plan.tokens_per_step) / plan.predicted_step_seconds
           : 0.0;
+  if (!plan.compute_bound.advice.empty()) {
+    j["compute_bound"] = {{"grad_accum", plan.compute_bound.grad_accum},
+                          {"tokens_per_step", plan.compute_bound.tokens_per_step},
+                          {"step_seconds", plan.compute_bound.step_seconds},
+                          {"advice", plan.compute_bound.advice}};
+  }
   if (largest != nullptr) {
     j["max_params"] = largest->params;
     j["max_model"] = largest->description;

@@ -144,6 +144,9 @@ std::string FormatPlanReport(const PlanInput& in, const Hardware& hw, const Plan
   Appendf(&out, "  step: %s with overlap (%s if serial), %.0f tokens/s, %.3g FLOP/step\n",
           FormatSeconds(plan.predicted_step_seconds).c_str(),
           FormatSeconds(plan.serial_step_seconds).c_str(), tokens_per_second, plan.flops_per_step);
+  if (!plan.compute_bound.advice.empty()) {
+    Appendf(&out, "  advice: %s\n", plan.compute_bound.advice.c_str());
+  }
   if (largest != nullptr) {
     out += "\n";
     if (largest->params > 0) {

@@ -169,6 +169,17 @@ struct Plan {
 
   Placement placement;
   std::vector<StageTime> stages;
+  // When the update (optimizer, NVMe or H2D) is the slowest stage: the
+  // micro-batches per step at which compute would be (0 when compute
+  // already is, or when the per-micro-batch transfers outgrow compute so
+  // that no accumulation can make it), that step's predicted time, and
+  // the advice in words.
+  struct ComputeBound {
+    int64_t grad_accum = 0;
+    int64_t tokens_per_step = 0;
+    double step_seconds = 0;
+    std::string advice;
+  } compute_bound;
   double predicted_step_seconds = 0;  // with the engine's overlap
   double serial_step_seconds = 0;     // every stage one after another
   double flops_per_step = 0;

@@ -7,7 +7,12 @@
 #include "plan/step_time.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <string>
+
+#include "common/checked_math.h"
+#include "plan/memory_model.h"
 
 namespace tierflow {
 namespace {
@@ -78,15 +83,78 @@ void PredictStepTime(const PlanInput& in, const Hardware& hw, Plan& plan) {
   // backward (the overlapped pipeline) can only shorten this; not counted.
   const double forward_share = in.checkpointing ? 0.25 : 1.0 / 3.0;  // 2N of 8N or 6N
   const double per_micro = compute / k;
-  const double transfer_per_micro = std::max(d2h, accumulate) / k;
   const double update_slowest = std::max({optimizer, nvme, h2d});
   const double update_sum = optimizer + nvme + h2d;
   const double groups = static_cast<double>(std::max<int64_t>(plan.placement.num_sub_groups, 1));
   const double update = update_slowest + (update_sum - update_slowest) / groups;
-  plan.predicted_step_seconds = std::max(update, forward_share * per_micro) +
-                                std::max((1 - forward_share) * per_micro, transfer_per_micro) +
-                                (k - 1) * std::max(per_micro, transfer_per_micro);
+  // The step with `micro` micro-batches whose transfers take `transfer` each.
+  auto step = [&](double micro, double transfer) {
+    return std::max(update, forward_share * per_micro) +
+           std::max((1 - forward_share) * per_micro, transfer) +
+           (micro - 1) * std::max(per_micro, transfer);
+  };
+  plan.predicted_step_seconds = step(k, std::max(d2h, accumulate) / k);
   plan.serial_step_seconds = compute + d2h + accumulate + update_sum;
+
+  // Advice: the tokens per step at which compute outlasts the update, and
+  // the smallest micro-batch and accumulation that reach them. Accumulating
+  // micro-batches helps only while each computes longer than its gradients
+  // take to cross and be added in fp32 on the host (they overlap); a larger
+  // micro-batch computes longer per transfer, if its activations fit.
+  plan.compute_bound = {};
+  if (update_slowest <= compute || per_micro <= 0 || plan.tokens_per_step <= 0) return;
+  const std::string slowest = update_slowest == optimizer ? "the CPU optimizer"
+                              : update_slowest == nvme    ? "NVMe I/O"
+                                                          : "the weights' H2D";
+  const double per_sequence =
+      compute / static_cast<double>(plan.tokens_per_step) * static_cast<double>(in.seq_len);
+  const auto sequences = static_cast<int64_t>(std::ceil(update_slowest / per_sequence));
+  const double d2h_sequence = d2h / k / static_cast<double>(in.micro_batch);
+  const double transfer_micro =
+      std::max(d2h / k, Seconds(P * (t + 8.0), bw.host_memory_gb_per_second * 1e9));
+  // The micro-batch: as given while it computes longer than a transfer
+  // (accumulation then works), else the least that does, else all in one.
+  int64_t batch = in.micro_batch;
+  if (static_cast<double>(batch) * per_sequence <= transfer_micro) {
+    batch = std::min<int64_t>(sequences,
+                              static_cast<int64_t>(std::floor(transfer_micro / per_sequence)) + 1);
+  }
+  batch = std::max<int64_t>(batch, 1);
+  const int64_t micro = std::max<int64_t>(1, (sequences + batch - 1) / batch);
+  plan.compute_bound.grad_accum = micro;
+  plan.compute_bound.tokens_per_step = SaturatingMul(SaturatingMul(batch, in.seq_len), micro);
+  // That step, by the formula above with the new micro-batch's compute.
+  const double micro_compute = per_sequence * static_cast<double>(batch);
+  const double transfer = micro > 1 ? transfer_micro : d2h_sequence * static_cast<double>(batch);
+  plan.compute_bound.step_seconds =
+      std::max(update, forward_share * micro_compute) +
+      std::max((1 - forward_share) * micro_compute, transfer) +
+      static_cast<double>(micro - 1) * std::max(micro_compute, transfer);
+  ActivationOptions act;
+  act.micro_batch = batch;
+  act.seq_len = in.seq_len;
+  act.dtype = in.dtype;
+  act.checkpointing = in.checkpointing;
+  const uint64_t device = plan.device.total_bytes() - plan.activations.total() +
+                          ComputeActivationBytes(in.model, act).total();
+  char line[768];
+  std::snprintf(
+      line, sizeof line,
+      "%s (%.3g s) is the slowest stage; compute would outlast it from about %lld tokens/step "
+      "(now %lld): --micro-batch %lld --grad-accum %lld, a step of about %.3g s, %.0f tokens/s "
+      "(now %.0f). The device then needs %.2f GiB of %.2f (%s)%s",
+      slowest.c_str(), update_slowest, static_cast<long long>(SaturatingMul(sequences, in.seq_len)),
+      static_cast<long long>(plan.tokens_per_step), static_cast<long long>(batch),
+      static_cast<long long>(micro), plan.compute_bound.step_seconds,
+      static_cast<double>(plan.compute_bound.tokens_per_step) / plan.compute_bound.step_seconds,
+      static_cast<double>(plan.tokens_per_step) / plan.predicted_step_seconds,
+      static_cast<double>(device) / (1ull << 30),
+      static_cast<double>(plan.device.capacity_bytes) / (1ull << 30),
+      device <= plan.device.capacity_bytes ? "fits" : "does not fit",
+      micro > 1 ? "; the host accumulates in fp32 (4 B/param, pageable): plan with these to see "
+                  "they fit"
+                : "");
+  plan.compute_bound.advice = line;
 }
 
 }  // namespace tierflow

@@ -313,6 +313,51 @@ TEST(Planner, Llama8bOn24GiBFitsWithRoomToSpare) {
   EXPECT_DOUBLE_EQ(plan.flops_per_step - unsliced.flops_per_step, 2.0 * 2048 * 128256 * 4096);
 }
 
+// When the update outlasts compute, the plan says which micro-batch and
+// accumulation make compute the slowest stage, and its prediction is what a
+// plan with those settings predicts.
+TEST(Planner, AdvisesTheTokensPerStepThatMakeComputeTheBottleneck) {
+  const Hardware hw = Machine(24 * kGiB, 64 * kGiB, kTiB, true);
+  PlanInput in = Input("llama-1b", 2048);
+  const Plan plan = MustPlan(in, hw);
+  double compute = 0, slowest_update = 0;
+  for (const StageTime& st : plan.stages) {
+    if (st.name == "compute") compute = st.seconds;
+    if (st.name == "optimizer" || st.name == "nvme_io" || st.name == "h2d_weights") {
+      slowest_update = std::max(slowest_update, st.seconds);
+    }
+  }
+  ASSERT_GT(slowest_update, compute);
+  const Plan::ComputeBound& advice = plan.compute_bound;
+  ASSERT_GT(advice.grad_accum, 0);
+  EXPECT_THAT(advice.advice, HasSubstr("--grad-accum " + std::to_string(advice.grad_accum)));
+  EXPECT_GT(advice.tokens_per_step, plan.tokens_per_step);
+  // The micro-batch it names, with that accumulation: compute now dominates.
+  const size_t at = advice.advice.find("--micro-batch ");
+  ASSERT_NE(at, std::string::npos);
+  in.micro_batch = std::stoll(advice.advice.substr(at + 14));
+  in.grad_accum = advice.grad_accum;
+  EXPECT_EQ(in.micro_batch * 2048 * in.grad_accum, advice.tokens_per_step);
+  const Plan advised = MustPlan(in, hw);
+  EXPECT_NEAR(advised.predicted_step_seconds, advice.step_seconds, 1e-9 * advice.step_seconds);
+  double advised_compute = 0, advised_update = 0;
+  for (const StageTime& st : advised.stages) {
+    if (st.name == "compute") advised_compute = st.seconds;
+    if (st.name == "optimizer" || st.name == "nvme_io" || st.name == "h2d_weights") {
+      advised_update = std::max(advised_update, st.seconds);
+    }
+  }
+  EXPECT_GE(advised_compute, advised_update);
+  EXPECT_TRUE(advised.compute_bound.advice.empty());
+  // And none smaller would: one sequence fewer per step computes less than the update.
+  const double per_sequence = compute / (static_cast<double>(plan.tokens_per_step) / 2048);
+  const size_t from = advice.advice.find("from about ");
+  ASSERT_NE(from, std::string::npos);
+  const int64_t threshold = std::stoll(advice.advice.substr(from + 11));
+  EXPECT_LT(per_sequence * static_cast<double>(threshold / 2048 - 1), slowest_update);
+  EXPECT_GE(per_sequence * static_cast<double>(threshold / 2048), slowest_update);
+}
+
 TEST(Planner, BucketSizeGivenOrChosenLargestFirst) {
   // Roomy: the largest unit, nothing sliced.
   Plan roomy = MustPlan(Input("llama-8b", 2048), Machine(80 * kGiB, 256 * kGiB, kTiB, true));
