@@ -2,6 +2,7 @@
 #include "common/host_memory.h"
 
 #include <sys/mman.h>
+#include <sys/resource.h>
 
 #include <cerrno>
 #include <cstdint>
@@ -98,16 +99,38 @@ HostPages& HostPages::operator=(HostPages&& other) noexcept {
     Reset();
     data_ = other.data_;
     num_bytes_ = other.num_bytes_;
+    locked_ = other.locked_;
     other.data_ = nullptr;
     other.num_bytes_ = 0;
+    other.locked_ = false;
   }
   return *this;
 }
 
+Status HostPages::Lock(std::string_view what) {
+  if (data_ == nullptr || locked_) return Status::Ok();
+  if (mlock(data_, num_bytes_) != 0) {
+    const int err = errno;
+    struct rlimit limit {};
+    std::string allowed = "unknown";
+    if (getrlimit(RLIMIT_MEMLOCK, &limit) == 0) {
+      allowed = limit.rlim_cur == RLIM_INFINITY ? "unlimited" : FormatBytes(limit.rlim_cur);
+    }
+    return ResourceExhaustedError(
+        "cannot page-lock the " + FormatBytes(num_bytes_) + " of " + std::string(what) + " (" +
+        std::strerror(err) + "; RLIMIT_MEMLOCK is " + allowed +
+        "): raise the limit (ulimit -l, or LimitMEMLOCK= for a service), or leave it pageable");
+  }
+  locked_ = true;
+  return Status::Ok();
+}
+
 void HostPages::Reset() {
+  if (locked_) munlock(data_, num_bytes_);
   FreeHostPages(data_, num_bytes_);
   data_ = nullptr;
   num_bytes_ = 0;
+  locked_ = false;
 }
 
 }  // namespace tierflow

@@ -57,11 +57,18 @@ class HostPages {
     return static_cast<T*>(data_);
   }
   size_t num_bytes() const { return num_bytes_; }
+  // Page-locks the block (mlock: resident, never swapped; DeepSpeed's
+  // pin_memory for optimizer state); unlocked when freed. Errors:
+  // ResourceExhausted naming `what`, its size and RLIMIT_MEMLOCK, and how to
+  // raise it, when the kernel refuses.
+  Status Lock(std::string_view what);
+  bool locked() const { return locked_; }
 
  private:
   void Reset();
   void* data_ = nullptr;
   size_t num_bytes_ = 0;
+  bool locked_ = false;
 };
 
 }  // namespace tierflow

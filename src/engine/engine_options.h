@@ -69,6 +69,10 @@ struct EngineOptions {
   // (every unit in one piece). Values above the largest unit allocate only
   // that. Default: 0.
   uint64_t grad_bucket_params = 0;
+  // Page-lock the host tier's optimizer state (mlock): DeepSpeed's
+  // offload_optimizer.pin_memory. The buffers DMA touches are pinned either
+  // way; this keeps the state resident and unswappable. Default: false.
+  bool lock_host_state = false;
 
   Pipeline pipeline = Pipeline::kOverlapped;
   // kOverlapped: at most this many parameters are updated speculatively per

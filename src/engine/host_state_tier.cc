@@ -8,7 +8,8 @@
 
 namespace tierflow {
 
-StatusOr<std::unique_ptr<HostStateTier>> HostStateTier::Create(const SubGroupLayout& layout) {
+StatusOr<std::unique_ptr<HostStateTier>> HostStateTier::Create(const SubGroupLayout& layout,
+                                                               bool lock) {
   std::unique_ptr<HostStateTier> tier(new HostStateTier(layout));
   const size_t num_bytes = std::max<size_t>(layout.total_params * sizeof(float), 64);
   for (HostPages* a : {&tier->master_, &tier->exp_avg_, &tier->exp_avg_sq_}) {
@@ -19,6 +20,7 @@ StatusOr<std::unique_ptr<HostStateTier>> HostStateTier::Create(const SubGroupLay
                               "or run `tierflow plan` to see what fits");
     }
     *a = std::move(*pages);
+    if (lock) TF_RETURN_IF_ERROR(a->Lock("optimizer state (pin_memory)"));
   }
   return tier;
 }

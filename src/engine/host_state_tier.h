@@ -16,7 +16,11 @@ class HostStateTier : public StateTier {
   // Allocates 12 bytes per parameter (zeroed; on huge pages where the kernel
   // allows, common/host_memory.h).
   // Errors: OutOfMemory naming the bytes when the host cannot provide them.
-  static StatusOr<std::unique_ptr<HostStateTier>> Create(const SubGroupLayout& layout);
+  // `lock`: page-lock the state (HostPages::Lock; DeepSpeed's
+  // offload_optimizer.pin_memory), refused with the limit named when the
+  // kernel will not.
+  static StatusOr<std::unique_ptr<HostStateTier>> Create(const SubGroupLayout& layout,
+                                                         bool lock = false);
 
   std::string_view name() const override { return "host"; }
   Status Write(int g, const float* master, const float* exp_avg, const float* exp_avg_sq) override;

@@ -127,7 +127,7 @@ Status OffloadEngine::Init() {
     }
   }
   if (nvme_groups.size() < layout_.groups.size()) {
-    TF_ASSIGN_OR_RETURN(host_tier_, HostStateTier::Create(layout_));
+    TF_ASSIGN_OR_RETURN(host_tier_, HostStateTier::Create(layout_, options_.lock_host_state));
   }
   if (!nvme_groups.empty()) {
     NvmeTierOptions nopt;

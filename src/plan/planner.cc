@@ -208,6 +208,11 @@ StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t para
   }
   t.pinned_bytes =
       Sum(landed ? accumulator : 0, grad_staging, weight_staging, spec_weights, nvme_slots);
+  if (in.lock_host_state) {
+    // pin_memory: the host share of the state is page-locked too.
+    t.pinned_bytes = Sum(t.pinned_bytes, t.host.bytes_of("master_weights"),
+                         t.host.bytes_of("optimizer_moments"));
+  }
 
   t.nvme.name = "nvme";
   t.nvme.capacity_bytes = hw.nvme_capacity_bytes;

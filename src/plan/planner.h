@@ -64,6 +64,9 @@ struct PlanInput {
   // Host bytes of the tokenized dataset the run holds (its tokens and
   // shuffled order: DataLoader::MemoryBytes); 0 when not known (plan alone).
   uint64_t dataset_bytes = 0;
+  // The host tier's optimizer state page-locked (pin_memory): it counts as
+  // pinned memory.
+  bool lock_host_state = false;
   int nvme_directories = 1;  // swap directories (one per drive); each keeps spare blocks
   // The swap files' block (the NVMe tier's block size): each sub-group's
   // state is rounded up to whole blocks. A multiple of 4096. Default: 1 MiB.

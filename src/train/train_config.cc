@@ -573,6 +573,15 @@ class Parser {
         if (IsAuto(it.value(), p)) continue;
         bool b = false;
         TF_RETURN_IF_ERROR(ReadBool(it.value(), p, &b));
+        // DeepSpeed reads "bf16" and looks at its old spelling "bfloat16"
+        // only without it: so does tierflow, saying so.
+        if (path == "bfloat16" && bf16_path_ == "bf16" && bf16_enabled_.has_value()) {
+          Ignored(p, "'bf16' is given too, and DeepSpeed reads that one");
+          continue;
+        }
+        if (path == "bf16" && bf16_path_ == "bfloat16" && bf16_enabled_.has_value()) {
+          Ignored("bfloat16.enabled", "'bf16' is given too, and DeepSpeed reads that one");
+        }
         bf16_enabled_ = b;
         bf16_path_ = path;
       } else if (k == "immediate_grad_update" || k == "check_grad_overflow" ||

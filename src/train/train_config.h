@@ -84,7 +84,9 @@ struct TrainConfig {
   // transfers in flight (in_flight + 2: one held by the optimizer, one free).
   int buffer_count = 0;
   uint64_t sub_group_size = 4u << 20;  // zero_optimization.sub_group_size
-  bool pin_memory = true;              // offload_optimizer.pin_memory (always pinned here)
+  // offload_optimizer.pin_memory: page-lock the host-tier optimizer state
+  // (EngineOptions::lock_host_state). DMA buffers are pinned either way.
+  bool pin_memory = false;
   // The NVMe store's I/O (tierflow/nvme_io.h). Given, each overrides the
   // profile's value and the start-up probe's; 0 = not given.
   uint32_t aio_block_size = 0;   // aio.block_size

@@ -297,6 +297,7 @@ StatusOr<Plan> PlanRun(const TrainConfig& c, const ModelConfig& model, DType dty
   PlanInput in;
   in.model = model;
   in.dataset_bytes = dataset_bytes;
+  in.lock_host_state = c.pin_memory;
   in.micro_batch = c.micro_batch;
   in.seq_len = c.seq_len;
   in.grad_accum = c.grad_accum;
@@ -479,6 +480,7 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   engine_options.speculation_params = static_cast<uint64_t>(plan.placement.speculation_params);
   // The bucket size the plan counted (vocabulary slices when it is below the largest unit).
   engine_options.grad_bucket_params = static_cast<uint64_t>(plan.placement.grad_bucket_params);
+  engine_options.lock_host_state = config.pin_memory;
   // Every step has grad_accum micro-batches: the gradient buffers the plan counted.
   engine_options.micro_batches_per_step = config.grad_accum;
   engine_options.trace = &trace;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -130,6 +131,60 @@ TEST(HostMemoryTest, ImpossibleSizeNamesWhatFailed) {
   ASSERT_FALSE(a.ok());
   EXPECT_EQ(a.status().code(), StatusCode::kOutOfMemory);
   EXPECT_NE(a.status().message().find("the impossible buffer"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tierflow
+
+namespace tierflow {
+namespace {
+
+// Locked memory of this process (VmLck), bytes.
+uint64_t LockedBytes() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmLck:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
+// pin_memory: Lock page-locks the block (VmLck counts it) until it is freed,
+// and a kernel refusal names the buffer and RLIMIT_MEMLOCK.
+TEST(HostMemoryTest, LockPageLocksUntilFreedAndRefusalsNameTheLimit) {
+  const uint64_t before = LockedBytes();
+  {
+    auto pages = HostPages::Allocate(4u << 20, "test state");
+    ASSERT_TRUE(pages.ok());
+    Status locked = pages->Lock("test state");
+    ASSERT_TRUE(locked.ok()) << locked.ToString();
+    EXPECT_TRUE(pages->locked());
+    EXPECT_GE(LockedBytes(), before + (4u << 20));
+    HostPages moved = std::move(*pages);
+    EXPECT_TRUE(moved.locked());
+    EXPECT_FALSE(pages->locked());
+  }
+  EXPECT_EQ(LockedBytes(), before);
+
+  // A soft limit below the block: refused, unless the process may lock past
+  // limits (CAP_IPC_LOCK, e.g. root), which the kernel then allows.
+  struct rlimit saved {};
+  ASSERT_EQ(getrlimit(RLIMIT_MEMLOCK, &saved), 0);
+  struct rlimit low = saved;
+  low.rlim_cur = 64 << 10;
+  ASSERT_EQ(setrlimit(RLIMIT_MEMLOCK, &low), 0);
+  auto big = HostPages::Allocate(8u << 20, "optimizer state (pin_memory)");
+  ASSERT_TRUE(big.ok());
+  Status s = big->Lock("optimizer state (pin_memory)");
+  ASSERT_EQ(setrlimit(RLIMIT_MEMLOCK, &saved), 0);
+  if (s.ok()) {
+    GTEST_SKIP() << "this process may lock past RLIMIT_MEMLOCK (CAP_IPC_LOCK): the refusal "
+                    "path is not reachable here";
+  }
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(s.message().find("optimizer state (pin_memory)"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("RLIMIT_MEMLOCK is 64.00 KiB"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("ulimit -l"), std::string::npos);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // through one sub-group at a time) agree with ReadState, across sub-group
 // boundaries, and refuse ranges outside the unit.
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -74,6 +75,31 @@ TEST(StateRangeReader, RangesMatchReadStateAcrossSubGroups) {
   EXPECT_NE(outside.message().find("outside unit 1"), std::string::npos) << outside.ToString();
   EXPECT_EQ(reader.Read(kLayers, arrays[0], 0, 1, spill.data()).code(),
             StatusCode::kInvalidArgument);
+}
+
+// pin_memory (EngineOptions::lock_host_state): the host tier's state is
+// page-locked for the engine's life.
+TEST(HostStateTier, LockHostStatePageLocksTheState) {
+  auto locked_bytes = [] {
+    std::ifstream f("/proc/self/status");
+    std::string line;
+    while (std::getline(f, line)) {
+      if (line.rfind("VmLck:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+    }
+    return 0ull;
+  };
+  const unsigned long long before = locked_bytes();
+  {
+    auto device = testing_util::CpuDevice();
+    testing_util::LinearStack model(kLayers, kDim, DType::kF32, 7);
+    EngineOptions o = BaseOptions();
+    o.lock_host_state = true;
+    auto engine = OffloadEngine::Create(*device, model, o);
+    ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+    // Three fp32 arrays of every parameter (each block at least a page).
+    EXPECT_GE(locked_bytes(), before + 3ull * kLayers * kDim * kDim * 4);
+  }
+  EXPECT_EQ(locked_bytes(), before);
 }
 
 }  // namespace

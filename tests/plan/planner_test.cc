@@ -358,6 +358,18 @@ TEST(Planner, AdvisesTheTokensPerStepThatMakeComputeTheBottleneck) {
   EXPECT_GE(per_sequence * static_cast<double>(threshold / 2048), slowest_update);
 }
 
+// pin_memory: the host share of the optimizer state counts as pinned.
+TEST(Planner, LockedHostStateCountsAsPinned) {
+  PlanInput in = Input("tiny-gpt2", 64);
+  in.offload = OffloadPlacement::kHost;
+  const Plan pageable = MustPlan(in, Machine(1 * kGiB, 8 * kGiB, 0));
+  in.lock_host_state = true;
+  const Plan locked = MustPlan(in, Machine(1 * kGiB, 8 * kGiB, 0));
+  EXPECT_EQ(locked.pinned_bytes - pageable.pinned_bytes,
+            locked.host.bytes_of("master_weights") + locked.host.bytes_of("optimizer_moments"));
+  EXPECT_EQ(locked.host.total_bytes(), pageable.host.total_bytes());
+}
+
 TEST(Planner, BucketSizeGivenOrChosenLargestFirst) {
   // Roomy: the largest unit, nothing sliced.
   Plan roomy = MustPlan(Input("llama-8b", 2048), Machine(80 * kGiB, 256 * kGiB, kTiB, true));

@@ -288,6 +288,15 @@ TEST(TrainConfig, OffloadDevicesMapToTiers) {
   EXPECT_EQ(two.nvme_paths, (std::vector<std::string>{"/nvme0", "/nvme1"}));
   EXPECT_DOUBLE_EQ(two.nvme_ratio, 0.5);
   EXPECT_FALSE(two.pin_memory);
+  EXPECT_FALSE(ParseOk("{}").pin_memory);  // DeepSpeed's default: the state stays pageable
+  // DeepSpeed reads "bf16" before its old spelling "bfloat16": so does
+  // tierflow, with a warning for the one it passes over.
+  const TrainConfig both =
+      ParseOk(R"({"bf16": {"enabled": true}, "bfloat16": {"enabled": false}})");
+  EXPECT_EQ(both.dtype, DType::kBF16);
+  EXPECT_TRUE(HasWarning(both, "'bf16' is given too"));
+  EXPECT_EQ(ParseOk(R"({"bfloat16": {"enabled": false}, "fp16": {"enabled": true}})").dtype,
+            DType::kF16);
   EXPECT_EQ(two.buffer_count, 6);
   EXPECT_THAT(ParseError(R"({"zero_optimization": {"offload_optimizer": {"device": "gpu"}}})"),
               AllOf(HasSubstr("zero_optimization.offload_optimizer.device"), HasSubstr("gpu")));
