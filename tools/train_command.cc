@@ -113,7 +113,7 @@ struct TrainFlags {
   TrainConfig cli;  // values given on the command line
   std::string config_file;
   bool no_shuffle = false;
-  std::string sub_group_size, device_memory, grad_transfer_dtype, speculation;
+  std::string sub_group_size, device_memory, grad_transfer_dtype, speculation, grad_bucket;
   // Text flags parsed after CLI11 (ParseOffloadPlacement names the flag).
   std::string offload{OffloadPlacementName(TrainConfig().offload)};
   std::string device = DeviceSpecName(TrainConfig().device);
@@ -175,6 +175,10 @@ void AddTrain(CLI::App& app, int* exit_code) {
   cmd->add_option("--speculation", f->speculation,
                   std::string("Overlapped pipeline: parameters updated speculatively per step, or "
                               "auto: as many as free host memory allows (default auto; ") +
+                      kCountSuffixHelp + ")");
+  cmd->add_option("--grad-bucket", f->grad_bucket,
+                  std::string("Parameters per gradient bucket, or auto: the planner's choice "
+                              "(default auto; ") +
                       kCountSuffixHelp + ")");
   cmd->add_option(
       "--sub-group-size", f->sub_group_size,
@@ -298,6 +302,17 @@ void AddTrain(CLI::App& app, int* exit_code) {
         return;
       }
       config.speculation_params = *n;
+    }
+    if (f->grad_bucket == "auto") {
+      config.grad_bucket_params.reset();
+    } else if (!f->grad_bucket.empty()) {
+      auto n = ParseCount(f->grad_bucket);
+      if (!n.ok()) {
+        std::fprintf(stderr, "tierflow train: --grad-bucket: %s\n", n.status().message().c_str());
+        *exit_code = 2;
+        return;
+      }
+      config.grad_bucket_params = *n;
     }
     for (const std::string& w : config.warnings)
       std::fprintf(stderr, "tierflow train: warning: %s\n", w.c_str());

@@ -824,6 +824,13 @@ class Parser {
         if (s.ok()) {
           s = Set(k, p, &c_.speculation_params, std::optional<uint64_t>(static_cast<uint64_t>(n)));
         }
+      } else if (k == "grad_bucket_params") {
+        if (IsAuto(x, p)) continue;
+        int64_t n = 0;
+        s = ReadInt(x, p, 1, std::numeric_limits<int64_t>::max(), &n);
+        if (s.ok()) {
+          s = Set(k, p, &c_.grad_bucket_params, std::optional<uint64_t>(static_cast<uint64_t>(n)));
+        }
       } else if (k == "grad_transfer_dtype") {
         if (IsAuto(x, p)) continue;
         std::string d;

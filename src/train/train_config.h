@@ -100,6 +100,9 @@ struct TrainConfig {
   // Overlapped pipeline: parameters updated speculatively per step; unset =
   // as many as the host memory the planner leaves free allows.
   std::optional<uint64_t> speculation_params;
+  // tierflow.grad_bucket_params / --grad-bucket: parameters per gradient
+  // bucket (EngineOptions::grad_bucket_params). Unset: the planner's choice.
+  std::optional<uint64_t> grad_bucket_params;
 
   // Device.
   DeviceSpec device;          // auto, cpu, cuda or sim:PROFILE

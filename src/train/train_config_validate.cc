@@ -212,6 +212,12 @@ Status ValidateTrainConfig(const TrainConfig& c) {
   if (!IsOneOf(c.pipeline, {"overlapped", "sync"})) {
     return Bad("pipeline", "'" + c.pipeline + "' is not valid; use overlapped or sync");
   }
+  if (c.grad_bucket_params.has_value() &&
+      (*c.grad_bucket_params < 1 || *c.grad_bucket_params > (uint64_t{1} << 40))) {
+    return Bad("grad_bucket_params", "is " + std::to_string(*c.grad_bucket_params) +
+                                         " (tierflow.grad_bucket_params); use 1 to 2^40 "
+                                         "parameters, or leave it to the planner");
+  }
   if (c.speculation_params.has_value() && *c.speculation_params > (uint64_t{1} << 40)) {
     return Bad("speculation_params",
                "is " + std::to_string(*c.speculation_params) +

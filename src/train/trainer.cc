@@ -297,6 +297,11 @@ StatusOr<Plan> PlanRun(const TrainConfig& c, const ModelConfig& model, DType dty
   PlanInput in;
   in.model = model;
   in.dataset_bytes = dataset_bytes;
+  // Bounded by ValidateTrainConfig (at most 2^40); the planner refuses one
+  // below the model's largest tensor, naming it.
+  if (c.grad_bucket_params.has_value()) {
+    in.grad_bucket_params = static_cast<int64_t>(*c.grad_bucket_params);
+  }
   in.lock_host_state = c.pin_memory;
   in.micro_batch = c.micro_batch;
   in.seq_len = c.seq_len;

@@ -289,6 +289,11 @@ TEST(TrainConfig, OffloadDevicesMapToTiers) {
   EXPECT_DOUBLE_EQ(two.nvme_ratio, 0.5);
   EXPECT_FALSE(two.pin_memory);
   EXPECT_FALSE(ParseOk("{}").pin_memory);  // DeepSpeed's default: the state stays pageable
+  EXPECT_EQ(ParseOk(R"({"tierflow": {"grad_bucket_params": 1e6}})").grad_bucket_params,
+            std::optional<uint64_t>(1000000));
+  EXPECT_FALSE(ParseOk("{}").grad_bucket_params.has_value());
+  EXPECT_THAT(ParseError(R"({"tierflow": {"grad_bucket_params": 0}})"),
+              HasSubstr("tierflow.grad_bucket_params"));
   // DeepSpeed reads "bf16" before its old spelling "bfloat16": so does
   // tierflow, with a warning for the one it passes over.
   const TrainConfig both =
