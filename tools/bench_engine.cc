@@ -27,6 +27,7 @@ struct EngineBenchFlags {
   int seq_len = 2048;
   bool no_checkpointing = false;
   std::string speculation;  // "" = the engine's default
+  std::string grad_bucket;  // "" = the largest unit
   std::string params = "64Mi";
   int units = 16;
   int tokens = 512;
@@ -90,6 +91,9 @@ Status Run(const EngineBenchFlags& f, Device& device) {
           "overlapped");
     }
     TF_ASSIGN_OR_RETURN(o.engine.speculation_params, CountFlag("--speculation", f.speculation));
+  }
+  if (!f.grad_bucket.empty()) {
+    TF_ASSIGN_OR_RETURN(o.engine.grad_bucket_params, CountFlag("--grad-bucket", f.grad_bucket));
   }
   o.engine.clip_grad_norm = f.clip;
   TraceRecorder trace;
@@ -223,6 +227,9 @@ void AddBenchEngine(CLI::App& bench, int* exit_code) {
   cmd->add_option("--speculation", f->speculation,
                   "Parameters the optimizer may update during backward (default: the engine's, "
                   "256Mi)");
+  cmd->add_option("--grad-bucket", f->grad_bucket,
+                  "Parameters per gradient bucket (default: the largest unit; smaller ones cut "
+                  "units into pieces, the vocabulary matrices into slices)");
   cmd->add_option("--steps", f->steps, "Timed steps per round, back to back, after a warm-up")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

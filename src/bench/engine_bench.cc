@@ -39,7 +39,7 @@ double Since(Clock::time_point t0) {
 class LocalAccess : public UnitAccess {
  public:
   LocalAccess(Stream& stream, const SubGroupLayout& layout, char* weights, DType weights_dtype,
-              float* grads0, float* grads, DType transfer, void* wire)
+              float* grads0, float* grads, DType transfer, void* wire, uint64_t capacity)
       : stream_(stream),
         layout_(layout),
         weights_(weights),
@@ -47,27 +47,33 @@ class LocalAccess : public UnitAccess {
         grads0_(grads0),
         grads_(grads),
         transfer_(transfer),
-        wire_(wire) {}
+        wire_(wire),
+        capacity_(capacity == 0 ? layout.max_unit_params
+                                : std::min<uint64_t>(capacity, layout.max_unit_params)) {}
   StatusOr<void*> Weights(int unit) override {
     return static_cast<void*>(weights_ + layout_.unit_offsets[unit] * DTypeSize(weights_dtype_));
   }
-  // Whole units only: the synthetic model never splits one.
-  uint64_t GradPieceCapacity() const override { return layout_.max_unit_params; }
+  // Pieces as large as the engine's buckets (the model cuts units the same
+  // way), each in the unit's own buffer at its offset.
+  uint64_t GradPieceCapacity() const override { return capacity_; }
   StatusOr<float*> BeginGrads(int unit, uint64_t begin, uint64_t count) override {
-    if (begin != 0 || count != Params(unit)) {
+    if (count == 0 || count > capacity_ || begin > Params(unit) || count > Params(unit) - begin) {
       return InvalidArgumentError("bench engine: unit " + std::to_string(unit) +
                                   " asked for a gradient piece [" + std::to_string(begin) + ", +" +
                                   std::to_string(count) + ") of its " +
-                                  std::to_string(Params(unit)) + "; the stage runs whole units");
+                                  std::to_string(Params(unit)) + " (buckets of " +
+                                  std::to_string(capacity_) + ")");
     }
-    float* g = unit == 0 ? grads0_ : grads_;
-    TF_RETURN_IF_ERROR(stream_.Memset(g, 0, Params(unit) * 4));
+    float* g = (unit == 0 ? grads0_ : grads_) + begin;
+    open_[unit] = {begin, count};
+    TF_RETURN_IF_ERROR(stream_.Memset(g, 0, count * 4));
     return g;
   }
   Status EndGrads(int unit) override {
     if (transfer_ == DType::kF32) return Status::Ok();
-    return Cast(stream_, DType::kF32, unit == 0 ? grads0_ : grads_, transfer_, wire_,
-                static_cast<int64_t>(Params(unit)));
+    const auto [begin, count] = open_[unit];
+    return Cast(stream_, DType::kF32, (unit == 0 ? grads0_ : grads_) + begin, transfer_, wire_,
+                static_cast<int64_t>(count));
   }
 
  private:
@@ -82,6 +88,8 @@ class LocalAccess : public UnitAccess {
   float* grads_;
   DType transfer_;
   void* wire_;
+  uint64_t capacity_;
+  std::map<int, std::pair<uint64_t, uint64_t>> open_;  // unit -> its open piece
 };
 
 // Compute (forward + backward), D2H and H2D alone, on plain device buffers.
@@ -111,7 +119,8 @@ Status MeasureDeviceStages(Device& device, Trainable& model, const MicroBatch& b
   // would cost seconds of host time per round at 0.5 B.
   TF_RETURN_IF_ERROR(stream->Memset(weights.data(), 0, total * wbytes));
   LocalAccess access(*stream, layout, static_cast<char*>(weights.data()), eo.weights_dtype,
-                     grads0.as<float>(), grads.as<float>(), transfer, wire.data());
+                     grads0.as<float>(), grads.as<float>(), transfer, wire.data(),
+                     eo.grad_bucket_params);
   TF_RETURN_IF_ERROR(model.ForwardBackward(*stream, batch, 1.0f, access));  // warm-up
   TF_RETURN_IF_ERROR(stream->Synchronize());
   auto t0 = Clock::now();

@@ -42,6 +42,9 @@ StatusOr<EngineBenchPrediction> PredictEngineStep(const Device& device, const Mo
   in.sub_group_params = static_cast<int64_t>(eo.sub_group_params);
   in.buffer_count = eo.buffer_count;
   in.grad_buckets = eo.grad_buckets;
+  if (eo.grad_bucket_params != 0) {
+    in.grad_bucket_params = static_cast<int64_t>(eo.grad_bucket_params);
+  }
   in.pipeline =
       eo.pipeline == Pipeline::kOverlapped ? PipelineKind::kOverlapped : PipelineKind::kSynchronous;
   if (eo.pipeline == Pipeline::kOverlapped) {
