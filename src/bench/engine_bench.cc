@@ -58,11 +58,10 @@ class LocalAccess : public UnitAccess {
   uint64_t GradPieceCapacity() const override { return capacity_; }
   StatusOr<float*> BeginGrads(int unit, uint64_t begin, uint64_t count) override {
     if (count == 0 || count > capacity_ || begin > Params(unit) || count > Params(unit) - begin) {
-      return InvalidArgumentError("bench engine: unit " + std::to_string(unit) +
-                                  " asked for a gradient piece [" + std::to_string(begin) + ", +" +
-                                  std::to_string(count) + ") of its " +
-                                  std::to_string(Params(unit)) + " (buckets of " +
-                                  std::to_string(capacity_) + ")");
+      return InvalidArgumentError(
+          "bench engine: unit " + std::to_string(unit) + " asked for a gradient piece [" +
+          std::to_string(begin) + ", +" + std::to_string(count) + ") of its " +
+          std::to_string(Params(unit)) + " (buckets of " + std::to_string(capacity_) + ")");
     }
     float* g = (unit == 0 ? grads0_ : grads_) + begin;
     open_[unit] = {begin, count};
