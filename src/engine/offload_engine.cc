@@ -228,6 +228,15 @@ Status OffloadEngine::ReadDeviceWeights(float* out) {
   return Status::Ok();
 }
 
+Status OffloadEngine::DrainOnError(Status status) {
+  // A failed ForwardBackward may have enqueued work that still reads the
+  // caller's micro-batch (its token copies) and writes the engine's
+  // buckets: it must finish before the caller frees the batch. The stream's
+  // own error, if any, says less than the one being returned.
+  if (!status.ok()) (void)compute_->Synchronize();
+  return status;
+}
+
 StatusOr<StepStats> OffloadEngine::Step(const std::vector<MicroBatch>& micro_batches) {
   if (micro_batches.empty()) return InvalidArgumentError("Step: no micro-batches");
   if (options_.micro_batches_per_step > 0 &&
@@ -268,11 +277,11 @@ StatusOr<StepStats> OffloadEngine::Step(const std::vector<MicroBatch>& micro_bat
     current_micro_ = k;
     for (auto& pieces : unit_pieces_) pieces.clear();
     TF_ASSIGN_OR_RETURN(DeviceSpans::Started span, device_spans_->Begin(*compute_));
-    TF_RETURN_IF_ERROR(model_.ForwardBackward(*compute_, micro_batches[k],
-                                              loss_scale / static_cast<float>(k_total), *this));
-    TF_RETURN_IF_ERROR(CheckGradsComplete());
-    TF_RETURN_IF_ERROR(device_spans_->End(*compute_, std::move(span), "compute",
-                                          "fwd+bwd micro " + std::to_string(k)));
+    TF_RETURN_IF_ERROR(DrainOnError(model_.ForwardBackward(
+        *compute_, micro_batches[k], loss_scale / static_cast<float>(k_total), *this)));
+    TF_RETURN_IF_ERROR(DrainOnError(CheckGradsComplete()));
+    TF_RETURN_IF_ERROR(DrainOnError(device_spans_->End(*compute_, std::move(span), "compute",
+                                                       "fwd+bwd micro " + std::to_string(k))));
     TF_RETURN_IF_ERROR(compute_->Synchronize());
     TF_RETURN_IF_ERROR(device_spans_->Collect());
     TF_ASSIGN_OR_RETURN(float loss, model_.LastLoss());
@@ -393,7 +402,7 @@ StatusOr<float> OffloadEngine::EvaluateLoss(const MicroBatch& batch) {
   }
   // Every bucket is free when idle; borrow the first as scratch.
   EvalAccess access(this, buckets_[0].grads.as<float>());
-  TF_RETURN_IF_ERROR(model_.ForwardBackward(*compute_, batch, 1.0f, access));
+  TF_RETURN_IF_ERROR(DrainOnError(model_.ForwardBackward(*compute_, batch, 1.0f, access)));
   TF_RETURN_IF_ERROR(compute_->Synchronize());
   return model_.LastLoss();
 }

@@ -162,6 +162,9 @@ class OffloadEngine : public UnitAccess {
   // After a micro-batch's ForwardBackward: every unit's pieces were ended
   // and covered it exactly once (overlaps are refused as they are begun).
   Status CheckGradsComplete() const;
+  // Returns `status`; when it is an error, first waits for the compute
+  // stream, so that no enqueued work outlives the micro-batch it reads.
+  Status DrainOnError(Status status);
   StateTier& TierOf(int g) { return *group_tier_[g]; }
   size_t wbytes() const { return DTypeSize(options_.weights_dtype); }
   // Where unit or sub-group elements starting at `offset` land in

@@ -2,6 +2,8 @@
 // host vs NVMe tiers, overlapped vs synchronous pipelines, micro-batching,
 // fp16 overflow skipping, and out-of-memory before anything is half-done.
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -9,6 +11,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -409,6 +412,51 @@ TEST(OffloadEngine, NvmeWithoutADirectoryIsAClearError) {
   auto engine = OffloadEngine::Create(*device, model, o);
   ASSERT_FALSE(engine.ok());
   EXPECT_NE(engine.status().message().find("--nvme-path"), std::string::npos);
+}
+
+// A model whose forward enqueues slow work that reads the micro-batch, then
+// fails (as the real model does when the engine's worker reports an error
+// while the compute stream is still behind).
+class FailsWithWorkEnqueued : public LinearStack {
+ public:
+  using LinearStack::LinearStack;
+  Status ForwardBackward(Stream& compute, const MicroBatch& batch, float dloss_scale,
+                         UnitAccess& access) override {
+    const float* inputs = batch.dense_inputs;
+    TF_RETURN_IF_ERROR(compute.HostCallback([this, inputs] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      read_ = inputs[0];
+      done_.store(true);
+      return Status::Ok();
+    }));
+    return DataLossError("the model failed mid-forward");
+  }
+  bool done() const { return done_.load(); }
+
+ private:
+  std::atomic<bool> done_{false};
+  float read_ = 0;
+};
+
+// A failed step returns only once the compute stream has finished what the
+// failed micro-batch enqueued: the caller may free the batch at once (under
+// ASan, CI once caught a token copy reading a freed batch).
+TEST(OffloadEngine, AFailedStepLeavesNoWorkThatReadsTheBatch) {
+  auto device = CpuDevice();
+  FailsWithWorkEnqueued model(kLayers, kDim, DType::kF32, 7);
+  auto engine = OffloadEngine::Create(*device, model, BaseOptions());
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  auto x = std::make_unique<std::vector<float>>(static_cast<size_t>(kDim), 1.0f);
+  std::vector<float> y(static_cast<size_t>(kDim), 0.0f);
+  MicroBatch mb;
+  mb.dense_inputs = x->data();
+  mb.dense_targets = y.data();
+  mb.batch = 1;
+  auto step = (*engine)->Step({mb});
+  ASSERT_FALSE(step.ok());
+  EXPECT_EQ(step.status().code(), StatusCode::kDataLoss) << step.status().ToString();
+  EXPECT_TRUE(model.done()) << "Step returned while the compute stream still read the batch";
+  x.reset();  // the batch is the caller's again once Step returns
 }
 
 // The trace's spans ("X" events) as the trace file holds them, written and
