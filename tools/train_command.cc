@@ -180,9 +180,10 @@ void AddTrain(CLI::App& app, int* exit_code) {
                   std::string("Parameters per gradient bucket, or auto: the planner's choice "
                               "(default auto; ") +
                       kCountSuffixHelp + ")");
-  cmd->add_option(
-      "--sub-group-size", f->sub_group_size,
-      std::string("Parameters per optimizer sub-group (default 4Mi; ") + kCountSuffixHelp + ")");
+  cmd->add_option("--sub-group-size", f->sub_group_size,
+                  std::string("Optimizer sub-groups: slices of at most this many parameters "
+                              "(default 4Mi; overrides a config's rule; ") +
+                      kCountSuffixHelp + ")");
   cmd->add_option("--device", f->device, "auto | cpu | cuda")->capture_default_str();
   cmd->add_option("--device-memory", f->device_memory, "Device memory limit (e.g. 2GiB)");
   cmd->add_option("--out", c.out_dir, "Output directory (checkpoints, final model, metrics)");
@@ -291,6 +292,7 @@ void AddTrain(CLI::App& app, int* exit_code) {
         return;
       }
       config.sub_group_size = *n;
+      config.sub_group_cut = SubGroupCut::kSlices;  // the flag's rule, over a config's
     }
     if (f->speculation == "auto") {
       config.speculation_params.reset();
@@ -316,6 +318,10 @@ void AddTrain(CLI::App& app, int* exit_code) {
     }
     for (const std::string& w : config.warnings)
       std::fprintf(stderr, "tierflow train: warning: %s\n", w.c_str());
+    if (ValidateTrainConfig(config).ok()) {  // RunTraining reports what is wrong
+      for (const std::string& w : ScheduleNotes(config))
+        std::fprintf(stderr, "tierflow train: warning: %s\n", w.c_str());
+    }
 
     // The first SIGINT/SIGTERM stops training at the next step boundary with
     // a checkpoint (before the first step it cancels the setup); a second one

@@ -319,7 +319,9 @@ StatusOr<EngineBenchResult> RunEngineBench(Device& device, const EngineBenchOpti
                                 GradTransferDType(eo.weights_dtype, eo.grad_transfer_dtype)));
   TF_ASSIGN_OR_RETURN(BenchModel bench, MakeBenchModel(device, options));
   Trainable& model = *bench.model;
-  const SubGroupLayout layout = MakeSubGroups(model.Units(), eo.sub_group_params);
+  TF_ASSIGN_OR_RETURN(
+      const SubGroupLayout layout,
+      MakeSubGroups(model.Units(), SubGroupRule{eo.sub_group_cut, eo.sub_group_params}));
   EngineBenchResult result;
   result.model = bench.name;
   result.params = layout.total_params;

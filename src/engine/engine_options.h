@@ -13,6 +13,7 @@
 #include "tierflow/dtype.h"
 #include "tierflow/nvme_io.h"
 #include "tierflow/placement.h"
+#include "tierflow/sub_group_rule.h"
 
 namespace tierflow {
 
@@ -59,9 +60,13 @@ struct EngineOptions {
   // start-up probe. Default: 1 MiB blocks, queue depth 32, 1 ring.
   NvmeIoSettings nvme_io;
 
-  uint64_t sub_group_params = 4u << 20;  // params per optimizer sub-group. Default: 4Mi
-  int buffer_count = 4;                  // NVMe I/O slots and weight staging slots. Default: 4
-  int grad_buckets = 3;                  // device gradient buckets. Default: 3
+  // How units are cut into optimizer sub-groups (tierflow/sub_group_rule.h):
+  // kSlices of at most sub_group_params (>= 1), or DeepSpeed's whole tensors
+  // of at least sub_group_params (0: one tensor each). Default: 4Mi slices.
+  uint64_t sub_group_params = 4u << 20;
+  SubGroupCut sub_group_cut = SubGroupCut::kSlices;
+  int buffer_count = 4;  // NVMe I/O slots and weight staging slots. Default: 4
+  int grad_buckets = 3;  // device gradient buckets. Default: 3
   // Parameters per gradient bucket (fp32 on the device, plus its transfer
   // buffer). A unit larger than this streams its gradient in pieces
   // (UnitAccess::GradPieceCapacity); the model refuses a bucket smaller than

@@ -33,7 +33,9 @@ StatusOr<std::unique_ptr<OffloadEngine>> OffloadEngine::Create(Device& device, T
 
 Status OffloadEngine::Init() {
   TF_RETURN_IF_ERROR(ValidateAdamOptions(options_.adam));
-  if (options_.sub_group_params == 0) return InvalidArgumentError("sub_group_params must be > 0");
+  if (options_.sub_group_params == 0 && options_.sub_group_cut == SubGroupCut::kSlices) {
+    return InvalidArgumentError("sub_group_params must be > 0 for slices");
+  }
   if (options_.buffer_count < 2) return InvalidArgumentError("buffer_count must be >= 2");
   if (options_.grad_buckets < 2) return InvalidArgumentError("grad_buckets must be >= 2");
   if (options_.micro_batches_per_step < 0) {
@@ -51,7 +53,8 @@ Status OffloadEngine::Init() {
   for (const UnitInfo& u : units_) {
     if (u.num_params == 0) return InvalidArgumentError("unit '" + u.name + "' has no parameters");
   }
-  layout_ = MakeSubGroups(units_, options_.sub_group_params);
+  TF_ASSIGN_OR_RETURN(layout_, MakeSubGroups(units_, SubGroupRule{options_.sub_group_cut,
+                                                                  options_.sub_group_params}));
   const uint64_t total = layout_.total_params;
   backward_pos_.resize(layout_.groups.size());
   for (size_t u = units_.size(); u-- > 0;) {

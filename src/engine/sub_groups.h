@@ -1,8 +1,9 @@
-// Sub-groups: the slices of each unit's parameters that the CPU optimizer
-// and the state tiers work on one at a time. A unit of n parameters is cut
-// into ceil(n / sub_group_params) consecutive slices of at most
-// sub_group_params; a sub-group never spans two units, so a unit's update is
-// complete (and can go back to the device) when its own sub-groups are done.
+// Sub-groups: the pieces of each unit's parameters that the CPU optimizer
+// and the state tiers work on one at a time, cut by a SubGroupRule
+// (tierflow/sub_group_rule.h): slices of at most N, or DeepSpeed's whole
+// tensors of at least N. A sub-group never spans two units, so a unit's
+// update is complete (and can go back to the device) when its own
+// sub-groups are done.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,8 @@
 #include <vector>
 
 #include "engine/trainable.h"
+#include "tierflow/status.h"
+#include "tierflow/sub_group_rule.h"
 
 namespace tierflow {
 
@@ -33,5 +36,9 @@ struct SubGroupLayout {
 
 // REQUIRES: sub_group_params > 0 and every unit has num_params > 0.
 SubGroupLayout MakeSubGroups(const std::vector<UnitInfo>& units, uint64_t sub_group_params);
+
+// Errors: InvalidArgument for kSlices with N = 0, or a unit whose
+// tensor_params do not sum to its num_params (or is empty).
+StatusOr<SubGroupLayout> MakeSubGroups(const std::vector<UnitInfo>& units, SubGroupRule rule);
 
 }  // namespace tierflow

@@ -24,6 +24,10 @@ namespace tierflow {
 struct UnitInfo {
   std::string name;     // e.g. "layers.3"; names state files and trace spans
   uint64_t num_params;  // > 0
+  // The sizes of the unit's tensors, in order, summing to num_params; empty:
+  // the unit is one tensor. DeepSpeed's sub-group rule groups whole tensors
+  // (tierflow/sub_group_rule.h).
+  std::vector<uint64_t> tensor_params = {};
 };
 
 // One micro-batch, host memory, owned by the caller until the step returns.

@@ -84,14 +84,16 @@ StatusOr<ParamLayout> MakeParamLayout(const ModelConfig& config) {
   layout.unit_offsets.push_back(0);
   for (size_t u = 0; u < groups.size(); ++u) {
     ParamGroup& group = groups[u];
-    layout.units.push_back(UnitInfo{group.name, static_cast<uint64_t>(group.num_params)});
+    UnitInfo info{group.name, static_cast<uint64_t>(group.num_params)};
     std::vector<TensorSlot> slots;
     int64_t offset = 0;
     for (ParamTensor& t : group.tensors) {
       const int64_t n = t.num_elements;
+      info.tensor_params.push_back(static_cast<uint64_t>(n));
       slots.push_back(TensorSlot{std::move(t), static_cast<int>(u), offset});
       offset += n;
     }
+    layout.units.push_back(std::move(info));
     layout.tensors.push_back(std::move(slots));
     layout.total_params += group.num_params;
     layout.unit_offsets.push_back(layout.total_params);

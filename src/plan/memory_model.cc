@@ -149,6 +149,42 @@ SubGroupSummary SummarizeSubGroups(const ModelConfig& m, int64_t sub_group_param
   return s;
 }
 
+SubGroupSummary SummarizeSubGroups(const ModelConfig& m, SubGroupRule rule, double nvme_ratio,
+                                   uint64_t state_bytes_per_param, uint64_t block_bytes) {
+  if (rule.cut == SubGroupCut::kSlices) {
+    const uint64_t capped = std::min<uint64_t>(rule.params, INT64_MAX);
+    return SummarizeSubGroups(m, static_cast<int64_t>(capped), nvme_ratio, state_bytes_per_param,
+                              block_bytes);
+  }
+  SubGroupSummary s;
+  const std::vector<ParamGroup> groups = ParameterGroups(m);
+  int64_t total = 0;
+  for (const ParamGroup& g : groups) total += g.num_params;
+  const double r = std::clamp(nvme_ratio, 0.0, 1.0);
+  const int64_t host_target =
+      r > 0 ? static_cast<int64_t>(std::llround((1.0 - r) * static_cast<double>(total)))
+            : total + 1;
+  int64_t offset = 0;
+  for (const ParamGroup& g : groups) {
+    std::vector<uint64_t> tensors;
+    for (const ParamTensor& t : g.tensors) tensors.push_back(static_cast<uint64_t>(t.num_elements));
+    s.max_unit_params = std::max(s.max_unit_params, g.num_params);
+    for (uint64_t size : CutUnit(tensors, rule)) {
+      const auto n = static_cast<int64_t>(size);
+      ++s.num_sub_groups;
+      s.max_group_params = std::max(s.max_group_params, n);
+      if (offset >= host_target) {
+        ++s.nvme_sub_groups;
+        s.nvme_params += n;
+        s.max_nvme_group_params = std::max(s.max_nvme_group_params, n);
+        s.nvme_block_bytes += RoundUp(size * state_bytes_per_param, block_bytes);
+      }
+      offset += n;
+    }
+  }
+  return s;
+}
+
 GradBucketSizes GradBucketSizesOf(const ModelConfig& m) {
   GradBucketSizes out;
   for (const ParamGroup& g : ParameterGroups(m)) {

@@ -20,6 +20,7 @@
 #include "tierflow/dtype.h"
 #include "tierflow/model_config.h"
 #include "tierflow/status.h"
+#include "tierflow/sub_group_rule.h"
 
 namespace tierflow {
 
@@ -157,6 +158,11 @@ struct SubGroupSummary {
 // rounded up to (a multiple of 4096).
 SubGroupSummary SummarizeSubGroups(const ModelConfig& model, int64_t sub_group_params,
                                    double nvme_ratio, uint64_t state_bytes_per_param,
+                                   uint64_t block_bytes = kNvmeBlockBytes);
+// The same under either rule (tierflow/sub_group_rule.h); slices as above,
+// DeepSpeed's whole tensors from ParameterGroups' tensor list.
+SubGroupSummary SummarizeSubGroups(const ModelConfig& model, SubGroupRule rule, double nvme_ratio,
+                                   uint64_t state_bytes_per_param,
                                    uint64_t block_bytes = kNvmeBlockBytes);
 
 // Gradient bucket sizes, in parameters (EngineOptions::grad_bucket_params),

@@ -78,22 +78,24 @@ nlohmann::json PlanToJson(const PlanInput& in, const Hardware& hw, const Plan& p
                         {"gradients", plan.activations.gradients},
                         {"total", plan.activations.total()}}}};
   const Placement& p = plan.placement;
-  j["placement"] = {{"optimizer_state", p.where()},
-                    {"offload", std::string(OffloadPlacementName(p.offload()))},
-                    {"nvme_ratio", p.nvme_ratio},
-                    {"host_state_params", p.host_state_params},
-                    {"nvme_state_params", p.nvme_state_params},
-                    {"sub_group_params", p.sub_group_params},
-                    {"num_sub_groups", p.num_sub_groups},
-                    {"nvme_sub_groups", p.nvme_sub_groups},
-                    {"buffer_count", p.buffer_count},
-                    {"grad_buckets", p.grad_buckets},
-                    {"grad_bucket_params", p.grad_bucket_params},
-                    {"vocab_sliced", p.vocab_sliced},
-                    {"speculation_params", p.speculation_params},
-                    {"speculation_from", p.speculation_from},
-                    {"grad_transfer_dtype", std::string(DTypeName(plan.grad_transfer_dtype))},
-                    {"chosen_by", p.chosen_by_planner ? "planner" : "user"}};
+  j["placement"] = {
+      {"optimizer_state", p.where()},
+      {"offload", std::string(OffloadPlacementName(p.offload()))},
+      {"nvme_ratio", p.nvme_ratio},
+      {"host_state_params", p.host_state_params},
+      {"nvme_state_params", p.nvme_state_params},
+      {"sub_group_params", p.sub_group_params},
+      {"sub_group_cut", p.sub_group_cut == SubGroupCut::kSlices ? "slices" : "whole_tensors"},
+      {"num_sub_groups", p.num_sub_groups},
+      {"nvme_sub_groups", p.nvme_sub_groups},
+      {"buffer_count", p.buffer_count},
+      {"grad_buckets", p.grad_buckets},
+      {"grad_bucket_params", p.grad_bucket_params},
+      {"vocab_sliced", p.vocab_sliced},
+      {"speculation_params", p.speculation_params},
+      {"speculation_from", p.speculation_from},
+      {"grad_transfer_dtype", std::string(DTypeName(plan.grad_transfer_dtype))},
+      {"chosen_by", p.chosen_by_planner ? "planner" : "user"}};
   nlohmann::json stages = nlohmann::json::object();
   for (const StageTime& s : plan.stages) stages[s.name] = s.seconds;
   j["stages"] = stages;

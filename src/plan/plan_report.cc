@@ -115,10 +115,17 @@ std::string FormatPlanReport(const PlanInput& in, const Hardware& hw, const Plan
   Appendf(&out, "; %s params' state on host, %s on NVMe\n",
           FormatParamCount(p.host_state_params).c_str(),
           FormatParamCount(p.nvme_state_params).c_str());
+  const std::string sub_groups =
+      p.sub_group_cut == SubGroupCut::kSlices
+          ? "of up to " + FormatParamCount(p.sub_group_params) + " params"
+      : p.sub_group_params == 0
+          ? "of one tensor each (DeepSpeed's rule)"
+          : "of whole tensors, at least " + FormatParamCount(p.sub_group_params) +
+                " params each (DeepSpeed's rule)";
   Appendf(&out,
-          "  %lld sub-groups of up to %s params (%lld on NVMe), %d staging/I-O slots, "
+          "  %lld sub-groups %s (%lld on NVMe), %d staging/I-O slots, "
           "%d gradient buckets of %s params%s\n",
-          static_cast<long long>(p.num_sub_groups), FormatParamCount(p.sub_group_params).c_str(),
+          static_cast<long long>(p.num_sub_groups), sub_groups.c_str(),
           static_cast<long long>(p.nvme_sub_groups), p.buffer_count, p.grad_buckets,
           FormatParamCount(p.grad_bucket_params).c_str(),
           p.vocab_sliced ? " (embedding and LM head in vocabulary slices)" : "");
@@ -126,10 +133,11 @@ std::string FormatPlanReport(const PlanInput& in, const Hardware& hw, const Plan
   Appendf(&out, "  engine options: offload=%s", offload.c_str());
   if (p.offload() == OffloadPlacement::kNvme) Appendf(&out, " nvme_ratio=%.2f", p.nvme_ratio);
   Appendf(&out,
-          " sub_group_params=%lld buffer_count=%d grad_buckets=%d grad_bucket_params=%lld"
+          " sub_group_params=%lld%s buffer_count=%d grad_buckets=%d grad_bucket_params=%lld"
           " speculation_params=%lld (%s) grad_transfer_dtype=%s\n",
-          static_cast<long long>(p.sub_group_params), p.buffer_count, p.grad_buckets,
-          static_cast<long long>(p.grad_bucket_params),
+          static_cast<long long>(p.sub_group_params),
+          p.sub_group_cut == SubGroupCut::kWholeTensors ? " sub_group_cut=whole_tensors" : "",
+          p.buffer_count, p.grad_buckets, static_cast<long long>(p.grad_bucket_params),
           static_cast<long long>(p.speculation_params), p.speculation_from.c_str(),
           std::string(DTypeName(plan.grad_transfer_dtype)).c_str());
   out += "\n";

@@ -82,7 +82,11 @@ Status ValidateInput(const PlanInput& in, const Hardware& hw) {
                                 std::to_string(in.nvme_ratio) +
                                 ") contradicts --offload-optimizer host");
   }
-  if (in.sub_group_params < 1) return InvalidArgumentError("sub-group size must be positive");
+  if (in.sub_group_params < (in.sub_group_cut == SubGroupCut::kSlices ? 1 : 0)) {
+    return InvalidArgumentError(in.sub_group_cut == SubGroupCut::kSlices
+                                    ? "sub-group size must be positive"
+                                    : "sub-group size must not be negative");
+  }
   if (in.buffer_count < 2) return InvalidArgumentError("buffer count must be at least 2");
   if (in.grad_buckets < 2) return InvalidArgumentError("gradient buckets must be at least 2");
   if (in.grad_bucket_params.has_value()) {
@@ -140,12 +144,16 @@ struct StateTiers {
   SubGroupSummary sub_groups;
 };
 
+SubGroupRule SubGroupRuleOf(const PlanInput& in) {
+  return SubGroupRule{in.sub_group_cut, static_cast<uint64_t>(in.sub_group_params)};
+}
+
 StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t params,
                            uint64_t state_bytes, uint64_t device_tensor_bytes, double ratio,
                            int64_t speculation_params, int64_t bucket_params) {
   StateTiers t;
   t.sub_groups =
-      SummarizeSubGroups(in.model, in.sub_group_params, ratio, state_bytes, in.nvme_block_bytes);
+      SummarizeSubGroups(in.model, SubGroupRuleOf(in), ratio, state_bytes, in.nvme_block_bytes);
   const SubGroupSummary& sg = t.sub_groups;
   const uint64_t P = U(params);
   const uint64_t a = DTypeSize(in.dtype);
@@ -448,7 +456,7 @@ StatusOr<Plan> ComputePlan(const PlanInput& in, const Hardware& hw) {
   plan.activations_without_checkpointing_bytes = ComputeActivationBytes(m, act).total();
   act.checkpointing = in.checkpointing;
   plan.activations = ComputeActivationBytes(m, act);
-  const SubGroupSummary layout = SummarizeSubGroups(m, in.sub_group_params, 0.0, s);
+  const SubGroupSummary layout = SummarizeSubGroups(m, SubGroupRuleOf(in), 0.0, s);
 
   const GradBucketSizes bucket_sizes = GradBucketSizesOf(m);
   const uint64_t bucket_bytes_per_param =
@@ -545,6 +553,7 @@ StatusOr<Plan> ComputePlan(const PlanInput& in, const Hardware& hw) {
   p.nvme_state_params = plan.sub_groups.nvme_params;
   p.host_state_params = plan.params - p.nvme_state_params;
   p.sub_group_params = in.sub_group_params;
+  p.sub_group_cut = in.sub_group_cut;
   p.num_sub_groups = plan.sub_groups.num_sub_groups;
   p.nvme_sub_groups = plan.sub_groups.nvme_sub_groups;
   p.buffer_count = in.buffer_count;

@@ -46,7 +46,11 @@ struct PlanInput {
   // picks the smallest that fits the host, kHost means 0, kNvme means 1.
   // Given with kHost it must be 0.
   double nvme_ratio = -1;
+  // How units are cut into sub-groups (tierflow/sub_group_rule.h): slices of
+  // at most sub_group_params (>= 1), or DeepSpeed's whole tensors of at
+  // least sub_group_params (>= 0).
   int64_t sub_group_params = kDefaultSubGroupParams;
+  SubGroupCut sub_group_cut = SubGroupCut::kSlices;
   int buffer_count = kDefaultBufferCount;  // weight staging slots and NVMe I/O slots. REQUIRES >= 2
   int grad_buckets = kDefaultGradBuckets;  // REQUIRES >= 2
   // Parameters per gradient bucket (EngineOptions::grad_bucket_params).
@@ -125,6 +129,7 @@ struct Placement {
   int64_t host_state_params = 0;  // parameters whose master + moments are in host RAM
   int64_t nvme_state_params = 0;  // ... on NVMe (whole sub-groups at the model's end)
   int64_t sub_group_params = 0;
+  SubGroupCut sub_group_cut = SubGroupCut::kSlices;
   int64_t num_sub_groups = 0;
   int64_t nvme_sub_groups = 0;
   int buffer_count = 0;

@@ -15,11 +15,15 @@
 //   WarmupCosineLR: lr = base_lr * ratio, where
 //                   ratio = i < W ? wmr + (1 - wmr) * gamma
 //                         : max(0, cmr + (1 - cmr) * (1 + cos(pi * (i - W + 1) / (T - W))) / 2)
-// One deliberate difference: past T, DeepSpeed's cosine argument exceeds pi
-// and the rate climbs again; tierflow holds the floor (cos_min_ratio).
+// Past T the cosine's progress is clamped to 1 (the rate stays at
+// cos_min_ratio), as in DeepSpeed since it stopped letting the rate climb
+// again; a T at or below W is accepted, as DeepSpeed accepts it with a
+// warning (ScheduleNotes).
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <string>
+#include <vector>
 
 #include "train/train_config.h"
 
@@ -67,6 +71,22 @@ float ScheduledLr(const TrainConfig& config, int64_t step) {
                               static_cast<double>(std::max<int64_t>(1, total - warmup)));
   }
   return static_cast<float>(min_lr + (max_lr - min_lr) * gamma);
+}
+
+std::vector<std::string> ScheduleNotes(const TrainConfig& config) {
+  const LrScheduleConfig& s = config.scheduler;
+  std::vector<std::string> notes;
+  if (s.type != "WarmupDecayLR" && s.type != "WarmupCosineLR") return notes;
+  const int64_t warmup = std::max<int64_t>(2, s.warmup_num_steps);
+  const int64_t total = s.total_num_steps > 0 ? s.total_num_steps : config.steps;
+  if (total <= warmup) {
+    notes.push_back("scheduler: total_num_steps " + std::to_string(total) +
+                    " is not more than the warmup (" + std::to_string(warmup) + "): after it, " +
+                    (s.type == "WarmupDecayLR" ? std::string("the rate is warmup_min_lr")
+                                               : std::string("the rate stays at cos_min_ratio")) +
+                    ", as in DeepSpeed");
+  }
+  return notes;
 }
 
 }  // namespace tierflow

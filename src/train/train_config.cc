@@ -67,6 +67,10 @@ template <typename T>
 std::string FormatValue(const std::optional<T>& v) {
   return v.has_value() ? FormatValue(*v) : "\"auto\"";
 }
+std::string FormatValue(SubGroupCut v) {
+  return v == SubGroupCut::kSlices ? "\"slices of at most N\""
+                                   : "\"whole tensors of at least N (DeepSpeed's rule)\"";
+}
 std::string FormatValue(OffloadPlacement v) {
   return FormatValue(std::string(OffloadPlacementName(v)));
 }
@@ -165,7 +169,18 @@ const std::set<std::string>& IgnoredZeroKeys() {
                                               "model_persistence_threshold",
                                               "max_live_parameters",
                                               "max_reuse_distance",
-                                              "cpu_offload_params",
+                                              "cpu_offload_param",
+                                              "stage3_module_granularity_threshold",
+                                              "stage3_use_all_reduce_for_fetch_params",
+                                              "stage3_allgather_sequential",
+                                              "allgather_sequential",
+                                              "stage3_partition_stream_chunk_size",
+                                              "partition_stream_chunk_size",
+                                              "zeropp_loco_param",
+                                              "enable_sanity_checks",
+                                              "save_muon_momentum_buffer_in_memory",
+                                              "leaf_module",
+                                              "zenflow",
                                               "cpu_offload_use_pin_memory",
                                               "offload_param",
                                               "log_trace_cache_warnings",
@@ -190,6 +205,7 @@ class Parser {
     TF_RETURN_IF_ERROR(ResolveBatch());
     TF_RETURN_IF_ERROR(ResolvePrecision());
     TF_RETURN_IF_ERROR(ResolveOffload());
+    DeepSpeedDefaults(root);
     for (auto& w : warnings_) c_.warnings.push_back(label_ + ": " + w);
     return c_;
   }
@@ -329,6 +345,12 @@ class Parser {
         TF_RETURN_IF_ERROR(Fp16(v, key));
       } else if (key == "bf16" || key == "bfloat16") {
         TF_RETURN_IF_ERROR(Bf16(v, key));
+      } else if (key == "zero_optimization" && v.is_boolean()) {
+        // DeepSpeed's deprecated form: true is stage 1, false stage 0.
+        zero_stage_ = v.get<bool>() ? 1 : 0;
+        Warn("'zero_optimization' = " + std::string(v.get<bool>() ? "true" : "false") +
+             " is DeepSpeed's deprecated form of stage " + (v.get<bool>() ? "1" : "0") +
+             "; read as that stage, as DeepSpeed reads it");
       } else if (key == "zero_optimization") {
         TF_RETURN_IF_ERROR(Zero(v, key));
       } else if (key == "aio") {
@@ -497,9 +519,11 @@ class Parser {
         } else if (k == "warmup_type") {
           TF_RETURN_IF_ERROR(String(x, q, "scheduler.warmup_type", &s.warmup_type));
           if (s.warmup_type != "log" && s.warmup_type != "linear") {
-            return Error(q, "'" + s.warmup_type +
-                                "' is not a warmup type; use \"log\" or "
-                                "\"linear\"");
+            // DeepSpeed's schedules warn and warm up logarithmically.
+            Warn("'" + q + "' = \"" + s.warmup_type +
+                 "\" is not a warmup type: warming up with \"log\", as DeepSpeed does (use "
+                 "\"log\" or \"linear\")");
+            s.warmup_type = "log";
           }
         } else if (!cosine && k == "warmup_min_lr") {
           TF_RETURN_IF_ERROR(Float(x, q, "scheduler.warmup_min_lr", &s.warmup_min_lr));
@@ -540,7 +564,10 @@ class Parser {
       const Json& x = it.value();
       std::string p = Join(path, k);
       if (k == "enabled") {
-        if (IsAuto(x, p)) continue;
+        if (IsAuto(x, p)) {
+          precision_auto_ = true;
+          continue;
+        }
         bool b = false;
         TF_RETURN_IF_ERROR(ReadBool(x, p, &b));
         fp16_enabled_ = b;
@@ -570,7 +597,10 @@ class Parser {
       const std::string& k = it.key();
       std::string p = Join(path, k);
       if (k == "enabled") {
-        if (IsAuto(it.value(), p)) continue;
+        if (IsAuto(it.value(), p)) {
+          precision_auto_ = true;
+          continue;
+        }
         bool b = false;
         TF_RETURN_IF_ERROR(ReadBool(it.value(), p, &b));
         // DeepSpeed reads "bf16" and looks at its old spelling "bfloat16"
@@ -617,7 +647,12 @@ class Parser {
           offload_requested_ = p;
         }
       } else if (k == "sub_group_size") {
-        TF_RETURN_IF_ERROR(Int(x, p, "sub_group_size", &c_.sub_group_size, 1));
+        // DeepSpeed's meaning (whole tensors, at least N; 0: one tensor
+        // each) applies at stage 3 only: ResolveOffload decides.
+        if (IsAuto(x, p)) continue;
+        int64_t n = 0;
+        TF_RETURN_IF_ERROR(ReadInt(x, p, 0, std::numeric_limits<int64_t>::max(), &n));
+        ds_sub_group_ = static_cast<uint64_t>(n);
       } else if (k == "offload_param") {
         Ignored(p, "parameters stay on the GPU in tierflow (only optimizer state is offloaded)");
       } else if (IgnoredZeroKeys().count(k)) {
@@ -668,11 +703,28 @@ class Parser {
       } else if (k == "pin_memory") {
         TF_RETURN_IF_ERROR(Bool(x, p, "pin_memory", &c_.pin_memory));
       } else if (k == "buffer_count") {
-        TF_RETURN_IF_ERROR(Int(x, p, "buffer_count", &c_.buffer_count, 1));
+        // DeepSpeed's pool of single-tensor swap buffers; tierflow's I/O
+        // slots each hold a whole sub-group's state and are sized from the
+        // drive's profile (tierflow.buffer_count sets them).
+        if (IsAuto(x, p)) continue;
+        int64_t n = 0;
+        TF_RETURN_IF_ERROR(ReadInt(x, p, 0, std::numeric_limits<int>::max(), &n));
+        Ignored(p,
+                "DeepSpeed's pool of single-tensor NVMe swap buffers has no counterpart: "
+                "tierflow's I/O slots each hold a sub-group's whole state and follow the "
+                "drive's profile; set tierflow.buffer_count to choose them");
       } else if (k == "ratio") {
-        TF_RETURN_IF_ERROR(Double(x, p, "nvme_ratio", &c_.nvme_ratio));
+        // DeepSpeed: the share of optimizer state the CPU updates, the rest
+        // staying on the GPU; read at stage 3 only (ResolveOffload).
+        if (IsAuto(x, p)) continue;
+        double r = 0;
+        TF_RETURN_IF_ERROR(ReadNumber(x, p, &r));
+        if (!(r >= 0.0 && r <= 1.0))
+          return Error(p, "is " + Describe(x) + "; use a share in [0, 1]");
+        ds_ratio_ = r;
       } else if (k == "fast_init" || k == "pipeline" || k == "pipeline_read" ||
-                 k == "pipeline_write" || k == "super_offload" || k == "cpuadam_cores_perc") {
+                 k == "pipeline_write" || k == "super_offload" || k == "cpuadam_cores_perc" ||
+                 k == "convert_grad_on_cpu") {
         Ignored(p,
                 "tierflow always overlaps NVMe reads/writes with the step "
                 "(see tierflow.pipeline)");
@@ -803,9 +855,12 @@ class Parser {
         s = Double(x, p, k, &c_.nvme_ratio);
       else if (k == "buffer_count")
         s = Int(x, p, k, &c_.buffer_count, 1);
-      else if (k == "sub_group_size")
+      else if (k == "sub_group_size") {
         s = Int(x, p, k, &c_.sub_group_size, 1);
-      else if (k == "pin_memory")
+        if (s.ok() && !x.is_string()) {  // a string here is "auto"
+          s = Set("sub_group_rule", p, &c_.sub_group_cut, SubGroupCut::kSlices);
+        }
+      } else if (k == "pin_memory")
         s = Bool(x, p, k, &c_.pin_memory);
       else if (k == "aio_block_size")
         s = Int(x, p, k, &c_.aio_block_size, 1);
@@ -969,6 +1024,7 @@ class Parser {
   // parameters, which tierflow does not; 0 (no ZeRO) cannot offload, so 0
   // together with an offload device is a contradiction.
   Status ResolveOffload() {
+    TF_RETURN_IF_ERROR(ResolveStage3Keys());
     if (!zero_stage_) return Status::Ok();
     if (*zero_stage_ == 0) {
       if (!offload_requested_.empty()) {
@@ -991,6 +1047,67 @@ class Parser {
     return Status::Ok();
   }
 
+  // A config written with DeepSpeed's keys trains as DeepSpeed would where
+  // it leaves a setting out: no gradient clipping and fp32, DeepSpeed's
+  // defaults, not tierflow's (clipping at 1.0, bf16). A config of only
+  // "tierflow" keys keeps tierflow's. "auto" keeps tierflow's too (the HF
+  // Trainer fills it in from its own arguments).
+  void DeepSpeedDefaults(const Json& root) {
+    bool deepspeed = false;
+    for (auto it = root.begin(); it != root.end(); ++it) deepspeed |= it.key() != "tierflow";
+    if (!deepspeed) return;
+    if (!root.contains("gradient_clipping") && !WasSet("gradient_clipping")) {
+      c_.gradient_clipping = 0.0f;
+      Warn(
+          "no 'gradient_clipping': no clipping, DeepSpeed's default (tierflow's own is 1.0; "
+          "set \"gradient_clipping\": 1.0 to clip)");
+    }
+    if (!WasSet("dtype") && !precision_auto_) {
+      c_.dtype = DType::kF32;
+      Warn(
+          "neither 'bf16' nor 'fp16' is enabled: training in fp32, DeepSpeed's default "
+          "(tierflow's own is bf16; add \"bf16\": {\"enabled\": true})");
+    }
+  }
+
+  // sub_group_size and offload_optimizer.ratio mean something in DeepSpeed
+  // at stage 3 only; below it DeepSpeed ignores them, and so does tierflow,
+  // saying so.
+  Status ResolveStage3Keys() {
+    const bool stage3 = zero_stage_.has_value() && *zero_stage_ == 3;
+    if (ds_sub_group_) {
+      const std::string p = "zero_optimization.sub_group_size";
+      if (stage3) {
+        // The rule is part of the setting, so tierflow.sub_group_size
+        // (slices) given too is a contradiction, whatever its number.
+        TF_RETURN_IF_ERROR(Set("sub_group_rule", p, &c_.sub_group_cut, SubGroupCut::kWholeTensors));
+        TF_RETURN_IF_ERROR(Set("sub_group_size", p, &c_.sub_group_size, *ds_sub_group_));
+      } else {
+        Ignored(p,
+                "DeepSpeed reads it at stage 3 only; tierflow keeps its own sub-groups "
+                "(tierflow.sub_group_size: slices of at most N parameters)");
+      }
+    }
+    if (ds_ratio_) {
+      const std::string p = "zero_optimization.offload_optimizer.ratio";
+      if (stage3 && *ds_ratio_ < 1.0) {
+        return Error(p, "is " + FormatValue(*ds_ratio_) + ": DeepSpeed would keep the other " +
+                            FormatValue(1.0 - *ds_ratio_) +
+                            " of the optimizer state on the GPU and update it there, and "
+                            "tierflow keeps no optimizer state on the GPU; remove the key (or "
+                            "set 1.0). tierflow.nvme_ratio splits the state between host RAM "
+                            "and NVMe");
+      }
+      if (!stage3 && *ds_ratio_ != 1.0) {
+        Ignored(p,
+                "DeepSpeed reads it at stage 3 only (the share of optimizer state the CPU "
+                "updates); for tierflow's split between host RAM and NVMe use "
+                "tierflow.nvme_ratio");
+      }
+    }
+    return Status::Ok();
+  }
+
   std::string label_;
   JsonReader json_;  // after label_, which it copies
   TrainConfig c_;
@@ -1000,7 +1117,10 @@ class Parser {
   std::optional<bool> fp16_enabled_, bf16_enabled_;
   std::string bf16_path_ = "bf16";
   std::string tf_dtype_, tf_dtype_path_;
-  std::string offload_requested_;  // the key that asked for cpu/nvme offload
+  std::string offload_requested_;         // the key that asked for cpu/nvme offload
+  std::optional<uint64_t> ds_sub_group_;  // zero_optimization.sub_group_size
+  std::optional<double> ds_ratio_;        // zero_optimization.offload_optimizer.ratio
+  bool precision_auto_ = false;           // fp16/bf16 "enabled": "auto"
 };
 
 }  // namespace

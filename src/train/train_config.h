@@ -15,6 +15,7 @@
 #include "tierflow/dtype.h"
 #include "tierflow/placement.h"
 #include "tierflow/status.h"
+#include "tierflow/sub_group_rule.h"
 
 namespace tierflow {
 
@@ -83,7 +84,12 @@ struct TrainConfig {
   // 0 = not given: 4, or more when the NVMe settings (profile) want more
   // transfers in flight (in_flight + 2: one held by the optimizer, one free).
   int buffer_count = 0;
-  uint64_t sub_group_size = 4u << 20;  // zero_optimization.sub_group_size
+  // Sub-groups (tierflow/sub_group_rule.h): tierflow.sub_group_size and
+  // --sub-group-size cut slices of at most this many parameters (>= 1);
+  // zero_optimization.sub_group_size at stage 3 means DeepSpeed's rule,
+  // whole tensors of at least this many (0: one tensor each).
+  uint64_t sub_group_size = 4u << 20;
+  SubGroupCut sub_group_cut = SubGroupCut::kSlices;
   // offload_optimizer.pin_memory: page-lock the host-tier optimizer state
   // (EngineOptions::lock_host_state). DMA buffers are pinned either way.
   bool pin_memory = false;
@@ -153,8 +159,14 @@ Status ValidateTrainConfig(const TrainConfig& config);
 // The learning rate of optimizer step `step` (1-based) under the schedule:
 // DeepSpeed's formula at its last_batch_iteration = step - 1 (see
 // lr_schedule.cc), with base lr = config.lr. Past total_num_steps,
-// WarmupCosineLR holds cos_min_ratio (DeepSpeed's would rise again).
+// WarmupCosineLR holds cos_min_ratio, as DeepSpeed's does.
 // REQUIRES: ValidateTrainConfig(config).ok().
 float ScheduledLr(const TrainConfig& config, int64_t step);
+
+// What a valid schedule does that its user may not expect, as DeepSpeed
+// warns about it: a total_num_steps at or below the warmup (after the
+// warmup, WarmupDecayLR's rate is 0 and WarmupCosineLR's its floor).
+// Empty when there is nothing to say.
+std::vector<std::string> ScheduleNotes(const TrainConfig& config);
 
 }  // namespace tierflow

@@ -46,7 +46,6 @@ Status ValidateSchedule(const TrainConfig& c) {
     return Bad("scheduler.warmup_num_steps",
                "is " + std::to_string(s.warmup_num_steps) + "; use 0 or more");
   }
-  const int64_t total = s.total_num_steps > 0 ? s.total_num_steps : c.steps;
   if (s.type == "WarmupCosineLR") {
     if (!(s.warmup_min_ratio >= 0.0f && s.warmup_min_ratio <= 1.0f)) {
       return Bad("scheduler.warmup_min_ratio",
@@ -56,13 +55,8 @@ Status ValidateSchedule(const TrainConfig& c) {
       return Bad("scheduler.cos_min_ratio",
                  "is " + Num(s.cos_min_ratio) + "; use a ratio in [0, 1]");
     }
-    // DeepSpeed divides by (total - max(2, warmup)); equal values would divide by zero.
-    if (total <= std::max<int64_t>(2, s.warmup_num_steps)) {
-      return Bad("scheduler.total_num_steps",
-                 std::to_string(total) + " must exceed warmup_num_steps (" +
-                     std::to_string(std::max<int64_t>(2, s.warmup_num_steps)) +
-                     ", at least 2) for WarmupCosineLR; raise total_num_steps or shorten warmup");
-    }
+    // A total at or below the warmup is DeepSpeed's too: every step after
+    // the warmup is at cos_min_ratio (ScheduleNotes says so at start-up).
   } else {
     if (!std::isfinite(s.warmup_min_lr) || s.warmup_min_lr < 0.0f) {
       return Bad("scheduler.warmup_min_lr", "is " + Num(s.warmup_min_lr) + "; use 0 or more");
@@ -72,11 +66,6 @@ Status ValidateSchedule(const TrainConfig& c) {
       return Bad(
           "scheduler.warmup_max_lr",
           "is " + Num(s.warmup_max_lr) + "; use a positive rate (or leave it out to use lr)");
-    }
-    if (s.type == "WarmupDecayLR" && s.warmup_num_steps > total) {
-      return Bad("scheduler.warmup_num_steps",
-                 std::to_string(s.warmup_num_steps) + " is more than total_num_steps (" +
-                     std::to_string(total) + "); shorten warmup or raise total_num_steps");
     }
   }
   if (s.type != "WarmupLR" && s.total_num_steps < 0) {
@@ -191,8 +180,11 @@ Status ValidateTrainConfig(const TrainConfig& c) {
                                    " (offload_optimizer.buffer_count); use 2 or more so one "
                                    "sub-group can load while another computes");
   }
-  if (c.sub_group_size < 1) {
-    return Bad("sub_group_size", "is 0 (zero_optimization.sub_group_size); use 1 or more");
+  if (c.sub_group_size < 1 && c.sub_group_cut == SubGroupCut::kSlices) {
+    return Bad("sub_group_size",
+               "is 0 (tierflow.sub_group_size, --sub-group-size); use 1 or "
+               "more (DeepSpeed's zero_optimization.sub_group_size 0, one "
+               "tensor per sub-group, applies at stage 3)");
   }
   // 0 = not given (the profile or the start-up probe decides).
   if (c.aio_block_size != 0 &&

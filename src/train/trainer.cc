@@ -108,6 +108,7 @@ EngineOptions MakeEngineOptions(const TrainConfig& c, DType dtype,
   o.nvme_paths = nvme_paths;
   o.nvme_buffered = c.nvme_buffered;
   o.sub_group_params = c.sub_group_size;
+  o.sub_group_cut = c.sub_group_cut;
   o.buffer_count = c.buffer_count;
   o.pipeline = c.pipeline == "sync" ? Pipeline::kSynchronous : Pipeline::kOverlapped;
   return o;
@@ -267,9 +268,8 @@ StatusOr<std::string> ChooseResumeCheckpoint(const TrainConfig& config, const st
 
 // The largest sub-group's state as the NVMe tier stores it: master weights
 // and two moments, each array padded to 4 KiB (engine/nvme_state_tier.h).
-uint64_t LargestStateTensorBytes(const ModelConfig& model, uint64_t sub_group_size) {
-  const SubGroupSummary s =
-      SummarizeSubGroups(model, static_cast<int64_t>(sub_group_size), 0.0, 12);
+uint64_t LargestStateTensorBytes(const ModelConfig& model, SubGroupRule rule) {
+  const SubGroupSummary s = SummarizeSubGroups(model, rule, 0.0, 12);
   const uint64_t array = (static_cast<uint64_t>(s.max_group_params) * 4 + 4095) / 4096 * 4096;
   return 3 * array;
 }
@@ -282,6 +282,9 @@ std::string DescribePlacement(const Placement& p) {
                     : p.where() == "nvme" ? "NVMe"
                                           : "split host RAM / NVMe (" + std::string(ratio) +
                                                 " of the parameters' state on NVMe)";
+  out += "; " + std::to_string(p.num_sub_groups) + " sub-groups, " +
+         DescribeSubGroupRule(
+             SubGroupRule{p.sub_group_cut, static_cast<uint64_t>(p.sub_group_params)});
   out += "; " + std::to_string(p.grad_buckets) + " gradient buckets of " +
          FormatParamCount(p.grad_bucket_params) + " params" +
          (p.vocab_sliced ? " (embedding and LM head streamed in vocabulary slices)" : "");
@@ -312,7 +315,13 @@ StatusOr<Plan> PlanRun(const TrainConfig& c, const ModelConfig& model, DType dty
   in.optimizer = OptimizerKind::kAdamW;
   in.offload = c.offload;
   if (c.offload == OffloadPlacement::kNvme) in.nvme_ratio = c.nvme_ratio;
-  in.sub_group_params = static_cast<int64_t>(c.sub_group_size);
+  // DeepSpeed's rule accepts any size; past the largest unit every unit is
+  // one sub-group, so the planner's bound changes nothing.
+  in.sub_group_params = static_cast<int64_t>(
+      c.sub_group_cut == SubGroupCut::kWholeTensors
+          ? std::min<uint64_t>(c.sub_group_size, static_cast<uint64_t>(kMaxPlanParams))
+          : c.sub_group_size);
+  in.sub_group_cut = c.sub_group_cut;
   in.buffer_count = c.buffer_count;
   in.pipeline = c.pipeline == "sync" ? PipelineKind::kSynchronous : PipelineKind::kOverlapped;
   // Bounded by ValidateTrainConfig (at most 2^40).
@@ -437,8 +446,8 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
     NvmeIoChoiceInput choice_input;
     choice_input.nvme_paths = nvme_paths;
     choice_input.buffered = config.nvme_buffered;
-    choice_input.largest_tensor_bytes =
-        LargestStateTensorBytes(model_config, config.sub_group_size);
+    choice_input.largest_tensor_bytes = LargestStateTensorBytes(
+        model_config, SubGroupRule{config.sub_group_cut, config.sub_group_size});
     TF_ASSIGN_OR_RETURN(nvme_io, ChooseNvmeIo(sized, choice_input));
     sized.buffer_count = nvme_io->buffer_count;
     reporter.OnNote("NVMe I/O: " + nvme_io->Describe());

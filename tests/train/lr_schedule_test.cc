@@ -118,7 +118,7 @@ TEST(LrSchedule, WarmupCosineLrFollowsDeepSpeedRatios) {
   EXPECT_NEAR(ScheduledLr(c, 11), 1.9995115e-3, 1e-9);
   ExpectLr(c, 60, 2e-3 * 0.505);  // real_last_step 50: cos(pi/2) = 0
   ExpectLr(c, 110, 2e-3 * 0.01);  // real_last_step 100: cos(pi) = -1
-  // Past total_num_steps tierflow holds the floor (DeepSpeed would climb again).
+  // Past total_num_steps the floor holds (DeepSpeed clamps the progress at 1).
   ExpectLr(c, 150, 2e-3 * 0.01);
 }
 
@@ -133,6 +133,41 @@ TEST(LrSchedule, WarmupCosineLrLogWarmup) {
   c.scheduler.warmup_type = "log";
   ExpectLr(c, 4, 2e-3 * (0.1 + 0.9 * std::log(4.0) / std::log(10.0)));  // 1.283708e-3
   EXPECT_NEAR(ScheduledLr(c, 4), 1.283708e-3, 1e-9);
+}
+
+// A total at or below the warmup is accepted, as DeepSpeed accepts it with a
+// warning: after the warmup WarmupDecayLR gives warmup_min_lr (max(0, (T -
+// i) / max(1, T - W)) = 0) and WarmupCosineLR its floor, and ScheduleNotes
+// says so. A total above the warmup has nothing to say.
+TEST(LrSchedule, ATotalWithinTheWarmupIsDeepSpeedsAndIsNoted) {
+  TrainConfig decay;
+  decay.scheduler.type = "WarmupDecayLR";
+  decay.scheduler.warmup_min_lr = 1e-5f;
+  decay.scheduler.warmup_max_lr = 1e-3f;
+  decay.scheduler.warmup_num_steps = 50;
+  decay.scheduler.total_num_steps = 20;
+  decay.scheduler.warmup_type = "linear";
+  ASSERT_TRUE(ValidateTrainConfig(decay).ok()) << ValidateTrainConfig(decay).ToString();
+  ExpectLr(decay, 26, 1e-5 + (1e-3 - 1e-5) * 25.0 / 50.0);  // still warming up
+  ExpectLr(decay, 51, 1e-5);                                // i = 50: (20 - 50) / 1 < 0
+  ASSERT_EQ(ScheduleNotes(decay).size(), 1u);
+  EXPECT_NE(ScheduleNotes(decay)[0].find("warmup_min_lr"), std::string::npos);
+
+  TrainConfig cosine;
+  cosine.lr = 2e-3f;
+  cosine.scheduler.type = "WarmupCosineLR";
+  cosine.scheduler.cos_min_ratio = 0.01f;
+  cosine.scheduler.warmup_num_steps = 10;
+  cosine.scheduler.total_num_steps = 10;
+  ASSERT_TRUE(ValidateTrainConfig(cosine).ok()) << ValidateTrainConfig(cosine).ToString();
+  ExpectLr(cosine, 11, 2e-3 * 0.01);
+  ExpectLr(cosine, 40, 2e-3 * 0.01);
+  ASSERT_EQ(ScheduleNotes(cosine).size(), 1u);
+  EXPECT_NE(ScheduleNotes(cosine)[0].find("cos_min_ratio"), std::string::npos);
+
+  cosine.scheduler.total_num_steps = 11;
+  EXPECT_TRUE(ScheduleNotes(cosine).empty());
+  EXPECT_TRUE(ScheduleNotes(TrainConfig()).empty());
 }
 
 }  // namespace

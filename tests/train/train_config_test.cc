@@ -139,8 +139,12 @@ TEST(TrainConfig, ZeroInfinityDeepSpeedConfigParsesToTheRightFields) {
   EXPECT_EQ(c.offload, OffloadPlacement::kNvme);
   EXPECT_EQ(c.nvme_paths, std::vector<std::string>{"/local_nvme"});
   EXPECT_TRUE(c.pin_memory);
-  EXPECT_EQ(c.buffer_count, 4);
+  // DeepSpeed's swap-buffer pool has no counterpart: warned, not applied.
+  EXPECT_EQ(c.buffer_count, 0);
+  EXPECT_TRUE(HasWarning(c, "'zero_optimization.offload_optimizer.buffer_count' ignored"));
+  // Stage 3: DeepSpeed's sub-group rule, whole tensors of at least 1e9.
   EXPECT_EQ(c.sub_group_size, 1000000000u);
+  EXPECT_EQ(c.sub_group_cut, SubGroupCut::kWholeTensors);
   EXPECT_EQ(c.aio_block_size, 1048576u);
   EXPECT_EQ(c.aio_queue_depth, 8u);
   EXPECT_EQ(c.aio_threads, 1u);  // thread_count: the io_uring rings
@@ -157,8 +161,103 @@ TEST(TrainConfig, ZeroInfinityDeepSpeedConfigParsesToTheRightFields) {
 
 TEST(TrainConfig, WarningsNameTheFile) {
   TrainConfig c = ParseOk(R"({"steps_per_print": 10})");
-  ASSERT_EQ(c.warnings.size(), 1u);
-  EXPECT_THAT(c.warnings[0], HasSubstr("config.json: 'steps_per_print' ignored"));
+  EXPECT_THAT(c.warnings, Contains(HasSubstr("config.json: 'steps_per_print' ignored")));
+  for (const std::string& w : c.warnings) EXPECT_EQ(w.rfind("config.json: ", 0), 0u) << w;
+}
+
+// Where a DeepSpeed config is silent it trains as DeepSpeed would (no
+// clipping, fp32), saying so; tierflow's own defaults stay for configs of
+// tierflow keys only, and "auto" keeps them (the HF Trainer fills it in).
+TEST(TrainConfig, ADeepSpeedConfigGetsDeepSpeedsDefaults) {
+  const TrainConfig ds = ParseOk(R"({"train_micro_batch_size_per_gpu": 2})");
+  EXPECT_FLOAT_EQ(ds.gradient_clipping, 0.0f);
+  EXPECT_EQ(ds.dtype, DType::kF32);
+  EXPECT_TRUE(HasWarning(ds, "no 'gradient_clipping'"));
+  EXPECT_TRUE(HasWarning(ds, "training in fp32, DeepSpeed's default"));
+  const TrainConfig own = ParseOk(R"({"tierflow": {"micro_batch": 2}})");
+  EXPECT_FLOAT_EQ(own.gradient_clipping, TrainConfig().gradient_clipping);
+  EXPECT_EQ(own.dtype, TrainConfig().dtype);
+  EXPECT_TRUE(own.warnings.empty()) << ::testing::PrintToString(own.warnings);
+  const TrainConfig hf = ParseOk(R"({"gradient_clipping": "auto", "bf16": {"enabled": "auto"}})");
+  EXPECT_FLOAT_EQ(hf.gradient_clipping, TrainConfig().gradient_clipping);
+  EXPECT_EQ(hf.dtype, TrainConfig().dtype);
+  const TrainConfig set = ParseOk(R"({"gradient_clipping": 0.5, "fp16": {"enabled": true}})");
+  EXPECT_FLOAT_EQ(set.gradient_clipping, 0.5f);
+  EXPECT_EQ(set.dtype, DType::kF16);
+  EXPECT_EQ(ParseOk(R"({"steps_per_print": 1, "tierflow": {"dtype": "bf16"}})").dtype,
+            DType::kBF16);
+}
+
+// zero_optimization.sub_group_size means what DeepSpeed means by it: at
+// stage 3 whole tensors of at least N (0: one tensor each); below stage 3
+// DeepSpeed does not read it, and tierflow says it does not either.
+TEST(TrainConfig, SubGroupSizeHasDeepSpeedsMeaning) {
+  const TrainConfig three = ParseOk(R"({"zero_optimization": {"sub_group_size": 0, "stage": 3}})");
+  EXPECT_EQ(three.sub_group_cut, SubGroupCut::kWholeTensors);
+  EXPECT_EQ(three.sub_group_size, 0u);
+  EXPECT_TRUE(ValidateTrainConfig(three).ok()) << ValidateTrainConfig(three).ToString();
+  const TrainConfig big = ParseOk(R"({"zero_optimization": {"stage": 3, "sub_group_size": 1e12}})");
+  EXPECT_EQ(big.sub_group_size, 1000000000000u);
+  const TrainConfig two = ParseOk(R"({"zero_optimization": {"stage": 2, "sub_group_size": 1e6}})");
+  EXPECT_EQ(two.sub_group_cut, SubGroupCut::kSlices);
+  EXPECT_EQ(two.sub_group_size, TrainConfig().sub_group_size);
+  EXPECT_TRUE(HasWarning(two,
+                         "'zero_optimization.sub_group_size' ignored: DeepSpeed reads it at "
+                         "stage 3 only"));
+  const TrainConfig own = ParseOk(R"({"tierflow": {"sub_group_size": 1e6}})");
+  EXPECT_EQ(own.sub_group_cut, SubGroupCut::kSlices);
+  EXPECT_EQ(own.sub_group_size, 1000000u);
+  // The two rules for one setting: a contradiction, even with equal numbers.
+  EXPECT_THAT(ParseError(R"({"zero_optimization": {"stage": 3, "sub_group_size": 1e6},
+                             "tierflow": {"sub_group_size": 1e6}})"),
+              AllOf(HasSubstr("contradictory"), HasSubstr("tierflow.sub_group_size"),
+                    HasSubstr("zero_optimization.sub_group_size")));
+  EXPECT_THAT(ParseError(R"({"zero_optimization": {"stage": 3, "sub_group_size": -1}})"),
+              HasSubstr("zero_optimization.sub_group_size"));
+  EXPECT_THAT(ParseError(R"({"tierflow": {"sub_group_size": 0}})"),
+              HasSubstr("tierflow.sub_group_size"));
+  TrainConfig zero;
+  zero.sub_group_size = 0;  // slices of nothing: refused by name
+  EXPECT_THAT(ValidateTrainConfig(zero).message(), HasSubstr("sub_group_size"));
+}
+
+// offload_optimizer.ratio is DeepSpeed's share of the state the CPU updates
+// (stage 3): below 1 it would keep the rest on the GPU, which tierflow does
+// not do; refused by name. Below stage 3 DeepSpeed ignores it, and so does
+// tierflow, saying so; it never sets tierflow's NVMe split.
+TEST(TrainConfig, OffloadRatioHasDeepSpeedsMeaning) {
+  EXPECT_THAT(
+      ParseError(R"({"zero_optimization": {"stage": 3, "offload_optimizer": {"ratio": 0.3}}})"),
+      AllOf(HasSubstr("zero_optimization.offload_optimizer.ratio"), HasSubstr("on the GPU"),
+            HasSubstr("tierflow.nvme_ratio")));
+  const TrainConfig all =
+      ParseOk(R"({"zero_optimization": {"stage": 3, "offload_optimizer": {"ratio": 1}}})");
+  EXPECT_DOUBLE_EQ(all.nvme_ratio, TrainConfig().nvme_ratio);
+  EXPECT_FALSE(HasWarning(all, "ratio"));
+  const TrainConfig two =
+      ParseOk(R"({"zero_optimization": {"stage": 2, "offload_optimizer": {"ratio": 0.3}}})");
+  EXPECT_DOUBLE_EQ(two.nvme_ratio, TrainConfig().nvme_ratio);
+  EXPECT_TRUE(HasWarning(two, "'zero_optimization.offload_optimizer.ratio' ignored"));
+  EXPECT_THAT(ParseError(R"({"zero_optimization": {"offload_optimizer": {"ratio": 1.5}}})"),
+              HasSubstr("zero_optimization.offload_optimizer.ratio"));
+}
+
+// DeepSpeed's deprecated boolean form of the ZeRO block, read as DeepSpeed
+// reads it, and its spellings of keys tierflow does not use are warned as
+// ignored (not as unknown).
+TEST(TrainConfig, DeprecatedAndStage3SpellingsAreReadAsDeepSpeedReadsThem) {
+  const TrainConfig on = ParseOk(R"({"zero_optimization": true})");
+  EXPECT_TRUE(HasWarning(on, "deprecated form of stage 1"));
+  const TrainConfig off = ParseOk(R"({"zero_optimization": false})");
+  EXPECT_TRUE(HasWarning(off, "'zero_optimization.stage' = 0 ignored"));
+  EXPECT_THAT(ParseError(R"({"zero_optimization": false, "tierflow": {"offload": "nvme"}})"),
+              HasSubstr("contradictory"));
+  const TrainConfig spelled = ParseOk(R"({"zero_optimization": {"cpu_offload_param": true,
+      "stage3_module_granularity_threshold": 0, "stage3_use_all_reduce_for_fetch_params": false,
+      "zenflow": {}, "offload_optimizer": {"convert_grad_on_cpu": true}}})");
+  EXPECT_FALSE(HasWarning(spelled, "unknown key")) << ::testing::PrintToString(spelled.warnings);
+  EXPECT_TRUE(HasWarning(spelled, "'zero_optimization.cpu_offload_param' ignored"));
+  EXPECT_TRUE(HasWarning(spelled, "'zero_optimization.offload_optimizer.convert_grad_on_cpu'"));
 }
 
 TEST(TrainConfig, BaseValuesSurviveWhenTheFileIsSilent) {
@@ -249,7 +348,11 @@ TEST(TrainConfig, AioKeysAreKeptAsGivenAndAbsentOnesStayUnset) {
                     HasSubstr("contradictory")));
   EXPECT_THAT(ParseError(R"({"aio": {"thread_count": 65}})"), HasSubstr("aio.thread_count"));
   EXPECT_THAT(ParseError(R"({"aio": {"block_size": 0}})"), HasSubstr("aio.block_size"));
-  EXPECT_THAT(ParseError(R"({"zero_optimization": {"offload_optimizer": {"buffer_count": 0}}})"),
+  // DeepSpeed accepts any buffer_count >= 0; tierflow warns it has no use for it.
+  EXPECT_TRUE(
+      HasWarning(ParseOk(R"({"zero_optimization": {"offload_optimizer": {"buffer_count": 0}}})"),
+                 "buffer_count' ignored"));
+  EXPECT_THAT(ParseError(R"({"zero_optimization": {"offload_optimizer": {"buffer_count": -1}}})"),
               HasSubstr("buffer_count"));
 }
 
@@ -282,8 +385,8 @@ TEST(TrainConfig, OffloadDevicesMapToTiers) {
   EXPECT_EQ(ParseOk(R"({"zero_optimization": {"cpu_offload": true}})").offload,
             OffloadPlacement::kHost);
   TrainConfig two = ParseOk(R"({"zero_optimization": {"offload_optimizer":
-      {"device": "nvme", "nvme_path": ["/nvme0", "/nvme1"], "ratio": 0.5,
-       "pin_memory": false, "buffer_count": 6}}})");
+      {"device": "nvme", "nvme_path": ["/nvme0", "/nvme1"], "pin_memory": false},
+      "stage": 2}, "tierflow": {"nvme_ratio": 0.5, "buffer_count": 6}})");
   EXPECT_EQ(two.offload, OffloadPlacement::kNvme);
   EXPECT_EQ(two.nvme_paths, (std::vector<std::string>{"/nvme0", "/nvme1"}));
   EXPECT_DOUBLE_EQ(two.nvme_ratio, 0.5);
@@ -315,7 +418,7 @@ TEST(TrainConfig, ZeroStageZeroWithOffloadIsAContradiction) {
   TrainConfig alone = ParseOk(R"({"zero_optimization": {"stage": 0}})");
   EXPECT_TRUE(HasWarning(alone, "'zero_optimization.stage' = 0 ignored"));
   TrainConfig two = ParseOk(R"({"zero_optimization": {"stage": 2}})");
-  EXPECT_TRUE(two.warnings.empty());
+  EXPECT_FALSE(HasWarning(two, "stage")) << ::testing::PrintToString(two.warnings);
   EXPECT_THAT(ParseError(R"({"zero_optimization": {"stage": 4}})"),
               HasSubstr("zero_optimization.stage: value 4 is out of range [0, 3]"));
 }
@@ -337,9 +440,11 @@ TEST(TrainConfig, SchedulerBlocksGetDeepSpeedDefaults) {
   EXPECT_EQ(cos.scheduler.warmup_type, "linear");
   EXPECT_THAT(ParseError(R"({"scheduler": {"type": "OneCycle"}})"),
               AllOf(HasSubstr("scheduler.type"), HasSubstr("OneCycle"), HasSubstr("WarmupLR")));
-  EXPECT_THAT(ParseError(R"({"scheduler": {"type": "WarmupLR", "params":
-      {"warmup_type": "cubic"}}})"),
-              HasSubstr("scheduler.params.warmup_type"));
+  // DeepSpeed warns about an unknown warmup type and warms up with log.
+  const TrainConfig cubic = ParseOk(R"({"scheduler": {"type": "WarmupLR", "params":
+      {"warmup_type": "cubic"}}})");
+  EXPECT_EQ(cubic.scheduler.warmup_type, "log");
+  EXPECT_TRUE(HasWarning(cubic, "'scheduler.params.warmup_type' = \"cubic\""));
   // A key of another schedule type is named as unknown, not silently used.
   TrainConfig wrong = ParseOk(R"({"scheduler": {"type": "WarmupLR", "params":
       {"cos_min_ratio": 0.1}}})");
@@ -626,18 +731,6 @@ TEST(ValidateTrainConfig, EachBadSettingIsNamed) {
          c.loss_scale = -2.0f;
        },
        "loss_scale:"},
-      {[](TrainConfig& c) {
-         c.scheduler.type = "WarmupDecayLR";
-         c.scheduler.warmup_num_steps = 500;
-         c.scheduler.total_num_steps = 100;
-       },
-       "scheduler.warmup_num_steps:"},
-      {[](TrainConfig& c) {
-         c.scheduler.type = "WarmupCosineLR";
-         c.scheduler.warmup_num_steps = 100;
-         c.scheduler.total_num_steps = 100;
-       },
-       "scheduler.total_num_steps:"},
       {[](TrainConfig& c) {
          c.scheduler.type = "WarmupCosineLR";
          c.scheduler.cos_min_ratio = 2.0f;

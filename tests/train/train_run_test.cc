@@ -138,6 +138,39 @@ TEST(TrainRun, ResumeIsBitExactWithGradientsInPieces) {
       << refused.status().ToString();
 }
 
+// DeepSpeed's sub-group rule (whole tensors; here one tensor each, then one
+// unit each) cuts the optimizer's work differently, not its result: the
+// weights are those of tierflow's slices bit for bit, and a checkpoint
+// written under one rule resumes under another. The run names its rule.
+TEST(TrainRun, DeepSpeedsSubGroupRuleTrainsTheSameBitsAndResumesAcrossRules) {
+  TempDir slices, whole;
+  TrainReporter quiet;
+  TrainConfig a = SmallRun(slices.path());
+  a.steps = 4;
+  ASSERT_TRUE(RunTraining(a, quiet).ok());
+  struct Seen : TrainReporter {
+    void OnStart(const RunInfo& i) override { info = i; }
+    RunInfo info;
+  } seen;
+  TrainConfig b = SmallRun(whole.path());
+  b.steps = 2;
+  b.checkpoint_every = 2;
+  b.sub_group_cut = SubGroupCut::kWholeTensors;
+  b.sub_group_size = 0;
+  auto first = RunTraining(b, seen);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_NE(seen.info.offload.find("one tensor each"), std::string::npos) << seen.info.offload;
+  b.steps = 4;
+  b.resume = true;
+  b.sub_group_size = 1000000000000;  // every unit one sub-group
+  auto second = RunTraining(b, seen);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_NE(seen.info.offload.find("whole tensors, at least"), std::string::npos)
+      << seen.info.offload;
+  EXPECT_EQ(ReadFile(slices / "model/model.safetensors"),
+            ReadFile(whole / "model/model.safetensors"));
+}
+
 TEST(TrainRun, CheckpointsVerifyAndCorruptionIsDetected) {
   TempDir out;
   TrainReporter quiet;
@@ -402,7 +435,10 @@ TEST(TrainRun, PlacementComesFromThePlannerUnlessGiven) {
   const std::string planner = "chosen by the planner";
 
   const Seen roomy = run([](TrainConfig&) {}, 0);
-  EXPECT_EQ(roomy.info.offload.rfind("host RAM; 3 gradient buckets of ", 0), 0u)
+  EXPECT_EQ(roomy.info.offload.rfind("host RAM; 22 sub-groups, slices of at most 40000 "
+                                     "parameters; 3 gradient buckets of ",
+                                     0),
+            0u)
       << roomy.info.offload;
   EXPECT_EQ(roomy.info.offload_from.rfind(planner, 0), 0u) << roomy.info.offload_from;
   EXPECT_TRUE(roomy.info.nvme_dir.empty());
