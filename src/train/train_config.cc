@@ -411,14 +411,7 @@ class Parser {
           } else if (k == "adam_w_mode") {
             TF_RETURN_IF_ERROR(read_adam_w_mode(x, q));
           } else if (k == "bias_correction") {
-            bool b = true;
-            if (IsAuto(x, q)) continue;
-            TF_RETURN_IF_ERROR(ReadBool(x, q, &b));
-            if (!b) {
-              return Error(q,
-                           "false is not supported: tierflow's Adam always applies bias "
-                           "correction; remove the key or set it to true");
-            }
+            TF_RETURN_IF_ERROR(Bool(x, q, "bias_correction", &c_.bias_correction));
           } else if (k == "amsgrad") {
             bool b = false;
             if (IsAuto(x, q)) continue;

@@ -68,6 +68,8 @@ struct TrainConfig {
   float beta1 = 0.9f, beta2 = 0.999f;
   float eps = 1e-8f;
   float weight_decay = 0.0f;
+  // optimizer.params.bias_correction: Adam's moments divided by (1 - beta^t).
+  bool bias_correction = true;
   float gradient_clipping = 1.0f;  // 0 = off
   LrScheduleConfig scheduler;
 

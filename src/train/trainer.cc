@@ -96,6 +96,7 @@ EngineOptions MakeEngineOptions(const TrainConfig& c, DType dtype,
   o.adam.beta2 = c.beta2;
   o.adam.eps = c.eps;
   o.adam.weight_decay = c.weight_decay;
+  o.adam.bias_correction = c.bias_correction;
   o.adam.decoupled = c.optimizer != "adam";
   o.clip_grad_norm = c.gradient_clipping;
   o.loss_scaler.static_scale = c.loss_scale;

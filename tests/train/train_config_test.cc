@@ -356,6 +356,14 @@ TEST(TrainConfig, AioKeysAreKeptAsGivenAndAbsentOnesStayUnset) {
               HasSubstr("buffer_count"));
 }
 
+TEST(TrainConfig, BiasCorrectionIsRead) {
+  EXPECT_TRUE(ParseOk("{}").bias_correction);
+  EXPECT_FALSE(ParseOk(R"({"optimizer": {"type": "AdamW", "params": {"bias_correction": false}}})")
+                   .bias_correction);
+  EXPECT_THAT(ParseError(R"({"optimizer": {"type": "AdamW", "params": {"bias_correction": 0}}})"),
+              HasSubstr("optimizer.params.bias_correction"));
+}
+
 TEST(TrainConfig, AdamTypeFollowsDeepSpeedsAdamWMode) {
   EXPECT_EQ(ParseOk(R"({"optimizer": {"type": "Adam"}})").optimizer, "adamw");
   EXPECT_EQ(

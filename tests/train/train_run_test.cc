@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
@@ -169,6 +170,38 @@ TEST(TrainRun, DeepSpeedsSubGroupRuleTrainsTheSameBitsAndResumesAcrossRules) {
       << seen.info.offload;
   EXPECT_EQ(ReadFile(slices / "model/model.safetensors"),
             ReadFile(whole / "model/model.safetensors"));
+}
+
+// DeepSpeed's bias_correction: false takes effect. At step 1 Adam without
+// correction moves each weight by lr (1 - beta1) / sqrt(1 - beta2) =
+// 3.1623 lr (with eps negligible), with it by lr: so the loss after one step without
+// correction equals the corrected one's at 3.1623 times the rate, and
+// differs from the corrected one's at the same rate.
+TEST(TrainRun, BiasCorrectionOffTakesEffect) {
+  TrainReporter quiet;
+  auto loss_after_one_step = [&](bool correction, float lr) {
+    TempDir dir;
+    TrainConfig c = SmallRun(dir.path());
+    c.offload = OffloadPlacement::kHost;
+    c.steps = 2;
+    c.eval_every = 0;
+    c.dtype = DType::kF32;
+    c.bias_correction = correction;
+    c.lr = lr;
+    c.eps = 1e-30f;  // so that small gradients move by the same rule too
+    auto r = RunTraining(c, quiet);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return ReadMetrics(dir / "metrics.jsonl")[2]["loss"].get<double>();
+  };
+  const float lr = 1e-3f;
+  const double off = loss_after_one_step(false, lr);
+  const double on_scaled = loss_after_one_step(true, lr * 0.1f / std::sqrt(0.001f));
+  const double on = loss_after_one_step(true, lr);
+  // One step moves the loss by about 1e-3 here: the rate's effect must show,
+  // and the uncorrected run must sit on the scaled one, far closer than that.
+  EXPECT_GT(std::fabs(off - on), 1e-4 * std::fabs(on)) << off << " vs " << on;
+  EXPECT_LT(std::fabs(off - on_scaled), 0.02 * std::fabs(off - on))
+      << off << " vs " << on_scaled << " (scaled) and " << on;
 }
 
 TEST(TrainRun, CheckpointsVerifyAndCorruptionIsDetected) {
