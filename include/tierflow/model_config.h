@@ -121,6 +121,24 @@ int64_t LayerParameterCount(const ModelConfig& config);
 int64_t EmbeddingParameterCount(const ModelConfig& config);
 // Parameters of the final norm and the untied lm_head (0 for the head when tied).
 int64_t HeadParameterCount(const ModelConfig& config);
+
+// The LM head (logits, loss and their gradients) runs over row chunks, so
+// the (N, V) logits never exist at once: at most kHeadChunkLogits logits a
+// chunk, but never fewer than kHeadChunkMinRows rows, so that each chunk's
+// weight-gradient GEMM (k = its rows) keeps the tensor cores busy; at
+// Llama 3's 128256 vocabulary 16 Mi logits would be 130 rows, and the fp32
+// (V, C) gradient would be read and written about 60 times per micro-batch.
+// The model (TrainShape) and the planner cut the same way.
+inline constexpr int64_t kHeadChunkLogits = int64_t{16} << 20;
+inline constexpr int64_t kHeadChunkMinRows = 1024;
+// Rows per chunk: budget / vocab, at least min_rows, within [1, rows].
+inline int64_t HeadChunkRows(int64_t rows, int64_t vocab, int64_t budget = kHeadChunkLogits,
+                             int64_t min_rows = kHeadChunkMinRows) {
+  int64_t chunk = vocab > 0 ? budget / vocab : rows;
+  if (chunk < min_rows) chunk = min_rows;
+  if (chunk > rows) chunk = rows;
+  return chunk < 1 ? 1 : chunk;
+}
 // The largest ParamGroup's parameter count (sizes gradient buckets).
 int64_t LargestGroupParameterCount(const ModelConfig& config);
 

@@ -49,12 +49,6 @@ namespace {
 
 constexpr int32_t kIgnoreIndex = -100;
 
-// Rows per head chunk: at most `budget` logits, at least one row (see
-// TrainShape::head_chunk_logits).
-int64_t HeadChunkRows(int64_t rows, int64_t vocab, int64_t budget) {
-  return std::clamp<int64_t>(budget / vocab, 1, rows);
-}
-
 // Assigns 256-byte-aligned offsets in one allocation; with a null base it only counts.
 class Carver {
  public:
@@ -104,7 +98,8 @@ uint64_t Carve(char* base, const ModelConfig& c, const TrainShape& shape,
   buf.xf = cv.Take(N * d.C * es);
   if (d.layernorm) buf.xf_mean = cv.Floats(N);
   buf.xf_rstd = cv.Floats(N);
-  const int64_t chunk_rows = HeadChunkRows(d.N, d.V, shape.head_chunk_logits);
+  const int64_t chunk_rows =
+      HeadChunkRows(d.N, d.V, shape.head_chunk_logits, shape.head_chunk_min_rows);
   buf.logits = cv.Take(static_cast<uint64_t>(chunk_rows) * d.V * es);
   buf.loss = cv.Floats(static_cast<uint64_t>((d.N + chunk_rows - 1) / chunk_rows));
   buf.row_losses = cv.Floats(N);
@@ -156,9 +151,9 @@ StatusOr<std::unique_ptr<TransformerModel>> TransformerModel::Create(Device& dev
                                 std::to_string(shape.batch) + ") and seq_len (" +
                                 std::to_string(shape.seq_len) + ") must be >= 1");
   }
-  if (shape.head_chunk_logits < 1) {
+  if (shape.head_chunk_logits < 1 || shape.head_chunk_min_rows < 1) {
     return InvalidArgumentError("transformer '" + config.name +
-                                "': head_chunk_logits must be >= 1");
+                                "': head_chunk_logits and head_chunk_min_rows must be >= 1");
   }
   const bool scaling_applied = config.rope_scaling_type.empty() ||
                                config.rope_scaling_type == "linear" ||
@@ -198,8 +193,8 @@ Status TransformerModel::Allocate() {
   TF_ASSIGN_OR_RETURN(buf_->memory, device_.Allocate(activation_bytes_, "transformer activations"));
   Carve(static_cast<char*>(buf_->memory.data()), layout_.config, shape_, buf_.get());
   const int64_t rows = int64_t{shape_.batch} * shape_.seq_len;
-  const int64_t chunk_rows =
-      HeadChunkRows(rows, layout_.config.vocab_size, shape_.head_chunk_logits);
+  const int64_t chunk_rows = HeadChunkRows(rows, layout_.config.vocab_size,
+                                           shape_.head_chunk_logits, shape_.head_chunk_min_rows);
   const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
   TF_ASSIGN_OR_RETURN(
       buf_->loss_host,
@@ -354,7 +349,8 @@ Status TransformerModel::Run(Stream& s, const MicroBatch& batch, float dloss_sca
       sliced ? nullptr : (tied ? g_emb + layout_.embedding.wte : g_head + layout_.head.lm_head);
   // Each chunk's cross-entropy is a mean over its own valid targets; weighting
   // it by (chunk valid / all valid) makes the sum the mean over the batch.
-  const int64_t chunk_rows = HeadChunkRows(d.N, d.V, shape_.head_chunk_logits);
+  const int64_t chunk_rows =
+      HeadChunkRows(d.N, d.V, shape_.head_chunk_logits, shape_.head_chunk_min_rows);
   const int64_t chunks = (d.N + chunk_rows - 1) / chunk_rows;
   std::vector<int64_t> valid(static_cast<size_t>(chunks), 0);
   int64_t total_valid = 0;
@@ -448,7 +444,12 @@ Status TransformerModel::WeightGradSlices(Stream& s, const model_internal::Dims&
   // the tied embeddings). The embedding's share: the wte rows of the slice.
   const bool head_share = embedding ? tied : true;
   const int64_t slice_rows = pieces_.vocab_slice_rows;
-  const int64_t chunk_rows = HeadChunkRows(d.N, slice_rows, shape_.head_chunk_logits);
+  // Rows of slice logits per chunk: as many as the first pass's logits
+  // buffer holds (its chunk rows x V; the budget itself may be a little
+  // more than that buffer, as budget / V rounds down).
+  const int64_t logits_capacity =
+      HeadChunkRows(d.N, d.V, shape_.head_chunk_logits, shape_.head_chunk_min_rows) * d.V;
+  const int64_t chunk_rows = HeadChunkRows(d.N, slice_rows, logits_capacity, 1);
   T* logits = static_cast<T*>(buf_->logits);
   const T* xf = static_cast<const T*>(buf_->xf);
   // Valid targets per row chunk of this pass (the chunks differ from the

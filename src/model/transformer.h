@@ -64,9 +64,13 @@ struct TrainShape {
   bool checkpoint_activations = false;  // recompute each block in backward. Default: off
   DType dtype = DType::kBF16;  // weights and activations; must equal the engine's weights dtype
   // The head (logits, loss, their gradients) runs over row chunks of at most
-  // this many logits, so the (N, V) logits never exist at once (Llama-3's V =
-  // 128256 at N = 4096 rows would be 1 GiB in bf16). Default: 16Mi (32 MiB bf16).
-  int64_t head_chunk_logits = int64_t{16} << 20;
+  // this many logits and at least head_chunk_min_rows rows (HeadChunkRows in
+  // tierflow/model_config.h), so the (N, V) logits never exist at once
+  // (Llama-3's V = 128256 at N = 4096 rows would be 1 GiB in bf16) and each
+  // chunk's weight-gradient GEMM has k >= 1024. Defaults: 16Mi logits, 1024
+  // rows (250 MiB of bf16 logits at V = 128256). Tests lower both.
+  int64_t head_chunk_logits = kHeadChunkLogits;
+  int64_t head_chunk_min_rows = kHeadChunkMinRows;
   // A rope_scaling type other than "linear" and "llama3" (e.g. "yarn",
   // "dynamic") is not applied by the RoPE kernel, so such a model would not
   // compute what Hugging Face computes: Create fails unless this is set, and

@@ -83,7 +83,11 @@ ActivationBytes ComputeActivationBytes(const ModelConfig& m, const ActivationOpt
   out.residual = Mul(Sum(L, 1), Buf(Mul(N, C, a)));
   out.blocks = Mul(o.checkpointing ? 1 : L, BlockActivationBytes(m, tokens, o.dtype));
   out.final_norm = Sum(Buf(Mul(N, C, a)), Mul(layernorm ? 2 : 1, Buf(Mul(N, 4))));
-  out.logits = Sum(Buf(Mul(N, V, a)), Buf(4), Buf(Mul(N, 4)));  // logits, loss, per-row losses
+  // One row chunk of logits (HeadChunkRows, as the model cuts them), a loss
+  // per chunk, per-row losses and log-sum-exps.
+  const uint64_t chunk_rows = U(HeadChunkRows(tokens, m.vocab_size));
+  const uint64_t chunks = chunk_rows > 0 ? (N + chunk_rows - 1) / chunk_rows : 0;
+  out.logits = Sum(Buf(Mul(chunk_rows, V, a)), Buf(Mul(chunks, 4)), Mul(2, Buf(Mul(N, 4))));
   out.inputs = Mul(2, Buf(Mul(N, 4)));
   // dres, dln (N, C); datt (N, Q); dqkv (N, Q + 2KV); dact (N, F); SwiGLU adds dgate, dup.
   out.gradients = Sum(Mul(2, Buf(Mul(N, C, a))), Buf(Mul(N, Q, a)),

@@ -114,9 +114,9 @@ struct ActivationBytes {
   uint64_t residual = 0;    // (L+1) residual-stream tensors (N, C): block inputs and the output
   uint64_t blocks = 0;      // saved block activations: L sets, or 1 with checkpointing
   uint64_t final_norm = 0;  // (N, C) + statistics
-  uint64_t logits = 0;      // (N, V) in the activation dtype, loss and per-row losses
-  uint64_t inputs = 0;      // token ids and targets, int32
-  uint64_t gradients = 0;   // activation-gradient scratch of one block's backward
+  uint64_t logits = 0;  // one row chunk of (N, V) logits, a loss per chunk, per-row losses and lse
+  uint64_t inputs = 0;  // token ids and targets, int32
+  uint64_t gradients = 0;  // activation-gradient scratch of one block's backward
   // Saturates at 2^64 - 1 (as every count here does) instead of wrapping.
   uint64_t total() const {
     return SaturatingSum(residual, blocks, final_norm, logits, inputs, gradients);

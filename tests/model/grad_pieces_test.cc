@@ -119,6 +119,7 @@ PieceRun RunWithCapacity(const ModelConfig& config, DType dtype, uint64_t capaci
   TrainShape shape{.batch = 2, .seq_len = 6, .checkpoint_activations = false, .dtype = dtype};
   // Small head chunks: several row chunks in both passes.
   shape.head_chunk_logits = 3 * config.vocab_size;
+  shape.head_chunk_min_rows = 1;
   auto model = TransformerModel::Create(*device, config, shape).value();
   DirectUnitAccess access(*device, *stream, model->Units(), dtype);
   access.set_capacity(capacity);

@@ -280,3 +280,22 @@ TEST(ModelConfig, CountsOfAnUnvalidatedConfigSaturateInsteadOfWrapping) {
 
 }  // namespace
 }  // namespace tierflow
+
+namespace tierflow {
+namespace {
+
+// The LM head's row chunks: at most 16 Mi logits, but never fewer than 1024
+// rows (each chunk's weight-gradient GEMM has k >= 1024), never more than
+// the rows there are.
+TEST(HeadChunkRows, KeepTheWeightGradientGemmDeepAndTheLogitsBounded) {
+  EXPECT_EQ(HeadChunkRows(2048, 128256), 1024);    // 16 Mi / 128256 = 130 rows: raised
+  EXPECT_EQ(HeadChunkRows(8192, 32000), 1024);     // 524: raised
+  EXPECT_EQ(HeadChunkRows(8192, 4096), 4096);      // 16 Mi / 4096: the budget rules
+  EXPECT_EQ(HeadChunkRows(100, 128256), 100);      // fewer rows than the minimum
+  EXPECT_EQ(HeadChunkRows(8192, 256), 8192);       // everything in one chunk
+  EXPECT_EQ(HeadChunkRows(10, 50, 3 * 50, 1), 3);  // tests' small chunks
+  EXPECT_EQ(HeadChunkRows(10, 50, 1, 1), 1);
+}
+
+}  // namespace
+}  // namespace tierflow

@@ -73,7 +73,8 @@ TEST_P(TransformerGradTest, MatchesFiniteDifferencesFp32) {
                    .seq_len = 5,
                    .checkpoint_activations = false,
                    .dtype = DType::kF32,
-                   .head_chunk_logits = 3 * config.vocab_size};
+                   .head_chunk_logits = 3 * config.vocab_size,
+                   .head_chunk_min_rows = 1};
   TransformerInit init;
   init.seed = 7;
   init.init_std = 0.3f;  // larger than training's 0.02 so every path carries signal

@@ -53,10 +53,11 @@ TEST(MemoryModel, ActivationsWithCheckpointingByHand) {
   EXPECT_EQ(b.residual, 5 * NC);  // L + 1 residual tensors
   EXPECT_EQ(b.blocks, block);     // one shared recompute set
   EXPECT_EQ(b.final_norm, NC + 2 * 128 * 4);
-  EXPECT_EQ(b.logits, 128u * 256 * 2 + 256 + 128 * 4);  // logits, loss (rounded), row losses
+  // One chunk of all 128 rows of logits, its loss (rounded), row losses and row log-sum-exps.
+  EXPECT_EQ(b.logits, 128u * 256 * 2 + 256 + 128 * 4 + 128 * 4);
   EXPECT_EQ(b.inputs, 2u * 128 * 4);
   EXPECT_EQ(b.gradients, 2 * NC + NC + 128u * 384 * 2 + 128u * 512 * 2);  // dres dln datt dqkv dact
-  EXPECT_EQ(b.total(), 1088256u);
+  EXPECT_EQ(b.total(), 1088768u);
 }
 
 TEST(MemoryModel, ActivationsWithoutCheckpointingKeepEveryBlock) {
@@ -79,7 +80,7 @@ TEST(MemoryModel, BuffersAreRoundedTo256Bytes) {
   ActivationBytes b = ComputeActivationBytes(TinyGpt2(), o);
   EXPECT_EQ(b.inputs, 2u * 256);
   EXPECT_EQ(b.final_norm, 3u * 128 * 4 /* 1536 */ + 2 * 256);
-  EXPECT_EQ(b.logits, 3u * 256 * 4 + 256 + 256);
+  EXPECT_EQ(b.logits, 3u * 256 * 4 + 256 + 256 + 256);
 }
 
 TEST(SubGroups, OneSlicePerUnitWhenSubGroupsAreLarge) {
@@ -109,6 +110,24 @@ TEST(SubGroups, SlicesNeverSpanUnitsAndNvmeTakesTheTail) {
   EXPECT_EQ(half.nvme_sub_groups, 1 + 4 + 4 + 1);
   EXPECT_EQ(half.max_nvme_group_params, S);
   EXPECT_EQ(SummarizeSubGroups(TinyGpt2(), S, 0.0, 12).nvme_params, 0);
+}
+
+}  // namespace
+}  // namespace tierflow
+
+namespace tierflow {
+namespace {
+
+// At Llama 3's vocabulary the head's logits are one chunk of 1024 rows (the
+// model's HeadChunkRows), not all of the micro-batch's rows.
+TEST(MemoryModel, LogitsAreOneHeadChunk) {
+  ActivationOptions o;
+  o.micro_batch = 2;
+  o.seq_len = 2048;  // N = 4096 rows
+  o.dtype = DType::kBF16;
+  const ModelConfig m = PresetModelConfig("llama-8b").value();
+  const uint64_t chunk = 1024u * 128256 * 2;  // a multiple of 256
+  EXPECT_EQ(ComputeActivationBytes(m, o).logits, chunk + 256 /* 4 losses */ + 2 * 4096 * 4);
 }
 
 }  // namespace
