@@ -1,6 +1,8 @@
 // RoPE on CUDA: one thread per rotated pair (i, i + HS/2). The angle is
 // computed as on the CPU (fp32 t * inv_freq, inv_freq from kernels/rope_freq.h), so
-// the two devices differ only by cosf/sinf rounding.
+// the two devices differ only by cosf/sinf rounding. The frequencies are
+// computed once on the host (rope_freq.h's double-precision pow, which
+// consumer GPUs run at 1/64 of the fp32 rate) and passed in the launch.
 #include "kernels/cuda/cuda_ops_common.cuh"
 #include "kernels/rope.h"
 
@@ -12,9 +14,16 @@ using cuda_ops::Store;
 
 constexpr int kThreads = 256;
 
+// One head's inverse frequencies: HS / 2 of them, passed by value (1 KiB of
+// the 4 KiB of kernel parameters).
+constexpr int64_t kMaxPairs = 256;
+struct InvFreqTable {
+  float v[kMaxPairs];
+};
+
 template <typename T>
 static __global__ void RopeKernel(T* out, const T* inp, int64_t rows, int64_t T_, int64_t heads,
-                                  int64_t HS, int64_t stride, RopeFreq freq, float sign) {
+                                  int64_t HS, int64_t stride, InvFreqTable freq, float sign) {
   const int64_t half = HS / 2;
   const int64_t n = rows * heads * half;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
@@ -23,7 +32,7 @@ static __global__ void RopeKernel(T* out, const T* inp, int64_t rows, int64_t T_
     const int64_t h = (idx / half) % heads;
     const int64_t row = idx / (half * heads);
     const int64_t t = row % T_;
-    const float inv_freq = RopeInvFreq(i, HS, freq);
+    const float inv_freq = freq.v[i];
     const float angle = static_cast<float>(t) * inv_freq;
     const float c = cosf(angle), sn = sign * sinf(angle);
     const int64_t base = row * stride + h * HS;
@@ -39,9 +48,16 @@ template <typename T>
 Status RopeCuda(cudaStream_t stream, T* out, const T* inp, const RopeShape& s, const RopeFreq& freq,
                 float sign) {
   TF_RETURN_IF_ERROR(ValidateRope("RopeCuda", s, freq));
+  if (s.head_size / 2 > kMaxPairs) {
+    return InvalidArgumentError("RopeCuda: head size " + std::to_string(s.head_size) +
+                                " above the kernel's " + std::to_string(2 * kMaxPairs) +
+                                "; raise kMaxPairs in kernels/cuda/rope.cu");
+  }
+  InvFreqTable table{};
+  for (int64_t i = 0; i < s.head_size / 2; ++i) table.v[i] = RopeInvFreq(i, s.head_size, freq);
   const int64_t rows = s.batch * s.seq_len;
   RopeKernel<<<cuda_ops::GridFor(rows * s.heads * (s.head_size / 2), kThreads), kThreads, 0,
-               stream>>>(out, inp, rows, s.seq_len, s.heads, s.head_size, s.stride(), freq, sign);
+               stream>>>(out, inp, rows, s.seq_len, s.heads, s.head_size, s.stride(), table, sign);
   return cuda_ops::CheckLaunch("RopeKernel");
 }
 
