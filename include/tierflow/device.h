@@ -159,6 +159,13 @@ class Stream {
   // Blocks until all enqueued work has finished; returns the first error any of it raised.
   virtual Status Synchronize() = 0;
 
+  // Creates now what this stream's kernels would otherwise create at their
+  // first launch (on CUDA: the cuBLAS handle and its workspace), so that it
+  // is allocated, and fails, at start-up and before the memory is measured,
+  // not in the middle of the first step. A no-op where there is nothing to
+  // create; calling it twice is harmless.
+  virtual Status PrepareForKernels() { return Status::Ok(); }
+
   // The backend's own handle: cudaStream_t on CUDA, nullptr on the CPU device.
   virtual void* native_handle() const = 0;
 };

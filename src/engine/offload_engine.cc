@@ -66,6 +66,9 @@ Status OffloadEngine::Init() {
 
   // Device: working weights and gradient buckets.
   TF_ASSIGN_OR_RETURN(compute_, device_.CreateStream("compute"));
+  // The compute stream's library state (cuBLAS handle and workspace on
+  // CUDA) exists before any step: the planner counts it as the workspace.
+  TF_RETURN_IF_ERROR(compute_->PrepareForKernels());
   TF_ASSIGN_OR_RETURN(d2h_, device_.CreateStream("d2h"));
   TF_ASSIGN_OR_RETURN(h2d_, device_.CreateStream("h2d"));
   device_spans_ = std::make_unique<DeviceSpans>(device_, trace_);

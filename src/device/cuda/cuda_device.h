@@ -35,6 +35,8 @@ class CudaStream : public Stream {
   cudaStream_t cuda_stream() const { return stream_; }
   // The cuBLAS handle bound to this stream, created on first use.
   StatusOr<cublasHandle_t> Cublas();
+  // Creates the cuBLAS handle and workspace now (Cublas() would at the first GEMM).
+  Status PrepareForKernels() override { return Cublas().status(); }
 
   // Records the first error raised by a host callback (called on CUDA's callback thread).
   void SetCallbackError(const Status& s);
