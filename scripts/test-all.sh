@@ -16,6 +16,16 @@ python3 scripts/check_layers.py --self-test
 python3 scripts/check_layers.py
 bash scripts/check-format.sh
 
+echo "== gate: scripts/gpu-check.sh without a GPU exits 77, saying why =="
+if ! command -v nvidia-smi >/dev/null; then
+  rc=0
+  bash scripts/gpu-check.sh run build/gpu-check-out || rc=$?
+  if [ "$rc" -ne 77 ]; then
+    echo "test-all.sh: gpu-check.sh run exited $rc without a GPU (expected 77)" >&2
+    exit 1
+  fi
+fi
+
 echo "== release build and tests =="
 bash scripts/build.sh release
 ctest --test-dir build/release --output-on-failure -j "$(nproc)"

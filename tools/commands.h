@@ -12,6 +12,7 @@ void AddBenchAdam(CLI::App& bench, int* exit_code);
 void AddBenchNvme(CLI::App& bench, int* exit_code);
 void AddBenchEngine(CLI::App& bench, int* exit_code);
 void AddBenchAll(CLI::App& bench, int* exit_code);
+void AddBenchKernels(CLI::App& bench, int* exit_code);
 void AddPlan(CLI::App& app, int* exit_code);
 void AddTrain(CLI::App& app, int* exit_code);
 void AddTier(CLI::App& app, int* exit_code);

@@ -29,13 +29,15 @@ int main(int argc, char** argv) {
 
   tierflow::cli::AddTrain(app, &exit_code);
   CLI::App* bench = app.add_subcommand(
-      "bench", "Measure this machine: copy/PCIe bandwidth, CPU Adam, NVMe throughput");
+      "bench",
+      "Measure this machine: copy/PCIe bandwidth, CPU Adam, NVMe throughput, device kernels");
   bench->require_subcommand(1);
   tierflow::cli::AddBenchCopy(*bench, &exit_code);
   tierflow::cli::AddBenchAdam(*bench, &exit_code);
   tierflow::cli::AddBenchNvme(*bench, &exit_code);
   tierflow::cli::AddBenchEngine(*bench, &exit_code);
   tierflow::cli::AddBenchAll(*bench, &exit_code);
+  tierflow::cli::AddBenchKernels(*bench, &exit_code);
   tierflow::cli::AddPlan(app, &exit_code);
   tierflow::cli::AddTier(app, &exit_code);
 

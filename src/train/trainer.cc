@@ -643,9 +643,12 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
         {"tokens_per_second", report.tokens_per_second},
         {"elapsed_seconds", report.elapsed_seconds},
         {"device_bytes", report.device_bytes},
+        {"device_peak_bytes", device->DeviceMemory().peak_bytes},
         {"pinned_bytes", report.pinned_bytes}};
-    // The first record of each run says which NVMe settings ran and why.
+    // The first record of each run says which NVMe settings ran and why,
+    // and what the plan counted on the device (against device_peak_bytes).
     if (step == start_step + 1 && nvme_io) line["nvme_io"] = nvme_io->ToJson();
+    if (step == start_step + 1) line["plan_device_bytes"] = plan.device.total_bytes();
     if (traced && !config.trace_path.empty()) {
       TF_RETURN_IF_ERROR(engine->Finish().status());
       TF_RETURN_IF_ERROR(WriteTraceFile(trace, config.trace_path));

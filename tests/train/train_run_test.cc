@@ -86,7 +86,13 @@ TEST(TrainRun, ResumeIsBitExact) {
   for (int64_t s = 1; s <= 8; ++s) {
     EXPECT_EQ(ma[s]["loss"].get<double>(), mb[s]["loss"].get<double>()) << "step " << s;
     EXPECT_EQ(ma[s]["grad_norm"], mb[s]["grad_norm"]) << "step " << s;
+    EXPECT_GE(ma[s]["device_peak_bytes"].get<uint64_t>(), ma[s]["device_bytes"].get<uint64_t>());
   }
+  // Each run's first record carries what the plan counted on the device,
+  // for comparison with the measured peak (scripts/gpu-check.sh reads both).
+  EXPECT_GT(ma[1]["plan_device_bytes"].get<uint64_t>(), 0u);
+  EXPECT_FALSE(ma[2].contains("plan_device_bytes"));
+  EXPECT_TRUE(mb[5].contains("plan_device_bytes"));  // the resumed run's first
   EXPECT_EQ(ReadFile(straight / "model/model.safetensors"),
             ReadFile(resumed / "model/model.safetensors"));
 }
