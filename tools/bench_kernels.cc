@@ -37,8 +37,8 @@ void Print(const KernelBenchResult& r, bool json) {
     std::printf("%s\n", j.dump(2).c_str());
     return;
   }
-  std::printf("device: %s\npeak: %.1f TFLOP/s, %.0f GB/s (%s)\n\n", r.device.c_str(),
-              r.peak_tflops, r.peak_gb_per_s, r.peak_source.c_str());
+  std::printf("device: %s\npeak: %.1f TFLOP/s, %.0f GB/s (%s)\n\n", r.device.c_str(), r.peak_tflops,
+              r.peak_gb_per_s, r.peak_source.c_str());
   std::printf("%-22s %12s %10s %10s %8s  %s\n", "kernel", "seconds", "TFLOP/s", "GB/s", "ratio",
               "shape");
   for (const KernelFigure& f : r.figures) {

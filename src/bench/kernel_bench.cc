@@ -42,7 +42,8 @@ Status FillBf16(Device& device, Stream& stream, void* dst, size_t elems) {
 }
 
 // Best seconds over `iterations` runs of `enqueue`, after one untimed run.
-StatusOr<double> BestSeconds(Stream& stream, int iterations, const std::function<Status()>& enqueue) {
+StatusOr<double> BestSeconds(Stream& stream, int iterations,
+                             const std::function<Status()>& enqueue) {
   TF_RETURN_IF_ERROR(enqueue());
   TF_RETURN_IF_ERROR(stream.Synchronize());
   double best = 0;
@@ -93,9 +94,9 @@ class Runner {
                               bool trans_a, bool trans_b, DType c_type, float beta) {
     TF_ASSIGN_OR_RETURN(DeviceBuffer a, Bf16Buffer(static_cast<size_t>(m * k), "bench gemm A"));
     TF_ASSIGN_OR_RETURN(DeviceBuffer b, Bf16Buffer(static_cast<size_t>(k * n), "bench gemm B"));
-    TF_ASSIGN_OR_RETURN(DeviceBuffer c,
-                        device_.Allocate(static_cast<size_t>(m * n) * DTypeSize(c_type),
-                                         "bench gemm C"));
+    TF_ASSIGN_OR_RETURN(
+        DeviceBuffer c,
+        device_.Allocate(static_cast<size_t>(m * n) * DTypeSize(c_type), "bench gemm C"));
     if (device_.sim_profile() == nullptr) {
       TF_RETURN_IF_ERROR(stream_.Memset(c.data(), 0, c.num_bytes()));
     }
@@ -104,11 +105,11 @@ class Runner {
     p.b = b.data();
     p.c = c.data();
     p.beta = beta;
-    TF_ASSIGN_OR_RETURN(double s,
-                        BestSeconds(stream_, o_.iterations, [&] { return tierflow::Gemm(stream_, p); }));
-    return Figure(name, Dims({{"m", m}, {"n", n}, {"k", k}}) + " bf16 -> " +
-                            std::string(DTypeName(c_type)),
-                  s, op_costs::Gemm(m, n, k, 1, 2, DTypeSize(c_type), beta != 0.0f));
+    TF_ASSIGN_OR_RETURN(
+        double s, BestSeconds(stream_, o_.iterations, [&] { return tierflow::Gemm(stream_, p); }));
+    return Figure(
+        name, Dims({{"m", m}, {"n", n}, {"k", k}}) + " bf16 -> " + std::string(DTypeName(c_type)),
+        s, op_costs::Gemm(m, n, k, 1, 2, DTypeSize(c_type), beta != 0.0f));
   }
 
   Status Attention(int64_t seq, int64_t heads, int64_t kv_heads, int64_t head_size,
@@ -129,15 +130,16 @@ class Runner {
     TF_ASSIGN_OR_RETURN(DeviceBuffer dq, device_.Allocate(q_elems * 2, "bench attention dq"));
     TF_ASSIGN_OR_RETURN(DeviceBuffer dk, device_.Allocate(kv_elems * 2, "bench attention dk"));
     TF_ASSIGN_OR_RETURN(DeviceBuffer dv, device_.Allocate(kv_elems * 2, "bench attention dv"));
-    TF_ASSIGN_OR_RETURN(DeviceBuffer lse,
-                        device_.Allocate(static_cast<size_t>(seq * heads) * 4, "bench attention lse"));
+    TF_ASSIGN_OR_RETURN(DeviceBuffer lse, device_.Allocate(static_cast<size_t>(seq * heads) * 4,
+                                                           "bench attention lse"));
     auto* qp = q.as<bf16>();
     auto* kp = k.as<bf16>();
     auto* vp = v.as<bf16>();
     auto* op = o.as<bf16>();
     auto* lp = lse.as<float>();
-    const std::string dims = Dims({{"B", 1}, {"T", seq}, {"H", heads}, {"KV", kv_heads},
-                                   {"d", head_size}}) + " causal bf16";
+    const std::string dims =
+        Dims({{"B", 1}, {"T", seq}, {"H", heads}, {"KV", kv_heads}, {"d", head_size}}) +
+        " causal bf16";
     TF_ASSIGN_OR_RETURN(double fwd, BestSeconds(stream_, o_.iterations, [&] {
                           return AttentionForward<bf16>(stream_, op, lp, qp, kp, vp, shape);
                         }));
@@ -145,8 +147,8 @@ class Runner {
                           op_costs::AttentionForward(1, seq, heads, kv_heads, head_size, 2)));
     TF_ASSIGN_OR_RETURN(double bwd, BestSeconds(stream_, o_.iterations, [&] {
                           return AttentionBackward<bf16>(stream_, dq.as<bf16>(), dk.as<bf16>(),
-                                                         dv.as<bf16>(), dout.as<bf16>(), qp, kp,
-                                                         vp, op, lp, shape);
+                                                         dv.as<bf16>(), dout.as<bf16>(), qp, kp, vp,
+                                                         op, lp, shape);
                         }));
     out->push_back(Figure("attention_bwd_t" + std::to_string(seq), dims, bwd,
                           op_costs::AttentionBackward(1, seq, heads, kv_heads, head_size, 2)));

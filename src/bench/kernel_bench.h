@@ -42,9 +42,9 @@ struct KernelFigure {
   std::string name;   // "gemm", "attention_fwd_t2048", "lm_head_dw", "elementwise", ...
   std::string shape;  // e.g. "m=4096 n=4096 k=4096 bf16"
   double seconds = 0;
-  double tflops = 0;     // achieved; 0 for the elementwise case
-  double gb_per_s = 0;   // achieved device-memory bytes per second (op_costs' bytes)
-  double ratio = 0;      // to the compute peak (elementwise: to the bandwidth peak)
+  double tflops = 0;    // achieved; 0 for the elementwise case
+  double gb_per_s = 0;  // achieved device-memory bytes per second (op_costs' bytes)
+  double ratio = 0;     // to the compute peak (elementwise: to the bandwidth peak)
 };
 
 struct KernelBenchResult {

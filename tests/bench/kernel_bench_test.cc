@@ -27,9 +27,14 @@ std::unique_ptr<Device> Make(DeviceChoice kind, const char* profile = nullptr) {
   return std::move(d).value();
 }
 
-const std::set<std::string> kCases = {
-    "gemm",           "attention_fwd_t128", "attention_bwd_t128", "attention_fwd_t256",
-    "attention_bwd_t256", "lm_head_logits",  "lm_head_dw",         "elementwise"};
+const std::set<std::string> kCases = {"gemm",
+                                      "attention_fwd_t128",
+                                      "attention_bwd_t128",
+                                      "attention_fwd_t256",
+                                      "attention_bwd_t256",
+                                      "lm_head_logits",
+                                      "lm_head_dw",
+                                      "elementwise"};
 
 TEST(KernelBench, CpuFiguresAreFiniteAgainstPeaksMeasuredInTheSameRun) {
   auto device = Make(DeviceChoice::kCpu);
