@@ -32,7 +32,7 @@ Status FillBf16(Device& device, Stream& stream, void* dst, size_t elems) {
                       device.AllocatePinned(std::min(elems, kChunk) * 2, "bench kernels fill"));
   auto* p = static_cast<bf16*>(pattern.data());
   for (size_t i = 0; i < std::min(elems, kChunk); ++i) {
-    p[i] = bf16(0.01f * static_cast<float>(static_cast<int>(i * 7919 % 201) - 100) / 100.0f);
+    p[i] = FloatToBf16(0.01f * static_cast<float>(static_cast<int>(i * 7919 % 201) - 100) / 100.0f);
   }
   for (size_t at = 0; at < elems; at += kChunk) {
     const size_t n = std::min(kChunk, elems - at);
