@@ -168,7 +168,7 @@ StatusOr<NvmeIoChoice> ChooseNvmeIo(const TrainConfig& c, const NvmeIoChoiceInpu
   if (c.buffer_count != 0) {
     ch.buffer_count = c.buffer_count;
     ch.in_flight = static_cast<uint32_t>(std::max(c.buffer_count - 2, 0));
-    ch.buffer_count_source = "offload_optimizer.buffer_count";
+    ch.buffer_count_source = "tierflow.buffer_count";
   } else if (profile) {
     ch.in_flight = profile->in_flight;
     ch.buffer_count = std::max<int>(4, static_cast<int>(profile->in_flight) + 2);

@@ -2,7 +2,7 @@
 // with, and why. Per setting, the first that has it wins:
 //   1. DeepSpeed's aio keys (aio.block_size, aio.queue_depth,
 //      aio.thread_count / intra_op_parallelism) and
-//      offload_optimizer.buffer_count, when given;
+//      tierflow.buffer_count, when given;
 //   2. the hardware profile's "nvme_store" (`--profile`, written by `bench
 //      nvme --tune` or `bench all`);
 //   3. without one, a start-up probe at the swap directories: the store

@@ -80,9 +80,9 @@ struct TrainConfig {
   OffloadPlacement offload = OffloadPlacement::kAuto;
   std::vector<std::string> nvme_paths;  // "" = a temporary directory, removed at exit
   bool nvme_buffered = false;
-  // offload_optimizer.ratio, with kNvme only (kAuto chooses its own share).
+  // tierflow.nvme_ratio, with kNvme only (kAuto chooses its own share).
   double nvme_ratio = 1.0;
-  // offload_optimizer.buffer_count: NVMe I/O slots and weight staging slots;
+  // tierflow.buffer_count: NVMe I/O slots and weight staging slots;
   // 0 = not given: 4, or more when the NVMe settings (profile) want more
   // transfers in flight (in_flight + 2: one held by the optimizer, one free).
   int buffer_count = 0;

@@ -165,11 +165,11 @@ Status ValidateTrainConfig(const TrainConfig& c) {
   }
   if (!(c.nvme_ratio >= 0.0 && c.nvme_ratio <= 1.0)) {
     return Bad("nvme_ratio",
-               "is " + Num(c.nvme_ratio) + " (offload_optimizer.ratio); use a fraction in [0, 1]");
+               "is " + Num(c.nvme_ratio) + " (tierflow.nvme_ratio); use a fraction in [0, 1]");
   }
   if (c.nvme_ratio != 1.0 && c.offload != OffloadPlacement::kNvme) {
     return Bad("nvme_ratio", "is " + Num(c.nvme_ratio) +
-                                 " (offload_optimizer.ratio), which splits state placed on NVMe, "
+                                 " (tierflow.nvme_ratio), which splits state placed on NVMe, "
                                  "but the placement is " +
                                  std::string(OffloadPlacementName(c.offload)) +
                                  "; set offload nvme (offload_optimizer.device) to fix the "
@@ -177,7 +177,7 @@ Status ValidateTrainConfig(const TrainConfig& c) {
   }
   if (c.buffer_count != 0 && c.buffer_count < 2) {
     return Bad("buffer_count", "is " + std::to_string(c.buffer_count) +
-                                   " (offload_optimizer.buffer_count); use 2 or more so one "
+                                   " (tierflow.buffer_count); use 2 or more so one "
                                    "sub-group can load while another computes");
   }
   if (c.sub_group_size < 1 && c.sub_group_cut == SubGroupCut::kSlices) {

@@ -81,7 +81,7 @@ TEST(NvmeIoChoice, AioKeysOverrideTheProfileSettingBySetting) {
   ASSERT_TRUE(ch.ok());
   EXPECT_EQ(ch->io.queue_depth, 5u);
   EXPECT_EQ(ch->buffer_count, 3);
-  EXPECT_EQ(ch->buffer_count_source, "offload_optimizer.buffer_count");
+  EXPECT_EQ(ch->buffer_count_source, "tierflow.buffer_count");
   // An explicit aio block size is used as given, even above the largest sub-group.
   c.aio_block_size = 64u << 20;
   ch = ChooseNvmeIo(c, Input(dir.path(), 1u << 20));
@@ -261,7 +261,7 @@ TEST(NvmeIoChoiceInTraining, EveryAioKeyTakesEffectInTheRingsTheTierBuilds) {
   EXPECT_EQ(r->nvme_io["sources"]["block_size"], "aio.block_size");
   EXPECT_EQ(r->nvme_io["sources"]["queue_depth"], "aio.queue_depth");
   EXPECT_EQ(r->nvme_io["sources"]["num_rings"], "aio.thread_count");
-  EXPECT_EQ(r->nvme_io["sources"]["buffer_count"], "offload_optimizer.buffer_count");
+  EXPECT_EQ(r->nvme_io["sources"]["buffer_count"], "tierflow.buffer_count");
   // The first metrics record says the same; later ones do not repeat it.
   std::ifstream metrics(out / "metrics.jsonl");
   std::string first, second;
