@@ -17,7 +17,8 @@ constexpr float kGeluCube = 0.044715f;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
 template <typename T>
-static __global__ void GeluForwardKernel(T* out, const T* inp, int64_t n) {
+static __global__ void __launch_bounds__(kThreads)
+    GeluForwardKernel(T* out, const T* inp, int64_t n) {
   TF_GRID_STRIDE(i, n) {
     const float x = Load(inp + i);
     Store(out + i, 0.5f * x * (1.0f + tanhf(kGeluScale * (x + kGeluCube * x * x * x))));
@@ -25,7 +26,8 @@ static __global__ void GeluForwardKernel(T* out, const T* inp, int64_t n) {
 }
 
 template <typename T>
-static __global__ void GeluBackwardKernel(T* dinp, const T* inp, const T* dout, int64_t n) {
+static __global__ void __launch_bounds__(kThreads)
+    GeluBackwardKernel(T* dinp, const T* inp, const T* dout, int64_t n) {
   TF_GRID_STRIDE(i, n) {
     const float x = Load(inp + i);
     const float th = tanhf(kGeluScale * (x + kGeluCube * x * x * x));
@@ -36,7 +38,8 @@ static __global__ void GeluBackwardKernel(T* dinp, const T* inp, const T* dout, 
 }
 
 template <typename T>
-static __global__ void SwiGluForwardKernel(T* out, const T* gate, const T* up, int64_t n) {
+static __global__ void __launch_bounds__(kThreads)
+    SwiGluForwardKernel(T* out, const T* gate, const T* up, int64_t n) {
   TF_GRID_STRIDE(i, n) {
     const float g = Load(gate + i);
     Store(out + i, g / (1.0f + expf(-g)) * Load(up + i));
@@ -44,8 +47,8 @@ static __global__ void SwiGluForwardKernel(T* out, const T* gate, const T* up, i
 }
 
 template <typename T>
-static __global__ void SwiGluBackwardKernel(T* dgate, T* dup, const T* dout, const T* gate,
-                                            const T* up, int64_t n) {
+static __global__ void __launch_bounds__(kThreads)
+    SwiGluBackwardKernel(T* dgate, T* dup, const T* dout, const T* gate, const T* up, int64_t n) {
   TF_GRID_STRIDE(i, n) {
     const float g = Load(gate + i), u = Load(up + i), d = Load(dout + i);
     const float sig = 1.0f / (1.0f + expf(-g));

@@ -39,8 +39,8 @@ __device__ void StageTile(float* tile, const T* x, int64_t b, int64_t head, int6
 }
 
 template <typename T>
-static __global__ void AttentionForwardKernel(T* out, float* lse, const T* q, const T* k,
-                                              const T* v, Dims d) {
+static __global__ void __launch_bounds__(kWarps * 32)
+    AttentionForwardKernel(T* out, float* lse, const T* q, const T* k, const T* v, Dims d) {
   extern __shared__ float smem[];
   const int64_t pitch = d.HS + 1;
   float* k_tile = smem;                    // (kTile, HS + 1)
@@ -101,9 +101,9 @@ static __global__ void AttentionForwardKernel(T* out, float* lse, const T* q, co
 
 // dq[i] = scale * sum_{j<=i} p_ij (dp_ij - D_i) k_j, one warp per query row.
 template <typename T>
-static __global__ void AttentionBackwardDqKernel(T* dq, const T* dout, const T* q, const T* k,
-                                                 const T* v, const T* out, const float* lse,
-                                                 Dims d) {
+static __global__ void __launch_bounds__(kWarps * 32)
+    AttentionBackwardDqKernel(T* dq, const T* dout, const T* q, const T* k, const T* v,
+                              const T* out, const float* lse, Dims d) {
   extern __shared__ float smem[];
   const int64_t pitch = d.HS + 1;
   float* k_tile = smem;
@@ -168,9 +168,9 @@ static __global__ void AttentionBackwardDqKernel(T* dq, const T* dout, const T* 
 // dv[j] = sum_h sum_{i>=j} p_ij dout_i;  dk[j] = scale * sum_h sum_{i>=j} ds_ij q_i.
 // One warp per key row j of kv head g; query tiles staged in shared memory.
 template <typename T>
-static __global__ void AttentionBackwardDkvKernel(T* dk, T* dv, const T* dout, const T* q,
-                                                  const T* k, const T* v, const T* out,
-                                                  const float* lse, Dims d) {
+static __global__ void __launch_bounds__(kWarps * 32)
+    AttentionBackwardDkvKernel(T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v,
+                               const T* out, const float* lse, Dims d) {
   extern __shared__ float smem[];
   const int64_t pitch = d.HS + 1;
   float* q_tile = smem;                      // (kTile, HS + 1), pre-scaled

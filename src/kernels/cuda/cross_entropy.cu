@@ -34,18 +34,18 @@ __device__ float BlockCountValid(const int32_t* targets, int64_t N, int32_t igno
   return BlockReduce<false>(c, scratch);
 }
 
-static __global__ void CountValidKernel(float* count, const int32_t* targets, int64_t N,
-                                        int32_t ignore_index) {
+static __global__ void __launch_bounds__(1024)
+    CountValidKernel(float* count, const int32_t* targets, int64_t N, int32_t ignore_index) {
   __shared__ float scratch[32];
   const float c = BlockCountValid(targets, N, ignore_index, scratch);
   if (threadIdx.x == 0) *count = c;
 }
 
 template <typename T>
-static __global__ void CrossEntropyRowKernel(float* row_losses, float* row_lse, T* dlogits,
-                                             const T* logits, const int32_t* targets,
-                                             const float* count, int64_t V, int64_t Vp,
-                                             int32_t ignore_index, float grad_scale) {
+static __global__ void __launch_bounds__(kThreads)
+    CrossEntropyRowKernel(float* row_losses, float* row_lse, T* dlogits, const T* logits,
+                          const int32_t* targets, const float* count, int64_t V, int64_t Vp,
+                          int32_t ignore_index, float grad_scale) {
   __shared__ float scratch[32];
   const int64_t row = blockIdx.x;
   const T* x = logits + row * Vp;
@@ -78,11 +78,11 @@ static __global__ void CrossEntropyRowKernel(float* row_losses, float* row_lse, 
 // the W slice columns, 0 elsewhere: the formula of CrossEntropyRowKernel.
 // Each thread reads only the elements it writes, so dlogits may alias logits.
 template <typename T>
-static __global__ void CrossEntropyGradSliceKernel(T* dlogits, const T* logits,
-                                                   const float* row_lse, const int32_t* targets,
-                                                   int64_t N, int64_t W, int64_t Vp,
-                                                   int64_t col_begin, int64_t full_vocab,
-                                                   int32_t ignore_index, float grad_scale) {
+static __global__ void __launch_bounds__(kThreads)
+    CrossEntropyGradSliceKernel(T* dlogits, const T* logits, const float* row_lse,
+                                const int32_t* targets, int64_t N, int64_t W, int64_t Vp,
+                                int64_t col_begin, int64_t full_vocab, int32_t ignore_index,
+                                float grad_scale) {
   __shared__ float scratch[32];
   const float n_valid = BlockCountValid(targets, N, ignore_index, scratch);
   for (int64_t row = blockIdx.x; row < N; row += gridDim.x) {
@@ -102,7 +102,8 @@ static __global__ void CrossEntropyGradSliceKernel(T* dlogits, const T* logits,
   }
 }
 
-static __global__ void MeanLossKernel(float* loss, const float* row_losses, int64_t N) {
+static __global__ void __launch_bounds__(1024)
+    MeanLossKernel(float* loss, const float* row_losses, int64_t N) {
   __shared__ float scratch[32];
   float s = 0.0f;
   for (int64_t i = threadIdx.x; i < N; i += blockDim.x) s += row_losses[i];

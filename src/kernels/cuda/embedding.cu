@@ -14,9 +14,9 @@ constexpr int kThreads = 256;
 constexpr int kVocabSlices = 64;
 
 template <typename T>
-static __global__ void EmbeddingForwardKernel(T* out, const int32_t* tokens, const T* wte,
-                                              const T* wpe, int64_t rows, int64_t T_, int64_t C,
-                                              int64_t V) {
+static __global__ void __launch_bounds__(kThreads)
+    EmbeddingForwardKernel(T* out, const int32_t* tokens, const T* wte, const T* wpe, int64_t rows,
+                           int64_t T_, int64_t C, int64_t V) {
   const int64_t n = rows * C;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -30,9 +30,9 @@ static __global__ void EmbeddingForwardKernel(T* out, const int32_t* tokens, con
 
 // dwte holds vocab rows [row_begin, row_end) (within [0, V)); other tokens add nothing.
 template <typename T>
-static __global__ void EmbeddingBackwardWteKernel(float* dwte, const T* dout, const int32_t* tokens,
-                                                  int64_t rows, int64_t C, int64_t row_begin,
-                                                  int64_t row_end) {
+static __global__ void __launch_bounds__(kThreads)
+    EmbeddingBackwardWteKernel(float* dwte, const T* dout, const int32_t* tokens, int64_t rows,
+                               int64_t C, int64_t row_begin, int64_t row_end) {
   const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   const int slice = blockIdx.y;
   if (c >= C) return;
@@ -44,8 +44,8 @@ static __global__ void EmbeddingBackwardWteKernel(float* dwte, const T* dout, co
 }
 
 template <typename T>
-static __global__ void EmbeddingBackwardWpeKernel(float* dwpe, const T* dout, int64_t B, int64_t T_,
-                                                  int64_t C) {
+static __global__ void __launch_bounds__(kThreads)
+    EmbeddingBackwardWpeKernel(float* dwpe, const T* dout, int64_t B, int64_t T_, int64_t C) {
   const int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (idx >= T_ * C) return;
   const int64_t t = idx / C, c = idx % C;

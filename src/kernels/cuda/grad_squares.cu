@@ -23,7 +23,8 @@ __device__ double BlockSumDouble(double v, double* shared) {
 // A non-finite element makes its thread's sum NaN, and NaN survives every
 // addition after it, so the flag needs no second reduction.
 template <typename T>
-__global__ void PartialSquaresKernel(const T* grads, int64_t n, double* partial) {
+__global__ void __launch_bounds__(kThreads)
+    PartialSquaresKernel(const T* grads, int64_t n, double* partial) {
   __shared__ double shared[kThreads];
   double sum = 0;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
@@ -35,7 +36,8 @@ __global__ void PartialSquaresKernel(const T* grads, int64_t n, double* partial)
   if (threadIdx.x == 0) partial[blockIdx.x] = block;
 }
 
-__global__ void FinalSquaresKernel(const double* partial, int count, GradSquares* out) {
+__global__ void __launch_bounds__(kThreads)
+    FinalSquaresKernel(const double* partial, int count, GradSquares* out) {
   __shared__ double shared[kThreads];
   double sum = 0;
   for (int i = threadIdx.x; i < count; i += blockDim.x) sum += partial[i];

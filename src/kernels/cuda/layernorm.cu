@@ -13,9 +13,9 @@ using cuda_ops::WarpSum;
 constexpr int kWarpsPerBlock = 8;
 
 template <typename T>
-static __global__ void LayerNormForwardKernel(T* out, float* mean, float* rstd, const T* inp,
-                                              const T* weight, const T* bias, int64_t N, int64_t C,
-                                              float eps) {
+static __global__ void __launch_bounds__(kWarpsPerBlock * 32)
+    LayerNormForwardKernel(T* out, float* mean, float* rstd, const T* inp, const T* weight,
+                           const T* bias, int64_t N, int64_t C, float eps) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= N) return;
@@ -39,9 +39,9 @@ static __global__ void LayerNormForwardKernel(T* out, float* mean, float* rstd, 
 }
 
 template <typename T>
-static __global__ void LayerNormBackwardInputKernel(T* dinp, const T* dout, const T* inp,
-                                                    const T* weight, const float* mean,
-                                                    const float* rstd, int64_t N, int64_t C) {
+static __global__ void __launch_bounds__(kWarpsPerBlock * 32)
+    LayerNormBackwardInputKernel(T* dinp, const T* dout, const T* inp, const T* weight,
+                                 const float* mean, const float* rstd, int64_t N, int64_t C) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= N) return;

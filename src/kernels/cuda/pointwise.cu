@@ -15,17 +15,19 @@ constexpr int kThreads = 256;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
 template <typename T>
-static __global__ void ResidualKernel(T* out, const T* a, const T* b, int64_t n) {
+static __global__ void __launch_bounds__(kThreads)
+    ResidualKernel(T* out, const T* a, const T* b, int64_t n) {
   TF_GRID_STRIDE(i, n) { Store(out + i, Load(a + i) + Load(b + i)); }
 }
 
 template <typename T>
-static __global__ void BiasAddKernel(T* out, const T* bias, int64_t n, int64_t C) {
+static __global__ void __launch_bounds__(kThreads)
+    BiasAddKernel(T* out, const T* bias, int64_t n, int64_t C) {
   TF_GRID_STRIDE(i, n) { Store(out + i, Load(out + i) + Load(bias + i % C)); }
 }
 
 template <typename From, typename To>
-static __global__ void CastKernel(To* dst, const From* src, int64_t n) {
+static __global__ void __launch_bounds__(kThreads) CastKernel(To* dst, const From* src, int64_t n) {
   TF_GRID_STRIDE(i, n) { Store(dst + i, Load(src + i)); }
 }
 

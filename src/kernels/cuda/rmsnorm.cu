@@ -13,8 +13,9 @@ using cuda_ops::WarpSum;
 constexpr int kWarpsPerBlock = 8;
 
 template <typename T>
-static __global__ void RmsNormForwardKernel(T* out, float* rstd, const T* inp, const T* weight,
-                                            int64_t N, int64_t C, float eps) {
+static __global__ void __launch_bounds__(kWarpsPerBlock * 32)
+    RmsNormForwardKernel(T* out, float* rstd, const T* inp, const T* weight, int64_t N, int64_t C,
+                         float eps) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= N) return;
@@ -31,9 +32,9 @@ static __global__ void RmsNormForwardKernel(T* out, float* rstd, const T* inp, c
 }
 
 template <typename T>
-static __global__ void RmsNormBackwardInputKernel(T* dinp, const T* dout, const T* inp,
-                                                  const T* weight, const float* rstd, int64_t N,
-                                                  int64_t C) {
+static __global__ void __launch_bounds__(kWarpsPerBlock * 32)
+    RmsNormBackwardInputKernel(T* dinp, const T* dout, const T* inp, const T* weight,
+                               const float* rstd, int64_t N, int64_t C) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= N) return;

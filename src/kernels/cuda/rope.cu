@@ -22,8 +22,9 @@ struct InvFreqTable {
 };
 
 template <typename T>
-static __global__ void RopeKernel(T* out, const T* inp, int64_t rows, int64_t T_, int64_t heads,
-                                  int64_t HS, int64_t stride, InvFreqTable freq, float sign) {
+static __global__ void __launch_bounds__(kThreads)
+    RopeKernel(T* out, const T* inp, int64_t rows, int64_t T_, int64_t heads, int64_t HS,
+               int64_t stride, InvFreqTable freq, float sign) {
   const int64_t half = HS / 2;
   const int64_t n = rows * heads * half;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
