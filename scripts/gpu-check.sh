@@ -16,6 +16,9 @@
 #                      CPU reference, the device, the transformer, the
 #                      device gradient statistics;
 #         bench_copy   tierflow bench copy --device cuda --json;
+#         bench_kernels tierflow bench kernels --device cuda --json (GEMM,
+#                      attention, LM head and elementwise against the
+#                      measured peaks);
 #         bench_engine tierflow bench engine --device cuda --json (the
 #                      synthetic model, each stage alone, then pipelined);
 #         train_cpu / train_cuda
@@ -27,7 +30,8 @@
 #       the figures above; OUTDIR/logs.tar.gz each stage's stdout and stderr
 #       (two files: the device tool brings back at most eight). Exits 77 where there is no GPU, saying why; 1 if a
 #       stage failed (the summary says which), 0 otherwise. About 8 minutes on
-#       16 cores from a fresh clone.
+#       16 cores from a fresh clone; each stage after the build has a time
+#       limit (a stage that hits it shows rc 124).
 #
 # With the device tool: carry .gpu-deps, e.g.
 #   run(command="bash scripts/gpu-check.sh run $OUT", carry=[".gpu-deps"], timeout_s=560)
@@ -140,17 +144,20 @@ run() {
   stage build cmake --build "$build" -j "$jobs" || finish "$gpu"
   local tf="$build/tools/tierflow"
 
-  stage cuda_tests ctest --test-dir "$build" -R Cuda --output-on-failure -j 4
-  stage bench_copy "$tf" bench copy --device cuda --json
-  stage bench_engine "$tf" bench engine --device cuda --rounds 2 --json
+  # Each stage has a time limit, so that the whole check ends inside the
+  # device tool's 10-minute call with a summary, whatever hangs.
+  stage cuda_tests timeout 150 ctest --test-dir "$build" -R Cuda --output-on-failure -j 4
+  stage bench_copy timeout 30 "$tf" bench copy --device cuda --json
+  stage bench_kernels timeout 60 "$tf" bench kernels --device cuda --json
+  stage bench_engine timeout 60 "$tf" bench engine --device cuda --rounds 2 --json
 
   local work="$scratch/work"
   mkdir -p "$work"
   local small=(train --model tiny-llama --steps 50 --micro-batch 4 --seq-len 128 --seed 3
     --dtype bf16 --offload-optimizer host --eval-every 0 --checkpoint-every 0)
-  stage train_cpu "$tf" "${small[@]}" --device cpu --out "$work/cpu"
-  stage train_cuda "$tf" "${small[@]}" --device cuda --out "$work/cuda"
-  stage train_1b "$tf" train --model llama-1b --steps 20 --micro-batch 1 --seq-len 1024 \
+  stage train_cpu timeout 60 "$tf" "${small[@]}" --device cpu --out "$work/cpu"
+  stage train_cuda timeout 60 "$tf" "${small[@]}" --device cuda --out "$work/cuda"
+  stage train_1b timeout 150 "$tf" train --model llama-1b --steps 20 --micro-batch 1 --seq-len 1024 \
     --activation-checkpointing --offload-optimizer nvme --nvme-path "$work/nvme" --device cuda \
     --eval-every 0 --checkpoint-every 0 --out "$work/1b"
   finish "$gpu"
@@ -195,7 +202,7 @@ if big:
                                    "tokens_per_second": last.get("tokens_per_second"),
                                    "device_peak_bytes": peak, "plan_device_bytes": plan,
                                    "peak_over_plan": peak / plan if plan else None}
-for name in ("bench_copy", "bench_engine"):
+for name in ("bench_copy", "bench_kernels", "bench_engine"):
     try:
         summary[name] = json.load(open(os.path.join(logs, name + ".out")))
     except (OSError, ValueError):
