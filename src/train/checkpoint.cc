@@ -508,7 +508,7 @@ StatusOr<std::unique_ptr<CheckpointOptimizerState>> CheckpointOptimizerState::Op
 
 Status SaveTrainingCheckpoint(const std::string& out_dir, OffloadEngine& engine,
                               const ParamLayout& layout, const CheckpointState& state, int keep,
-                              RetentionReport* retention) {
+                              RetentionReport* retention, const SourceModelFiles* source) {
   const fs::path root = fs::path(out_dir) / "checkpoints";
   std::error_code ec;
   fs::create_directories(root, ec);
@@ -560,7 +560,11 @@ Status SaveTrainingCheckpoint(const std::string& out_dir, OffloadEngine& engine,
   const UnitWeightsReader weights = [&](int unit, uint64_t offset, uint64_t count, float* out) {
     return reader.Read(unit, StateRangeReader::Array::kMaster, offset, count, out);
   };
-  TF_RETURN_IF_ERROR(SaveHfModel((tmp / "model").string(), layout, weights));
+  HfModelSaveOptions model_options;
+  if (source != nullptr) model_options.base_config_json = source->config_json;
+  TF_RETURN_IF_ERROR(SaveHfModel((tmp / "model").string(), layout, weights, model_options));
+  if (source != nullptr)
+    TF_RETURN_IF_ERROR(WriteHfSideFiles(source->side, (tmp / "model").string()));
   for (const auto& entry : fs::directory_iterator(tmp / "model")) {
     TF_RETURN_IF_ERROR(record("model/" + entry.path().filename().string()));
   }

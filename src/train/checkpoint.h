@@ -35,6 +35,7 @@
 #include "common/path_component.h"
 #include "engine/loss_scaler.h"
 #include "engine/offload_engine.h"
+#include "io/hf_side_files.h"
 #include "model/param_layout.h"
 #include "tierflow/placement.h"
 #include "tierflow/status.h"
@@ -172,9 +173,21 @@ struct RetentionReport {
 // holds OUT's DirLock (io/dir_lock.h), so no other process saves there.
 // Errors: I/O errors naming the file; earlier checkpoints are never touched
 // before the new one is complete.
+// What a saved model keeps from the Hugging Face directory it was trained
+// from (read when the run starts): the source's config.json text (only
+// torch_dtype is replaced) and its tokenizer, generation and chat-template
+// files. Empty for a preset.
+struct SourceModelFiles {
+  std::string config_json;
+  HfSideFiles side;
+};
+
+// `source` (optional) makes the checkpoint's model/ the source's config.json
+// and side files beside the weights (each listed and checksummed).
 Status SaveTrainingCheckpoint(const std::string& out_dir, OffloadEngine& engine,
                               const ParamLayout& layout, const CheckpointState& state, int keep = 2,
-                              RetentionReport* retention = nullptr);
+                              RetentionReport* retention = nullptr,
+                              const SourceModelFiles* source = nullptr);
 
 // Every checkpoint directory under OUT/checkpoints, newest first, each
 // verified (trainer_state.json parses; every listed file has its size and

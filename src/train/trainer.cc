@@ -26,6 +26,7 @@
 #include "io/dir_lock.h"
 #include "io/file_reader.h"
 #include "io/file_system.h"
+#include "io/hf_side_files.h"
 #include "io/json_util.h"
 #include "io/sim_profile_file.h"
 #include "io/trace_file.h"
@@ -134,8 +135,13 @@ constexpr char kFinalModelTmpPrefix[] = ".model.tmp-";
 // the caller holds OUT's lock, no other process is saving there, so every
 // temporary found is such a leftover and is removed first (never following a
 // link: remove_all removes a symlink itself, not its target).
+// `source` (read from the Hugging Face directory trained from when the run
+// started; empty for a preset) gives the saved model its config.json, with
+// only torch_dtype set to what training wrote, and its tokenizer, generation
+// and chat-template files, so the result is a drop-in replacement for the
+// model that went in.
 Status SaveFinalModel(const DirLock& out_lock, OffloadEngine& engine, const ParamLayout& layout,
-                      DType dtype, FileSystem* file_system) {
+                      DType dtype, const SourceModelFiles& source, FileSystem* file_system) {
   const fs::path out_dir = out_lock.dir();
   const std::string old_prefix = ReplacedDirectoryAsidePrefix("model");
   std::error_code ec;
@@ -161,7 +167,9 @@ Status SaveFinalModel(const DirLock& out_lock, OffloadEngine& engine, const Para
   const fs::path tmp = out_dir / (kFinalModelTmpPrefix + pid);
   HfModelSaveOptions options;
   options.dtype = dtype == DType::kF32 ? DType::kF32 : dtype;
+  options.base_config_json = source.config_json;
   TF_RETURN_IF_ERROR(SaveHfModel(tmp.string(), layout, weights, options));
+  TF_RETURN_IF_ERROR(WriteHfSideFiles(source.side, tmp.string(), file_system));
   return ReplaceDirectory(file_system, tmp.string(), final_dir.string())
       .WithContext("saving the final model");
 }
@@ -372,8 +380,16 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
                       ChooseResumeCheckpoint(config, out_dir, reporter));
 
   // Model, tokenizer, data.
-  TF_ASSIGN_OR_RETURN(ModelConfig model_config, ResolveModel(config.model));
+  TF_ASSIGN_OR_RETURN(ResolvedModel resolved, ResolveTrainableModel(config.model));
+  const ModelConfig model_config = resolved.config;
   const bool model_is_dir = fs::is_directory(config.model);
+  // What every saved model keeps from a Hugging Face source directory, read
+  // now: its config.json and its tokenizer/generation/chat-template files.
+  SourceModelFiles source_files;
+  source_files.config_json = resolved.config_json;
+  if (model_is_dir) {
+    TF_ASSIGN_OR_RETURN(source_files.side, ReadHfSideFiles(config.model));
+  }
   std::string tokenizer_spec = config.tokenizer;
   if (tokenizer_spec.empty()) tokenizer_spec = model_is_dir ? config.model : "byte";
   const std::string data_path = config.data.empty() ? BundledCorpus() : config.data;
@@ -565,7 +581,8 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
     state.loss = loss;
     state.model = config.model;
     RetentionReport retention;
-    TF_RETURN_IF_ERROR(SaveTrainingCheckpoint(out_dir, *engine, layout, state, 2, &retention));
+    TF_RETURN_IF_ERROR(
+        SaveTrainingCheckpoint(out_dir, *engine, layout, state, 2, &retention, &source_files));
     for (const CheckpointInfo& c : retention.kept_unverified) {
       reporter.OnNote("kept checkpoint " + c.path + ", which cannot be verified now (" + c.problem +
                       "); fix that and it verifies again, or remove it yourself");
@@ -690,7 +707,7 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
         reporter.OnEval(step, eval_loss);
       }
     }
-    TF_RETURN_IF_ERROR(SaveFinalModel(out_lock, *engine, layout, dtype,
+    TF_RETURN_IF_ERROR(SaveFinalModel(out_lock, *engine, layout, dtype, source_files,
                                       hooks != nullptr ? hooks->file_system : nullptr));
     result.final_model_dir = (fs::path(out_dir) / "model").string();
   }

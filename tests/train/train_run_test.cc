@@ -210,6 +210,52 @@ TEST(TrainRun, BiasCorrectionOffTakesEffect) {
       << off << " vs " << on_scaled << " (scaled) and " << on;
 }
 
+// A model fine-tuned from a Hugging Face directory is a drop-in replacement
+// for it: config.json is the source's (keys tierflow does not model, Llama
+// 3's token ids) with only torch_dtype set, and the tokenizer, generation
+// and chat-template files come along, into the final model and into each
+// checkpoint's model (listed, checksummed, verified).
+TEST(TrainRun, TheSavedModelKeepsTheSourcesConfigAndTokenizerFiles) {
+  TempDir first, second;
+  TrainReporter quiet;
+  TrainConfig base = SmallRun(first.path());
+  base.offload = OffloadPlacement::kHost;
+  base.steps = 1;
+  ASSERT_TRUE(RunTraining(base, quiet).ok());
+  const std::string source = first / "model";
+  auto config = nlohmann::json::parse(ReadFile(source + "/config.json"));
+  config["bos_token_id"] = 128000;
+  config["eos_token_id"] = {128001, 128009};
+  config["x_not_modelled"] = {{"kept", true}};
+  std::ofstream(source + "/config.json") << config.dump(2);
+  const std::map<std::string, std::string> side = {
+      {"tokenizer.json", "{\"model\": {\"type\": \"BPE\"}}"},
+      {"tokenizer_config.json", "{\"bos_token\": \"<|begin_of_text|>\"}"},
+      {"generation_config.json", "{\"temperature\": 0.6, \"top_p\": 0.9}"},
+      {"chat_template.jinja", "{% for m in messages %}{{ m.content }}{% endfor %}"}};
+  for (const auto& [name, text] : side) std::ofstream(source + "/" + name) << text;
+
+  TrainConfig tune = SmallRun(second.path());
+  tune.model = source;
+  tune.tokenizer = "byte";  // the fake tokenizer.json is only carried, never read
+  tune.offload = OffloadPlacement::kHost;
+  tune.steps = 2;
+  tune.checkpoint_every = 2;
+  auto r = RunTraining(tune, quiet);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto list = ListCheckpoints(second.path());
+  ASSERT_FALSE(list.empty());
+  EXPECT_TRUE(list[0].verified) << list[0].problem;
+  for (const std::string& dir : {second / "model", list[0].path + "/model"}) {
+    auto saved = nlohmann::json::parse(ReadFile(dir + "/config.json"));
+    auto expected = config;
+    expected["torch_dtype"] = saved["torch_dtype"];
+    EXPECT_EQ(saved, expected) << dir;
+    for (const auto& [name, text] : side)
+      EXPECT_EQ(ReadFile(dir + "/" + name), text) << dir << name;
+  }
+}
+
 TEST(TrainRun, CheckpointsVerifyAndCorruptionIsDetected) {
   TempDir out;
   TrainReporter quiet;
