@@ -386,8 +386,9 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   // What every saved model keeps from a Hugging Face source directory, read
   // now: its config.json and its tokenizer/generation/chat-template files.
   SourceModelFiles source_files;
-  source_files.config_json = resolved.config_json;
+  // (A config.json path names only a config: its directory may hold another model.)
   if (model_is_dir) {
+    source_files.config_json = resolved.config_json;
     TF_ASSIGN_OR_RETURN(source_files.side, ReadHfSideFiles(config.model));
   }
   std::string tokenizer_spec = config.tokenizer;
