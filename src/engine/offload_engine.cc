@@ -33,9 +33,6 @@ StatusOr<std::unique_ptr<OffloadEngine>> OffloadEngine::Create(Device& device, T
 
 Status OffloadEngine::Init() {
   TF_RETURN_IF_ERROR(ValidateAdamOptions(options_.adam));
-  if (options_.sub_group_params == 0 && options_.sub_group_cut == SubGroupCut::kSlices) {
-    return InvalidArgumentError("sub_group_params must be > 0 for slices");
-  }
   if (options_.buffer_count < 2) return InvalidArgumentError("buffer_count must be >= 2");
   if (options_.grad_buckets < 2) return InvalidArgumentError("grad_buckets must be >= 2");
   if (options_.micro_batches_per_step < 0) {
@@ -50,9 +47,7 @@ Status OffloadEngine::Init() {
   }
   units_ = model_.Units();
   if (units_.empty()) return InvalidArgumentError("the model has no parameter units");
-  for (const UnitInfo& u : units_) {
-    if (u.num_params == 0) return InvalidArgumentError("unit '" + u.name + "' has no parameters");
-  }
+  // MakeSubGroups refuses slices of nothing and units without parameters.
   TF_ASSIGN_OR_RETURN(layout_, MakeSubGroups(units_, SubGroupRule{options_.sub_group_cut,
                                                                   options_.sub_group_params}));
   const uint64_t total = layout_.total_params;

@@ -5,10 +5,22 @@
 
 namespace tierflow {
 
-namespace {
-
-// REQUIRES: the arguments passed MakeSubGroups' checks.
-SubGroupLayout Cut(const std::vector<UnitInfo>& units, SubGroupRule rule) {
+StatusOr<SubGroupLayout> MakeSubGroups(const std::vector<UnitInfo>& units, SubGroupRule rule) {
+  if (rule.cut == SubGroupCut::kSlices && rule.params == 0) {
+    return InvalidArgumentError("sub-groups: slices of 0 parameters; use 1 or more");
+  }
+  for (const UnitInfo& unit : units) {
+    if (unit.num_params == 0) {
+      return InvalidArgumentError("sub-groups: unit '" + unit.name + "' has no parameters");
+    }
+    uint64_t tensors_sum = 0;
+    for (uint64_t t : unit.tensor_params) tensors_sum += t;
+    if (!unit.tensor_params.empty() && tensors_sum != unit.num_params) {
+      return InvalidArgumentError(
+          "sub-groups: unit '" + unit.name + "' has " + std::to_string(unit.num_params) +
+          " parameters but its tensors sum to " + std::to_string(tensors_sum));
+    }
+  }
   SubGroupLayout layout;
   layout.unit_offsets.push_back(0);
   layout.by_unit.resize(units.size());
@@ -36,29 +48,6 @@ SubGroupLayout Cut(const std::vector<UnitInfo>& units, SubGroupRule rule) {
     layout.unit_offsets.push_back(layout.total_params);
   }
   return layout;
-}
-
-}  // namespace
-
-SubGroupLayout MakeSubGroups(const std::vector<UnitInfo>& units, uint64_t sub_group_params) {
-  // Slices never look at tensor boundaries.
-  return Cut(units, SubGroupRule{SubGroupCut::kSlices, sub_group_params});
-}
-
-StatusOr<SubGroupLayout> MakeSubGroups(const std::vector<UnitInfo>& units, SubGroupRule rule) {
-  if (rule.cut == SubGroupCut::kSlices && rule.params == 0) {
-    return InvalidArgumentError("sub-groups: slices of 0 parameters; use 1 or more");
-  }
-  for (const UnitInfo& unit : units) {
-    uint64_t tensors_sum = 0;
-    for (uint64_t t : unit.tensor_params) tensors_sum += t;
-    if (unit.num_params == 0 || (!unit.tensor_params.empty() && tensors_sum != unit.num_params)) {
-      return InvalidArgumentError(
-          "sub-groups: unit '" + unit.name + "' has " + std::to_string(unit.num_params) +
-          " parameters but its tensors sum to " + std::to_string(tensors_sum));
-    }
-  }
-  return Cut(units, rule);
 }
 
 }  // namespace tierflow

@@ -34,11 +34,8 @@ struct SubGroupLayout {
   uint64_t max_group_params = 0;
 };
 
-// REQUIRES: sub_group_params > 0 and every unit has num_params > 0.
-SubGroupLayout MakeSubGroups(const std::vector<UnitInfo>& units, uint64_t sub_group_params);
-
-// Errors: InvalidArgument for kSlices with N = 0, or a unit whose
-// tensor_params do not sum to its num_params (or is empty).
+// Errors: InvalidArgument for kSlices with N = 0, a unit without
+// parameters, or one whose tensor_params do not sum to its num_params.
 StatusOr<SubGroupLayout> MakeSubGroups(const std::vector<UnitInfo>& units, SubGroupRule rule);
 
 }  // namespace tierflow

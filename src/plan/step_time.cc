@@ -87,13 +87,14 @@ void PredictStepTime(const PlanInput& in, const Hardware& hw, Plan& plan) {
   const double update_sum = optimizer + nvme + h2d;
   const double groups = static_cast<double>(std::max<int64_t>(plan.placement.num_sub_groups, 1));
   const double update = update_slowest + (update_sum - update_slowest) / groups;
-  // The step with `micro` micro-batches whose transfers take `transfer` each.
-  auto step = [&](double micro, double transfer) {
-    return std::max(update, forward_share * per_micro) +
-           std::max((1 - forward_share) * per_micro, transfer) +
-           (micro - 1) * std::max(per_micro, transfer);
+  // The step with `micro` micro-batches, each computing for `compute_each`
+  // and transferring for `transfer`.
+  auto step = [&](double compute_each, double micro, double transfer) {
+    return std::max(update, forward_share * compute_each) +
+           std::max((1 - forward_share) * compute_each, transfer) +
+           (micro - 1) * std::max(compute_each, transfer);
   };
-  plan.predicted_step_seconds = step(k, std::max(d2h, accumulate) / k);
+  plan.predicted_step_seconds = step(per_micro, k, std::max(d2h, accumulate) / k);
   plan.serial_step_seconds = compute + d2h + accumulate + update_sum;
 
   // Advice: the tokens per step at which compute outlasts the update, and
@@ -126,10 +127,7 @@ void PredictStepTime(const PlanInput& in, const Hardware& hw, Plan& plan) {
   // That step, by the formula above with the new micro-batch's compute.
   const double micro_compute = per_sequence * static_cast<double>(batch);
   const double transfer = micro > 1 ? transfer_micro : d2h_sequence * static_cast<double>(batch);
-  plan.compute_bound.step_seconds =
-      std::max(update, forward_share * micro_compute) +
-      std::max((1 - forward_share) * micro_compute, transfer) +
-      static_cast<double>(micro - 1) * std::max(micro_compute, transfer);
+  plan.compute_bound.step_seconds = step(micro_compute, static_cast<double>(micro), transfer);
   ActivationOptions act;
   act.micro_batch = batch;
   act.seq_len = in.seq_len;

@@ -112,6 +112,7 @@ EngineOptions MakeEngineOptions(const TrainConfig& c, DType dtype,
   o.sub_group_params = c.sub_group_size;
   o.sub_group_cut = c.sub_group_cut;
   o.buffer_count = c.buffer_count;
+  o.lock_host_state = c.pin_memory;
   o.pipeline = c.pipeline == "sync" ? Pipeline::kSynchronous : Pipeline::kOverlapped;
   return o;
 }
@@ -512,7 +513,6 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   engine_options.speculation_params = static_cast<uint64_t>(plan.placement.speculation_params);
   // The bucket size the plan counted (vocabulary slices when it is below the largest unit).
   engine_options.grad_bucket_params = static_cast<uint64_t>(plan.placement.grad_bucket_params);
-  engine_options.lock_host_state = config.pin_memory;
   // Every step has grad_accum micro-batches: the gradient buffers the plan counted.
   engine_options.micro_batches_per_step = config.grad_accum;
   engine_options.trace = &trace;

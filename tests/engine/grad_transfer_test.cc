@@ -50,7 +50,8 @@ Replay ReplayOnHost(const EngineOptions& o, const Data& data, DType transfer) {
   Replay out;
   LinearStack model(kLayers, kDim, o.weights_dtype, 7);
   const std::vector<UnitInfo> units = model.Units();
-  const SubGroupLayout layout = MakeSubGroups(units, o.sub_group_params);
+  const SubGroupLayout layout =
+      MakeSubGroups(units, SubGroupRule{o.sub_group_cut, o.sub_group_params}).value();
   const size_t total = layout.total_params, wb = DTypeSize(o.weights_dtype);
   std::vector<float> master(total), m(total, 0.0f), v(total, 0.0f), acc(total);
   for (size_t u = 0; u < units.size(); ++u) {
@@ -202,8 +203,10 @@ TEST(GradTransfer, Bf16TransferStaysCloseToFp32Transfer) {
     ASSERT_EQ(f32.state.size(), bf16.state.size());
     const double bound = 6 * o.adam.lr * std::ldexp(1.0, -7);
     size_t pos = 0;
-    for (const SubGroup& sg :
-         MakeSubGroups(LinearStack(kLayers, kDim, weights, 7).Units(), o.sub_group_params).groups) {
+    const SubGroupLayout layout = MakeSubGroups(LinearStack(kLayers, kDim, weights, 7).Units(),
+                                                SubGroupRule{o.sub_group_cut, o.sub_group_params})
+                                      .value();
+    for (const SubGroup& sg : layout.groups) {
       for (size_t i = 0; i < sg.num_params; ++i) {  // the masters: each record's first third
         ASSERT_NEAR(bf16.state[pos + i], f32.state[pos + i], bound) << sg.name << " " << i;
       }

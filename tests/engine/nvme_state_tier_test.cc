@@ -28,7 +28,7 @@ class NvmeStateTierTest : public ::testing::Test {
     device_ = std::move(d).value();
     std::vector<UnitInfo> units;
     for (int u = 0; u < kGroups; ++u) units.push_back({"unit." + std::to_string(u), kGroupParams});
-    layout_ = MakeSubGroups(units, kGroupParams);
+    layout_ = MakeSubGroups(units, SubGroupRule{SubGroupCut::kSlices, kGroupParams}).value();
   }
 
   std::unique_ptr<NvmeStateTier> MakeTier(int slots, bool two_copies) {

@@ -44,6 +44,9 @@ TEST(MakeSubGroups, RefusesSlicesOfNothingAndTensorsThatDoNotSumToTheUnit) {
   const std::vector<UnitInfo> units{{"a", 10, {4, 6}}};
   EXPECT_FALSE(MakeSubGroups(units, SubGroupRule{SubGroupCut::kSlices, 0}).ok());
   EXPECT_TRUE(MakeSubGroups(units, SubGroupRule{SubGroupCut::kWholeTensors, 0}).ok());
+  const std::vector<UnitInfo> empty{{"e", 0, {}}};
+  EXPECT_NE(MakeSubGroups(empty, SubGroupRule{}).status().message().find("no parameters"),
+            std::string::npos);
   const std::vector<UnitInfo> bad{{"b", 10, {4, 5}}};
   auto refused = MakeSubGroups(bad, SubGroupRule{SubGroupCut::kWholeTensors, 0});
   ASSERT_FALSE(refused.ok());
