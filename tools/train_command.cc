@@ -137,8 +137,24 @@ void AddTrain(CLI::App& app, int* exit_code) {
   cmd->add_option("--data", c.data, "Text, JSONL or token file (default: the bundled corpus)");
   cmd->add_option("--token-dtype", c.token_dtype, "Pre-tokenized file: u16 | u32");
   cmd->add_option("--text-field", c.text_field, "JSONL field with the text")->capture_default_str();
+  cmd->add_option("--format", c.data_format,
+                  "Data format: text | jsonl | tokens (default: by the file's name), or "
+                  "instruction JSONL, trained on responses only: prompt-completion "
+                  "({prompt, completion}) | alpaca ({instruction, input, output}) | chat "
+                  "({messages: [{role, content}]})");
+  cmd->add_option("--chat-template", c.chat_template,
+                  "Chat template for instruction data: llama3 | chatml | llama2 | mistral "
+                  "(default for chat: the tokenizer's; prompt-completion and alpaca are rendered "
+                  "plainly unless one is named)");
+  cmd->add_option("--truncation", c.truncation,
+                  "Instruction samples longer than --seq-len: truncate | drop")
+      ->capture_default_str();
+  cmd->add_flag("--packing", c.packing,
+                "Instruction data: pack several samples per sequence (positions restart per "
+                "sample, attention stays within each)");
   cmd->add_option("--tokenizer", c.tokenizer,
-                  "byte | tokenizer.json | directory with vocab.json+merges.txt");
+                  "byte | tokenizer.json | tokenizer.model | a directory with one of them (or "
+                  "vocab.json+merges.txt); default: the model directory's");
   cmd->add_flag("--no-shuffle", f->no_shuffle, "Read the data in order (llm.c's batch layout)");
   cmd->add_option("--seed", c.seed, "Seed for init and shuffling")->capture_default_str();
   cmd->add_option("--steps", c.steps, "Optimizer steps")->capture_default_str();
@@ -221,6 +237,10 @@ void AddTrain(CLI::App& app, int* exit_code) {
     if (given("--data")) config.data = c.data;
     if (given("--token-dtype")) config.token_dtype = c.token_dtype;
     if (given("--text-field")) config.text_field = c.text_field;
+    if (given("--format")) config.data_format = c.data_format;
+    if (given("--chat-template")) config.chat_template = c.chat_template;
+    if (given("--truncation")) config.truncation = c.truncation;
+    if (c.packing) config.packing = true;
     if (given("--tokenizer")) config.tokenizer = c.tokenizer;
     if (f->no_shuffle) config.shuffle = false;
     if (given("--seed")) config.seed = c.seed;

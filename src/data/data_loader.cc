@@ -1,6 +1,7 @@
 // DataLoader: splits, per-epoch seeded permutations, batch assembly, state.
 #include "data/data_loader.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -82,6 +83,58 @@ StatusOr<DataLoader> DataLoader::Create(TokenSource tokens, const DataLoaderOpti
   return d;
 }
 
+StatusOr<DataLoader> DataLoader::CreateFromRows(RowSet rows, const DataLoaderOptions& options) {
+  const std::string name = rows.name;
+  if (options.batch <= 0 || options.seq_len <= 0) {
+    return InvalidArgumentError(
+        "data loader for " + name + ": batch and seq_len must be positive, got batch " +
+        std::to_string(options.batch) + ", seq_len " + std::to_string(options.seq_len));
+  }
+  if (!(options.eval_fraction >= 0.0 && options.eval_fraction < 1.0)) {
+    return InvalidArgumentError("data loader for " + name +
+                                ": eval_fraction must be in [0, 1), got " +
+                                std::to_string(options.eval_fraction));
+  }
+  if (rows.seq_len != options.seq_len) {
+    return InvalidArgumentError("data loader for " + name + ": the rows are " +
+                                std::to_string(rows.seq_len) + " tokens long but seq_len is " +
+                                std::to_string(options.seq_len));
+  }
+  const size_t cells = static_cast<size_t>(rows.rows) * static_cast<size_t>(rows.seq_len);
+  if (rows.inputs.size() != cells || rows.targets.size() != cells ||
+      (!rows.positions.empty() && rows.positions.size() != cells)) {
+    return InvalidArgumentError("data loader for " + name + ": the row arrays are not rows x seq_len");
+  }
+  const int64_t n = rows.rows;
+  const int64_t b = options.batch;
+  const std::string need = "one micro-batch needs batch = " + std::to_string(b) + " rows";
+  if (n < b) {
+    return InvalidArgumentError(name + " makes " + std::to_string(n) + " rows (samples), but " +
+                                need + "; use a smaller batch, or more data");
+  }
+  int64_t num_eval = 0;
+  if (options.eval_fraction > 0) {
+    num_eval = std::max<int64_t>(
+        static_cast<int64_t>(std::ceil(options.eval_fraction * static_cast<double>(n))), b);
+    if (n - num_eval < b) {
+      return InvalidArgumentError(
+          name + " makes " + std::to_string(n) + " rows; holding out " +
+          std::to_string(num_eval) + " for evaluation (eval_fraction " +
+          std::to_string(options.eval_fraction) + ", at least one micro-batch) leaves " +
+          std::to_string(n - num_eval) + " to train on, but " + need +
+          "; lower the eval fraction (0 turns the held-out split off) or batch, or add data");
+    }
+  }
+  DataLoader d;
+  d.options_ = options;
+  d.num_sequences_ = n - num_eval;
+  d.batches_per_epoch_ = d.num_sequences_ / b;
+  d.num_eval_batches_ = num_eval / b;
+  d.num_train_tokens_ = d.num_sequences_ * options.seq_len;
+  d.rows_ = std::make_shared<const RowSet>(std::move(rows));
+  return d;
+}
+
 const std::vector<int64_t>& DataLoader::OrderFor(int64_t epoch) {
   if (order_epoch_ == epoch) return order_;
   order_.resize(static_cast<size_t>(num_sequences_));
@@ -100,6 +153,7 @@ const std::vector<int64_t>& DataLoader::OrderFor(int64_t epoch) {
 void DataLoader::FillRows(const int64_t* starts, TokenBatch* out) const {
   const int b = options_.batch;
   const int t = options_.seq_len;
+  out->positions.clear();
   out->batch = b;
   out->seq_len = t;
   out->inputs.resize(static_cast<size_t>(b) * t);
@@ -112,8 +166,30 @@ void DataLoader::FillRows(const int64_t* starts, TokenBatch* out) const {
   }
 }
 
+void DataLoader::CopyRows(const int64_t* indices, TokenBatch* out) const {
+  const int b = options_.batch;
+  const size_t t = static_cast<size_t>(options_.seq_len);
+  out->batch = b;
+  out->seq_len = options_.seq_len;
+  out->inputs.resize(b * t);
+  out->targets.resize(b * t);
+  out->positions.resize(rows_->positions.empty() ? 0 : b * t);
+  for (int r = 0; r < b; ++r) {
+    const size_t from = static_cast<size_t>(indices[r]) * t;
+    std::copy_n(rows_->inputs.begin() + from, t, out->inputs.begin() + r * t);
+    std::copy_n(rows_->targets.begin() + from, t, out->targets.begin() + r * t);
+    if (!rows_->positions.empty()) {
+      std::copy_n(rows_->positions.begin() + from, t, out->positions.begin() + r * t);
+    }
+  }
+}
+
 void DataLoader::TrainBatchAt(const DataPosition& position, TokenBatch* out) {
   const std::vector<int64_t>& order = OrderFor(position.epoch);
+  if (rows_) {
+    CopyRows(order.data() + position.index * options_.batch, out);
+    return;
+  }
   std::vector<int64_t> starts(static_cast<size_t>(options_.batch));
   for (int r = 0; r < options_.batch; ++r) {
     starts[r] = order[position.index * options_.batch + r] * options_.seq_len;
@@ -130,6 +206,12 @@ void DataLoader::Next(TokenBatch* out) {
 }
 
 void DataLoader::EvalBatch(int64_t i, TokenBatch* out) const {
+  if (rows_) {
+    std::vector<int64_t> indices(static_cast<size_t>(options_.batch));
+    for (int r = 0; r < options_.batch; ++r) indices[r] = num_sequences_ + i * options_.batch + r;
+    CopyRows(indices.data(), out);
+    return;
+  }
   const int64_t batch_tokens = static_cast<int64_t>(options_.batch) * options_.seq_len;
   std::vector<int64_t> starts(static_cast<size_t>(options_.batch));
   for (int r = 0; r < options_.batch; ++r) {
@@ -143,7 +225,7 @@ Status DataLoader::Seek(const DataPosition& position) {
     return InvalidArgumentError("data position (epoch " + std::to_string(position.epoch) +
                                 ", index " + std::to_string(position.index) + ") is outside the " +
                                 std::to_string(batches_per_epoch_) +
-                                " micro-batches of an epoch of " + tokens_.name());
+                                " micro-batches of an epoch of " + DataName());
   }
   position_ = position;
   return Status::Ok();
@@ -154,7 +236,7 @@ nlohmann::json DataLoader::SaveState() const {
                         {"epoch", position_.epoch},     {"index", position_.index},
                         {"shuffle", options_.shuffle},  {"seed", options_.seed},
                         {"batch", options_.batch},      {"seq_len", options_.seq_len},
-                        {"num_tokens", tokens_.size()}, {"num_train_tokens", num_train_tokens_}};
+                        {"num_tokens", NumTokens()},    {"num_train_tokens", num_train_tokens_}};
 }
 
 Status DataLoader::RestoreState(const nlohmann::json& state) {
@@ -195,7 +277,7 @@ Status DataLoader::RestoreState(const nlohmann::json& state) {
   const auto mismatch = [&](const char* what, const std::string& saved, const std::string& now) {
     return FailedPreconditionError(
         "data loader state was saved with " + std::string(what) + " " + saved +
-        " but this run has " + now + " (" + tokens_.name() +
+        " but this run has " + now + " (" + DataName() +
         "); resume with the same data and data options, or start a new run");
   };
   if (batch != options_.batch)
@@ -210,9 +292,9 @@ Status DataLoader::RestoreState(const nlohmann::json& state) {
   if (seed->get<uint64_t>() != options_.seed) {
     return mismatch("seed", std::to_string(seed->get<uint64_t>()), std::to_string(options_.seed));
   }
-  if (num_tokens != tokens_.size()) {
+  if (num_tokens != NumTokens()) {
     return mismatch("a dataset of", std::to_string(num_tokens) + " tokens",
-                    std::to_string(tokens_.size()));
+                    std::to_string(NumTokens()));
   }
   if (num_train_tokens != num_train_tokens_) {
     return mismatch("a train split of", std::to_string(num_train_tokens) + " tokens",

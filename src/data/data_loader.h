@@ -26,14 +26,23 @@
 // The eval split is always read in the llm.c layout: eval micro-batch i takes
 // the B*T+1 tokens starting i*B*T into the split.
 //
+// Rows (CreateFromRows: instruction data, row_set.h): sequence s is row s,
+// with its own targets (and positions, when packed); the last
+// `eval_fraction` of the rows (at least B) are the eval split, eval
+// micro-batch i being rows i*B.. of it; the train order is as above (the
+// identity without shuffle, so micro-batch k takes rows kB..kB+B-1).
+//
 // Not thread-safe; const methods may be called concurrently with each other.
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "data/row_set.h"
 #include "data/token_source.h"
 
 namespace tierflow {
@@ -53,6 +62,8 @@ struct TokenBatch {
   int seq_len = 0;
   std::vector<int32_t> inputs;   // (batch, seq_len)
   std::vector<int32_t> targets;  // (batch, seq_len): inputs shifted left by one token
+  // (batch, seq_len) positions within packed samples, or empty (0..T-1 per row).
+  std::vector<int32_t> positions;
 };
 
 // Where the train stream is: `index` micro-batches of epoch `epoch` have been
@@ -69,6 +80,10 @@ class DataLoader {
   // eval_fraction outside [0, 1); fewer tokens than one micro-batch needs
   // (B*T+1), for the train split or, when eval_fraction > 0, for both splits.
   static StatusOr<DataLoader> Create(TokenSource tokens, const DataLoaderOptions& options);
+  // Over whole rows. Errors (InvalidArgument, naming the rows): as above, and
+  // options.seq_len != rows.seq_len, or fewer rows than one micro-batch (B)
+  // for the train split or, when eval_fraction > 0, for both.
+  static StatusOr<DataLoader> CreateFromRows(RowSet rows, const DataLoaderOptions& options);
 
   // Fills `out` with the next train micro-batch and advances the position.
   void Next(TokenBatch* out);
@@ -99,22 +114,36 @@ class DataLoader {
   const TokenSource& tokens() const { return tokens_; }
   const DataLoaderOptions& options() const { return options_; }
   int64_t num_train_tokens() const { return num_train_tokens_; }
-  int64_t num_eval_tokens() const { return tokens_.size() - num_train_tokens_; }
+  int64_t num_eval_tokens() const { return NumTokens() - num_train_tokens_; }
+  // Token cells in the data: the stream's tokens, or rows x seq_len.
+  int64_t NumTokens() const {
+    return rows_ ? rows_->rows * static_cast<int64_t>(rows_->seq_len) : tokens_.size();
+  }
+  const std::string& DataName() const { return rows_ ? rows_->name : tokens_.name(); }
   // Host bytes the loader holds, or will once its data is read: the tokens
   // (in memory, or a mapped file whose pages the reads bring in) and one
   // epoch's order of sequences. The planner counts them.
   uint64_t MemoryBytes() const {
-    return static_cast<uint64_t>(tokens_.size()) * static_cast<uint64_t>(tokens_.element_bytes()) +
-           static_cast<uint64_t>(num_sequences_) * sizeof(int64_t);
+    const uint64_t data =
+        rows_ ? (rows_->inputs.size() + rows_->targets.size() + rows_->positions.size()) *
+                    sizeof(int32_t)
+              : static_cast<uint64_t>(tokens_.size()) *
+                    static_cast<uint64_t>(tokens_.element_bytes());
+    return data + static_cast<uint64_t>(num_sequences_) * sizeof(int64_t);
   }
+  // The rows (CreateFromRows), or null for a token stream.
+  const RowSet* rows() const { return rows_.get(); }
 
  private:
   DataLoader() = default;
   // The order of sequences in `epoch` (cached for the current epoch).
   const std::vector<int64_t>& OrderFor(int64_t epoch);
   void FillRows(const int64_t* starts, TokenBatch* out) const;
+  // Rows mode: copies rows `indices` (B of them).
+  void CopyRows(const int64_t* indices, TokenBatch* out) const;
 
   TokenSource tokens_;
+  std::shared_ptr<const RowSet> rows_;  // rows mode when set
   DataLoaderOptions options_;
   int64_t num_train_tokens_ = 0;
   int64_t num_sequences_ = 0;  // S

@@ -1,9 +1,8 @@
-// Gpt2BpeTokenizer's file loaders: vocab.json + merges.txt and tokenizer.json.
+// Gpt2BpeTokenizer's file loader: vocab.json + merges.txt.
 //
-// Both formats write tokens in GPT-2's byte-level alphabet; they are turned
+// They write tokens in GPT-2's byte-level alphabet; they are turned
 // into raw bytes here, so the tokenizer itself only sees bytes. Every
 // malformation is an InvalidArgument naming the file and the entry or line.
-#include <set>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -105,21 +104,6 @@ StatusOr<std::vector<Gpt2BpeTokenizer::Merge>> ParseMergesText(std::string_view 
   return merges;
 }
 
-// A tokenizer.json component's "type", or a short description when it has none.
-std::string ComponentType(const Json& component) {
-  if (component.is_object()) {
-    auto type = component.find("type");
-    if (type != component.end() && type->is_string()) return type->get<std::string>();
-  }
-  return JsonExcerpt(component);
-}
-
-Status Unsupported(const std::string& name, const std::string& what) {
-  return UnimplementedError(name + ": " + what +
-                            "; tierflow implements GPT-2-style byte-level BPE only (model BPE, "
-                            "no normalizer, a ByteLevel pre-tokenizer without add_prefix_space)");
-}
-
 }  // namespace
 
 StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> Gpt2BpeTokenizer::FromVocabAndMergesText(
@@ -137,96 +121,6 @@ StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> Gpt2BpeTokenizer::FromVocabAndMerges
   TF_ASSIGN_OR_RETURN(std::string merges,
                       ReadFileToString(merges_txt_path, kMaxTokenizerFileBytes));
   return FromVocabAndMergesText(vocab, merges, vocab_json_path, merges_txt_path);
-}
-
-StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> Gpt2BpeTokenizer::FromTokenizerJsonText(
-    std::string_view text, const std::string& name) {
-  TF_ASSIGN_OR_RETURN(Json root, ParseTokenizerJson(text, name));
-  if (!root.is_object() || !root.contains("model") || !root["model"].is_object()) {
-    return InvalidArgumentError(name +
-                                ": no \"model\" object; is this a Hugging Face tokenizer.json?");
-  }
-  const JsonReader reader(name);
-  const Json& model = root["model"];
-  if (model.contains("type") && model["type"] != "BPE") {
-    return Unsupported(name, "model.type is " + JsonExcerpt(model["type"]));
-  }
-  if (root.contains("normalizer") && !root["normalizer"].is_null()) {
-    return Unsupported(name, "it has a normalizer (" + ComponentType(root["normalizer"]) + ")");
-  }
-  if (root.contains("pre_tokenizer") && !root["pre_tokenizer"].is_null()) {
-    const Json& pre = root["pre_tokenizer"];
-    if (ComponentType(pre) != "ByteLevel") {
-      return Unsupported(name, "its pre_tokenizer is " + ComponentType(pre));
-    }
-    for (const char* key : {"add_prefix_space", "use_regex", "trim_offsets"}) {
-      auto it = pre.find(key);
-      bool flag = false;
-      if (it != pre.end()) {
-        TF_RETURN_IF_ERROR(reader.Bool(*it, std::string("pre_tokenizer.") + key, &flag));
-      }
-    }
-    if (pre.value("add_prefix_space", false)) {
-      return Unsupported(name, "its pre_tokenizer adds a prefix space");
-    }
-    if (!pre.value("use_regex", true)) {
-      return Unsupported(name, "its pre_tokenizer does not split with GPT-2's regex");
-    }
-  }
-  if (!model.contains("vocab")) return InvalidArgumentError(name + ": model has no \"vocab\"");
-  TF_ASSIGN_OR_RETURN(auto tokens, ParseVocabObject(model["vocab"], name + " model.vocab"));
-
-  std::vector<Merge> merges;
-  if (model.contains("merges")) {
-    const Json& list = model["merges"];
-    if (!list.is_array()) return InvalidArgumentError(name + ": model.merges is not an array");
-    merges.reserve(list.size());
-    for (size_t i = 0; i < list.size(); ++i) {
-      std::string where = name + " model.merges[" + std::to_string(i) + "]";
-      const Json& m = list[i];
-      if (m.is_string()) {
-        TF_ASSIGN_OR_RETURN(auto merge, ParseMergeLine(m.get<std::string>(), std::move(where)));
-        merges.push_back(std::move(merge));
-      } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-        TF_ASSIGN_OR_RETURN(auto merge, MergeFromParts(m[0].get<std::string>(),
-                                                       m[1].get<std::string>(), std::move(where)));
-        merges.push_back(std::move(merge));
-      } else {
-        return InvalidArgumentError(
-            where + ": expected \"left right\" or [\"left\", \"right\"], got " + JsonExcerpt(m));
-      }
-    }
-  }
-
-  // added_tokens hold raw text (not byte-level); GPT-2's <|endoftext|> is both
-  // there and in model.vocab, which is fine when they agree.
-  if (root.contains("added_tokens") && !root["added_tokens"].is_null()) {
-    const Json& added = root["added_tokens"];
-    if (!added.is_array()) return InvalidArgumentError(name + ": added_tokens is not an array");
-    std::set<std::pair<std::string, int64_t>> known;
-    for (const Token& t : tokens) known.emplace(t.bytes, t.id);
-    for (size_t i = 0; i < added.size(); ++i) {
-      const Json& a = added[i];
-      const std::string where = "added_tokens[" + std::to_string(i) + "]";
-      if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() ||
-          !a.contains("content") || !a["content"].is_string()) {
-        return InvalidArgumentError(name + ": " + where +
-                                    " needs an integer \"id\" and a string \"content\"");
-      }
-      // Range-checked as written: an id above INT64_MAX would wrap in get<int64_t>().
-      int64_t id = 0;
-      TF_RETURN_IF_ERROR(reader.Int(a["id"], where + ".id", 0, int64_t{INT32_MAX} - 1, &id));
-      Token t{a["content"].get<std::string>(), id};
-      if (known.count({t.bytes, t.id}) == 0) tokens.push_back(std::move(t));
-    }
-  }
-  return Create(std::move(tokens), std::move(merges), name);
-}
-
-StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> Gpt2BpeTokenizer::FromTokenizerJson(
-    const std::string& path) {
-  TF_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, kMaxTokenizerFileBytes));
-  return FromTokenizerJsonText(text, path);
 }
 
 }  // namespace tierflow

@@ -1,5 +1,6 @@
 // Gpt2BpeTokenizer: GPT-2's byte-level BPE, loaded from vocab.json +
-// merges.txt (OpenAI names them encoder.json + vocab.bpe) or tokenizer.json.
+// merges.txt (OpenAI names them encoder.json + vocab.bpe). A tokenizer.json
+// (GPT-2's included) is read by HfTokenizer (hf_tokenizer.h).
 //
 // Encoding is GPT-2's: split the text into pieces with the GPT-2 regex
 // (gpt2_pretokenize.h), start each piece as one token per byte, then apply
@@ -52,15 +53,6 @@ class Gpt2BpeTokenizer final : public Tokenizer {
   static StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> FromVocabAndMergesText(
       std::string_view vocab_json, std::string_view merges_txt, const std::string& vocab_name,
       const std::string& merges_name);
-  // A Hugging Face tokenizer.json whose model is BPE with a ByteLevel
-  // pre-tokenizer (GPT-2's). Other tokenizers (SentencePiece-style Llama 2,
-  // Llama 3's split regex, normalizers) are Unimplemented errors saying so.
-  // added_tokens join the vocabulary (decodable; only "<|endoftext|>" is
-  // recognised in text).
-  static StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> FromTokenizerJson(const std::string& path);
-  static StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> FromTokenizerJsonText(std::string_view text,
-                                                                           const std::string& name);
-
   // Errors: InvalidArgument when `text` is not valid UTF-8 (byte offset named).
   StatusOr<std::vector<int32_t>> Encode(std::string_view text) const override;
   std::string Decode(std::span<const int32_t> tokens) const override;

@@ -5,6 +5,8 @@
 
 #include "data/byte_tokenizer.h"
 #include "data/gpt2_bpe_tokenizer.h"
+#include "data/hf_tokenizer.h"
+#include "data/sentencepiece_tokenizer.h"
 
 namespace tierflow {
 namespace {
@@ -18,14 +20,28 @@ bool IsDirectory(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+bool EndsWith(const std::string& text, std::string_view suffix) {
+  return text.size() >= suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 }  // namespace
+
+const std::string& Tokenizer::chat_template() const {
+  static const std::string kNone;
+  return kNone;
+}
 
 StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& spec) {
   if (spec == "byte") return std::unique_ptr<Tokenizer>(new ByteTokenizer());
   if (IsDirectory(spec)) {
     const std::string dir = spec.back() == '/' ? spec : spec + "/";
     if (IsFile(dir + "tokenizer.json")) {
-      TF_ASSIGN_OR_RETURN(auto t, Gpt2BpeTokenizer::FromTokenizerJson(dir + "tokenizer.json"));
+      TF_ASSIGN_OR_RETURN(auto t, HfTokenizer::FromFile(dir + "tokenizer.json"));
+      return std::unique_ptr<Tokenizer>(std::move(t));
+    }
+    if (IsFile(dir + "tokenizer.model")) {
+      TF_ASSIGN_OR_RETURN(auto t, SentencePieceTokenizer::FromFile(dir + "tokenizer.model"));
       return std::unique_ptr<Tokenizer>(std::move(t));
     }
     for (const auto& [vocab, merges] :
@@ -38,16 +54,20 @@ StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& spec) {
       }
     }
     return NotFoundError("no tokenizer in directory " + spec +
-                         ": expected tokenizer.json, vocab.json + merges.txt, or encoder.json + "
+                         ": expected tokenizer.json, tokenizer.model, vocab.json + merges.txt, or encoder.json + "
                          "vocab.bpe");
   }
   if (IsFile(spec)) {
-    TF_ASSIGN_OR_RETURN(auto t, Gpt2BpeTokenizer::FromTokenizerJson(spec));
+    if (EndsWith(spec, ".model")) {
+      TF_ASSIGN_OR_RETURN(auto t, SentencePieceTokenizer::FromFile(spec));
+      return std::unique_ptr<Tokenizer>(std::move(t));
+    }
+    TF_ASSIGN_OR_RETURN(auto t, HfTokenizer::FromFile(spec));
     return std::unique_ptr<Tokenizer>(std::move(t));
   }
   return NotFoundError("tokenizer \"" + spec +
-                       "\" is neither \"byte\" nor an existing tokenizer.json or directory of "
-                       "GPT-2 tokenizer files");
+                       "\" is neither \"byte\" nor an existing tokenizer.json, tokenizer.model or "
+                       "tokenizer directory");
 }
 
 }  // namespace tierflow

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -37,18 +38,42 @@ class Tokenizer {
   virtual std::string Decode(std::span<const int32_t> tokens) const = 0;
   // One more than the largest token id.
   virtual int32_t vocab_size() const = 0;
-  // The document separator written between JSONL documents.
+  // The document separator written before each JSONL document.
   virtual int32_t eot_token() const = 0;
+  // Encode for text that continues a sequence (follows other tokens of it):
+  // the same except where a tokenizer treats the start of a text specially
+  // (Metaspace's prepend_scheme "first"). Default: Encode.
+  virtual StatusOr<std::vector<int32_t>> EncodeContinuation(std::string_view text) const {
+    return Encode(text);
+  }
+  // Encode plus the tokens the tokenizer adds around a text (Llama's BOS), as
+  // Hugging Face's add_special_tokens=True. Default: Encode.
+  virtual StatusOr<std::vector<int32_t>> EncodeWithSpecialTokens(std::string_view text) const {
+    return Encode(text);
+  }
+  // The beginning/end-of-sequence tokens, where the tokenizer names them.
+  virtual std::optional<int32_t> bos_token() const { return std::nullopt; }
+  virtual std::optional<int32_t> eos_token() const { return std::nullopt; }
+  // The Jinja chat template shipped with the tokenizer, or empty.
+  virtual const std::string& chat_template() const;
+  // The id of the token whose text is exactly `text` (an added/special token
+  // or a vocabulary entry), if there is one.
+  virtual std::optional<int32_t> TokenId(std::string_view text) const {
+    (void)text;
+    return std::nullopt;
+  }
   // A short description for logs, e.g. "byte" or "gpt2-bpe (50257 tokens, /m/vocab.json)".
   virtual std::string Describe() const = 0;
 };
 
 // Loads the tokenizer `spec` names:
-//   "byte"                 ByteTokenizer
-//   a tokenizer.json file  Gpt2BpeTokenizer::FromTokenizerJson
-//   a directory            its tokenizer.json if there is one, else
-//                          vocab.json + merges.txt, else encoder.json +
-//                          vocab.bpe (the names of OpenAI's GPT-2 files)
+//   "byte"                  ByteTokenizer
+//   a tokenizer.json file   HfTokenizer (with tokenizer_config.json beside it)
+//   a tokenizer.model file  SentencePieceTokenizer (libsentencepiece)
+//   a directory             its tokenizer.json if there is one, else
+//                           tokenizer.model, else vocab.json + merges.txt,
+//                           else encoder.json + vocab.bpe (OpenAI's names
+//                           for GPT-2's files)
 // Errors: NotFound naming what was looked for; the loaders' errors.
 StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& spec);
 

@@ -75,4 +75,48 @@ int DecodeUtf8(std::string_view text, size_t pos, char32_t* cp) {
   return len;
 }
 
+size_t FindInvalidUtf8(std::string_view text) {
+  char32_t cp;
+  for (size_t pos = 0; pos < text.size();) {
+    if (static_cast<unsigned char>(text[pos]) < 0x80) {
+      ++pos;
+      continue;
+    }
+    const int len = DecodeUtf8(text, pos, &cp);
+    if (len == 0) return pos;
+    pos += static_cast<size_t>(len);
+  }
+  return std::string_view::npos;
+}
+
+size_t SkipSpaceForward(std::string_view text, size_t pos) {
+  char32_t cp;
+  while (pos < text.size()) {
+    const int len = DecodeUtf8(text, pos, &cp);
+    if (len == 0 || ClassifyCodePoint(cp) != CharClass::kSpace) break;
+    pos += static_cast<size_t>(len);
+  }
+  return pos;
+}
+
+size_t SkipSpaceBackward(std::string_view text, size_t end) {
+  char32_t cp;
+  while (end > 0) {
+    size_t start = end - 1;
+    while (start > 0 && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80) --start;
+    const int len = DecodeUtf8(text, start, &cp);
+    if (len == 0 || start + static_cast<size_t>(len) != end ||
+        ClassifyCodePoint(cp) != CharClass::kSpace) {
+      break;
+    }
+    end = start;
+  }
+  return end;
+}
+
+bool IsWordCodePoint(char32_t cp) {
+  const CharClass c = ClassifyCodePoint(cp);
+  return c == CharClass::kLetter || c == CharClass::kNumber || cp == U'_';
+}
+
 }  // namespace tierflow::data_internal

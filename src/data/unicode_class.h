@@ -25,4 +25,18 @@ CharClass ClassifyCodePoint(char32_t cp);
 // overlong form, a surrogate, or a value above U+10FFFF.
 int DecodeUtf8(std::string_view text, size_t pos, char32_t* cp);
 
+// The byte offset of the first byte of `text` that is not well-formed UTF-8,
+// or std::string_view::npos when all of it is.
+size_t FindInvalidUtf8(std::string_view text);
+
+// For well-formed UTF-8 `text`: the first offset at or after `pos` that does
+// not start a white-space character, and the last offset at or before `end`
+// that does not follow one.
+size_t SkipSpaceForward(std::string_view text, size_t pos);
+size_t SkipSpaceBackward(std::string_view text, size_t end);
+
+// A letter, a number or '_' (the word characters of tokenizers' single_word
+// added tokens).
+bool IsWordCodePoint(char32_t cp);
+
 }  // namespace tierflow::data_internal

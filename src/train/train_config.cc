@@ -774,6 +774,14 @@ class Parser {
         s = String(x, p, k, &c_.token_dtype);
       else if (k == "text_field")
         s = String(x, p, k, &c_.text_field);
+      else if (k == "data_format")
+        s = String(x, p, k, &c_.data_format);
+      else if (k == "chat_template")
+        s = String(x, p, k, &c_.chat_template);
+      else if (k == "truncation")
+        s = String(x, p, k, &c_.truncation);
+      else if (k == "packing")
+        s = Bool(x, p, k, &c_.packing);
       else if (k == "tokenizer")
         s = String(x, p, k, &c_.tokenizer);
       else if (k == "shuffle")

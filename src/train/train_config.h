@@ -37,6 +37,12 @@ struct TrainConfig {
   std::string data;                   // text/JSONL/token file; "" = the bundled corpus
   std::string token_dtype;            // "" (text) | "u16" | "u32"
   std::string text_field = "text";    // JSONL field
+  // "" = by file name (text, JSONL, tokens); or text | jsonl | tokens |
+  // prompt-completion | alpaca | chat (instruction data, data/instruction_data.h)
+  std::string data_format;
+  std::string chat_template;            // "" = the tokenizer's; llama3 | chatml | llama2 | mistral
+  std::string truncation = "truncate";  // instruction samples over seq_len: truncate | drop
+  bool packing = false;                 // instruction data: several samples per sequence
   std::string tokenizer;              // "" = the model's (dir) or bytes (presets)
   bool shuffle = true;
   uint64_t seed = 1234;

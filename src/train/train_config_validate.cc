@@ -83,6 +83,37 @@ Status ValidateTrainConfig(const TrainConfig& c) {
                                   "' is not valid; use u16, u32 or leave it "
                                   "empty for text");
   }
+  if (!IsOneOf(c.data_format,
+               {"", "auto", "text", "jsonl", "tokens", "prompt-completion", "alpaca", "chat"})) {
+    return Bad("data_format", "'" + c.data_format +
+                                  "' is not valid; use text, jsonl, tokens, prompt-completion, "
+                                  "alpaca or chat (or leave it empty: by the file's name)");
+  }
+  const bool instruction = IsOneOf(c.data_format, {"prompt-completion", "alpaca", "chat"});
+  if (!IsOneOf(c.chat_template, {"", "llama3", "chatml", "llama2", "mistral"})) {
+    return Bad("chat_template", "'" + c.chat_template +
+                                    "' is not valid; use llama3, chatml, llama2 or mistral (or "
+                                    "leave it empty: the tokenizer's)");
+  }
+  if (!IsOneOf(c.truncation, {"truncate", "drop"})) {
+    return Bad("truncation", "'" + c.truncation + "' is not valid; use truncate or drop");
+  }
+  // Instruction-only settings with other data would be accepted and ignored.
+  if (!instruction && !c.chat_template.empty()) {
+    return Bad("chat_template", "applies to instruction data only; set data_format to "
+                                "prompt-completion, alpaca or chat");
+  }
+  if (!instruction && c.packing) {
+    return Bad("packing", "applies to instruction data only (text is always packed); set "
+                          "data_format to prompt-completion, alpaca or chat");
+  }
+  if (!instruction && c.truncation != "truncate") {
+    return Bad("truncation", "applies to instruction data only; set data_format to "
+                             "prompt-completion, alpaca or chat");
+  }
+  if (instruction && !c.token_dtype.empty()) {
+    return Bad("token_dtype", "is for pre-tokenized files; instruction data is JSONL text");
+  }
   if (!(c.eval_fraction >= 0.0 && c.eval_fraction < 1.0)) {
     return Bad("eval_fraction", "is " + Num(c.eval_fraction) + "; use a fraction in [0, 1)");
   }

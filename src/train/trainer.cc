@@ -20,6 +20,7 @@
 #include "common/units.h"
 #include "data/data_loader.h"
 #include "data/text_dataset.h"
+#include "data/instruction_data.h"
 #include "data/tokenizer.h"
 #include "engine/master_weights.h"
 #include "engine/offload_engine.h"
@@ -115,6 +116,30 @@ EngineOptions MakeEngineOptions(const TrainConfig& c, DType dtype,
   o.lock_host_state = c.pin_memory;
   o.pipeline = c.pipeline == "sync" ? Pipeline::kSynchronous : Pipeline::kOverlapped;
   return o;
+}
+
+std::string DescribeInstructionData(const InstructionOptions& o, const InstructionStats& s) {
+  std::string out = "instruction data " + o.path + " (" +
+                    std::string(InstructionFormatName(o.format)) + ", " +
+                    (s.chat_template.empty() ? std::string("plain prompt + response")
+                                             : s.chat_template + " chat template") +
+                    "): " + std::to_string(s.samples) + " samples, " + std::to_string(s.kept) +
+                    " kept";
+  if (s.truncated > 0) out += " (" + std::to_string(s.truncated) + " truncated at seq_len)";
+  if (s.dropped_long > 0) {
+    out += ", " + std::to_string(s.dropped_long) + " dropped as longer than seq_len";
+  }
+  if (s.dropped_untrained > 0) {
+    out += ", " + std::to_string(s.dropped_untrained) + " dropped with no response within seq_len";
+  }
+  if (s.dropped_system_messages > 0) {
+    out += ", " + std::to_string(s.dropped_system_messages) +
+           " system messages not shown by the mistral template";
+  }
+  out += "; " + std::to_string(s.trained_tokens) + " of " + std::to_string(s.tokens) +
+         " tokens trained on, in " + std::to_string(s.rows) + (o.packing ? " packed" : "") +
+         " rows of " + std::to_string(o.seq_len);
+  return out;
 }
 
 MicroBatch ToMicroBatch(const TokenBatch& b) {
@@ -406,24 +431,49 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
                                   "; use the model's own tokenizer (--tokenizer)");
     }
   }
-  DatasetOptions dataset;
-  dataset.path = data_path;
-  dataset.text_field = config.text_field;
-  TF_ASSIGN_OR_RETURN(dataset.vocab_size,
+  TF_ASSIGN_OR_RETURN(const int32_t model_vocab,
                       CheckedNarrow<int32_t>(model_config.vocab_size, "the model's vocab_size"));
-  if (!config.token_dtype.empty()) {
-    TF_ASSIGN_OR_RETURN(TokenDtype td, ParseTokenDtype(config.token_dtype));
-    dataset.token_dtype = td;
-    dataset.format = DataFormat::kTokens;
-  }
-  TF_ASSIGN_OR_RETURN(TokenSource tokens, LoadTokens(dataset, tokenizer.get()));
   DataLoaderOptions loader_options;
   loader_options.batch = config.micro_batch;
   loader_options.seq_len = config.seq_len;
   loader_options.shuffle = config.shuffle;
   loader_options.seed = config.seed;
   loader_options.eval_fraction = config.eval_fraction;
-  TF_ASSIGN_OR_RETURN(DataLoader loader, DataLoader::Create(std::move(tokens), loader_options));
+  TF_ASSIGN_OR_RETURN(DataLoader loader, [&]() -> StatusOr<DataLoader> {
+    if (auto instruction = ParseInstructionFormat(config.data_format); instruction.ok()) {
+      if (config.data.empty()) {
+        return InvalidArgumentError("--format " + config.data_format +
+                                    " needs --data: a JSONL file of instruction samples");
+      }
+      InstructionOptions options;
+      options.path = data_path;
+      options.format = *instruction;
+      if (!config.chat_template.empty()) {
+        TF_ASSIGN_OR_RETURN(options.chat_template, ParseChatTemplateKind(config.chat_template));
+      }
+      options.seq_len = config.seq_len;
+      options.drop_long = config.truncation == "drop";
+      options.packing = config.packing;
+      options.vocab_size = model_vocab;
+      TF_ASSIGN_OR_RETURN(InstructionData data, LoadInstructionData(options, *tokenizer));
+      reporter.OnNote(DescribeInstructionData(options, data.stats));
+      return DataLoader::CreateFromRows(std::move(data.rows), loader_options);
+    }
+    DatasetOptions dataset;
+    dataset.path = data_path;
+    dataset.text_field = config.text_field;
+    dataset.vocab_size = model_vocab;
+    if (!config.data_format.empty()) {
+      TF_ASSIGN_OR_RETURN(dataset.format, ParseDataFormat(config.data_format));
+    }
+    if (!config.token_dtype.empty()) {
+      TF_ASSIGN_OR_RETURN(TokenDtype td, ParseTokenDtype(config.token_dtype));
+      dataset.token_dtype = td;
+      dataset.format = DataFormat::kTokens;
+    }
+    TF_ASSIGN_OR_RETURN(TokenSource tokens, LoadTokens(dataset, tokenizer.get()));
+    return DataLoader::Create(std::move(tokens), loader_options);
+  }());
 
   // Device, model, engine. Every allocation happens here, before any step.
   DeviceOptions device_options;

@@ -12,6 +12,7 @@
 #include "common/cancel.h"
 #include "data/byte_tokenizer.h"
 #include "data/gpt2_bpe_tokenizer.h"
+#include "data/hf_tokenizer.h"
 #include "data/gpt2_byte_level.h"
 #include "tests/data/data_test_util.h"
 
@@ -181,7 +182,7 @@ TEST(Gpt2Bpe, InvalidUtf8IsAnErrorWithTheOffsetInTheWholeText) {
       << ids.status().message();
 }
 
-TEST(Gpt2Bpe, TokenizerJsonGivesTheSameEncodings) {
+TEST(HfTokenizerJson, Gpt2sTokenizerJsonGivesTheSameEncodingsAsItsVocabAndMerges) {
   nlohmann::json root;
   root["normalizer"] = nullptr;
   root["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}};
@@ -198,7 +199,7 @@ TEST(Gpt2Bpe, TokenizerJsonGivesTheSameEncodings) {
   }
   root["model"] = {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}};
   root["added_tokens"] = {{{"id", kFixtureEotId}, {"content", "<|endoftext|>"}, {"special", true}}};
-  auto from_json = Gpt2BpeTokenizer::FromTokenizerJsonText(root.dump(), "tokenizer.json");
+  auto from_json = HfTokenizer::Create(root.dump(), "tokenizer.json", nullptr);
   ASSERT_TRUE(from_json.ok()) << from_json.status().ToString();
   auto fixture = Fixture();
   const std::string text = "hello the abc aaa<|endoftext|>é ü";
@@ -254,35 +255,54 @@ TEST(Gpt2Bpe, MalformedVocabOrMergesAreClearErrors) {
   }
 }
 
-TEST(Gpt2Bpe, UnsupportedTokenizerJsonIsUnimplementedNotMisread) {
+TEST(HfTokenizerJson, UnsupportedComponentsAreUnimplementedNotMisread) {
   nlohmann::json root;
   root["model"] = {{"type", "BPE"},
                    {"vocab", nlohmann::json::parse(FixtureVocabJson())},
                    {"merges", nlohmann::json::array()}};
-  nlohmann::json llama3 = root;
-  llama3["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", nlohmann::json::array()}};
-  nlohmann::json prefix = root;
-  prefix["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", true}};
   nlohmann::json unigram = root;
   unigram["model"]["type"] = "Unigram";
-  nlohmann::json normalized = root;
-  normalized["normalizer"] = {{"type", "NFC"}};
+  nlohmann::json lowercase = root;
+  lowercase["normalizer"] = {{"type", "Lowercase"}};
+  nlohmann::json digits = root;
+  digits["pre_tokenizer"] = {
+      {"type", "Sequence"},
+      {"pretokenizers", {{{"type", "ByteLevel"}}, {{"type", "Digits"}}}}};
+  nlohmann::json wordpiece_decoder = root;
+  wordpiece_decoder["decoder"] = {{"type", "WordPiece"}};
+  nlohmann::json dropout = root;
+  dropout["model"]["dropout"] = 0.1;
+  nlohmann::json suffix = root;
+  suffix["model"]["end_of_word_suffix"] = "</w>";
+  for (const auto& [j, named] :
+       std::vector<std::pair<nlohmann::json, std::string>>{
+           {unigram, "Unigram"},
+           {lowercase, "normalizer: the normalizer \"Lowercase\""},
+           {digits, "pre_tokenizer.pretokenizers[1]: the pre_tokenizer \"Digits\""},
+           {wordpiece_decoder, "\"WordPiece\""},
+           {dropout, "model.dropout"},
+           {suffix, "model.end_of_word_suffix"}}) {
+    auto t = HfTokenizer::Create(j.dump(), "tokenizer.json", nullptr);
+    ASSERT_FALSE(t.ok()) << named;
+    EXPECT_EQ(t.status().code(), StatusCode::kUnimplemented) << t.status().ToString();
+    EXPECT_NE(t.status().message().find("tokenizer.json"), std::string::npos);
+    EXPECT_NE(t.status().message().find(named), std::string::npos) << t.status().message();
+  }
   // Mistyped components are reported, not thrown.
   nlohmann::json odd_normalizer = root;
   odd_normalizer["normalizer"] = "NFC";
   nlohmann::json odd_pre = root;
   odd_pre["pre_tokenizer"] = {{"type", 3}};
-  for (const auto& j : {llama3, prefix, unigram, normalized, odd_normalizer, odd_pre}) {
-    auto t = Gpt2BpeTokenizer::FromTokenizerJsonText(j.dump(), "tokenizer.json");
+  for (const auto& j : {odd_normalizer, odd_pre}) {
+    auto t = HfTokenizer::Create(j.dump(), "tokenizer.json", nullptr);
     ASSERT_FALSE(t.ok());
-    EXPECT_EQ(t.status().code(), StatusCode::kUnimplemented) << t.status().ToString();
-    EXPECT_NE(t.status().message().find("tokenizer.json"), std::string::npos);
+    EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument) << t.status().ToString();
   }
-  auto no_model = Gpt2BpeTokenizer::FromTokenizerJsonText("{}", "tokenizer.json");
+  auto no_model = HfTokenizer::Create("{}", "tokenizer.json", nullptr);
   ASSERT_FALSE(no_model.ok());
   EXPECT_NE(no_model.status().message().find("no \"model\""), std::string::npos);
   root["model"]["merges"] = nlohmann::json::array({42});
-  auto bad_merge = Gpt2BpeTokenizer::FromTokenizerJsonText(root.dump(), "tokenizer.json");
+  auto bad_merge = HfTokenizer::Create(root.dump(), "tokenizer.json", nullptr);
   ASSERT_FALSE(bad_merge.ok());
   EXPECT_NE(bad_merge.status().message().find("model.merges[0]"), std::string::npos)
       << bad_merge.status().message();
@@ -290,14 +310,14 @@ TEST(Gpt2Bpe, UnsupportedTokenizerJsonIsUnimplementedNotMisread) {
 
 // Typed through io/json_reader.h: a mistyped flag is named, and an added
 // token's id above INT64_MAX is reported as written, not wrapped to -1.
-TEST(Gpt2Bpe, MistypedTokenizerJsonFieldsAreNamedAsWritten) {
+TEST(HfTokenizerJson, MistypedFieldsAreNamedAsWritten) {
   nlohmann::json root;
   root["model"] = {{"type", "BPE"},
                    {"vocab", nlohmann::json::parse(FixtureVocabJson())},
                    {"merges", nlohmann::json::array()}};
   nlohmann::json flag = root;
   flag["pre_tokenizer"] = {{"type", "ByteLevel"}, {"use_regex", "yes"}};
-  auto t = Gpt2BpeTokenizer::FromTokenizerJsonText(flag.dump(), "tokenizer.json");
+  auto t = HfTokenizer::Create(flag.dump(), "tokenizer.json", nullptr);
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(t.status().message().find(
@@ -306,7 +326,7 @@ TEST(Gpt2Bpe, MistypedTokenizerJsonFieldsAreNamedAsWritten) {
       << t.status().message();
   nlohmann::json huge = root;
   huge["added_tokens"] = {{{"id", uint64_t{18446744073709551615u}}, {"content", "<|x|>"}}};
-  t = Gpt2BpeTokenizer::FromTokenizerJsonText(huge.dump(), "tokenizer.json");
+  t = HfTokenizer::Create(huge.dump(), "tokenizer.json", nullptr);
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("added_tokens[0].id: value 18446744073709551615"),
             std::string::npos)
@@ -340,8 +360,8 @@ TEST(LoadTokenizer, ByteDirectoryAndFile) {
 // Issue 18: a 100000-deep tokenizer.json or vocab.json overflowed the stack.
 TEST(Gpt2Bpe, DeeplyNestedJsonIsAnErrorNotAStackOverflow) {
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
-  auto t = Gpt2BpeTokenizer::FromTokenizerJsonText(
-      "{\"model\": {\"vocab\": {}}, \"x\": " + deep + "}", "tokenizer.json");
+  auto t = HfTokenizer::Create(
+      "{\"model\": {\"vocab\": {}}, \"x\": " + deep + "}", "tokenizer.json", nullptr);
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(t.status().message().find("tokenizer.json: JSON nested deeper than 64"),
@@ -354,13 +374,13 @@ TEST(Gpt2Bpe, DeeplyNestedJsonIsAnErrorNotAStackOverflow) {
       << v.status().message();
 }
 
-TEST(Gpt2Bpe, AnOutsideValueInAnErrorIsDescribedNotDumped) {
+TEST(HfTokenizerJson, AnOutsideValueInAnErrorIsDescribedNotDumped) {
   nlohmann::json root;
-  root["model"] = {{"type", "BPE"}, {"vocab", nlohmann::json::object()}};
+  root["model"] = {{"type", "BPE"}, {"vocab", nlohmann::json::parse(FixtureVocabJson())}};
   nlohmann::json big = nlohmann::json::array();
   for (int i = 0; i < 100000; ++i) big.push_back(i);
   root["normalizer"] = big;
-  auto t = Gpt2BpeTokenizer::FromTokenizerJsonText(root.dump(), "tokenizer.json");
+  auto t = HfTokenizer::Create(root.dump(), "tokenizer.json", nullptr);
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("an array of 100000 elements"), std::string::npos)
       << t.status().message().substr(0, 300);

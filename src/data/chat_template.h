@@ -1,0 +1,81 @@
+// Chat templates: how a conversation becomes the token sequence a chat model
+// was tuned on, and which of its tokens are the assistant's (trained on).
+//
+// tierflow renders the families it trains natively rather than running Jinja:
+//   llama3   Llama 3.x Instruct: <|begin_of_text|> then per message
+//            <|start_header_id|>ROLE<|end_header_id|>\n\nCONTENT|trim<|eot_id|>
+//   chatml   Qwen2/Qwen2.5: per message <|im_start|>ROLE\nCONTENT<|im_end|>\n,
+//            with the template's default system prompt first when the
+//            conversation has none (Qwen2.5: "You are Qwen, created by ...")
+//   llama2   Llama 2 chat: <s>[INST] <<SYS>>\nSYSTEM\n<</SYS>>\n\nUSER [/INST]
+//            ASSISTANT </s> per turn (roles must alternate user/assistant)
+//   mistral  Mistral Instruct v0.3: <s>[INST] USER[/INST] ASSISTANT</s>...; as
+//            in Mistral's own template, a system message is only shown with
+//            the last user message, so in training data (which ends with the
+//            assistant) it is dropped, and counted
+// The output matches each model's tokenizer_config.json chat_template for
+// conversations of system/user/assistant text messages (tested against
+// Hugging Face's Jinja renderer). The template is detected from the chat
+// template text the tokenizer ships; `tierflow train --chat-template NAME`
+// overrides it.
+//
+// Trained tokens: each assistant message's content and the end-of-turn token
+// after it (<|eot_id|>, <|im_end|>, </s>), so the model learns to stop; the
+// role headers and everything else are prompt.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "data/tokenizer.h"
+#include "tierflow/status.h"
+
+namespace tierflow {
+
+enum class ChatTemplateKind { kLlama3, kChatMl, kLlama2, kMistral };
+
+// "llama3", "chatml", "llama2", "mistral". Errors: InvalidArgument listing them.
+StatusOr<ChatTemplateKind> ParseChatTemplateKind(std::string_view name);
+std::string_view ChatTemplateKindName(ChatTemplateKind kind);
+
+struct ChatTemplate {
+  ChatTemplateKind kind = ChatTemplateKind::kLlama3;
+  // chatml: the system prompt rendered when a conversation has none ("" =
+  // none).
+  std::string default_system;
+};
+
+// Recognizes the family of a tokenizer's Jinja chat template by its markers.
+// Errors: NotFound when `jinja` is empty; InvalidArgument when it is none of
+// the four (both name the --chat-template choices).
+StatusOr<ChatTemplate> DetectChatTemplate(std::string_view jinja);
+
+struct ChatMessage {
+  std::string role;  // "system", "user" or "assistant"
+  std::string content;
+};
+
+// A rendered sequence: parts in order, each either text or one token id, and
+// whether it is trained on.
+struct RenderedPart {
+  std::string text;
+  int32_t token = -1;  // >= 0: this token instead of text
+  bool trained = false;
+};
+
+struct RenderStats {
+  int64_t dropped_system_messages = 0;  // mistral: system messages the template does not show
+};
+
+// Renders `messages` with `tmpl`; special tokens are looked up in `tokenizer`.
+// Errors: InvalidArgument for an unknown role, no assistant message, an
+// order the template forbids (llama2/mistral: alternating user/assistant
+// after an optional leading system), or a special token the tokenizer lacks
+// (naming it and the template).
+StatusOr<std::vector<RenderedPart>> RenderChat(const ChatTemplate& tmpl,
+                                               const std::vector<ChatMessage>& messages,
+                                               const Tokenizer& tokenizer, RenderStats* stats);
+
+}  // namespace tierflow
