@@ -40,8 +40,7 @@ std::string CodePointName(char32_t cp) {
 
 StatusOr<std::unique_ptr<BpeModel>> BpeModel::Create(
     std::vector<std::pair<std::string, int64_t>> vocab,
-    std::vector<std::pair<std::string, std::string>> merges, Options options,
-    std::string source) {
+    std::vector<std::pair<std::string, std::string>> merges, Options options, std::string source) {
   std::unique_ptr<BpeModel> m(new BpeModel());
   m->source_ = std::move(source);
   m->options_ = std::move(options);
@@ -56,10 +55,10 @@ StatusOr<std::unique_ptr<BpeModel>> BpeModel::Create(
   }
   const int64_t id_limit = static_cast<int64_t>(vocab.size()) + kMaxIdHoles;
   if (max_id >= id_limit) {
-    return InvalidArgumentError(m->source_ + ": the largest token id is " +
-                                std::to_string(max_id) + " but there are only " +
-                                std::to_string(vocab.size()) + " tokens; ids must be below " +
-                                std::to_string(id_limit) + ". Renumber the vocabulary densely.");
+    return InvalidArgumentError(m->source_ + ": the largest token id is " + std::to_string(max_id) +
+                                " but there are only " + std::to_string(vocab.size()) +
+                                " tokens; ids must be below " + std::to_string(id_limit) +
+                                ". Renumber the vocabulary densely.");
   }
   m->id_to_token_.assign(static_cast<size_t>(max_id + 1), std::string());
   m->id_used_.assign(static_cast<size_t>(max_id + 1), false);
@@ -68,14 +67,13 @@ StatusOr<std::unique_ptr<BpeModel>> BpeModel::Create(
     const auto id = static_cast<int32_t>(id64);
     if (m->id_used_[id]) {
       return InvalidArgumentError(m->source_ + ": id " + std::to_string(id) +
-                                  " is used by both \"" + m->id_to_token_[id] + "\" and \"" +
-                                  text + "\"");
+                                  " is used by both \"" + m->id_to_token_[id] + "\" and \"" + text +
+                                  "\"");
     }
     auto [it, inserted] = m->vocab_.emplace(text, id);
     if (!inserted) {
       return InvalidArgumentError(m->source_ + ": token \"" + text + "\" appears twice (ids " +
-                                  std::to_string(it->second) + " and " + std::to_string(id) +
-                                  ")");
+                                  std::to_string(it->second) + " and " + std::to_string(id) + ")");
     }
     m->id_used_[id] = true;
     m->id_to_token_[id] = std::move(text);
@@ -103,8 +101,8 @@ StatusOr<std::unique_ptr<BpeModel>> BpeModel::Create(
                           : merged == m->vocab_.end() ? "the token it makes"
                                                       : nullptr;
     if (missing != nullptr) {
-      return InvalidArgumentError(m->source_ + ": model.merges[" + std::to_string(rank) +
-                                  "] \"" + left + "\" + \"" + right + "\": " + missing +
+      return InvalidArgumentError(m->source_ + ": model.merges[" + std::to_string(rank) + "] \"" +
+                                  left + "\" + \"" + right + "\": " + missing +
                                   " is not in model.vocab");
     }
     if (rank >= static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
@@ -179,8 +177,8 @@ StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const Json& model,
         const auto& line = item.get_ref<const std::string&>();
         const size_t space = line.find(' ');
         if (space == std::string::npos || line.find(' ', space + 1) != std::string::npos) {
-          return reader.Error(where, "expected two tokens separated by one space, got " +
-                                         JsonExcerpt(item));
+          return reader.Error(
+              where, "expected two tokens separated by one space, got " + JsonExcerpt(item));
         }
         merges.emplace_back(line.substr(0, space), line.substr(space + 1));
       } else if (item.is_array() && item.size() == 2 && item[0].is_string() &&

@@ -47,8 +47,7 @@ class BpeModel {
   // tokens, or an unk_token that is not one.
   static StatusOr<std::unique_ptr<BpeModel>> Create(
       std::vector<std::pair<std::string, int64_t>> vocab,
-      std::vector<std::pair<std::string, std::string>> merges, Options options,
-      std::string source);
+      std::vector<std::pair<std::string, std::string>> merges, Options options, std::string source);
 
   // Reads tokenizer.json's "model" object (type BPE). Errors as Create, plus
   // InvalidArgument for malformed fields and Unimplemented for dropout,

@@ -19,11 +19,10 @@ StatusOr<int32_t> Special(const Tokenizer& tokenizer, std::string_view text,
                           ChatTemplateKind kind) {
   std::optional<int32_t> id = tokenizer.TokenId(text);
   if (!id) {
-    return InvalidArgumentError("the " + std::string(ChatTemplateKindName(kind)) +
-                                " chat template needs the token \"" + std::string(text) +
-                                "\", which " + tokenizer.Describe() +
-                                " lacks; pick the model's template with --chat-template (" +
-                                std::string(kChoices) + ")");
+    return InvalidArgumentError(
+        "the " + std::string(ChatTemplateKindName(kind)) + " chat template needs the token \"" +
+        std::string(text) + "\", which " + tokenizer.Describe() +
+        " lacks; pick the model's template with --chat-template (" + std::string(kChoices) + ")");
   }
   return *id;
 }
@@ -57,7 +56,8 @@ Status CheckRoles(const std::vector<ChatMessage>& messages) {
     assistant = assistant || role == "assistant";
   }
   if (!assistant) {
-    return InvalidArgumentError("the conversation has no assistant message, so nothing to train on");
+    return InvalidArgumentError(
+        "the conversation has no assistant message, so nothing to train on");
   }
   return Status::Ok();
 }
@@ -140,7 +140,7 @@ StatusOr<ChatTemplate> DetectChatTemplate(std::string_view jinja) {
   }
   if (jinja.find("[INST]") != std::string_view::npos) {
     t.kind = jinja.find("<<SYS>>") != std::string_view::npos ? ChatTemplateKind::kLlama2
-                                                              : ChatTemplateKind::kMistral;
+                                                             : ChatTemplateKind::kMistral;
     return t;
   }
   return InvalidArgumentError(

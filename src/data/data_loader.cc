@@ -101,9 +101,9 @@ StatusOr<DataLoader> DataLoader::CreateFromRows(RowSet rows, const DataLoaderOpt
                                 std::to_string(options.seq_len));
   }
   const size_t cells = static_cast<size_t>(rows.rows) * static_cast<size_t>(rows.seq_len);
-  if (rows.inputs.size() != cells || rows.targets.size() != cells ||
-      (!rows.positions.empty() && rows.positions.size() != cells)) {
-    return InvalidArgumentError("data loader for " + name + ": the row arrays are not rows x seq_len");
+  if (rows.inputs.size() != cells || rows.targets.size() != cells) {
+    return InvalidArgumentError("data loader for " + name +
+                                ": the row arrays are not rows x seq_len");
   }
   const int64_t n = rows.rows;
   const int64_t b = options.batch;
@@ -118,10 +118,10 @@ StatusOr<DataLoader> DataLoader::CreateFromRows(RowSet rows, const DataLoaderOpt
         static_cast<int64_t>(std::ceil(options.eval_fraction * static_cast<double>(n))), b);
     if (n - num_eval < b) {
       return InvalidArgumentError(
-          name + " makes " + std::to_string(n) + " rows; holding out " +
-          std::to_string(num_eval) + " for evaluation (eval_fraction " +
-          std::to_string(options.eval_fraction) + ", at least one micro-batch) leaves " +
-          std::to_string(n - num_eval) + " to train on, but " + need +
+          name + " makes " + std::to_string(n) + " rows; holding out " + std::to_string(num_eval) +
+          " for evaluation (eval_fraction " + std::to_string(options.eval_fraction) +
+          ", at least one micro-batch) leaves " + std::to_string(n - num_eval) +
+          " to train on, but " + need +
           "; lower the eval fraction (0 turns the held-out split off) or batch, or add data");
     }
   }
@@ -153,7 +153,6 @@ const std::vector<int64_t>& DataLoader::OrderFor(int64_t epoch) {
 void DataLoader::FillRows(const int64_t* starts, TokenBatch* out) const {
   const int b = options_.batch;
   const int t = options_.seq_len;
-  out->positions.clear();
   out->batch = b;
   out->seq_len = t;
   out->inputs.resize(static_cast<size_t>(b) * t);
@@ -173,14 +172,10 @@ void DataLoader::CopyRows(const int64_t* indices, TokenBatch* out) const {
   out->seq_len = options_.seq_len;
   out->inputs.resize(b * t);
   out->targets.resize(b * t);
-  out->positions.resize(rows_->positions.empty() ? 0 : b * t);
   for (int r = 0; r < b; ++r) {
     const size_t from = static_cast<size_t>(indices[r]) * t;
     std::copy_n(rows_->inputs.begin() + from, t, out->inputs.begin() + r * t);
     std::copy_n(rows_->targets.begin() + from, t, out->targets.begin() + r * t);
-    if (!rows_->positions.empty()) {
-      std::copy_n(rows_->positions.begin() + from, t, out->positions.begin() + r * t);
-    }
   }
 }
 
@@ -232,11 +227,11 @@ Status DataLoader::Seek(const DataPosition& position) {
 }
 
 nlohmann::json DataLoader::SaveState() const {
-  return nlohmann::json{{"format", kStateFormat},       {"version", kStateVersion},
-                        {"epoch", position_.epoch},     {"index", position_.index},
-                        {"shuffle", options_.shuffle},  {"seed", options_.seed},
-                        {"batch", options_.batch},      {"seq_len", options_.seq_len},
-                        {"num_tokens", NumTokens()},    {"num_train_tokens", num_train_tokens_}};
+  return nlohmann::json{{"format", kStateFormat},      {"version", kStateVersion},
+                        {"epoch", position_.epoch},    {"index", position_.index},
+                        {"shuffle", options_.shuffle}, {"seed", options_.seed},
+                        {"batch", options_.batch},     {"seq_len", options_.seq_len},
+                        {"num_tokens", NumTokens()},   {"num_train_tokens", num_train_tokens_}};
 }
 
 Status DataLoader::RestoreState(const nlohmann::json& state) {

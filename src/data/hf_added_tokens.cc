@@ -45,8 +45,8 @@ StatusOr<std::vector<AddedToken>> ParseHfAddedTokens(const Json* list, const Jso
     const Json* id = JsonReader::Find(item, "id");
     if (id == nullptr) return reader.Error(path + ".id", "is missing");
     int64_t id64 = 0;
-    TF_RETURN_IF_ERROR(reader.Int(*id, path + ".id", 0,
-                                  int64_t{std::numeric_limits<int32_t>::max()} - 1, &id64));
+    TF_RETURN_IF_ERROR(
+        reader.Int(*id, path + ".id", 0, int64_t{std::numeric_limits<int32_t>::max()} - 1, &id64));
     t.id = static_cast<int32_t>(id64);
     TF_ASSIGN_OR_RETURN(t.content, RequiredString(item, reader, path, "content"));
     if (t.content.empty()) return reader.Error(path + ".content", "is empty");

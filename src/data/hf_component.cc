@@ -71,8 +71,8 @@ Status UnsupportedComponent(const JsonReader& reader, const std::string& path,
                             std::string_view kind, std::string_view type,
                             std::string_view supported) {
   return UnimplementedError(reader.label() + ": " + path + ": the " + std::string(kind) + " \"" +
-                            std::string(type) + "\" is not supported (tierflow reads: " +
-                            std::string(supported) + ")");
+                            std::string(type) +
+                            "\" is not supported (tierflow reads: " + std::string(supported) + ")");
 }
 
 std::string ReplaceAll(std::string_view text, std::string_view from, std::string_view to) {

@@ -167,7 +167,8 @@ StatusOr<std::unique_ptr<HfDecoder>> ParseHfDecoder(const Json* spec, const Json
                                 ": a Replace decoder needs a non-empty {\"String\": ...} pattern");
     }
     TF_ASSIGN_OR_RETURN(std::string content, RequiredString(*spec, reader, path, "content"));
-    return std::unique_ptr<HfDecoder>(std::make_unique<Replace>(std::move(pattern.literal), std::move(content)));
+    return std::unique_ptr<HfDecoder>(
+        std::make_unique<Replace>(std::move(pattern.literal), std::move(content)));
   }
   if (type == "Strip") {
     TF_ASSIGN_OR_RETURN(std::string content, RequiredString(*spec, reader, path, "content"));
@@ -179,8 +180,8 @@ StatusOr<std::unique_ptr<HfDecoder>> ParseHfDecoder(const Json* spec, const Json
     if (const Json* v = JsonReader::Find(*spec, "stop")) {
       TF_RETURN_IF_ERROR(reader.Int(*v, path + ".stop", 0, 1 << 20, &stop));
     }
-    return std::unique_ptr<HfDecoder>(std::make_unique<Strip>(std::move(content), static_cast<int>(start),
-                                   static_cast<int>(stop)));
+    return std::unique_ptr<HfDecoder>(std::make_unique<Strip>(
+        std::move(content), static_cast<int>(start), static_cast<int>(stop)));
   }
   if (type == "Metaspace") {
     TF_ASSIGN_OR_RETURN(std::string replacement,
@@ -192,10 +193,10 @@ StatusOr<std::unique_ptr<HfDecoder>> ParseHfDecoder(const Json* spec, const Json
       TF_RETURN_IF_ERROR(reader.String(*scheme, path + ".prepend_scheme", &name));
       strip_first = name != "never";
     } else {
-      TF_ASSIGN_OR_RETURN(strip_first,
-                          OptionalBool(*spec, reader, path, "add_prefix_space", true));
+      TF_ASSIGN_OR_RETURN(strip_first, OptionalBool(*spec, reader, path, "add_prefix_space", true));
     }
-    return std::unique_ptr<HfDecoder>(std::make_unique<Metaspace>(std::move(replacement), strip_first));
+    return std::unique_ptr<HfDecoder>(
+        std::make_unique<Metaspace>(std::move(replacement), strip_first));
   }
   if (type == "Sequence") {
     TF_ASSIGN_OR_RETURN(const Json* list, RequiredArray(*spec, reader, path, "decoders"));

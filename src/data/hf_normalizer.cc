@@ -4,8 +4,8 @@
 #include <cstdlib>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <utf8proc.h>
+#include <nlohmann/json.hpp>
 
 #include "data/hf_component.h"
 #include "data/regex_pattern.h"
@@ -22,10 +22,9 @@ class UnicodeForm final : public HfNormalizer {
   StatusOr<std::string> Apply(std::string text) const override {
     if (text.empty()) return text;
     utf8proc_uint8_t* out = nullptr;
-    const utf8proc_ssize_t n =
-        utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
-                     static_cast<utf8proc_ssize_t>(text.size()), &out,
-                     static_cast<utf8proc_option_t>(options_));
+    const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
+                                            static_cast<utf8proc_ssize_t>(text.size()), &out,
+                                            static_cast<utf8proc_option_t>(options_));
     if (n < 0) {
       return InvalidArgumentError(std::string("Unicode normalization failed: ") +
                                   utf8proc_errmsg(n));
@@ -122,13 +121,18 @@ StatusOr<std::unique_ptr<HfNormalizer>> ParseHfNormalizer(const Json* spec,
   if (spec == nullptr) return std::unique_ptr<HfNormalizer>();
   TF_ASSIGN_OR_RETURN(std::string type, ComponentTypeOf(*spec, reader, path));
   const int kStable = UTF8PROC_STABLE;
-  if (type == "NFC") return std::unique_ptr<HfNormalizer>(std::make_unique<UnicodeForm>(kStable | UTF8PROC_COMPOSE));
-  if (type == "NFD") return std::unique_ptr<HfNormalizer>(std::make_unique<UnicodeForm>(kStable | UTF8PROC_DECOMPOSE));
+  if (type == "NFC")
+    return std::unique_ptr<HfNormalizer>(std::make_unique<UnicodeForm>(kStable | UTF8PROC_COMPOSE));
+  if (type == "NFD")
+    return std::unique_ptr<HfNormalizer>(
+        std::make_unique<UnicodeForm>(kStable | UTF8PROC_DECOMPOSE));
   if (type == "NFKC") {
-    return std::unique_ptr<HfNormalizer>(std::make_unique<UnicodeForm>(kStable | UTF8PROC_COMPOSE | UTF8PROC_COMPAT));
+    return std::unique_ptr<HfNormalizer>(
+        std::make_unique<UnicodeForm>(kStable | UTF8PROC_COMPOSE | UTF8PROC_COMPAT));
   }
   if (type == "NFKD") {
-    return std::unique_ptr<HfNormalizer>(std::make_unique<UnicodeForm>(kStable | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT));
+    return std::unique_ptr<HfNormalizer>(
+        std::make_unique<UnicodeForm>(kStable | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT));
   }
   if (type == "Prepend") {
     TF_ASSIGN_OR_RETURN(std::string prefix, RequiredString(*spec, reader, path, "prepend"));
@@ -137,9 +141,12 @@ StatusOr<std::unique_ptr<HfNormalizer>> ParseHfNormalizer(const Json* spec,
   if (type == "Replace") {
     TF_ASSIGN_OR_RETURN(HfPattern pattern, ParseHfPattern(*spec, reader, path));
     TF_ASSIGN_OR_RETURN(std::string content, RequiredString(*spec, reader, path, "content"));
-    if (pattern.regex) return std::unique_ptr<HfNormalizer>(std::make_unique<ReplaceRegex>(*std::move(pattern.regex), content));
+    if (pattern.regex)
+      return std::unique_ptr<HfNormalizer>(
+          std::make_unique<ReplaceRegex>(*std::move(pattern.regex), content));
     if (pattern.literal.empty()) return reader.Error(path + ".pattern", "the pattern is empty");
-    return std::unique_ptr<HfNormalizer>(std::make_unique<ReplaceString>(std::move(pattern.literal), std::move(content)));
+    return std::unique_ptr<HfNormalizer>(
+        std::make_unique<ReplaceString>(std::move(pattern.literal), std::move(content)));
   }
   if (type == "Strip") {
     TF_ASSIGN_OR_RETURN(bool left, OptionalBool(*spec, reader, path, "strip_left", true));

@@ -120,8 +120,8 @@ Status SplitPieces(std::vector<TextPiece>* pieces, bool invert, Behavior behavio
     TF_ASSIGN_OR_RETURN(std::vector<Range> matches, find(piece.text));
     for (const Range& r : SplitRanges(piece.text.size(), matches, invert, behavior)) {
       if (r.second > r.first) {
-        out.push_back({piece.text.substr(r.first, r.second - r.first),
-                       piece.at_start && r.first == 0});
+        out.push_back(
+            {piece.text.substr(r.first, r.second - r.first), piece.at_start && r.first == 0});
       }
     }
   }
@@ -166,8 +166,8 @@ class Metaspace final : public HfPreTokenizer {
   Status Apply(std::vector<TextPiece>* pieces) const override {
     for (TextPiece& piece : *pieces) {
       piece.text = ReplaceAll(piece.text, " ", replacement_);
-      const bool prepend = scheme_ == PrependScheme::kAlways ||
-                           (scheme_ == PrependScheme::kFirst && piece.at_start);
+      const bool prepend =
+          scheme_ == PrependScheme::kAlways || (scheme_ == PrependScheme::kFirst && piece.at_start);
       if (prepend && piece.text.compare(0, replacement_.size(), replacement_) != 0) {
         piece.text.insert(0, replacement_);
       }
@@ -256,7 +256,8 @@ StatusOr<std::unique_ptr<HfPreTokenizer>> ParseHfPreTokenizer(const Json* spec,
     if (!pattern.regex && pattern.literal.empty()) {
       return reader.Error(path + ".pattern", "the pattern is empty");
     }
-    return std::unique_ptr<HfPreTokenizer>(std::make_unique<Split>(std::move(pattern), behavior, invert));
+    return std::unique_ptr<HfPreTokenizer>(
+        std::make_unique<Split>(std::move(pattern), behavior, invert));
   }
   if (type == "Metaspace") {
     TF_ASSIGN_OR_RETURN(std::string replacement,
@@ -264,7 +265,8 @@ StatusOr<std::unique_ptr<HfPreTokenizer>> ParseHfPreTokenizer(const Json* spec,
     if (replacement.empty()) return reader.Error(path + ".replacement", "is empty");
     TF_ASSIGN_OR_RETURN(PrependScheme scheme, ParsePrependScheme(*spec, reader, path));
     TF_ASSIGN_OR_RETURN(bool split, OptionalBool(*spec, reader, path, "split", true));
-    return std::unique_ptr<HfPreTokenizer>(std::make_unique<Metaspace>(std::move(replacement), scheme, split));
+    return std::unique_ptr<HfPreTokenizer>(
+        std::make_unique<Metaspace>(std::move(replacement), scheme, split));
   }
   if (type == "Sequence") {
     TF_ASSIGN_OR_RETURN(const Json* list, RequiredArray(*spec, reader, path, "pretokenizers"));

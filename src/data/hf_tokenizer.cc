@@ -1,8 +1,8 @@
 // HfTokenizer: loading tokenizer.json, the encode pipeline, decoding.
 #include "data/hf_tokenizer.h"
 
-#include <algorithm>
 #include <sys/stat.h>
+#include <algorithm>
 
 #include <nlohmann/json.hpp>
 
@@ -68,8 +68,8 @@ Status ParsePostProcessor(const Json* spec, const JsonReader& reader, const std:
       if (entry == nullptr) {
         return reader.Error(path + ".special_tokens", "has no entry for \"" + name + "\"");
       }
-      TF_ASSIGN_OR_RETURN(const Json* ids, RequiredArray(*entry, reader,
-                                                         path + ".special_tokens." + name, "ids"));
+      TF_ASSIGN_OR_RETURN(const Json* ids,
+                          RequiredArray(*entry, reader, path + ".special_tokens." + name, "ids"));
       for (size_t k = 0; k < ids->size(); ++k) {
         int64_t id = 0;
         TF_RETURN_IF_ERROR(reader.Int((*ids)[k], path + ".special_tokens." + name + ".ids", 0,
@@ -128,16 +128,18 @@ StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Create(std::string_view toke
                               "Mistral), not WordPiece, Unigram or WordLevel ones");
   }
   TF_ASSIGN_OR_RETURN(t->model_, BpeModel::FromJson(*model, reader));
-  TF_ASSIGN_OR_RETURN(t->normalizer_,
-                      ParseHfNormalizer(JsonReader::Find(root, "normalizer"), reader, "normalizer"));
-  TF_ASSIGN_OR_RETURN(t->pre_tokenizer_, ParseHfPreTokenizer(JsonReader::Find(root, "pre_tokenizer"),
-                                                             reader, "pre_tokenizer"));
+  TF_ASSIGN_OR_RETURN(t->normalizer_, ParseHfNormalizer(JsonReader::Find(root, "normalizer"),
+                                                        reader, "normalizer"));
+  TF_ASSIGN_OR_RETURN(
+      t->pre_tokenizer_,
+      ParseHfPreTokenizer(JsonReader::Find(root, "pre_tokenizer"), reader, "pre_tokenizer"));
   TF_ASSIGN_OR_RETURN(t->decoder_,
                       ParseHfDecoder(JsonReader::Find(root, "decoder"), reader, "decoder"));
-  TF_ASSIGN_OR_RETURN(t->added_, ParseHfAddedTokens(JsonReader::Find(root, "added_tokens"), reader));
+  TF_ASSIGN_OR_RETURN(t->added_,
+                      ParseHfAddedTokens(JsonReader::Find(root, "added_tokens"), reader));
   Template tmpl;
-  TF_RETURN_IF_ERROR(
-      ParsePostProcessor(JsonReader::Find(root, "post_processor"), reader, "post_processor", &tmpl));
+  TF_RETURN_IF_ERROR(ParsePostProcessor(JsonReader::Find(root, "post_processor"), reader,
+                                        "post_processor", &tmpl));
 
   int32_t size = t->model_->size();
   std::vector<AddedToken> raw, normalized;
@@ -152,12 +154,14 @@ StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Create(std::string_view toke
   t->raw_matcher_ = AddedTokenMatcher(std::move(raw));
   t->normalized_matcher_ = AddedTokenMatcher(std::move(normalized));
   for (int32_t id : tmpl.prefix) {
-    if (id >= size) return reader.Error("post_processor", "adds token id " + std::to_string(id) +
-                                                              ", outside the vocabulary");
+    if (id >= size)
+      return reader.Error("post_processor",
+                          "adds token id " + std::to_string(id) + ", outside the vocabulary");
   }
   for (int32_t id : tmpl.suffix) {
-    if (id >= size) return reader.Error("post_processor", "adds token id " + std::to_string(id) +
-                                                              ", outside the vocabulary");
+    if (id >= size)
+      return reader.Error("post_processor",
+                          "adds token id " + std::to_string(id) + ", outside the vocabulary");
   }
 
   // BOS/EOS: tokenizer_config.json names them; without it, the post-processor's

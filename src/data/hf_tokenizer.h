@@ -80,10 +80,10 @@ class HfTokenizer final : public Tokenizer {
   std::unique_ptr<HfDecoder> decoder_;
   std::vector<AddedToken> added_;
   std::unordered_map<int32_t, std::string> added_text_;  // by id
-  AddedTokenMatcher raw_matcher_;         // added tokens with normalized = false
-  AddedTokenMatcher normalized_matcher_;  // the others
-  std::vector<int32_t> prefix_;           // post-processor tokens before the text
-  std::vector<int32_t> suffix_;           // and after
+  AddedTokenMatcher raw_matcher_;                        // added tokens with normalized = false
+  AddedTokenMatcher normalized_matcher_;                 // the others
+  std::vector<int32_t> prefix_;                          // post-processor tokens before the text
+  std::vector<int32_t> suffix_;                          // and after
   std::optional<int32_t> bos_token_;
   std::optional<int32_t> eos_token_;
   std::string chat_template_;

@@ -22,11 +22,7 @@ constexpr std::string_view kAlpacaNoInput =
     "Below is an instruction that describes a task. Write a response that appropriately "
     "completes the request.\n\n### Instruction:\n";
 
-// A sample tokenized: ids and whether each is a trained target.
-struct Tokenized {
-  std::vector<int32_t> ids;
-  std::vector<bool> trained;
-};
+using Tokenized = TokenizedSample;
 
 size_t CommonPrefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
   size_t n = 0;
@@ -79,8 +75,10 @@ Status EncodeRun(const std::vector<const RenderedPart*>& run, bool at_start,
   return Status::Ok();
 }
 
-StatusOr<Tokenized> EncodeParts(const std::vector<RenderedPart>& parts,
-                                const Tokenizer& tokenizer) {
+}  // namespace
+
+StatusOr<TokenizedSample> TokenizeRendered(const std::vector<RenderedPart>& parts,
+                                           const Tokenizer& tokenizer) {
   Tokenized out;
   std::vector<const RenderedPart*> run;
   bool at_start = true;
@@ -104,6 +102,8 @@ StatusOr<Tokenized> EncodeParts(const std::vector<RenderedPart>& parts,
   TF_RETURN_IF_ERROR(flush());
   return out;
 }
+
+namespace {
 
 StatusOr<std::string> StringField(const Json& doc, std::string_view key, const std::string& where,
                                   bool required) {
@@ -132,7 +132,8 @@ StatusOr<std::vector<ChatMessage>> ReadMessages(const Json& doc, const std::stri
     const Json& m = (*it)[i];
     const std::string field = where + ": messages[" + std::to_string(i) + "]";
     if (!m.is_object()) {
-      return InvalidArgumentError(field + " is a " + std::string((m).type_name()) + ", not an object");
+      return InvalidArgumentError(field + " is a " + std::string((m).type_name()) +
+                                  ", not an object");
     }
     ChatMessage message;
     TF_ASSIGN_OR_RETURN(message.role, StringField(m, "role", field, true));
@@ -157,8 +158,8 @@ std::vector<RenderedPart> PlainParts(std::string prompt, std::string response,
 // The parts of one JSONL line.
 StatusOr<std::vector<RenderedPart>> RenderLine(const Json& doc, const InstructionOptions& options,
                                                const std::optional<ChatTemplate>& tmpl,
-                                               const Tokenizer& tokenizer,
-                                               const std::string& where, RenderStats* stats) {
+                                               const Tokenizer& tokenizer, const std::string& where,
+                                               RenderStats* stats) {
   std::vector<ChatMessage> messages;
   std::string prompt, response;
   switch (options.format) {
@@ -195,40 +196,23 @@ StatusOr<std::vector<RenderedPart>> RenderLine(const Json& doc, const Instructio
   return parts;
 }
 
-// Lays the samples into rows.
-RowSet BuildRows(const std::vector<Tokenized>& samples, const InstructionOptions& options,
-                 int32_t pad, const std::string& name) {
-  const int t = options.seq_len;
+// One row per sample, padded with `pad` after its end.
+RowSet BuildRows(const std::vector<Tokenized>& samples, int seq_len, int32_t pad,
+                 const std::string& name) {
+  const size_t t = static_cast<size_t>(seq_len);
   RowSet rows;
   rows.name = name;
-  rows.seq_len = t;
-  const auto new_row = [&] {
-    rows.inputs.insert(rows.inputs.end(), static_cast<size_t>(t), pad);
-    rows.targets.insert(rows.targets.end(), static_cast<size_t>(t), kIgnoreTarget);
-    if (options.packing) rows.positions.insert(rows.positions.end(), static_cast<size_t>(t), 0);
-    ++rows.rows;
-  };
-  int used = t;  // tokens used in the current row; t forces a new row first
-  for (const Tokenized& s : samples) {
-    const int n = static_cast<int>(s.ids.size()) - 1;  // inputs this sample fills
-    if (!options.packing || used + n > t) {
-      new_row();
-      used = 0;
+  rows.seq_len = seq_len;
+  rows.rows = static_cast<int64_t>(samples.size());
+  rows.inputs.assign(samples.size() * t, pad);
+  rows.targets.assign(samples.size() * t, kIgnoreTarget);
+  for (size_t r = 0; r < samples.size(); ++r) {
+    const Tokenized& s = samples[r];
+    const size_t n = s.ids.size() - 1;  // inputs this sample fills (<= seq_len)
+    for (size_t j = 0; j < n; ++j) {
+      rows.inputs[r * t + j] = s.ids[j];
+      rows.targets[r * t + j] = s.trained[j + 1] ? s.ids[j + 1] : kIgnoreTarget;
     }
-    const size_t base = static_cast<size_t>(rows.rows - 1) * t + used;
-    for (int j = 0; j < n; ++j) {
-      rows.inputs[base + j] = s.ids[j];
-      rows.targets[base + j] = s.trained[j + 1] ? s.ids[j + 1] : kIgnoreTarget;
-      if (options.packing) rows.positions[base + j] = j;
-    }
-    // Padding positions continue the last sample's, so they never open a
-    // sample of their own that real tokens could attend into.
-    if (options.packing) {
-      for (int j = used + n; j < t; ++j) {
-        rows.positions[static_cast<size_t>(rows.rows - 1) * t + j] = n + (j - used - n);
-      }
-    }
-    used += n;
   }
   return rows;
 }
@@ -298,37 +282,38 @@ StatusOr<InstructionData> LoadInstructionData(const InstructionOptions& options,
       return InvalidArgumentError(parsed.message());
     }
     if (!doc.is_object()) {
-      return InvalidArgumentError(where + ": expected a JSON object, got a " + std::string((doc).type_name()));
+      return InvalidArgumentError(where + ": expected a JSON object, got a " +
+                                  std::string((doc).type_name()));
     }
     ++stats.samples;
     TF_ASSIGN_OR_RETURN(auto parts,
                         RenderLine(doc, options, tmpl, tokenizer, where, &render_stats));
-    auto tokenized = EncodeParts(parts, tokenizer);
+    auto tokenized = TokenizeRendered(parts, tokenizer);
     if (!tokenized.ok()) return tokenized.status().WithContext(where);
     Tokenized s = *std::move(tokenized);
     for (int32_t id : s.ids) {
       if (id < 0 || id >= options.vocab_size) {
-        return InvalidArgumentError(where + ": token id " + std::to_string(id) +
-                                    " is outside the model's vocabulary of " +
-                                    std::to_string(options.vocab_size) +
-                                    "; is this the model's tokenizer?");
+        return InvalidArgumentError(
+            where + ": token id " + std::to_string(id) + " is outside the model's vocabulary of " +
+            std::to_string(options.vocab_size) + "; is this the model's tokenizer?");
       }
     }
     const size_t limit = static_cast<size_t>(options.seq_len) + 1;
-    if (s.ids.size() > limit) {
+    const bool cut = s.ids.size() > limit;
+    if (cut) {
       if (options.drop_long) {
         ++stats.dropped_long;
         continue;
       }
       s.ids.resize(limit);
       s.trained.resize(limit);
-      ++stats.truncated;
     }
     const auto trained = std::count(s.trained.begin() + 1, s.trained.end(), true);
     if (s.ids.size() < 2 || trained == 0) {
       ++stats.dropped_untrained;
       continue;
     }
+    if (cut) ++stats.truncated;
     stats.trained_tokens += trained;
     stats.tokens += static_cast<int64_t>(s.ids.size()) - 1;
     samples.push_back(std::move(s));
@@ -342,8 +327,8 @@ StatusOr<InstructionData> LoadInstructionData(const InstructionOptions& options,
         std::to_string(options.seq_len + 1) + " tokens, " +
         std::to_string(stats.dropped_untrained) + " with no response token within seq_len)");
   }
-  data.rows = BuildRows(samples, options, tokenizer.eos_token().value_or(tokenizer.eot_token()),
-                        path);
+  data.rows = BuildRows(samples, options.seq_len,
+                        tokenizer.eos_token().value_or(tokenizer.eot_token()), path);
   stats.rows = data.rows.rows;
   return data;
 }

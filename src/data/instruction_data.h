@@ -26,18 +26,17 @@
 // or dropped, by option; a sample with no trained token left within seq_len
 // is dropped. Every count is reported in InstructionStats.
 //
-// Rows. Unpacked, each sample is one row, padded after its end (padding
-// targets are ignored). Packed, samples are laid end to end into rows of
-// seq_len tokens (a sample never spans two rows: one that does not fit starts
-// the next row), each sample's positions restarting at 0 (RowSet::positions),
-// and attention never crosses from one sample into another (the model keys
-// its mask off the positions).
+// Rows. Each sample is one row, padded after its end (padding targets are
+// ignored; causal attention never lets a sample see its padding). Packing
+// several samples per row needs positions restarting per sample and attention
+// kept within each, which the model's kernels do not take yet.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "data/chat_template.h"
 #include "data/row_set.h"
@@ -57,10 +56,9 @@ struct InstructionOptions {
   // Overrides the tokenizer's template (chat), or renders prompt-completion /
   // alpaca as conversations. Default: unset.
   std::optional<ChatTemplateKind> chat_template;
-  int seq_len = 0;            // T; REQUIRED > 0
-  bool drop_long = false;     // drop samples over T + 1 tokens instead of truncating them
-  bool packing = false;       // several samples per row (see above)
-  int32_t vocab_size = 0;     // the model's vocabulary; REQUIRED > 0
+  int seq_len = 0;         // T; REQUIRED > 0
+  bool drop_long = false;  // drop samples over T + 1 tokens instead of truncating them
+  int32_t vocab_size = 0;  // the model's vocabulary; REQUIRED > 0
 };
 
 struct InstructionStats {
@@ -80,6 +78,15 @@ struct InstructionData {
   RowSet rows;
   InstructionStats stats;
 };
+
+// A rendered sequence tokenized: its ids and which are trained targets (see
+// Masking above). Errors: the tokenizer's, for a text part it refuses.
+struct TokenizedSample {
+  std::vector<int32_t> ids;
+  std::vector<bool> trained;
+};
+StatusOr<TokenizedSample> TokenizeRendered(const std::vector<RenderedPart>& parts,
+                                           const Tokenizer& tokenizer);
 
 // Errors name the path, and for a line "path:LINE" and the field: not JSON,
 // not an object, a missing or mistyped field, an unknown role, text the

@@ -61,8 +61,8 @@ StatusOr<std::vector<std::pair<size_t, size_t>>> RegexPattern::FindAll(
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   size_t start = 0;
   while (start < text.size()) {
-    const int rc = pcre2_match(code_->code, subject, text.size(), start, PCRE2_NO_UTF_CHECK, data,
-                               nullptr);
+    const int rc =
+        pcre2_match(code_->code, subject, text.size(), start, PCRE2_NO_UTF_CHECK, data, nullptr);
     if (rc == PCRE2_ERROR_NOMATCH) break;
     if (rc < 0) {
       return InternalError("regex \"" + pattern_ + "\" failed: " + PcreMessage(rc));

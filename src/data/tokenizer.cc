@@ -53,9 +53,10 @@ StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& spec) {
         return std::unique_ptr<Tokenizer>(std::move(t));
       }
     }
-    return NotFoundError("no tokenizer in directory " + spec +
-                         ": expected tokenizer.json, tokenizer.model, vocab.json + merges.txt, or encoder.json + "
-                         "vocab.bpe");
+    return NotFoundError(
+        "no tokenizer in directory " + spec +
+        ": expected tokenizer.json, tokenizer.model, vocab.json + merges.txt, or encoder.json + "
+        "vocab.bpe");
   }
   if (IsFile(spec)) {
     if (EndsWith(spec, ".model")) {

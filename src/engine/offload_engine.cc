@@ -273,20 +273,37 @@ StatusOr<StepStats> OffloadEngine::Step(const std::vector<MicroBatch>& micro_bat
   // with its Synchronize): the step's spans are timed from here.
   TF_RETURN_IF_ERROR(device_spans_->Anchor(*compute_));
   landing_ = k_total == 1;
+  // Each micro-batch's weight in the step's mean: its share of the counted
+  // targets when every micro-batch counts them, else 1/K.
+  std::vector<double> weight(static_cast<size_t>(k_total), 1.0 / k_total);
+  {
+    int64_t counted = 0;
+    bool all_counted = true;
+    for (const MicroBatch& mb : micro_batches) {
+      all_counted = all_counted && mb.loss_tokens >= 0;
+      counted += std::max<int64_t>(mb.loss_tokens, 0);
+    }
+    if (all_counted && counted > 0) {
+      for (int k = 0; k < k_total; ++k) {
+        weight[k] =
+            static_cast<double>(micro_batches[k].loss_tokens) / static_cast<double>(counted);
+      }
+    }
+  }
   double loss_sum = 0;
   for (int k = 0; k < k_total; ++k) {
     current_micro_ = k;
     for (auto& pieces : unit_pieces_) pieces.clear();
     TF_ASSIGN_OR_RETURN(DeviceSpans::Started span, device_spans_->Begin(*compute_));
     TF_RETURN_IF_ERROR(DrainOnError(model_.ForwardBackward(
-        *compute_, micro_batches[k], loss_scale / static_cast<float>(k_total), *this)));
+        *compute_, micro_batches[k], static_cast<float>(loss_scale * weight[k]), *this)));
     TF_RETURN_IF_ERROR(DrainOnError(CheckGradsComplete()));
     TF_RETURN_IF_ERROR(DrainOnError(device_spans_->End(*compute_, std::move(span), "compute",
                                                        "fwd+bwd micro " + std::to_string(k))));
     TF_RETURN_IF_ERROR(compute_->Synchronize());
     TF_RETURN_IF_ERROR(device_spans_->Collect());
     TF_ASSIGN_OR_RETURN(float loss, model_.LastLoss());
-    loss_sum += loss;
+    loss_sum += weight[k] * loss;
   }
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] {
@@ -295,7 +312,7 @@ StatusOr<StepStats> OffloadEngine::Step(const std::vector<MicroBatch>& micro_bat
   });
   if (!worker_error_.ok()) return worker_error_;
   StepContext* ctx = FindStep(step_id);
-  ctx->stats.loss = static_cast<float>(loss_sum / k_total);
+  ctx->stats.loss = static_cast<float>(loss_sum);
   return ctx->stats;
 }
 

@@ -38,6 +38,13 @@ struct MicroBatch {
   const float* dense_targets = nullptr;  // (batch, out_features)
   int batch = 0;
   int seq_len = 0;
+  // The targets the model's loss averages over (those not ignored), counted
+  // by the caller; -1 = not counted. When every micro-batch of a step gives a
+  // count and they sum above 0, the step's loss (and gradient) is the mean
+  // over all of them together: micro-batch k weighs count_k / sum, not 1/K,
+  // so a sample's tokens count the same whatever micro-batch they land in
+  // (instruction data, where responses differ in length).
+  int64_t loss_tokens = -1;
 };
 
 class UnitAccess {

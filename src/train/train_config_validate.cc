@@ -100,16 +100,14 @@ Status ValidateTrainConfig(const TrainConfig& c) {
   }
   // Instruction-only settings with other data would be accepted and ignored.
   if (!instruction && !c.chat_template.empty()) {
-    return Bad("chat_template", "applies to instruction data only; set data_format to "
-                                "prompt-completion, alpaca or chat");
-  }
-  if (!instruction && c.packing) {
-    return Bad("packing", "applies to instruction data only (text is always packed); set "
-                          "data_format to prompt-completion, alpaca or chat");
+    return Bad("chat_template",
+               "applies to instruction data only; set data_format to "
+               "prompt-completion, alpaca or chat");
   }
   if (!instruction && c.truncation != "truncate") {
-    return Bad("truncation", "applies to instruction data only; set data_format to "
-                             "prompt-completion, alpaca or chat");
+    return Bad("truncation",
+               "applies to instruction data only; set data_format to "
+               "prompt-completion, alpaca or chat");
   }
   if (instruction && !c.token_dtype.empty()) {
     return Bad("token_dtype", "is for pre-tokenized files; instruction data is JSONL text");

@@ -19,8 +19,8 @@
 #include "common/trace.h"
 #include "common/units.h"
 #include "data/data_loader.h"
-#include "data/text_dataset.h"
 #include "data/instruction_data.h"
+#include "data/text_dataset.h"
 #include "data/tokenizer.h"
 #include "engine/master_weights.h"
 #include "engine/offload_engine.h"
@@ -119,12 +119,11 @@ EngineOptions MakeEngineOptions(const TrainConfig& c, DType dtype,
 }
 
 std::string DescribeInstructionData(const InstructionOptions& o, const InstructionStats& s) {
-  std::string out = "instruction data " + o.path + " (" +
-                    std::string(InstructionFormatName(o.format)) + ", " +
-                    (s.chat_template.empty() ? std::string("plain prompt + response")
-                                             : s.chat_template + " chat template") +
-                    "): " + std::to_string(s.samples) + " samples, " + std::to_string(s.kept) +
-                    " kept";
+  std::string out =
+      "instruction data " + o.path + " (" + std::string(InstructionFormatName(o.format)) + ", " +
+      (s.chat_template.empty() ? std::string("plain prompt + response")
+                               : s.chat_template + " chat template") +
+      "): " + std::to_string(s.samples) + " samples, " + std::to_string(s.kept) + " kept";
   if (s.truncated > 0) out += " (" + std::to_string(s.truncated) + " truncated at seq_len)";
   if (s.dropped_long > 0) {
     out += ", " + std::to_string(s.dropped_long) + " dropped as longer than seq_len";
@@ -137,8 +136,8 @@ std::string DescribeInstructionData(const InstructionOptions& o, const Instructi
            " system messages not shown by the mistral template";
   }
   out += "; " + std::to_string(s.trained_tokens) + " of " + std::to_string(s.tokens) +
-         " tokens trained on, in " + std::to_string(s.rows) + (o.packing ? " packed" : "") +
-         " rows of " + std::to_string(o.seq_len);
+         " tokens trained on, in " + std::to_string(s.rows) + " rows of " +
+         std::to_string(o.seq_len);
   return out;
 }
 
@@ -148,6 +147,10 @@ MicroBatch ToMicroBatch(const TokenBatch& b) {
   mb.targets = b.targets.data();
   mb.batch = b.batch;
   mb.seq_len = b.seq_len;
+  // The step's loss is then the mean over every trained target of its
+  // micro-batches (instruction data masks prompts, so counts differ).
+  mb.loss_tokens = std::count_if(b.targets.begin(), b.targets.end(),
+                                 [](int32_t t) { return t != kIgnoreTarget; });
   return mb;
 }
 
@@ -453,7 +456,6 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
       }
       options.seq_len = config.seq_len;
       options.drop_long = config.truncation == "drop";
-      options.packing = config.packing;
       options.vocab_size = model_vocab;
       TF_ASSIGN_OR_RETURN(InstructionData data, LoadInstructionData(options, *tokenizer));
       reporter.OnNote(DescribeInstructionData(options, data.stats));
@@ -646,14 +648,19 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
     TF_RETURN_IF_ERROR(engine->Finish().status());
     const int64_t n = std::min<int64_t>(config.eval_batches, loader.num_eval_batches());
     if (n <= 0) return -1.0;
+    // The mean over every evaluated target (batches weighted by their
+    // counted targets, as a step's micro-batches are).
     double sum = 0;
+    int64_t counted = 0;
     TokenBatch b;
     for (int64_t i = 0; i < n; ++i) {
       loader.EvalBatch(i, &b);
-      TF_ASSIGN_OR_RETURN(float loss, engine->EvaluateLoss(ToMicroBatch(b)));
-      sum += loss;
+      const MicroBatch mb = ToMicroBatch(b);
+      TF_ASSIGN_OR_RETURN(float loss, engine->EvaluateLoss(mb));
+      sum += static_cast<double>(loss) * static_cast<double>(mb.loss_tokens);
+      counted += mb.loss_tokens;
     }
-    return sum / static_cast<double>(n);
+    return counted > 0 ? sum / static_cast<double>(counted) : 0.0;
   };
 
   double last_loss = 0;

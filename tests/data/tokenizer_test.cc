@@ -12,8 +12,8 @@
 #include "common/cancel.h"
 #include "data/byte_tokenizer.h"
 #include "data/gpt2_bpe_tokenizer.h"
-#include "data/hf_tokenizer.h"
 #include "data/gpt2_byte_level.h"
+#include "data/hf_tokenizer.h"
 #include "tests/data/data_test_util.h"
 
 namespace tierflow {
@@ -265,17 +265,15 @@ TEST(HfTokenizerJson, UnsupportedComponentsAreUnimplementedNotMisread) {
   nlohmann::json lowercase = root;
   lowercase["normalizer"] = {{"type", "Lowercase"}};
   nlohmann::json digits = root;
-  digits["pre_tokenizer"] = {
-      {"type", "Sequence"},
-      {"pretokenizers", {{{"type", "ByteLevel"}}, {{"type", "Digits"}}}}};
+  digits["pre_tokenizer"] = {{"type", "Sequence"},
+                             {"pretokenizers", {{{"type", "ByteLevel"}}, {{"type", "Digits"}}}}};
   nlohmann::json wordpiece_decoder = root;
   wordpiece_decoder["decoder"] = {{"type", "WordPiece"}};
   nlohmann::json dropout = root;
   dropout["model"]["dropout"] = 0.1;
   nlohmann::json suffix = root;
   suffix["model"]["end_of_word_suffix"] = "</w>";
-  for (const auto& [j, named] :
-       std::vector<std::pair<nlohmann::json, std::string>>{
+  for (const auto& [j, named] : std::vector<std::pair<nlohmann::json, std::string>>{
            {unigram, "Unigram"},
            {lowercase, "normalizer: the normalizer \"Lowercase\""},
            {digits, "pre_tokenizer.pretokenizers[1]: the pre_tokenizer \"Digits\""},
@@ -360,8 +358,8 @@ TEST(LoadTokenizer, ByteDirectoryAndFile) {
 // Issue 18: a 100000-deep tokenizer.json or vocab.json overflowed the stack.
 TEST(Gpt2Bpe, DeeplyNestedJsonIsAnErrorNotAStackOverflow) {
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
-  auto t = HfTokenizer::Create(
-      "{\"model\": {\"vocab\": {}}, \"x\": " + deep + "}", "tokenizer.json", nullptr);
+  auto t = HfTokenizer::Create("{\"model\": {\"vocab\": {}}, \"x\": " + deep + "}",
+                               "tokenizer.json", nullptr);
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(t.status().message().find("tokenizer.json: JSON nested deeper than 64"),

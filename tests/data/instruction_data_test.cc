@@ -1,0 +1,279 @@
+// Instruction data: rendering, response-only masking, truncation counts,
+// malformed lines, and the rows the DataLoader serves.
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/data/data_test_util.h"
+
+#include "data/data_loader.h"
+#include "data/instruction_data.h"
+#include "data/tokenizer.h"
+
+namespace tierflow {
+namespace {
+
+using testing_data::ScratchDir;
+using testing_data::WriteBytes;
+
+std::unique_ptr<Tokenizer> Llama3() {
+  auto t = LoadTokenizer(std::string(TIERFLOW_SOURCE_DIR) + "/tests/data/tokenizers/llama3");
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  return std::move(t).value();
+}
+
+std::vector<int32_t> Encode(const Tokenizer& t, const std::string& text) {
+  auto ids = t.Encode(text);
+  EXPECT_TRUE(ids.ok()) << ids.status().ToString();
+  return ids.ok() ? *ids : std::vector<int32_t>{};
+}
+
+InstructionOptions Options(const std::string& path, InstructionFormat format, int seq_len,
+                           const Tokenizer& t) {
+  InstructionOptions o;
+  o.path = path;
+  o.format = format;
+  o.seq_len = seq_len;
+  o.vocab_size = t.vocab_size();
+  return o;
+}
+
+// prompt-completion, plain: BOS + prompt + completion + EOS, trained on the
+// completion and the EOS only; padding after the end is ignored.
+TEST(InstructionData, PromptTokensAreMaskedAndTheResponseAndEosAreTrained) {
+  auto t = Llama3();
+  ScratchDir dir;
+  const std::string path = dir.File("pc.jsonl");
+  WriteBytes(path, R"({"prompt": "Question: what is two plus two?\n", "completion": "four"})"
+                   "\n\n");
+  auto data = LoadInstructionData(Options(path, InstructionFormat::kPromptCompletion, 40, *t), *t);
+  ASSERT_TRUE(data.ok()) << data.status().ToString();
+  const std::vector<int32_t> prompt = Encode(*t, "Question: what is two plus two?\n");
+  const std::vector<int32_t> answer = Encode(*t, "four");
+  std::vector<int32_t> ids = {*t->bos_token()};
+  ids.insert(ids.end(), prompt.begin(), prompt.end());
+  ids.insert(ids.end(), answer.begin(), answer.end());
+  ids.push_back(*t->eos_token());
+  ASSERT_LE(ids.size(), 41u);
+  const RowSet& rows = data->rows;
+  ASSERT_EQ(rows.rows, 1);
+  for (size_t j = 0; j + 1 < ids.size(); ++j) {
+    EXPECT_EQ(rows.inputs[j], ids[j]) << j;
+    const bool response = j + 1 > prompt.size();  // target j is ids[j + 1]
+    EXPECT_EQ(rows.targets[j], response ? ids[j + 1] : kIgnoreTarget) << j;
+  }
+  for (size_t j = ids.size() - 1; j < 40; ++j) EXPECT_EQ(rows.targets[j], kIgnoreTarget) << j;
+  EXPECT_EQ(data->stats.trained_tokens, static_cast<int64_t>(answer.size() + 1));
+  EXPECT_EQ(data->stats.tokens, static_cast<int64_t>(ids.size() - 1));
+  EXPECT_EQ(data->stats.samples, 1);
+  EXPECT_EQ(data->stats.chat_template, "");
+}
+
+TEST(InstructionData, AlpacaIsRenderedWithStanfordsPromptWithOrWithoutInput) {
+  auto t = Llama3();
+  ScratchDir dir;
+  const std::string path = dir.File("alpaca.jsonl");
+  WriteBytes(path, R"({"instruction": "Add.", "input": "2 and 3", "output": "5"})"
+                   "\n"
+                   R"({"instruction": "Say hi.", "output": "hi"})"
+                   "\n");
+  auto data = LoadInstructionData(Options(path, InstructionFormat::kAlpaca, 256, *t), *t);
+  ASSERT_TRUE(data.ok()) << data.status().ToString();
+  ASSERT_EQ(data->rows.rows, 2);
+  const auto row_text = [&](int r) {
+    std::vector<int32_t> ids(data->rows.inputs.begin() + r * 256,
+                             data->rows.inputs.begin() + (r + 1) * 256);
+    return t->Decode(ids);
+  };
+  EXPECT_NE(row_text(0).find("paired with an input that provides further context. Write a "
+                             "response that appropriately completes the request.\n\n### "
+                             "Instruction:\nAdd.\n\n### Input:\n2 and 3\n\n### Response:\n5"),
+            std::string::npos)
+      << row_text(0);
+  EXPECT_NE(row_text(1).find("Below is an instruction that describes a task. Write a response "
+                             "that appropriately completes the request.\n\n### Instruction:\n"
+                             "Say hi.\n\n### Response:\nhi"),
+            std::string::npos)
+      << row_text(1);
+  // Named, a chat template renders it as a conversation instead.
+  InstructionOptions chat = Options(path, InstructionFormat::kAlpaca, 256, *t);
+  chat.chat_template = ChatTemplateKind::kLlama3;
+  auto as_chat = LoadInstructionData(chat, *t);
+  ASSERT_TRUE(as_chat.ok()) << as_chat.status().ToString();
+  std::vector<int32_t> ids(as_chat->rows.inputs.begin(), as_chat->rows.inputs.begin() + 256);
+  EXPECT_NE(t->Decode(ids).find("<|start_header_id|>user<|end_header_id|>\n\nAdd.\n\n2 and 3"
+                                "<|eot_id|>"),
+            std::string::npos)
+      << t->Decode(ids);
+  EXPECT_EQ(as_chat->stats.chat_template, "llama3");
+}
+
+TEST(InstructionData, LongSamplesAreTruncatedOrDroppedAndCounted) {
+  auto t = Llama3();
+  ScratchDir dir;
+  const std::string path = dir.File("chat.jsonl");
+  const std::string long_answer(400, 'x');
+  WriteBytes(
+      path,
+      R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello there"}]})"
+      "\n"
+      R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": ")" +
+          long_answer + R"("}]})" + "\n" + R"({"messages": [{"role": "user", "content": ")" +
+          long_answer + R"("}, {"role": "assistant", "content": "ok"}]})" + "\n");
+  InstructionOptions o = Options(path, InstructionFormat::kChat, 32, *t);
+  auto truncated = LoadInstructionData(o, *t);
+  ASSERT_TRUE(truncated.ok()) << truncated.status().ToString();
+  EXPECT_EQ(truncated->stats.samples, 3);
+  EXPECT_EQ(truncated->stats.kept, 2);
+  EXPECT_EQ(truncated->stats.truncated, 1);          // the long answer, cut
+  EXPECT_EQ(truncated->stats.dropped_untrained, 1);  // the long question: no answer within 32
+  EXPECT_EQ(truncated->stats.dropped_long, 0);
+  EXPECT_EQ(truncated->rows.rows, 2);
+  o.drop_long = true;
+  auto dropped = LoadInstructionData(o, *t);
+  ASSERT_TRUE(dropped.ok()) << dropped.status().ToString();
+  EXPECT_EQ(dropped->stats.kept, 1);
+  EXPECT_EQ(dropped->stats.dropped_long, 2);
+  EXPECT_EQ(dropped->stats.truncated, 0);
+
+  // Nothing left at all is an error that gives the counts.
+  o.seq_len = 4;
+  auto none = LoadInstructionData(o, *t);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("no sample to train on (3 read"), std::string::npos)
+      << none.status().message();
+}
+
+TEST(InstructionData, MalformedLinesNameTheLineAndTheField) {
+  auto t = Llama3();
+  ScratchDir dir;
+  const std::string good = R"({"prompt": "a", "completion": "b"})";
+  struct Case {
+    std::string line;
+    InstructionFormat format;
+    std::string expect;
+  };
+  const std::vector<Case> cases = {
+      {"{not json", InstructionFormat::kPromptCompletion, "bad.jsonl:2"},
+      {"[1, 2]", InstructionFormat::kPromptCompletion, "bad.jsonl:2: expected a JSON object"},
+      {R"({"prompt": "a"})", InstructionFormat::kPromptCompletion,
+       "bad.jsonl:2: no \"completion\" field"},
+      {R"({"prompt": 7, "completion": "b"})", InstructionFormat::kPromptCompletion,
+       "bad.jsonl:2: \"prompt\" is a number, not a string"},
+      {R"({"instruction": "a"})", InstructionFormat::kAlpaca, "bad.jsonl:2: no \"output\" field"},
+      {R"({"messages": {}})", InstructionFormat::kChat, "\"messages\" is a object, not an array"},
+      {R"({"messages": [{"role": "user", "content": "a"}, {"role": "assistant"}]})",
+       InstructionFormat::kChat, "bad.jsonl:2: messages[1]: no \"content\" field"},
+      {R"({"messages": [{"role": "user", "content": "a"}, {"role": "bot", "content": "b"}]})",
+       InstructionFormat::kChat, "bad.jsonl:2: messages[1].role is \"bot\""},
+      {R"({"messages": [{"role": "user", "content": "a\ud800"}, {"role": "assistant", "content": "b"}]})",
+       InstructionFormat::kChat, "bad.jsonl:2"},
+  };
+  for (const Case& c : cases) {
+    const std::string path = dir.File("bad.jsonl");
+    const std::string first =
+        c.format == InstructionFormat::kChat
+            ? R"({"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]})"
+        : c.format == InstructionFormat::kAlpaca ? R"({"instruction": "a", "output": "b"})"
+                                                 : good;
+    WriteBytes(path, first + "\n" + c.line + "\n");
+    auto data = LoadInstructionData(Options(path, c.format, 32, *t), *t);
+    ASSERT_FALSE(data.ok()) << c.line;
+    EXPECT_NE(data.status().message().find(c.expect), std::string::npos)
+        << "expected \"" << c.expect << "\" in: " << data.status().message();
+  }
+  // The model's vocabulary smaller than the tokenizer's: the id is named.
+  const std::string path = dir.File("ok.jsonl");
+  WriteBytes(path, good + "\n");
+  InstructionOptions small = Options(path, InstructionFormat::kPromptCompletion, 32, *t);
+  small.vocab_size = 300;
+  auto data = LoadInstructionData(small, *t);
+  ASSERT_FALSE(data.ok());
+  EXPECT_NE(data.status().message().find("outside the model's vocabulary of 300"),
+            std::string::npos)
+      << data.status().message();
+}
+
+TEST(InstructionData, ChatNeedsATemplateFromTheTokenizerOrByName) {
+  auto byte = LoadTokenizer("byte");
+  ASSERT_TRUE(byte.ok());
+  ScratchDir dir;
+  const std::string path = dir.File("chat.jsonl");
+  WriteBytes(
+      path,
+      R"({"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]})"
+      "\n");
+  auto data = LoadInstructionData(Options(path, InstructionFormat::kChat, 32, **byte), **byte);
+  ASSERT_FALSE(data.ok());
+  EXPECT_NE(data.status().message().find("--chat-template"), std::string::npos)
+      << data.status().message();
+  EXPECT_NE(data.status().message().find("chat.jsonl"), std::string::npos);
+}
+
+TEST(InstructionData, RowsAreServedWholeSplitForEvalAndResumable) {
+  RowSet rows;
+  rows.name = "rows";
+  rows.seq_len = 3;
+  rows.rows = 10;
+  for (int r = 0; r < 10; ++r) {
+    for (int j = 0; j < 3; ++j) {
+      rows.inputs.push_back(r * 10 + j);
+      rows.targets.push_back(j == 2 ? kIgnoreTarget : r * 10 + j + 1);
+    }
+  }
+  DataLoaderOptions o;
+  o.batch = 2;
+  o.seq_len = 3;
+  o.shuffle = false;
+  o.eval_fraction = 0.2;  // 2 rows
+  auto loader = DataLoader::CreateFromRows(rows, o);
+  ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+  EXPECT_EQ(loader->batches_per_epoch(), 4);
+  EXPECT_EQ(loader->num_eval_batches(), 1);
+  TokenBatch b;
+  loader->Next(&b);
+  EXPECT_EQ(b.inputs, (std::vector<int32_t>{0, 1, 2, 10, 11, 12}));
+  EXPECT_EQ(b.targets, (std::vector<int32_t>{1, 2, kIgnoreTarget, 11, 12, kIgnoreTarget}));
+  loader->EvalBatch(0, &b);
+  EXPECT_EQ(b.inputs, (std::vector<int32_t>{80, 81, 82, 90, 91, 92}));
+
+  // Shuffled: every train row once per epoch, and a saved position resumes.
+  o.shuffle = true;
+  o.seed = 7;
+  auto shuffled = DataLoader::CreateFromRows(rows, o);
+  ASSERT_TRUE(shuffled.ok());
+  std::vector<int32_t> firsts;
+  for (int k = 0; k < 4; ++k) {
+    shuffled->Next(&b);
+    firsts.push_back(b.inputs[0] / 10);
+    firsts.push_back(b.inputs[3] / 10);
+  }
+  std::sort(firsts.begin(), firsts.end());
+  EXPECT_EQ(firsts, (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+  shuffled->Next(&b);
+  const nlohmann::json state = shuffled->SaveState();
+  TokenBatch expected, resumed;
+  shuffled->Next(&expected);
+  auto again = DataLoader::CreateFromRows(rows, o);
+  ASSERT_TRUE(again.ok());
+  ASSERT_TRUE(again->RestoreState(state).ok());
+  again->Next(&resumed);
+  EXPECT_EQ(resumed.inputs, expected.inputs);
+
+  // Too few rows, or rows of another length, are refused by name.
+  o.batch = 9;
+  auto few = DataLoader::CreateFromRows(rows, o);
+  ASSERT_FALSE(few.ok());
+  EXPECT_NE(few.status().message().find("rows"), std::string::npos);
+  o.batch = 2;
+  o.seq_len = 4;
+  auto wrong = DataLoader::CreateFromRows(rows, o);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find("the rows are 3 tokens long but seq_len is 4"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace tierflow
