@@ -28,7 +28,7 @@ ALLOWED = {
     "engine": ["kernels", "device", "optim", "offload", "common", "engine-interface"],
     "train": ["engine", "model", "data", "plan", "io", "offload", "optim", "device", "common",
               "engine-interface"],
-    "bench": ["engine", "model", "plan", "io", "kernels", "device", "optim", "offload", "common",
+    "bench": ["engine", "model", "data", "plan", "io", "kernels", "device", "optim", "offload", "common",
               "engine-interface"],
     "tier": ["train", "offload", "io", "plan", "common"],
     "tools": ["bench", "tier", "train", "engine", "model", "data", "plan", "io", "offload", "optim",

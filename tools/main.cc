@@ -1,4 +1,4 @@
-// The `tierflow` command: train, plan, bench and tier subcommands.
+// The `tierflow` command: train, plan, bench, tier and tokenize subcommands.
 #include <cstdio>
 #include <exception>
 #include <new>
@@ -30,7 +30,8 @@ int main(int argc, char** argv) {
   tierflow::cli::AddTrain(app, &exit_code);
   CLI::App* bench = app.add_subcommand(
       "bench",
-      "Measure this machine: copy/PCIe bandwidth, CPU Adam, NVMe throughput, device kernels");
+      "Measure this machine: copy/PCIe bandwidth, CPU Adam, NVMe throughput, device kernels, "
+      "tokenizers");
   bench->require_subcommand(1);
   tierflow::cli::AddBenchCopy(*bench, &exit_code);
   tierflow::cli::AddBenchAdam(*bench, &exit_code);
@@ -38,8 +39,10 @@ int main(int argc, char** argv) {
   tierflow::cli::AddBenchEngine(*bench, &exit_code);
   tierflow::cli::AddBenchAll(*bench, &exit_code);
   tierflow::cli::AddBenchKernels(*bench, &exit_code);
+  tierflow::cli::AddBenchTokenizer(*bench, &exit_code);
   tierflow::cli::AddPlan(app, &exit_code);
   tierflow::cli::AddTier(app, &exit_code);
+  tierflow::cli::AddTokenize(app, &exit_code);
 
   // The one top-level handler: library code reports failures as Status, so an
   // exception here is a bug or an allocation that failed; either way the user

@@ -20,6 +20,9 @@ using Json = nlohmann::json;
 // size a multi-gigabyte table.
 constexpr int64_t kMaxIdHoles = 65536;
 
+// U+2581, SentencePiece's stand-in for a space.
+constexpr std::string_view kMetaspace = "\xE2\x96\x81";
+
 uint64_t PairKey(int32_t left, int32_t right) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
 }
@@ -113,6 +116,18 @@ StatusOr<std::unique_ptr<BpeModel>> BpeModel::Create(
                        MergeInfo{static_cast<int32_t>(rank), merged->second});
   }
   m->num_merges_ = static_cast<int64_t>(merges.size());
+  // Words may be encoded apart when no token reaches across a word's start.
+  m->split_at_metaspace_ = m->vocab_.count(std::string(kMetaspace)) > 0;
+  for (const std::string& token : m->id_to_token_) {
+    for (size_t at = token.find(kMetaspace, 1); at != std::string::npos && m->split_at_metaspace_;
+         at = token.find(kMetaspace, at + 1)) {
+      // "▁" after another character: only "▁▁..." runs are allowed.
+      if (token.compare(at - kMetaspace.size(), kMetaspace.size(), kMetaspace) != 0 ||
+          at < kMetaspace.size()) {
+        m->split_at_metaspace_ = false;
+      }
+    }
+  }
   return m;
 }
 
@@ -283,13 +298,34 @@ Status BpeModel::Tokenize(std::string_view piece, std::vector<int32_t>* out) con
 
 Status BpeModel::Encode(std::string_view piece, std::vector<int32_t>* out) const {
   if (piece.empty()) return Status::Ok();
+  if (split_at_metaspace_ && piece.size() > kMaxCachedPieceBytes) {
+    // Word by word: cut before each "▁" that follows another character.
+    size_t begin = 0;
+    for (size_t at = piece.find(kMetaspace, 1); at != std::string_view::npos;
+         at = piece.find(kMetaspace, at + kMetaspace.size())) {
+      if (piece.compare(at - kMetaspace.size(), kMetaspace.size(), kMetaspace) == 0 &&
+          at >= begin + kMetaspace.size()) {
+        continue;  // inside a run of "▁"
+      }
+      TF_RETURN_IF_ERROR(EncodeWord(piece.substr(begin, at - begin), out));
+      begin = at;
+    }
+    return EncodeWord(piece.substr(begin), out);
+  }
+  return EncodeWord(piece, out);
+}
+
+Status BpeModel::EncodeWord(std::string_view piece, std::vector<int32_t>* out) const {
+  if (piece.empty()) return Status::Ok();
   // Only short pieces are cached: a SentencePiece-style model's piece is a
   // whole document, which would fill the cache with text seen once.
   if (piece.size() > kMaxCachedPieceBytes) return Tokenize(piece, out);
+  const std::string key(piece);
+  CacheShard& shard = cache_[std::hash<std::string>{}(key) % kCacheShards];
   {
-    std::lock_guard<std::mutex> lock(cache_mu_);
-    auto it = cache_.find(std::string(piece));
-    if (it != cache_.end()) {
+    std::lock_guard<std::mutex> lock(shard.mu);
+    auto it = shard.map.find(key);
+    if (it != shard.map.end()) {
       out->insert(out->end(), it->second.begin(), it->second.end());
       return Status::Ok();
     }
@@ -297,9 +333,10 @@ Status BpeModel::Encode(std::string_view piece, std::vector<int32_t>* out) const
   std::vector<int32_t> tokens;
   TF_RETURN_IF_ERROR(Tokenize(piece, &tokens));
   out->insert(out->end(), tokens.begin(), tokens.end());
-  std::lock_guard<std::mutex> lock(cache_mu_);
-  if (cache_.size() >= kMaxCacheEntries) cache_.clear();  // bounded memory on huge corpora
-  cache_.emplace(std::string(piece), std::move(tokens));
+  std::lock_guard<std::mutex> lock(shard.mu);
+  // Bounded memory on huge corpora: a full shard starts over.
+  if (shard.map.size() >= kMaxCacheEntriesPerShard) shard.map.clear();
+  shard.map.emplace(key, std::move(tokens));
   return Status::Ok();
 }
 

@@ -13,6 +13,12 @@
 //   3. Merges: repeatedly the adjacent pair with the lowest merge rank, the
 //      leftmost of equals, is merged (tokenizers' word.rs merge_all).
 // Pieces' encodings are cached (bounded). Thread-safe.
+//
+// SentencePiece-style models see whole texts as one piece (no
+// pre-tokenizer). When the vocabulary has "▁" and no token holds "▁" after
+// another character, no merge can join a word to the "▁" that starts the next
+// one, so such a piece is encoded word by word ("▁the", "▁cat", ...) with the
+// same result, and each word is cached: long texts cost linear time.
 #pragma once
 
 #include <array>
@@ -71,6 +77,8 @@ class BpeModel {
  private:
   BpeModel() = default;
   Status Tokenize(std::string_view piece, std::vector<int32_t>* out) const;
+  // Encode without the word split: cached when short.
+  Status EncodeWord(std::string_view piece, std::vector<int32_t>* out) const;
 
   struct MergeInfo {
     int32_t rank;
@@ -85,11 +93,18 @@ class BpeModel {
   std::array<int32_t, 256> byte_tokens_{};          // "<0xXX>" ids, -1 where missing
   int32_t unk_id_ = -1;
   int64_t num_merges_ = 0;
+  bool split_at_metaspace_ = false;  // see above
 
-  static constexpr size_t kMaxCacheEntries = 1 << 17;
+  // The piece cache, in shards so that threads encoding at once seldom wait
+  // for each other's lock.
+  static constexpr size_t kCacheShards = 32;
+  static constexpr size_t kMaxCacheEntriesPerShard = (size_t{1} << 17) / kCacheShards;
   static constexpr size_t kMaxCachedPieceBytes = 256;
-  mutable std::mutex cache_mu_;
-  mutable std::unordered_map<std::string, std::vector<int32_t>> cache_;  // guarded by cache_mu_
+  struct CacheShard {
+    std::mutex mu;
+    std::unordered_map<std::string, std::vector<int32_t>> map;  // guarded by mu
+  };
+  mutable std::array<CacheShard, kCacheShards> cache_;
 };
 
 }  // namespace tierflow

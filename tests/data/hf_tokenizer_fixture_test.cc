@@ -8,9 +8,12 @@
 // expected.json holds ids that Hugging Face's tokenizers library (Rust, via
 // its npm binding) or SentencePiece's spm_encode produced for ~57 tricky
 // texts (tools/fixtures/tokenizers/ regenerates them).
+#include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -78,6 +81,47 @@ TEST_P(HfFixture, EncodesToTheReferenceIdsAndDecodesAsTheReferenceDoes) {
 
 INSTANTIATE_TEST_SUITE_P(Configs, HfFixture,
                          ::testing::Values("llama3", "qwen2", "llama2", "mistral", "spm"));
+
+}  // namespace
+}  // namespace tierflow
+
+namespace tierflow {
+namespace {
+
+std::string CorpusPrefix(size_t bytes) {
+  std::ifstream in(std::string(TIERFLOW_SOURCE_DIR) + "/data/tiny_corpus.txt");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  text.resize(std::min(text.size(), bytes));
+  while (!text.empty() && (static_cast<unsigned char>(text.back()) & 0xC0) == 0x80) text.pop_back();
+  if (!text.empty() && static_cast<unsigned char>(text.back()) >= 0xC0) text.pop_back();
+  return text;
+}
+
+// The llama2 fixture is libsentencepiece's model converted to tokenizer.json
+// (as transformers does): over long text (one piece, encoded word by word by
+// BpeModel) both must give the same ids, and encoding from several threads at
+// once the same ids as from one.
+TEST(HfTokenizerLongText, SentencePieceStyleBpeMatchesLibsentencepieceOverACorpus) {
+  const std::string dir = std::string(TIERFLOW_SOURCE_DIR) + "/tests/data/tokenizers/";
+  auto hf = LoadTokenizer(dir + "llama2");
+  auto spm = LoadTokenizer(dir + "spm/tokenizer.model");
+  ASSERT_TRUE(hf.ok() && spm.ok());
+  const std::string text = CorpusPrefix(60000);
+  auto a = (*hf)->Encode(text);
+  auto b = (*spm)->Encode(text);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_GT(a->size(), 10000u);
+  EXPECT_EQ(*a, *b);
+  EXPECT_EQ((*hf)->Decode(*a), text);
+
+  std::vector<std::vector<int32_t>> got(4);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] { got[i] = *(*hf)->Encode(text); });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& ids : got) EXPECT_EQ(ids, *a);
+}
 
 }  // namespace
 }  // namespace tierflow
