@@ -149,6 +149,9 @@ void AddTrain(CLI::App& app, int* exit_code) {
   cmd->add_option("--truncation", c.truncation,
                   "Instruction samples longer than --seq-len: truncate | drop")
       ->capture_default_str();
+  cmd->add_flag("--packing", c.packing,
+                "Instruction data: pack several samples per sequence (positions restart and "
+                "attention stays within each sample; RoPE models)");
   cmd->add_option("--tokenizer", c.tokenizer,
                   "byte | tokenizer.json | tokenizer.model | a directory with one of them (or "
                   "vocab.json+merges.txt); default: the model directory's");
@@ -237,6 +240,7 @@ void AddTrain(CLI::App& app, int* exit_code) {
     if (given("--format")) config.data_format = c.data_format;
     if (given("--chat-template")) config.chat_template = c.chat_template;
     if (given("--truncation")) config.truncation = c.truncation;
+    if (c.packing) config.packing = true;
     if (given("--tokenizer")) config.tokenizer = c.tokenizer;
     if (f->no_shuffle) config.shuffle = false;
     if (given("--seed")) config.seed = c.seed;

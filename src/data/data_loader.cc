@@ -101,7 +101,8 @@ StatusOr<DataLoader> DataLoader::CreateFromRows(RowSet rows, const DataLoaderOpt
                                 std::to_string(options.seq_len));
   }
   const size_t cells = static_cast<size_t>(rows.rows) * static_cast<size_t>(rows.seq_len);
-  if (rows.inputs.size() != cells || rows.targets.size() != cells) {
+  if (rows.inputs.size() != cells || rows.targets.size() != cells ||
+      (!rows.positions.empty() && rows.positions.size() != cells)) {
     return InvalidArgumentError("data loader for " + name +
                                 ": the row arrays are not rows x seq_len");
   }
@@ -153,6 +154,7 @@ const std::vector<int64_t>& DataLoader::OrderFor(int64_t epoch) {
 void DataLoader::FillRows(const int64_t* starts, TokenBatch* out) const {
   const int b = options_.batch;
   const int t = options_.seq_len;
+  out->positions.clear();
   out->batch = b;
   out->seq_len = t;
   out->inputs.resize(static_cast<size_t>(b) * t);
@@ -172,10 +174,14 @@ void DataLoader::CopyRows(const int64_t* indices, TokenBatch* out) const {
   out->seq_len = options_.seq_len;
   out->inputs.resize(b * t);
   out->targets.resize(b * t);
+  out->positions.resize(rows_->positions.empty() ? 0 : b * t);
   for (int r = 0; r < b; ++r) {
     const size_t from = static_cast<size_t>(indices[r]) * t;
     std::copy_n(rows_->inputs.begin() + from, t, out->inputs.begin() + r * t);
     std::copy_n(rows_->targets.begin() + from, t, out->targets.begin() + r * t);
+    if (!rows_->positions.empty()) {
+      std::copy_n(rows_->positions.begin() + from, t, out->positions.begin() + r * t);
+    }
   }
 }
 

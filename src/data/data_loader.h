@@ -27,7 +27,7 @@
 // the B*T+1 tokens starting i*B*T into the split.
 //
 // Rows (CreateFromRows: instruction data, row_set.h): sequence s is row s,
-// with its own targets; the last
+// with its own targets (and positions, when packed); the last
 // `eval_fraction` of the rows (at least B) are the eval split, eval
 // micro-batch i being rows i*B.. of it; the train order is as above (the
 // identity without shuffle, so micro-batch k takes rows kB..kB+B-1).
@@ -62,6 +62,9 @@ struct TokenBatch {
   int seq_len = 0;
   std::vector<int32_t> inputs;   // (batch, seq_len)
   std::vector<int32_t> targets;  // (batch, seq_len): inputs shifted left by one token
+  // (batch, seq_len) positions within packed samples (RowSet::positions), or
+  // empty: each row one sequence at 0..T-1.
+  std::vector<int32_t> positions;
 };
 
 // Where the train stream is: `index` micro-batches of epoch `epoch` have been
@@ -122,9 +125,11 @@ class DataLoader {
   // (in memory, or a mapped file whose pages the reads bring in) and one
   // epoch's order of sequences. The planner counts them.
   uint64_t MemoryBytes() const {
-    const uint64_t data = rows_ ? (rows_->inputs.size() + rows_->targets.size()) * sizeof(int32_t)
-                                : static_cast<uint64_t>(tokens_.size()) *
-                                      static_cast<uint64_t>(tokens_.element_bytes());
+    const uint64_t data =
+        rows_ ? (rows_->inputs.size() + rows_->targets.size() + rows_->positions.size()) *
+                    sizeof(int32_t)
+              : static_cast<uint64_t>(tokens_.size()) *
+                    static_cast<uint64_t>(tokens_.element_bytes());
     return data + static_cast<uint64_t>(num_sequences_) * sizeof(int64_t);
   }
   // The rows (CreateFromRows), or null for a token stream.

@@ -196,24 +196,43 @@ StatusOr<std::vector<RenderedPart>> RenderLine(const Json& doc, const Instructio
   return parts;
 }
 
-// One row per sample, padded with `pad` after its end.
-RowSet BuildRows(const std::vector<Tokenized>& samples, int seq_len, int32_t pad,
+// The rows: one per sample, padded with `pad` after its end; or, packed,
+// samples laid end to end (see instruction_data.h), with positions.
+RowSet BuildRows(const std::vector<Tokenized>& samples, int seq_len, bool packing, int32_t pad,
                  const std::string& name) {
   const size_t t = static_cast<size_t>(seq_len);
   RowSet rows;
   rows.name = name;
   rows.seq_len = seq_len;
-  rows.rows = static_cast<int64_t>(samples.size());
-  rows.inputs.assign(samples.size() * t, pad);
-  rows.targets.assign(samples.size() * t, kIgnoreTarget);
-  for (size_t r = 0; r < samples.size(); ++r) {
-    const Tokenized& s = samples[r];
-    const size_t n = s.ids.size() - 1;  // inputs this sample fills (<= seq_len)
-    for (size_t j = 0; j < n; ++j) {
-      rows.inputs[r * t + j] = s.ids[j];
-      rows.targets[r * t + j] = s.trained[j + 1] ? s.ids[j + 1] : kIgnoreTarget;
+  size_t used = t;  // slots filled in the current row; t: start a new row first
+  const auto new_row = [&] {
+    rows.inputs.resize(rows.inputs.size() + t, pad);
+    rows.targets.resize(rows.targets.size() + t, kIgnoreTarget);
+    if (packing) rows.positions.resize(rows.positions.size() + t, 0);
+    ++rows.rows;
+    used = 0;
+  };
+  // The unused end of the current row: padding, as a sample of its own.
+  const auto close_row = [&] {
+    if (!packing || rows.rows == 0) return;
+    const size_t base = static_cast<size_t>(rows.rows - 1) * t;
+    for (size_t j = used; j < t; ++j) rows.positions[base + j] = static_cast<int32_t>(j - used);
+  };
+  for (const Tokenized& s : samples) {
+    const size_t n = s.ids.size() - 1;  // input slots this sample fills (<= seq_len)
+    if (!packing || used + n > t) {
+      close_row();
+      new_row();
     }
+    const size_t base = static_cast<size_t>(rows.rows - 1) * t + used;
+    for (size_t j = 0; j < n; ++j) {
+      rows.inputs[base + j] = s.ids[j];
+      rows.targets[base + j] = s.trained[j + 1] ? s.ids[j + 1] : kIgnoreTarget;
+      if (packing) rows.positions[base + j] = static_cast<int32_t>(j);
+    }
+    used += n;
   }
+  close_row();
   return rows;
 }
 
@@ -327,7 +346,7 @@ StatusOr<InstructionData> LoadInstructionData(const InstructionOptions& options,
         std::to_string(options.seq_len + 1) + " tokens, " +
         std::to_string(stats.dropped_untrained) + " with no response token within seq_len)");
   }
-  data.rows = BuildRows(samples, options.seq_len,
+  data.rows = BuildRows(samples, options.seq_len, options.packing,
                         tokenizer.eos_token().value_or(tokenizer.eot_token()), path);
   stats.rows = data.rows.rows;
   return data;

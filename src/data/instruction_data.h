@@ -26,10 +26,15 @@
 // or dropped, by option; a sample with no trained token left within seq_len
 // is dropped. Every count is reported in InstructionStats.
 //
-// Rows. Each sample is one row, padded after its end (padding targets are
-// ignored; causal attention never lets a sample see its padding). Packing
-// several samples per row needs positions restarting per sample and attention
-// kept within each, which the model's kernels do not take yet.
+// Rows. Unpacked, each sample is one row, padded after its end (padding
+// targets are ignored; causal attention never lets a sample see its
+// padding). Packed, samples are laid end to end in rows of seq_len tokens,
+// in file order (a sample that does not fit in what is left of a row starts
+// the next one; no sample is split); each sample's positions restart at 0
+// (RowSet::positions), and the model keeps attention within each sample
+// (MicroBatch::positions), so a packed sample trains exactly as it would
+// alone. Padding fills each row's end as one more sample with no trained
+// targets. Packing needs a RoPE model (Llama, Qwen, Mistral).
 #pragma once
 
 #include <cstdint>
@@ -58,6 +63,7 @@ struct InstructionOptions {
   std::optional<ChatTemplateKind> chat_template;
   int seq_len = 0;         // T; REQUIRED > 0
   bool drop_long = false;  // drop samples over T + 1 tokens instead of truncating them
+  bool packing = false;    // several samples per row (see Rows above)
   int32_t vocab_size = 0;  // the model's vocabulary; REQUIRED > 0
 };
 

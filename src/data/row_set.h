@@ -1,5 +1,5 @@
-// RowSet: training data as whole rows (one sample per row) rather than a
-// token stream: what instruction data becomes.
+// RowSet: training data as whole rows (one sample, or several packed, per
+// row) rather than a token stream: what instruction data becomes.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +18,10 @@ struct RowSet {
   int64_t rows = 0;
   std::vector<int32_t> inputs;   // (rows, T) token ids; padding after a row's end
   std::vector<int32_t> targets;  // (rows, T) next-token ids, or kIgnoreTarget
+  // (rows, T) each token's position in its sample, restarting at 0 for each
+  // packed sample (MicroBatch::positions); empty when every row is one
+  // sample at positions 0..T-1.
+  std::vector<int32_t> positions;
 };
 
 }  // namespace tierflow

@@ -38,6 +38,12 @@ struct MicroBatch {
   const float* dense_targets = nullptr;  // (batch, out_features)
   int batch = 0;
   int seq_len = 0;
+  // Packed samples: (batch, seq_len) each token's position within its sample
+  // (0, 1, 2, ... restarting at each sample), or null: one sequence per row.
+  // A token model then restarts its position encoding at each sample and
+  // keeps attention within it. Model-defined; the transformer takes it for
+  // RoPE models and refuses it for learned positions (GPT-2).
+  const int32_t* positions = nullptr;
   // The targets the model's loss averages over (those not ignored), counted
   // by the caller; -1 = not counted. When every micro-batch of a step gives a
   // count and they sum above 0, the step's loss (and gradient) is the mean

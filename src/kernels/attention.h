@@ -19,6 +19,12 @@
 // Deterministic on the CPU (each task owns one (b, kv head)) and on CUDA (no
 // atomics: dk/dv and dq are produced by separate kernels).
 //
+// Packed sequences (several samples in one row): seq_start, when given, is a
+// device array (B, T) holding for each query t the index of the first token
+// of its sample; t then attends to keys seq_start[b, t] <= j <= t only, so
+// attention never crosses from one sample into another. REQUIRES 0 <=
+// seq_start[b, t] <= t (the model checks it on the host).
+//
 // Errors: InvalidArgument for non-positive shapes, NKV not dividing NH, strides
 // too small, or (CUDA) head_size above kAttentionMaxHeadSizeCuda.
 #pragma once
@@ -30,13 +36,14 @@
 namespace tierflow {
 
 struct AttentionShape {
-  int64_t batch = 0;      // B
-  int64_t seq_len = 0;    // T
-  int64_t heads = 0;      // NH (query heads)
-  int64_t kv_heads = 0;   // NKV (divides NH)
-  int64_t head_size = 0;  // HS
-  int64_t q_stride = 0;   // elements between tokens of q and dq; 0 = NH * HS
-  int64_t kv_stride = 0;  // elements between tokens of k, v, dk, dv; 0 = NKV * HS
+  int64_t batch = 0;                   // B
+  int64_t seq_len = 0;                 // T
+  int64_t heads = 0;                   // NH (query heads)
+  int64_t kv_heads = 0;                // NKV (divides NH)
+  int64_t head_size = 0;               // HS
+  int64_t q_stride = 0;                // elements between tokens of q and dq; 0 = NH * HS
+  int64_t kv_stride = 0;               // elements between tokens of k, v, dk, dv; 0 = NKV * HS
+  const int32_t* seq_start = nullptr;  // (B, T) first key of each query's sample; null = 0
   int64_t qs() const { return q_stride != 0 ? q_stride : heads * head_size; }
   int64_t kvs() const { return kv_stride != 0 ? kv_stride : kv_heads * head_size; }
 };

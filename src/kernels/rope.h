@@ -5,7 +5,9 @@
 //   out[i]        = x[i] * cos(a) - x[i + half] * sin(a)
 //   out[i + half] = x[i + half] * cos(a) + x[i] * sin(a)
 // Apply it to q (heads = NH) and to k (heads = NKV) separately. Backward is the
-// rotation by -a (the map is orthogonal). Positions are 0..T-1 per sequence.
+// rotation by -a (the map is orthogonal). Positions are 0..T-1 per sequence,
+// or, for packed sequences, positions[b, t] (a device array (B, T); REQUIRES
+// 0 <= positions[b, t] < T, which the model checks on the host).
 //
 // In place is allowed (out == inp, dinp == dout). token_stride lets q or k be
 // a slice of a fused (B, T, (NH + 2*NKV) * HS) qkv tensor; dinp is written
@@ -21,11 +23,12 @@
 namespace tierflow {
 
 struct RopeShape {
-  int64_t batch = 0;         // B
-  int64_t seq_len = 0;       // T
-  int64_t heads = 0;         // NH for q, NKV for k
-  int64_t head_size = 0;     // HS (even)
-  int64_t token_stride = 0;  // elements between tokens; 0 = heads * head_size
+  int64_t batch = 0;                   // B
+  int64_t seq_len = 0;                 // T
+  int64_t heads = 0;                   // NH for q, NKV for k
+  int64_t head_size = 0;               // HS (even)
+  int64_t token_stride = 0;            // elements between tokens; 0 = heads * head_size
+  const int32_t* positions = nullptr;  // (B, T) each token's position; null = t
   int64_t stride() const { return token_stride != 0 ? token_stride : heads * head_size; }
 };
 

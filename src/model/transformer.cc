@@ -41,7 +41,10 @@ struct TransformerModel::Buffers {
   float* row_lse = nullptr;       // (N) each row's log-sum-exp (the sliced head's second pass)
   int32_t* tokens = nullptr;      // (N)
   int32_t* targets = nullptr;     // (N)
-  void* dres = nullptr;           // (N, C) residual-stream gradient
+  int32_t* positions = nullptr;   // (N) packed samples' positions (MicroBatch::positions)
+  int32_t* seq_start = nullptr;   // (N) the row index where each token's sample starts
+  std::vector<int32_t> seq_start_host;  // staging for seq_start's copy
+  void* dres = nullptr;                 // (N, C) residual-stream gradient
   BlockScratch scratch;
 };
 
@@ -106,6 +109,8 @@ uint64_t Carve(char* base, const ModelConfig& c, const TrainShape& shape,
   buf.row_lse = cv.Floats(N);
   buf.tokens = static_cast<int32_t*>(cv.Take(N * 4));
   buf.targets = static_cast<int32_t*>(cv.Take(N * 4));
+  buf.positions = static_cast<int32_t*>(cv.Take(N * 4));
+  buf.seq_start = static_cast<int32_t*>(cv.Take(N * 4));
   buf.dres = cv.Take(N * d.C * es);
   buf.scratch.dln = cv.Take(N * d.C * es);
   buf.scratch.datt = cv.Take(N * d.Q * es);
@@ -266,6 +271,28 @@ Status TransformerModel::ForwardBackward(Stream& compute, const MicroBatch& batc
                                   ") and not the ignore index -100");
     }
   }
+  if (batch.positions != nullptr) {
+    if (layout_.embedding.wpe >= 0) {
+      return InvalidArgumentError(
+          "transformer '" + layout_.config.name +
+          "': packed samples (restarting positions) need a RoPE model (Llama, Qwen, Mistral); "
+          "GPT-2's learned positions are not restarted. Train it without packing.");
+    }
+    // Each row is samples laid end to end: positions 0, 1, 2, ... restarting
+    // at 0, so a token's sample starts at its index minus its position.
+    for (int64_t r = 0; r < batch.batch; ++r) {
+      for (int64_t t = 0; t < batch.seq_len; ++t) {
+        const int32_t p = batch.positions[r * batch.seq_len + t];
+        const int32_t prev = t > 0 ? batch.positions[r * batch.seq_len + t - 1] : -1;
+        if (p != 0 && p != prev + 1) {
+          return InvalidArgumentError(
+              "transformer: position " + std::to_string(p) + " at row " + std::to_string(r) +
+              ", token " + std::to_string(t) +
+              ": packed positions must count up from 0 within each sample (0, 1, 2, ...)");
+        }
+      }
+    }
+  }
   ran_ = true;
   switch (shape_.dtype) {
     case DType::kF32:
@@ -282,7 +309,7 @@ template <typename T>
 Status TransformerModel::Run(Stream& s, const MicroBatch& batch, float dloss_scale,
                              UnitAccess& access) {
   const ModelConfig& c = layout_.config;
-  const Dims d = MakeDims(c, batch.batch, batch.seq_len);
+  Dims d = MakeDims(c, batch.batch, batch.seq_len);
   const int L = layout_.num_layers();
   const bool tied = layout_.head.lm_head < 0;
   Buffers& b = *buf_;
@@ -294,6 +321,19 @@ Status TransformerModel::Run(Stream& s, const MicroBatch& batch, float dloss_sca
 
   TF_RETURN_IF_ERROR(s.CopyHostToDevice(b.tokens, batch.inputs, d.N * sizeof(int32_t)));
   TF_RETURN_IF_ERROR(s.CopyHostToDevice(b.targets, batch.targets, d.N * sizeof(int32_t)));
+  if (batch.positions != nullptr) {
+    // Staged in a member: the copy may run after this returns (the caller
+    // synchronizes before the next micro-batch overwrites it).
+    b.seq_start_host.resize(static_cast<size_t>(d.N));
+    for (int64_t i = 0; i < d.N; ++i) {
+      b.seq_start_host[i] = static_cast<int32_t>(i % d.T) - batch.positions[i];
+    }
+    TF_RETURN_IF_ERROR(s.CopyHostToDevice(b.positions, batch.positions, d.N * sizeof(int32_t)));
+    TF_RETURN_IF_ERROR(
+        s.CopyHostToDevice(b.seq_start, b.seq_start_host.data(), d.N * sizeof(int32_t)));
+    d.positions = b.positions;
+    d.seq_start = b.seq_start;
+  }
 
   // ---- forward ----
   // Each unit's weights are taken just before its first kernel, in forward

@@ -114,6 +114,7 @@ template <typename P>
 QkvView<P> ViewQkv(const Dims& d, P* qkv) {
   QkvView<P> view;
   view.shape = AttentionShape{d.B, d.T, d.NH, d.NKV, d.HS, 0, 0};
+  view.shape.seq_start = d.seq_start;
   if (d.conv1d) {
     // GPT-2's c_attn output: per token [q (C) | k (C) | v (C)].
     view.q = qkv;
@@ -161,10 +162,10 @@ Status BlockForward(Stream& s, const Dims& d, const LayerOffsets& o, const T* w,
         LinearForward<T>(s, qkv.v, ln1, w + o.v_w, Param(w, o.v_b), d.N, d.C, d.KV, false, 0.0f));
   }
   if (d.rope) {
-    TF_RETURN_IF_ERROR(
-        RopeForward<T>(s, qkv.q, qkv.q, RopeShape{d.B, d.T, d.NH, d.HS, 0}, d.rope_freq));
-    TF_RETURN_IF_ERROR(
-        RopeForward<T>(s, qkv.k, qkv.k, RopeShape{d.B, d.T, d.NKV, d.HS, 0}, d.rope_freq));
+    TF_RETURN_IF_ERROR(RopeForward<T>(
+        s, qkv.q, qkv.q, RopeShape{d.B, d.T, d.NH, d.HS, 0, d.positions}, d.rope_freq));
+    TF_RETURN_IF_ERROR(RopeForward<T>(
+        s, qkv.k, qkv.k, RopeShape{d.B, d.T, d.NKV, d.HS, 0, d.positions}, d.rope_freq));
   }
   TF_RETURN_IF_ERROR(AttentionForward<T>(s, att, a.lse, qkv.q, qkv.k, qkv.v, qkv.shape));
   // mid = x + att Wo + bo: the projection accumulates onto a copy of the residual.
@@ -260,10 +261,10 @@ Status BlockBackward(Stream& s, const Dims& d, const LayerOffsets& o, const T* w
   TF_RETURN_IF_ERROR(AttentionBackward<T>(s, dqkv.q, dqkv.k, dqkv.v, datt, qkv.q, qkv.k, qkv.v, att,
                                           a.lse, qkv.shape));
   if (d.rope) {
-    TF_RETURN_IF_ERROR(
-        RopeBackward<T>(s, dqkv.q, dqkv.q, RopeShape{d.B, d.T, d.NH, d.HS, 0}, d.rope_freq));
-    TF_RETURN_IF_ERROR(
-        RopeBackward<T>(s, dqkv.k, dqkv.k, RopeShape{d.B, d.T, d.NKV, d.HS, 0}, d.rope_freq));
+    TF_RETURN_IF_ERROR(RopeBackward<T>(
+        s, dqkv.q, dqkv.q, RopeShape{d.B, d.T, d.NH, d.HS, 0, d.positions}, d.rope_freq));
+    TF_RETURN_IF_ERROR(RopeBackward<T>(
+        s, dqkv.k, dqkv.k, RopeShape{d.B, d.T, d.NKV, d.HS, 0, d.positions}, d.rope_freq));
   }
   if (d.conv1d) {
     TF_ASSIGN_OR_RETURN(gd, g.Op(o.qkv_w));

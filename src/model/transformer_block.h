@@ -28,6 +28,11 @@ struct Dims {
   bool rope = false;
   float eps = 1e-5f;
   RopeFreq rope_freq;  // theta and rope_scaling (Llama family)
+  // Packed samples (MicroBatch::positions): device arrays (N) of each token's
+  // position in its sample and the row index where its sample starts; null
+  // for plain rows (positions 0..T-1, attention over the whole row).
+  const int32_t* positions = nullptr;
+  const int32_t* seq_start = nullptr;
 };
 
 Dims MakeDims(const ModelConfig& config, int64_t batch, int64_t seq_len);

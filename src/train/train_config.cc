@@ -780,6 +780,8 @@ class Parser {
         s = String(x, p, k, &c_.chat_template);
       else if (k == "truncation")
         s = String(x, p, k, &c_.truncation);
+      else if (k == "packing")
+        s = Bool(x, p, k, &c_.packing);
       else if (k == "tokenizer")
         s = String(x, p, k, &c_.tokenizer);
       else if (k == "shuffle")

@@ -42,6 +42,7 @@ struct TrainConfig {
   std::string data_format;
   std::string chat_template;            // "" = the tokenizer's; llama3 | chatml | llama2 | mistral
   std::string truncation = "truncate";  // instruction samples over seq_len: truncate | drop
+  bool packing = false;                 // instruction data: several samples per sequence
   std::string tokenizer;                // "" = the model's (dir) or bytes (presets)
   bool shuffle = true;
   uint64_t seed = 1234;

@@ -104,6 +104,11 @@ Status ValidateTrainConfig(const TrainConfig& c) {
                "applies to instruction data only; set data_format to "
                "prompt-completion, alpaca or chat");
   }
+  if (!instruction && c.packing) {
+    return Bad("packing",
+               "applies to instruction data only (text is always cut into full sequences); set "
+               "data_format to prompt-completion, alpaca or chat");
+  }
   if (!instruction && c.truncation != "truncate") {
     return Bad("truncation",
                "applies to instruction data only; set data_format to "

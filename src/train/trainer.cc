@@ -136,8 +136,8 @@ std::string DescribeInstructionData(const InstructionOptions& o, const Instructi
            " system messages not shown by the mistral template";
   }
   out += "; " + std::to_string(s.trained_tokens) + " of " + std::to_string(s.tokens) +
-         " tokens trained on, in " + std::to_string(s.rows) + " rows of " +
-         std::to_string(o.seq_len);
+         " tokens trained on, in " + std::to_string(s.rows) + (o.packing ? " packed" : "") +
+         " rows of " + std::to_string(o.seq_len);
   return out;
 }
 
@@ -147,6 +147,7 @@ MicroBatch ToMicroBatch(const TokenBatch& b) {
   mb.targets = b.targets.data();
   mb.batch = b.batch;
   mb.seq_len = b.seq_len;
+  mb.positions = b.positions.empty() ? nullptr : b.positions.data();
   // The step's loss is then the mean over every trained target of its
   // micro-batches (instruction data masks prompts, so counts differ).
   mb.loss_tokens = std::count_if(b.targets.begin(), b.targets.end(),
@@ -456,6 +457,7 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
       }
       options.seq_len = config.seq_len;
       options.drop_long = config.truncation == "drop";
+      options.packing = config.packing;
       options.vocab_size = model_vocab;
       TF_ASSIGN_OR_RETURN(InstructionData data, LoadInstructionData(options, *tokenizer));
       reporter.OnNote(DescribeInstructionData(options, data.stats));

@@ -277,3 +277,76 @@ TEST(InstructionData, RowsAreServedWholeSplitForEvalAndResumable) {
 
 }  // namespace
 }  // namespace tierflow
+
+namespace tierflow {
+namespace {
+
+// Packed: samples end to end in file order, a sample that does not fit
+// starting the next row, positions restarting per sample and across the
+// padding at a row's end; the targets are the unpacked rows' targets.
+TEST(InstructionData, PackingLaysSamplesEndToEndWithRestartingPositions) {
+  auto t = LoadTokenizer(std::string(TIERFLOW_SOURCE_DIR) + "/tests/data/tokenizers/llama3");
+  ASSERT_TRUE(t.ok());
+  testing_data::ScratchDir dir;
+  const std::string path = dir.File("pc.jsonl");
+  std::string lines;
+  for (const char* answer : {"one", "two two", "three three three", "four", "five five"}) {
+    lines += nlohmann::json{{"prompt", "Q: say it\n"}, {"completion", answer}}.dump() + "\n";
+  }
+  testing_data::WriteBytes(path, lines);
+  InstructionOptions o;
+  o.path = path;
+  o.format = InstructionFormat::kPromptCompletion;
+  o.seq_len = 40;
+  o.vocab_size = (*t)->vocab_size();
+  auto plain = LoadInstructionData(o, **t);
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  o.packing = true;
+  auto packed = LoadInstructionData(o, **t);
+  ASSERT_TRUE(packed.ok()) << packed.status().ToString();
+  EXPECT_TRUE(plain->rows.positions.empty());
+  ASSERT_EQ(plain->rows.rows, 5);
+  ASSERT_LT(packed->rows.rows, 5);
+  EXPECT_EQ(packed->stats.trained_tokens, plain->stats.trained_tokens);
+
+  // The expected layout, built independently from the unpacked rows: a
+  // sample fills up to its last trained target (the EOS); greedy rows of T.
+  const int T = 40;
+  std::vector<int32_t> in, tg, pos;
+  int used = T;
+  const auto pad_row = [&] {
+    for (int c = used, p = 0; c < T; ++c, ++p) {
+      pos.push_back(p);
+      in.push_back(-1);  // any token
+      tg.push_back(kIgnoreTarget);
+    }
+  };
+  for (int i = 0; i < 5; ++i) {
+    int n = 0;
+    for (int c = 0; c < T; ++c) {
+      if (plain->rows.targets[i * T + c] != kIgnoreTarget) n = c + 1;
+    }
+    if (used + n > T) {
+      if (!in.empty()) pad_row();
+      used = 0;
+    }
+    for (int c = 0; c < n; ++c) {
+      in.push_back(plain->rows.inputs[i * T + c]);
+      tg.push_back(plain->rows.targets[i * T + c]);
+      pos.push_back(c);
+    }
+    used += n;
+  }
+  pad_row();
+  ASSERT_EQ(static_cast<int64_t>(pos.size()), packed->rows.rows * T);
+  EXPECT_EQ(packed->rows.positions, pos);
+  EXPECT_EQ(packed->rows.targets, tg);
+  for (size_t k = 0; k < in.size(); ++k) {
+    if (in[k] >= 0) {
+      EXPECT_EQ(packed->rows.inputs[k], in[k]) << k;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tierflow

@@ -73,6 +73,33 @@ TYPED_TEST(OpsCuda, Rope) {
   }
 }
 
+// Packed samples on CUDA against the CPU path: segment starts inside and
+// across the kernels' 32-row tiles, one sample of a single token.
+TYPED_TEST(OpsCuda, AttentionAndRopeWithPackedSamples) {
+  using T = TypeParam;
+  const std::vector<std::vector<int>> rows = {{30, 40}, {10, 54, 1, 5}};  // T = 70
+  std::vector<int32_t> starts, positions;
+  for (const auto& lengths : rows) {
+    int start = 0;
+    for (int n : lengths) {
+      for (int j = 0; j < n; ++j) {
+        starts.push_back(start);
+        positions.push_back(j);
+      }
+      start += n;
+    }
+  }
+  const AttentionShape s{.batch = 2, .seq_len = 70, .heads = 4, .kv_heads = 2, .head_size = 40};
+  ExpectOutputsClose<T>(RunAttention<T>(Impl::kFast, nullptr, s, &starts),
+                        RunAttention<T>(Impl::kDevice, this->dev_.get(), s, &starts), kUlps,
+                        "packed attention");
+  const RopeShape r{.batch = 2, .seq_len = 70, .heads = 2, .head_size = 8};
+  const RopeFreq f{.theta = 10000.0f};
+  ExpectOutputsClose<T>(RunRope<T>(Impl::kFast, nullptr, r, f, &positions),
+                        RunRope<T>(Impl::kDevice, this->dev_.get(), r, f, &positions), kUlps,
+                        "packed rope");
+}
+
 TYPED_TEST(OpsCuda, AttentionShapes) {
   using T = TypeParam;
   const AttentionShape shapes[] = {

@@ -69,6 +69,53 @@ TYPED_TEST(OpsFastPath, AttentionGqaAcrossQueryBlocks) {
                         RunAttention<T>(Impl::kFast, nullptr, s), kUlps, "attention");
 }
 
+// Packed samples: each row holds several samples; a query attends only to
+// its own sample's keys. Samples start inside and across 64-row query blocks.
+std::vector<int32_t> SeqStarts(const std::vector<std::vector<int>>& rows) {
+  std::vector<int32_t> out;
+  for (const auto& lengths : rows) {
+    int start = 0;
+    for (int n : lengths) {
+      for (int j = 0; j < n; ++j) out.push_back(start);
+      start += n;
+    }
+  }
+  return out;
+}
+std::vector<int32_t> Positions(const std::vector<std::vector<int>>& rows) {
+  std::vector<int32_t> out;
+  for (const auto& lengths : rows) {
+    for (int n : lengths) {
+      for (int j = 0; j < n; ++j) out.push_back(j);
+    }
+  }
+  return out;
+}
+const std::vector<std::vector<int>> kPackedRows = {{30, 40}, {10, 54, 1, 5}};  // T = 70
+
+TYPED_TEST(OpsFastPath, AttentionWithPackedSamples) {
+  using T = TypeParam;
+  const AttentionShape s{.batch = 2, .seq_len = 70, .heads = 4, .kv_heads = 2, .head_size = 8};
+  const std::vector<int32_t> starts = SeqStarts(kPackedRows);
+  const Outputs packed = RunAttention<T>(Impl::kFast, nullptr, s, &starts);
+  ExpectOutputsClose<T>(RunAttention<T>(Impl::kReference, nullptr, s, &starts), packed, kUlps,
+                        "packed attention");
+  // The mask takes effect: a row's later samples differ from plain causal.
+  const Outputs plain = RunAttention<T>(Impl::kFast, nullptr, s);
+  EXPECT_NE(plain[0].values, packed[0].values);
+}
+
+TYPED_TEST(OpsFastPath, RopeWithPackedPositions) {
+  using T = TypeParam;
+  const RopeShape s{.batch = 2, .seq_len = 70, .heads = 2, .head_size = 8};
+  const std::vector<int32_t> positions = Positions(kPackedRows);
+  const RopeFreq f{.theta = 10000.0f};
+  const Outputs packed = RunRope<T>(Impl::kFast, nullptr, s, f, &positions);
+  ExpectOutputsClose<T>(RunRope<T>(Impl::kReference, nullptr, s, f, &positions), packed, kUlps,
+                        "packed rope");
+  EXPECT_NE(RunRope<T>(Impl::kFast, nullptr, s, f)[0].values, packed[0].values);
+}
+
 TYPED_TEST(OpsFastPath, AttentionMqaSingleToken) {
   using T = TypeParam;
   const AttentionShape s{.batch = 2, .seq_len = 1, .heads = 4, .kv_heads = 1, .head_size = 16};

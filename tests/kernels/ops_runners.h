@@ -256,8 +256,11 @@ Outputs RunRmsNorm(Impl impl, Device* device, const NormShape& s) {
 }
 
 template <typename T>
-Outputs RunRope(Impl impl, Device* device, const RopeShape& s, const RopeFreq& theta) {
+Outputs RunRope(Impl impl, Device* device, const RopeShape& shape, const RopeFreq& theta,
+                const std::vector<int32_t>* positions = nullptr) {
   Backend be(impl, device);
+  RopeShape s = shape;
+  if (positions != nullptr) s.positions = be.In(*positions);
   const int64_t n = s.batch * s.seq_len * s.stride();
   auto x = Random<T>(n, 18), dout = Random<T>(n, 19);
   std::vector<T> out(n, FromFloat<T>(7.0f)), dinp(n, FromFloat<T>(7.0f));  // 7: untouched marker
@@ -274,8 +277,11 @@ Outputs RunRope(Impl impl, Device* device, const RopeShape& s, const RopeFreq& t
 }
 
 template <typename T>
-Outputs RunAttention(Impl impl, Device* device, const AttentionShape& s) {
+Outputs RunAttention(Impl impl, Device* device, const AttentionShape& shape,
+                     const std::vector<int32_t>* seq_start = nullptr) {
   Backend be(impl, device);
+  AttentionShape s = shape;
+  if (seq_start != nullptr) s.seq_start = be.In(*seq_start);
   const int64_t nq = s.batch * s.seq_len * s.qs(), nkv = s.batch * s.seq_len * s.kvs();
   const int64_t no = s.batch * s.seq_len * s.heads * s.head_size;
   auto q = Random<T>(nq, 20, -2.0f, 2.0f), k = Random<T>(nkv, 21, -2.0f, 2.0f),

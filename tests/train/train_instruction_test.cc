@@ -4,7 +4,8 @@
 // response positions only (the assistant's tokens and its <|eot_id|>), over
 // both micro-batches of the step together, computed here independently: the
 // ids are built by hand from the template's pieces, and each response
-// position's cross-entropy is taken on its own from the model.
+// position's cross-entropy is taken on its own from the model. Packed into
+// one row (--packing), the two conversations give the same loss.
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -138,7 +139,8 @@ TEST(TrainInstruction, TheReportedLossIsTheMeanCrossEntropyOverResponseTokensOnl
   struct Notes : TrainReporter {
     void OnNote(const std::string& note) override { notes += note + "\n"; }
     std::string notes;
-  } reporter;
+  };
+  Notes reporter;
   auto run = RunTraining(c, reporter);
   ASSERT_TRUE(run.ok()) << run.status().ToString();
   EXPECT_NE(reporter.notes.find("(chat, llama3 chat template): 2 samples, 2 kept"),
@@ -193,6 +195,20 @@ TEST(TrainInstruction, TheReportedLossIsTheMeanCrossEntropyOverResponseTokensOnl
   ASSERT_GT(count, 4);
   const double expected = sum / static_cast<double>(count);
   EXPECT_NEAR(reported, expected, 2e-5 * expected);
+
+  // Packed, both conversations share one row (one micro-batch): the same
+  // mean over the same response tokens.
+  TrainConfig packed = c;
+  packed.packing = true;
+  packed.grad_accum = 1;
+  packed.seq_len = 128;  // room for both (67 input tokens)
+  packed.out_dir = dir / "out-packed";
+  Notes packed_notes;
+  auto packed_run = RunTraining(packed, packed_notes);
+  ASSERT_TRUE(packed_run.ok()) << packed_run.status().ToString();
+  EXPECT_NE(packed_notes.notes.find("in 1 packed rows of 128"), std::string::npos)
+      << packed_notes.notes;
+  EXPECT_NEAR(packed_run->first_loss, expected, 2e-5 * expected);
   // The mask matters: the mean over every position is another number.
   EXPECT_GT(std::fabs(all_positions_sum / static_cast<double>(all_positions) - expected),
             1e-3 * expected);

@@ -78,8 +78,9 @@ Status AttentionForwardReference(T* out, float* lse, const T* q, const T* k, con
       const int64_t g = h / group;
       for (int64_t t = 0; t < s.seq_len; ++t) {
         const T* qr = q + (b * s.seq_len + t) * qs + h * HS;
+        const int64_t first = s.seq_start != nullptr ? s.seq_start[b * s.seq_len + t] : 0;
         double max_score = -std::numeric_limits<double>::infinity();
-        for (int64_t j = 0; j <= t; ++j) {
+        for (int64_t j = first; j <= t; ++j) {
           const T* kr = k + (b * s.seq_len + j) * kvs + g * HS;
           double dot = 0.0;
           for (int64_t d = 0; d < HS; ++d)
@@ -89,7 +90,7 @@ Status AttentionForwardReference(T* out, float* lse, const T* q, const T* k, con
         }
         double sum = 0.0;
         std::fill(acc.begin(), acc.end(), 0.0);
-        for (int64_t j = 0; j <= t; ++j) {
+        for (int64_t j = first; j <= t; ++j) {
           const double p = std::exp(scores[j] - max_score);
           sum += p;
           const T* vr = v + (b * s.seq_len + j) * kvs + g * HS;
@@ -133,7 +134,8 @@ Status AttentionBackwardReference(T* dq, T* dk, T* dv, const T* dout, const T* q
         double D = 0.0;
         for (int64_t d = 0; d < HS; ++d) D += PACKED(dout, b, i, h, d) * PACKED(out, b, i, h, d);
         const double row_lse = lse[(b * s.heads + h) * T_ + i];
-        for (int64_t j = 0; j <= i; ++j) {
+        const int64_t first = s.seq_start != nullptr ? s.seq_start[b * T_ + i] : 0;
+        for (int64_t j = first; j <= i; ++j) {
           double dot = 0.0, dp = 0.0;
           for (int64_t d = 0; d < HS; ++d) {
             dot += Q(b, i, h, d) * K(b, j, g, d);
@@ -198,6 +200,10 @@ Status AttentionForwardCpu(T* out, float* lse, const T* q, const T* k, const T* 
       S.noalias() = (Qh.middleRows(i0, rows) * Kg.topRows(keys).transpose()) * scale;
       for (int64_t r = 0; r < rows; ++r) {
         for (int64_t j = i0 + r + 1; j < keys; ++j) S(r, j) = neg_inf;
+        if (s.seq_start != nullptr) {
+          const int64_t first = s.seq_start[b * T_ + i0 + r];
+          for (int64_t j = 0; j < first; ++j) S(r, j) = neg_inf;
+        }
         const float m = S.row(r).maxCoeff();
         S.row(r) = (S.row(r).array() - m).exp().matrix();
         const float l = S.row(r).sum();
@@ -250,6 +256,10 @@ Status AttentionBackwardCpu(T* dq, T* dk, T* dv, const T* dout, const T* q, cons
         for (int64_t r = 0; r < rows; ++r) {
           P.row(r) = (P.row(r).array() - row_lse[i0 + r]).exp().matrix();
           for (int64_t j = i0 + r + 1; j < keys; ++j) P(r, j) = 0.0f;
+          if (s.seq_start != nullptr) {
+            const int64_t first = s.seq_start[b * T_ + i0 + r];
+            for (int64_t j = 0; j < first; ++j) P(r, j) = 0.0f;
+          }
         }
         dV.topRows(keys).noalias() += P.transpose() * dOh.middleRows(i0, rows);
         dP.noalias() = dOh.middleRows(i0, rows) * Vg.topRows(keys).transpose();

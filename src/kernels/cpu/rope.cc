@@ -19,8 +19,9 @@ void RotateReference(T* out, const T* inp, const RopeShape& s, const RopeFreq& f
     for (int64_t t = 0; t < s.seq_len; ++t) {
       for (int64_t h = 0; h < s.heads; ++h) {
         const int64_t base = (b * s.seq_len + t) * stride + h * s.head_size;
+        const int64_t pos = s.positions != nullptr ? s.positions[b * s.seq_len + t] : t;
         for (int64_t i = 0; i < half; ++i) {
-          const float angle = static_cast<float>(t) * RopeInvFreq(i, s.head_size, freq);
+          const float angle = static_cast<float>(pos) * RopeInvFreq(i, s.head_size, freq);
           const double c = std::cos(static_cast<double>(angle));
           const double sn = sign * std::sin(static_cast<double>(angle));
           const double x0 = ToFloat(inp[base + i]), x1 = ToFloat(inp[base + i + half]);
@@ -47,7 +48,7 @@ void RotateCpu(T* out, const T* inp, const RopeShape& s, const RopeFreq& freq, f
       s.batch * s.seq_len, ops_internal::kRowChunk, [&](int64_t, int64_t r0, int64_t r1) {
         ops_internal::FloatArray x0(half), x1(half), y0(half), y1(half);
         for (int64_t row = r0; row < r1; ++row) {
-          const int64_t t = row % s.seq_len;
+          const int64_t t = s.positions != nullptr ? s.positions[row] : row % s.seq_len;
           Eigen::Map<const ops_internal::FloatArray> c(cos_table.data() + t * half, half);
           Eigen::Map<const ops_internal::FloatArray> sn(sin_table.data() + t * half, half);
           for (int64_t h = 0; h < s.heads; ++h) {

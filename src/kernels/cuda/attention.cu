@@ -24,7 +24,13 @@ constexpr int kPerLane = static_cast<int>(kAttentionMaxHeadSizeCuda) / 32;
 struct Dims {
   int64_t T, NH, NKV, HS, qs, kvs;
   float scale;
+  const int32_t* seq_start;  // (B, T) or null: see attention.h
 };
+
+// The first key query i (of batch b) may attend to.
+__device__ inline int64_t FirstKey(const Dims& d, int64_t b, int64_t i) {
+  return d.seq_start != nullptr && i < d.T ? d.seq_start[b * d.T + i] : 0;
+}
 
 // Stages rows [r0, r0 + kTile) of head `head` of x (token stride `stride`) at
 // batch b into a padded (kTile, HS + 1) fp32 tile; rows past T become 0.
@@ -59,21 +65,25 @@ static __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
   for (int r = 0; r < kPerLane; ++r) o[r] = 0.0f;
   float m = -INFINITY, l = 0.0f;
+  const int64_t first = FirstKey(d, b, i);
   for (int64_t j0 = 0; j0 <= last_row; j0 += kTile) {
     __syncthreads();  // previous tile fully used (and q_rows written, first time)
     StageTile(k_tile, k, b, g, d.kvs, j0, d);
     StageTile(v_tile, v, b, g, d.kvs, j0, d);
     __syncthreads();
-    if (!active || j0 > i) continue;
+    // Tiles wholly before the row's sample are skipped, so the first tile
+    // used holds a valid key and m is finite from then on.
+    if (!active || j0 > i || j0 + kTile <= first) continue;
     const int64_t j = j0 + lane;
+    const bool valid = j <= i && j >= first;
     float s = -INFINITY;
-    if (j <= i) {
+    if (valid) {
       s = 0.0f;
       const float* kr = k_tile + lane * pitch;
       for (int64_t c = 0; c < d.HS; ++c) s += qr[c] * kr[c];
     }
     const float m_new = fmaxf(m, WarpMax(s));
-    const float p = j <= i ? expf(s - m_new) : 0.0f;
+    const float p = valid ? expf(s - m_new) : 0.0f;
     const float correction = expf(m - m_new);
     l = l * correction + WarpSum(p);
 #pragma unroll
@@ -129,15 +139,16 @@ static __global__ void __launch_bounds__(kWarps * 32)
   float acc[kPerLane];
 #pragma unroll
   for (int r = 0; r < kPerLane; ++r) acc[r] = 0.0f;
+  const int64_t first = FirstKey(d, b, i);
   for (int64_t j0 = 0; j0 <= last_row; j0 += kTile) {
     __syncthreads();
     StageTile(k_tile, k, b, g, d.kvs, j0, d);
     StageTile(v_tile, v, b, g, d.kvs, j0, d);
     __syncthreads();
-    if (!active || j0 > i) continue;
+    if (!active || j0 > i || j0 + kTile <= first) continue;
     const int64_t j = j0 + lane;
     float ds = 0.0f;
-    if (j <= i) {
+    if (j <= i && j >= first) {
       const float* kr = k_tile + lane * pitch;
       const float* vr = v_tile + lane * pitch;
       float s = 0.0f, dp = 0.0f;
@@ -222,7 +233,7 @@ static __global__ void __launch_bounds__(kWarps * 32)
       if (!active || i0 + kTile - 1 < j) continue;
       const int64_t i = i0 + lane;
       float p = 0.0f, ds = 0.0f;
-      if (i >= j && i < d.T) {
+      if (i >= j && i < d.T && j >= FirstKey(d, b, i)) {
         const float* qr = q_tile + lane * pitch;
         const float* dor = do_tile + lane * pitch;
         float s = 0.0f, dp = 0.0f;
@@ -280,7 +291,8 @@ Dims MakeDims(const AttentionShape& s) {
               s.head_size,
               s.qs(),
               s.kvs(),
-              1.0f / sqrtf(static_cast<float>(s.head_size))};
+              1.0f / sqrtf(static_cast<float>(s.head_size)),
+              s.seq_start};
 }
 
 template <typename Kernel>

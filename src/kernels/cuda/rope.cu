@@ -24,7 +24,7 @@ struct InvFreqTable {
 template <typename T>
 static __global__ void __launch_bounds__(kThreads)
     RopeKernel(T* out, const T* inp, int64_t rows, int64_t T_, int64_t heads, int64_t HS,
-               int64_t stride, InvFreqTable freq, float sign) {
+               int64_t stride, const int32_t* positions, InvFreqTable freq, float sign) {
   const int64_t half = HS / 2;
   const int64_t n = rows * heads * half;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
@@ -32,7 +32,7 @@ static __global__ void __launch_bounds__(kThreads)
     const int64_t i = idx % half;
     const int64_t h = (idx / half) % heads;
     const int64_t row = idx / (half * heads);
-    const int64_t t = row % T_;
+    const int64_t t = positions != nullptr ? positions[row] : row % T_;
     const float inv_freq = freq.v[i];
     const float angle = static_cast<float>(t) * inv_freq;
     const float c = cosf(angle), sn = sign * sinf(angle);
@@ -58,7 +58,8 @@ Status RopeCuda(cudaStream_t stream, T* out, const T* inp, const RopeShape& s, c
   for (int64_t i = 0; i < s.head_size / 2; ++i) table.v[i] = RopeInvFreq(i, s.head_size, freq);
   const int64_t rows = s.batch * s.seq_len;
   RopeKernel<<<cuda_ops::GridFor(rows * s.heads * (s.head_size / 2), kThreads), kThreads, 0,
-               stream>>>(out, inp, rows, s.seq_len, s.heads, s.head_size, s.stride(), table, sign);
+               stream>>>(out, inp, rows, s.seq_len, s.heads, s.head_size, s.stride(), s.positions,
+                         table, sign);
   return cuda_ops::CheckLaunch("RopeKernel");
 }
 
