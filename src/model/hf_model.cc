@@ -96,6 +96,41 @@ StatusOr<HfModel> LoadHfModel(const std::string& dir) {
   return model;
 }
 
+StatusOr<HfSourceLayout> ReadHfSourceLayout(const std::string& dir, const ModelConfig& config) {
+  TF_ASSIGN_OR_RETURN(HfCheckpoint checkpoint, HfCheckpoint::Open(dir));
+  HfSourceLayout out;
+  std::optional<DType> dtype;
+  bool mixed = false;
+  uint64_t largest_file = 0;
+  for (const auto& file : checkpoint.files()) {
+    const SafetensorsHeader& h = file->header();
+    largest_file = std::max(largest_file, h.data_offset_bytes() + h.data_num_bytes);
+    for (const SafetensorsTensorInfo& t : h.tensors) {
+      if (!t.dtype) {
+        mixed = true;
+      } else if (!dtype) {
+        dtype = t.dtype;
+      } else if (*dtype != *t.dtype) {
+        mixed = true;
+      }
+    }
+  }
+  if (!mixed) out.dtype = dtype;
+  // transformers puts shards up to its max_shard_size; the largest shard is
+  // a size the source's own sharding produced. One file stays one file.
+  out.max_shard_bytes =
+      checkpoint.sharded() ? largest_file : std::max<uint64_t>(out.max_shard_bytes, largest_file);
+  for (const std::string& prefix : HfTensorNames(config).alternative_prefixes) {
+    const std::vector<std::string> names = checkpoint.TensorNames();
+    if (!names.empty() && std::all_of(names.begin(), names.end(), [&](const std::string& n) {
+          return n.rfind(prefix, 0) == 0;
+        })) {
+      out.tensor_name_prefix = prefix;
+    }
+  }
+  return out;
+}
+
 StatusOr<ResolvedModel> ResolveTrainableModel(const std::string& spec) {
   ResolvedModel resolved;
   TF_ASSIGN_OR_RETURN(resolved.config, ResolveModel(spec));
@@ -213,7 +248,8 @@ Status SaveHfModel(const std::string& dir, const ParamLayout& layout, const Unit
         }
         return Status::Ok();
       };
-      entries.push_back(SafetensorsEntry{s.tensor.name, dtype, s.tensor.shape, nullptr, fill});
+      entries.push_back(SafetensorsEntry{options.tensor_name_prefix + s.tensor.name, dtype,
+                                         s.tensor.shape, nullptr, fill});
     }
   }
   HfSaveOptions save;

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,8 +68,22 @@ struct HfModelSaveOptions {
   DType dtype = DType::kBF16;                // tensors' dtype in the files. Default: bf16
   std::string base_config_json;              // see HfConfigJson. Default: "" (generated)
   uint64_t max_shard_bytes = 5'000'000'000;  // Default: 5 GB, as transformers
-  FileSystem* fs = nullptr;                  // Default: DefaultFileSystem()
+  std::string tensor_name_prefix;  // before every tensor name ("transformer."). Default: ""
+  FileSystem* fs = nullptr;        // Default: DefaultFileSystem()
 };
+
+// How a Hugging Face model directory stores its weights, so a model trained
+// from it can be saved the same way (a drop-in replacement): the tensors'
+// dtype (when every tensor has one floating dtype), the shard size (a sharded
+// source's largest shard; a single-file source stays one file), and the
+// tensor-name prefix (GPT-2 checkpoints written as "transformer.h.0...").
+struct HfSourceLayout {
+  std::optional<DType> dtype;  // unset: mixed dtypes (the training dtype is used)
+  uint64_t max_shard_bytes = 5'000'000'000;
+  std::string tensor_name_prefix;
+};
+// Errors: those of HfCheckpoint::Open.
+StatusOr<HfSourceLayout> ReadHfSourceLayout(const std::string& dir, const ModelConfig& config);
 
 // Saves the model whose fp32 weights (all units, layout order, (total_params,))
 // are `weights` into `dir` (created if missing) via SaveHfCheckpoint

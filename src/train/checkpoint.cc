@@ -560,8 +560,7 @@ Status SaveTrainingCheckpoint(const std::string& out_dir, OffloadEngine& engine,
   const UnitWeightsReader weights = [&](int unit, uint64_t offset, uint64_t count, float* out) {
     return reader.Read(unit, StateRangeReader::Array::kMaster, offset, count, out);
   };
-  HfModelSaveOptions model_options;
-  if (source != nullptr) model_options.base_config_json = source->config_json;
+  const HfModelSaveOptions model_options = SavedModelOptions(source, DType::kBF16);
   TF_RETURN_IF_ERROR(SaveHfModel((tmp / "model").string(), layout, weights, model_options));
   if (source != nullptr)
     TF_RETURN_IF_ERROR(WriteHfSideFiles(source->side, (tmp / "model").string()));
@@ -864,5 +863,18 @@ StatusOr<CheckpointState> LoadTrainingCheckpointUnguarded(const std::string& che
 }
 
 }  // namespace
+
+HfModelSaveOptions SavedModelOptions(const SourceModelFiles* source, DType training_dtype) {
+  HfModelSaveOptions options;
+  options.dtype = training_dtype;
+  if (source == nullptr) return options;
+  options.base_config_json = source->config_json;
+  if (source->weights) {
+    options.dtype = source->weights->dtype.value_or(training_dtype);
+    options.max_shard_bytes = source->weights->max_shard_bytes;
+    options.tensor_name_prefix = source->weights->tensor_name_prefix;
+  }
+  return options;
+}
 
 }  // namespace tierflow

@@ -36,6 +36,7 @@
 #include "engine/loss_scaler.h"
 #include "engine/offload_engine.h"
 #include "io/hf_side_files.h"
+#include "model/hf_model.h"
 #include "model/param_layout.h"
 #include "tierflow/placement.h"
 #include "tierflow/status.h"
@@ -180,7 +181,15 @@ struct RetentionReport {
 struct SourceModelFiles {
   std::string config_json;
   HfSideFiles side;
+  // How the source stores its weights (dtype, shards, names); unset for a
+  // source without weights (a config.json alone).
+  std::optional<HfSourceLayout> weights;
 };
+
+// How a model trained from `source` (may be null) is saved: the source's
+// dtype, shard size and tensor names where it has weights, else
+// `training_dtype` and transformers' 5 GB shards; config.json from the source.
+HfModelSaveOptions SavedModelOptions(const SourceModelFiles* source, DType training_dtype);
 
 // `source` (optional) makes the checkpoint's model/ the source's config.json
 // and side files beside the weights (each listed and checksummed).

@@ -166,10 +166,10 @@ constexpr char kFinalModelTmpPrefix[] = ".model.tmp-";
 // temporary found is such a leftover and is removed first (never following a
 // link: remove_all removes a symlink itself, not its target).
 // `source` (read from the Hugging Face directory trained from when the run
-// started; empty for a preset) gives the saved model its config.json, with
-// only torch_dtype set to what training wrote, and its tokenizer, generation
-// and chat-template files, so the result is a drop-in replacement for the
-// model that went in.
+// started; empty for a preset) gives the saved model its config.json, its
+// tensors' dtype, shard size and names (SavedModelOptions), and its
+// tokenizer, generation and chat-template files, so the result is a drop-in
+// replacement for the model that went in.
 Status SaveFinalModel(const DirLock& out_lock, OffloadEngine& engine, const ParamLayout& layout,
                       DType dtype, const SourceModelFiles& source, FileSystem* file_system) {
   const fs::path out_dir = out_lock.dir();
@@ -195,9 +195,7 @@ Status SaveFinalModel(const DirLock& out_lock, OffloadEngine& engine, const Para
   const fs::path final_dir = out_dir / "model";
   const std::string pid = std::to_string(::getpid());
   const fs::path tmp = out_dir / (kFinalModelTmpPrefix + pid);
-  HfModelSaveOptions options;
-  options.dtype = dtype == DType::kF32 ? DType::kF32 : dtype;
-  options.base_config_json = source.config_json;
+  const HfModelSaveOptions options = SavedModelOptions(&source, dtype);
   TF_RETURN_IF_ERROR(SaveHfModel(tmp.string(), layout, weights, options));
   TF_RETURN_IF_ERROR(WriteHfSideFiles(source.side, tmp.string(), file_system));
   return ReplaceDirectory(file_system, tmp.string(), final_dir.string())
@@ -420,6 +418,10 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   if (model_is_dir) {
     source_files.config_json = resolved.config_json;
     TF_ASSIGN_OR_RETURN(source_files.side, ReadHfSideFiles(config.model));
+    if (!resolved.weights_dir.empty()) {
+      TF_ASSIGN_OR_RETURN(source_files.weights,
+                          ReadHfSourceLayout(resolved.weights_dir, model_config));
+    }
   }
   std::string tokenizer_spec = config.tokenizer;
   if (tokenizer_spec.empty()) tokenizer_spec = model_is_dir ? config.model : "byte";

@@ -179,6 +179,43 @@ TEST(HfModelTest, Gpt2PrefixedNamesLoad) {
   EXPECT_TRUE(BitEqual(w, loaded->weights));
 }
 
+// What a saved model copies from its source: the "transformer." prefix of a
+// GPT-2 checkpoint (written back by SaveHfModel), a uniform fp16 dtype, one
+// file staying one file; a source of mixed dtypes leaves the dtype unset.
+TEST(HfModelTest, TheSourcesLayoutIsReadAndWrittenBack) {
+  auto layout = MakeParamLayout(testing_util::TinyGpt2()).value();
+  const std::vector<float> w = RandomWeights(layout, 9);
+  TempDir tmp;
+  HfModelSaveOptions save;
+  save.dtype = DType::kF16;
+  save.tensor_name_prefix = "transformer.";
+  const std::string dir = tmp.sub("gpt2");
+  ASSERT_TRUE(SaveHfModel(dir, layout, w.data(), save).ok());
+  auto source = ReadHfSourceLayout(dir, layout.config);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(source->tensor_name_prefix, "transformer.");
+  EXPECT_EQ(source->dtype, DType::kF16);
+  EXPECT_GE(source->max_shard_bytes, 5'000'000'000u);
+  auto checkpoint = HfCheckpoint::Open(dir);
+  ASSERT_TRUE(checkpoint.ok());
+  for (const std::string& name : checkpoint->TensorNames()) {
+    EXPECT_EQ(name.rfind("transformer.", 0), 0u) << name;
+  }
+  EXPECT_TRUE(LoadHfModel(dir).ok());
+
+  // Mixed: one tensor stored in fp32, the rest fp16.
+  std::vector<SafetensorsEntry> entries = Entries(layout, w);
+  for (size_t i = 1; i < entries.size(); ++i) entries[i].dtype = DType::kF16;
+  const std::string mixed = tmp.sub("mixed");
+  fs::create_directories(mixed);
+  ASSERT_TRUE(
+      SaveHfCheckpoint(mixed, entries, HfConfigJson(layout.config, DType::kF32).value()).ok());
+  auto m = ReadHfSourceLayout(mixed, layout.config);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_FALSE(m->dtype.has_value());
+  EXPECT_EQ(m->tensor_name_prefix, "");
+}
+
 // Issue 18: the source model's config.json is re-serialized when the model
 // is saved; a deep one must be an error, not a stack overflow in dump().
 TEST(HfModelTest, DeeplyNestedBaseConfigIsAnErrorNotAStackOverflow) {

@@ -20,6 +20,9 @@
 #include "tests/common/scratch_dir.h"
 
 #include "io/file_system.h"
+#include "io/hf_checkpoint.h"
+#include "model/hf_model.h"
+#include "model/transformer.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 
@@ -254,6 +257,75 @@ TEST(TrainRun, TheSavedModelKeepsTheSourcesConfigAndTokenizerFiles) {
     for (const auto& [name, text] : side)
       EXPECT_EQ(ReadFile(dir + "/" + name), text) << dir << name;
   }
+}
+
+// A model fine-tuned from a sharded bf16 source, training in fp32 at a
+// learning rate too small to move any weight, is saved as the source was:
+// the same shard files, tensor names, dtypes, shapes and bytes, and the same
+// config.json.
+TEST(TrainRun, TheSavedModelIsStoredAsTheSourceWas) {
+  TempDir dir;
+  const std::string source = dir / "source";
+  {
+    auto preset = ResolveTrainableModel("tiny-llama");
+    ASSERT_TRUE(preset.ok());
+    auto device = CreateDevice({.kind = DeviceChoice::kCpu, .memory_capacity_bytes = 256u << 20});
+    ASSERT_TRUE(device.ok());
+    auto model = TransformerModel::Create(**device, preset->config,
+                                          {.batch = 1, .seq_len = 8, .dtype = DType::kF32});
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    std::vector<float> weights((*model)->layout().total_params);
+    for (size_t u = 0; u < (*model)->layout().units.size(); ++u) {
+      ASSERT_TRUE((*model)
+                      ->InitialWeights(static_cast<int>(u),
+                                       weights.data() + (*model)->layout().unit_offsets[u])
+                      .ok());
+    }
+    // A weight of exactly 0 would move by the learning rate (1e-30 is a bf16
+    // value); every other weight is far too large to.
+    for (float& w : weights) w = w == 0.0f ? 0.01f : w;
+    HfModelSaveOptions save;
+    save.dtype = DType::kBF16;
+    save.max_shard_bytes = 300'000;  // several shards
+    ASSERT_TRUE(SaveHfModel(source, (*model)->layout(), weights.data(), save).ok());
+  }
+  auto before = HfCheckpoint::Open(source);
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  ASSERT_TRUE(before->sharded());
+  ASSERT_GE(before->files().size(), 3u);
+
+  TrainConfig tune = SmallRun(dir / "out");
+  tune.model = source;
+  tune.tokenizer = "byte";
+  tune.dtype = DType::kF32;
+  tune.lr = 1e-30f;
+  tune.steps = 1;
+  tune.offload = OffloadPlacement::kHost;
+  TrainReporter quiet;
+  auto r = RunTraining(tune, quiet);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+
+  const std::string saved = dir / "out/model";
+  auto after = HfCheckpoint::Open(saved);
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  ASSERT_EQ(after->files().size(), before->files().size());
+  for (size_t f = 0; f < before->files().size(); ++f) {
+    EXPECT_EQ(fs::path(after->files()[f]->path()).filename(),
+              fs::path(before->files()[f]->path()).filename());
+  }
+  EXPECT_EQ(after->TensorNames(), before->TensorNames());
+  for (const std::string& name : before->TensorNames()) {
+    const auto a = before->Find(name), b = after->Find(name);
+    ASSERT_NE(b.tensor, nullptr) << name;
+    EXPECT_EQ(b.tensor->dtype_name, "BF16") << name;
+    EXPECT_EQ(b.tensor->shape, a.tensor->shape) << name;
+    std::string x(a.tensor->num_bytes(), '\0'), y(b.tensor->num_bytes(), '\0');
+    ASSERT_TRUE(a.file->ReadRaw(*a.tensor, x.data(), x.size()).ok());
+    ASSERT_TRUE(b.file->ReadRaw(*b.tensor, y.data(), y.size()).ok());
+    EXPECT_TRUE(x == y) << name;
+  }
+  EXPECT_EQ(nlohmann::json::parse(ReadFile(saved + "/config.json")),
+            nlohmann::json::parse(ReadFile(source + "/config.json")));
 }
 
 TEST(TrainRun, CheckpointsVerifyAndCorruptionIsDetected) {
