@@ -608,6 +608,17 @@ TEST(TrainConfig, TierflowBlockMirrorsTheFieldNames) {
   EXPECT_DOUBLE_EQ(c.eval_fraction, 0.1);
 }
 
+TEST(TrainConfig, InstructionDataKeysAreTierflowKeys) {
+  TrainConfig c = ParseOk(R"({"tierflow": {"data_format": "chat", "chat_template": "chatml",
+       "truncation": "drop", "packing": true}})");
+  EXPECT_EQ(c.data_format, "chat");
+  EXPECT_EQ(c.chat_template, "chatml");
+  EXPECT_EQ(c.truncation, "drop");
+  EXPECT_TRUE(c.packing);
+  EXPECT_TRUE(ValidateTrainConfig(c).ok());
+  EXPECT_THAT(ParseError(R"({"tierflow": {"packing": "yes"}})"), HasSubstr("tierflow.packing"));
+}
+
 TEST(TrainConfig, GradTransferDtypeAndSpeculationAreTierflowKeys) {
   TrainConfig c = ParseOk(R"({"tierflow": {"grad_transfer_dtype": "fp32",
                                            "speculation_params": 1000000}})");
@@ -753,6 +764,18 @@ TEST(ValidateTrainConfig, EachBadSettingIsNamed) {
       {[](TrainConfig& c) { c.checkpoint_every = -1; }, "checkpoint_every:"},
       {[](TrainConfig& c) { c.eval_fraction = 1.0; }, "eval_fraction:"},
       {[](TrainConfig& c) { c.token_dtype = "u8"; }, "token_dtype:"},
+      {[](TrainConfig& c) { c.data_format = "csv"; }, "data_format:"},
+      {[](TrainConfig& c) { c.chat_template = "vicuna"; }, "chat_template:"},
+      {[](TrainConfig& c) { c.truncation = "wrap"; }, "truncation:"},
+      // Instruction-only settings with other data would be accepted and ignored.
+      {[](TrainConfig& c) { c.chat_template = "llama3"; }, "chat_template:"},
+      {[](TrainConfig& c) { c.packing = true; }, "packing:"},
+      {[](TrainConfig& c) { c.truncation = "drop"; }, "truncation:"},
+      {[](TrainConfig& c) {
+         c.data_format = "chat";
+         c.token_dtype = "u16";
+       },
+       "token_dtype:"},
   };
   for (const Case& k : cases) {
     Status s = ValidateWith(k.edit);
