@@ -5,7 +5,7 @@
 #       Here (Debian 12, as root, with apt): downloads into .gpu-deps/
 #       (git-ignored) the Debian packages the build needs and the GPU
 #       machine lacks: liburing, oneTBB, Eigen, CLI11, nlohmann-json,
-#       GoogleTest/GoogleMock and pkgconf.
+#       PCRE2, utf8proc, SentencePiece, GoogleTest/GoogleMock and pkgconf.
 #
 #   scripts/gpu-check.sh run OUTDIR
 #       On the GPU machine (nvcc, CMake and ninja, no package registry):
@@ -39,7 +39,8 @@ set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 deps="$top/.gpu-deps"
 packages=(liburing-dev liburing2 libtbb-dev libtbb12 libtbbmalloc2 libtbbbind-2-5 libhwloc15
-  libeigen3-dev libcli11-dev
+  libeigen3-dev libcli11-dev libpcre2-dev libpcre2-8-0 libpcre2-16-0 libpcre2-32-0
+  libpcre2-posix3 libutf8proc-dev libutf8proc2 libsentencepiece-dev libsentencepiece0
   nlohmann-json3-dev libgtest-dev libgmock-dev googletest pkgconf pkgconf-bin libpkgconf3)
 
 usage() {
