@@ -88,7 +88,8 @@ ActivationBytes ComputeActivationBytes(const ModelConfig& m, const ActivationOpt
   const uint64_t chunk_rows = U(HeadChunkRows(tokens, m.vocab_size));
   const uint64_t chunks = chunk_rows > 0 ? (N + chunk_rows - 1) / chunk_rows : 0;
   out.logits = Sum(Buf(Mul(chunk_rows, V, a)), Buf(Mul(chunks, 4)), Mul(2, Buf(Mul(N, 4))));
-  out.inputs = Mul(2, Buf(Mul(N, 4)));
+  // Token ids, targets, and packed samples' positions and sample starts.
+  out.inputs = Mul(4, Buf(Mul(N, 4)));
   // dres, dln (N, C); datt (N, Q); dqkv (N, Q + 2KV); dact (N, F); SwiGLU adds dgate, dup.
   out.gradients = Sum(Mul(2, Buf(Mul(N, C, a))), Buf(Mul(N, Q, a)),
                       Buf(Mul(N, Sum(Q, Mul(2, KV)), a)), Mul(swiglu ? 3 : 1, Buf(Mul(N, F, a))));

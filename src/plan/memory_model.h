@@ -115,7 +115,7 @@ struct ActivationBytes {
   uint64_t blocks = 0;      // saved block activations: L sets, or 1 with checkpointing
   uint64_t final_norm = 0;  // (N, C) + statistics
   uint64_t logits = 0;  // one row chunk of (N, V) logits, a loss per chunk, per-row losses and lse
-  uint64_t inputs = 0;  // token ids and targets, int32
+  uint64_t inputs = 0;  // token ids, targets, packed positions and sample starts, int32
   uint64_t gradients = 0;  // activation-gradient scratch of one block's backward
   // Saturates at 2^64 - 1 (as every count here does) instead of wrapping.
   uint64_t total() const {

@@ -55,9 +55,9 @@ TEST(MemoryModel, ActivationsWithCheckpointingByHand) {
   EXPECT_EQ(b.final_norm, NC + 2 * 128 * 4);
   // One chunk of all 128 rows of logits, its loss (rounded), row losses and row log-sum-exps.
   EXPECT_EQ(b.logits, 128u * 256 * 2 + 256 + 128 * 4 + 128 * 4);
-  EXPECT_EQ(b.inputs, 2u * 128 * 4);
+  EXPECT_EQ(b.inputs, 4u * 128 * 4);  // ids, targets, packed positions, sample starts
   EXPECT_EQ(b.gradients, 2 * NC + NC + 128u * 384 * 2 + 128u * 512 * 2);  // dres dln datt dqkv dact
-  EXPECT_EQ(b.total(), 1088768u);
+  EXPECT_EQ(b.total(), 1089792u);
 }
 
 TEST(MemoryModel, ActivationsWithoutCheckpointingKeepEveryBlock) {
@@ -78,7 +78,7 @@ TEST(MemoryModel, BuffersAreRoundedTo256Bytes) {
   o.seq_len = 3;  // N = 3: fp32 statistics of 12 bytes take 256
   o.dtype = DType::kF32;
   ActivationBytes b = ComputeActivationBytes(TinyGpt2(), o);
-  EXPECT_EQ(b.inputs, 2u * 256);
+  EXPECT_EQ(b.inputs, 4u * 256);
   EXPECT_EQ(b.final_norm, 3u * 128 * 4 /* 1536 */ + 2 * 256);
   EXPECT_EQ(b.logits, 3u * 256 * 4 + 256 + 256 + 256);
 }
