@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
 #include <vector>
@@ -62,15 +63,10 @@ std::vector<int32_t> Llama3Ids(const Tokenizer& t, const Conversation& c,
   return ids;
 }
 
-TEST(TrainInstruction, TheReportedLossIsTheMeanCrossEntropyOverResponseTokensOnly) {
-  testing_common::ScratchDir dir("tierflow-instruct-");
+// A tiny Llama 3-shaped model directory with the Llama 3 tokenizer fixture
+// and seeded weights (init_std wide enough that positions' losses differ).
+std::string MakeModelDir(const std::string& model_dir, const Tokenizer& t) {
   const std::string fixture = std::string(TIERFLOW_SOURCE_DIR) + "/tests/data/tokenizers/llama3";
-  auto tokenizer = LoadTokenizer(fixture);
-  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().ToString();
-  const Tokenizer& t = **tokenizer;
-
-  // The model directory: a tiny Llama 3-shaped config, the tokenizer files.
-  const std::string model_dir = dir / "model";
   fs::create_directories(model_dir);
   nlohmann::json config = {{"architectures", {"LlamaForCausalLM"}},
                            {"model_type", "llama"},
@@ -86,26 +82,106 @@ TEST(TrainInstruction, TheReportedLossIsTheMeanCrossEntropyOverResponseTokensOnl
                            {"tie_word_embeddings", false},
                            {"torch_dtype", "float32"}};
   std::ofstream(model_dir + "/config.json") << config.dump(2);
-  {
-    // Seeded weights, saved as the source model's safetensors.
-    auto from_config = ResolveTrainableModel(model_dir + "/config.json");
-    ASSERT_TRUE(from_config.ok()) << from_config.status().ToString();
-    auto device = MakeCpuDevice();
-    // A wide init, so positions' cross-entropies differ (at 0.02 each is ~ln V).
-    TransformerInit wide;
-    wide.init_std = 0.5f;
-    auto seeded = TransformerModel::Create(*device, from_config->config,
-                                           {.batch = 1, .seq_len = 8, .dtype = DType::kF32}, wide);
-    ASSERT_TRUE(seeded.ok()) << seeded.status().ToString();
-    const std::vector<float> weights = InitialFlat(**seeded);
-    HfModelSaveOptions save;
-    save.dtype = DType::kF32;
-    save.base_config_json = config.dump(2);
-    ASSERT_TRUE(SaveHfModel(model_dir, (*seeded)->layout(), weights.data(), save).ok());
-  }
+  auto from_config = ResolveTrainableModel(model_dir + "/config.json");
+  EXPECT_TRUE(from_config.ok()) << from_config.status().ToString();
+  auto device = MakeCpuDevice();
+  TransformerInit wide;
+  wide.init_std = 0.5f;
+  auto seeded = TransformerModel::Create(*device, from_config->config,
+                                         {.batch = 1, .seq_len = 8, .dtype = DType::kF32}, wide);
+  EXPECT_TRUE(seeded.ok()) << seeded.status().ToString();
+  const std::vector<float> weights = InitialFlat(**seeded);
+  HfModelSaveOptions save;
+  save.dtype = DType::kF32;
+  save.base_config_json = config.dump(2);
+  EXPECT_TRUE(SaveHfModel(model_dir, (*seeded)->layout(), weights.data(), save).ok());
   for (const char* name : {"tokenizer.json", "tokenizer_config.json"}) {
     fs::copy_file(fixture + "/" + name, model_dir + "/" + name);
   }
+  return model_dir;
+}
+
+std::map<int64_t, double> LossesByStep(const std::string& metrics) {
+  std::map<int64_t, double> out;
+  std::ifstream in(metrics);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line);
+    if (j.contains("loss")) out[j["step"].get<int64_t>()] = j["loss"].get<double>();
+  }
+  return out;
+}
+
+// A chat run, packed and shuffled, stopped at a checkpoint and resumed,
+// replays the same rows: the same per-step losses and final weights, bit
+// for bit, as the run straight through.
+TEST(TrainInstruction, AChatRunResumesBitExactly) {
+  testing_common::ScratchDir dir("tierflow-instruct-resume-");
+  auto tokenizer =
+      LoadTokenizer(std::string(TIERFLOW_SOURCE_DIR) + "/tests/data/tokenizers/llama3");
+  ASSERT_TRUE(tokenizer.ok());
+  const std::string model = MakeModelDir(dir / "model", **tokenizer);
+  {
+    std::ofstream data(dir / "chat.jsonl");
+    for (int i = 0; i < 24; ++i) {
+      data << nlohmann::json{{"messages",
+                              {{{"role", "user"}, {"content", "Count to " + std::to_string(i)}},
+                               {{"role", "assistant"},
+                                {"content", std::string(static_cast<size_t>(i % 5) + 1, 'x') +
+                                                " done " + std::to_string(i)}}}}}
+                  .dump()
+           << "\n";
+    }
+  }
+  const auto config = [&](const std::string& out, int64_t steps) {
+    TrainConfig c;
+    c.model = model;
+    c.data = dir / "chat.jsonl";
+    c.data_format = "chat";
+    c.packing = true;
+    c.micro_batch = 1;
+    c.grad_accum = 2;
+    c.seq_len = 64;
+    c.steps = steps;
+    c.checkpoint_every = 2;
+    c.eval_every = 0;
+    c.eval_fraction = 0;
+    c.dtype = DType::kF32;
+    c.lr = 1e-2f;
+    c.offload = OffloadPlacement::kHost;
+    c.device.choice = DeviceChoice::kCpu;
+    c.out_dir = out;
+    return c;
+  };
+  TrainReporter quiet;
+  ASSERT_TRUE(RunTraining(config(dir / "straight", 4), quiet).ok());
+  ASSERT_TRUE(RunTraining(config(dir / "resumed", 2), quiet).ok());
+  TrainConfig rest = config(dir / "resumed", 4);
+  rest.resume = true;
+  auto r = RunTraining(rest, quiet);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const auto a = LossesByStep(dir / "straight/metrics.jsonl");
+  const auto b = LossesByStep(dir / "resumed/metrics.jsonl");
+  ASSERT_EQ(a.size(), 4u);
+  ASSERT_EQ(b.size(), 4u);
+  for (int64_t s = 1; s <= 4; ++s) EXPECT_EQ(a.at(s), b.at(s)) << "step " << s;
+  EXPECT_NE(a.at(1), a.at(4));
+  std::ifstream x(dir / "straight/model/model.safetensors", std::ios::binary),
+      y(dir / "resumed/model/model.safetensors", std::ios::binary);
+  const std::string xs((std::istreambuf_iterator<char>(x)), std::istreambuf_iterator<char>());
+  const std::string ys((std::istreambuf_iterator<char>(y)), std::istreambuf_iterator<char>());
+  EXPECT_FALSE(xs.empty());
+  EXPECT_TRUE(xs == ys);
+}
+
+TEST(TrainInstruction, TheReportedLossIsTheMeanCrossEntropyOverResponseTokensOnly) {
+  testing_common::ScratchDir dir("tierflow-instruct-");
+  const std::string fixture = std::string(TIERFLOW_SOURCE_DIR) + "/tests/data/tokenizers/llama3";
+  auto tokenizer = LoadTokenizer(fixture);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().ToString();
+  const Tokenizer& t = **tokenizer;
+
+  const std::string model_dir = MakeModelDir(dir / "model", t);
   const std::vector<Conversation> conversations = {
       {"What is the capital of France?", "Paris is the capital of France."},
       {"Name two primes.", "2 and 3."}};
