@@ -32,13 +32,17 @@ void FuzzSwapHeader(std::string_view data);
 // offload/swap_format.h: DecodeBlockTable; the first byte picks the number of
 // logical blocks, the rest is the table copy.
 void FuzzSwapBlockTable(std::string_view data);
-// src/data/gpt2_bpe_tokenizer.h: FromTokenizerJsonText (tokenizer.json).
+// src/data/hf_tokenizer.h: HfTokenizer::Create (tokenizer.json).
 void FuzzTokenizerJson(std::string_view data);
 // src/data/gpt2_bpe_tokenizer.h: FromVocabAndMergesText; `data` is vocab.json,
 // a NUL byte, then merges.txt (no NUL: all of it is vocab.json).
 void FuzzVocabMerges(std::string_view data);
 // src/data/gpt2_pretokenize.h and Gpt2BpeTokenizer::Encode on arbitrary bytes.
 void FuzzGpt2Encode(std::string_view data);
+// src/data/instruction_data.h: ParseInstructionData; bytes 0-3 pick the
+// format, the chat template, truncation/packing and seq_len, the rest is the
+// JSONL.
+void FuzzInstructionJsonl(std::string_view data);
 // src/data/token_source.h: OpenTokenFile on a file holding `data`.
 void FuzzTokenFile(std::string_view data);
 // src/data/data_loader.h: DataLoader::RestoreState on `data` parsed as JSON.

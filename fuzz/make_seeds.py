@@ -306,3 +306,24 @@ TIER_SEEDS = {
 }
 for name, text in TIER_SEEDS.items():
     put("fuzz_tier_checkpoint", name, text)
+
+# ---- fuzz_instruction_jsonl: bytes 0-3 = format (0 prompt-completion,
+# 1 alpaca, 2 chat), template (0 the tokenizer's, 1 llama3, 2 chatml,
+# 3 llama2, 4 mistral), flags (1 drop long, 2 packing), seq_len - 1; then
+# the JSONL.
+CHAT = json.dumps({"messages": [{"role": "system", "content": "Be brief."},
+                                {"role": "user", "content": "hi"},
+                                {"role": "assistant", "content": "hello"}]})
+INSTRUCTION_SEEDS = {
+    "chat_llama3": bytes([2, 1, 0, 40]) + (CHAT + "\n" + CHAT + "\n").encode(),
+    "chat_packed_mistral": bytes([2, 4, 2, 63]) + (CHAT + "\n\n" + CHAT + "\n").encode(),
+    "pc_plain_drop": bytes([0, 0, 1, 8])
+    + (json.dumps({"prompt": "Q?", "completion": "A long answer here"}) + "\n").encode(),
+    "alpaca_chatml": bytes([1, 2, 2, 30])
+    + (json.dumps({"instruction": "Add", "input": "2 3", "output": "5"}) + "\n").encode(),
+    "chat_llama2_bad_order": bytes([2, 3, 0, 50])
+    + (json.dumps({"messages": [{"role": "assistant", "content": "x"},
+                                {"role": "user", "content": "y"}]}) + "\n").encode(),
+}
+for name, data in INSTRUCTION_SEEDS.items():
+    put("fuzz_instruction_jsonl", name, data)

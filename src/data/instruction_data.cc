@@ -261,6 +261,14 @@ std::string_view InstructionFormatName(InstructionFormat format) {
 StatusOr<InstructionData> LoadInstructionData(const InstructionOptions& options,
                                               const Tokenizer& tokenizer) {
   const std::string& path = options.path;
+  TF_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, kMaxTextDatasetBytes));
+  return ParseInstructionData(text, options, tokenizer);
+}
+
+StatusOr<InstructionData> ParseInstructionData(std::string_view text,
+                                               const InstructionOptions& options,
+                                               const Tokenizer& tokenizer) {
+  const std::string& path = options.path;
   if (options.seq_len <= 0 || options.vocab_size <= 0) {
     return InvalidArgumentError(path + ": seq_len and vocab_size must be positive");
   }
@@ -277,8 +285,6 @@ StatusOr<InstructionData> LoadInstructionData(const InstructionOptions& options,
     if (!detected.ok()) return detected.status().WithContext(path + " (--format chat)");
     tmpl = *detected;
   }
-
-  TF_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, kMaxTextDatasetBytes));
   InstructionData data;
   InstructionStats& stats = data.stats;
   stats.chat_template = tmpl ? std::string(ChatTemplateKindName(tmpl->kind)) : "";

@@ -101,5 +101,9 @@ StatusOr<TokenizedSample> TokenizeRendered(const std::vector<RenderedPart>& part
 // left to train on.
 StatusOr<InstructionData> LoadInstructionData(const InstructionOptions& options,
                                               const Tokenizer& tokenizer);
+// The same on JSONL text already in memory; options.path names it in errors.
+StatusOr<InstructionData> ParseInstructionData(std::string_view text,
+                                               const InstructionOptions& options,
+                                               const Tokenizer& tokenizer);
 
 }  // namespace tierflow

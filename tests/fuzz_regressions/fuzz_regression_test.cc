@@ -53,6 +53,7 @@ const std::vector<Target>& Targets() {
     {"fuzz_swap_header", FuzzSwapHeader},
     {"fuzz_swap_block_table", FuzzSwapBlockTable},
     {"fuzz_tokenizer_json", FuzzTokenizerJson},
+    {"fuzz_instruction_jsonl", FuzzInstructionJsonl},
     {"fuzz_vocab_merges", FuzzVocabMerges},
     {"fuzz_gpt2_encode", FuzzGpt2Encode},
     {"fuzz_token_file", FuzzTokenFile},
