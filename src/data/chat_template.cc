@@ -118,6 +118,18 @@ StatusOr<ChatTemplate> DetectChatTemplate(std::string_view jinja) {
   ChatTemplate t;
   if (jinja.find("<|start_header_id|>") != std::string_view::npos) {
     t.kind = ChatTemplateKind::kLlama3;
+    if (jinja.find("Cutting Knowledge Date") != std::string_view::npos) {
+      // The template's default date: set date_string = "26 Jul 2024".
+      t.llama3_date = "26 Jul 2024";
+      constexpr std::string_view kDefault = "set date_string = \"";
+      if (const size_t at = jinja.find(kDefault); at != std::string_view::npos) {
+        const size_t begin = at + kDefault.size();
+        const size_t end = jinja.find('"', begin);
+        if (end != std::string_view::npos && end - begin <= 32) {
+          t.llama3_date = std::string(jinja.substr(begin, end - begin));
+        }
+      }
+    }
     return t;
   }
   if (jinja.find("<|im_start|>") != std::string_view::npos) {
@@ -162,7 +174,20 @@ StatusOr<std::vector<RenderedPart>> RenderChat(const ChatTemplate& tmpl,
       TF_ASSIGN_OR_RETURN(int32_t end, Special(tokenizer, "<|end_header_id|>", kind));
       TF_ASSIGN_OR_RETURN(int32_t eot, Special(tokenizer, "<|eot_id|>", kind));
       Token(&out, bos);
-      for (const ChatMessage& m : messages) {
+      size_t first = 0;
+      if (!tmpl.llama3_date.empty()) {
+        // Llama 3.1+: the system turn, with its preamble, always first.
+        const bool has_system = messages.front().role == "system";
+        Token(&out, start);
+        Text(&out, "system");
+        Token(&out, end);
+        Text(&out, "\n\nCutting Knowledge Date: December 2023\nToday Date: " + tmpl.llama3_date +
+                       "\n\n" + (has_system ? Trim(messages.front().content) : std::string()));
+        Token(&out, eot);
+        first = has_system ? 1 : 0;
+      }
+      for (size_t i = first; i < messages.size(); ++i) {
+        const ChatMessage& m = messages[i];
         const bool trained = m.role == "assistant";
         Token(&out, start);
         Text(&out, m.role);

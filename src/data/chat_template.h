@@ -3,7 +3,14 @@
 //
 // tierflow renders the families it trains natively rather than running Jinja:
 //   llama3   Llama 3.x Instruct: <|begin_of_text|> then per message
-//            <|start_header_id|>ROLE<|end_header_id|>\n\nCONTENT|trim<|eot_id|>
+//            <|start_header_id|>ROLE<|end_header_id|>\n\nCONTENT|trim<|eot_id|>;
+//            from Llama 3.1 on (templates that say "Cutting Knowledge Date"),
+//            the system message always comes first, as "Cutting Knowledge
+//            Date: December 2023\nToday Date: DATE\n\n" + the system
+//            content (DATE: the template's default, "26 Jul 2024"; Llama
+//            3.2's template would take today's date, which would make the
+//            same data render differently each day, so tierflow keeps the
+//            default)
 //   chatml   Qwen2/Qwen2.5: per message <|im_start|>ROLE\nCONTENT<|im_end|>\n,
 //            with the template's default system prompt first when the
 //            conversation has none (Qwen2.5: "You are Qwen, created by ...")
@@ -45,7 +52,19 @@ struct ChatTemplate {
   // chatml: the system prompt rendered when a conversation has none ("" =
   // none).
   std::string default_system;
+  // llama3 from 3.1 on: the "Today Date" of the system preamble; "" = no
+  // preamble (Llama 3.0).
+  std::string llama3_date;
 };
+
+// The family's template with no default system prompt and no Llama 3.1
+// preamble (what --chat-template NAME gives when the tokenizer's own template
+// is of another family or absent).
+inline ChatTemplate TemplateOfKind(ChatTemplateKind kind) {
+  ChatTemplate t;
+  t.kind = kind;
+  return t;
+}
 
 // Recognizes the family of a tokenizer's Jinja chat template by its markers.
 // Errors: NotFound when `jinja` is empty; InvalidArgument when it is none of

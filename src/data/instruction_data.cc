@@ -274,7 +274,7 @@ StatusOr<InstructionData> ParseInstructionData(std::string_view text,
   }
   std::optional<ChatTemplate> tmpl;
   if (options.chat_template) {
-    tmpl = ChatTemplate{*options.chat_template, ""};
+    tmpl = TemplateOfKind(*options.chat_template);
     // Keep the tokenizer's default system prompt when it is the same family.
     if (auto detected = DetectChatTemplate(tokenizer.chat_template());
         detected.ok() && detected->kind == tmpl->kind) {

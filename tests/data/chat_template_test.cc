@@ -89,10 +89,19 @@ TEST_P(ChatFixture, RendersAndTokenizesAsTheModelsTemplateAndTrainsOnAssistantTu
 INSTANTIATE_TEST_SUITE_P(
     Families, ChatFixture,
     ::testing::Values(std::pair{std::string("llama3"), ChatTemplateKind::kLlama3},
+                      std::pair{std::string("llama31"), ChatTemplateKind::kLlama3},
                       std::pair{std::string("qwen2"), ChatTemplateKind::kChatMl},
                       std::pair{std::string("llama2"), ChatTemplateKind::kLlama2},
                       std::pair{std::string("mistral"), ChatTemplateKind::kMistral}),
     [](const auto& info) { return info.param.first; });
+
+TEST(ChatTemplate, Llama31sDatePreambleIsReadFromItsTemplate) {
+  auto t31 = LoadTokenizer(FixtureDir("llama31"));
+  auto t30 = LoadTokenizer(FixtureDir("llama3"));
+  ASSERT_TRUE(t31.ok() && t30.ok());
+  EXPECT_EQ(DetectChatTemplate((*t31)->chat_template())->llama3_date, "26 Jul 2024");
+  EXPECT_EQ(DetectChatTemplate((*t30)->chat_template())->llama3_date, "");
+}
 
 TEST(ChatTemplate, QwensDefaultSystemPromptIsReadFromItsTemplate) {
   auto tokenizer = LoadTokenizer(FixtureDir("qwen2"));
@@ -114,7 +123,7 @@ TEST(ChatTemplate, UnknownTemplatesRolesAndOrdersAreRefusedByName) {
 
   auto tokenizer = LoadTokenizer(FixtureDir("llama2"));
   ASSERT_TRUE(tokenizer.ok());
-  const ChatTemplate llama2{ChatTemplateKind::kLlama2, ""};
+  const ChatTemplate llama2 = TemplateOfKind(ChatTemplateKind::kLlama2);
   auto bad_role = RenderChat(llama2, {{"user", "hi"}, {"robot", "beep"}}, **tokenizer, nullptr);
   EXPECT_NE(bad_role.status().message().find("messages[1].role is \"robot\""), std::string::npos)
       << bad_role.status().message();
@@ -124,8 +133,8 @@ TEST(ChatTemplate, UnknownTemplatesRolesAndOrdersAreRefusedByName) {
   EXPECT_NE(order.status().message().find("alternating"), std::string::npos)
       << order.status().message();
   // A template whose special tokens the tokenizer lacks is named.
-  auto missing = RenderChat({ChatTemplateKind::kLlama3, ""}, {{"user", "a"}, {"assistant", "b"}},
-                            **tokenizer, nullptr);
+  auto missing = RenderChat(TemplateOfKind(ChatTemplateKind::kLlama3),
+                            {{"user", "a"}, {"assistant", "b"}}, **tokenizer, nullptr);
   EXPECT_NE(missing.status().message().find("<|start_header_id|>"), std::string::npos)
       << missing.status().message();
 }
@@ -134,7 +143,7 @@ TEST(ChatTemplate, MistralsTemplateDropsASystemMessageAndCountsIt) {
   auto tokenizer = LoadTokenizer(FixtureDir("mistral"));
   ASSERT_TRUE(tokenizer.ok());
   RenderStats stats;
-  auto parts = RenderChat({ChatTemplateKind::kMistral, ""},
+  auto parts = RenderChat(TemplateOfKind(ChatTemplateKind::kMistral),
                           {{"system", "Be brief."}, {"user", "hi"}, {"assistant", "hello"}},
                           **tokenizer, &stats);
   ASSERT_TRUE(parts.ok()) << parts.status().ToString();
