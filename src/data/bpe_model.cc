@@ -42,7 +42,7 @@ std::string CodePointName(char32_t cp) {
 }  // namespace
 
 StatusOr<std::unique_ptr<BpeModel>> BpeModel::Create(
-    std::vector<std::pair<std::string, int64_t>> vocab,
+    const std::vector<std::pair<std::string, int64_t>>& vocab,
     std::vector<std::pair<std::string, std::string>> merges, Options options, std::string source) {
   std::unique_ptr<BpeModel> m(new BpeModel());
   m->source_ = std::move(source);
@@ -66,7 +66,7 @@ StatusOr<std::unique_ptr<BpeModel>> BpeModel::Create(
   m->id_to_token_.assign(static_cast<size_t>(max_id + 1), std::string());
   m->id_used_.assign(static_cast<size_t>(max_id + 1), false);
   m->vocab_.reserve(vocab.size());
-  for (auto& [text, id64] : vocab) {
+  for (const auto& [text, id64] : vocab) {
     const auto id = static_cast<int32_t>(id64);
     if (m->id_used_[id]) {
       return InvalidArgumentError(m->source_ + ": id " + std::to_string(id) +
@@ -79,7 +79,7 @@ StatusOr<std::unique_ptr<BpeModel>> BpeModel::Create(
                                   std::to_string(it->second) + " and " + std::to_string(id) + ")");
     }
     m->id_used_[id] = true;
-    m->id_to_token_[id] = std::move(text);
+    m->id_to_token_[id] = text;
   }
   for (int b = 0; b < 256; ++b) {
     auto it = m->vocab_.find(ByteTokenText(b));
@@ -204,7 +204,7 @@ StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const Json& model,
       }
     }
   }
-  return Create(std::move(vocab), std::move(merges), std::move(options), reader.label());
+  return Create(vocab, std::move(merges), std::move(options), reader.label());
 }
 
 const std::string* BpeModel::TokenText(int32_t id) const {

@@ -52,7 +52,7 @@ class BpeModel {
   // vocabulary (see kMaxIdHoles), a merge whose parts or result are not
   // tokens, or an unk_token that is not one.
   static StatusOr<std::unique_ptr<BpeModel>> Create(
-      std::vector<std::pair<std::string, int64_t>> vocab,
+      const std::vector<std::pair<std::string, int64_t>>& vocab,
       std::vector<std::pair<std::string, std::string>> merges, Options options, std::string source);
 
   // Reads tokenizer.json's "model" object (type BPE). Errors as Create, plus

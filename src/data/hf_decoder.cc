@@ -88,7 +88,8 @@ class Fuse final : public HfDecoder {
   void Apply(std::vector<std::string>* tokens) const override {
     std::string all;
     for (const std::string& token : *tokens) all += token;
-    tokens->assign(1, std::move(all));
+    tokens->clear();
+    tokens->push_back(std::move(all));
   }
 };
 
