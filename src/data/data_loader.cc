@@ -36,10 +36,8 @@ std::string TokenCountMessage(const TokenSource& tokens, const DataLoaderOptions
          std::to_string(o.batch) + ", seq_len " + std::to_string(o.seq_len) + ")";
 }
 
-}  // namespace
-
-StatusOr<DataLoader> DataLoader::Create(TokenSource tokens, const DataLoaderOptions& options) {
-  const std::string& name = tokens.name();
+// The settings both layouts need. Errors: InvalidArgument naming `name`.
+Status CheckOptions(const std::string& name, const DataLoaderOptions& options) {
   if (options.batch <= 0 || options.seq_len <= 0) {
     return InvalidArgumentError(
         "data loader for " + name + ": batch and seq_len must be positive, got batch " +
@@ -50,6 +48,14 @@ StatusOr<DataLoader> DataLoader::Create(TokenSource tokens, const DataLoaderOpti
                                 ": eval_fraction must be in [0, 1), got " +
                                 std::to_string(options.eval_fraction));
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<DataLoader> DataLoader::Create(TokenSource tokens, const DataLoaderOptions& options) {
+  const std::string& name = tokens.name();
+  TF_RETURN_IF_ERROR(CheckOptions(name, options));
   const int64_t n = tokens.size();
   if (n == 0) return InvalidArgumentError(name + " has no tokens");
   const int64_t batch_tokens = static_cast<int64_t>(options.batch) * options.seq_len;
@@ -85,16 +91,7 @@ StatusOr<DataLoader> DataLoader::Create(TokenSource tokens, const DataLoaderOpti
 
 StatusOr<DataLoader> DataLoader::CreateFromRows(RowSet rows, const DataLoaderOptions& options) {
   const std::string name = rows.name;
-  if (options.batch <= 0 || options.seq_len <= 0) {
-    return InvalidArgumentError(
-        "data loader for " + name + ": batch and seq_len must be positive, got batch " +
-        std::to_string(options.batch) + ", seq_len " + std::to_string(options.seq_len));
-  }
-  if (!(options.eval_fraction >= 0.0 && options.eval_fraction < 1.0)) {
-    return InvalidArgumentError("data loader for " + name +
-                                ": eval_fraction must be in [0, 1), got " +
-                                std::to_string(options.eval_fraction));
-  }
+  TF_RETURN_IF_ERROR(CheckOptions(name, options));
   if (rows.seq_len != options.seq_len) {
     return InvalidArgumentError("data loader for " + name + ": the rows are " +
                                 std::to_string(rows.seq_len) + " tokens long but seq_len is " +

@@ -1,4 +1,5 @@
-// Read-only memory maps for token files.
+// Read-only memory maps for token files, and the file-system queries the
+// tokenizer loaders share.
 //
 // The data pipeline reads two kinds of files: text (tokenizer vocabularies,
 // training text, JSONL), read whole through io/file_reader.h, and token
@@ -18,6 +19,11 @@ namespace tierflow {
 // A read-only, private memory map of a whole file. Move-only; unmaps on
 // destruction. An empty file has an empty span and no mapping. Thread-safe
 // for concurrent reads of bytes().
+// Whether `path` is (following links) a regular file / a directory. Any
+// error (missing, no permission) reads as "no"; the caller's open names it.
+bool IsRegularFile(const std::string& path);
+bool IsDirectoryPath(const std::string& path);
+
 class MappedFile {
  public:
   // Errors: ErrnoStatus naming the path (open, fstat, mmap).

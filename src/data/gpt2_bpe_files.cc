@@ -18,10 +18,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-// The largest real tokenizer.json files (large multilingual vocabularies)
-// are tens of MB; a much larger file is a wrong path, refused by name.
-constexpr size_t kMaxTokenizerFileBytes = size_t{256} << 20;
-
 // Depth-limited (tokenizer.json nests ~6 levels; a deep one would overflow
 // the stack). Duplicate keys stay lenient, last wins, as in Python's json,
 // which wrote and reads these files.

@@ -1,12 +1,12 @@
 // HfTokenizer: loading tokenizer.json, the encode pipeline, decoding.
 #include "data/hf_tokenizer.h"
 
-#include <sys/stat.h>
 #include <algorithm>
 
 #include <nlohmann/json.hpp>
 
 #include "common/cancel.h"
+#include "data/file_util.h"
 #include "data/hf_component.h"
 #include "data/unicode_class.h"
 #include "io/file_reader.h"
@@ -17,15 +17,7 @@ namespace {
 
 using Json = nlohmann::json;
 
-// The largest real tokenizer.json files (large multilingual vocabularies) are
-// tens of MB; a much larger file is a wrong path, refused by name.
-constexpr size_t kMaxTokenizerFileBytes = size_t{256} << 20;
 constexpr size_t kMaxTokenizerConfigBytes = size_t{16} << 20;
-
-bool IsFile(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
 
 // The post-processor's tokens around a single sequence.
 struct Template {
@@ -227,12 +219,12 @@ StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromFile(const std::string& 
   const size_t slash = path.find_last_of('/');
   const std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
   std::optional<HfTokenizerConfig> config;
-  if (IsFile(dir + "tokenizer_config.json")) {
+  if (IsRegularFile(dir + "tokenizer_config.json")) {
     TF_ASSIGN_OR_RETURN(std::string config_text,
                         ReadFileToString(dir + "tokenizer_config.json", kMaxTokenizerConfigBytes));
     TF_ASSIGN_OR_RETURN(config, ParseHfTokenizerConfig(config_text, dir + "tokenizer_config.json"));
   }
-  if (IsFile(dir + "chat_template.jinja")) {
+  if (IsRegularFile(dir + "chat_template.jinja")) {
     if (!config) config.emplace();
     TF_ASSIGN_OR_RETURN(config->chat_template,
                         ReadFileToString(dir + "chat_template.jinja", kMaxTokenizerConfigBytes));

@@ -7,20 +7,13 @@
 #include "io/file_reader.h"
 
 namespace tierflow {
-namespace {
-
-// Real SentencePiece models are 0.5-5 MB.
-constexpr size_t kMaxModelBytes = size_t{256} << 20;
-
-}  // namespace
-
 SentencePieceTokenizer::SentencePieceTokenizer()
     : processor_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {}
 SentencePieceTokenizer::~SentencePieceTokenizer() = default;
 
 StatusOr<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::FromFile(
     const std::string& path) {
-  TF_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(path, kMaxModelBytes));
+  TF_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(path, kMaxTokenizerFileBytes));
   std::unique_ptr<SentencePieceTokenizer> t(new SentencePieceTokenizer());
   t->path_ = path;
   const auto status = t->processor_->LoadFromSerializedProto(bytes);
@@ -70,7 +63,13 @@ std::string SentencePieceTokenizer::Decode(std::span<const int32_t> tokens) cons
   const auto flush = [&] {
     if (run.empty()) return;
     std::string text;
-    if (processor_->Decode(run, &text).ok()) out += text;
+    if (processor_->Decode(run, &text).ok()) {
+      out += text;
+    } else {
+      // Never silently shorter: each id the processor could not decode
+      // stands as U+FFFD, as an unknown id does.
+      for (size_t i = 0; i < run.size(); ++i) out += "\xEF\xBF\xBD";
+    }
     run.clear();
   };
   for (int32_t id : tokens) {

@@ -1,24 +1,14 @@
 // LoadTokenizer: "byte", a tokenizer.json, or a directory of GPT-2 files.
 #include "data/tokenizer.h"
 
-#include <sys/stat.h>
-
 #include "data/byte_tokenizer.h"
+#include "data/file_util.h"
 #include "data/gpt2_bpe_tokenizer.h"
 #include "data/hf_tokenizer.h"
 #include "data/sentencepiece_tokenizer.h"
 
 namespace tierflow {
 namespace {
-
-bool IsFile(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-bool IsDirectory(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
 
 bool EndsWith(const std::string& text, std::string_view suffix) {
   return text.size() >= suffix.size() &&
@@ -34,20 +24,20 @@ const std::string& Tokenizer::chat_template() const {
 
 StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& spec) {
   if (spec == "byte") return std::unique_ptr<Tokenizer>(new ByteTokenizer());
-  if (IsDirectory(spec)) {
+  if (IsDirectoryPath(spec)) {
     const std::string dir = spec.back() == '/' ? spec : spec + "/";
-    if (IsFile(dir + "tokenizer.json")) {
+    if (IsRegularFile(dir + "tokenizer.json")) {
       TF_ASSIGN_OR_RETURN(auto t, HfTokenizer::FromFile(dir + "tokenizer.json"));
       return std::unique_ptr<Tokenizer>(std::move(t));
     }
-    if (IsFile(dir + "tokenizer.model")) {
+    if (IsRegularFile(dir + "tokenizer.model")) {
       TF_ASSIGN_OR_RETURN(auto t, SentencePieceTokenizer::FromFile(dir + "tokenizer.model"));
       return std::unique_ptr<Tokenizer>(std::move(t));
     }
     for (const auto& [vocab, merges] :
          {std::pair<const char*, const char*>{"vocab.json", "merges.txt"},
           {"encoder.json", "vocab.bpe"}}) {
-      if (IsFile(dir + vocab) && IsFile(dir + merges)) {
+      if (IsRegularFile(dir + vocab) && IsRegularFile(dir + merges)) {
         TF_ASSIGN_OR_RETURN(auto t,
                             Gpt2BpeTokenizer::FromVocabAndMerges(dir + vocab, dir + merges));
         return std::unique_ptr<Tokenizer>(std::move(t));
@@ -58,7 +48,7 @@ StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& spec) {
         ": expected tokenizer.json, tokenizer.model, vocab.json + merges.txt, or encoder.json + "
         "vocab.bpe");
   }
-  if (IsFile(spec)) {
+  if (IsRegularFile(spec)) {
     if (EndsWith(spec, ".model")) {
       TF_ASSIGN_OR_RETURN(auto t, SentencePieceTokenizer::FromFile(spec));
       return std::unique_ptr<Tokenizer>(std::move(t));

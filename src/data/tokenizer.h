@@ -20,6 +20,11 @@
 
 namespace tierflow {
 
+// The largest real tokenizer files (tokenizer.json of large multilingual
+// vocabularies) are tens of MB; a much larger file is a wrong path, refused
+// by name by every loader.
+inline constexpr size_t kMaxTokenizerFileBytes = size_t{256} << 20;
+
 // The text of the end-of-text (document separator) token.
 inline constexpr std::string_view kEndOfText = "<|endoftext|>";
 
