@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/json_reader.h"
+#include "io/json_util.h"
 
 namespace tierflow {
 namespace {
@@ -29,8 +30,14 @@ Status ReadTokenField(const Json& root, const JsonReader& reader, std::string_vi
 }  // namespace
 
 StatusOr<HfTokenizerConfig> ParseHfTokenizerConfig(std::string_view text, const std::string& name) {
-  Json root = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded()) return InvalidArgumentError(name + ": not valid JSON");
+  // Depth-limited (a deep file would overflow the stack); duplicate keys
+  // lenient, as Python, which wrote it, reads them.
+  JsonParseOptions options;
+  options.reject_duplicate_keys = false;
+  Json root;
+  if (Status parsed = ParseJson(text, name, options, &root); !parsed.ok()) {
+    return InvalidArgumentError(parsed.message());
+  }
   const JsonReader reader(name);
   TF_RETURN_IF_ERROR(reader.Object(root, "(the document)"));
   HfTokenizerConfig config;

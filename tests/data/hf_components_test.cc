@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/hf_tokenizer.h"
+#include "data/hf_tokenizer_config.h"
 #include "data/token_id_text.h"
 
 namespace tierflow {
@@ -174,6 +175,25 @@ TEST(HfComponents, NormalizersMetaspaceDecoderAndByteFallbackWithoutByteTokens) 
   auto bad = s->Encode("ab\xFF");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("byte offset 2"), std::string::npos);
+}
+
+// tokenizer_config.json is outside input: a deeply nested one is an error
+// naming the file, not a stack overflow; BOS/EOS read in both spellings.
+TEST(HfTokenizerConfig, DeepFilesAreRefusedAndTokensReadInBothSpellings) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  auto bad = ParseHfTokenizerConfig("{\"x\": " + deep + "}", "tokenizer_config.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("tokenizer_config.json"), std::string::npos)
+      << bad.status().message();
+  auto ok = ParseHfTokenizerConfig(
+      R"({"bos_token": "<s>", "eos_token": {"__type": "AddedToken", "content": "</s>"},
+          "chat_template": [{"name": "tool_use", "template": "T"}, {"name": "default", "template": "D"}]})",
+      "tokenizer_config.json");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->bos_token, "<s>");
+  EXPECT_EQ(ok->eos_token, "</s>");
+  EXPECT_EQ(ok->chat_template, "D");
 }
 
 TEST(TokenIdText, JsonArraysAndSeparatedIntegersAreReadAndBadItemsNamed) {
