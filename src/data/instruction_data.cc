@@ -39,39 +39,27 @@ Status EncodeRun(const std::vector<const RenderedPart*>& run, bool at_start,
     return at_start ? tokenizer.Encode(t) : tokenizer.EncodeContinuation(t);
   };
   TF_ASSIGN_OR_RETURN(std::vector<int32_t> ids, encode(text));
-  // Token index where each part begins, found at the boundaries where the
-  // trained flag changes.
-  std::vector<size_t> first_token(run.size() + 1, 0);
-  first_token[run.size()] = ids.size();
-  size_t offset = 0;
+  // Stretches of parts with one trained flag; where the flag changes, the
+  // first token of the next stretch is the end of the common prefix of the
+  // run's ids and the ids of the text before the boundary.
+  const auto emit = [&](size_t begin, size_t end, bool trained) {
+    for (size_t i = begin; i < end; ++i) {
+      out->ids.push_back(ids[i]);
+      out->trained.push_back(trained);
+    }
+  };
+  size_t begin = 0, offset = 0;
   for (size_t k = 0; k < run.size(); ++k) {
-    if (k > 0) {
-      if (run[k]->trained == run[k - 1]->trained) {
-        first_token[k] = first_token[k - 1];
-      } else {
-        TF_ASSIGN_OR_RETURN(std::vector<int32_t> prefix,
-                            encode(std::string_view(text).substr(0, offset)));
-        first_token[k] = std::max(first_token[k - 1], CommonPrefix(prefix, ids));
-      }
+    if (k > 0 && run[k]->trained != run[k - 1]->trained) {
+      TF_ASSIGN_OR_RETURN(std::vector<int32_t> prefix,
+                          encode(std::string_view(text).substr(0, offset)));
+      const size_t cut = std::max(begin, CommonPrefix(prefix, ids));
+      emit(begin, cut, run[k - 1]->trained);
+      begin = cut;
     }
     offset += run[k]->text.size();
   }
-  for (size_t k = 0; k < run.size(); ++k) {
-    // Parts with the same flag share first_token; the next differing part
-    // (or the end) closes the range.
-    size_t end = ids.size();
-    for (size_t j = k + 1; j < run.size(); ++j) {
-      if (run[j]->trained != run[k]->trained) {
-        end = first_token[j];
-        break;
-      }
-    }
-    if (k > 0 && run[k]->trained == run[k - 1]->trained) continue;
-    for (size_t i = first_token[k]; i < end; ++i) {
-      out->ids.push_back(ids[i]);
-      out->trained.push_back(run[k]->trained);
-    }
-  }
+  emit(begin, ids.size(), run.back()->trained);
   return Status::Ok();
 }
 
