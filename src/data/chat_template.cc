@@ -63,8 +63,10 @@ Status CheckRoles(const std::vector<ChatMessage>& messages) {
 }
 
 // llama2/mistral: optional system first, then user/assistant alternating from user.
-Status CheckAlternation(const std::vector<ChatMessage>& messages, size_t first,
-                        ChatTemplateKind kind) {
+// Returns the index of the first turn (1 after a system message, else 0).
+StatusOr<size_t> FirstAlternatingTurn(const std::vector<ChatMessage>& messages,
+                                      ChatTemplateKind kind) {
+  const size_t first = messages.front().role == "system" ? 1 : 0;
   for (size_t i = first; i < messages.size(); ++i) {
     const bool want_user = (i - first) % 2 == 0;
     if ((messages[i].role == "user") != want_user) {
@@ -75,7 +77,7 @@ Status CheckAlternation(const std::vector<ChatMessage>& messages, size_t first,
           "optional first system message)");
     }
   }
-  return Status::Ok();
+  return first;
 }
 
 void Text(std::vector<RenderedPart>* out, std::string text, bool trained = false) {
@@ -220,9 +222,8 @@ StatusOr<std::vector<RenderedPart>> RenderChat(const ChatTemplate& tmpl,
     case ChatTemplateKind::kLlama2: {
       TF_ASSIGN_OR_RETURN(int32_t bos, Bos(tokenizer, kind));
       TF_ASSIGN_OR_RETURN(int32_t eos, Eos(tokenizer, kind));
-      const bool has_system = messages.front().role == "system";
-      const size_t first = has_system ? 1 : 0;
-      TF_RETURN_IF_ERROR(CheckAlternation(messages, first, kind));
+      TF_ASSIGN_OR_RETURN(const size_t first, FirstAlternatingTurn(messages, kind));
+      const bool has_system = first == 1;
       for (size_t i = first; i < messages.size(); ++i) {
         const ChatMessage& m = messages[i];
         std::string content = m.content;
@@ -243,9 +244,8 @@ StatusOr<std::vector<RenderedPart>> RenderChat(const ChatTemplate& tmpl,
     case ChatTemplateKind::kMistral: {
       TF_ASSIGN_OR_RETURN(int32_t bos, Bos(tokenizer, kind));
       TF_ASSIGN_OR_RETURN(int32_t eos, Eos(tokenizer, kind));
-      const bool has_system = messages.front().role == "system";
-      const size_t first = has_system ? 1 : 0;
-      TF_RETURN_IF_ERROR(CheckAlternation(messages, first, kind));
+      TF_ASSIGN_OR_RETURN(const size_t first, FirstAlternatingTurn(messages, kind));
+      const bool has_system = first == 1;
       Token(&out, bos);
       for (size_t i = first; i < messages.size(); ++i) {
         const ChatMessage& m = messages[i];
