@@ -15,40 +15,31 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/common/run_command.h"
+
 #include "common/cpu_isa.h"
 
 namespace tierflow {
 namespace {
 
-struct Run {
-  int status = -1;
-  std::string output;  // stdout (and stderr when asked)
-};
+using Run = testing_common::CommandOutput;
 
 Run Tierflow(const std::string& args, bool with_stderr) {
-  const std::string cmd =
-      std::string(TIERFLOW_BINARY) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
-  Run r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t got;
-  while ((got = std::fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, got);
-  r.status = ::pclose(p);
-  return r;
+  return testing_common::RunCommand(std::string(TIERFLOW_BINARY) + " " + args +
+                                    (with_stderr ? " 2>&1" : " 2>/dev/null"));
 }
 
 const char kSmall[] = " --params 4Ki --iterations 1 --rounds 1";
 
 nlohmann::json Json(const std::string& args) {
   Run r = Tierflow("bench adam --json" + std::string(kSmall) + " " + args, false);
-  EXPECT_EQ(r.status, 0) << args;
+  EXPECT_EQ(r.exit_code, 0) << args;
   return nlohmann::json::parse(r.output, nullptr, false);
 }
 
 void ExpectRefused(const std::string& args, const std::string& named) {
   Run r = Tierflow("bench adam" + std::string(kSmall) + " " + args, true);
-  EXPECT_NE(r.status, 0) << args << " was accepted";
+  EXPECT_NE(r.exit_code, 0) << args << " was accepted";
   EXPECT_NE(r.output.find(named), std::string::npos) << args << ": " << r.output;
 }
 

@@ -12,6 +12,7 @@
 #include "common/cpu_isa.h"
 #include "plan/bandwidth_profile.h"
 #include "plan/nvme_profile.h"
+#include "tests/common/run_command.h"
 #include "tests/tier/tier_test_util.h"
 
 namespace tierflow {
@@ -24,15 +25,8 @@ int RunTierflow(const std::string& args) {
 
 // Runs `env tierflow args`, returns its stdout and stderr together.
 std::string RunTierflowOutput(const std::string& env, const std::string& args) {
-  const std::string cmd = env + " " + std::string(TIERFLOW_BINARY) + " " + args + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  std::string out;
-  if (p == nullptr) return out;
-  char buf[4096];
-  size_t got;
-  while ((got = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, got);
-  ::pclose(p);
-  return out;
+  return testing_common::RunCommand(env + " " + std::string(TIERFLOW_BINARY) + " " + args + " 2>&1")
+      .output;
 }
 
 TEST(BenchAll, WritesAProfileThePlannerLoads) {

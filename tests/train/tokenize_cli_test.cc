@@ -2,8 +2,6 @@
 // ids of a fixture text are the reference's, --decode gives the text back,
 // --special adds the BOS, a bad id exits 2 naming it, and the bench counts
 // the same tokens the library gives.
-#include <sys/wait.h>
-
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -13,29 +11,18 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/common/run_command.h"
 #include "tests/common/scratch_dir.h"
 
 namespace tierflow {
 namespace {
 
-struct Result {
-  int exit_code = -1;
-  std::string out;
-};
+using Result = testing_common::CommandOutput;
 
 // Runs `tierflow ARGS < INPUT_FILE`, capturing stdout and stderr.
 Result RunTierflow(const std::string& args, const std::string& input_file) {
-  const std::string cmd =
-      std::string(TIERFLOW_BINARY) + " " + args + " < '" + input_file + "' 2>&1";
-  Result r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
-  const int status = ::pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return testing_common::RunCommand(std::string(TIERFLOW_BINARY) + " " + args + " < '" +
+                                    input_file + "' 2>&1");
 }
 
 std::string Fixture(const std::string& config) {
@@ -56,36 +43,36 @@ TEST(TokenizeCli, IdsDecodeSpecialTokensAndErrors) {
 
   const Result ids =
       RunTierflow("tokenize --tokenizer " + Fixture("llama3") + " --json", text_file);
-  ASSERT_EQ(ids.exit_code, 0) << ids.out;
-  EXPECT_EQ(nlohmann::json::parse(ids.out), (*mixed)["ids"]);
+  ASSERT_EQ(ids.exit_code, 0) << ids.output;
+  EXPECT_EQ(nlohmann::json::parse(ids.output), (*mixed)["ids"]);
 
   const Result with = RunTierflow(
       "tokenize --tokenizer " + Fixture("llama3") + " --json --special --text-file " + text_file,
       "/dev/null");
-  ASSERT_EQ(with.exit_code, 0) << with.out;
-  EXPECT_EQ(nlohmann::json::parse(with.out), (*mixed)["ids_with_special"]);
+  ASSERT_EQ(with.exit_code, 0) << with.output;
+  EXPECT_EQ(nlohmann::json::parse(with.output), (*mixed)["ids_with_special"]);
 
   const std::string ids_file = dir / "ids.txt";
-  std::ofstream(ids_file) << ids.out;
+  std::ofstream(ids_file) << ids.output;
   const Result text =
       RunTierflow("tokenize --tokenizer " + Fixture("llama3") + " --decode", ids_file);
-  ASSERT_EQ(text.exit_code, 0) << text.out;
-  EXPECT_EQ(text.out, (*mixed)["text"].get<std::string>());
+  ASSERT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_EQ(text.output, (*mixed)["text"].get<std::string>());
 
   std::ofstream(ids_file) << "1 2 999999";
   const Result bad =
       RunTierflow("tokenize --tokenizer " + Fixture("llama3") + " --decode", ids_file);
-  EXPECT_EQ(bad.exit_code, 2) << bad.out;
-  EXPECT_NE(bad.out.find("item 3 (\"999999\") is outside the vocabulary"), std::string::npos)
-      << bad.out;
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("item 3 (\"999999\") is outside the vocabulary"), std::string::npos)
+      << bad.output;
   const Result missing = RunTierflow("tokenize --tokenizer " + (dir / "nope"), text_file);
   EXPECT_NE(missing.exit_code, 0);
-  EXPECT_NE(missing.out.find("nope"), std::string::npos) << missing.out;
+  EXPECT_NE(missing.output.find("nope"), std::string::npos) << missing.output;
 
   // A SentencePiece model through the same command.
   const Result spm =
       RunTierflow("tokenize --tokenizer " + Fixture("spm") + "/tokenizer.model --json", text_file);
-  EXPECT_EQ(spm.exit_code, 0) << spm.out;
+  EXPECT_EQ(spm.exit_code, 0) << spm.output;
 }
 
 TEST(TokenizeCli, TheBenchCountsTheTokensTheTokenizerGives) {
@@ -97,14 +84,14 @@ TEST(TokenizeCli, TheBenchCountsTheTokensTheTokenizerGives) {
   }
   const Result count =
       RunTierflow("tokenize --tokenizer " + Fixture("qwen2") + " --json", text_file);
-  ASSERT_EQ(count.exit_code, 0) << count.out;
-  const size_t tokens = nlohmann::json::parse(count.out).size();
+  ASSERT_EQ(count.exit_code, 0) << count.output;
+  const size_t tokens = nlohmann::json::parse(count.output).size();
   const Result bench =
       RunTierflow("bench tokenizer --tokenizer " + Fixture("qwen2") +
                       " --threads 2 --iterations 1 --json --text-file " + text_file,
                   "/dev/null");
-  ASSERT_EQ(bench.exit_code, 0) << bench.out;
-  const nlohmann::json j = nlohmann::json::parse(bench.out);
+  ASSERT_EQ(bench.exit_code, 0) << bench.output;
+  const nlohmann::json j = nlohmann::json::parse(bench.output);
   // Two chunks cut at a line end tokenize as the whole text does here
   // (every line starts a new piece).
   EXPECT_EQ(j["tokens"].get<size_t>(), tokens);
