@@ -171,6 +171,23 @@ class DirectUnitAccess : public UnitAccess {
   int num_open_ = 0, max_open_ = 0;
 };
 
+// One ForwardBackward of `mb`, synchronized: its loss and every unit's
+// gradient (flat fp32).
+struct RunResult {
+  float loss = 0;
+  std::vector<float> grads;
+};
+inline StatusOr<RunResult> RunForwardBackward(TransformerModel& model, DirectUnitAccess& access,
+                                              Stream& s, const MicroBatch& mb,
+                                              float dloss_scale = 1.0f) {
+  TF_RETURN_IF_ERROR(model.ForwardBackward(s, mb, dloss_scale, access));
+  TF_RETURN_IF_ERROR(s.Synchronize());
+  RunResult r;
+  TF_ASSIGN_OR_RETURN(r.loss, model.LastLoss());
+  TF_ASSIGN_OR_RETURN(r.grads, access.ReadGrads());
+  return r;
+}
+
 inline HfModelSaveOptions SaveOptions(DType dtype) {
   HfModelSaveOptions options;
   options.dtype = dtype;

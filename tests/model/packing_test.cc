@@ -24,20 +24,7 @@ using testing_util::DirectUnitAccess;
 using testing_util::InitialFlat;
 using testing_util::MakeCpuDevice;
 
-struct Run {
-  float loss = 0;
-  std::vector<float> grads;
-};
-
-StatusOr<Run> RunBatch(TransformerModel& model, DirectUnitAccess& access, Stream& s,
-                       const MicroBatch& mb) {
-  TF_RETURN_IF_ERROR(model.ForwardBackward(s, mb, 1.0f, access));
-  TF_RETURN_IF_ERROR(s.Synchronize());
-  Run r;
-  TF_ASSIGN_OR_RETURN(r.loss, model.LastLoss());
-  TF_ASSIGN_OR_RETURN(r.grads, access.ReadGrads());
-  return r;
-}
+using testing_util::RunForwardBackward;
 
 struct PackingCase {
   ModelConfig config;
@@ -79,7 +66,7 @@ TEST_P(Packing, APackedRowTrainsAsItsSamplesInRowsOfTheirOwn) {
   for (int j = 0; j < kB; ++j) pos.push_back(j);
   MicroBatch packed{.inputs = in.data(), .targets = tg.data(), .batch = 1, .seq_len = kT};
   packed.positions = pos.data();
-  auto p = RunBatch(**model, access, *stream, packed);
+  auto p = RunForwardBackward(**model, access, *stream, packed);
   ASSERT_TRUE(p.ok()) << p.status().ToString();
 
   // Separate: A padded to B's length (padding ignored), then B.
@@ -89,7 +76,7 @@ TEST_P(Packing, APackedRowTrainsAsItsSamplesInRowsOfTheirOwn) {
   std::copy(b_in.begin(), b_in.end(), sep_in.begin() + kB);
   std::copy(b_tg.begin(), b_tg.end(), sep_tg.begin() + kB);
   MicroBatch separate{.inputs = sep_in.data(), .targets = sep_tg.data(), .batch = 2, .seq_len = kB};
-  auto q = RunBatch(**model, access, *stream, separate);
+  auto q = RunForwardBackward(**model, access, *stream, separate);
   ASSERT_TRUE(q.ok()) << q.status().ToString();
 
   EXPECT_NEAR(p->loss, q->loss, 2e-6 * std::fabs(q->loss));
@@ -104,7 +91,7 @@ TEST_P(Packing, APackedRowTrainsAsItsSamplesInRowsOfTheirOwn) {
   // Without its positions the packed row is another computation: B then
   // sees A and sits at positions 9..19.
   packed.positions = nullptr;
-  auto plain = RunBatch(**model, access, *stream, packed);
+  auto plain = RunForwardBackward(**model, access, *stream, packed);
   ASSERT_TRUE(plain.ok());
   EXPECT_GT(std::fabs(plain->loss - q->loss), 1e-4 * std::fabs(q->loss));
 }

@@ -25,19 +25,11 @@ using testing_util::MakeCpuDevice;
 using testing_util::RandomTokens;
 using testing_util::TokenBatch;
 
-struct Result {
-  float loss = 0;
-  std::vector<float> grads;
-};
+using Result = testing_util::RunResult;
 
 StatusOr<Result> RunOnce(TransformerModel& model, DirectUnitAccess& access, Stream& s,
                          const TokenBatch& tb, float dloss_scale = 1.0f) {
-  TF_RETURN_IF_ERROR(model.ForwardBackward(s, tb.micro(), dloss_scale, access));
-  TF_RETURN_IF_ERROR(s.Synchronize());
-  Result r;
-  TF_ASSIGN_OR_RETURN(r.loss, model.LastLoss());
-  TF_ASSIGN_OR_RETURN(r.grads, access.ReadGrads());
-  return r;
+  return testing_util::RunForwardBackward(model, access, s, tb.micro(), dloss_scale);
 }
 
 // Seeded weights with the norms' and biases' values jittered, so their
