@@ -250,8 +250,10 @@ Status BpeModel::Tokenize(std::string_view piece, std::vector<int32_t>* out) con
       }
     }
     if (unk_id_ < 0) {
-      return InvalidArgumentError("the character " + CodePointName(cp) + " is not in " + source_ +
-                                  "'s vocabulary, which has no unk_token and no byte fallback");
+      return InvalidArgumentError(
+          "the character " + CodePointName(cp) + " is not in " + source_ +
+          "'s vocabulary, which has no unk_token and no byte fallback; remove the "
+          "character from the text or use the model's own tokenizer");
     }
     if (!(options_.fuse_unk && previous_unk)) ids.push_back(unk_id_);
     previous_unk = true;

@@ -57,7 +57,8 @@ Status CheckRoles(const std::vector<ChatMessage>& messages) {
   }
   if (!assistant) {
     return InvalidArgumentError(
-        "the conversation has no assistant message, so nothing to train on");
+        "the conversation has no assistant message, so nothing to train on; end "
+        "each conversation with the assistant's reply");
   }
   return Status::Ok();
 }

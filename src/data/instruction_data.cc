@@ -336,9 +336,11 @@ StatusOr<InstructionData> ParseInstructionData(std::string_view text,
   if (samples.empty()) {
     return InvalidArgumentError(
         path + " has no sample to train on (" + std::to_string(stats.samples) + " read, " +
-        std::to_string(stats.dropped_long) + " dropped as longer than seq_len + 1 = " +
-        std::to_string(options.seq_len + 1) + " tokens, " +
-        std::to_string(stats.dropped_untrained) + " with no response token within seq_len)");
+        std::to_string(stats.dropped_long) +
+        " dropped as longer than seq_len + 1 = " + std::to_string(options.seq_len + 1) +
+        " tokens, " + std::to_string(stats.dropped_untrained) +
+        " with no response token within seq_len); raise --seq-len, or keep long samples with "
+        "--truncation truncate");
   }
   data.rows = BuildRows(samples, options.seq_len, options.packing,
                         tokenizer.eos_token().value_or(tokenizer.eot_token()), path);
