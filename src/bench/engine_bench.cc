@@ -53,6 +53,7 @@ class LocalAccess : public UnitAccess {
   StatusOr<void*> Weights(int unit) override {
     return static_cast<void*>(weights_ + layout_.unit_offsets[unit] * DTypeSize(weights_dtype_));
   }
+  Status ReleaseWeights(int unit) override { return Status::Ok(); }
   // Pieces as large as the engine's buckets (the model cuts units the same
   // way), each in the unit's own buffer at its offset.
   uint64_t GradPieceCapacity() const override { return capacity_; }

@@ -54,15 +54,15 @@ Status SyntheticModel::InitialWeights(int unit, float* out) {
 
 Status SyntheticModel::ForwardBackward(Stream& compute, const MicroBatch& batch, float dloss_scale,
                                        UnitAccess& access) {
-  std::vector<void*> weights(num_units_);
   for (int u = 0; u < num_units_; ++u) {
-    TF_ASSIGN_OR_RETURN(weights[u], access.Weights(u));
+    TF_ASSIGN_OR_RETURN(void* weights, access.Weights(u));
     // y = x W^T: (tokens, d) x (d, d)^T
     GemmParams p = PackedGemm(tokens_, d_, d_, false, true, dtype_, dtype_);
     p.a = x_.data();
-    p.b = weights[u];
+    p.b = weights;
     p.c = y_.data();
     TF_RETURN_IF_ERROR(Gemm(compute, p));
+    TF_RETURN_IF_ERROR(access.ReleaseWeights(u));
   }
   for (int u = num_units_ - 1; u >= 0; --u) {
     const uint64_t n = static_cast<uint64_t>(d_) * static_cast<uint64_t>(d_);
@@ -72,6 +72,7 @@ Status SyntheticModel::ForwardBackward(Stream& compute, const MicroBatch& batch,
                                   std::to_string(access.GradPieceCapacity()) +
                                   "; it streams whole units only");
     }
+    TF_ASSIGN_OR_RETURN(void* weights, access.Weights(u));
     TF_ASSIGN_OR_RETURN(float* grads, access.BeginGrads(u, 0, n));
     // dW += dy^T x: (d, tokens) x (tokens, d), fp32 accumulation into the bucket.
     GemmParams dw = PackedGemm(d_, d_, tokens_, true, false, dtype_, DType::kF32);
@@ -85,9 +86,10 @@ Status SyntheticModel::ForwardBackward(Stream& compute, const MicroBatch& batch,
     // dx = dy W: (tokens, d) x (d, d)
     GemmParams dx = PackedGemm(tokens_, d_, d_, false, false, dtype_, dtype_);
     dx.a = dy_.data();
-    dx.b = weights[u];
+    dx.b = weights;
     dx.c = y_.data();
     TF_RETURN_IF_ERROR(Gemm(compute, dx));
+    TF_RETURN_IF_ERROR(access.ReleaseWeights(u));
   }
   return Status::Ok();
 }

@@ -12,6 +12,7 @@
 #include "optim/adam.h"
 #include "tierflow/dtype.h"
 #include "tierflow/nvme_io.h"
+#include "tierflow/param_offload.h"
 #include "tierflow/placement.h"
 #include "tierflow/sub_group_rule.h"
 
@@ -29,6 +30,24 @@ enum class Pipeline {
   // The optimizer starts when the whole gradient is in (then still pipelined:
   // NVMe read-ahead/write-behind, H2D per unit, next forward per unit).
   kSynchronous,
+};
+
+// Parameter offload (ZeRO-Infinity): which units' 16-bit working weights are
+// not resident on the device. A streamed unit's weights live in pinned host
+// memory (kHost) or on NVMe (kNvme, read through pinned staging), and are
+// uploaded into a ring of device slots, each the size of the largest
+// streamed unit, ahead of use: in the order of the model's
+// Trainable::WeightsSchedule, `prefetch_depth` fetches ahead. Its updated
+// weights go back to that copy, never to the device. Results are
+// bit-identical to the all-resident run.
+struct ParamStreaming {
+  ParamOffload where = ParamOffload::kNone;  // kNone, or kHost / kNvme with units below
+  std::vector<int> streamed_units;           // unit indices; empty with kNone
+  int device_slots = 2;                      // >= 2
+  int prefetch_depth = 1;                    // 1 .. device_slots - 1
+  // kNvme: pinned staging buffers between the drive and the slots (each a
+  // slot's size); reads run this many fetches ahead. >= 1. Default: 2.
+  int nvme_staging = 2;
 };
 
 struct EngineOptions {
@@ -110,6 +129,10 @@ struct EngineOptions {
   // Default: true.
   bool pause_speculation_after_clip = true;
 
+  // Weights of some units off the device (kNone: all resident). kAuto is
+  // the planner's to resolve: Init refuses it.
+  ParamStreaming params;
+
   TraceRecorder* trace = nullptr;  // not owned; null = no spans
 };
 
@@ -129,6 +152,10 @@ struct StepStats {
   // Bytes across PCIe this step: D2H the gradients (every micro-batch, in the
   // gradient transfer dtype), H2D the updated weights.
   uint64_t d2h_bytes = 0, h2d_bytes = 0, nvme_read_bytes = 0, nvme_written_bytes = 0;
+  // Parameter offload: bytes of streamed weights uploaded into device slots
+  // (every micro-batch, forward and backward; part of h2d_bytes), and read
+  // from NVMe for them (kNvme; part of nvme_read_bytes).
+  uint64_t param_h2d_bytes = 0, param_nvme_read_bytes = 0;
   uint64_t device_peak_bytes = 0, pinned_peak_bytes = 0, host_state_bytes = 0;
 };
 

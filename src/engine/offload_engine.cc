@@ -68,7 +68,43 @@ Status OffloadEngine::Init() {
   TF_ASSIGN_OR_RETURN(h2d_, device_.CreateStream("h2d"));
   device_spans_ = std::make_unique<DeviceSpans>(device_, trace_);
   TF_RETURN_IF_ERROR(device_spans_->Anchor(*compute_));
-  TF_ASSIGN_OR_RETURN(weights_, device_.Allocate(total * wbytes(), "working weights"));
+  // Parameter offload: the streamed units' weights live in their copy and a
+  // ring of device slots; the rest are packed in weights_.
+  const ParamStreaming& params = options_.params;
+  if (params.where == ParamOffload::kAuto) {
+    return InvalidArgumentError(
+        "parameter offload auto is the planner's to resolve: give none, "
+        "host or nvme with the units to stream");
+  }
+  if (params.where == ParamOffload::kNone && !params.streamed_units.empty()) {
+    return InvalidArgumentError("parameter offload none, yet " +
+                                std::to_string(params.streamed_units.size()) +
+                                " streamed units are listed: give host or nvme");
+  }
+  if (params.where != ParamOffload::kNone) {
+    StreamedWeights::Config wc;
+    wc.params = params;
+    wc.dtype = options_.weights_dtype;
+    wc.nvme_paths = options_.nvme_paths;
+    wc.nvme_buffered = options_.nvme_buffered;
+    wc.run_id = options_.run_id;
+    wc.nvme_io = options_.nvme_io;
+    wc.nvme_backend_factory = options_.nvme_backend_factory;
+    wc.spans = device_spans_.get();
+    TF_ASSIGN_OR_RETURN(streamed_,
+                        StreamedWeights::Create(device_, units_, model_.WeightsSchedule(), wc));
+  }
+  resident_offset_.assign(units_.size(), -1);
+  uint64_t resident = 0;
+  for (size_t u = 0; u < units_.size(); ++u) {
+    if (streamed_ && streamed_->streamed(static_cast<int>(u))) continue;
+    resident_offset_[u] = static_cast<int64_t>(resident);
+    resident += units_[u].num_params;
+  }
+  if (resident > 0) {
+    TF_ASSIGN_OR_RETURN(weights_, device_.Allocate(resident * wbytes(), "working weights"));
+  }
+  taken_.assign(units_.size(), 0);
   bucket_params_ = options_.grad_bucket_params == 0
                        ? layout_.max_unit_params
                        : std::min(options_.grad_bucket_params, layout_.max_unit_params);
@@ -198,6 +234,7 @@ OffloadEngine::~OffloadEngine() {
     worker_.join();
   }
   (void)device_.Synchronize();
+  streamed_.reset();  // waits for its writes, removes its swap set
   if (nvme_tier_) (void)nvme_tier_->Flush();
 }
 
@@ -211,21 +248,43 @@ Status OffloadEngine::UploadAllWeights() {
     TF_RETURN_IF_ERROR(slot.uploaded->HostWait());
     ConvertBuffer(DType::kF32, master.data(), options_.weights_dtype, slot.buffer.data(),
                   sg.num_params);
+    if (streamed_ && streamed_->streamed(sg.unit)) {
+      TF_RETURN_IF_ERROR(
+          streamed_->WriteRange(sg.unit, sg.unit_offset, slot.buffer.data(), sg.num_params));
+      if (layout_.by_unit[sg.unit].back() == static_cast<int>(g)) {
+        TF_RETURN_IF_ERROR(streamed_->FinishUnit(sg.unit));
+      }
+      continue;
+    }
     TF_RETURN_IF_ERROR(
-        h2d_->CopyHostToDevice(static_cast<char*>(weights_.data()) + sg.global_offset * wbytes(),
-                               slot.buffer.data(), sg.num_params * wbytes()));
+        h2d_->CopyHostToDevice(DeviceWeights(sg), slot.buffer.data(), sg.num_params * wbytes()));
     TF_RETURN_IF_ERROR(h2d_->Record(*slot.uploaded));
   }
   for (auto& e : unit_ready_) TF_RETURN_IF_ERROR(h2d_->Record(*e));
+  if (streamed_) TF_RETURN_IF_ERROR(streamed_->Flush());
   return h2d_->Synchronize();
 }
 
 Status OffloadEngine::ReadDeviceWeights(float* out) {
   TF_RETURN_IF_ERROR(device_.Synchronize());
-  std::vector<char> raw(layout_.total_params * wbytes());
-  TF_RETURN_IF_ERROR(d2h_->CopyDeviceToHost(raw.data(), weights_.data(), raw.size()));
-  TF_RETURN_IF_ERROR(d2h_->Synchronize());
-  ConvertBuffer(options_.weights_dtype, raw.data(), DType::kF32, out, layout_.total_params);
+  std::vector<char> raw(weights_.num_bytes());
+  if (!raw.empty()) {
+    TF_RETURN_IF_ERROR(d2h_->CopyDeviceToHost(raw.data(), weights_.data(), raw.size()));
+    TF_RETURN_IF_ERROR(d2h_->Synchronize());
+  }
+  std::vector<char> unit_copy;
+  for (size_t u = 0; u < units_.size(); ++u) {
+    const uint64_t n = units_[u].num_params;
+    float* dst = out + layout_.unit_offsets[u];
+    if (resident_offset_[u] >= 0) {
+      ConvertBuffer(options_.weights_dtype, raw.data() + resident_offset_[u] * wbytes(),
+                    DType::kF32, dst, n);
+      continue;
+    }
+    unit_copy.resize(n * wbytes());
+    TF_RETURN_IF_ERROR(streamed_->ReadUnit(static_cast<int>(u), unit_copy.data()));
+    ConvertBuffer(options_.weights_dtype, unit_copy.data(), DType::kF32, dst, n);
+  }
   return Status::Ok();
 }
 
@@ -273,6 +332,11 @@ StatusOr<StepStats> OffloadEngine::Step(const std::vector<MicroBatch>& micro_bat
   // with its Synchronize): the step's spans are timed from here.
   TF_RETURN_IF_ERROR(device_spans_->Anchor(*compute_));
   landing_ = k_total == 1;
+  std::fill(taken_.begin(), taken_.end(), 0);
+  if (streamed_) {
+    TF_RETURN_IF_ERROR(streamed_->BeginPass(
+        k_total, [this](int unit, bool wait) { return UnitCopyReady(unit, wait); }));
+  }
   // Each micro-batch's weight in the step's mean: its share of the counted
   // targets when every micro-batch counts them, else 1/K.
   std::vector<double> weight(static_cast<size_t>(k_total), 1.0 / k_total);
@@ -298,6 +362,7 @@ StatusOr<StepStats> OffloadEngine::Step(const std::vector<MicroBatch>& micro_bat
     TF_RETURN_IF_ERROR(DrainOnError(model_.ForwardBackward(
         *compute_, micro_batches[k], static_cast<float>(loss_scale * weight[k]), *this)));
     TF_RETURN_IF_ERROR(DrainOnError(CheckGradsComplete()));
+    TF_RETURN_IF_ERROR(DrainOnError(CheckWeightsReleased()));
     TF_RETURN_IF_ERROR(DrainOnError(device_spans_->End(*compute_, std::move(span), "compute",
                                                        "fwd+bwd micro " + std::to_string(k))));
     TF_RETURN_IF_ERROR(compute_->Synchronize());
@@ -305,6 +370,7 @@ StatusOr<StepStats> OffloadEngine::Step(const std::vector<MicroBatch>& micro_bat
     TF_ASSIGN_OR_RETURN(float loss, model_.LastLoss());
     loss_sum += weight[k] * loss;
   }
+  TF_RETURN_IF_ERROR(EndWeightsPass(step_id));
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] {
     StepContext* ctx = FindStep(step_id);
@@ -350,6 +416,7 @@ StatusOr<StepStats> OffloadEngine::Finish() {
     stats.nvme_read_bytes = ns.bytes_read;
     stats.nvme_written_bytes = ns.bytes_written;
   }
+  stats.nvme_read_bytes += stats.param_nvme_read_bytes;
   // Keep only the last step's context; busy times restart for the next Finish.
   while (steps_.size() > 1) steps_.pop_front();
   trace_->ResetBusy();
@@ -398,6 +465,7 @@ class EvalAccess : public UnitAccess {
  public:
   EvalAccess(OffloadEngine* engine, float* scratch) : engine_(engine), scratch_(scratch) {}
   StatusOr<void*> Weights(int unit) override { return engine_->Weights(unit); }
+  Status ReleaseWeights(int unit) override { return engine_->ReleaseWeights(unit); }
   uint64_t GradPieceCapacity() const override { return engine_->GradPieceCapacity(); }
   StatusOr<float*> BeginGrads(int unit, uint64_t begin, uint64_t count) override {
     return scratch_;
@@ -420,8 +488,18 @@ StatusOr<float> OffloadEngine::EvaluateLoss(const MicroBatch& batch) {
   }
   // Every bucket is free when idle; borrow the first as scratch.
   EvalAccess access(this, buckets_[0].grads.as<float>());
+  std::fill(taken_.begin(), taken_.end(), 0);
+  if (streamed_) {
+    TF_RETURN_IF_ERROR(
+        streamed_->BeginPass(1, [this](int unit, bool wait) { return UnitCopyReady(unit, wait); }));
+  }
   TF_RETURN_IF_ERROR(DrainOnError(model_.ForwardBackward(*compute_, batch, 1.0f, access)));
+  TF_RETURN_IF_ERROR(DrainOnError(CheckWeightsReleased()));
   TF_RETURN_IF_ERROR(compute_->Synchronize());
+  if (streamed_) {
+    TF_RETURN_IF_ERROR(streamed_->EndPass());
+    streamed_->TakeTransferred();  // an evaluation's uploads belong to no step
+  }
   return model_.LastLoss();
 }
 
@@ -442,6 +520,15 @@ StatusOr<void*> OffloadEngine::Weights(int unit) {
   if (unit < 0 || static_cast<size_t>(unit) >= units_.size()) {
     return InvalidArgumentError("Weights: no unit " + std::to_string(unit));
   }
+  if (taken_[unit]) {
+    return FailedPreconditionError("Weights(" + units_[unit].name +
+                                   ") taken again before its ReleaseWeights");
+  }
+  if (streamed_ && streamed_->streamed(unit)) {
+    TF_ASSIGN_OR_RETURN(void* p, streamed_->Take(unit, *compute_));
+    taken_[unit] = 1;
+    return p;
+  }
   const int64_t step_id = issued_step_;
   if (weights_waited_[unit] != step_id) {
     // The previous step's update of this unit must be enqueued before the
@@ -453,8 +540,57 @@ StatusOr<void*> OffloadEngine::Weights(int unit) {
     TF_RETURN_IF_ERROR(compute_->Wait(*unit_ready_[unit]));
     weights_waited_[unit] = step_id;
   }
+  taken_[unit] = 1;
+  // Streamed units further on may have become ready meanwhile.
+  if (streamed_) TF_RETURN_IF_ERROR(streamed_->Pump());
   return static_cast<void*>(static_cast<char*>(weights_.data()) +
-                            layout_.unit_offsets[unit] * wbytes());
+                            resident_offset_[unit] * wbytes());
+}
+
+Status OffloadEngine::ReleaseWeights(int unit) {
+  if (unit < 0 || static_cast<size_t>(unit) >= units_.size()) {
+    return InvalidArgumentError("ReleaseWeights: no unit " + std::to_string(unit));
+  }
+  if (!taken_[unit]) {
+    return FailedPreconditionError("ReleaseWeights(" + units_[unit].name +
+                                   ") without Weights before it");
+  }
+  taken_[unit] = 0;
+  if (!streamed_) return Status::Ok();
+  if (streamed_->streamed(unit)) return streamed_->Release(unit, *compute_);
+  return streamed_->Pump();
+}
+
+Status OffloadEngine::CheckWeightsReleased() const {
+  for (size_t u = 0; u < units_.size(); ++u) {
+    if (taken_[u]) {
+      return InternalError("the model left the weights of '" + units_[u].name +
+                           "' taken (Weights without ReleaseWeights)");
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<bool> OffloadEngine::UnitCopyReady(int unit, bool wait) {
+  const int64_t step_id = issued_step_;
+  std::unique_lock<std::mutex> lock(mu_);
+  auto ready = [&] { return unit_ready_step_[unit] >= step_id - 1; };
+  if (wait) cv_.wait(lock, [&] { return !worker_error_.ok() || ready(); });
+  if (!worker_error_.ok()) return worker_error_;
+  return ready();
+}
+
+Status OffloadEngine::EndWeightsPass(int64_t step_id) {
+  if (!streamed_) return Status::Ok();
+  TF_RETURN_IF_ERROR(streamed_->EndPass());
+  const StreamedWeights::Transferred t = streamed_->TakeTransferred();
+  std::lock_guard<std::mutex> lock(mu_);
+  StepContext* ctx = FindStep(step_id);
+  if (ctx == nullptr) return InternalError("no record of step " + std::to_string(step_id));
+  ctx->stats.param_h2d_bytes += t.h2d_bytes;
+  ctx->stats.h2d_bytes += t.h2d_bytes;
+  ctx->stats.param_nvme_read_bytes += t.nvme_read_bytes;
+  return Status::Ok();
 }
 
 StatusOr<float*> OffloadEngine::BeginGrads(int unit, uint64_t begin, uint64_t count) {

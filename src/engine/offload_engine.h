@@ -34,6 +34,7 @@
 #include "engine/engine_options.h"
 #include "engine/loss_scaler.h"
 #include "engine/state_tier.h"
+#include "engine/streamed_weights.h"
 #include "engine/sub_groups.h"
 #include "engine/trainable.h"
 #include "kernels/grad_squares.h"
@@ -75,7 +76,8 @@ class OffloadEngine : public UnitAccess {
   Status WriteState(int g, const float* master, const float* exp_avg, const float* exp_avg_sq);
   // Copies the master weights to the device working weights (after WriteState).
   Status UploadAllWeights();
-  // Reads the device working weights of the whole model, as fp32.
+  // Reads the working weights of the whole model, as fp32: the device's, and
+  // the streamed units' copy (parameter offload).
   Status ReadDeviceWeights(float* out);
 
   // Mean loss of `batch` with the current weights (forward and a discarded
@@ -86,9 +88,15 @@ class OffloadEngine : public UnitAccess {
   // and in NVMe swap files.
   uint64_t HostStateBytes() const;
   uint64_t NvmeFileBytes() const;
+  // Parameter offload: parameters whose weights are streamed (0: none), and
+  // the host and NVMe bytes of their copy.
+  uint64_t StreamedParams() const { return streamed_ ? streamed_->streamed_params() : 0; }
+  uint64_t StreamedHostBytes() const { return streamed_ ? streamed_->HostBytes() : 0; }
+  uint64_t StreamedNvmeBytes() const { return streamed_ ? streamed_->NvmeFileBytes() : 0; }
 
   // UnitAccess, for the model during Step.
   StatusOr<void*> Weights(int unit) override;
+  Status ReleaseWeights(int unit) override;
   uint64_t GradPieceCapacity() const override { return bucket_params_; }
   StatusOr<float*> BeginGrads(int unit, uint64_t begin, uint64_t count) override;
   Status EndGrads(int unit) override;
@@ -162,6 +170,13 @@ class OffloadEngine : public UnitAccess {
   // After a micro-batch's ForwardBackward: every unit's pieces were ended
   // and covered it exactly once (overlaps are refused as they are begun).
   Status CheckGradsComplete() const;
+  // After a micro-batch: the model released every unit's weights it took.
+  Status CheckWeightsReleased() const;
+  // Where sub-group `sg` of a resident unit lives in weights_.
+  void* DeviceWeights(const SubGroup& sg) {
+    return static_cast<char*>(weights_.data()) +
+           (static_cast<uint64_t>(resident_offset_[sg.unit]) + sg.unit_offset) * wbytes();
+  }
   // Returns `status`; when it is an error, first waits for the compute
   // stream, so that no enqueued work outlives the micro-batch it reads.
   Status DrainOnError(Status status);
@@ -186,6 +201,14 @@ class OffloadEngine : public UnitAccess {
                      const StateBackup& backup);
   Status UploadGroup(StepContext& ctx, int g, const void* src);
   void MarkUnitReady(int unit, int64_t step_id);
+  // Every sub-group of `unit` was updated this step: a streamed unit's copy
+  // is finished, then the unit is marked ready.
+  Status UnitUpdated(int unit, int64_t step_id);
+  // Streamed weights: whether unit `unit`'s update of the step before the
+  // one being issued is in its copy (StreamedWeights::ReadyFn).
+  StatusOr<bool> UnitCopyReady(int unit, bool wait);
+  // Ends the ring's pass and adds its transfers to step `step_id`'s stats.
+  Status EndWeightsPass(int64_t step_id);
   StepContext* FindStep(int64_t id);
   Status PrefetchForward(size_t from_index);
   // Reads ahead the sub-groups the next step needs first (backward order when
@@ -205,7 +228,11 @@ class OffloadEngine : public UnitAccess {
   std::unique_ptr<Stream> compute_, d2h_, h2d_;
   // Spans of the three streams for the trace, timed by events.
   std::unique_ptr<DeviceSpans> device_spans_;
-  DeviceBuffer weights_;  // (total_params,) weights dtype
+  DeviceBuffer weights_;  // the resident units' weights, packed, weights dtype
+  // Per unit: elements into weights_, or -1 for a streamed unit.
+  std::vector<int64_t> resident_offset_;
+  std::unique_ptr<StreamedWeights> streamed_;  // null: every unit resident
+  std::vector<char> taken_;                    // per unit: Weights given, ReleaseWeights not yet
   std::vector<Bucket> buckets_;
   uint64_t bucket_params_ = 0;  // capacity of each bucket, in parameters
   // (total_params,) fp32 gradient accumulator. In a step of one micro-batch

@@ -324,7 +324,7 @@ Status OffloadEngine::Decide(StepContext& ctx) {
             UploadGroup(ctx, static_cast<int>(g),
                         static_cast<char*>(spec_out_.data()) + committed_out[g] * wbytes()));
         const int u = layout_.groups[g].unit;
-        if (--unit_groups_left_[u] == 0) MarkUnitReady(u, ctx.id);
+        if (--unit_groups_left_[u] == 0) TF_RETURN_IF_ERROR(UnitUpdated(u, ctx.id));
         continue;
       }
       TF_RETURN_IF_ERROR(PrefetchForward(g));
@@ -338,7 +338,7 @@ Status OffloadEngine::Decide(StepContext& ctx) {
       TF_RETURN_IF_ERROR(h2d_->Record(*slot.uploaded));
       group_done_[g] = 1;
       const int u = layout_.groups[g].unit;
-      if (--unit_groups_left_[u] == 0) MarkUnitReady(u, ctx.id);
+      if (--unit_groups_left_[u] == 0) TF_RETURN_IF_ERROR(UnitUpdated(u, ctx.id));
     }
     // The next step's first speculation waits for this before reusing spec_out_.
     if (committed) TF_RETURN_IF_ERROR(h2d_->Record(*spec_uploaded_));
@@ -389,15 +389,25 @@ Status OffloadEngine::PrefetchNextStep(bool wait_for_writes) {
 Status OffloadEngine::UploadGroup(StepContext& ctx, int g, const void* src) {
   const SubGroup& sg = layout_.groups[g];
   const size_t num_bytes = sg.num_params * wbytes();
+  if (streamed_ && streamed_->streamed(sg.unit)) {
+    // A streamed unit's new weights replace its copy; the next fetch uploads them.
+    ScopedSpan span(trace_, "optimizer", "weights to copy " + sg.name);
+    return streamed_->WriteRange(sg.unit, sg.unit_offset, src, sg.num_params);
+  }
   TF_ASSIGN_OR_RETURN(DeviceSpans::Started span, device_spans_->Begin(*h2d_));
-  TF_RETURN_IF_ERROR(h2d_->CopyHostToDevice(
-      static_cast<char*>(weights_.data()) + sg.global_offset * wbytes(), src, num_bytes));
+  TF_RETURN_IF_ERROR(h2d_->CopyHostToDevice(DeviceWeights(sg), src, num_bytes));
   TF_RETURN_IF_ERROR(device_spans_->End(*h2d_, std::move(span), "h2d", "weights " + sg.name));
   // Spans that have landed go to the trace now, so the event pool stays as
   // small as the uploads in flight.
   TF_RETURN_IF_ERROR(device_spans_->Collect());
   std::lock_guard<std::mutex> lock(mu_);
   ctx.stats.h2d_bytes += num_bytes;
+  return Status::Ok();
+}
+
+Status OffloadEngine::UnitUpdated(int unit, int64_t step_id) {
+  if (streamed_ && streamed_->streamed(unit)) TF_RETURN_IF_ERROR(streamed_->FinishUnit(unit));
+  MarkUnitReady(unit, step_id);
   return Status::Ok();
 }
 

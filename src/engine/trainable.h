@@ -57,8 +57,15 @@ class UnitAccess {
  public:
   virtual ~UnitAccess() = default;
   // Device pointer to unit `unit`'s working weights (dtype = the engine's
-  // weights dtype). Makes the compute stream wait for the unit's latest update.
+  // weights dtype). Makes the compute stream wait for the unit's latest update
+  // (and, for a streamed unit, for its upload into a device slot). The
+  // pointer is valid until ReleaseWeights(unit). Calls follow the model's
+  // WeightsSchedule(); a unit is taken at most once at a time.
   virtual StatusOr<void*> Weights(int unit) = 0;
+  // Every kernel that reads unit `unit`'s weights since Weights(unit) has
+  // been enqueued on the compute stream; a streamed unit's slot may be
+  // reused once they have run.
+  virtual Status ReleaseWeights(int unit) = 0;
   // The most parameters one gradient piece may hold (> 0).
   virtual uint64_t GradPieceCapacity() const = 0;
   // Device pointer to a zeroed fp32 buffer for parameters [begin, begin +
@@ -80,6 +87,17 @@ class Trainable {
   virtual ~Trainable() = default;
   // Units in forward order. Must not change after the engine is created.
   virtual std::vector<UnitInfo> Units() const = 0;
+  // The units in the order one ForwardBackward takes their weights
+  // (UnitAccess::Weights), a unit appearing once per take: the engine
+  // uploads streamed units ahead of use in this order. Default: forward
+  // order, then backward order (each unit taken twice).
+  virtual std::vector<int> WeightsSchedule() const {
+    const int n = static_cast<int>(Units().size());
+    std::vector<int> order;
+    for (int u = 0; u < n; ++u) order.push_back(u);
+    for (int u = n; u-- > 0;) order.push_back(u);
+    return order;
+  }
   // Writes unit `unit`'s initial fp32 weights (num_params floats).
   virtual Status InitialWeights(int unit, float* out) = 0;
   // Enqueues forward and backward of one micro-batch on `compute`. The loss

@@ -207,6 +207,16 @@ Status TransformerModel::Allocate() {
   return Status::Ok();
 }
 
+std::vector<int> TransformerModel::WeightsSchedule() const {
+  const int L = layout_.num_layers();
+  std::vector<int> order{layout_.embedding_unit()};
+  for (int l = 0; l < L; ++l) order.push_back(layout_.layer_unit(l));
+  order.push_back(layout_.head_unit());
+  if (layout_.head.lm_head < 0) order.push_back(layout_.embedding_unit());
+  for (int l = L - 1; l >= 0; --l) order.push_back(layout_.layer_unit(l));
+  return order;
+}
+
 Status TransformerModel::InitialWeights(int unit, float* out) {
   if (unit < 0 || static_cast<size_t>(unit) >= layout_.units.size()) {
     return InvalidArgumentError("InitialWeights: no unit " + std::to_string(unit));
@@ -340,25 +350,32 @@ Status TransformerModel::Run(Stream& s, const MicroBatch& batch, float dloss_sca
   // order: the engine makes the host wait until that unit's previous update
   // is enqueued, so the next step's forward starts as soon as its first
   // units are updated, while the optimizer still works on the rest.
-  std::vector<const T*> w(layout_.units.size(), nullptr);
-  auto weights = [&](int unit) -> Status {
+  // Each take is released as soon as its kernels are enqueued, and taken
+  // again for backward (WeightsSchedule), so a streamed unit holds a device
+  // slot only while it is used.
+  auto weights = [&](int unit) -> StatusOr<const T*> {
     TF_ASSIGN_OR_RETURN(void* p, access.Weights(unit));
-    w[static_cast<size_t>(unit)] = static_cast<const T*>(p);
-    return Status::Ok();
+    return static_cast<const T*>(p);
   };
-  TF_RETURN_IF_ERROR(weights(layout_.embedding_unit()));
-  const T* emb = w[layout_.embedding_unit()];
+  const int emb_unit = layout_.embedding_unit(), head_unit = layout_.head_unit();
+  TF_ASSIGN_OR_RETURN(const T* emb, weights(emb_unit));
   const EmbeddingShape es{d.B, d.T, d.C, d.V};
   const T* wpe = layout_.embedding.wpe >= 0 ? emb + layout_.embedding.wpe : nullptr;
   TF_RETURN_IF_ERROR(
       EmbeddingForward<T>(s, residual(0), b.tokens, emb + layout_.embedding.wte, wpe, es));
+  TF_RETURN_IF_ERROR(access.ReleaseWeights(emb_unit));
   for (int l = 0; l < L; ++l) {
-    TF_RETURN_IF_ERROR(weights(layout_.layer_unit(l)));
-    TF_RETURN_IF_ERROR(model_internal::BlockForward<T>(
-        s, d, layout_.layer, w[layout_.layer_unit(l)], residual(l), residual(l + 1), acts(l)));
+    TF_ASSIGN_OR_RETURN(const T* wl, weights(layout_.layer_unit(l)));
+    TF_RETURN_IF_ERROR(model_internal::BlockForward<T>(s, d, layout_.layer, wl, residual(l),
+                                                       residual(l + 1), acts(l)));
+    TF_RETURN_IF_ERROR(access.ReleaseWeights(layout_.layer_unit(l)));
   }
-  TF_RETURN_IF_ERROR(weights(layout_.head_unit()));
-  const T* head = w[layout_.head_unit()];
+  TF_ASSIGN_OR_RETURN(const T* head, weights(head_unit));
+  // Tied: the LM head is the embeddings' wte, taken again and held to the
+  // end (its vocabulary slices, if any, run after the blocks' backward).
+  if (tied) {
+    TF_ASSIGN_OR_RETURN(emb, weights(emb_unit));
+  }
   // ---- head: forward, loss and backward, chunk by chunk over the rows ----
   T* xf = static_cast<T*>(b.xf);
   T* logits = static_cast<T*>(b.logits);
@@ -369,7 +386,6 @@ Status TransformerModel::Run(Stream& s, const MicroBatch& batch, float dloss_sca
                                                     head + layout_.head.norm_w, head_norm_b));
   const T* lm_head = tied ? emb + layout_.embedding.wte : head + layout_.head.lm_head;
   TF_RETURN_IF_ERROR(PlanPieces(access.GradPieceCapacity()));
-  const int head_unit = layout_.head_unit(), emb_unit = layout_.embedding_unit();
   const uint64_t head_params = layout_.units[head_unit].num_params;
   const uint64_t emb_params = layout_.units[emb_unit].num_params;
   // The LM head's weight gradient in vocabulary slices, after the row
@@ -439,10 +455,12 @@ Status TransformerModel::Run(Stream& s, const MicroBatch& batch, float dloss_sca
     TF_RETURN_IF_ERROR(WeightGradSlices<T>(s, d, batch, access, head_unit, layout_.head.lm_head,
                                            lm_head, slicing, /*embedding=*/false));
   }
+  TF_RETURN_IF_ERROR(access.ReleaseWeights(head_unit));
+  if (tied && !sliced) TF_RETURN_IF_ERROR(access.ReleaseWeights(emb_unit));
 
   // ---- backward: blocks, last first ----
   for (int l = L - 1; l >= 0; --l) {
-    const T* wl = w[layout_.layer_unit(l)];
+    TF_ASSIGN_OR_RETURN(const T* wl, weights(layout_.layer_unit(l)));
     if (shape_.checkpoint_activations) {
       // Recompute the block's activations from its saved input. Its output
       // lands on residual(l + 1), which backward no longer needs.
@@ -452,6 +470,7 @@ Status TransformerModel::Run(Stream& s, const MicroBatch& batch, float dloss_sca
     GradPieceWriter g(access, layout_.layer_unit(l), pieces_.layer_ops, pieces_.layer);
     TF_RETURN_IF_ERROR(model_internal::BlockBackward<T>(s, d, layout_.layer, wl, g, residual(l),
                                                         dres, acts(l), b.scratch));
+    TF_RETURN_IF_ERROR(access.ReleaseWeights(layout_.layer_unit(l)));
   }
 
   // ---- backward: embeddings ----
@@ -467,6 +486,7 @@ Status TransformerModel::Run(Stream& s, const MicroBatch& batch, float dloss_sca
   // wte in row slices (with the tied head's share), then the positions.
   TF_RETURN_IF_ERROR(WeightGradSlices<T>(s, d, batch, access, emb_unit, layout_.embedding.wte,
                                          lm_head, slicing, /*embedding=*/true));
+  if (tied) TF_RETURN_IF_ERROR(access.ReleaseWeights(emb_unit));
   if (layout_.embedding.wpe < 0) return Status::Ok();
   const uint64_t wpe_params = emb_params - static_cast<uint64_t>(layout_.embedding.wpe);
   TF_ASSIGN_OR_RETURN(float* dwpe, access.BeginGrads(emb_unit, layout_.embedding.wpe, wpe_params));

@@ -106,6 +106,10 @@ class TransformerModel : public Trainable {
 
   std::vector<UnitInfo> Units() const override { return layout_.units; }
   Status InitialWeights(int unit, float* out) override;
+  // Embeddings, blocks 0..L-1, head, the embeddings again when tied (the
+  // LM head is their wte; held to the end of backward), then blocks L-1..0
+  // for backward (recomputation included). Embedding backward needs no weights.
+  std::vector<int> WeightsSchedule() const override;
   // REQUIRES: batch.inputs and batch.targets (host, (batch, seq_len) each),
   // 1 <= batch.batch <= shape.batch, 1 <= batch.seq_len <= shape.seq_len.
   // Tokens must lie in [0, V); targets in [0, V) or -100 (ignored): checked

@@ -95,7 +95,14 @@ class MisusingModel : public Trainable {
   }
   Status ForwardBackward(Stream& compute, const MicroBatch& batch, float dloss_scale,
                          UnitAccess& access) override {
-    for (int u = 0; u < 3; ++u) TF_RETURN_IF_ERROR(access.Weights(u).status());
+    for (int u = 0; u < 3; ++u) {
+      TF_RETURN_IF_ERROR(access.Weights(u).status());
+      TF_RETURN_IF_ERROR(access.ReleaseWeights(u));
+    }
+    for (int u = 3; u-- > 0;) {
+      TF_RETURN_IF_ERROR(access.Weights(u).status());
+      TF_RETURN_IF_ERROR(access.ReleaseWeights(u));
+    }
     switch (misuse_) {
       case Misuse::kOverlap:
         TF_RETURN_IF_ERROR(Piece(access, 2, 0, 20));

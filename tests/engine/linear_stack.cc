@@ -85,24 +85,29 @@ Status LinearStack::ForwardBackward(Stream& compute, const MicroBatch& batch, fl
   if (compute.device_kind() != DeviceKind::kCpu) {
     return UnimplementedError("the linear-stack test model runs on the CPU device only");
   }
-  std::vector<const void*> device_weights(num_layers_);
-  for (int l = 0; l < num_layers_; ++l) {
-    TF_ASSIGN_OR_RETURN(void* w, access.Weights(l));
-    device_weights[l] = w;
-  }
-  // Forward and backward run once on the compute stream; each layer's
-  // gradients then go into its engine bucket, last layer first, as a real
-  // backward hands them over.
+  // Forward and backward run once on the compute stream, from each layer's
+  // weights widened (taken and released in forward order, as the default
+  // weights schedule says); each layer's gradients then go into its engine
+  // bucket, last layer first, as a real backward hands them over, and each
+  // layer is taken again for its backward.
   const size_t n = static_cast<size_t>(d_) * d_;
   auto widened =
       std::make_shared<std::vector<std::vector<float>>>(num_layers_, std::vector<float>(n));
+  for (int l = 0; l < num_layers_; ++l) {
+    TF_ASSIGN_OR_RETURN(void* w, access.Weights(l));
+    const DType dtype = weights_dtype_;
+    TF_RETURN_IF_ERROR(compute.HostCallback([widened, w, l, n, dtype]() -> Status {
+      ConvertBuffer(dtype, w, DType::kF32, (*widened)[l].data(), n);
+      return Status::Ok();
+    }));
+    TF_RETURN_IF_ERROR(access.ReleaseWeights(l));
+  }
   std::vector<std::vector<float>> local_grads(num_layers_, std::vector<float>(n, 0.0f));
   auto grads_host = std::make_shared<std::vector<std::vector<float>>>(std::move(local_grads));
   TF_RETURN_IF_ERROR(compute.HostCallback([=, this]() -> Status {
     std::vector<const float*> w(num_layers_);
     std::vector<float*> g(num_layers_);
     for (int l = 0; l < num_layers_; ++l) {
-      ConvertBuffer(weights_dtype_, device_weights[l], DType::kF32, (*widened)[l].data(), n);
       w[l] = (*widened)[l].data();
       g[l] = (*grads_host)[l].data();
     }
@@ -114,6 +119,8 @@ Status LinearStack::ForwardBackward(Stream& compute, const MicroBatch& batch, fl
   // buckets' size, its last piece first (any order is allowed).
   const size_t piece = std::min<uint64_t>(n, access.GradPieceCapacity());
   for (int l = num_layers_ - 1; l >= 0; --l) {
+    TF_RETURN_IF_ERROR(access.Weights(l).status());
+    TF_RETURN_IF_ERROR(access.ReleaseWeights(l));
     for (size_t end = n; end > 0;) {
       const size_t begin = end > piece ? end - piece : 0;
       TF_ASSIGN_OR_RETURN(float* dev_grad, access.BeginGrads(l, begin, end - begin));

@@ -107,7 +107,20 @@ class DirectUnitAccess : public UnitAccess {
     return out;
   }
 
-  StatusOr<void*> Weights(int unit) override { return weights_.at(unit).data(); }
+  // Checks the take/release pairing the engine enforces.
+  StatusOr<void*> Weights(int unit) override {
+    if (taken_.empty()) taken_.assign(units_.size(), 0);
+    if (taken_.at(unit)) return InternalError("Weights twice for unit " + std::to_string(unit));
+    taken_[unit] = 1;
+    return weights_.at(unit).data();
+  }
+  Status ReleaseWeights(int unit) override {
+    if (taken_.empty() || !taken_.at(unit)) {
+      return InternalError("ReleaseWeights without Weights for unit " + std::to_string(unit));
+    }
+    taken_[unit] = 0;
+    return Status::Ok();
+  }
   // The largest piece the model may ask for (the engine's bucket size).
   void set_capacity(uint64_t params) { capacity_ = params; }
   uint64_t GradPieceCapacity() const override { return capacity_; }
@@ -164,6 +177,7 @@ class DirectUnitAccess : public UnitAccess {
   DType dtype_;
   std::vector<DeviceBuffer> weights_, grads_;
   std::vector<bool> open_;
+  std::vector<char> taken_;  // per unit: Weights given, not yet released
   std::vector<int> ended_, end_order_;
   std::vector<Piece> pieces_;
   std::vector<uint64_t> covered_;

@@ -257,7 +257,14 @@ class WeightsOrderAccess : public UnitAccess {
       : inner_(inner), stream_(stream) {}
   StatusOr<void*> Weights(int unit) override {
     calls.push_back({unit, stream_.launches()});
+    ++held;
+    max_held = std::max(max_held, held);
     return inner_.Weights(unit);
+  }
+  Status ReleaseWeights(int unit) override {
+    releases.push_back({unit, stream_.launches()});
+    --held;
+    return inner_.ReleaseWeights(unit);
   }
   uint64_t GradPieceCapacity() const override { return inner_.GradPieceCapacity(); }
   StatusOr<float*> BeginGrads(int unit, uint64_t begin, uint64_t count) override {
@@ -268,7 +275,8 @@ class WeightsOrderAccess : public UnitAccess {
     int unit;
     int launches_before;
   };
-  std::vector<Call> calls;
+  std::vector<Call> calls, releases;
+  int held = 0, max_held = 0;
 
  private:
   DirectUnitAccess& inner_;
@@ -276,9 +284,10 @@ class WeightsOrderAccess : public UnitAccess {
 };
 
 // The model takes each unit's weights just before that unit's first kernel,
-// in forward order (embeddings, every layer, head), once per micro-batch: so
-// the engine can let the next step's forward start while the optimizer still
-// updates the later units.
+// in forward order (embeddings, every layer, head), so the engine can let
+// the next step's forward start while the optimizer still updates the later
+// units; and it takes them exactly as its WeightsSchedule says, releasing
+// each before the next block's, so streamed units need few device slots.
 TEST_P(TransformerGradTest, TakesEachUnitsWeightsJustBeforeItsKernelsInForwardOrder) {
   const ModelConfig config = GetParam();
   auto device = MakeCpuDevice();
@@ -292,7 +301,16 @@ TEST_P(TransformerGradTest, TakesEachUnitsWeightsJustBeforeItsKernelsInForwardOr
   ASSERT_TRUE(model->ForwardBackward(stream, tb.micro(), 1.0f, access).ok());
   ASSERT_TRUE(stream.Synchronize().ok());
   const int units = static_cast<int>(model->Units().size());
-  ASSERT_EQ(static_cast<int>(access.calls.size()), units);
+  const std::vector<int> schedule = model->WeightsSchedule();
+  const bool tied = model->layout().head.lm_head < 0;
+  // Forward order, the tied embeddings again, then the blocks backwards.
+  ASSERT_EQ(schedule.size(), static_cast<size_t>(units + (tied ? 1 : 0) + units - 2));
+  ASSERT_EQ(access.calls.size(), schedule.size());
+  for (size_t i = 0; i < schedule.size(); ++i) EXPECT_EQ(access.calls[i].unit, schedule[i]) << i;
+  EXPECT_EQ(access.releases.size(), access.calls.size());
+  EXPECT_EQ(access.held, 0);
+  // At most the head and the tied embeddings together, else one at a time.
+  EXPECT_EQ(access.max_held, tied ? 2 : 1);
   EXPECT_EQ(access.calls[0].launches_before, 0);  // nothing runs before the embeddings' weights
   for (int u = 0; u < units; ++u) {
     EXPECT_EQ(access.calls[u].unit, u);
