@@ -4,6 +4,8 @@
 // Exit status: 0 when the run fits, 3 when it does not, 1 on errors.
 #include <sys/stat.h>
 
+#include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -45,6 +47,8 @@ struct PlanFlags {
   std::string checkpointing = "on";
   std::string optimizer = "adamw";
   std::string offload = "auto";
+  std::string offload_param = "auto";
+  std::string param_slots = "auto";
   double ratio = -1;
   std::string sub_group;
   int buffer_count = kDefaultBufferCount;
@@ -114,6 +118,20 @@ StatusOr<PlanInput> InputFromFlags(const PlanFlags& f) {
   TF_ASSIGN_OR_RETURN(in.optimizer, ParseOptimizerKind(f.optimizer));
   TF_ASSIGN_OR_RETURN(in.offload, ParseOffloadPlacement("--offload-optimizer", f.offload));
   in.nvme_ratio = f.ratio;
+  TF_ASSIGN_OR_RETURN(in.param_offload, ParseParamOffload("--offload-param", f.offload_param));
+  if (f.param_slots != "auto") {
+    // A plain integer; the planner checks its range (at least 2) and names the flag.
+    char* end = nullptr;
+    errno = 0;
+    const long slots = std::strtol(f.param_slots.c_str(), &end, 10);
+    if (f.param_slots.empty() || *end != '\0' || errno != 0 || slots < INT32_MIN ||
+        slots > INT32_MAX) {
+      return InvalidArgumentError("--param-slots: '" + f.param_slots +
+                                  "' is not a number of device slots: give an integer of at "
+                                  "least 2, or auto");
+    }
+    in.param_slots = static_cast<int>(slots);
+  }
   if (!f.sub_group.empty()) {
     TF_ASSIGN_OR_RETURN(uint64_t n, CountFlag("--sub-group", f.sub_group));
     if (n == 0) return InvalidArgumentError("--sub-group must be positive");
@@ -336,6 +354,15 @@ void AddPlan(CLI::App& app, int* exit_code) {
   cmd->add_option("--optimizer", f->optimizer, "adamw | lion | sgd")->capture_default_str();
   cmd->add_option("--offload-optimizer", f->offload,
                   "Optimizer state: auto (host while it fits, rest on NVMe) | host | nvme")
+      ->capture_default_str();
+  cmd->add_option("--offload-param", f->offload_param,
+                  "Working weights: auto (resident while they fit the device, else stream the "
+                  "fewest units from host, or NVMe when the host cannot hold them) | none (all "
+                  "resident) | host (or cpu) | nvme")
+      ->capture_default_str();
+  cmd->add_option("--param-slots", f->param_slots,
+                  "Device slots of the streamed weights' ring, each the largest streamed unit "
+                  "(at least 2), or auto (3)")
       ->capture_default_str();
   cmd->add_option("--ratio", f->ratio,
                   "Fraction of optimizer state on NVMe, 0..1 (default: planner's)");

@@ -116,6 +116,8 @@ struct TrainFlags {
   std::string sub_group_size, device_memory, grad_transfer_dtype, speculation, grad_bucket;
   // Text flags parsed after CLI11 (ParseOffloadPlacement names the flag).
   std::string offload{OffloadPlacementName(TrainConfig().offload)};
+  std::string offload_param{ParamOffloadName(TrainConfig().offload_param)};
+  int param_slots = 0;
   std::string device = DeviceSpecName(TrainConfig().device);
   std::string dtype{DTypeName(TrainConfig().dtype)};
 };
@@ -178,6 +180,12 @@ void AddTrain(CLI::App& app, int* exit_code) {
                   "Where optimizer state lives: auto | host | nvme (auto: the planner's "
                   "placement, host RAM when it fits, else the smallest NVMe share that does)")
       ->capture_default_str();
+  cmd->add_option("--offload-param", f->offload_param,
+                  "Where the weights of units off the device live: auto | none | host | nvme "
+                  "(auto: all on the device when they fit, else the planner streams some from "
+                  "host, or NVMe when host memory is short)");
+  cmd->add_option("--param-slots", f->param_slots,
+                  "Device slots for streamed weights (>= 2; default: the planner's)");
   cmd->add_option("--nvme-path", c.nvme_paths,
                   "NVMe directory (repeat per drive; default: a temporary directory)");
   cmd->add_flag("--nvme-buffered", c.nvme_buffered,
@@ -280,6 +288,16 @@ void AddTrain(CLI::App& app, int* exit_code) {
       }
       config.offload = *placement;
     }
+    if (given("--offload-param")) {
+      auto where = ParseParamOffload("--offload-param", f->offload_param);
+      if (!where.ok()) {
+        std::fprintf(stderr, "tierflow train: %s\n", where.status().message().c_str());
+        *exit_code = 2;
+        return;
+      }
+      config.offload_param = *where;
+    }
+    if (given("--param-slots")) config.param_slots = f->param_slots;
     if (given("--nvme-path")) config.nvme_paths = c.nvme_paths;
     if (given("--nvme-buffered")) config.nvme_buffered = true;
     if (given("--pipeline")) config.pipeline = c.pipeline;

@@ -41,6 +41,9 @@ nlohmann::json PlanToJson(const PlanInput& in, const Hardware& hw, const Plan& p
                 {"optimizer", std::string(OptimizerKindName(in.optimizer))},
                 {"pipeline", in.pipeline == PipelineKind::kOverlapped ? "overlapped" : "sync"},
                 {"offload_optimizer", std::string(OffloadPlacementName(in.offload))},
+                {"offload_param", std::string(ParamOffloadName(in.param_offload))},
+                {"param_slots", in.param_slots.has_value() ? nlohmann::json(*in.param_slots)
+                                                           : nlohmann::json("auto")},
                 {"state_bytes_per_param", plan.state_bytes_per_param}};
   const Bandwidths& bw = hw.bandwidths;
   j["hardware"] = {{"device", hw.device_description},
@@ -96,6 +99,18 @@ nlohmann::json PlanToJson(const PlanInput& in, const Hardware& hw, const Plan& p
       {"speculation_from", p.speculation_from},
       {"grad_transfer_dtype", std::string(DTypeName(plan.grad_transfer_dtype))},
       {"chosen_by", p.chosen_by_planner ? "planner" : "user"}};
+  const ParamPlacement& w = p.params;
+  j["placement"]["params"] = {{"where", std::string(ParamOffloadName(w.where))},
+                              {"streamed_units", w.streamed_units},
+                              {"units", m.n_layers + 2},
+                              {"resident_params", w.resident_params},
+                              {"streamed_params", w.streamed_params},
+                              {"slot_params", w.slot_params},
+                              {"device_slots", w.device_slots},
+                              {"prefetch_depth", w.prefetch_depth},
+                              {"nvme_staging", w.nvme_staging},
+                              {"fetch_bytes_per_micro_batch", w.fetch_bytes_per_micro_batch},
+                              {"chosen_by", w.chosen_by_planner ? "planner" : "user"}};
   nlohmann::json stages = nlohmann::json::object();
   for (const StageTime& s : plan.stages) stages[s.name] = s.seconds;
   j["stages"] = stages;

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/units.h"
+#include "plan/param_placement.h"
 
 namespace tierflow {
 namespace {
@@ -35,6 +36,43 @@ void AppendTier(std::string* out, const TierPlan& tier, const char* title) {
     Appendf(out, "  %-26s %12s  %s\n", c.name.c_str(), FormatBytes(c.bytes).c_str(),
             c.note.c_str());
   }
+}
+
+// The working weights' line: resident, or which units stream from where.
+void AppendWeights(std::string* out, const PlanInput& in, const Plan& plan) {
+  const ParamPlacement& w = plan.placement.params;
+  const int64_t units = in.model.n_layers + 2;
+  Appendf(out, "weights (%s): ", w.chosen_by_planner ? "planner" : "user");
+  if (w.where == ParamOffload::kNone) {
+    Appendf(out, "all %lld units resident on the device (%s params)\n",
+            static_cast<long long>(units), FormatParamCount(plan.params).c_str());
+    return;
+  }
+  int64_t blocks = 0;
+  bool embeddings = false, head = false;
+  for (int u : w.streamed_units) {
+    if (u == 0)
+      embeddings = true;
+    else if (u == units - 1)
+      head = true;
+    else
+      ++blocks;
+  }
+  std::string which =
+      std::to_string(blocks) + " of " + std::to_string(in.model.n_layers) + " blocks";
+  if (embeddings)
+    which += head ? ", the embeddings and the head" : " and the embeddings";
+  else if (head)
+    which += " and the head";
+  Appendf(out, "%zu of %lld units streamed from %s (%s); %s params streamed, %s resident\n",
+          w.streamed_units.size(), static_cast<long long>(units),
+          w.where == ParamOffload::kHost ? "pinned host memory" : "NVMe", which.c_str(),
+          FormatParamCount(w.streamed_params).c_str(), FormatParamCount(w.resident_params).c_str());
+  Appendf(out,
+          "  %d device slots of %s params (the largest streamed unit), prefetch depth %d; "
+          "%s fetched per micro-batch\n",
+          w.device_slots, FormatParamCount(w.slot_params).c_str(), w.prefetch_depth,
+          FormatBytes(w.fetch_bytes_per_micro_batch).c_str());
 }
 
 }  // namespace
@@ -140,7 +178,16 @@ std::string FormatPlanReport(const PlanInput& in, const Hardware& hw, const Plan
           p.buffer_count, p.grad_buckets, static_cast<long long>(p.grad_bucket_params),
           static_cast<long long>(p.speculation_params), p.speculation_from.c_str(),
           std::string(DTypeName(plan.grad_transfer_dtype)).c_str());
-  out += "\n";
+  AppendWeights(&out, in, plan);
+  const ParamPlacement& w = p.params;
+  Appendf(&out, "  engine options: params.where=%s",
+          std::string(ParamOffloadName(w.where)).c_str());
+  if (w.where != ParamOffload::kNone) {
+    Appendf(&out, " streamed_units=%s device_slots=%d prefetch_depth=%d",
+            FormatUnitList(w.streamed_units).c_str(), w.device_slots, w.prefetch_depth);
+    if (w.where == ParamOffload::kNvme) Appendf(&out, " nvme_staging=%d", w.nvme_staging);
+  }
+  out += "\n\n";
 
   Appendf(&out, "step time (rates: %s)\n", hw.bandwidths.source.c_str());
   for (const StageTime& s : plan.stages) {

@@ -15,6 +15,7 @@
 #include "common/units.h"
 #include "io/file_reader.h"
 #include "io/safetensors_writer.h"
+#include "plan/param_placement.h"
 #include "plan/speculation_budget.h"
 #include "plan/step_time.h"
 #include "tierflow/grad_transfer.h"
@@ -62,7 +63,9 @@ Status ValidateInput(const PlanInput& in, const Hardware& hw) {
         Bound{"buffer count", in.buffer_count, kMaxPlanSlots},
         Bound{"gradient buckets", in.grad_buckets, kMaxPlanSlots},
         Bound{"gradient bucket size", in.grad_bucket_params.value_or(0), kMaxPlanParams},
-        Bound{"NVMe directories", in.nvme_directories, kMaxPlanSlots}}) {
+        Bound{"NVMe directories", in.nvme_directories, kMaxPlanSlots},
+        Bound{"device slots for streamed weights (--param-slots)", in.param_slots.value_or(0),
+              kMaxPlanSlots}}) {
     if (b.value > b.max) {
       return InvalidArgumentError(std::string(b.name) + " is " + std::to_string(b.value) +
                                   ", more than the planner's limit of " + std::to_string(b.max));
@@ -108,6 +111,18 @@ Status ValidateInput(const PlanInput& in, const Hardware& hw) {
   }
   TF_RETURN_IF_ERROR(ValidateGradTransferDType(
       "gradient transfer dtype", in.dtype, GradTransferDType(in.dtype, in.grad_transfer_dtype)));
+  if (in.param_slots.has_value() && *in.param_slots < 2) {
+    return InvalidArgumentError(
+        "--param-slots is " + std::to_string(*in.param_slots) +
+        ": the streamed weights' ring needs at least 2 device slots (one unit in use while the "
+        "next uploads): use 2 or more, or leave it out (the planner takes " +
+        std::to_string(kDefaultParamSlots) + ")");
+  }
+  if (in.param_slots.has_value() && in.param_offload == ParamOffload::kNone) {
+    return InvalidArgumentError(
+        "--param-slots sizes the ring of streamed weights, but --offload-param none streams "
+        "nothing: drop --param-slots, or use --offload-param auto, host or nvme");
+  }
   if (in.nvme_directories < 1) return InvalidArgumentError("need at least one NVMe directory");
   if (in.nvme_block_bytes < 4096 || in.nvme_block_bytes % 4096 != 0 ||
       in.nvme_block_bytes > (256u << 20)) {
@@ -148,9 +163,30 @@ SubGroupRule SubGroupRuleOf(const PlanInput& in) {
   return SubGroupRule{in.sub_group_cut, static_cast<uint64_t>(in.sub_group_params)};
 }
 
+// The streamed weights' copy: pinned on the host (kHost), or on NVMe behind
+// pinned staging buffers of one slot each (kNvme).
+struct StreamedCopy {
+  uint64_t host_pinned = 0;  // kHost: the streamed units' weights
+  uint64_t staging = 0;      // kNvme: nvme_staging x one slot
+  uint64_t nvme = 0;         // kNvme: each unit rounded up to the NVMe block
+};
+
+StreamedCopy StreamedCopyOf(const PlanInput& in, const ParamPlacement& pp,
+                            const ModelUnits& units) {
+  StreamedCopy c;
+  const uint64_t a = DTypeSize(in.dtype);
+  if (pp.where == ParamOffload::kHost) c.host_pinned = Mul(U(pp.streamed_params), a);
+  if (pp.where == ParamOffload::kNvme) {
+    c.staging = Mul(U(pp.nvme_staging), U(pp.slot_params), a);
+    c.nvme = StreamedNvmeBytes(units, pp, a, in.nvme_block_bytes);
+  }
+  return c;
+}
+
 StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t params,
                            uint64_t state_bytes, uint64_t device_tensor_bytes, double ratio,
-                           int64_t speculation_params, int64_t bucket_params) {
+                           int64_t speculation_params, int64_t bucket_params,
+                           const ParamPlacement& pp, const ModelUnits& units) {
   StateTiers t;
   t.sub_groups =
       SummarizeSubGroups(in.model, SubGroupRuleOf(in), ratio, state_bytes, in.nvme_block_bytes);
@@ -177,6 +213,9 @@ StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t para
       sg.nvme_sub_groups > 0 ? Mul(buffers, RoundUp(Mul(U(sg.max_nvme_group_params), state_bytes),
                                                     kDirectIoAlignmentBytes))
                              : 0;
+  const StreamedCopy copy = StreamedCopyOf(in, pp, units);
+  const std::string streamed_units = std::to_string(pp.streamed_units.size()) +
+                                     " streamed units' weights, " + std::to_string(a) + " B/param";
   t.host.name = "host";
   t.host.capacity_bytes = hw.host_memory_bytes;
   t.host.components = {
@@ -198,6 +237,12 @@ StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t para
                     std::to_string(in.grad_buckets) + " buckets"},
       {"pinned_weight_staging", weight_staging,
        "H2D source: largest sub-group x " + std::to_string(a) + " B x " + bc + " slots"},
+      {"streamed_weights", copy.host_pinned,
+       "pinned: the " + streamed_units + "; each fetch uploads from here, the update writes here"},
+      {"weight_staging", copy.staging,
+       "pinned: " + std::to_string(pp.nvme_staging) +
+           " NVMe staging buffers of one slot each (the largest streamed unit, " +
+           std::to_string(pp.slot_params) + " params)"},
       {"pinned_speculative_weights", spec_weights,
        "overlapped pipeline: new weights of the speculated sub-groups"},
       {"nvme_io_buffers", nvme_slots,
@@ -214,8 +259,8 @@ StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t para
     t.host.components.push_back(
         {"emulated_device_memory", device_tensor_bytes, "the CPU device's memory is host RAM"});
   }
-  t.pinned_bytes =
-      Sum(landed ? accumulator : 0, grad_staging, weight_staging, spec_weights, nvme_slots);
+  t.pinned_bytes = Sum(landed ? accumulator : 0, grad_staging, weight_staging, spec_weights,
+                       nvme_slots, copy.host_pinned, copy.staging);
   if (in.lock_host_state) {
     // pin_memory: the host share of the state is page-locked too.
     t.pinned_bytes = Sum(t.pinned_bytes, t.host.bytes_of("master_weights"),
@@ -256,6 +301,12 @@ StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t para
   } else {
     t.nvme.components = {{"state_files", 0, "no optimizer state on NVMe"}};
   }
+  if (copy.nvme > 0) {
+    t.nvme.components.push_back({"streamed_weights", copy.nvme,
+                                 "the " + streamed_units + ", each unit in whole " +
+                                     FormatBytes(in.nvme_block_bytes) +
+                                     " blocks; read every fetch, written every step"});
+  }
   return t;
 }
 
@@ -264,7 +315,8 @@ StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t para
 // its capacity (1 when none does).
 StatusOr<double> ChooseRatio(const PlanInput& in, const Hardware& hw, int64_t params,
                              uint64_t state_bytes, uint64_t device_tensor_bytes,
-                             int64_t bucket_params, bool* chosen_by_planner) {
+                             int64_t bucket_params, const ParamPlacement& pp,
+                             const ModelUnits& units, bool* chosen_by_planner) {
   *chosen_by_planner = false;
   if (in.nvme_ratio >= 0) return in.nvme_ratio;
   if (in.offload == OffloadPlacement::kHost) return 0;
@@ -277,13 +329,87 @@ StatusOr<double> ChooseRatio(const PlanInput& in, const Hardware& hw, int64_t pa
     // A speculation budget left to the planner comes out of what the state
     // leaves free, so it is 0 here.
     StateTiers t = BuildStateTiers(in, hw, params, state_bytes, device_tensor_bytes, ratio,
-                                   in.speculation_params.value_or(0), bucket_params);
+                                   in.speculation_params.value_or(0), bucket_params, pp, units);
     if (static_cast<double>(t.host.total_bytes()) <= target) return ratio;
   }
   return 1.0;
 }
 
+// The optimizer state's placement for one placement of the weights: the
+// NVMe ratio, the speculation budget and the host and NVMe tiers.
+struct StatePlacement {
+  double ratio = 0;
+  bool chosen = false;
+  int64_t speculation = 0;
+  std::string speculation_from = "none: synchronous pipeline";
+  StateTiers tiers;
+};
+
+StatusOr<StatePlacement> PlaceState(const PlanInput& in, const Hardware& hw, int64_t params,
+                                    uint64_t s, uint64_t device_tensors, int64_t bucket,
+                                    const ParamPlacement& pp, const ModelUnits& units) {
+  StatePlacement out;
+  TF_ASSIGN_OR_RETURN(
+      out.ratio, ChooseRatio(in, hw, params, s, device_tensors, bucket, pp, units, &out.chosen));
+  // The speculation budget: given, or what host memory has left (up to the
+  // fraction auto placement fills) once everything else is counted.
+  if (in.pipeline == PipelineKind::kOverlapped) {
+    if (in.speculation_params.has_value()) {
+      out.speculation = std::min(*in.speculation_params, params);
+      out.speculation_from = "input";
+    } else {
+      const StateTiers without = BuildStateTiers(in, hw, params, s, device_tensors, out.ratio,
+                                                 /*speculation_params=*/0, bucket, pp, units);
+      const uint64_t usable = static_cast<uint64_t>(static_cast<double>(hw.host_memory_bytes) *
+                                                    kHostAutoPlacementFraction);
+      const uint64_t used = without.host.total_bytes();
+      SpeculationBudgetInput b;
+      b.free_host_bytes = usable > used ? usable - used : 0;
+      b.params = params;
+      b.host_state_params = params - without.sub_groups.nvme_params;
+      b.state_bytes_per_param = s;
+      b.weight_bytes_per_param = DTypeSize(in.dtype);
+      out.speculation = SpeculationBudget(b);
+      out.speculation_from = "free host memory";
+    }
+  }
+  out.tiers = BuildStateTiers(in, hw, params, s, device_tensors, out.ratio, out.speculation, bucket,
+                              pp, units);
+  return out;
+}
+
+// The device does not fit although weights stream: the ring, the buckets
+// and the activations are what is left to shrink.
+std::string StreamingDeviceAdvice(const PlanInput& in, const Plan& plan) {
+  const ParamPlacement& pp = plan.placement.params;
+  const uint64_t slot_bytes = Mul(U(pp.slot_params), DTypeSize(in.dtype));
+  std::string s = "with " + std::to_string(pp.streamed_units.size()) + " of " +
+                  std::to_string(in.model.n_layers + 2) + " units' weights streamed (" +
+                  FormatBytes(plan.device.bytes_of("weights")) + " still resident), the " +
+                  std::to_string(pp.device_slots) + " weight slots take " +
+                  FormatBytes(plan.device.bytes_of("weight_slots")) + " (each " +
+                  FormatBytes(slot_bytes) + ", the largest streamed unit), the gradient buckets " +
+                  FormatBytes(plan.device.bytes_of("gradient_buckets")) + " and the activations " +
+                  FormatBytes(plan.device.bytes_of("activations")) + ": ";
+  std::string sep;
+  if (pp.device_slots > 2) {
+    s += "lower --param-slots (now " + std::to_string(pp.device_slots) + "; 2 is the least)";
+    sep = ", ";
+  }
+  if (!in.checkpointing) {
+    s += sep + "turn activation checkpointing on (--checkpointing on)";
+    sep = ", ";
+  }
+  if (in.micro_batch > 1) {
+    s += sep + "lower --micro-batch (now " + std::to_string(in.micro_batch) + ")";
+    sep = ", ";
+  }
+  return s + sep + "shorten --seq-len (now " + std::to_string(in.seq_len) +
+         "), or use a device with at least " + FormatBytes(plan.device.total_bytes());
+}
+
 std::string DeviceAdvice(const PlanInput& in, const Plan& plan) {
+  if (plan.placement.params.where != ParamOffload::kNone) return StreamingDeviceAdvice(in, plan);
   const uint64_t cap = plan.device.capacity_bytes;
   const uint64_t weights = plan.device.bytes_of("weights");
   const uint64_t resident =
@@ -291,8 +417,10 @@ std::string DeviceAdvice(const PlanInput& in, const Plan& plan) {
   const uint64_t buckets = plan.device.bytes_of("gradient_buckets");
   if (resident > cap) {
     return "the " + std::string(DTypeName(in.dtype)) + " working weights alone are " +
-           FormatBytes(weights) +
-           " and tierflow keeps them on the device: use a device with at least " +
+           FormatBytes(weights) + " and " +
+           (in.param_offload == ParamOffload::kNone ? "--offload-param none keeps"
+                                                    : "the planner keeps") +
+           " them all on the device: use a device with at least " +
            FormatBytes(plan.device.total_bytes()) + ", or a smaller model";
   }
   if (resident + buckets > cap) {
@@ -323,6 +451,15 @@ std::string DeviceAdvice(const PlanInput& in, const Plan& plan) {
   return s;
 }
 
+// The streamed weights' copy on the host, when it is there.
+std::string StreamedCopyAdvice(const PlanInput& in, const Plan& plan) {
+  const uint64_t copy = plan.host.bytes_of("streamed_weights");
+  if (copy == 0) return "";
+  return "; the streamed weights' pinned copy takes " + FormatBytes(copy) +
+         (in.param_offload == ParamOffload::kHost ? " (--offload-param nvme moves it to NVMe)"
+                                                  : "");
+}
+
 std::string HostAdvice(const PlanInput& in, const Plan& plan) {
   const Placement& p = plan.placement;
   if (p.nvme_state_params < plan.params) {
@@ -332,7 +469,8 @@ std::string HostAdvice(const PlanInput& in, const Plan& plan) {
                           : "put more of the optimizer state on NVMe (raise --ratio toward 1)";
     return how + "; the optimizer state on host is " +
            FormatBytes(plan.host.bytes_of("master_weights") +
-                       plan.host.bytes_of("optimizer_moments"));
+                       plan.host.bytes_of("optimizer_moments")) +
+           StreamedCopyAdvice(in, plan);
   }
   std::string s =
       "even with all optimizer state on NVMe the host needs the gradient accumulator (" +
@@ -343,7 +481,7 @@ std::string HostAdvice(const PlanInput& in, const Plan& plan) {
     s += " and the emulated device's memory (" +
          FormatBytes(plan.host.bytes_of("emulated_device_memory")) + ")";
   }
-  return s + ": use a host with more RAM, or a smaller model";
+  return s + StreamedCopyAdvice(in, plan) + ": use a host with more RAM, or a smaller model";
 }
 
 std::string NvmeAdvice(const PlanInput& in, const Plan& plan) {
@@ -383,6 +521,12 @@ void Explain(const PlanInput& in, Plan& plan) {
           ? "optimizer state on NVMe"
           : "optimizer state split, " +
                 std::to_string(static_cast<int>(std::lround(p.nvme_ratio * 100))) + "% on NVMe";
+  const ParamPlacement& pp = p.params;
+  if (pp.where != ParamOffload::kNone) {
+    state_where = std::to_string(pp.streamed_units.size()) + " of " +
+                  std::to_string(in.model.n_layers + 2) + " units' weights streamed from " +
+                  (pp.where == ParamOffload::kHost ? "host" : "NVMe") + ", " + state_where;
+  }
   if (plan.feasible) {
     plan.explanation = "fits: " + state_where + "; the tightest tier is " +
                        TierName(binding->name) + " (" + FormatBytes(binding->total_bytes()) +
@@ -441,7 +585,6 @@ StatusOr<Plan> ComputePlan(const PlanInput& in, const Hardware& hw) {
   plan.tokens_per_step = SaturatingMul(SaturatingMul(in.micro_batch, in.seq_len), in.grad_accum);
   plan.state_bytes_per_param = OptimizerStateBytesPerParam(OptimizerMomentCount(in.optimizer));
   plan.grad_transfer_dtype = GradTransferDType(in.dtype, in.grad_transfer_dtype);
-  const uint64_t P = U(plan.params);
   const uint64_t a = DTypeSize(in.dtype);
   const uint64_t s = plan.state_bytes_per_param;
 
@@ -462,14 +605,49 @@ StatusOr<Plan> ComputePlan(const PlanInput& in, const Hardware& hw) {
   const uint64_t bucket_bytes_per_param =
       kGradBucketBytesPerParam +
       (plan.grad_transfer_dtype == DType::kF32 ? 0 : DTypeSize(plan.grad_transfer_dtype));
-  auto device_tier = [&](int64_t bucket) {
+  // The device's components as numbers (the layout search evaluates many)
+  // and as the tier (with notes) once chosen: the same sums either way.
+  struct DeviceSizes {
+    uint64_t weights = 0, slots = 0, buckets = 0, workspace = 0, rounding = 0;
+    int allocations = 0;
+  };
+  auto device_sizes = [&](int64_t resident, int64_t slot, int slots, int64_t bucket) {
+    DeviceSizes d;
+    d.weights = Mul(U(resident), a);
+    d.slots = Mul(U(slots), U(slot), a);
+    d.buckets = Mul(U(in.grad_buckets), U(bucket), bucket_bytes_per_param);
+    if (hw.device_is_gpu) {
+      d.workspace = Mul(kGemmWorkspaceBytesPerStream, kGemmStreams);
+      // Each slot of the streamed weights' ring is an allocation of its own.
+      d.allocations = kFixedDeviceAllocations + 2 * in.grad_buckets + slots;
+      d.rounding = Mul(kDeviceAllocationGranuleBytes, U(d.allocations));
+    }
+    return d;
+  };
+  auto device_bytes = [&](int64_t resident, int64_t slot, int slots, int64_t bucket) {
+    const DeviceSizes d = device_sizes(resident, slot, slots, bucket);
+    return Sum(d.weights, d.slots, d.buckets, plan.activations.total(), d.workspace, d.rounding,
+               hw.device_reserved_bytes);
+  };
+  auto device_tier = [&](int64_t bucket, const ParamPlacement& pp) {
+    const DeviceSizes d = device_sizes(pp.resident_params, pp.slot_params, pp.device_slots, bucket);
     TierPlan t;
     t.name = "device";
     t.capacity_bytes = hw.device_memory_bytes;
     const bool sliced = bucket < layout.max_unit_params;
+    const bool streams = pp.where != ParamOffload::kNone;
+    const int64_t units = m.n_layers + 2;
     t.components = {
-        {"weights", Mul(P, a), std::to_string(a) + " B/param, all layers resident"},
-        {"gradient_buckets", Mul(U(in.grad_buckets), U(bucket), bucket_bytes_per_param),
+        {"weights", d.weights,
+         std::to_string(a) + " B/param, " +
+             (streams ? std::to_string(units - static_cast<int64_t>(pp.streamed_units.size())) +
+                            " of " + std::to_string(units) + " units resident"
+                      : "all layers resident")},
+        {"weight_slots", d.slots,
+         streams ? std::to_string(pp.device_slots) + " slots of the largest streamed unit (" +
+                       std::to_string(pp.slot_params) + " params) for the streamed weights"
+                 : "none: no weights stream"},
+        {"gradient_buckets", d.buckets,
          std::string(plan.grad_transfer_dtype == DType::kF32
                          ? "fp32"
                          : "fp32 + its " + std::string(DTypeName(plan.grad_transfer_dtype)) +
@@ -483,12 +661,9 @@ StatusOr<Plan> ComputePlan(const PlanInput& in, const Hardware& hw) {
              "), incl. logits " + FormatBytes(plan.activations.logits)},
     };
     if (hw.device_is_gpu) {
-      t.components.push_back(
-          {"workspace", Mul(kGemmWorkspaceBytesPerStream, kGemmStreams), "cuBLAS workspace"});
-      const int allocations = kFixedDeviceAllocations + 2 * in.grad_buckets;
-      t.components.push_back({"allocation_rounding",
-                              Mul(kDeviceAllocationGranuleBytes, U(allocations)),
-                              "fragmentation headroom: " + std::to_string(allocations) +
+      t.components.push_back({"workspace", d.workspace, "cuBLAS workspace"});
+      t.components.push_back({"allocation_rounding", d.rounding,
+                              "fragmentation headroom: " + std::to_string(d.allocations) +
                                   " allocations, each up to a 2 MiB granule"});
     }
     if (hw.device_reserved_bytes > 0) {
@@ -497,59 +672,64 @@ StatusOr<Plan> ComputePlan(const PlanInput& in, const Hardware& hw) {
     }
     return t;
   };
-  // The bucket size: given, or the largest that leaves the device its margin.
-  int64_t bucket = 0;
+  // The bucket size and the streamed units (plan/param_placement.h): given
+  // or the largest bucket, with everything resident, that leaves the device
+  // its margin; else the least streaming that does.
+  std::vector<int64_t> buckets;
   if (in.grad_bucket_params.has_value()) {
-    bucket = std::min<int64_t>(*in.grad_bucket_params, layout.max_unit_params);
-    plan.device = device_tier(bucket);
+    buckets = {std::min<int64_t>(*in.grad_bucket_params, layout.max_unit_params)};
   } else {
-    const double target = static_cast<double>(hw.device_memory_bytes) * kDeviceTargetFraction;
     for (int64_t candidate :
          {bucket_sizes.whole_units, bucket_sizes.blocks, bucket_sizes.tensors}) {
-      bucket = std::min<int64_t>(candidate, layout.max_unit_params);
-      plan.device = device_tier(bucket);
-      if (static_cast<double>(plan.device.total_bytes()) <= target) break;
+      buckets.push_back(std::min<int64_t>(candidate, layout.max_unit_params));
     }
   }
+  const ModelUnits units = ModelUnitsOf(m);
+  const int slots = in.param_slots.value_or(kDefaultParamSlots);
+  const double device_target = static_cast<double>(hw.device_memory_bytes) * kDeviceTargetFraction;
+  const DeviceLayout device_layout =
+      ChooseDeviceLayout(in.param_offload, units, buckets, slots, device_target, device_bytes);
+  const int64_t bucket = device_layout.bucket_params;
+  // Where the streamed copy lives does not change the device.
+  const ParamOffload forced =
+      in.param_offload == ParamOffload::kNvme ? ParamOffload::kNvme : ParamOffload::kHost;
+  ParamPlacement params = DescribeStreaming(units, device_layout.streamed, forced, slots, a);
+  plan.device = device_tier(bucket, params);
   const uint64_t device_tensors = plan.device.total_bytes() - hw.device_reserved_bytes;
 
   // ---- placement, host, NVMe ----
-  bool chosen = false;
-  TF_ASSIGN_OR_RETURN(const double ratio,
-                      ChooseRatio(in, hw, plan.params, s, device_tensors, bucket, &chosen));
-  // The speculation budget: given, or what host memory has left (up to the
-  // fraction auto placement fills) once everything else is counted.
-  int64_t speculation = 0;
-  std::string speculation_from = "none: synchronous pipeline";
-  if (in.pipeline == PipelineKind::kOverlapped) {
-    if (in.speculation_params.has_value()) {
-      speculation = std::min(*in.speculation_params, plan.params);
-      speculation_from = "input";
-    } else {
-      const StateTiers without = BuildStateTiers(in, hw, plan.params, s, device_tensors, ratio,
-                                                 /*speculation_params=*/0, bucket);
-      const uint64_t usable = static_cast<uint64_t>(static_cast<double>(hw.host_memory_bytes) *
-                                                    kHostAutoPlacementFraction);
-      const uint64_t used = without.host.total_bytes();
-      SpeculationBudgetInput b;
-      b.free_host_bytes = usable > used ? usable - used : 0;
-      b.params = plan.params;
-      b.host_state_params = plan.params - without.sub_groups.nvme_params;
-      b.state_bytes_per_param = s;
-      b.weight_bytes_per_param = a;
-      speculation = SpeculationBudget(b);
-      speculation_from = "free host memory";
+  TF_ASSIGN_OR_RETURN(StatePlacement state,
+                      PlaceState(in, hw, plan.params, s, device_tensors, bucket, params, units));
+  if (in.param_offload == ParamOffload::kAuto && params.where != ParamOffload::kNone) {
+    // The copy goes to the host when the host holds it within its margin
+    // (before the optimizer state: it is read every micro-batch, the state
+    // once a step), else to NVMe, unless only the host copy fits at all.
+    const double host_target =
+        static_cast<double>(hw.host_memory_bytes) * kHostAutoPlacementFraction;
+    if (static_cast<double>(state.tiers.host.total_bytes()) > host_target) {
+      ParamPlacement on_nvme = params;
+      on_nvme.where = ParamOffload::kNvme;
+      TF_ASSIGN_OR_RETURN(
+          StatePlacement nvme_state,
+          PlaceState(in, hw, plan.params, s, device_tensors, bucket, on_nvme, units));
+      auto fits = [&](const StatePlacement& sp) {
+        return sp.tiers.host.total_bytes() <= hw.host_memory_bytes &&
+               sp.tiers.nvme.total_bytes() <= hw.nvme_capacity_bytes;
+      };
+      if (fits(nvme_state) || !fits(state)) {
+        params = std::move(on_nvme);
+        state = std::move(nvme_state);
+      }
     }
   }
-  StateTiers tiers =
-      BuildStateTiers(in, hw, plan.params, s, device_tensors, ratio, speculation, bucket);
-  plan.host = std::move(tiers.host);
-  plan.nvme = std::move(tiers.nvme);
-  plan.pinned_bytes = tiers.pinned_bytes;
-  plan.sub_groups = tiers.sub_groups;
+  params.chosen_by_planner = in.param_offload == ParamOffload::kAuto;
+  plan.host = std::move(state.tiers.host);
+  plan.nvme = std::move(state.tiers.nvme);
+  plan.pinned_bytes = state.tiers.pinned_bytes;
+  plan.sub_groups = state.tiers.sub_groups;
 
   Placement& p = plan.placement;
-  p.nvme_ratio = ratio;
+  p.nvme_ratio = state.ratio;
   p.nvme_state_params = plan.sub_groups.nvme_params;
   p.host_state_params = plan.params - p.nvme_state_params;
   p.sub_group_params = in.sub_group_params;
@@ -560,11 +740,29 @@ StatusOr<Plan> ComputePlan(const PlanInput& in, const Hardware& hw) {
   p.grad_buckets = in.grad_buckets;
   p.grad_bucket_params = bucket;
   p.vocab_sliced = bucket < layout.max_unit_params && bucket < bucket_sizes.whole_units;
-  p.speculation_params = speculation;
-  p.speculation_from = speculation_from;
-  p.chosen_by_planner = chosen;
+  p.speculation_params = state.speculation;
+  p.speculation_from = state.speculation_from;
+  p.chosen_by_planner = state.chosen;
+  p.params = std::move(params);
 
   Explain(in, plan);
+  if (!plan.feasible && plan.binding_constraint == "device" &&
+      in.param_offload == ParamOffload::kNone) {
+    // Would streaming weights fit it? Plan it (one level: kAuto).
+    PlanInput streamed = in;
+    streamed.param_offload = ParamOffload::kAuto;
+    TF_ASSIGN_OR_RETURN(const Plan alt, ComputePlan(streamed, hw));
+    const ParamPlacement& ap = alt.placement.params;
+    if (alt.feasible && ap.where != ParamOffload::kNone) {
+      plan.explanation +=
+          ". Streaming weights fits it: --offload-param auto streams " +
+          std::to_string(ap.streamed_units.size()) + " of " + std::to_string(m.n_layers + 2) +
+          " units' weights from " + (ap.where == ParamOffload::kHost ? "host" : "NVMe") +
+          " through " + std::to_string(ap.device_slots) + " device slots (the device then needs " +
+          FormatBytes(alt.device.total_bytes()) + " of " + FormatBytes(alt.device.capacity_bytes) +
+          "); --offload-param host or nvme says where their copy lives";
+    }
+  }
   PredictStepTime(in, hw, plan);
   return plan;
 }

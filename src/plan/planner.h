@@ -18,6 +18,7 @@
 #include "plan/memory_model.h"
 #include "tierflow/dtype.h"
 #include "tierflow/model_config.h"
+#include "tierflow/param_offload.h"
 #include "tierflow/placement.h"
 #include "tierflow/status.h"
 
@@ -75,6 +76,14 @@ struct PlanInput {
   // The swap files' block (the NVMe tier's block size): each sub-group's
   // state is rounded up to whole blocks. A multiple of 4096. Default: 1 MiB.
   uint64_t nvme_block_bytes = kNvmeBlockBytes;
+  // Parameter offload (EngineOptions::params): kAuto streams weights only
+  // when the all-resident device does not fit, from host when the host can
+  // hold the streamed copy, else from NVMe; kNone keeps every unit resident
+  // (infeasible if that does not fit); kHost / kNvme stream from there
+  // (the planner still picks which units, at least one).
+  ParamOffload param_offload = ParamOffload::kAuto;
+  // Device slots of the streamed units' ring (>= 2); unset: the planner's choice.
+  std::optional<int> param_slots;
 };
 
 // Rates the step-time prediction uses. Defaults come from
@@ -123,6 +132,24 @@ struct TierPlan {
   uint64_t bytes_of(std::string_view component) const;  // 0 when absent
 };
 
+// Where the 16-bit working weights live, in EngineOptions::params' terms.
+struct ParamPlacement {
+  ParamOffload where = ParamOffload::kNone;  // resolved: kNone, kHost or kNvme
+  // Units whose weights are streamed, as indices into the model's units in
+  // forward order (0 embeddings, 1..L the blocks, L+1 the head), ascending.
+  std::vector<int> streamed_units;
+  int64_t resident_params = 0;  // weights kept on the device
+  int64_t streamed_params = 0;  // weights in the host or NVMe copy
+  int64_t slot_params = 0;      // one device slot: the largest streamed unit
+  int device_slots = 0;         // EngineOptions::params.device_slots (0 when nothing streams)
+  int prefetch_depth = 0;       // EngineOptions::params.prefetch_depth
+  int nvme_staging = 0;         // EngineOptions::params.nvme_staging (kNvme)
+  // Bytes uploaded into the slots per micro-batch (each streamed unit as
+  // often as the transformer fetches it: a block twice, forward and backward).
+  uint64_t fetch_bytes_per_micro_batch = 0;
+  bool chosen_by_planner = false;  // false when the user forced kHost / kNvme
+};
+
 // Where the engine puts the optimizer state, in EngineOptions' terms.
 struct Placement {
   double nvme_ratio = 0;          // EngineOptions::nvme_ratio (0 = offload "host")
@@ -143,6 +170,7 @@ struct Placement {
   int64_t speculation_params = 0;
   std::string speculation_from;
   bool chosen_by_planner = false;    // false when the user fixed the placement
+  ParamPlacement params;             // the working weights' placement
   std::string where() const;         // "host", "nvme" or "split"
   OffloadPlacement offload() const;  // EngineOptions::offload: kHost or kNvme
 };

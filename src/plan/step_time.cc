@@ -12,7 +12,9 @@
 #include <string>
 
 #include "common/checked_math.h"
+#include "common/units.h"
 #include "plan/memory_model.h"
+#include "plan/param_placement.h"
 
 namespace tierflow {
 namespace {
@@ -62,7 +64,37 @@ void PredictStepTime(const PlanInput& in, const Hardware& hw, Plan& plan) {
   // Reads and writes share the drives, so their times add.
   const double nvme = Seconds(nvme_params * s, bw.nvme_read_gb_per_second * 1e9) +
                       Seconds(nvme_params * s, bw.nvme_write_gb_per_second * 1e9);
-  const double h2d = Seconds(P * a, bw.h2d_gb_per_second * 1e9);
+  // Parameter offload: every micro-batch uploads the streamed units into the
+  // device slots (from pinned host memory, or read from NVMe into pinned
+  // staging first: the reads and the uploads pipeline, the slower one sets
+  // the pace), during its forward and backward; the update writes each
+  // streamed unit's new weights back once (kNvme: to the drive; kHost: into
+  // the pinned copy, in place of the staging the resident units use).
+  const ParamPlacement& pp = plan.placement.params;
+  const bool streams = pp.where != ParamOffload::kNone;
+  const bool from_nvme = pp.where == ParamOffload::kNvme;
+  const double resident = streams ? static_cast<double>(pp.resident_params) : P;
+  const double fetch = static_cast<double>(pp.fetch_bytes_per_micro_batch);
+  const double fetch_h2d = Seconds(fetch, bw.h2d_gb_per_second * 1e9);  // per micro-batch
+  const double fetch_read = from_nvme ? Seconds(fetch, bw.nvme_read_gb_per_second * 1e9) : 0;
+  const double fetch_each = std::max(fetch_h2d, fetch_read);
+  const double param_writes = from_nvme ? Seconds(static_cast<double>(pp.streamed_params) * a,
+                                                  bw.nvme_write_gb_per_second * 1e9)
+                                        : 0;
+  const double h2d_params = k * fetch_h2d;
+  const double nvme_params_seconds = k * fetch_read + param_writes;
+  const double forward_fetch = ForwardFetchShare(pp, ModelUnitsOf(in.model));
+  const double h2d = Seconds(resident * a, bw.h2d_gb_per_second * 1e9);
+  const double per_micro_compute = compute / k;
+  char fetch_note[384];
+  std::snprintf(fetch_note, sizeof fetch_note,
+                "streamed weights into the device slots, %s per micro-batch: %.3g s%s against "
+                "%.3g s of its compute (%s)",
+                FormatBytes(pp.fetch_bytes_per_micro_batch).c_str(), fetch_each,
+                fetch_read > fetch_h2d ? " (the NVMe reads set the pace)" : "", per_micro_compute,
+                fetch_each <= per_micro_compute
+                    ? "hidden behind it"
+                    : "compute waits on them; a larger --micro-batch computes longer per fetch");
 
   plan.stages = {
       {"compute", compute, "forward + backward on the device"},
@@ -73,29 +105,46 @@ void PredictStepTime(const PlanInput& in, const Hardware& hw, Plan& plan) {
        in.grad_accum > 1 ? "fp32 gradient accumulation on the host"
                          : "none: one micro-batch's gradients land as they are, their norm "
                            "is computed on the device"},
+      {"h2d_params", h2d_params, streams ? fetch_note : "none: every unit's weights are resident"},
       {"optimizer", optimizer, "CPU optimizer over all parameters"},
       {"nvme_io", nvme, "optimizer state read + written for the NVMe share"},
-      {"h2d_weights", h2d, "new weights to the device"},
+      {"nvme_params", nvme_params_seconds,
+       from_nvme ? "streamed weights read every micro-batch, their new values written once a step "
+                   "(the same drives as the state)"
+                 : "none: no weights on NVMe"},
+      {"h2d_weights", h2d,
+       streams ? "new weights of the resident units to the device (streamed units' go to their "
+                 "copy)"
+               : "new weights to the device"},
   };
   // The update (optimizer, NVMe, H2D pipelined over sub-groups) of step n
   // overlaps the first forward of step n+1, which waits per unit; each
   // backward overlaps its own D2H and accumulation. Speculation during
   // backward (the overlapped pipeline) can only shorten this; not counted.
   const double forward_share = in.checkpointing ? 0.25 : 1.0 / 3.0;  // 2N of 8N or 6N
-  const double per_micro = compute / k;
-  const double update_slowest = std::max({optimizer, nvme, h2d});
-  const double update_sum = optimizer + nvme + h2d;
+  const double per_micro = per_micro_compute;
+  // The streamed units' write-back shares the drives with the state's I/O.
+  const double update_nvme = nvme + param_writes;
+  const double update_slowest = std::max({optimizer, update_nvme, h2d});
+  const double update_sum = optimizer + update_nvme + h2d;
   const double groups = static_cast<double>(std::max<int64_t>(plan.placement.num_sub_groups, 1));
   const double update = update_slowest + (update_sum - update_slowest) / groups;
   // The step with `micro` micro-batches, each computing for `compute_each`
-  // and transferring for `transfer`.
+  // and transferring for `transfer`. Each phase takes its slowest stage:
+  // forward the streamed uploads before the loss (forward_fetch of them),
+  // backward the rest. One H2D direction and one set of drives carry all
+  // of a step's bytes, so the step is never shorter than either's total.
   auto step = [&](double compute_each, double micro, double transfer) {
-    return std::max(update, forward_share * compute_each) +
-           std::max((1 - forward_share) * compute_each, transfer) +
-           (micro - 1) * std::max(compute_each, transfer);
+    const double phases =
+        std::max({update, forward_share * compute_each, forward_fetch * fetch_each}) +
+        std::max({(1 - forward_share) * compute_each, transfer, (1 - forward_fetch) * fetch_each}) +
+        (micro - 1) * std::max({compute_each, transfer, fetch_each});
+    const double link = h2d + micro * fetch_h2d;
+    const double drives = update_nvme + micro * fetch_read;
+    return std::max({phases, link, drives});
   };
   plan.predicted_step_seconds = step(per_micro, k, std::max(d2h, accumulate) / k);
-  plan.serial_step_seconds = compute + d2h + accumulate + update_sum;
+  plan.serial_step_seconds = compute + d2h + accumulate + h2d_params + k * fetch_read + update_sum;
 
   // Advice: the tokens per step at which compute outlasts the update, and
   // the smallest micro-batch and accumulation that reach them. Accumulating
@@ -104,9 +153,9 @@ void PredictStepTime(const PlanInput& in, const Hardware& hw, Plan& plan) {
   // micro-batch computes longer per transfer, if its activations fit.
   plan.compute_bound = {};
   if (update_slowest <= compute || per_micro <= 0 || plan.tokens_per_step <= 0) return;
-  const std::string slowest = update_slowest == optimizer ? "the CPU optimizer"
-                              : update_slowest == nvme    ? "NVMe I/O"
-                                                          : "the weights' H2D";
+  const std::string slowest = update_slowest == optimizer     ? "the CPU optimizer"
+                              : update_slowest == update_nvme ? "NVMe I/O"
+                                                              : "the weights' H2D";
   const double per_sequence =
       compute / static_cast<double>(plan.tokens_per_step) * static_cast<double>(in.seq_len);
   const auto sequences = static_cast<int64_t>(std::ceil(update_slowest / per_sequence));

@@ -74,6 +74,7 @@ std::string FormatValue(SubGroupCut v) {
 std::string FormatValue(OffloadPlacement v) {
   return FormatValue(std::string(OffloadPlacementName(v)));
 }
+std::string FormatValue(ParamOffload v) { return FormatValue(std::string(ParamOffloadName(v))); }
 std::string FormatValue(const std::vector<std::string>& v) {
   std::string out = "[";
   for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + FormatValue(v[i]);
@@ -169,7 +170,6 @@ const std::set<std::string>& IgnoredZeroKeys() {
                                               "model_persistence_threshold",
                                               "max_live_parameters",
                                               "max_reuse_distance",
-                                              "cpu_offload_param",
                                               "stage3_module_granularity_threshold",
                                               "stage3_use_all_reduce_for_fetch_params",
                                               "stage3_allgather_sequential",
@@ -182,7 +182,6 @@ const std::set<std::string>& IgnoredZeroKeys() {
                                               "leaf_module",
                                               "zenflow",
                                               "cpu_offload_use_pin_memory",
-                                              "offload_param",
                                               "log_trace_cache_warnings",
                                               "override_module_apply",
                                               "pipeline_loading_checkpoint",
@@ -647,9 +646,60 @@ class Parser {
         TF_RETURN_IF_ERROR(ReadInt(x, p, 0, std::numeric_limits<int64_t>::max(), &n));
         ds_sub_group_ = static_cast<uint64_t>(n);
       } else if (k == "offload_param") {
-        Ignored(p, "parameters stay on the GPU in tierflow (only optimizer state is offloaded)");
+        TF_RETURN_IF_ERROR(OffloadParam(x, p));
+      } else if (k == "cpu_offload_param") {
+        // DeepSpeed's older spelling of offload_param.device = "cpu".
+        bool on = false;
+        TF_RETURN_IF_ERROR(ReadBool(x, p, &on));
+        if (on) TF_RETURN_IF_ERROR(Set("offload_param", p, &c_.offload_param, ParamOffload::kHost));
       } else if (IgnoredZeroKeys().count(k)) {
         Ignored(p, "multi-GPU communication / ZeRO-3 partitioning setting, not used on one GPU");
+      } else {
+        Unknown(p);
+      }
+    }
+    return Status::Ok();
+  }
+
+  // zero_optimization.offload_param: where streamed weights live.
+  Status OffloadParam(const Json& v, const std::string& path) {
+    TF_RETURN_IF_ERROR(RequireObject(v, path));
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      const std::string& k = it.key();
+      const Json& x = it.value();
+      std::string p = Join(path, k);
+      if (k == "device") {
+        if (IsAuto(x, p)) continue;
+        std::string d;
+        TF_RETURN_IF_ERROR(ReadString(x, p, &d));
+        StatusOr<ParamOffload> where = ParseParamOffload(label_ + ": " + p, Lower(d));
+        TF_RETURN_IF_ERROR(where.status());
+        TF_RETURN_IF_ERROR(Set("offload_param", p, &c_.offload_param, *where));
+      } else if (k == "nvme_path") {
+        if (IsAuto(x, p)) continue;
+        std::vector<std::string> paths;
+        TF_RETURN_IF_ERROR(ReadStringList(x, p, &paths));
+        if (paths.empty()) return Error(p, "the list is empty; name at least one directory");
+        for (const std::string& q : paths) {
+          if (q.empty()) return Error(p, "an empty path; name a directory on the drive");
+        }
+        // One swap directory list serves the weights and the optimizer state.
+        TF_RETURN_IF_ERROR(Set("nvme_paths", p, &c_.nvme_paths, paths));
+      } else if (k == "pin_memory") {
+        bool pin = true;
+        TF_RETURN_IF_ERROR(Bool(x, p, "offload_param.pin_memory", &pin));
+        if (!pin) {
+          Ignored(p,
+                  "streamed weights are always in page-locked memory (they are DMA'd to the "
+                  "device every micro-batch)");
+        }
+      } else if (k == "buffer_count" || k == "buffer_size" || k == "max_in_cpu") {
+        if (IsAuto(x, p)) continue;
+        int64_t n = 0;
+        TF_RETURN_IF_ERROR(ReadInt(x, p, 0, std::numeric_limits<int64_t>::max(), &n));
+        Ignored(p,
+                "tierflow streams whole units into device slots sized by the planner; set "
+                "tierflow.param_slots (or --param-slots) to choose how many");
       } else {
         Unknown(p);
       }
@@ -880,6 +930,19 @@ class Parser {
         if (s.ok()) {
           s = Set(k, p, &c_.speculation_params, std::optional<uint64_t>(static_cast<uint64_t>(n)));
         }
+      } else if (k == "offload_param") {
+        if (IsAuto(x, p)) continue;
+        std::string o;
+        s = ReadString(x, p, &o);
+        StatusOr<ParamOffload> where = ParamOffload::kAuto;
+        if (s.ok()) where = ParseParamOffload(label_ + ": " + p, Lower(o));
+        if (s.ok()) s = where.status();
+        if (s.ok()) s = Set(k, p, &c_.offload_param, *where);
+      } else if (k == "param_slots") {
+        if (IsAuto(x, p)) continue;
+        int64_t n = 0;
+        s = ReadInt(x, p, 2, 64, &n);
+        if (s.ok()) s = Set(k, p, &c_.param_slots, std::optional<int>(static_cast<int>(n)));
       } else if (k == "grad_bucket_params") {
         if (IsAuto(x, p)) continue;
         int64_t n = 0;

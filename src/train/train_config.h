@@ -13,6 +13,7 @@
 
 #include "tierflow/device_choice.h"
 #include "tierflow/dtype.h"
+#include "tierflow/param_offload.h"
 #include "tierflow/placement.h"
 #include "tierflow/status.h"
 #include "tierflow/sub_group_rule.h"
@@ -84,6 +85,15 @@ struct TrainConfig {
   // the default: the planner's placement (plan/planner.h): host RAM when the
   // state fits there, else the smallest share on NVMe that lets it.
   OffloadPlacement offload = OffloadPlacement::kAuto;
+  // Parameter offload (zero_optimization.offload_param.device, tierflow.offload_param,
+  // --offload-param): kAuto, the default, streams the weights of some units
+  // from host or NVMe only when the all-resident device does not fit (the
+  // planner chooses which, how many slots, and where the copy lives); kNone
+  // keeps every weight on the device; kHost / kNvme stream from there.
+  ParamOffload offload_param = ParamOffload::kAuto;
+  // tierflow.param_slots / --param-slots: device slots of the streamed
+  // weights' ring (>= 2); unset: the planner's choice.
+  std::optional<int> param_slots;
   std::vector<std::string> nvme_paths;  // "" = a temporary directory, removed at exit
   bool nvme_buffered = false;
   // tierflow.nvme_ratio, with kNvme only (kAuto chooses its own share).

@@ -78,6 +78,11 @@ Status ValidateSchedule(const TrainConfig& c) {
 
 Status ValidateTrainConfig(const TrainConfig& c) {
   if (c.model.empty()) return Bad("model", "is empty; name a preset or a model directory");
+  if (c.param_slots.has_value() && (*c.param_slots < 2 || *c.param_slots > 64)) {
+    return Bad("param_slots", "is " + std::to_string(*c.param_slots) +
+                                  "; the streamed weights' ring needs 2 to 64 device slots "
+                                  "(--param-slots)");
+  }
   if (!IsOneOf(c.token_dtype, {"", "u16", "u32"})) {
     return Bad("token_dtype", "'" + c.token_dtype +
                                   "' is not valid; use u16, u32 or leave it "

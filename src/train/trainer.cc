@@ -325,6 +325,17 @@ std::string DescribePlacement(const Placement& p) {
   out += "; " + std::to_string(p.grad_buckets) + " gradient buckets of " +
          FormatParamCount(p.grad_bucket_params) + " params" +
          (p.vocab_sliced ? " (embedding and LM head streamed in vocabulary slices)" : "");
+  const ParamPlacement& w = p.params;
+  if (w.where == ParamOffload::kNone) {
+    out += "; weights all on the device";
+  } else {
+    out += "; weights: " + std::to_string(w.streamed_units.size()) + " units (" +
+           FormatParamCount(w.streamed_params) + " params) streamed from " +
+           (w.where == ParamOffload::kHost ? "host RAM" : "NVMe") + " through " +
+           std::to_string(w.device_slots) + " device slots of " + FormatParamCount(w.slot_params) +
+           " params, " + std::to_string(w.prefetch_depth) + " fetched ahead; " +
+           FormatParamCount(w.resident_params) + " params resident";
+  }
   return out;
 }
 
@@ -352,6 +363,8 @@ StatusOr<Plan> PlanRun(const TrainConfig& c, const ModelConfig& model, DType dty
   in.optimizer = OptimizerKind::kAdamW;
   in.offload = c.offload;
   if (c.offload == OffloadPlacement::kNvme) in.nvme_ratio = c.nvme_ratio;
+  in.param_offload = c.offload_param;
+  in.param_slots = c.param_slots;
   // DeepSpeed's rule accepts any size; past the largest unit every unit is
   // one sub-group, so the planner's bound changes nothing.
   in.sub_group_params = static_cast<int64_t>(
@@ -499,7 +512,12 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   shape.dtype = dtype;
   TempDirectory temp_nvme;
   std::vector<std::string> nvme_paths = config.nvme_paths;
-  if (config.offload != OffloadPlacement::kHost && nvme_paths.empty()) {
+  // The weights' copy may go to NVMe too (offload_param nvme, or auto when
+  // host memory is short): the planner needs a directory to count.
+  const bool nvme_possible = config.offload != OffloadPlacement::kHost ||
+                             config.offload_param == ParamOffload::kNvme ||
+                             config.offload_param == ParamOffload::kAuto;
+  if (nvme_possible && nvme_paths.empty()) {
     TF_ASSIGN_OR_RETURN(temp_nvme, TempDirectory::Create());
     nvme_paths.push_back(temp_nvme.path());
   }
@@ -571,6 +589,15 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   engine_options.grad_bucket_params = static_cast<uint64_t>(plan.placement.grad_bucket_params);
   // Every step has grad_accum micro-batches: the gradient buffers the plan counted.
   engine_options.micro_batches_per_step = config.grad_accum;
+  // The weights' placement the plan counted: which units stream, from where.
+  const ParamPlacement& pp = plan.placement.params;
+  engine_options.params.where = pp.where;
+  engine_options.params.streamed_units = pp.streamed_units;
+  if (pp.where != ParamOffload::kNone) {
+    engine_options.params.device_slots = pp.device_slots;
+    engine_options.params.prefetch_depth = pp.prefetch_depth;
+    engine_options.params.nvme_staging = pp.nvme_staging;
+  }
   engine_options.trace = &trace;
   if (nvme_io) engine_options.nvme_io = nvme_io->io;
   if (hooks != nullptr) engine_options.nvme_backend_factory = hooks->nvme_backend_factory;

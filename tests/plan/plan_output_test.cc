@@ -19,10 +19,12 @@ struct Fixture {
   LargestModel largest;
 };
 
-Fixture Make(const std::string& preset, uint64_t device_gib, uint64_t host_gib) {
+Fixture Make(const std::string& preset, uint64_t device_gib, uint64_t host_gib,
+             ParamOffload params = ParamOffload::kAuto) {
   Fixture f;
   f.input.model = *PresetModelConfig(preset);
   f.input.seq_len = 1024;
+  f.input.param_offload = params;
   f.hw.device_is_gpu = true;
   f.hw.device_memory_bytes = device_gib << 30;
   f.hw.host_memory_bytes = host_gib << 30;
@@ -68,7 +70,7 @@ TEST(PlanJson, HasTheDocumentedKeys) {
 }
 
 TEST(PlanReport, SaysTheVerdictTiersPlacementAndTime) {
-  Fixture f = Make("llama-13b", 24, 64);
+  Fixture f = Make("llama-13b", 24, 64, ParamOffload::kNone);
   std::string text = FormatPlanReport(f.input, f.hw, f.plan, &f.largest, {"device: test GPU"});
   EXPECT_THAT(text, HasSubstr("llama-13b"));
   EXPECT_THAT(text, HasSubstr("device: test GPU"));

@@ -262,8 +262,12 @@ TEST(Planner, UserRatioIsObeyed) {
   EXPECT_EQ(plan.placement.host_state_params + plan.placement.nvme_state_params, plan.params);
 }
 
+// With every weight kept resident (--offload-param none); param_offload_test.cc
+// has the same budget fitting by streaming some of them.
 TEST(Planner, DeviceTooSmallForWeightsIsRefusedNamingDevice) {
-  Plan plan = MustPlan(Input("llama-13b", 2048), Machine(24 * kGiB, 64 * kGiB, kTiB, true));
+  PlanInput in = Input("llama-13b", 2048);
+  in.param_offload = ParamOffload::kNone;
+  Plan plan = MustPlan(in, Machine(24 * kGiB, 64 * kGiB, kTiB, true));
   EXPECT_FALSE(plan.feasible);
   EXPECT_EQ(plan.binding_constraint, "device");
   EXPECT_THAT(plan.explanation, HasSubstr("device memory"));
@@ -277,11 +281,13 @@ TEST(Planner, DeviceTooSmallForWeightsIsRefusedNamingDevice) {
 // buckets sized to the 128K x 4096 head (8.81 GiB) do not fit beside them;
 // the advice names the buckets, not the weights. (`tierflow plan` on a
 // 24 GiB card says the same: it reserves 768 MiB for the CUDA context.)
+// Every weight resident (--offload-param none): auto would stream some.
 TEST(Planner, DeviceTooSmallForGradientBucketsNamesThem) {
   // 14.96 GiB of weights and 32 MiB of workspace: even the smallest buckets
   // (the largest tensor, 14336 x 4096: 0.98 GiB) overflow 15.5 GiB.
-  Plan plan = MustPlan(Input("llama-8b", 2048),
-                       Machine(static_cast<uint64_t>(15.5 * kGiB), 64 * kGiB, kTiB, true));
+  PlanInput in = Input("llama-8b", 2048);
+  in.param_offload = ParamOffload::kNone;
+  Plan plan = MustPlan(in, Machine(static_cast<uint64_t>(15.5 * kGiB), 64 * kGiB, kTiB, true));
   EXPECT_FALSE(plan.feasible);
   EXPECT_EQ(plan.binding_constraint, "device");
   EXPECT_EQ(plan.placement.grad_bucket_params, 14336 * 4096);

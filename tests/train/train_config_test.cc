@@ -149,7 +149,11 @@ TEST(TrainConfig, ZeroInfinityDeepSpeedConfigParsesToTheRightFields) {
   EXPECT_EQ(c.aio_queue_depth, 8u);
   EXPECT_EQ(c.aio_threads, 1u);  // thread_count: the io_uring rings
   // Accepted-but-unused keys are warned about by path, and none is "unknown".
-  EXPECT_TRUE(HasWarning(c, "'zero_optimization.offload_param' ignored"));
+  // offload_param is honoured (parameter offload); the pool sizes have no
+  // counterpart and are warned about by path.
+  EXPECT_EQ(c.offload_param, ParamOffload::kNvme);
+  EXPECT_TRUE(HasWarning(c, "'zero_optimization.offload_param.buffer_count' ignored"));
+  EXPECT_TRUE(HasWarning(c, "'zero_optimization.offload_param.max_in_cpu' ignored"));
   EXPECT_TRUE(HasWarning(c, "'zero_optimization.stage' = 3"));
   EXPECT_FALSE(HasWarning(c, "'aio.thread_count' ignored"));
   EXPECT_TRUE(HasWarning(c, "'aio.single_submit' ignored"));
@@ -256,7 +260,7 @@ TEST(TrainConfig, DeprecatedAndStage3SpellingsAreReadAsDeepSpeedReadsThem) {
       "stage3_module_granularity_threshold": 0, "stage3_use_all_reduce_for_fetch_params": false,
       "zenflow": {}, "offload_optimizer": {"convert_grad_on_cpu": true}}})");
   EXPECT_FALSE(HasWarning(spelled, "unknown key")) << ::testing::PrintToString(spelled.warnings);
-  EXPECT_TRUE(HasWarning(spelled, "'zero_optimization.cpu_offload_param' ignored"));
+  EXPECT_EQ(spelled.offload_param, ParamOffload::kHost);  // the old spelling of device "cpu"
   EXPECT_TRUE(HasWarning(spelled, "'zero_optimization.offload_optimizer.convert_grad_on_cpu'"));
 }
 
