@@ -10,10 +10,12 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/engine_bench.h"
+#include "bench/engine_bench_params.h"
 #include "common/trace.h"
 #include "common/units.h"
 #include "io/trace_file.h"
 #include "tierflow/grad_transfer.h"
+#include "tierflow/param_offload.h"
 #include "tools/commands.h"
 #include "tools/device_flags.h"
 
@@ -34,6 +36,10 @@ struct EngineBenchFlags {
   int steps = 4;
   int rounds = 3;
   std::string offload = "host";
+  std::string offload_param = "none";
+  int param_slots = 3;
+  bool param_slots_given = false;  // set from the option's count after parsing
+  std::string streamed_units;      // "" = every other block
   std::vector<std::string> nvme_paths;
   bool nvme_buffered = false;
   std::string pipeline = "overlapped";
@@ -51,6 +57,21 @@ StatusOr<uint64_t> CountFlag(const std::string& name, const std::string& text) {
   auto n = ParseCount(text);
   if (!n.ok()) return n.status().WithContext(name);
   return n;
+}
+
+// The parameter placement the bench ran, under the model line.
+void PrintStreaming(const EngineBenchResult& r) {
+  const ParamStreaming& ps = r.param_streaming;
+  if (ps.where == ParamOffload::kNone) return;
+  std::string units;
+  for (int u : ps.streamed_units) units += (units.empty() ? "" : ",") + std::to_string(u);
+  std::printf(
+      "parameters: %zu units streamed from %s (%s; %llu params, %.0f%%), %d device slots, "
+      "prefetch %d\n",
+      ps.streamed_units.size(), std::string(ParamOffloadName(ps.where)).c_str(), units.c_str(),
+      static_cast<unsigned long long>(r.streamed_params),
+      100.0 * static_cast<double>(r.streamed_params) / static_cast<double>(r.params),
+      ps.device_slots, ps.prefetch_depth);
 }
 
 Status Run(const EngineBenchFlags& f, Device& device) {
@@ -71,6 +92,21 @@ Status Run(const EngineBenchFlags& f, Device& device) {
         "--offload-optimizer: auto is not supported here; use host or nvme");
   }
   const std::string offload(OffloadPlacementName(o.engine.offload));
+  TF_ASSIGN_OR_RETURN(o.engine.params.where, ParseParamOffload("--offload-param", f.offload_param));
+  if (o.engine.params.where == ParamOffload::kNone) {
+    if (f.param_slots_given) {
+      return InvalidArgumentError(
+          "--param-slots: nothing streams with --offload-param none; add --offload-param host or "
+          "nvme");
+    }
+  } else {
+    o.engine.params.device_slots = f.param_slots;
+    o.engine.params.prefetch_depth = f.param_slots - 1;
+  }
+  if (!f.streamed_units.empty()) {
+    TF_ASSIGN_OR_RETURN(o.engine.params.streamed_units,
+                        ParseUnitList("--streamed-units", f.streamed_units));
+  }
   o.engine.nvme_paths = f.nvme_paths;
   o.engine.nvme_buffered = f.nvme_buffered;
   o.engine.pipeline = f.pipeline == "sync" ? Pipeline::kSynchronous : Pipeline::kOverlapped;
@@ -104,6 +140,8 @@ Status Run(const EngineBenchFlags& f, Device& device) {
   if (o.engine.offload == OffloadPlacement::kNvme && f.nvme_paths.empty()) {
     return InvalidArgumentError("--offload-optimizer nvme needs --nvme-path DIR");
   }
+  // Flag mistakes before any directory is made or model built.
+  TF_RETURN_IF_ERROR(CheckBenchStreaming(o.engine.params, o.engine.nvme_paths));
   for (const std::string& p : f.nvme_paths) std::filesystem::create_directories(p);
   TF_ASSIGN_OR_RETURN(EngineBenchResult r, RunEngineBench(device, o));
   if (!f.trace_path.empty()) TF_RETURN_IF_ERROR(WriteTraceFile(trace, f.trace_path));
@@ -141,6 +179,19 @@ Status Run(const EngineBenchFlags& f, Device& device) {
     j["rolled_back"] = r.engine_stats.rolled_back;
     j["nvme_read_bytes"] = r.engine_stats.nvme_read_bytes;
     j["nvme_written_bytes"] = r.engine_stats.nvme_written_bytes;
+    const ParamStreaming& ps = r.param_streaming;
+    j["offload_param"] = std::string(ParamOffloadName(ps.where));
+    if (ps.where != ParamOffload::kNone) {
+      j["streamed_units"] = ps.streamed_units;
+      j["streamed_params"] = r.streamed_params;
+      j["param_slots"] = ps.device_slots;
+      j["prefetch_depth"] = ps.prefetch_depth;
+      j["param_h2d_bytes"] = r.param_h2d_bytes;
+      j["param_nvme_read_bytes"] = r.param_nvme_read_bytes;
+      j["param_stage_h2d_bytes"] = r.param_stage_h2d_bytes;
+      j["param_h2d_bytes_per_param"] =
+          static_cast<double>(r.param_h2d_bytes) / static_cast<double>(r.params);
+    }
     if (r.has_prediction) {
       nlohmann::json stages = nlohmann::json::object();
       for (const StageTime& st : r.prediction.stages) stages[st.name] = st.seconds;
@@ -154,10 +205,12 @@ Status Run(const EngineBenchFlags& f, Device& device) {
   }
   std::printf(
       "device: %s\nmodel: %s, %llu params, %lld tokens per step, %s weights (%s gradients across "
-      "PCIe), state on %s, %s pipeline\n\n",
+      "PCIe), state on %s, %s pipeline\n",
       device.description().c_str(), r.model.c_str(), static_cast<unsigned long long>(r.params),
       static_cast<long long>(r.tokens_per_step), f.dtype.c_str(), transfer.c_str(), offload.c_str(),
       f.pipeline.c_str());
+  PrintStreaming(r);
+  std::printf("\n");
   std::printf("%-12s", "stage alone");
   for (size_t i = 0; i < r.rounds.size(); ++i) std::printf("  round %zu", i + 1);
   std::printf("      best\n");
@@ -179,8 +232,23 @@ Status Run(const EngineBenchFlags& f, Device& device) {
       r.step_seconds, ratio, r.median_round_ratio, 100 * r.overlap_efficiency);
   std::printf(
       "across PCIe per step: %.2f B/param D2H (gradients, with their statistics), %.2f B/param H2D "
-      "(weights)\n",
+      "(weights",
       r.d2h_bytes_per_param, r.h2d_bytes_per_param);
+  if (r.param_streaming.where == ParamOffload::kNone) {
+    std::printf(")\n");
+  } else {
+    const double p = static_cast<double>(r.params);
+    std::printf(": %.2f updated, %.2f streamed)\n",
+                r.h2d_bytes_per_param - static_cast<double>(r.param_h2d_bytes) / p,
+                static_cast<double>(r.param_h2d_bytes) / p);
+    std::printf("streamed weights per step: %s uploaded (%s in the h2d_params stage alone)",
+                FormatBytes(r.param_h2d_bytes).c_str(),
+                FormatBytes(r.param_stage_h2d_bytes).c_str());
+    if (r.param_streaming.where == ParamOffload::kNvme) {
+      std::printf(", %s read from NVMe", FormatBytes(r.param_nvme_read_bytes).c_str());
+    }
+    std::printf("\n");
+  }
   if (r.has_prediction) {
     std::printf("\nplanner's prediction for the same inputs: %.4f s per step = %.2f x measured\n",
                 r.prediction.step_seconds, r.prediction.step_seconds / r.step_seconds);
@@ -240,7 +308,20 @@ void AddBenchEngine(CLI::App& bench, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--offload-optimizer", f->offload, "Where optimizer state lives: host | nvme")
       ->capture_default_str();
-  cmd->add_option("--nvme-path", f->nvme_paths, "Directory for NVMe state (repeat per drive)");
+  cmd->add_option("--nvme-path", f->nvme_paths,
+                  "Directory for NVMe state and streamed weights (repeat per drive)");
+  cmd->add_option("--offload-param", f->offload_param,
+                  "Parameter offload: none | host (or cpu) | nvme: the streamed units' weights "
+                  "live there and are uploaded into device slots ahead of use")
+      ->capture_default_str();
+  CLI::Option* slots =
+      cmd->add_option("--param-slots", f->param_slots,
+                      "--offload-param host|nvme: device slots of the ring (>= 2; prefetch depth "
+                      "= slots - 1)")
+          ->capture_default_str();
+  cmd->add_option("--streamed-units", f->streamed_units,
+                  "--offload-param host|nvme: unit indices to stream, e.g. 2,4,6 or 1-3,8 "
+                  "(default: every other block, the second, fourth, ...)");
   cmd->add_flag("--nvme-buffered", f->nvme_buffered,
                 "Buffered I/O (file systems without O_DIRECT)");
   cmd->add_option("--pipeline", f->pipeline, "overlapped | sync")
@@ -260,7 +341,8 @@ void AddBenchEngine(CLI::App& bench, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--trace", f->trace_path, "Write a Chrome trace of the run to FILE");
   cmd->add_flag("--json", f->json, "Print one JSON object");
-  cmd->callback([f, exit_code] {
+  cmd->callback([f, exit_code, slots] {
+    f->param_slots_given = slots->count() > 0;
     std::unique_ptr<Device> device = f->device.CreateOrReport();
     if (!device) {
       *exit_code = 1;

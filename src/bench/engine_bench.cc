@@ -10,6 +10,7 @@
 #include <tuple>
 #include <utility>
 
+#include "bench/engine_bench_params.h"
 #include "bench/engine_prediction.h"
 #include "bench/synthetic_model.h"
 #include "common/half.h"
@@ -93,9 +94,12 @@ class LocalAccess : public UnitAccess {
 };
 
 // Compute (forward + backward), D2H and H2D alone, on plain device buffers.
+// H2D uploads the sub-groups of the units whose weights stay on the device
+// (`streamed`: per unit, whether parameter offload streams it); none left:
+// no h2d stage.
 Status MeasureDeviceStages(Device& device, Trainable& model, const MicroBatch& batch,
                            const SubGroupLayout& layout, const EngineOptions& eo,
-                           std::map<std::string, double>* out) {
+                           const std::vector<char>& streamed, std::map<std::string, double>* out) {
   const uint64_t total = layout.total_params, max_unit = layout.max_unit_params;
   const size_t num_units = layout.unit_offsets.size() - 1;
   const size_t wbytes = DTypeSize(eo.weights_dtype);
@@ -134,8 +138,11 @@ Status MeasureDeviceStages(Device& device, Trainable& model, const MicroBatch& b
     }
     return stream->Synchronize();
   };
+  bool any_resident = false;
   auto h2d = [&]() -> Status {
     for (const SubGroup& g : layout.groups) {
+      if (streamed[static_cast<size_t>(g.unit)]) continue;
+      any_resident = true;
       TF_RETURN_IF_ERROR(
           stream->CopyHostToDevice(static_cast<char*>(weights.data()) + g.global_offset * wbytes,
                                    host_weights.data(), g.num_params * wbytes));
@@ -152,7 +159,7 @@ Status MeasureDeviceStages(Device& device, Trainable& model, const MicroBatch& b
   TF_RETURN_IF_ERROR(h2d());
   t0 = Clock::now();
   TF_RETURN_IF_ERROR(h2d());
-  (*out)["h2d"] = Since(t0);
+  if (any_resident) (*out)["h2d"] = Since(t0);
   return Status::Ok();
 }
 
@@ -261,6 +268,7 @@ struct BenchModel {
   std::string name;
   int64_t tokens = 0;                 // per micro-batch (= per step: one micro-batch)
   std::optional<ModelConfig> config;  // transformers only
+  std::vector<int> blocks;            // units of the repeated kind: what the bench streams
   std::vector<int32_t> inputs, targets;
   MicroBatch batch;
 };
@@ -276,6 +284,7 @@ StatusOr<BenchModel> MakeBenchModel(Device& device, const EngineBenchOptions& o)
         m.model, SyntheticModel::Create(device, o.units, o.params / o.units, o.tokens, dtype));
     m.name = "synthetic (" + std::to_string(o.units) + " units)";
     m.tokens = o.tokens;
+    for (int u = 0; u < o.units; ++u) m.blocks.push_back(u);
     return m;
   }
   if (o.micro_batch < 1 || o.seq_len < 1) {
@@ -305,6 +314,9 @@ StatusOr<BenchModel> MakeBenchModel(Device& device, const EngineBenchOptions& o)
   m.batch.targets = m.targets.data();
   m.batch.batch = o.micro_batch;
   m.batch.seq_len = o.seq_len;
+  for (int l = 0; l < transformer->layout().num_layers(); ++l) {
+    m.blocks.push_back(transformer->layout().layer_unit(l));
+  }
   m.config = std::move(config);
   m.model = std::move(transformer);
   return m;
@@ -314,30 +326,51 @@ StatusOr<BenchModel> MakeBenchModel(Device& device, const EngineBenchOptions& o)
 
 StatusOr<EngineBenchResult> RunEngineBench(Device& device, const EngineBenchOptions& options) {
   if (options.rounds < 1) return InvalidArgumentError("bench engine: --rounds must be at least 1");
-  const EngineOptions& eo = options.engine;
-  TF_RETURN_IF_ERROR(
-      ValidateGradTransferDType("--grad-transfer-dtype", eo.weights_dtype,
-                                GradTransferDType(eo.weights_dtype, eo.grad_transfer_dtype)));
+  TF_RETURN_IF_ERROR(ValidateGradTransferDType(
+      "--grad-transfer-dtype", options.engine.weights_dtype,
+      GradTransferDType(options.engine.weights_dtype, options.engine.grad_transfer_dtype)));
+  // Before the model is built (a 0.5 B transformer takes seconds).
+  TF_RETURN_IF_ERROR(CheckBenchStreaming(options.engine.params, options.engine.nvme_paths));
   TF_ASSIGN_OR_RETURN(BenchModel bench, MakeBenchModel(device, options));
   Trainable& model = *bench.model;
-  TF_ASSIGN_OR_RETURN(
-      const SubGroupLayout layout,
-      MakeSubGroups(model.Units(), SubGroupRule{eo.sub_group_cut, eo.sub_group_params}));
+  const std::vector<UnitInfo> units = model.Units();
+  // The options as run: the streamed units filled in.
+  EngineBenchOptions run = options;
+  TF_RETURN_IF_ERROR(ResolveBenchStreaming(static_cast<int>(units.size()), bench.blocks,
+                                           run.engine.nvme_paths, &run.engine.params));
+  const EngineOptions& eo = run.engine;
+  const bool streams = eo.params.where != ParamOffload::kNone;
+  std::vector<char> streamed(units.size(), 0);
+  for (int u : eo.params.streamed_units) streamed[static_cast<size_t>(u)] = 1;
+  TF_ASSIGN_OR_RETURN(const SubGroupLayout layout,
+                      MakeSubGroups(units, SubGroupRule{eo.sub_group_cut, eo.sub_group_params}));
   EngineBenchResult result;
   result.model = bench.name;
   result.params = layout.total_params;
   result.tokens_per_step = bench.tokens;
+  result.param_streaming = eo.params;
+  uint64_t resident_params = 0;
+  for (size_t u = 0; u < units.size(); ++u) {
+    (streamed[u] ? result.streamed_params : resident_params) += units[u].num_params;
+  }
   std::vector<double> ratios;
-  for (int r = 0; r < options.rounds; ++r) {
+  for (int r = 0; r < run.rounds; ++r) {
     EngineBenchRound round;
-    TF_RETURN_IF_ERROR(
-        MeasureDeviceStages(device, model, bench.batch, layout, eo, &round.stage_seconds));
+    TF_RETURN_IF_ERROR(MeasureDeviceStages(device, model, bench.batch, layout, eo, streamed,
+                                           &round.stage_seconds));
     TF_RETURN_IF_ERROR(MeasureHostStages(layout, eo, &round.stage_seconds));
     if (eo.offload == OffloadPlacement::kNvme) {
       TF_RETURN_IF_ERROR(MeasureNvmeStage(device, layout, eo, &round.stage_seconds));
     }
+    if (streams) {
+      TF_ASSIGN_OR_RETURN(ParamStageResult p,
+                          MeasureParamStage(device, units, model.WeightsSchedule(), eo));
+      round.stage_seconds["h2d_params"] = p.seconds;
+      result.param_stage_h2d_bytes = p.h2d_bytes;
+      result.param_stage_nvme_read_bytes = p.nvme_read_bytes;
+    }
     std::tie(round.slowest_stage, round.slowest_stage_seconds) = Slowest(round.stage_seconds);
-    TF_RETURN_IF_ERROR(MeasurePipelined(device, model, bench.batch, options, &round.step_seconds,
+    TF_RETURN_IF_ERROR(MeasurePipelined(device, model, bench.batch, run, &round.step_seconds,
                                         &result.engine_stats));
     ratios.push_back(round.step_seconds / round.slowest_stage_seconds);
     for (const auto& [stage, seconds] : round.stage_seconds) {
@@ -358,11 +391,16 @@ StatusOr<EngineBenchResult> RunEngineBench(Device& device, const EngineBenchOpti
   result.overlap_efficiency =
       denom > 0 ? std::clamp((sum - result.step_seconds) / denom, 0.0, 1.0) : 0.0;
   const double params = static_cast<double>(result.params);
-  result.d2h_bytes_per_param = static_cast<double>(result.engine_stats.d2h_bytes) / params;
-  result.h2d_bytes_per_param = static_cast<double>(result.engine_stats.h2d_bytes) / params;
+  const StepStats& st = result.engine_stats;
+  result.d2h_bytes_per_param = static_cast<double>(st.d2h_bytes) / params;
+  result.h2d_bytes_per_param = static_cast<double>(st.h2d_bytes) / params;
+  result.param_h2d_bytes = st.param_h2d_bytes;
+  result.param_nvme_read_bytes = st.param_nvme_read_bytes;
   if (bench.config) {
-    TF_ASSIGN_OR_RETURN(result.prediction, PredictEngineStep(device, *bench.config, options,
-                                                             result.params, result.stage_seconds));
+    TF_ASSIGN_OR_RETURN(
+        result.prediction,
+        PredictEngineStep(device, *bench.config, run, result.params, resident_params,
+                          result.stage_seconds, result.param_stage_h2d_bytes));
     result.has_prediction = true;
   }
   return result;

@@ -38,11 +38,19 @@ struct EngineBenchOptions {
   // seconds, so the limit and the pipeline are measured side by side, several
   // times. Default: 3
   int rounds = 3;
-  EngineOptions engine;  // offload, nvme_paths, pipeline, dtype, ...
+  // offload, nvme_paths, pipeline, dtype, ... and params: parameter
+  // offload (--offload-param). With host or nvme and no streamed units the
+  // bench streams every other block (the synthetic model: every other unit),
+  // the second, fourth, ...; an nvme swap set goes into nvme_paths beside
+  // the optimizer state's (bench/engine_bench_params.h).
+  EngineOptions engine;
 };
 
 struct EngineBenchRound {
-  std::map<std::string, double> stage_seconds;  // each stage alone
+  // Each stage alone. With parameter offload, "h2d" uploads only the
+  // resident units' updated weights (the streamed units' go to their copy)
+  // and "h2d_params" is the streamed uploads of one step through the ring.
+  std::map<std::string, double> stage_seconds;
   std::string slowest_stage;
   double slowest_stage_seconds = 0;
   double step_seconds = 0;  // pipelined: steady-state seconds per step
@@ -73,6 +81,13 @@ struct EngineBenchResult {
   // Bytes per parameter across PCIe in the last pipelined step: gradients
   // D2H (every micro-batch, in the gradient transfer dtype) and weights H2D.
   double d2h_bytes_per_param = 0, h2d_bytes_per_param = 0;
+  // Parameter offload: the placement run (units filled in), bytes of
+  // streamed weights uploaded (part of H2D above) and read from NVMe in the
+  // last pipelined step, and in the h2d_params stage alone (the same fetches).
+  ParamStreaming param_streaming;
+  uint64_t streamed_params = 0;
+  uint64_t param_h2d_bytes = 0, param_nvme_read_bytes = 0;
+  uint64_t param_stage_h2d_bytes = 0, param_stage_nvme_read_bytes = 0;
   bool has_prediction = false;  // a transformer: `prediction` is set
   EngineBenchPrediction prediction;
 };

@@ -2,6 +2,7 @@
 #include "bench/engine_prediction.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "plan/memory_model.h"
 #include "plan/step_time.h"
@@ -13,21 +14,40 @@ namespace {
 // bytes / seconds in GB/s.
 double GbPerSecond(double bytes, double seconds) { return bytes / seconds / 1e9; }
 
+std::string UnitList(std::vector<int> units) {
+  std::sort(units.begin(), units.end());
+  std::string s;
+  for (int u : units) s += (s.empty() ? "" : ",") + std::to_string(u);
+  return s;
+}
+
+bool Positive(const std::map<std::string, double>& stages, const std::string& name) {
+  auto it = stages.find(name);
+  return it != stages.end() && it->second > 0;
+}
+
 }  // namespace
 
 StatusOr<EngineBenchPrediction> PredictEngineStep(const Device& device, const ModelConfig& config,
                                                   const EngineBenchOptions& o, uint64_t params,
-                                                  const std::map<std::string, double>& stages) {
+                                                  uint64_t resident_params,
+                                                  const std::map<std::string, double>& stages,
+                                                  uint64_t param_stage_bytes) {
   const EngineOptions& eo = o.engine;
   const bool nvme = eo.offload == OffloadPlacement::kNvme;
-  for (const char* name : {"compute", "d2h", "h2d", "optimizer"}) {
-    auto it = stages.find(name);
-    if (it == stages.end() || !(it->second > 0)) {
-      return InternalError(std::string("bench engine: no measured time for stage ") + name);
+  const ParamStreaming& ps = eo.params;
+  const bool streams = ps.where != ParamOffload::kNone;
+  std::vector<std::string> needed = {"compute", "d2h", "optimizer"};
+  if (resident_params > 0) needed.push_back("h2d");
+  if (streams) needed.push_back("h2d_params");
+  if (nvme) needed.push_back("nvme");
+  for (const std::string& name : needed) {
+    if (!Positive(stages, name)) {
+      return InternalError("bench engine: no measured time for stage " + name);
     }
   }
-  if (nvme && !(stages.count("nvme") && stages.at("nvme") > 0)) {
-    return InternalError("bench engine: no measured time for stage nvme");
+  if (streams && param_stage_bytes == 0) {
+    return InternalError("bench engine: no bytes for the h2d_params stage");
   }
   PlanInput in;
   in.model = config;
@@ -51,6 +71,8 @@ StatusOr<EngineBenchPrediction> PredictEngineStep(const Device& device, const Mo
     in.speculation_params = static_cast<int64_t>(eo.speculation_params);
   }
   in.nvme_directories = static_cast<int>(std::max<size_t>(1, eo.nvme_paths.size()));
+  in.param_offload = streams ? ps.where : ParamOffload::kNone;
+  if (streams) in.param_slots = ps.device_slots;
 
   // Capacities far above the run: only the time is wanted here.
   Hardware hw;
@@ -64,7 +86,12 @@ StatusOr<EngineBenchPrediction> PredictEngineStep(const Device& device, const Mo
   const double a = static_cast<double>(DTypeSize(in.dtype));
   const double t = static_cast<double>(DTypeSize(*in.grad_transfer_dtype));
   Bandwidths& bw = hw.bandwidths;
-  bw.h2d_gb_per_second = GbPerSecond(P * a, stages.at("h2d"));
+  // The link's rate from the resident units' updates alone, or (every unit
+  // streamed) from the streamed uploads alone.
+  bw.h2d_gb_per_second =
+      resident_params > 0
+          ? GbPerSecond(static_cast<double>(resident_params) * a, stages.at("h2d"))
+          : GbPerSecond(static_cast<double>(param_stage_bytes), stages.at("h2d_params"));
   bw.d2h_gb_per_second = GbPerSecond(P * t, stages.at("d2h"));
   // One micro-batch: no host pass over the gradients (AccumulateBytesPerParam
   // is 0), so no host-memory rate enters the prediction.
@@ -76,6 +103,12 @@ StatusOr<EngineBenchPrediction> PredictEngineStep(const Device& device, const Mo
     const double state =
         static_cast<double>(OptimizerStateBytesPerParam(OptimizerMomentCount(in.optimizer)));
     const double rate = GbPerSecond(2.0 * state * P, stages.at("nvme"));
+    bw.nvme_read_gb_per_second = rate;
+    bw.nvme_write_gb_per_second = rate;
+  } else if (ps.where == ParamOffload::kNvme) {
+    // Only weights on NVMe: the ring's reads alone paced the h2d_params stage.
+    const double rate =
+        GbPerSecond(static_cast<double>(param_stage_bytes), stages.at("h2d_params"));
     bw.nvme_read_gb_per_second = rate;
     bw.nvme_write_gb_per_second = rate;
   } else {
@@ -98,6 +131,13 @@ StatusOr<EngineBenchPrediction> PredictEngineStep(const Device& device, const Mo
   bw.source = "bench engine";
   TF_ASSIGN_OR_RETURN(Plan plan, ComputePlan(in, hw));
   p.step_seconds = plan.predicted_step_seconds;
+  if (streams) {
+    const std::string planner = UnitList(plan.placement.params.streamed_units);
+    const std::string bench = UnitList(ps.streamed_units);
+    p.basis += planner == bench ? "; the planner streams the bench's units (" + bench + ")"
+                                : "; the planner streams units " + planner +
+                                      " of its own choosing, the bench " + bench;
+  }
   p.stages = plan.stages;
   return p;
 }

@@ -20,12 +20,22 @@
 
 namespace tierflow {
 
-// REQUIRES: `stages` holds positive times for compute, d2h, h2d, accumulate
-// and optimizer (and nvme when the options put state there); params is the
-// model's parameter count. Errors are the planner's (an input it refuses).
+// Parameter offload (options.engine.params host or nvme, its units filled
+// in): the planner is asked for the same placement and slots, but picks its
+// own streamed units (at least one block, the least traffic); the basis
+// names both sets. The streamed uploads take the link rate of h2d; with the
+// weights on NVMe and the state on host, the drive's rates are the
+// h2d_params stage's (the ring's reads and uploads alone).
+//
+// REQUIRES: `stages` holds positive times for compute, d2h, optimizer, h2d
+// (unless every unit streams), h2d_params when parameters stream, and nvme
+// when the options put state there; params is the model's parameter count,
+// resident_params those whose weights stay on the device. Errors are the
+// planner's (an input it refuses).
 StatusOr<EngineBenchPrediction> PredictEngineStep(const Device& device, const ModelConfig& config,
                                                   const EngineBenchOptions& options,
-                                                  uint64_t params,
-                                                  const std::map<std::string, double>& stages);
+                                                  uint64_t params, uint64_t resident_params,
+                                                  const std::map<std::string, double>& stages,
+                                                  uint64_t param_stage_bytes = 0);
 
 }  // namespace tierflow

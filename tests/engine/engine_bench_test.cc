@@ -5,12 +5,14 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
 #include "tests/common/scratch_dir.h"
 
 #include "bench/engine_bench.h"
+#include "bench/engine_bench_params.h"
 #include "plan/step_time.h"
 #include "tierflow/model_config.h"
 #include "tierflow/sim_profile.h"
@@ -192,6 +194,126 @@ TEST(EngineBench, SimPredictionTakesComputeFromTheProfile) {
   EXPECT_NEAR(compute, flops / (d.sim.tensor_tflops * 1e12 * d.sim.tensor_efficiency),
               1e-9 * compute);
   EXPECT_NE(r->prediction.basis.find("sim:l40s"), std::string::npos) << r->prediction.basis;
+}
+
+// Parameter offload (--offload-param host): every other unit streams from
+// pinned host memory; its uploads are a stage of their own ("h2d_params",
+// measured alone through the same ring of slots), the "h2d" stage uploads
+// only the resident units' updates, and the step reports the bytes.
+EngineBenchOptions StreamedFromHost(EngineBenchOptions o) {
+  o.engine.params.where = ParamOffload::kHost;
+  o.engine.params.device_slots = 3;
+  o.engine.params.prefetch_depth = 2;
+  return o;
+}
+
+TEST(EngineBench, HostParamOffloadMeasuresTheStreamedUploadsAsAStage) {
+  auto device = CpuDevice();
+  EngineBenchOptions o = StreamedFromHost(Small());
+  o.rounds = 2;
+  auto r = RunEngineBench(*device, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  for (const char* stage : {"compute", "d2h", "h2d", "h2d_params", "optimizer"}) {
+    EXPECT_TRUE(r->stage_seconds.count(stage)) << stage;
+  }
+  ExpectSummaryFollowsRounds(*r, 2);
+  EXPECT_EQ(r->param_streaming.streamed_units, (std::vector<int>{1, 3}));  // every other unit
+  EXPECT_EQ(r->streamed_params, r->params / 2);
+  // Each streamed unit goes up at least once a step (bf16), at most once per
+  // fetch (forward and backward), and the stage alone makes the step's fetches.
+  const uint64_t unit_bytes = 2 * (r->params / 4);
+  EXPECT_GE(r->param_h2d_bytes, 2 * unit_bytes);
+  EXPECT_LE(r->param_h2d_bytes, 4 * unit_bytes);
+  EXPECT_EQ(r->param_h2d_bytes, r->engine_stats.param_h2d_bytes);
+  EXPECT_EQ(r->param_stage_h2d_bytes, r->param_h2d_bytes);
+  EXPECT_EQ(r->param_nvme_read_bytes, 0u);
+  // H2D: the resident half's updates (2 B/param of half) and the uploads.
+  const double params = static_cast<double>(r->params);
+  EXPECT_DOUBLE_EQ(r->h2d_bytes_per_param, 1.0 + static_cast<double>(r->param_h2d_bytes) / params);
+}
+
+TEST(EngineBench, NvmeParamOffloadReadsTheStreamedWeightsFromTheDrive) {
+  testing_common::ScratchDir dir("tierflow-engine-bench-params-");
+  auto device = CpuDevice();
+  EngineBenchOptions o = StreamedFromHost(Small());
+  o.rounds = 1;
+  o.engine.params.where = ParamOffload::kNvme;
+  o.engine.params.streamed_units = {0, 2, 3};
+  o.engine.nvme_paths = {dir.path()};
+  auto r = RunEngineBench(*device, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->stage_seconds.count("h2d_params"));
+  EXPECT_FALSE(r->stage_seconds.count("nvme"));  // the optimizer state stays on host
+  EXPECT_EQ(r->param_streaming.streamed_units, (std::vector<int>{0, 2, 3}));
+  EXPECT_GT(r->param_h2d_bytes, 0u);
+  EXPECT_EQ(r->param_nvme_read_bytes, r->param_h2d_bytes);
+  EXPECT_EQ(r->param_stage_nvme_read_bytes, r->param_stage_h2d_bytes);
+}
+
+// A transformer streams every other block (tiny-llama's blocks are units
+// 1-4: units 2 and 4), and the planner predicts with parameter offload too.
+TEST(EngineBench, TransformerStreamsEveryOtherBlock) {
+  auto device = CpuDevice();
+  EngineBenchOptions o = StreamedFromHost(TinyTransformer());
+  o.rounds = 1;
+  auto r = RunEngineBench(*device, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->param_streaming.streamed_units, (std::vector<int>{2, 4}));
+  EXPECT_TRUE(r->stage_seconds.count("h2d_params"));
+  EXPECT_GT(r->param_h2d_bytes, 0u);
+  ASSERT_TRUE(r->has_prediction);
+  double h2d_params = -1;
+  for (const StageTime& st : r->prediction.stages) {
+    if (st.name == "h2d_params") h2d_params = st.seconds;
+  }
+  EXPECT_GT(h2d_params, 0);
+  EXPECT_NE(r->prediction.basis.find("planner streams"), std::string::npos) << r->prediction.basis;
+}
+
+void ExpectRefusedNaming(const EngineBenchOptions& o, const std::string& flag) {
+  auto device = CpuDevice();
+  auto r = RunEngineBench(*device, o);
+  ASSERT_FALSE(r.ok()) << flag << " was accepted";
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
+  EXPECT_NE(r.status().message().find(flag), std::string::npos) << r.status().ToString();
+}
+
+TEST(EngineBench, BadParamOffloadValuesAreRefusedNamingTheFlag) {
+  EngineBenchOptions o = StreamedFromHost(Small());
+  o.engine.params.where = ParamOffload::kAuto;
+  ExpectRefusedNaming(o, "--offload-param");
+  o = StreamedFromHost(Small());
+  o.engine.params.device_slots = 1;
+  o.engine.params.prefetch_depth = 1;
+  ExpectRefusedNaming(o, "--param-slots");
+  o = StreamedFromHost(Small());
+  o.engine.params.prefetch_depth = 3;
+  ExpectRefusedNaming(o, "--param-slots");
+  o = StreamedFromHost(Small());
+  o.engine.params.streamed_units = {1, 4};  // the model has units 0-3
+  ExpectRefusedNaming(o, "--streamed-units");
+  o.engine.params.streamed_units = {1, 1};
+  ExpectRefusedNaming(o, "--streamed-units");
+  o = Small();
+  o.engine.params.streamed_units = {1};  // with none
+  ExpectRefusedNaming(o, "--streamed-units");
+  o = StreamedFromHost(Small());
+  o.engine.params.where = ParamOffload::kNvme;  // no directory
+  ExpectRefusedNaming(o, "--nvme-path");
+}
+
+TEST(EngineBench, UnitListsParseAsIndicesAndRanges) {
+  auto ok = ParseUnitList("--streamed-units", "1, 4-6,9");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(*ok, (std::vector<int>{1, 4, 5, 6, 9}));
+  for (const char* bad : {"", "1,", "x", "1,-2", "3-1", "1.5", "2-"}) {
+    auto r = ParseUnitList("--streamed-units", bad);
+    ASSERT_FALSE(r.ok()) << "'" << bad << "' was accepted";
+    EXPECT_NE(r.status().message().find("--streamed-units"), std::string::npos)
+        << r.status().ToString();
+  }
+  EXPECT_EQ(ParseParamOffload("--offload-param", "sideways").status().code(),
+            StatusCode::kInvalidArgument);
 }
 
 TEST(EngineBench, AnUnknownModelIsNamed) {
