@@ -39,7 +39,7 @@ StatusOr<std::unique_ptr<StreamedWeights>> StreamedWeights::Create(
   if (p.where == ParamOffload::kNvme && p.nvme_staging < 1) {
     return InvalidArgumentError("parameter offload to nvme needs at least 1 staging buffer");
   }
-  std::unique_ptr<StreamedWeights> w(new StreamedWeights(device, config));
+  std::unique_ptr<StreamedWeights> w(new StreamedWeights(config));
   const size_t n = units.size();
   w->streamed_.assign(n, 0);
   w->unit_params_.resize(n);

@@ -129,7 +129,7 @@ class StreamedWeights {
     offload::IoTicket ticket;  // its last write
   };
 
-  StreamedWeights(Device& device, const Config& config) : device_(device), config_(config) {}
+  explicit StreamedWeights(const Config& config) : config_(config) {}
   size_t wbytes() const { return DTypeSize(config_.dtype); }
   uint64_t UnitBytes(int unit) const { return unit_params_[unit] * wbytes(); }
   // Issues fetch `index` of the pass if a slot (and, for kNvme, staging and
@@ -139,7 +139,6 @@ class StreamedWeights {
   int ChooseSlot(uint64_t index) const;
   int UnitOfFetch(uint64_t index) const { return fetch_units_[index % fetch_units_.size()]; }
 
-  Device& device_;
   Config config_;
   std::vector<char> streamed_;
   std::vector<uint64_t> unit_params_;
