@@ -661,6 +661,18 @@ class Parser {
     return Status::Ok();
   }
 
+  // An offload section's nvme_path: a string or a list of non-empty directories.
+  Status NvmePath(const Json& x, const std::string& p) {
+    if (IsAuto(x, p)) return Status::Ok();
+    std::vector<std::string> paths;
+    TF_RETURN_IF_ERROR(ReadStringList(x, p, &paths));
+    if (paths.empty()) return Error(p, "the list is empty; name at least one directory");
+    for (const std::string& q : paths) {
+      if (q.empty()) return Error(p, "an empty path; name a directory on the drive");
+    }
+    return Set("nvme_paths", p, &c_.nvme_paths, paths);
+  }
+
   // zero_optimization.offload_param: where streamed weights live.
   Status OffloadParam(const Json& v, const std::string& path) {
     TF_RETURN_IF_ERROR(RequireObject(v, path));
@@ -676,15 +688,8 @@ class Parser {
         TF_RETURN_IF_ERROR(where.status());
         TF_RETURN_IF_ERROR(Set("offload_param", p, &c_.offload_param, *where));
       } else if (k == "nvme_path") {
-        if (IsAuto(x, p)) continue;
-        std::vector<std::string> paths;
-        TF_RETURN_IF_ERROR(ReadStringList(x, p, &paths));
-        if (paths.empty()) return Error(p, "the list is empty; name at least one directory");
-        for (const std::string& q : paths) {
-          if (q.empty()) return Error(p, "an empty path; name a directory on the drive");
-        }
         // One swap directory list serves the weights and the optimizer state.
-        TF_RETURN_IF_ERROR(Set("nvme_paths", p, &c_.nvme_paths, paths));
+        TF_RETURN_IF_ERROR(NvmePath(x, p));
       } else if (k == "pin_memory") {
         bool pin = true;
         TF_RETURN_IF_ERROR(Bool(x, p, "offload_param.pin_memory", &pin));
@@ -735,14 +740,7 @@ class Parser {
                               "\"nvme\"");
         }
       } else if (k == "nvme_path") {
-        if (IsAuto(x, p)) continue;
-        std::vector<std::string> paths;
-        TF_RETURN_IF_ERROR(ReadStringList(x, p, &paths));
-        if (paths.empty()) return Error(p, "the list is empty; name at least one directory");
-        for (size_t i = 0; i < paths.size(); ++i) {
-          if (paths[i].empty()) return Error(p, "an empty path; name a directory on the drive");
-        }
-        TF_RETURN_IF_ERROR(Set("nvme_paths", p, &c_.nvme_paths, paths));
+        TF_RETURN_IF_ERROR(NvmePath(x, p));
       } else if (k == "pin_memory") {
         TF_RETURN_IF_ERROR(Bool(x, p, "pin_memory", &c_.pin_memory));
       } else if (k == "buffer_count") {
