@@ -23,8 +23,13 @@ case "$flavour" in
   native-off) extra=(-DCMAKE_BUILD_TYPE=Release -DTIERFLOW_NATIVE=OFF -DTIERFLOW_CUDA=OFF -DTIERFLOW_WERROR=ON) ;;
   # The sanitizer flavours check host code; the CUDA backend is compiled by the
   # release flavour (nvcc's output is not instrumented by either sanitizer).
-  asan) extra=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTIERFLOW_WERROR=ON -DTIERFLOW_SANITIZE=address,undefined -DTIERFLOW_CUDA=OFF) ;;
-  tsan) extra=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTIERFLOW_WERROR=ON -DTIERFLOW_SANITIZE=thread -DTIERFLOW_CUDA=OFF) ;;
+  # -O1 -g1, the sanitizers' own advice: -O2 -g took 2.3x as long to compile
+  # (68 s against 30 s for tests/engine/engine_test.cc under ASan+UBSan), and
+  # -g1 keeps the file:line tables the reports need.
+  asan) extra=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
+               -DTIERFLOW_WERROR=ON -DTIERFLOW_SANITIZE=address,undefined -DTIERFLOW_CUDA=OFF) ;;
+  tsan) extra=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
+               -DTIERFLOW_WERROR=ON -DTIERFLOW_SANITIZE=thread -DTIERFLOW_CUDA=OFF) ;;
   *) echo "build.sh: unknown flavour '$flavour' (release, native-off, asan, tsan)" >&2; exit 2 ;;
 esac
 shift || true

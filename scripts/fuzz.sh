@@ -26,7 +26,8 @@ if command -v ccache >/dev/null; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 fi
 CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DTIERFLOW_FUZZ=ON -DTIERFLOW_CUDA=OFF \
-  -DTIERFLOW_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" >/dev/null
+  -DTIERFLOW_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -DNDEBUG" "${launcher[@]}" >/dev/null
 ninja -C "$build" -j "$jobs" fuzzers
 
 if [[ $# -gt 0 ]]; then
