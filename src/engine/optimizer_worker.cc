@@ -328,6 +328,18 @@ Status OffloadEngine::Decide(StepContext& ctx) {
         continue;
       }
       TF_RETURN_IF_ERROR(PrefetchForward(g));
+      const SubGroup& sg = layout_.groups[g];
+      if (streamed_ && streamed_->streamed(sg.unit)) {
+        // A streamed unit's new weights go straight into its copy (host or
+        // write-back buffer): no staging slot, no upload, no second copy.
+        TF_ASSIGN_OR_RETURN(void* out,
+                            streamed_->RangeForWrite(sg.unit, sg.unit_offset, sg.num_params));
+        TF_RETURN_IF_ERROR(UpdateGroup(ctx, static_cast<int>(g), adam_step, grad_scale, out, {}));
+        TF_RETURN_IF_ERROR(TierOf(static_cast<int>(g)).Release(static_cast<int>(g), true));
+        group_done_[g] = 1;
+        if (--unit_groups_left_[sg.unit] == 0) TF_RETURN_IF_ERROR(UnitUpdated(sg.unit, ctx.id));
+        continue;
+      }
       StagingSlot& slot = staging_[next_staging_];
       next_staging_ = (next_staging_ + 1) % staging_.size();
       TF_RETURN_IF_ERROR(slot.uploaded->HostWait());
@@ -337,8 +349,7 @@ Status OffloadEngine::Decide(StepContext& ctx) {
       TF_RETURN_IF_ERROR(UploadGroup(ctx, static_cast<int>(g), slot.buffer.data()));
       TF_RETURN_IF_ERROR(h2d_->Record(*slot.uploaded));
       group_done_[g] = 1;
-      const int u = layout_.groups[g].unit;
-      if (--unit_groups_left_[u] == 0) TF_RETURN_IF_ERROR(UnitUpdated(u, ctx.id));
+      if (--unit_groups_left_[sg.unit] == 0) TF_RETURN_IF_ERROR(UnitUpdated(sg.unit, ctx.id));
     }
     // The next step's first speculation waits for this before reusing spec_out_.
     if (committed) TF_RETURN_IF_ERROR(h2d_->Record(*spec_uploaded_));

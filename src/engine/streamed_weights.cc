@@ -346,14 +346,24 @@ StreamedWeights::Transferred StreamedWeights::TakeTransferred() {
 
 Status StreamedWeights::WriteRange(int unit, uint64_t unit_offset, const void* src,
                                    uint64_t count) {
+  TF_ASSIGN_OR_RETURN(void* dst, RangeForWrite(unit, unit_offset, count));
+  const size_t bytes = count * wbytes();
+  if (!store_) {
+    ParallelCopy(dst, src, bytes);
+  } else {
+    std::memcpy(dst, src, bytes);
+  }
+  return Status::Ok();
+}
+
+StatusOr<void*> StreamedWeights::RangeForWrite(int unit, uint64_t unit_offset, uint64_t count) {
   if (unit < 0 || static_cast<size_t>(unit) >= streamed_.size() || !streamed_[unit] ||
       unit_offset > unit_params_[unit] || count > unit_params_[unit] - unit_offset) {
     return InternalError("streamed weights: a write outside a streamed unit");
   }
-  const size_t bytes = count * wbytes();
   if (!store_) {
-    ParallelCopy(host_copy_.as<char>() + (host_offset_[unit] + unit_offset) * wbytes(), src, bytes);
-    return Status::Ok();
+    return static_cast<void*>(host_copy_.as<char>() +
+                              (host_offset_[unit] + unit_offset) * wbytes());
   }
   if (assembling_unit_ != unit) {
     if (assembling_unit_ >= 0) {
@@ -366,8 +376,8 @@ Status StreamedWeights::WriteRange(int unit, uint64_t unit_offset, const void* s
     assembling_buffer_ = static_cast<int>(next_write_back_);
     next_write_back_ = (next_write_back_ + 1) % write_back_.size();
   }
-  std::memcpy(write_back_[assembling_buffer_].buffer.data() + unit_offset * wbytes(), src, bytes);
-  return Status::Ok();
+  return static_cast<void*>(write_back_[assembling_buffer_].buffer.data() +
+                            unit_offset * wbytes());
 }
 
 Status StreamedWeights::FinishUnit(int unit) {

@@ -102,6 +102,11 @@ class StreamedWeights {
   // written, FinishUnit makes it the copy (kNvme: writes it; the next fetch
   // of the unit waits for the write).
   Status WriteRange(int unit, uint64_t unit_offset, const void* src, uint64_t count);
+  // Where those `count` elements go, for a producer that writes them in
+  // place (the optimizer's copy out) instead of through WriteRange: the host
+  // copy (kHost) or the unit's write-back buffer (kNvme). Valid until
+  // FinishUnit; the same rules as WriteRange.
+  StatusOr<void*> RangeForWrite(int unit, uint64_t unit_offset, uint64_t count);
   Status FinishUnit(int unit);
   // Waits for every write to the swap set.
   Status Flush();
