@@ -376,8 +376,7 @@ StatusOr<void*> StreamedWeights::RangeForWrite(int unit, uint64_t unit_offset, u
     assembling_buffer_ = static_cast<int>(next_write_back_);
     next_write_back_ = (next_write_back_ + 1) % write_back_.size();
   }
-  return static_cast<void*>(write_back_[assembling_buffer_].buffer.data() +
-                            unit_offset * wbytes());
+  return static_cast<void*>(write_back_[assembling_buffer_].buffer.data() + unit_offset * wbytes());
 }
 
 Status StreamedWeights::FinishUnit(int unit) {

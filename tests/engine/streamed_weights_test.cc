@@ -19,9 +19,7 @@
 namespace tierflow {
 namespace {
 
-std::vector<UnitInfo> ThreeUnits() {
-  return {{"embed", 96}, {"layers.0", 160}, {"layers.1", 128}};
-}
+std::vector<UnitInfo> ThreeUnits() { return {{"embed", 96}, {"layers.0", 160}, {"layers.1", 128}}; }
 
 std::vector<uint16_t> Pattern(uint64_t n, uint16_t seed) {
   std::vector<uint16_t> v(n);
@@ -81,12 +79,12 @@ TEST_P(StreamedWeightsWrites, InPlaceAndCopiedRangesBecomeTheUnitsCopy) {
 }
 
 TEST_P(StreamedWeightsWrites, WritesOutsideAStreamedUnitAreRefused) {
-  for (auto [unit, offset, count] : std::vector<std::tuple<int, uint64_t, uint64_t>>{
-           {0, 0, 1},      // resident
-           {3, 0, 1},      // no such unit
-           {-1, 0, 1},     // no such unit
-           {1, 150, 11},   // past the end
-           {1, 161, 0}}) {  // offset past the end
+  for (auto [unit, offset, count] :
+       std::vector<std::tuple<int, uint64_t, uint64_t>>{{0, 0, 1},       // resident
+                                                        {3, 0, 1},       // no such unit
+                                                        {-1, 0, 1},      // no such unit
+                                                        {1, 150, 11},    // past the end
+                                                        {1, 161, 0}}) {  // offset past the end
     auto r = weights_->RangeForWrite(unit, offset, count);
     ASSERT_FALSE(r.ok()) << unit << " " << offset << " " << count;
     EXPECT_NE(r.status().message().find("outside a streamed unit"), std::string::npos)
@@ -119,8 +117,7 @@ TEST_P(StreamedWeightsWrites, ASecondUnitBeforeTheFirstIsFinishedIsRefusedOnNvme
 INSTANTIATE_TEST_SUITE_P(Copies, StreamedWeightsWrites,
                          ::testing::Values(ParamOffload::kHost, ParamOffload::kNvme),
                          [](const auto& info) {
-                           return std::string(info.param == ParamOffload::kHost ? "Host"
-                                                                                 : "Nvme");
+                           return std::string(info.param == ParamOffload::kHost ? "Host" : "Nvme");
                          });
 
 }  // namespace
