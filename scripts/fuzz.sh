@@ -9,7 +9,7 @@
 #
 # Usage: scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
 #   SECONDS_PER_TARGET  Default: 20. Total time is about that times the
-#                       number of targets (11), plus the build.
+#                       number of targets (14), plus the build.
 #   TARGET              Default: every target fuzz/CMakeLists.txt defines.
 # Environment: BUILD_DIR (Default: build/fuzz), JOBS (Default: nproc).
 set -euo pipefail

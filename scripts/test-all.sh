@@ -11,12 +11,14 @@
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
+# stage NAME: ends the running stage with its time, then names the next.
 stage_start=$SECONDS
 stage() {
   echo "-- $((SECONDS - stage_start)) s (total $((SECONDS / 60)) min)"
   stage_start=$SECONDS
   echo "== $* =="
 }
+echo "== install dependencies =="
 bash scripts/install-deps.sh
 
 stage "gates: layer graph, formatting"
