@@ -13,6 +13,7 @@ apt-get update -qq
 apt-get install -y -qq --no-install-recommends \
   build-essential binutils cmake ninja-build pkg-config ccache git \
   liburing-dev libpcre2-dev libutf8proc-dev libsentencepiece-dev libtbb-dev libeigen3-dev libcli11-dev nlohmann-json3-dev \
+  libopenmpi-dev openmpi-bin \
   libgtest-dev libgmock-dev libbenchmark-dev \
   clang libclang-rt-14-dev clang-format clang-tidy python3 >/dev/null
 echo "install-deps.sh: dependencies installed"

@@ -14,6 +14,7 @@ void AddBenchEngine(CLI::App& bench, int* exit_code);
 void AddBenchAll(CLI::App& bench, int* exit_code);
 void AddBenchKernels(CLI::App& bench, int* exit_code);
 void AddBenchTokenizer(CLI::App& bench, int* exit_code);
+void AddBenchComm(CLI::App& bench, int* exit_code);
 void AddPlan(CLI::App& app, int* exit_code);
 void AddTrain(CLI::App& app, int* exit_code);
 void AddTier(CLI::App& app, int* exit_code);

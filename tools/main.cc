@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   tierflow::cli::AddBenchAll(*bench, &exit_code);
   tierflow::cli::AddBenchKernels(*bench, &exit_code);
   tierflow::cli::AddBenchTokenizer(*bench, &exit_code);
+  tierflow::cli::AddBenchComm(*bench, &exit_code);
   tierflow::cli::AddPlan(app, &exit_code);
   tierflow::cli::AddTier(app, &exit_code);
   tierflow::cli::AddTokenize(app, &exit_code);

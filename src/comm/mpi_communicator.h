@@ -1,0 +1,72 @@
+// The MPI backend of Communicator, for host buffers (OpenMPI from Debian):
+// point-to-point exchanges in pieces of at most 1 GiB (MPI counts are int),
+// and the rank-ordered sum of comm/ordered_sum.h, so results do not depend
+// on the MPI library's choice of algorithm.
+//
+// MPI is initialised once per process, by Create, and finalised when the
+// communicator is destroyed; a process that no launcher started never
+// creates one (comm/launch_env.h).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "comm/launch_env.h"
+
+namespace tierflow::comm {
+
+class MpiCommunicator final : public Communicator {
+ public:
+  // Initialises MPI (MPI_THREAD_SERIALIZED: any one thread at a time) and
+  // checks that its world agrees with the launcher's environment. Errors:
+  // MPI already initialised or finalised in this process (FailedPrecondition),
+  // the thread level unavailable, or a world that contradicts `launch`.
+  static StatusOr<std::unique_ptr<MpiCommunicator>> Create(const LaunchEnv& launch);
+
+  ~MpiCommunicator() override;
+  MpiCommunicator(const MpiCommunicator&) = delete;
+  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_; }
+  BufferKind buffers() const override { return BufferKind::kHost; }
+  std::string_view backend() const override { return "mpi"; }
+
+  Status ReduceScatterSum(const void* send, DType send_dtype, const Partition& partition,
+                          float* recv) override;
+  Status AllGather(const void* send, size_t elem_bytes, const Partition& partition,
+                   void* recv) override;
+  Status Broadcast(void* data, size_t bytes, int root) override;
+  Status Barrier() override;
+
+  // MPI's own collective on `count` floats, MPI_SUM where it sums: the raw
+  // loop `tierflow bench comm` measures tierflow's collectives against.
+  // kAllReduce: count in send and recv; kReduceScatter: count in send,
+  // count / world in recv; kAllGather: count / world in send, count in recv.
+  // count must be a multiple of the world size and fit MPI's int counts.
+  enum class RawOp { kAllReduce, kReduceScatter, kAllGather };
+  Status RawCollective(RawOp op, const float* send, float* recv, size_t count);
+
+  // The largest of every rank's `value` (a timing's slowest rank), on every rank.
+  StatusOr<double> MaxOverRanks(double value);
+
+  // The largest message one MPI call carries; larger transfers go in
+  // pieces. Tests lower it to exercise the piecewise path.
+  void set_max_piece_bytes(size_t bytes);
+  size_t max_piece_bytes() const { return max_piece_bytes_; }
+
+ private:
+  struct Impl;
+  MpiCommunicator(int rank, int world, std::unique_ptr<Impl> impl);
+
+  Status CheckPartition(const Partition& partition, const char* op) const;
+
+  int rank_;
+  int world_;
+  size_t max_piece_bytes_;
+  std::unique_ptr<Impl> impl_;
+  std::vector<unsigned char> scratch_;  // peers' contributions to this rank's part
+};
+
+}  // namespace tierflow::comm

@@ -1,0 +1,100 @@
+// `tierflow bench comm`: tierflow's host collectives against MPI's own, run
+// under a launcher (mpirun -np N tierflow bench comm); bench/comm_bench.h.
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/comm_bench.h"
+#include "comm/launch_env.h"
+#include "common/units.h"
+#include "tools/commands.h"
+
+namespace tierflow::cli {
+namespace {
+
+struct CommFlags {
+  std::vector<std::string> sizes;
+  int iterations = 20;
+  bool json = false;
+};
+
+Status Run(const CommFlags& f) {
+  TF_ASSIGN_OR_RETURN(std::optional<comm::LaunchEnv> launch,
+                      comm::DetectLaunch(comm::ProcessEnv()));
+  if (!launch) {
+    return FailedPreconditionError(
+        "bench comm measures collectives between ranks, and this process was not started as "
+        "one: run `mpirun -np 2 tierflow bench comm` (as root, with OMPI_ALLOW_RUN_AS_ROOT=1 "
+        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1), or srun under Slurm");
+  }
+  CommBenchOptions options;
+  options.iterations = f.iterations;
+  if (!f.sizes.empty()) {
+    options.sizes.clear();
+    for (const std::string& s : f.sizes) {
+      TF_ASSIGN_OR_RETURN(uint64_t bytes, ParseByteSize(s));
+      options.sizes.push_back(bytes);
+    }
+  }
+  TF_ASSIGN_OR_RETURN(std::unique_ptr<comm::MpiCommunicator> c,
+                      comm::MpiCommunicator::Create(*launch));
+  TF_ASSIGN_OR_RETURN(CommBenchResult r, RunCommBench(*c, options));
+  if (c->rank() != 0) return Status::Ok();
+  if (f.json) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const CommBenchRow& row : r.rows) {
+      rows.push_back({{"op", row.op},
+                      {"bytes", row.bytes},
+                      {"seconds", row.seconds},
+                      {"algbw_gb_per_second", row.algbw_gb_per_second},
+                      {"busbw_gb_per_second", row.busbw_gb_per_second},
+                      {"raw_seconds", row.raw_seconds},
+                      {"raw_algbw_gb_per_second", row.raw_algbw_gb_per_second},
+                      {"raw_busbw_gb_per_second", row.raw_busbw_gb_per_second},
+                      {"ratio_to_raw", row.ratio_to_raw}});
+    }
+    nlohmann::json j = {{"backend", "mpi"},
+                        {"world_size", r.world_size},
+                        {"iterations", options.iterations},
+                        {"rows", rows}};
+    std::printf("%s\n", j.dump(2).c_str());
+    return Status::Ok();
+  }
+  std::printf(
+      "host collectives over MPI, %d ranks, fp32 sum, slowest rank's mean of %d calls\n"
+      "(raw = MPI's own collective; ratio = raw time / tierflow time)\n\n",
+      r.world_size, options.iterations);
+  std::printf("%-15s %10s %11s %11s %11s %11s %7s\n", "op", "bytes", "algbw GB/s", "busbw GB/s",
+              "raw algbw", "raw busbw", "ratio");
+  for (const CommBenchRow& row : r.rows) {
+    std::printf("%-15s %10s %11.2f %11.2f %11.2f %11.2f %7.2f\n", row.op.c_str(),
+                FormatBytes(row.bytes).c_str(), row.algbw_gb_per_second, row.busbw_gb_per_second,
+                row.raw_algbw_gb_per_second, row.raw_busbw_gb_per_second, row.ratio_to_raw);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void AddBenchComm(CLI::App& bench, int* exit_code) {
+  auto f = std::make_shared<CommFlags>();
+  CLI::App* cmd = bench.add_subcommand(
+      "comm", "Bus bandwidth of the host collectives (MPI) against MPI's own; run under mpirun");
+  cmd->add_option("--size", f->sizes,
+                  "Buffer size, repeatable (default 4KiB 64KiB 1MiB 16MiB 64MiB)");
+  cmd->add_option("--iterations", f->iterations, "Timed calls per collective and size")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--json", f->json, "Print one JSON object (rank 0)");
+  cmd->callback([f, exit_code] {
+    if (Status s = Run(*f); !s.ok()) {
+      std::fprintf(stderr, "tierflow bench comm: %s\n", s.ToString().c_str());
+      *exit_code = 1;
+    }
+  });
+}
+
+}  // namespace tierflow::cli
