@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "comm/launch_env.h"
 #include "common/cancel.h"
 #include "common/cpu_isa.h"
 #include "common/units.h"
@@ -228,6 +229,22 @@ void AddTrain(CLI::App& app, int* exit_code) {
   cmd->add_option("--log-every", c.log_every, "Steps between progress lines when not on a terminal")
       ->capture_default_str();
   cmd->callback([f, cmd, exit_code] {
+    // Started by mpirun/srun as one of several ranks: each would train the
+    // whole model alone, duplicating the work and racing for --out. Refused
+    // until data-parallel training exists; one rank is a plain run.
+    auto launch = comm::DetectLaunch(comm::ProcessEnv());
+    if (!launch.ok() || (*launch && (*launch)->world_size > 1)) {
+      std::fprintf(stderr, "tierflow train: %s\n",
+                   launch.ok() ? ("started by " + (*launch)->launcher + " as rank " +
+                                  std::to_string((*launch)->rank) + " of " +
+                                  std::to_string((*launch)->world_size) +
+                                  ", but data-parallel training is not built yet: run one "
+                                  "process (mpirun -np 1, or no launcher)")
+                                     .c_str()
+                               : launch.status().ToString().c_str());
+      *exit_code = 2;
+      return;
+    }
     // Defaults < config file < flags given on the command line.
     TrainConfig config = f->defaults;
     if (!f->config_file.empty()) {
