@@ -20,7 +20,7 @@ ALLOWED = {
     "device": ["common"],
     "kernels": ["device", "common"],
     "optim": ["common"],
-    "comm": ["common"],
+    "comm": ["optim", "common"],
     "offload": ["common"],
     "io": ["common"],
     "data": ["io", "common"],

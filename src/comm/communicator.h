@@ -30,7 +30,8 @@ class Communicator {
   // Every rank passes `send`: partition.total() elements of `send_dtype`,
   // its contribution. Rank r receives in `recv` (partition.size(r) floats)
   // the sum over ranks of its part [begin(r), end(r)), each contribution
-  // widened to fp32. MPI adds in rank order (comm/ordered_sum.h), so the
+  // widened to fp32. MPI adds in rank order with the engine's micro-batch
+  // accumulation (optim/grad_accumulate.h), so the
   // result is bit-identical to one process accumulating the contributions
   // in that order; NCCL fixes no order.
   virtual Status ReduceScatterSum(const void* send, DType send_dtype, const Partition& partition,

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <string>
 
-#include "comm/ordered_sum.h"
+#include "optim/grad_accumulate.h"
 
 namespace tierflow::comm {
 namespace {
@@ -149,13 +149,11 @@ Status MpiCommunicator::ReduceScatterSum(const void* send, DType send_dtype,
                 max_piece_bytes_);
   }
   TF_RETURN_IF_ERROR(impl_->WaitAll("reduce-scatter exchange"));
+  // The contributions in rank order, through the engine's own micro-batch
+  // accumulation: the same adds in the same order give the same bits.
   for (int r = 0; r < world_; ++r) {
     const void* c = (r == rank_ && !copy_own) ? own : slot(r);
-    if (r == 0) {
-      WidenInto(recv, c, send_dtype, n);
-    } else {
-      AddWidened(recv, c, send_dtype, n);
-    }
+    AccumulateGrads(recv, c, send_dtype, n, /*first=*/r == 0);
   }
   return Status();
 }

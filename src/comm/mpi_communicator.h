@@ -1,7 +1,8 @@
 // The MPI backend of Communicator, for host buffers (OpenMPI from Debian):
 // point-to-point exchanges in pieces of at most 1 GiB (MPI counts are int),
-// and the rank-ordered sum of comm/ordered_sum.h, so results do not depend
-// on the MPI library's choice of algorithm.
+// and a sum in rank order through optim's AccumulateGrads (the engine's own
+// micro-batch accumulation), so results do not depend on the MPI library's
+// choice of algorithm.
 //
 // MPI is initialised once per process, by Create, and finalised when the
 // communicator is destroyed; a process that no launcher started never

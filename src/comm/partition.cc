@@ -1,6 +1,7 @@
 #include "comm/partition.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "comm/launch_env.h"
@@ -15,9 +16,13 @@ StatusOr<Partition> Partition::Even(size_t count, int world, size_t align) {
   if (align == 0) return InvalidArgumentError("partition: alignment must be at least 1 element");
   const size_t blocks = count / align + (count % align != 0 ? 1 : 0);
   const size_t w = static_cast<size_t>(world);
-  const size_t per_rank = (blocks / w + (blocks % w != 0 ? 1 : 0)) * align;
+  const size_t blocks_per_rank = blocks / w + (blocks % w != 0 ? 1 : 0);
+  const size_t per_rank = blocks_per_rank > SIZE_MAX / align ? SIZE_MAX : blocks_per_rank * align;
   std::vector<size_t> bounds(w + 1);
-  for (size_t r = 0; r <= w; ++r) bounds[r] = std::min(count, r * per_rank);
+  // r * per_rank without overflow (a huge alignment puts everything on rank 0).
+  for (size_t r = 0; r <= w; ++r) {
+    bounds[r] = r != 0 && per_rank > count / r ? count : std::min(count, r * per_rank);
+  }
   bounds[w] = count;
   return Partition(std::move(bounds));
 }

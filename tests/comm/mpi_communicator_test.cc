@@ -35,28 +35,17 @@ float Value(int rank, size_t i) {
 }
 
 template <typename T>
-T Narrow(float f) {
-  if constexpr (std::is_same_v<T, float>) {
-    return f;
-  } else if constexpr (std::is_same_v<T, bf16>) {
-    return FloatToBf16(f);
-  } else {
-    return FloatToFp16(f);
-  }
-}
-
-template <typename T>
 std::vector<T> Contribution(int rank, size_t n) {
   std::vector<T> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = Narrow<T>(Value(rank, i));
+  for (size_t i = 0; i < n; ++i) v[i] = FromFloat<T>(Value(rank, i));
   return v;
 }
 
 // The plain reference: ((c_0 + c_1) + c_2) + ... in rank order.
 template <typename T>
 float RankOrderedSum(int world, size_t i) {
-  float acc = ToFloat(Narrow<T>(Value(0, i)));
-  for (int r = 1; r < world; ++r) acc += ToFloat(Narrow<T>(Value(r, i)));
+  float acc = ToFloat(FromFloat<T>(Value(0, i)));
+  for (int r = 1; r < world; ++r) acc += ToFloat(FromFloat<T>(Value(r, i)));
   return acc;
 }
 

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+
 namespace tierflow::comm {
 namespace {
 
@@ -41,6 +43,11 @@ TEST(Partition, EvenCutsWholeAlignedBlocks) {
   EXPECT_EQ(p->size(0), 16u);
   EXPECT_EQ(p->size(1), 16u);
   EXPECT_EQ(p->size(2), 8u);
+  // An alignment past the range: one block, all on rank 0, no overflow.
+  p = Partition::Even(1000, 4, SIZE_MAX / 2);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->size(0), 1000u);
+  for (int r = 1; r < 4; ++r) EXPECT_EQ(p->size(r), 0u) << r;
   p = Partition::Even(20, 4, 16);  // 2 blocks for 4 ranks: the last two are empty
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->size(0), 16u);
