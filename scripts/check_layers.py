@@ -26,7 +26,7 @@ ALLOWED = {
     "data": ["io", "common"],
     "model": ["kernels", "device", "io", "common", "engine-interface"],
     "plan": ["io", "common"],
-    "engine": ["kernels", "device", "optim", "offload", "common", "engine-interface"],
+    "engine": ["comm", "kernels", "device", "optim", "offload", "common", "engine-interface"],
     "train": ["comm", "engine", "model", "data", "plan", "io", "offload", "optim", "device", "common",
               "engine-interface"],
     "bench": ["comm", "engine", "model", "data", "plan", "io", "kernels", "device", "optim", "offload", "common",

@@ -19,6 +19,9 @@
 namespace tierflow {
 
 class TraceRecorder;
+namespace comm {
+class Communicator;
+}
 
 enum class Pipeline {
   // The CPU optimizer starts during backward, as gradients arrive, updating
@@ -134,6 +137,21 @@ struct EngineOptions {
   ParamStreaming params;
 
   TraceRecorder* trace = nullptr;  // not owned; null = no spans
+
+  // Data parallelism (ZeRO stage 2 with the optimizer on the host): this
+  // process is one of comm->world_size() ranks, each with its own device
+  // and the same model. Step() then takes the global step's micro-batches
+  // (the same list on every rank) and runs those with k % world == rank;
+  // each unit's gradient is reduce-scattered as soon as backward completes
+  // it, each rank owns and updates only its part of every unit (parts cut
+  // at kOptimChunkElems, comm/partition.h), and the updated 16-bit weights
+  // are all-gathered. micro_batches_per_step must be a multiple of the
+  // world size. With MPI the gradient sum and the global norm have a fixed
+  // order, so N ranks are bit-identical to one rank accumulating the same
+  // micro-batches (N per step). Not owned; every collective is issued from
+  // the engine's worker thread. Null or a world of 1: one process, no
+  // collectives. Not yet with parameter offload (refused).
+  comm::Communicator* comm = nullptr;
 };
 
 struct StepStats {

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "comm/communicator.h"
 #include "common/half.h"
 #include "common/units.h"
 #include "engine/device_grad_stats.h"
@@ -47,10 +48,21 @@ Status OffloadEngine::Init() {
   }
   units_ = model_.Units();
   if (units_.empty()) return InvalidArgumentError("the model has no parameter units");
-  // MakeSubGroups refuses slices of nothing and units without parameters.
-  TF_ASSIGN_OR_RETURN(layout_, MakeSubGroups(units_, SubGroupRule{options_.sub_group_cut,
-                                                                  options_.sub_group_params}));
-  const uint64_t total = layout_.total_params;
+  grad_offsets_.assign(1, 0);
+  for (const UnitInfo& unit : units_) {
+    grad_offsets_.push_back(grad_offsets_.back() + unit.num_params);
+    max_unit_params_ = std::max(max_unit_params_, unit.num_params);
+  }
+  local_micro_ = options_.micro_batches_per_step;
+  if (options_.comm != nullptr && options_.comm->world_size() > 1) {
+    TF_RETURN_IF_ERROR(InitDataParallel());  // this rank's parts: layout_
+  } else {
+    // MakeSubGroups refuses slices of nothing and units without parameters.
+    TF_ASSIGN_OR_RETURN(layout_, MakeSubGroups(units_, SubGroupRule{options_.sub_group_cut,
+                                                                    options_.sub_group_params}));
+  }
+  const uint64_t total = layout_.total_params;        // this rank's state
+  const uint64_t model_total = grad_offsets_.back();  // every rank's gradients
   backward_pos_.resize(layout_.groups.size());
   for (size_t u = units_.size(); u-- > 0;) {
     for (int g : layout_.by_unit[u]) {
@@ -106,8 +118,8 @@ Status OffloadEngine::Init() {
   }
   taken_.assign(units_.size(), 0);
   bucket_params_ = options_.grad_bucket_params == 0
-                       ? layout_.max_unit_params
-                       : std::min(options_.grad_bucket_params, layout_.max_unit_params);
+                       ? max_unit_params_
+                       : std::min(options_.grad_bucket_params, max_unit_params_);
   buckets_.resize(static_cast<size_t>(options_.grad_buckets));
   for (Bucket& b : buckets_) {
     TF_ASSIGN_OR_RETURN(b.grads, device_.Allocate(bucket_params_ * 4, "gradient bucket"));
@@ -115,7 +127,7 @@ Status OffloadEngine::Init() {
       TF_ASSIGN_OR_RETURN(b.wire,
                           device_.Allocate(bucket_params_ * tbytes(), "gradient transfer buffer"));
     }
-    if (options_.micro_batches_per_step != 1) {
+    if (local_micro_ != 1) {
       TF_ASSIGN_OR_RETURN(b.staging,
                           device_.AllocatePinned(bucket_params_ * tbytes(), "gradient staging"));
     }
@@ -131,17 +143,30 @@ Status OffloadEngine::Init() {
       bucket_stats_host_,
       device_.AllocatePinned(buckets_.size() * sizeof(GradSquares), "gradient statistics"));
   // Host: fp32 accumulator, weight staging, state tiers.
-  if (options_.micro_batches_per_step == 1) {
+  if (local_micro_ == 1) {
     TF_ASSIGN_OR_RETURN(landed_grads_,
-                        device_.AllocatePinned(total * tbytes(), "gradient landing"));
-  } else if (options_.micro_batches_per_step > 1) {
+                        device_.AllocatePinned(model_total * tbytes(), "gradient landing"));
+  } else if (local_micro_ > 1) {
     TF_ASSIGN_OR_RETURN(accumulator_,
-                        HostPages::AllocateResident(total * 4, "fp32 gradient accumulator"));
+                        HostPages::AllocateResident(model_total * 4, "fp32 gradient accumulator"));
   } else {
     TF_ASSIGN_OR_RETURN(landed_grads_,
-                        device_.AllocatePinned(total * 4, "fp32 gradient accumulator"));
+                        device_.AllocatePinned(model_total * 4, "fp32 gradient accumulator"));
   }
-  staging_.resize(static_cast<size_t>(options_.buffer_count));
+  if (data_parallel()) {
+    // This rank's parts of the summed gradient; whole units' weights for
+    // the all-gathers (which replace the per-sub-group weight staging).
+    TF_ASSIGN_OR_RETURN(reduced_,
+                        HostPages::AllocateResident(std::max<uint64_t>(total, 1) * 4,
+                                                    "summed gradient (this rank's parts)"));
+    gather_.resize(2);
+    for (GatherSlot& g : gather_) {
+      TF_ASSIGN_OR_RETURN(g.buffer,
+                          device_.AllocatePinned(max_unit_params_ * wbytes(), "weight all-gather"));
+      TF_ASSIGN_OR_RETURN(g.uploaded, device_.CreateEvent(false));
+    }
+  }
+  staging_.resize(data_parallel() ? 0 : static_cast<size_t>(options_.buffer_count));
   for (StagingSlot& s : staging_) {
     TF_ASSIGN_OR_RETURN(
         s.buffer, device_.AllocatePinned(layout_.max_group_params * wbytes(), "weight staging"));
@@ -206,7 +231,7 @@ Status OffloadEngine::Init() {
   }
 
   // Initial state: master weights from the model, moments zero, device weights.
-  std::vector<float> master(layout_.max_unit_params);
+  std::vector<float> master(max_unit_params_);
   for (size_t u = 0; u < units_.size(); ++u) {
     TF_RETURN_IF_ERROR(model_.InitialWeights(static_cast<int>(u), master.data()));
     for (int g : layout_.by_unit[u]) {
@@ -229,6 +254,7 @@ OffloadEngine::~OffloadEngine() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       queue_.push_back(Arrival{0, 0, 0, 0, 0, 0, true});
+      stopping_ = true;
     }
     cv_.notify_all();
     worker_.join();
@@ -239,6 +265,22 @@ OffloadEngine::~OffloadEngine() {
 }
 
 Status OffloadEngine::UploadAllWeights() {
+  if (data_parallel()) {
+    // Each rank converts its parts and the all-gather completes each unit.
+    for (size_t u = 0; u < units_.size(); ++u) {
+      GatherSlot& slot = gather_[next_gather_];
+      TF_RETURN_IF_ERROR(slot.uploaded->HostWait());
+      for (int g : layout_.by_unit[u]) {
+        const SubGroup& sg = layout_.groups[g];
+        std::vector<float> master(sg.num_params);
+        TF_RETURN_IF_ERROR(TierOf(g).Read(g, master.data(), nullptr, nullptr));
+        ConvertBuffer(DType::kF32, master.data(), options_.weights_dtype,
+                      slot.buffer.as<char>() + sg.unit_offset * wbytes(), sg.num_params);
+      }
+      TF_RETURN_IF_ERROR(GatherAndUploadUnit(static_cast<int>(u), /*step_id=*/-1));
+    }
+    return h2d_->Synchronize();
+  }
   for (size_t g = 0; g < layout_.groups.size(); ++g) {
     const SubGroup& sg = layout_.groups[g];
     std::vector<float> master(sg.num_params);
@@ -275,7 +317,7 @@ Status OffloadEngine::ReadDeviceWeights(float* out) {
   std::vector<char> unit_copy;
   for (size_t u = 0; u < units_.size(); ++u) {
     const uint64_t n = units_[u].num_params;
-    float* dst = out + layout_.unit_offsets[u];
+    float* dst = out + grad_offsets_[u];
     if (resident_offset_[u] >= 0) {
       ConvertBuffer(options_.weights_dtype, raw.data() + resident_offset_[u] * wbytes(),
                     DType::kF32, dst, n);
@@ -307,8 +349,16 @@ StatusOr<StepStats> OffloadEngine::Step(const std::vector<MicroBatch>& micro_bat
         std::to_string(options_.micro_batches_per_step) +
         " per step (EngineOptions::micro_batches_per_step); build it with 0 to vary them");
   }
+  // With data parallelism the list is the global step's: this rank runs
+  // micro-batches rank, rank + world, ... (k_total of them).
+  const int k_global = static_cast<int>(micro_batches.size());
+  if (k_global % world_ != 0) {
+    return InvalidArgumentError("Step: " + std::to_string(k_global) +
+                                " micro-batches cannot be shared by " + std::to_string(world_) +
+                                " ranks; give a multiple of the world size");
+  }
+  const int k_total = k_global / world_;
   const int64_t step_id = ++issued_step_;
-  const int k_total = static_cast<int>(micro_batches.size());
   float loss_scale;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -339,7 +389,8 @@ StatusOr<StepStats> OffloadEngine::Step(const std::vector<MicroBatch>& micro_bat
   }
   // Each micro-batch's weight in the step's mean: its share of the counted
   // targets when every micro-batch counts them, else 1/K.
-  std::vector<double> weight(static_cast<size_t>(k_total), 1.0 / k_total);
+  // (Over the global step's micro-batches: every rank weighs them alike.)
+  std::vector<double> weight(static_cast<size_t>(k_global), 1.0 / k_global);
   {
     int64_t counted = 0;
     bool all_counted = true;
@@ -348,15 +399,17 @@ StatusOr<StepStats> OffloadEngine::Step(const std::vector<MicroBatch>& micro_bat
       counted += std::max<int64_t>(mb.loss_tokens, 0);
     }
     if (all_counted && counted > 0) {
-      for (int k = 0; k < k_total; ++k) {
+      for (int k = 0; k < k_global; ++k) {
         weight[k] =
             static_cast<double>(micro_batches[k].loss_tokens) / static_cast<double>(counted);
       }
     }
   }
   double loss_sum = 0;
-  for (int k = 0; k < k_total; ++k) {
-    current_micro_ = k;
+  std::vector<double> local_losses;
+  for (int j = 0; j < k_total; ++j) {
+    const int k = j * world_ + rank_;
+    current_micro_ = j;
     for (auto& pieces : unit_pieces_) pieces.clear();
     TF_ASSIGN_OR_RETURN(DeviceSpans::Started span, device_spans_->Begin(*compute_));
     TF_RETURN_IF_ERROR(DrainOnError(model_.ForwardBackward(
@@ -369,8 +422,19 @@ StatusOr<StepStats> OffloadEngine::Step(const std::vector<MicroBatch>& micro_bat
     TF_RETURN_IF_ERROR(device_spans_->Collect());
     TF_ASSIGN_OR_RETURN(float loss, model_.LastLoss());
     loss_sum += weight[k] * loss;
+    local_losses.push_back(loss);
   }
   TF_RETURN_IF_ERROR(EndWeightsPass(step_id));
+  if (data_parallel()) {
+    // The worker gathers every rank's losses with the norm (Decide).
+    std::lock_guard<std::mutex> lock(mu_);
+    StepContext* ctx = FindStep(step_id);
+    if (ctx == nullptr) return InternalError("no record of step " + std::to_string(step_id));
+    ctx->micro_weights = weight;
+    ctx->local_losses = std::move(local_losses);
+    ctx->losses_posted = true;
+  }
+  cv_.notify_all();
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] {
     StepContext* ctx = FindStep(step_id);
@@ -378,7 +442,7 @@ StatusOr<StepStats> OffloadEngine::Step(const std::vector<MicroBatch>& micro_bat
   });
   if (!worker_error_.ok()) return worker_error_;
   StepContext* ctx = FindStep(step_id);
-  ctx->stats.loss = static_cast<float>(loss_sum);
+  if (!data_parallel()) ctx->stats.loss = static_cast<float>(loss_sum);
   return ctx->stats;
 }
 
@@ -677,17 +741,18 @@ Status OffloadEngine::EndGrads(int unit) {
   // One micro-batch: these gradients are the step's, so their statistics
   // (of exactly the values that cross) come from the device.
   GradSquares* stats = bucket_stats_device_.as<GradSquares>() + b;
-  if (landing_) {
+  // (With data parallelism the norm is of the sum over ranks, taken after the reduce-scatter.)
+  if (landing_ && !data_parallel()) {
     TF_RETURN_IF_ERROR(LaunchGradStats(*compute_, transfer_dtype_, wire, static_cast<int64_t>(n),
                                        stats, stats_scratch_.as<double>()));
   }
   TF_RETURN_IF_ERROR(compute_->Record(*bucket.filled));
   TF_RETURN_IF_ERROR(d2h_->Wait(*bucket.filled));
   TF_ASSIGN_OR_RETURN(DeviceSpans::Started span, device_spans_->Begin(*d2h_));
-  void* dst = landing_ ? static_cast<void*>(LandedGrads(layout_.unit_offsets[unit] + piece.begin))
+  void* dst = landing_ ? static_cast<void*>(LandedGrads(grad_offsets_[unit] + piece.begin))
                        : bucket.staging.data();
   TF_RETURN_IF_ERROR(d2h_->CopyDeviceToHost(dst, wire, n * tbytes()));
-  if (landing_) {
+  if (landing_ && !data_parallel()) {
     TF_RETURN_IF_ERROR(d2h_->CopyDeviceToHost(bucket_stats_host_.as<GradSquares>() + b, stats,
                                               sizeof(GradSquares)));
   }

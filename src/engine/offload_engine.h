@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "comm/partition.h"
 #include "common/host_memory.h"
 #include "common/trace.h"
 #include "engine/device_spans.h"
@@ -70,11 +71,18 @@ class OffloadEngine : public UnitAccess {
   // Resume: the step counter and loss scaler of a checkpoint.
   void RestoreCounters(int64_t optimizer_step, const LossScaler::State& scaler);
 
+  // The sub-groups this rank holds state for: the whole model's, or with
+  // data parallelism this rank's part of every unit (SubGroupLayout::part_begins).
   const SubGroupLayout& layout() const { return layout_; }
+  // Parameters of the whole model (every rank's parts).
+  uint64_t model_params() const { return grad_offsets_.empty() ? 0 : grad_offsets_.back(); }
+  int rank() const { return rank_; }
+  int world_size() const { return world_; }
   // Reads or replaces sub-group g's state. REQUIRES: after Finish (idle).
   Status ReadState(int g, float* master, float* exp_avg, float* exp_avg_sq);
   Status WriteState(int g, const float* master, const float* exp_avg, const float* exp_avg_sq);
-  // Copies the master weights to the device working weights (after WriteState).
+  // Copies the master weights to the device working weights (after
+  // WriteState). With data parallelism every rank calls it (an all-gather).
   Status UploadAllWeights();
   // Reads the working weights of the whole model, as fp32: the device's, and
   // the streamed units' copy (parameter offload).
@@ -138,6 +146,14 @@ class OffloadEngine : public UnitAccess {
     std::vector<double> unit_sum_squares;  // summed over the unit's pieces as they land
     std::vector<char> unit_non_finite;
     std::vector<uint64_t> unit_params_landed;  // final micro-batch: complete at num_params
+    // Data parallelism: this rank's per-chunk sums of squares of its parts
+    // of the summed gradient (GradChunkSquares), unit after unit; the
+    // weight of every micro-batch of the global step, and this rank's
+    // losses, posted by Step once its micro-batches have run.
+    std::vector<double> chunk_sums;
+    std::vector<double> micro_weights;
+    std::vector<double> local_losses;
+    bool losses_posted = false;
     bool final_backward_started = false;
     int units_complete = 0;
     bool decided = false;
@@ -210,6 +226,22 @@ class OffloadEngine : public UnitAccess {
   // Ends the ring's pass and adds its transfers to step `step_id`'s stats.
   Status EndWeightsPass(int64_t step_id);
   StepContext* FindStep(int64_t id);
+  // Data parallelism (data_parallel.cc).
+  Status InitDataParallel();
+  bool data_parallel() const { return comm_ != nullptr; }
+  // Unit u's gradient is complete on this rank: sum it over the ranks into
+  // this rank's part (reduced_) and take that part's chunk sums.
+  Status ReduceScatterUnit(StepContext& ctx, int u);
+  // The global norm's chunk sums and the step's losses from every rank:
+  // fills ctx.unit_sum_squares / unit_non_finite and ctx.stats.loss.
+  Status GatherNormAndLoss(StepContext& ctx);
+  // After the decision: updates this rank's sub-groups unit by unit in
+  // forward order, all-gathers each unit's new weights and uploads them.
+  Status UpdateAndGatherUnits(StepContext& ctx, int64_t adam_step, float grad_scale,
+                              const std::vector<int64_t>& committed_out);
+  // All-gathers unit u's weights, this rank's part already in `slot`, and
+  // uploads the whole unit; marks it ready for `step_id`.
+  Status GatherAndUploadUnit(int u, int64_t step_id);
   Status PrefetchForward(size_t from_index);
   // Reads ahead the sub-groups the next step needs first (backward order when
   // overlapped, forward order when synchronous), so the disk works across the
@@ -221,6 +253,27 @@ class OffloadEngine : public UnitAccess {
   EngineOptions options_;
   std::vector<UnitInfo> units_;
   SubGroupLayout layout_;
+  // (num_units + 1,) prefix sums of the whole units: where each unit's
+  // gradients sit in the accumulator / landing buffer, which hold the whole
+  // model on every rank.
+  std::vector<uint64_t> grad_offsets_;
+  uint64_t max_unit_params_ = 0;  // of the whole units
+
+  // Data parallelism (null comm_: one process).
+  comm::Communicator* comm_ = nullptr;
+  int rank_ = 0, world_ = 1;
+  int local_micro_ = 0;                 // micro-batches this rank runs per step
+  std::vector<comm::Partition> parts_;  // per unit: the ranks' parts
+  // Per rank, (num_units + 1,) prefix sums of the chunk sums its parts yield.
+  std::vector<std::vector<uint64_t>> rank_chunks_;
+  // (local params,) fp32: this rank's parts of the summed gradient.
+  HostPages reduced_;
+  struct GatherSlot {
+    PinnedBuffer buffer;  // (max_unit_params_,) weights dtype: a whole unit
+    std::unique_ptr<Event> uploaded;
+  };
+  std::vector<GatherSlot> gather_;
+  size_t next_gather_ = 0;
   TraceRecorder own_trace_;
   TraceRecorder* trace_;
   DType transfer_dtype_ = DType::kF32;  // the gradients' dtype across PCIe
@@ -299,6 +352,7 @@ class OffloadEngine : public UnitAccess {
   std::vector<int64_t> unit_ready_step_;  // per unit: step whose update is enqueued
   int64_t optimizer_step_ = 0;
   int64_t finished_step_ = 0;  // last step fully uploaded
+  bool stopping_ = false;      // the destructor runs: waits for a step's losses end
   Status worker_error_;
   std::thread worker_;
 };

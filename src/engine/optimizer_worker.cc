@@ -81,19 +81,25 @@ Status OffloadEngine::ProcessArrival(const Arrival& a) {
   }
   const int u = a.unit;
   const uint64_t n = a.count;
-  float* acc = ctx->landed ? nullptr : Accumulator() + layout_.unit_offsets[u] + a.begin;
-  // The final micro-batch's accumulation also yields the unit's norm and
-  // non-finite flag, in the same pass over the accumulator.
+  float* acc = ctx->landed ? nullptr : Accumulator() + grad_offsets_[u] + a.begin;
+  // The final micro-batch's accumulation of a whole unit also yields its
+  // norm and non-finite flag, in the same pass over the accumulator. (A
+  // unit in pieces takes them in one pass once complete, so its sum does
+  // not depend on where the pieces were cut; with data parallelism they
+  // come after the reduce-scatter, from the sum over ranks.)
   const bool last_micro = a.micro == ctx->micro_batches - 1;
+  const bool whole_unit = n == units_[u].num_params;
   StatusOr<GradStatsResult> stats = GradStatsResult{};
   if (ctx->landed) {
-    // Computed on the device and landed with the gradients (EndGrads).
-    const GradSquares& landed = bucket_stats_host_.as<GradSquares>()[a.bucket];
-    stats = GradStatsResult{landed.sum_squares, landed.non_finite != 0};
+    if (!data_parallel()) {
+      // Computed on the device and landed with the gradients (EndGrads).
+      const GradSquares& landed = bucket_stats_host_.as<GradSquares>()[a.bucket];
+      stats = GradStatsResult{landed.sum_squares, landed.non_finite != 0};
+    }
   } else {
     ScopedSpan span(trace_, "accumulate", "grads " + units_[u].name);
     const void* grads = buckets_[a.bucket].staging.data();
-    if (last_micro) {
+    if (last_micro && whole_unit && !data_parallel()) {
       stats = AccumulateGradsWithStats(acc, grads, transfer_dtype_, n, a.micro == 0);
     } else {
       AccumulateGrads(acc, grads, transfer_dtype_, n, a.micro == 0);
@@ -140,6 +146,14 @@ Status OffloadEngine::ProcessArrival(const Arrival& a) {
   ctx->unit_params_landed[u] += n;
   if (ctx->unit_params_landed[u] < units_[u].num_params) return Status::Ok();
   ++ctx->units_complete;
+  if (data_parallel()) {
+    TF_RETURN_IF_ERROR(ReduceScatterUnit(*ctx, u));
+  } else if (!ctx->landed && !whole_unit) {
+    TF_ASSIGN_OR_RETURN(GradStatsResult whole, GradStats(Accumulator() + grad_offsets_[u],
+                                                         DType::kF32, units_[u].num_params));
+    ctx->unit_sum_squares[u] = whole.sum_squares;
+    ctx->unit_non_finite[u] = static_cast<char>(whole.has_non_finite);
+  }
 
   if (ctx->unit_non_finite[u] != 0) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -187,7 +201,10 @@ Status OffloadEngine::UpdateGroup(StepContext& ctx, int g, int64_t adam_step, fl
   spans.params = view.master;
   spans.exp_avg = view.exp_avg;
   spans.exp_avg_sq = view.exp_avg_sq;
-  if (ctx.landed) {
+  if (data_parallel()) {
+    spans.grads = reduced_.as<float>() + sg.global_offset;  // this rank's parts, summed
+    spans.grad_dtype = DType::kF32;
+  } else if (ctx.landed) {
     spans.grads = LandedGrads(sg.global_offset);
     spans.grad_dtype = transfer_dtype_;
   } else {
@@ -248,6 +265,7 @@ Status OffloadEngine::Speculate(StepContext& ctx, int g) {
 }
 
 Status OffloadEngine::Decide(StepContext& ctx) {
+  if (data_parallel()) TF_RETURN_IF_ERROR(GatherNormAndLoss(ctx));
   double sum_squares = 0;
   bool non_finite = false;
   for (size_t u = 0; u < units_.size(); ++u) {  // unit order: same sum in every pipeline
@@ -315,6 +333,8 @@ Status OffloadEngine::Decide(StepContext& ctx) {
     // weights stay valid for the next step.
     if (nvme_tier_) TF_RETURN_IF_ERROR(nvme_tier_->Flush());
     for (size_t u = 0; u < units_.size(); ++u) MarkUnitReady(static_cast<int>(u), ctx.id);
+  } else if (data_parallel()) {
+    TF_RETURN_IF_ERROR(UpdateAndGatherUnits(ctx, adam_step, coef / ctx.loss_scale, committed_out));
   } else {
     // The rest in forward order, so the next forward's first units land first.
     const float grad_scale = coef / ctx.loss_scale;

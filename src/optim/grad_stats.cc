@@ -37,7 +37,33 @@ GradStatsResult SumChunks(size_t n, const ChunkFn& chunk_fn) {
   return result;
 }
 
+static_assert(kGradStatsChunkElems == kChunkElems, "grad_stats.h's chunk is the kernels' chunk");
+
 }  // namespace
+
+Status GradChunkSquares(const void* grads, DType dtype, size_t n, double* out) {
+  TF_ASSIGN_OR_RETURN(Isa isa, SelectedIsa());
+  return GradChunkSquares(grads, dtype, n, out, isa);
+}
+
+Status GradChunkSquares(const void* grads, DType dtype, size_t n, double* out, Isa isa) {
+  TF_RETURN_IF_ERROR(CheckIsaSupported(isa, "GradChunkSquares"));
+  if (n == 0) return Status::Ok();
+  if (grads == nullptr || out == nullptr) {
+    return InvalidArgumentError("GradChunkSquares over " + std::to_string(n) +
+                                " gradients: " + (grads == nullptr ? "grads" : "out") + " is null");
+  }
+  const optim_internal::SumSquaresFn kernel =
+      optim_internal::GradKernelsFor(isa).sum_squares[static_cast<int>(dtype)];
+  optim_internal::ParallelForChunks(n, [&](size_t begin, size_t end) {
+    for (size_t b = begin; b < end; b += kChunkElems) {
+      const ChunkStats c = kernel(grads, b, std::min(end, b + kChunkElems));
+      out[b / kChunkElems] = c.non_finite ? std::nan("") : c.sum_squares;
+    }
+    return false;
+  });
+  return Status::Ok();
+}
 
 StatusOr<GradStatsResult> GradStats(const void* grads, DType dtype, size_t n) {
   TF_ASSIGN_OR_RETURN(Isa isa, SelectedIsa());

@@ -37,6 +37,20 @@ StatusOr<GradStatsResult> GradStats(const void* grads, DType dtype, size_t n);
 // Errors: also FailedPrecondition when this CPU cannot run `isa` (nothing runs).
 StatusOr<GradStatsResult> GradStats(const void* grads, DType dtype, size_t n, Isa isa);
 
+// The partial sums GradStats adds: one per chunk of kGradStatsChunkElems
+// elements counted from grads (the last may be short), each the same bits
+// GradStats computes for it, NaN for a chunk holding an Inf or NaN. Adding
+// them from 0.0 in chunk order gives GradStats' sum_squares bit for bit, so
+// a span cut at chunk boundaries (ranks' partitions) sums to the same bits
+// as one pass over it once the partials are put back in order.
+// REQUIRES: out holds GradStatsChunks(n) doubles.
+inline constexpr size_t kGradStatsChunkElems = size_t{1} << 14;  // kOptimChunkElems
+inline constexpr size_t GradStatsChunks(size_t n) {
+  return (n + kGradStatsChunkElems - 1) / kGradStatsChunkElems;
+}
+Status GradChunkSquares(const void* grads, DType dtype, size_t n, double* out);
+Status GradChunkSquares(const void* grads, DType dtype, size_t n, double* out, Isa isa);
+
 // AccumulateGrads (optim/grad_accumulate.h: acc = g when `first`, else acc +=
 // g) and then GradStats(acc, kF32, n) of the result, in one pass: each chunk
 // is accumulated and summed while it is still in cache, saving a read of acc

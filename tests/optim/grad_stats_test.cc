@@ -147,5 +147,50 @@ TEST(GradStats, RejectsNullWithElements) {
   EXPECT_TRUE(GradStats(nullptr, DType::kF32, 0).ok());
 }
 
+// The per-chunk partials, added in chunk order, are GradStats' sum bit for
+// bit, and so are the partials of pieces cut at chunk boundaries (a rank's
+// partition) put back in order: the data-parallel norm rests on this.
+TEST(GradChunkSquares, PartialsInChunkOrderAreGradStatsBitForBit) {
+  for (Isa isa : SupportedIsas()) {
+    for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+      SCOPED_TRACE(::testing::Message() << IsaName(isa) << " " << DTypeName(dtype));
+      GradBuffer g(dtype, kLarge, 0);
+      GradGenerator(kLarge, 11).Fill(g);
+      const size_t chunks = GradStatsChunks(kLarge);
+      ASSERT_EQ(chunks, 7u);
+      std::vector<double> whole(chunks, -1.0);
+      ASSERT_TRUE(GradChunkSquares(g.data(), dtype, kLarge, whole.data(), isa).ok());
+      // Two pieces cut at chunk 3, as two ranks would hold them.
+      const size_t cut = 3 * kGradStatsChunkElems;
+      std::vector<double> pieces(chunks, -1.0);
+      ASSERT_TRUE(GradChunkSquares(g.data(), dtype, cut, pieces.data(), isa).ok());
+      const char* second = static_cast<const char*>(g.data()) + cut * DTypeSize(dtype);
+      ASSERT_TRUE(GradChunkSquares(second, dtype, kLarge - cut, pieces.data() + 3, isa).ok());
+      double sum_whole = 0, sum_pieces = 0;
+      for (size_t c = 0; c < chunks; ++c) {
+        sum_whole += whole[c];
+        sum_pieces += pieces[c];
+      }
+      auto stats = GradStats(g.data(), dtype, kLarge, isa);
+      ASSERT_TRUE(stats.ok());
+      EXPECT_EQ(sum_whole, stats->sum_squares);
+      EXPECT_EQ(sum_pieces, stats->sum_squares);
+    }
+  }
+}
+
+TEST(GradChunkSquares, ANonFiniteChunkIsNanAndTheOthersStay) {
+  GradBuffer g(DType::kF32, kLarge, 0);
+  GradGenerator(kLarge, 12).Fill(g);
+  g.Set(2 * kGradStatsChunkElems + 5, INFINITY);
+  std::vector<double> out(GradStatsChunks(kLarge));
+  ASSERT_TRUE(GradChunkSquares(g.data(), DType::kF32, kLarge, out.data()).ok());
+  for (size_t c = 0; c < out.size(); ++c) {
+    EXPECT_EQ(std::isnan(out[c]), c == 2) << "chunk " << c;
+  }
+  EXPECT_EQ(GradChunkSquares(nullptr, DType::kF32, 5, out.data()).code(),
+            StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace tierflow

@@ -53,6 +53,39 @@ TEST(MakeSubGroups, RefusesSlicesOfNothingAndTensorsThatDoNotSumToTheUnit) {
   EXPECT_NE(refused.status().message().find("'b'"), std::string::npos);
 }
 
+// A data-parallel rank's share: only its part of each unit, a tensor
+// crossing the part's edge counted as the piece inside, offsets into the
+// whole unit kept, the parts packed one after another; an empty part has no
+// sub-groups, and a part outside its unit is refused.
+TEST(MakeSubGroupsOfParts, CutsOnlyThePartAndKeepsUnitOffsets) {
+  const std::vector<UnitInfo> units{{"a", 10, {4, 6}}, {"b", 5, {}}, {"c", 8, {8}}};
+  auto parts = MakeSubGroupsOfParts(units, SubGroupRule{SubGroupCut::kWholeTensors, 0}, {2, 0, 3},
+                                    {6, 0, 5});
+  ASSERT_TRUE(parts.ok()) << parts.status().ToString();
+  ASSERT_EQ(parts->groups.size(), 3u);  // a: [2, 4) and [4, 8); b: none; c: [3, 8)
+  EXPECT_EQ(parts->groups[0].unit_offset, 2u);
+  EXPECT_EQ(parts->groups[0].num_params, 2u);
+  EXPECT_EQ(parts->groups[1].unit_offset, 4u);
+  EXPECT_EQ(parts->groups[1].num_params, 4u);
+  EXPECT_EQ(parts->groups[1].global_offset, 2u);
+  EXPECT_EQ(parts->groups[2].unit, 2);
+  EXPECT_EQ(parts->groups[2].unit_offset, 3u);
+  EXPECT_EQ(parts->groups[2].global_offset, 6u);
+  EXPECT_TRUE(parts->by_unit[1].empty());
+  EXPECT_EQ(parts->total_params, 11u);
+  EXPECT_EQ(parts->unit_offsets, (Sizes{0, 6, 6, 11}));
+  EXPECT_EQ(parts->part_begins, (Sizes{2, 0, 3}));
+  EXPECT_EQ(parts->max_unit_params, 6u);
+  auto sliced =
+      MakeSubGroupsOfParts(units, SubGroupRule{SubGroupCut::kSlices, 4}, {2, 0, 3}, {6, 0, 5});
+  ASSERT_TRUE(sliced.ok());
+  EXPECT_EQ(sliced->groups.size(), 4u);  // a: 4 + 2; c: 4 + 1
+  EXPECT_EQ(sliced->groups[1].unit_offset, 6u);
+  auto outside = MakeSubGroupsOfParts(units, SubGroupRule{}, {2, 0, 3}, {9, 0, 5});
+  ASSERT_FALSE(outside.ok());
+  EXPECT_NE(outside.status().message().find("outside unit 'a'"), std::string::npos);
+}
+
 // Planner and engine, one model and rule: the same counts, the same largest
 // group and unit, and the same NVMe share (sub-groups whose first parameter
 // is at or beyond llround((1 - r) P)).

@@ -1,0 +1,204 @@
+// The OffloadEngine's data-parallel side (EngineOptions::comm): each unit
+// cut into one part per rank, the reduce-scatter of each unit's gradient as
+// backward completes it, the global norm and loss from every rank's chunk
+// sums, and the all-gather of each unit's updated weights.
+//
+// Every collective is issued by the worker thread, in an order every rank
+// shares: a reduce-scatter per unit in the order backward completes units
+// (the D2H stream's, fixed by the model), then at the decision one
+// all-gather of the norm's chunk sums and the losses, then an all-gather per
+// unit in forward order (none when the step is skipped, which every rank
+// decides alike from the same sums).
+//
+// Bit-identity with one rank accumulating the same micro-batches: rank r
+// runs global micro-batch k = j * world + r, so with one micro-batch per
+// rank, rank r's gradient is micro-batch r's. The reduce-scatter adds the
+// ranks' contributions, widened to fp32, in rank order with the engine's
+// own accumulation (optim/grad_accumulate.h), as one rank adds micro-batch
+// after micro-batch. Parts are cut at the norm's chunks
+// (kGradStatsChunkElems), so the ranks' chunk sums, put back in order, add
+// up to one pass over the whole unit (GradChunkSquares), which is what one
+// rank takes for each unit. AdamW is elementwise, so where the parts and
+// sub-groups are cut changes no bit of the update. With several micro-batches
+// per rank, each rank's own sum comes first (a different order: close, not
+// bit-identical).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "comm/communicator.h"
+#include "common/half.h"
+#include "engine/offload_engine.h"
+#include "optim/grad_stats.h"
+
+namespace tierflow {
+
+Status OffloadEngine::InitDataParallel() {
+  comm_ = options_.comm;
+  rank_ = comm_->rank();
+  world_ = comm_->world_size();
+  if (comm_->buffers() != comm::BufferKind::kHost) {
+    return UnimplementedError("data parallelism over " + std::string(comm_->backend()) +
+                              " (device buffers) is not built yet; use the MPI backend");
+  }
+  if (options_.params.where != ParamOffload::kNone) {
+    return UnimplementedError(
+        "parameter offload (streamed weights) with " + std::to_string(world_) +
+        " data-parallel ranks is not built yet; run without it, or on one rank");
+  }
+  const int m = options_.micro_batches_per_step;
+  if (m <= 0 || m % world_ != 0) {
+    return InvalidArgumentError(
+        "data parallelism over " + std::to_string(world_) +
+        " ranks needs micro_batches_per_step fixed to a multiple of the world size (each rank "
+        "runs an equal share of every step), not " +
+        std::to_string(m));
+  }
+  local_micro_ = m / world_;
+  std::vector<uint64_t> begin(units_.size()), params(units_.size());
+  rank_chunks_.assign(static_cast<size_t>(world_), std::vector<uint64_t>(1, 0));
+  for (size_t u = 0; u < units_.size(); ++u) {
+    TF_ASSIGN_OR_RETURN(comm::Partition part, comm::Partition::Even(units_[u].num_params, world_,
+                                                                    kGradStatsChunkElems));
+    begin[u] = part.begin(rank_);
+    params[u] = part.size(rank_);
+    for (int r = 0; r < world_; ++r) {
+      std::vector<uint64_t>& chunks = rank_chunks_[static_cast<size_t>(r)];
+      chunks.push_back(chunks.back() + GradStatsChunks(part.size(r)));
+    }
+    parts_.push_back(std::move(part));
+  }
+  TF_ASSIGN_OR_RETURN(layout_, MakeSubGroupsOfParts(units_,
+                                                    SubGroupRule{options_.sub_group_cut,
+                                                                 options_.sub_group_params},
+                                                    begin, params));
+  return Status::Ok();
+}
+
+Status OffloadEngine::ReduceScatterUnit(StepContext& ctx, int u) {
+  const comm::Partition& part = parts_[u];
+  const uint64_t offset = layout_.unit_offsets[u], n = part.size(rank_);
+  float* recv = reduced_.as<float>() + offset;
+  {
+    ScopedSpan span(trace_, "comm", "reduce-scatter " + units_[u].name);
+    if (ctx.landed) {
+      TF_RETURN_IF_ERROR(
+          comm_->ReduceScatterSum(LandedGrads(grad_offsets_[u]), transfer_dtype_, part, recv));
+    } else {
+      TF_RETURN_IF_ERROR(comm_->ReduceScatterSum(Accumulator() + grad_offsets_[u], DType::kF32,
+                                                 part, recv));
+    }
+  }
+  const std::vector<uint64_t>& chunks = rank_chunks_[static_cast<size_t>(rank_)];
+  if (ctx.chunk_sums.size() != chunks.back()) ctx.chunk_sums.assign(chunks.back(), 0.0);
+  double* sums = ctx.chunk_sums.data() + chunks[u];
+  TF_RETURN_IF_ERROR(GradChunkSquares(recv, DType::kF32, n, sums));
+  // Locally non-finite: no speculation on this unit (the step will be skipped).
+  bool bad = false;
+  for (uint64_t c = 0; c < chunks[u + 1] - chunks[u]; ++c) bad |= std::isnan(sums[c]);
+  ctx.unit_non_finite[u] = static_cast<char>(bad);
+  return Status::Ok();
+}
+
+Status OffloadEngine::GatherNormAndLoss(StepContext& ctx) {
+  {
+    // Step posts this rank's losses once its micro-batches have run.
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return ctx.losses_posted || stopping_; });
+    if (!ctx.losses_posted) return AbortedError("the engine is shutting down mid-step");
+  }
+  // One all-gather: rank r sends its chunk sums (unit after unit) and its
+  // losses, as doubles.
+  const size_t per_rank_losses = static_cast<size_t>(local_micro_);
+  std::vector<size_t> bounds(1, 0);
+  for (int r = 0; r < world_; ++r) {
+    bounds.push_back(bounds.back() + rank_chunks_[static_cast<size_t>(r)].back() + per_rank_losses);
+  }
+  TF_ASSIGN_OR_RETURN(comm::Partition part, comm::Partition::FromBounds(bounds));
+  std::vector<double> all(part.total());
+  const std::vector<uint64_t>& mine = rank_chunks_[static_cast<size_t>(rank_)];
+  ctx.chunk_sums.resize(mine.back(), 0.0);  // a rank whose parts are all empty has none
+  if (ctx.local_losses.size() != per_rank_losses) {
+    return InternalError("step posted " + std::to_string(ctx.local_losses.size()) +
+                         " losses, expected " + std::to_string(per_rank_losses));
+  }
+  double* own = all.data() + part.begin(rank_);
+  std::copy(ctx.chunk_sums.begin(), ctx.chunk_sums.end(), own);
+  std::copy(ctx.local_losses.begin(), ctx.local_losses.end(), own + mine.back());
+  {
+    ScopedSpan span(trace_, "comm", "all-gather norm and loss");
+    TF_RETURN_IF_ERROR(comm_->AllGather(own, sizeof(double), part, all.data()));
+  }
+  // Each unit's chunks in order (rank after rank), from 0: one pass's sum.
+  for (size_t u = 0; u < units_.size(); ++u) {
+    double sum = 0;
+    for (int r = 0; r < world_; ++r) {
+      const std::vector<uint64_t>& chunks = rank_chunks_[static_cast<size_t>(r)];
+      const double* c = all.data() + part.begin(r);
+      for (uint64_t i = chunks[u]; i < chunks[u + 1]; ++i) sum += c[i];
+    }
+    ctx.unit_sum_squares[u] = sum;
+    ctx.unit_non_finite[u] = static_cast<char>(std::isnan(sum));
+  }
+  // The step's loss: every micro-batch's, weighted, in global order.
+  double loss = 0;
+  for (size_t k = 0; k < ctx.micro_weights.size(); ++k) {
+    const int r = static_cast<int>(k % static_cast<size_t>(world_));
+    const size_t j = k / static_cast<size_t>(world_);
+    const double* losses =
+        all.data() + part.begin(r) + rank_chunks_[static_cast<size_t>(r)].back();
+    loss += ctx.micro_weights[k] * losses[j];  // each an fp32 loss, exactly
+  }
+  ctx.stats.loss = static_cast<float>(loss);
+  return Status::Ok();
+}
+
+Status OffloadEngine::UpdateAndGatherUnits(StepContext& ctx, int64_t adam_step, float grad_scale,
+                                           const std::vector<int64_t>& committed_out) {
+  for (size_t u = 0; u < units_.size(); ++u) {
+    GatherSlot& slot = gather_[next_gather_];
+    TF_RETURN_IF_ERROR(slot.uploaded->HostWait());
+    for (int g : layout_.by_unit[u]) {
+      const SubGroup& sg = layout_.groups[g];
+      void* out = slot.buffer.as<char>() + sg.unit_offset * wbytes();
+      if (committed_out[g] >= 0) {
+        std::memcpy(out, spec_out_.as<char>() + committed_out[g] * wbytes(),
+                    sg.num_params * wbytes());
+        continue;
+      }
+      TF_RETURN_IF_ERROR(PrefetchForward(static_cast<size_t>(g)));
+      TF_RETURN_IF_ERROR(UpdateGroup(ctx, g, adam_step, grad_scale, out, {}));
+      TF_RETURN_IF_ERROR(TierOf(g).Release(g, true));
+      group_done_[g] = 1;
+    }
+    TF_RETURN_IF_ERROR(GatherAndUploadUnit(static_cast<int>(u), ctx.id));
+    std::lock_guard<std::mutex> lock(mu_);
+    ctx.stats.h2d_bytes += units_[u].num_params * wbytes();
+  }
+  return Status::Ok();
+}
+
+Status OffloadEngine::GatherAndUploadUnit(int u, int64_t step_id) {
+  GatherSlot& slot = gather_[next_gather_];
+  next_gather_ = (next_gather_ + 1) % gather_.size();
+  const comm::Partition& part = parts_[u];
+  {
+    ScopedSpan span(trace_, "comm", "all-gather weights " + units_[u].name);
+    TF_RETURN_IF_ERROR(comm_->AllGather(slot.buffer.as<char>() + part.begin(rank_) * wbytes(),
+                                        wbytes(), part, slot.buffer.data()));
+  }
+  const size_t num_bytes = units_[u].num_params * wbytes();
+  void* dst = static_cast<char*>(weights_.data()) + resident_offset_[u] * wbytes();
+  TF_ASSIGN_OR_RETURN(DeviceSpans::Started span, device_spans_->Begin(*h2d_));
+  TF_RETURN_IF_ERROR(h2d_->CopyHostToDevice(dst, slot.buffer.data(), num_bytes));
+  TF_RETURN_IF_ERROR(device_spans_->End(*h2d_, std::move(span), "h2d", "weights " + units_[u].name));
+  TF_RETURN_IF_ERROR(device_spans_->Collect());
+  TF_RETURN_IF_ERROR(h2d_->Record(*slot.uploaded));
+  if (step_id >= 0) {
+    MarkUnitReady(u, step_id);
+    return Status::Ok();
+  }
+  return h2d_->Record(*unit_ready_[u]);
+}
+
+}  // namespace tierflow

@@ -1,0 +1,295 @@
+// The data-parallel engine, run by ctest under mpirun with 2, 3 and 4 ranks
+// (and once over TCP on loopback). Each rank first trains the reference
+// itself, one engine without a communicator accumulating all N micro-batches
+// of every step, then the same steps as one of N ranks with one micro-batch
+// each. Losses, gradient norms, clip coefficients, the working weights and
+// this rank's part of the master weights and Adam moments must be the same
+// bits: the reduce-scatter adds in rank order and the norm's chunk sums are
+// put back in order (engine/data_parallel.cc). Any difference is a bug.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "comm/mpi_communicator.h"
+#include "engine/offload_engine.h"
+#include "tests/common/scratch_dir.h"
+#include "tests/engine/engine_test_util.h"
+#include "tests/engine/linear_stack.h"
+
+namespace tierflow {
+namespace {
+
+using testing_util::CpuDevice;
+using testing_util::LinearStack;
+
+comm::MpiCommunicator* g_comm = nullptr;
+
+constexpr int kLayers = 3;
+
+struct Steps {
+  int d = 0;
+  // Per step, per global micro-batch: (rows, d) inputs and targets.
+  std::vector<std::vector<std::vector<float>>> x, y;
+  int rows = 2;
+};
+
+Steps MakeSteps(int d, int steps, int micro_batches, uint32_t seed) {
+  Steps s;
+  s.d = d;
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (int t = 0; t < steps; ++t) {
+    s.x.emplace_back();
+    s.y.emplace_back();
+    for (int k = 0; k < micro_batches; ++k) {
+      std::vector<float> x(static_cast<size_t>(s.rows) * d), y(x.size());
+      for (float& v : x) v = dist(rng);
+      for (size_t i = 0; i < x.size(); ++i) y[i] = 0.5f * std::sin(x[i]);
+      s.x.back().push_back(std::move(x));
+      s.y.back().push_back(std::move(y));
+    }
+  }
+  return s;
+}
+
+struct RunResult {
+  std::vector<StepStats> stats;
+  std::vector<float> device_weights;  // the whole model
+  // Per unit, the whole unit's master / exp_avg / exp_avg_sq where this
+  // engine holds them (NaN elsewhere).
+  std::vector<std::vector<float>> master, exp_avg, exp_avg_sq;
+};
+
+RunResult Train(EngineOptions options, const Steps& steps, comm::Communicator* comm) {
+  RunResult run;
+  options.comm = comm;
+  auto device = CpuDevice();
+  LinearStack model(kLayers, steps.d, options.weights_dtype, 7);
+  auto engine_or = OffloadEngine::Create(*device, model, options);
+  EXPECT_TRUE(engine_or.ok()) << engine_or.status().ToString();
+  if (!engine_or.ok()) return run;
+  auto engine = std::move(engine_or).value();
+  for (size_t t = 0; t < steps.x.size(); ++t) {
+    std::vector<MicroBatch> mbs;
+    for (size_t k = 0; k < steps.x[t].size(); ++k) {
+      MicroBatch mb;
+      mb.dense_inputs = steps.x[t][k].data();
+      mb.dense_targets = steps.y[t][k].data();
+      mb.batch = steps.rows;
+      mbs.push_back(mb);
+    }
+    auto st = engine->Step(mbs);
+    EXPECT_TRUE(st.ok()) << st.status().ToString();
+    if (!st.ok()) return run;
+    run.stats.push_back(*st);
+  }
+  auto fin = engine->Finish();
+  EXPECT_TRUE(fin.ok()) << fin.status().ToString();
+  run.device_weights.resize(engine->model_params());
+  EXPECT_TRUE(engine->ReadDeviceWeights(run.device_weights.data()).ok());
+  const size_t unit = static_cast<size_t>(steps.d) * steps.d;
+  for (auto* v : {&run.master, &run.exp_avg, &run.exp_avg_sq}) {
+    v->assign(kLayers, std::vector<float>(unit, NAN));
+  }
+  const SubGroupLayout& layout = engine->layout();
+  for (size_t g = 0; g < layout.groups.size(); ++g) {
+    const SubGroup& sg = layout.groups[g];
+    EXPECT_TRUE(engine
+                    ->ReadState(static_cast<int>(g), run.master[sg.unit].data() + sg.unit_offset,
+                                run.exp_avg[sg.unit].data() + sg.unit_offset,
+                                run.exp_avg_sq[sg.unit].data() + sg.unit_offset)
+                    .ok());
+  }
+  return run;
+}
+
+bool SameBits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+// The data-parallel run against the reference, bit for bit; counts what this rank held.
+void ExpectIdentical(const RunResult& ref, const RunResult& dp) {
+  ASSERT_EQ(ref.stats.size(), dp.stats.size());
+  for (size_t t = 0; t < ref.stats.size(); ++t) {
+    SCOPED_TRACE("step " + std::to_string(t + 1));
+    EXPECT_TRUE(SameBits(ref.stats[t].loss, dp.stats[t].loss))
+        << ref.stats[t].loss << " vs " << dp.stats[t].loss;
+    EXPECT_EQ(ref.stats[t].grad_norm, dp.stats[t].grad_norm);
+    EXPECT_TRUE(SameBits(ref.stats[t].clip_coef, dp.stats[t].clip_coef));
+    EXPECT_EQ(ref.stats[t].skipped, dp.stats[t].skipped);
+    EXPECT_EQ(ref.stats[t].step, dp.stats[t].step);
+  }
+  ASSERT_EQ(ref.device_weights.size(), dp.device_weights.size());
+  size_t differ = 0;
+  for (size_t i = 0; i < ref.device_weights.size(); ++i) {
+    differ += SameBits(ref.device_weights[i], dp.device_weights[i]) ? 0 : 1;
+  }
+  EXPECT_EQ(differ, 0u) << "working weights differing from the reference";
+  size_t held = 0, state_differ = 0;
+  for (size_t u = 0; u < dp.master.size(); ++u) {
+    for (size_t i = 0; i < dp.master[u].size(); ++i) {
+      if (std::isnan(dp.master[u][i])) continue;
+      ++held;
+      state_differ += SameBits(ref.master[u][i], dp.master[u][i]) &&
+                              SameBits(ref.exp_avg[u][i], dp.exp_avg[u][i]) &&
+                              SameBits(ref.exp_avg_sq[u][i], dp.exp_avg_sq[u][i])
+                          ? 0
+                          : 1;
+    }
+  }
+  EXPECT_EQ(state_differ, 0u) << "of " << held << " held parameters";
+}
+
+// The options every case starts from: bf16 weights and transfers, AdamW,
+// sub-groups smaller than a rank's part, speculation on part of the model.
+EngineOptions Base(int world) {
+  EngineOptions o;
+  o.weights_dtype = DType::kBF16;
+  o.adam.lr = 1e-2f;
+  o.adam.weight_decay = 0.01f;
+  o.sub_group_params = 20000;
+  o.speculation_params = 100000;
+  o.micro_batches_per_step = world;
+  return o;
+}
+
+// The whole comparison: the reference on this rank, then the run across ranks.
+RunResult Compare(const EngineOptions& options, int d, int steps) {
+  const int world = g_comm->world_size();
+  const Steps data = MakeSteps(d, steps, world, 11);
+  const RunResult ref = Train(options, data, nullptr);
+  const RunResult dp = Train(options, data, g_comm);
+  ExpectIdentical(ref, dp);
+  // Every parameter is held by exactly one rank: count them over the ranks.
+  uint64_t held = 0;
+  for (const auto& unit : dp.master) {
+    for (float v : unit) held += std::isnan(v) ? 0 : 1;
+  }
+  std::vector<uint64_t> all(static_cast<size_t>(world));
+  auto part = comm::Partition::Even(static_cast<size_t>(world), world, 1);
+  EXPECT_TRUE(part.ok() && g_comm->AllGather(&held, sizeof held, *part, all.data()).ok());
+  uint64_t total = 0;
+  for (uint64_t h : all) total += h;
+  EXPECT_EQ(total, static_cast<uint64_t>(kLayers) * d * d);
+  return dp;
+}
+
+TEST(DataParallel, OneMicroBatchPerRankIsOneRankAccumulatingBitForBit) {
+  // 400 x 400 units: ten norm chunks, cut into parts of every size.
+  Compare(Base(g_comm->world_size()), 400, 4);
+}
+
+TEST(DataParallel, ClippingAndRollbackAndGradientPiecesStayIdentical) {
+  EngineOptions o = Base(g_comm->world_size());
+  o.clip_grad_norm = 0.05f;          // clips: speculation rolled back, then paused
+  o.pause_speculation_after_clip = false;
+  o.grad_bucket_params = 30000;      // each unit arrives in pieces
+  const RunResult dp = Compare(o, 400, 4);
+  int clipped = 0, rolled_back = 0;
+  for (const StepStats& st : dp.stats) {
+    clipped += st.clip_coef < 1.0f ? 1 : 0;
+    rolled_back += st.rolled_back ? 1 : 0;
+  }
+  EXPECT_GT(clipped, 0);
+  EXPECT_GT(rolled_back, 0);
+}
+
+TEST(DataParallel, NvmeTierSynchronousAndEmptyPartsStayIdentical) {
+  // 300 x 300 units: six chunks, so at 4 ranks the last rank holds nothing.
+  testing_common::ScratchDir dir("tierflow-dp-");
+  EngineOptions o = Base(g_comm->world_size());
+  o.offload = OffloadPlacement::kNvme;
+  o.nvme_ratio = 0.5;
+  o.nvme_paths = {dir.path()};
+  o.nvme_buffered = true;
+  o.run_id = "dp-test-rank" + std::to_string(g_comm->rank());
+  o.pipeline = Pipeline::kSynchronous;
+  Compare(o, 300, 3);
+}
+
+TEST(DataParallel, Fp32WeightsAndTransfersStayIdentical) {
+  EngineOptions o = Base(g_comm->world_size());
+  o.weights_dtype = DType::kF32;
+  Compare(o, 400, 3);
+}
+
+TEST(DataParallel, SeveralMicroBatchesPerRankAreCloseNotIdentical) {
+  // Each rank sums its own two first: another order, so within rounding.
+  const int world = g_comm->world_size();
+  EngineOptions o = Base(world);
+  o.weights_dtype = DType::kF32;
+  o.micro_batches_per_step = 2 * world;
+  const Steps data = MakeSteps(200, 3, 2 * world, 5);
+  const RunResult ref = Train(o, data, nullptr);
+  const RunResult dp = Train(o, data, g_comm);
+  ASSERT_EQ(ref.stats.size(), dp.stats.size());
+  for (size_t t = 0; t < ref.stats.size(); ++t) {
+    // The first step's loss comes from the same weights; later ones not.
+    if (t == 0) {
+      EXPECT_TRUE(SameBits(ref.stats[t].loss, dp.stats[t].loss));
+    }
+    EXPECT_NEAR(ref.stats[t].loss, dp.stats[t].loss, 1e-5 * ref.stats[t].loss) << "step " << t + 1;
+    EXPECT_NEAR(ref.stats[t].grad_norm, dp.stats[t].grad_norm, 1e-5 * ref.stats[t].grad_norm);
+  }
+  ASSERT_EQ(ref.device_weights.size(), dp.device_weights.size());
+  for (size_t i = 0; i < ref.device_weights.size(); ++i) {
+    ASSERT_NEAR(ref.device_weights[i], dp.device_weights[i], 1e-4) << "weight " << i;
+  }
+}
+
+TEST(DataParallel, RefusesWhatItCannotShare) {
+  const int world = g_comm->world_size();
+  auto device = CpuDevice();
+  LinearStack model(kLayers, 64, DType::kBF16, 7);
+  EngineOptions o = Base(world);
+  o.comm = g_comm;
+  o.micro_batches_per_step = world + 1;  // not a multiple of the world size
+  auto engine = OffloadEngine::Create(*device, model, o);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_NE(engine.status().message().find("multiple of the world size"), std::string::npos)
+      << engine.status().ToString();
+  o.micro_batches_per_step = world;
+  o.params.where = ParamOffload::kHost;
+  o.params.streamed_units = {0};
+  engine = OffloadEngine::Create(*device, model, o);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_EQ(engine.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(engine.status().message().find("parameter offload"), std::string::npos);
+  // Steps of any number of micro-batches could not be shared out evenly.
+  o.params = ParamStreaming{};
+  o.micro_batches_per_step = 0;
+  engine = OffloadEngine::Create(*device, model, o);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_NE(engine.status().message().find("micro_batches_per_step fixed"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tierflow
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  auto launch = tierflow::comm::DetectLaunch(tierflow::comm::ProcessEnv());
+  if (!launch.ok() || !launch->has_value()) {
+    std::fprintf(stderr, "data_parallel_test: run it under mpirun (%s)\n",
+                 launch.ok() ? "no launcher environment" : launch.status().message().c_str());
+    return 2;
+  }
+  auto comm = tierflow::comm::MpiCommunicator::Create(**launch);
+  if (!comm.ok()) {
+    std::fprintf(stderr, "data_parallel_test: %s\n", comm.status().message().c_str());
+    return 1;
+  }
+  if ((*comm)->world_size() < 2) {
+    std::fprintf(stderr, "data_parallel_test: needs 2 or more ranks\n");
+    return 2;
+  }
+  tierflow::g_comm = comm->get();
+  const int rc = RUN_ALL_TESTS();
+  tierflow::g_comm = nullptr;
+  comm->reset();
+  return rc;
+}
