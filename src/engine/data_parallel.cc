@@ -58,8 +58,8 @@ Status OffloadEngine::InitDataParallel() {
   std::vector<uint64_t> begin(units_.size()), params(units_.size());
   rank_chunks_.assign(static_cast<size_t>(world_), std::vector<uint64_t>(1, 0));
   for (size_t u = 0; u < units_.size(); ++u) {
-    TF_ASSIGN_OR_RETURN(comm::Partition part, comm::Partition::Even(units_[u].num_params, world_,
-                                                                    kGradStatsChunkElems));
+    TF_ASSIGN_OR_RETURN(comm::Partition part,
+                        comm::Partition::Even(units_[u].num_params, world_, kGradStatsChunkElems));
     begin[u] = part.begin(rank_);
     params[u] = part.size(rank_);
     for (int r = 0; r < world_; ++r) {
@@ -68,10 +68,10 @@ Status OffloadEngine::InitDataParallel() {
     }
     parts_.push_back(std::move(part));
   }
-  TF_ASSIGN_OR_RETURN(layout_, MakeSubGroupsOfParts(units_,
-                                                    SubGroupRule{options_.sub_group_cut,
-                                                                 options_.sub_group_params},
-                                                    begin, params));
+  TF_ASSIGN_OR_RETURN(
+      layout_,
+      MakeSubGroupsOfParts(units_, SubGroupRule{options_.sub_group_cut, options_.sub_group_params},
+                           begin, params));
   return Status::Ok();
 }
 
@@ -85,8 +85,8 @@ Status OffloadEngine::ReduceScatterUnit(StepContext& ctx, int u) {
       TF_RETURN_IF_ERROR(
           comm_->ReduceScatterSum(LandedGrads(grad_offsets_[u]), transfer_dtype_, part, recv));
     } else {
-      TF_RETURN_IF_ERROR(comm_->ReduceScatterSum(Accumulator() + grad_offsets_[u], DType::kF32,
-                                                 part, recv));
+      TF_RETURN_IF_ERROR(
+          comm_->ReduceScatterSum(Accumulator() + grad_offsets_[u], DType::kF32, part, recv));
     }
   }
   const std::vector<uint64_t>& chunks = rank_chunks_[static_cast<size_t>(rank_)];
@@ -107,9 +107,9 @@ Status OffloadEngine::GatherNormAndLoss(StepContext& ctx) {
     cv_.wait(lock, [&] { return ctx.losses_posted || stopping_; });
     if (!ctx.losses_posted) return AbortedError("the engine is shutting down mid-step");
   }
-  // One all-gather: rank r sends its chunk sums (unit after unit) and its
-  // losses, as doubles.
-  const size_t per_rank_losses = static_cast<size_t>(local_micro_);
+  // One all-gather: rank r sends its chunk sums (unit after unit), its
+  // losses and whether it wants to stop, as doubles.
+  const size_t per_rank_losses = static_cast<size_t>(local_micro_) + 1;
   std::vector<size_t> bounds(1, 0);
   for (int r = 0; r < world_; ++r) {
     bounds.push_back(bounds.back() + rank_chunks_[static_cast<size_t>(r)].back() + per_rank_losses);
@@ -118,13 +118,14 @@ Status OffloadEngine::GatherNormAndLoss(StepContext& ctx) {
   std::vector<double> all(part.total());
   const std::vector<uint64_t>& mine = rank_chunks_[static_cast<size_t>(rank_)];
   ctx.chunk_sums.resize(mine.back(), 0.0);  // a rank whose parts are all empty has none
-  if (ctx.local_losses.size() != per_rank_losses) {
+  if (ctx.local_losses.size() + 1 != per_rank_losses) {
     return InternalError("step posted " + std::to_string(ctx.local_losses.size()) +
-                         " losses, expected " + std::to_string(per_rank_losses));
+                         " losses, expected " + std::to_string(local_micro_));
   }
   double* own = all.data() + part.begin(rank_);
   std::copy(ctx.chunk_sums.begin(), ctx.chunk_sums.end(), own);
   std::copy(ctx.local_losses.begin(), ctx.local_losses.end(), own + mine.back());
+  own[mine.back() + ctx.local_losses.size()] = ctx.stop_requested ? 1.0 : 0.0;
   {
     ScopedSpan span(trace_, "comm", "all-gather norm and loss");
     TF_RETURN_IF_ERROR(comm_->AllGather(own, sizeof(double), part, all.data()));
@@ -145,11 +146,15 @@ Status OffloadEngine::GatherNormAndLoss(StepContext& ctx) {
   for (size_t k = 0; k < ctx.micro_weights.size(); ++k) {
     const int r = static_cast<int>(k % static_cast<size_t>(world_));
     const size_t j = k / static_cast<size_t>(world_);
-    const double* losses =
-        all.data() + part.begin(r) + rank_chunks_[static_cast<size_t>(r)].back();
+    const double* losses = all.data() + part.begin(r) + rank_chunks_[static_cast<size_t>(r)].back();
     loss += ctx.micro_weights[k] * losses[j];  // each an fp32 loss, exactly
   }
   ctx.stats.loss = static_cast<float>(loss);
+  ctx.stats.stop_requested = false;
+  for (int r = 0; r < world_; ++r) {
+    const double* flags = all.data() + part.begin(r) + rank_chunks_[static_cast<size_t>(r)].back();
+    ctx.stats.stop_requested |= flags[local_micro_] != 0.0;
+  }
   return Status::Ok();
 }
 
@@ -191,7 +196,8 @@ Status OffloadEngine::GatherAndUploadUnit(int u, int64_t step_id) {
   void* dst = static_cast<char*>(weights_.data()) + resident_offset_[u] * wbytes();
   TF_ASSIGN_OR_RETURN(DeviceSpans::Started span, device_spans_->Begin(*h2d_));
   TF_RETURN_IF_ERROR(h2d_->CopyHostToDevice(dst, slot.buffer.data(), num_bytes));
-  TF_RETURN_IF_ERROR(device_spans_->End(*h2d_, std::move(span), "h2d", "weights " + units_[u].name));
+  TF_RETURN_IF_ERROR(
+      device_spans_->End(*h2d_, std::move(span), "h2d", "weights " + units_[u].name));
   TF_RETURN_IF_ERROR(device_spans_->Collect());
   TF_RETURN_IF_ERROR(h2d_->Record(*slot.uploaded));
   if (step_id >= 0) {

@@ -175,6 +175,9 @@ struct StepStats {
   // from NVMe for them (kNvme; part of nvme_read_bytes).
   uint64_t param_h2d_bytes = 0, param_nvme_read_bytes = 0;
   uint64_t device_peak_bytes = 0, pinned_peak_bytes = 0, host_state_bytes = 0;
+  // Some rank asked to stop (OffloadEngine::SetStopRequested) by the time
+  // it had run this step's micro-batches: every rank sees the same answer.
+  bool stop_requested = false;
 };
 
 }  // namespace tierflow

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "comm/agree.h"
 #include "comm/communicator.h"
 #include "common/half.h"
 #include "common/units.h"
@@ -33,6 +34,24 @@ StatusOr<std::unique_ptr<OffloadEngine>> OffloadEngine::Create(Device& device, T
 }
 
 Status OffloadEngine::Init() {
+  Status prepared = Prepare();
+  if (options_.comm != nullptr && options_.comm->world_size() > 1) {
+    // Every rank must reach the all-gathers below, or none: a rank that
+    // failed (out of memory, a bad option) would leave the others waiting.
+    prepared = comm::AgreeOnStatus(*options_.comm, prepared);
+  }
+  TF_RETURN_IF_ERROR(prepared);
+  TF_RETURN_IF_ERROR(UploadAllWeights());
+
+  weights_waited_.assign(units_.size(), -1);
+  open_piece_.assign(units_.size(), OpenPiece{});
+  unit_pieces_.assign(units_.size(), {});
+  unit_ready_step_.assign(units_.size(), 0);
+  worker_ = std::thread([this] { WorkerLoop(); });
+  return Status::Ok();
+}
+
+Status OffloadEngine::Prepare() {
   TF_RETURN_IF_ERROR(ValidateAdamOptions(options_.adam));
   if (options_.buffer_count < 2) return InvalidArgumentError("buffer_count must be >= 2");
   if (options_.grad_buckets < 2) return InvalidArgumentError("grad_buckets must be >= 2");
@@ -239,13 +258,6 @@ Status OffloadEngine::Init() {
       TF_RETURN_IF_ERROR(TierOf(g).Write(g, master.data() + sg.unit_offset, nullptr, nullptr));
     }
   }
-  TF_RETURN_IF_ERROR(UploadAllWeights());
-
-  weights_waited_.assign(units_.size(), -1);
-  open_piece_.assign(units_.size(), OpenPiece{});
-  unit_pieces_.assign(units_.size(), {});
-  unit_ready_step_.assign(units_.size(), 0);
-  worker_ = std::thread([this] { WorkerLoop(); });
   return Status::Ok();
 }
 
@@ -432,6 +444,7 @@ StatusOr<StepStats> OffloadEngine::Step(const std::vector<MicroBatch>& micro_bat
     if (ctx == nullptr) return InternalError("no record of step " + std::to_string(step_id));
     ctx->micro_weights = weight;
     ctx->local_losses = std::move(local_losses);
+    ctx->stop_requested = stop_requested_.load();
     ctx->losses_posted = true;
   }
   cv_.notify_all();
@@ -442,7 +455,10 @@ StatusOr<StepStats> OffloadEngine::Step(const std::vector<MicroBatch>& micro_bat
   });
   if (!worker_error_.ok()) return worker_error_;
   StepContext* ctx = FindStep(step_id);
-  if (!data_parallel()) ctx->stats.loss = static_cast<float>(loss_sum);
+  if (!data_parallel()) {
+    ctx->stats.loss = static_cast<float>(loss_sum);
+    ctx->stats.stop_requested = stop_requested_.load();
+  }
   return ctx->stats;
 }
 

@@ -21,6 +21,7 @@
 // worker thread runs the host side; device streams run in parallel.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -65,6 +66,11 @@ class OffloadEngine : public UnitAccess {
 
   // The learning rate of the following steps (schedules).
   void SetLearningRate(float lr);
+  // Whether this process wants to stop (a signal): with data parallelism
+  // the step's own all-gather carries it to every rank, so all agree on the
+  // step to stop after (StepStats::stop_requested) without a collective of
+  // the caller's while the worker's may be running.
+  void SetStopRequested(bool stop) { stop_requested_.store(stop); }
   // Optimizer steps applied so far (skipped steps do not count).
   int64_t optimizer_step() const;
   LossScaler::State loss_scaler_state() const;
@@ -76,8 +82,13 @@ class OffloadEngine : public UnitAccess {
   const SubGroupLayout& layout() const { return layout_; }
   // Parameters of the whole model (every rank's parts).
   uint64_t model_params() const { return grad_offsets_.empty() ? 0 : grad_offsets_.back(); }
+  uint64_t unit_params(int u) const { return grad_offsets_[u + 1] - grad_offsets_[u]; }
   int rank() const { return rank_; }
   int world_size() const { return world_; }
+  // Data parallelism: the communicator (null with one rank) and how unit u
+  // is cut among the ranks.
+  comm::Communicator* communicator() const { return comm_; }
+  const comm::Partition& unit_part(int u) const { return parts_[u]; }
   // Reads or replaces sub-group g's state. REQUIRES: after Finish (idle).
   Status ReadState(int g, float* master, float* exp_avg, float* exp_avg_sq);
   Status WriteState(int g, const float* master, const float* exp_avg, const float* exp_avg_sq);
@@ -153,6 +164,7 @@ class OffloadEngine : public UnitAccess {
     std::vector<double> chunk_sums;
     std::vector<double> micro_weights;
     std::vector<double> local_losses;
+    bool stop_requested = false;  // this rank's, posted with its losses
     bool losses_posted = false;
     bool final_backward_started = false;
     int units_complete = 0;
@@ -228,6 +240,8 @@ class OffloadEngine : public UnitAccess {
   StepContext* FindStep(int64_t id);
   // Data parallelism (data_parallel.cc).
   Status InitDataParallel();
+  // Init up to the first collective (the initial all-gather of weights).
+  Status Prepare();
   bool data_parallel() const { return comm_ != nullptr; }
   // Unit u's gradient is complete on this rank: sum it over the ranks into
   // this rank's part (reduced_) and take that part's chunk sums.
@@ -353,6 +367,7 @@ class OffloadEngine : public UnitAccess {
   int64_t optimizer_step_ = 0;
   int64_t finished_step_ = 0;  // last step fully uploaded
   bool stopping_ = false;      // the destructor runs: waits for a step's losses end
+  std::atomic<bool> stop_requested_{false};
   Status worker_error_;
   std::thread worker_;
 };

@@ -3,6 +3,7 @@
 // rank's input (a function of rank and index), so each checks its results,
 // bit for bit, against a plain rank-ordered reference it computes itself.
 #include "comm/mpi_communicator.h"
+#include "comm/agree.h"
 
 #include <gtest/gtest.h>
 
@@ -195,6 +196,28 @@ TEST(MpiCommunicator, ASecondCommunicatorInOneProcessIsRefused) {
   auto second = MpiCommunicator::Create(env);
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), StatusCode::kFailedPrecondition);
+}
+
+// Every rank takes the same branch: all ok is ok; otherwise every rank
+// gets the first failed rank's code and message, named.
+TEST(Agree, EveryRankSeesTheFirstFailure) {
+  Communicator& comm = *g_comm;
+  EXPECT_TRUE(AgreeOnStatus(comm, Status::Ok()).ok());
+  const int last = comm.world_size() - 1;
+  const Status mine = comm.rank() == last
+                          ? IoError("disk full writing part " + std::to_string(last))
+                          : Status::Ok();
+  const Status agreed = AgreeOnStatus(comm, mine);
+  ASSERT_FALSE(agreed.ok());
+  EXPECT_EQ(agreed.code(), StatusCode::kIoError);
+  EXPECT_NE(agreed.message().find("disk full writing part " + std::to_string(last)),
+            std::string::npos);
+  if (comm.rank() != last) {
+    EXPECT_NE(agreed.message().find("rank " + std::to_string(last) + " of "), std::string::npos);
+  }
+  std::string s = comm.rank() == 0 ? std::string("/shared/out/checkpoints/step-7") : "";
+  ASSERT_TRUE(BroadcastString(comm, &s, 0).ok());
+  EXPECT_EQ(s, "/shared/out/checkpoints/step-7");
 }
 
 }  // namespace

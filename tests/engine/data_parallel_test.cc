@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "comm/mpi_communicator.h"
+#include "engine/master_weights.h"
 #include "engine/offload_engine.h"
 #include "tests/common/scratch_dir.h"
 #include "tests/engine/engine_test_util.h"
@@ -64,6 +65,9 @@ struct RunResult {
   // Per unit, the whole unit's master / exp_avg / exp_avg_sq where this
   // engine holds them (NaN elsewhere).
   std::vector<std::vector<float>> master, exp_avg, exp_avg_sq;
+  // Rank 0 (or the only rank): every unit's three arrays, whole, read
+  // through StateRangeReader (data parallel: rank 0 reads, the others serve).
+  std::vector<std::vector<float>> read_back;
 };
 
 RunResult Train(EngineOptions options, const Steps& steps, comm::Communicator* comm) {
@@ -106,6 +110,23 @@ RunResult Train(EngineOptions options, const Steps& steps, comm::Communicator* c
                                 run.exp_avg_sq[sg.unit].data() + sg.unit_offset)
                     .ok());
   }
+  StateRangeReader reader(*engine);
+  if (engine->rank() == 0) {
+    for (int u = 0; u < kLayers; ++u) {
+      for (auto array : {StateRangeReader::Array::kMaster, StateRangeReader::Array::kExpAvg,
+                         StateRangeReader::Array::kExpAvgSq}) {
+        run.read_back.emplace_back(unit);
+        // Two reads per array, the first ending mid-part, as a writer's buffer would.
+        const uint64_t first = unit / 3 + 5;
+        EXPECT_TRUE(reader.Read(u, array, 0, first, run.read_back.back().data()).ok());
+        EXPECT_TRUE(
+            reader.Read(u, array, first, unit - first, run.read_back.back().data() + first).ok());
+      }
+    }
+    EXPECT_TRUE(StateRangeReader::EndServing(*engine).ok());
+  } else {
+    EXPECT_TRUE(reader.Serve().ok());
+  }
   return run;
 }
 
@@ -142,6 +163,15 @@ void ExpectIdentical(const RunResult& ref, const RunResult& dp) {
     }
   }
   EXPECT_EQ(state_differ, 0u) << "of " << held << " held parameters";
+  if (g_comm->rank() == 0) {
+    ASSERT_EQ(ref.read_back.size(), dp.read_back.size());
+    for (size_t a = 0; a < ref.read_back.size(); ++a) {
+      EXPECT_EQ(std::memcmp(ref.read_back[a].data(), dp.read_back[a].data(),
+                            ref.read_back[a].size() * sizeof(float)),
+                0)
+          << "array " << a << " read through rank 0";
+    }
+  }
 }
 
 // The options every case starts from: bf16 weights and transfers, AdamW,
@@ -185,9 +215,9 @@ TEST(DataParallel, OneMicroBatchPerRankIsOneRankAccumulatingBitForBit) {
 
 TEST(DataParallel, ClippingAndRollbackAndGradientPiecesStayIdentical) {
   EngineOptions o = Base(g_comm->world_size());
-  o.clip_grad_norm = 0.05f;          // clips: speculation rolled back, then paused
+  o.clip_grad_norm = 0.05f;  // clips: speculation rolled back, then paused
   o.pause_speculation_after_clip = false;
-  o.grad_bucket_params = 30000;      // each unit arrives in pieces
+  o.grad_bucket_params = 30000;  // each unit arrives in pieces
   const RunResult dp = Compare(o, 400, 4);
   int clipped = 0, rolled_back = 0;
   for (const StepStats& st : dp.stats) {
@@ -239,6 +269,34 @@ TEST(DataParallel, SeveralMicroBatchesPerRankAreCloseNotIdentical) {
   for (size_t i = 0; i < ref.device_weights.size(); ++i) {
     ASSERT_NEAR(ref.device_weights[i], dp.device_weights[i], 1e-4) << "weight " << i;
   }
+}
+
+// A stop asked for on one rank reaches every rank with the same step, by
+// the step's own all-gather.
+TEST(DataParallel, AStopOnOneRankIsSeenByAllAtTheSameStep) {
+  const int world = g_comm->world_size();
+  const Steps data = MakeSteps(64, 3, world, 3);
+  auto device = CpuDevice();
+  LinearStack model(kLayers, 64, DType::kBF16, 7);
+  EngineOptions o = Base(world);
+  o.comm = g_comm;
+  auto engine = OffloadEngine::Create(*device, model, o);
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  std::vector<bool> seen;
+  for (size_t t = 0; t < data.x.size(); ++t) {
+    std::vector<MicroBatch> mbs;
+    for (size_t k = 0; k < data.x[t].size(); ++k) {
+      mbs.push_back(MicroBatch{.dense_inputs = data.x[t][k].data(),
+                               .dense_targets = data.y[t][k].data(),
+                               .batch = data.rows});
+    }
+    (*engine)->SetStopRequested(t == 1 && g_comm->rank() == world - 1);
+    auto st = (*engine)->Step(mbs);
+    ASSERT_TRUE(st.ok()) << st.status().ToString();
+    seen.push_back(st->stop_requested);
+  }
+  EXPECT_EQ(seen, (std::vector<bool>{false, true, false}));
+  EXPECT_TRUE((*engine)->Finish().ok());
 }
 
 TEST(DataParallel, RefusesWhatItCannotShare) {
