@@ -3,9 +3,17 @@
 // sets *exit_code. One file per subcommand keeps each one small.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include <CLI/CLI.hpp>
 
 namespace tierflow::cli {
+
+// The command line after the program name, as main received it (a command
+// that starts copies of itself, `train --nproc-per-node`, passes it on).
+void SetCommandLine(int argc, char** argv);
+const std::vector<std::string>& CommandLineArgs();
 
 void AddBenchCopy(CLI::App& bench, int* exit_code);
 void AddBenchAdam(CLI::App& bench, int* exit_code);

@@ -12,7 +12,19 @@
 #define TIERFLOW_VERSION "0.0.0"
 #endif
 
+namespace tierflow::cli {
+namespace {
+std::vector<std::string>& Args() {
+  static std::vector<std::string> args;
+  return args;
+}
+}  // namespace
+void SetCommandLine(int argc, char** argv) { Args().assign(argv + 1, argv + argc); }
+const std::vector<std::string>& CommandLineArgs() { return Args(); }
+}  // namespace tierflow::cli
+
 int main(int argc, char** argv) {
+  tierflow::cli::SetCommandLine(argc, argv);
   // The instruction-set level of the host loops (common/cpu_isa.h), chosen
   // once: an unknown TIERFLOW_ISA, or a level this CPU cannot run, stops here
   // with the reason, before anything runs (never an illegal instruction later).

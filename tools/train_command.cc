@@ -16,6 +16,7 @@
 #include "common/units.h"
 #include "plan/plan_report.h"
 #include "tools/commands.h"
+#include "tools/train_ranks.h"
 #include "train/trainer.h"
 
 namespace tierflow::cli {
@@ -53,6 +54,12 @@ class ConsoleReporter : public TrainReporter {
     // tools/main.cc has checked the level choice at start-up.
     std::fprintf(stderr, "  host loops: %s\n", std::string(IsaName(*SelectedIsa())).c_str());
     std::fprintf(stderr, "  planner's rates: %s\n", i.rates.c_str());
+    if (i.world_size > 1) {
+      std::fprintf(stderr,
+                   "  data parallel: %d ranks, each with 1/%d of the optimizer state; %lld tokens "
+                   "per step across them\n",
+                   i.world_size, i.world_size, static_cast<long long>(i.tokens_per_step));
+    }
     if (!i.resumed_from.empty()) {
       std::fprintf(stderr, "  resumed from %s (step %lld)\n", i.resumed_from.c_str(),
                    static_cast<long long>(i.start_step));
@@ -119,6 +126,7 @@ struct TrainFlags {
   std::string offload{OffloadPlacementName(TrainConfig().offload)};
   std::string offload_param{ParamOffloadName(TrainConfig().offload_param)};
   int param_slots = 0;
+  int nproc_per_node = 0;  // 0: as launched
   std::string device = DeviceSpecName(TrainConfig().device);
   std::string dtype{DTypeName(TrainConfig().dtype)};
 };
@@ -228,23 +236,44 @@ void AddTrain(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--log-every", c.log_every, "Steps between progress lines when not on a terminal")
       ->capture_default_str();
+  cmd->add_option("--nproc-per-node", f->nproc_per_node,
+                  "Data parallelism on this machine: start this many ranks through mpirun, one "
+                  "device each (--grad-accum is per rank; each rank holds 1/N of the optimizer "
+                  "state). Under mpirun or srun, leave it out: the launcher's ranks are used")
+      ->check(CLI::Range(1, 1024));
   cmd->callback([f, cmd, exit_code] {
-    // Started by mpirun/srun as one of several ranks: each would train the
-    // whole model alone, duplicating the work and racing for --out. Refused
-    // until data-parallel training exists; one rank is a plain run.
     auto launch = comm::DetectLaunch(comm::ProcessEnv());
-    if (!launch.ok() || (*launch && (*launch)->world_size > 1)) {
-      std::fprintf(stderr, "tierflow train: %s\n",
-                   launch.ok() ? ("started by " + (*launch)->launcher + " as rank " +
-                                  std::to_string((*launch)->rank) + " of " +
-                                  std::to_string((*launch)->world_size) +
-                                  ", but data-parallel training is not built yet: run one "
-                                  "process (mpirun -np 1, or no launcher)")
-                                     .c_str()
-                               : launch.status().ToString().c_str());
+    if (!launch.ok()) {
+      std::fprintf(stderr, "tierflow train: %s\n", launch.status().ToString().c_str());
       *exit_code = 2;
       return;
     }
+    if (f->nproc_per_node > 1) {
+      if (launch->has_value()) {
+        std::fprintf(stderr,
+                     "tierflow train: --nproc-per-node %d, but this process is already rank %d of "
+                     "%d started by %s: leave --nproc-per-node out under a launcher\n",
+                     f->nproc_per_node, (*launch)->rank, (*launch)->world_size,
+                     (*launch)->launcher.c_str());
+        *exit_code = 2;
+        return;
+      }
+      const Status s =
+          RelaunchUnderMpirun(f->nproc_per_node, WithoutNprocPerNode(CommandLineArgs()));
+      std::fprintf(stderr, "tierflow train: %s\n", s.ToString().c_str());
+      *exit_code = 2;
+      return;
+    }
+    // One of several ranks (mpirun, srun, or --nproc-per-node above): MPI
+    // up and this rank on its share of the node's cores.
+    auto rank_setup = SetUpRank();
+    if (!rank_setup.ok()) {
+      std::fprintf(stderr, "tierflow train: %s\n", rank_setup.status().ToString().c_str());
+      *exit_code = 2;
+      return;
+    }
+    const std::optional<RankSetup>& ranks = *rank_setup;
+    const int rank = ranks ? ranks->launch.rank : 0;
     // Defaults < config file < flags given on the command line.
     TrainConfig config = f->defaults;
     if (!f->config_file.empty()) {
@@ -382,13 +411,36 @@ void AddTrain(CLI::App& app, int* exit_code) {
     // a checkpoint (before the first step it cancels the setup); a second one
     // interrupts that checkpoint too, a third kills (common/cancel.h).
     InstallCancelSignalHandlers();
-    ConsoleReporter reporter(std::max<int64_t>(config.log_every, 1));
-    auto result = RunTraining(config, reporter);
+    ConsoleReporter console(std::max<int64_t>(config.log_every, 1));
+    TrainReporter quiet;  // ranks other than 0: errors only
+    TrainWorld world;
+    if (ranks) {
+      world.comm = ranks->comm.get();
+      world.local_rank = ranks->launch.local_rank;
+      world.local_size = ranks->launch.local_size;
+      // Every rank says where it runs: a rank left on one core is the
+      // usual cause of a slow optimizer under a launcher.
+      std::fprintf(
+          stderr,
+          "tierflow train: rank %d of %d (%s, local %d of %d): %d optimizer threads on "
+          "CPUs %s%s\n",
+          rank, ranks->launch.world_size, ranks->launch.launcher.c_str(), ranks->launch.local_rank,
+          ranks->launch.local_size, ranks->threads, ranks->cpus.c_str(),
+          ranks->rebound ? " (its share of the node; the launcher's binding replaced)" : "");
+    }
+    TrainReporter& reporter = rank == 0 ? static_cast<TrainReporter&>(console) : quiet;
+    auto result = RunTraining(config, reporter, nullptr, nullptr, world);
     if (!result.ok()) {
-      std::fprintf(stderr, "\ntierflow train: %s\n", result.status().ToString().c_str());
+      if (rank == 0) {
+        std::fprintf(stderr, "\ntierflow train: %s\n", result.status().ToString().c_str());
+      } else {
+        std::fprintf(stderr, "tierflow train (rank %d): %s\n", rank,
+                     result.status().ToString().c_str());
+      }
       *exit_code = 1;
       return;
     }
+    if (rank != 0) return;
     const TrainResult& r = *result;
     if (r.stopped) {
       std::fprintf(

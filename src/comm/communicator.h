@@ -33,9 +33,12 @@ class Communicator {
   // widened to fp32. MPI adds in rank order with the engine's micro-batch
   // accumulation (optim/grad_accumulate.h), so the
   // result is bit-identical to one process accumulating the contributions
-  // in that order; NCCL fixes no order.
+  // in that order; NCCL fixes no order. With `accumulate` the contributions
+  // are added to what recv holds (recv += c0, then += c1, ...), so
+  // successive calls continue one running sum: micro-batch after
+  // micro-batch, in the global order.
   virtual Status ReduceScatterSum(const void* send, DType send_dtype, const Partition& partition,
-                                  float* recv) = 0;
+                                  float* recv, bool accumulate = false) = 0;
 
   // Every rank passes its part, partition.size(rank) elements of
   // `elem_bytes` bytes at `send`; every rank receives all parts in place in

@@ -128,7 +128,7 @@ Status MpiCommunicator::CheckPartition(const Partition& partition, const char* o
 }
 
 Status MpiCommunicator::ReduceScatterSum(const void* send, DType send_dtype,
-                                         const Partition& partition, float* recv) {
+                                         const Partition& partition, float* recv, bool accumulate) {
   TF_RETURN_IF_ERROR(CheckPartition(partition, "reduce-scatter"));
   const size_t esz = DTypeSize(send_dtype);
   const size_t n = partition.size(rank_);
@@ -153,7 +153,7 @@ Status MpiCommunicator::ReduceScatterSum(const void* send, DType send_dtype,
   // accumulation: the same adds in the same order give the same bits.
   for (int r = 0; r < world_; ++r) {
     const void* c = (r == rank_ && !copy_own) ? own : slot(r);
-    AccumulateGrads(recv, c, send_dtype, n, /*first=*/r == 0);
+    AccumulateGrads(recv, c, send_dtype, n, /*first=*/!accumulate && r == 0);
   }
   return Status();
 }

@@ -35,7 +35,7 @@ class MpiCommunicator final : public Communicator {
   std::string_view backend() const override { return "mpi"; }
 
   Status ReduceScatterSum(const void* send, DType send_dtype, const Partition& partition,
-                          float* recv) override;
+                          float* recv, bool accumulate = false) override;
   Status AllGather(const void* send, size_t elem_bytes, const Partition& partition,
                    void* recv) override;
   Status Broadcast(void* data, size_t bytes, int root) override;

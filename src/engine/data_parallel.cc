@@ -11,17 +11,20 @@
 // decides alike from the same sums).
 //
 // Bit-identity with one rank accumulating the same micro-batches: rank r
-// runs global micro-batch k = j * world + r, so with one micro-batch per
-// rank, rank r's gradient is micro-batch r's. The reduce-scatter adds the
-// ranks' contributions, widened to fp32, in rank order with the engine's
-// own accumulation (optim/grad_accumulate.h), as one rank adds micro-batch
-// after micro-batch. Parts are cut at the norm's chunks
-// (kGradStatsChunkElems), so the ranks' chunk sums, put back in order, add
-// up to one pass over the whole unit (GradChunkSquares), which is what one
-// rank takes for each unit. AdamW is elementwise, so where the parts and
-// sub-groups are cut changes no bit of the update. With several micro-batches
-// per rank, each rank's own sum comes first (a different order: close, not
-// bit-identical).
+// runs global micro-batch k = j * world + r. Each unit's gradient of each
+// micro-batch is reduce-scattered as soon as it is in (from the landing
+// buffer, or gathered from the staging buckets): the ranks' contributions,
+// widened to fp32, are added in rank order with the engine's own
+// accumulation (optim/grad_accumulate.h) to the step's running sum, so the
+// adds are those of one rank accumulating micro-batch 0, 1, 2, ... in that
+// order, whatever the world size (which is what lets a checkpoint resume on
+// another number of ranks bit for bit). A rank accumulates nothing itself:
+// the wire carries each micro-batch in the transfer dtype (2 B/param per
+// micro-batch, where a local fp32 sum would send 4 once). Parts are cut at
+// the norm's chunks (kGradStatsChunkElems), so the ranks' chunk sums, put
+// back in order, add up to one pass over the whole unit (GradChunkSquares),
+// which is what one rank takes for each unit. AdamW is elementwise, so where
+// the parts and sub-groups are cut changes no bit of the update.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -75,20 +78,23 @@ Status OffloadEngine::InitDataParallel() {
   return Status::Ok();
 }
 
-Status OffloadEngine::ReduceScatterUnit(StepContext& ctx, int u) {
-  const comm::Partition& part = parts_[u];
-  const uint64_t offset = layout_.unit_offsets[u], n = part.size(rank_);
-  float* recv = reduced_.as<float>() + offset;
-  {
-    ScopedSpan span(trace_, "comm", "reduce-scatter " + units_[u].name);
-    if (ctx.landed) {
-      TF_RETURN_IF_ERROR(
-          comm_->ReduceScatterSum(LandedGrads(grad_offsets_[u]), transfer_dtype_, part, recv));
-    } else {
-      TF_RETURN_IF_ERROR(
-          comm_->ReduceScatterSum(Accumulator() + grad_offsets_[u], DType::kF32, part, recv));
-    }
-  }
+Status OffloadEngine::CollectForReduceScatter(StepContext& ctx, int u, uint64_t n, int micro) {
+  unit_micro_params_[u] += n;
+  if (unit_micro_params_[u] < units_[u].num_params) return Status::Ok();
+  unit_micro_params_[u] = 0;
+  const void* send = ctx.landed ? static_cast<const void*>(LandedGrads(grad_offsets_[u]))
+                                : dp_unit_grads_.as<char>() + grad_offsets_[u] * tbytes();
+  ScopedSpan span(trace_, "comm", "reduce-scatter " + units_[u].name);
+  // Micro-batch j adds ranks' j * world + r in rank order after the ones
+  // before: the global order of one rank accumulating them all.
+  return comm_->ReduceScatterSum(send, transfer_dtype_, parts_[u],
+                                 reduced_.as<float>() + layout_.unit_offsets[u],
+                                 /*accumulate=*/micro > 0);
+}
+
+Status OffloadEngine::TakeNormChunks(StepContext& ctx, int u) {
+  const uint64_t n = parts_[u].size(rank_);
+  const float* recv = reduced_.as<float>() + layout_.unit_offsets[u];
   const std::vector<uint64_t>& chunks = rank_chunks_[static_cast<size_t>(rank_)];
   if (ctx.chunk_sums.size() != chunks.back()) ctx.chunk_sums.assign(chunks.back(), 0.0);
   double* sums = ctx.chunk_sums.data() + chunks[u];

@@ -147,8 +147,8 @@ struct EngineOptions {
   // at kOptimChunkElems, comm/partition.h), and the updated 16-bit weights
   // are all-gathered. micro_batches_per_step must be a multiple of the
   // world size. With MPI the gradient sum and the global norm have a fixed
-  // order, so N ranks are bit-identical to one rank accumulating the same
-  // micro-batches (N per step). Not owned; every collective is issued from
+  // order, so N ranks of A micro-batches are bit-identical to one rank
+  // accumulating the same N x A micro-batches. Not owned; every collective is issued from
   // the engine's worker thread. Null or a world of 1: one process, no
   // collectives. Not yet with parameter offload (refused).
   comm::Communicator* comm = nullptr;

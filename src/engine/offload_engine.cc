@@ -165,6 +165,12 @@ Status OffloadEngine::Prepare() {
   if (local_micro_ == 1) {
     TF_ASSIGN_OR_RETURN(landed_grads_,
                         device_.AllocatePinned(model_total * tbytes(), "gradient landing"));
+  } else if (data_parallel()) {
+    // Each micro-batch's gradients are summed over the ranks as they come
+    // (the global order): no local fp32 accumulator, a unit-gathering buffer.
+    TF_ASSIGN_OR_RETURN(
+        dp_unit_grads_,
+        HostPages::AllocateResident(model_total * tbytes(), "gradients for the ranks' sum"));
   } else if (local_micro_ > 1) {
     TF_ASSIGN_OR_RETURN(accumulator_,
                         HostPages::AllocateResident(model_total * 4, "fp32 gradient accumulator"));
@@ -178,6 +184,7 @@ Status OffloadEngine::Prepare() {
     TF_ASSIGN_OR_RETURN(reduced_,
                         HostPages::AllocateResident(std::max<uint64_t>(total, 1) * 4,
                                                     "summed gradient (this rank's parts)"));
+    unit_micro_params_.assign(units_.size(), 0);
     gather_.resize(2);
     for (GatherSlot& g : gather_) {
       TF_ASSIGN_OR_RETURN(g.buffer,

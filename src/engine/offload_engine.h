@@ -243,9 +243,12 @@ class OffloadEngine : public UnitAccess {
   // Init up to the first collective (the initial all-gather of weights).
   Status Prepare();
   bool data_parallel() const { return comm_ != nullptr; }
-  // Unit u's gradient is complete on this rank: sum it over the ranks into
-  // this rank's part (reduced_) and take that part's chunk sums.
-  Status ReduceScatterUnit(StepContext& ctx, int u);
+  // A piece of unit u's gradient of micro-batch `micro` is in: once the
+  // unit's pieces of that micro-batch all are, sum them over the ranks into
+  // this rank's part (reduced_), continuing the step's running sum.
+  Status CollectForReduceScatter(StepContext& ctx, int u, uint64_t n, int micro);
+  // The step's last reduce-scatter of unit u is done: its chunk sums.
+  Status TakeNormChunks(StepContext& ctx, int u);
   // The global norm's chunk sums and the step's losses from every rank:
   // fills ctx.unit_sum_squares / unit_non_finite and ctx.stats.loss.
   Status GatherNormAndLoss(StepContext& ctx);
@@ -282,6 +285,12 @@ class OffloadEngine : public UnitAccess {
   std::vector<std::vector<uint64_t>> rank_chunks_;
   // (local params,) fp32: this rank's parts of the summed gradient.
   HostPages reduced_;
+  // Several micro-batches per rank: (model params,) transfer dtype, each
+  // unit's gradient of the micro-batch being summed, gathered from the
+  // staging buckets (the sum runs over ranks and micro-batches in the
+  // global order, so nothing is accumulated locally).
+  HostPages dp_unit_grads_;
+  std::vector<uint64_t> unit_micro_params_;  // worker: per unit, this micro-batch's params in
   struct GatherSlot {
     PinnedBuffer buffer;  // (max_unit_params_,) weights dtype: a whole unit
     std::unique_ptr<Event> uploaded;

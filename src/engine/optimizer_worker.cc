@@ -99,7 +99,11 @@ Status OffloadEngine::ProcessArrival(const Arrival& a) {
   } else {
     ScopedSpan span(trace_, "accumulate", "grads " + units_[u].name);
     const void* grads = buckets_[a.bucket].staging.data();
-    if (last_micro && whole_unit && !data_parallel()) {
+    if (data_parallel()) {
+      // Gathered for the unit's reduce-scatter; the ranks sum (below).
+      ParallelCopy(dp_unit_grads_.as<char>() + (grad_offsets_[u] + a.begin) * tbytes(), grads,
+                   n * tbytes());
+    } else if (last_micro && whole_unit) {
       stats = AccumulateGradsWithStats(acc, grads, transfer_dtype_, n, a.micro == 0);
     } else {
       AccumulateGrads(acc, grads, transfer_dtype_, n, a.micro == 0);
@@ -111,6 +115,7 @@ Status OffloadEngine::ProcessArrival(const Arrival& a) {
     ctx->stats.d2h_bytes += n * tbytes() + (ctx->landed ? sizeof(GradSquares) : 0);
   }
   cv_.notify_all();
+  if (data_parallel()) TF_RETURN_IF_ERROR(CollectForReduceScatter(*ctx, u, n, a.micro));
   if (!last_micro) return Status::Ok();
   TF_RETURN_IF_ERROR(stats.status());
 
@@ -147,7 +152,7 @@ Status OffloadEngine::ProcessArrival(const Arrival& a) {
   if (ctx->unit_params_landed[u] < units_[u].num_params) return Status::Ok();
   ++ctx->units_complete;
   if (data_parallel()) {
-    TF_RETURN_IF_ERROR(ReduceScatterUnit(*ctx, u));
+    TF_RETURN_IF_ERROR(TakeNormChunks(*ctx, u));
   } else if (!ctx->landed && !whole_unit) {
     TF_ASSIGN_OR_RETURN(GradStatsResult whole, GradStats(Accumulator() + grad_offsets_[u],
                                                          DType::kF32, units_[u].num_params));

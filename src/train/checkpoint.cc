@@ -580,6 +580,8 @@ Status SaveTrainingCheckpoint(const std::string& out_dir, OffloadEngine& engine,
       {"data", state.data_state},
       {"loss", state.loss},
       {"model", state.model},
+      {"world_size", state.world_size},
+      {"sequences_per_step", state.sequences_per_step},
       {"units", units},
       {"files", files},
   };
@@ -782,13 +784,14 @@ std::vector<CheckpointInfo> ListCheckpoints(const std::string& out_dir) {
 namespace {
 StatusOr<CheckpointState> LoadTrainingCheckpointUnguarded(const std::string& checkpoint_dir,
                                                           OffloadEngine& engine,
-                                                          const ParamLayout& layout);
+                                                          const ParamLayout& layout, bool upload);
 }  // namespace
 
 StatusOr<CheckpointState> LoadTrainingCheckpoint(const std::string& checkpoint_dir,
-                                                 OffloadEngine& engine, const ParamLayout& layout) {
+                                                 OffloadEngine& engine, const ParamLayout& layout,
+                                                 bool upload) {
   try {
-    return LoadTrainingCheckpointUnguarded(checkpoint_dir, engine, layout);
+    return LoadTrainingCheckpointUnguarded(checkpoint_dir, engine, layout, upload);
   } catch (const nlohmann::json::exception& e) {
     return DataLossError("checkpoint " + checkpoint_dir + "/trainer_state.json is malformed (" +
                          std::string(e.what()) + "); resume from an earlier checkpoint");
@@ -798,7 +801,7 @@ StatusOr<CheckpointState> LoadTrainingCheckpoint(const std::string& checkpoint_d
 namespace {
 StatusOr<CheckpointState> LoadTrainingCheckpointUnguarded(const std::string& checkpoint_dir,
                                                           OffloadEngine& engine,
-                                                          const ParamLayout& layout) {
+                                                          const ParamLayout& layout, bool upload) {
   CheckpointInfo info = VerifyCheckpoint(checkpoint_dir);
   if (!info.verified) return DataLossError("checkpoint " + checkpoint_dir + ": " + info.problem);
   TF_ASSIGN_OR_RETURN(auto optimizer_state, CheckpointOptimizerState::Open(checkpoint_dir));
@@ -844,6 +847,14 @@ StatusOr<CheckpointState> LoadTrainingCheckpointUnguarded(const std::string& che
   if (auto d = doc.find("data"); d != doc.end()) state.data_state = *d;
   TF_RETURN_IF_ERROR(GetJsonDouble(doc, "loss", state_path, &state.loss, JsonField::kOptional));
   TF_RETURN_IF_ERROR(GetJsonString(doc, "model", state_path, &state.model, JsonField::kOptional));
+  TF_RETURN_IF_ERROR(
+      GetJsonInt64(doc, "world_size", state_path, &state.world_size, JsonField::kOptional));
+  TF_RETURN_IF_ERROR(GetJsonInt64(doc, "sequences_per_step", state_path, &state.sequences_per_step,
+                                  JsonField::kOptional));
+  if (state.world_size < 1 || state.world_size > 65536 || state.sequences_per_step < 0 ||
+      state.sequences_per_step > (int64_t{1} << 40)) {
+    return DataLossError(state_path + ": world_size or sequences_per_step out of range");
+  }
   // Sub-group by sub-group: the host holds one sub-group's state (the
   // planner's checkpoint buffers), never a unit's.
   const SubGroupLayout& sl = engine.layout();
@@ -857,7 +868,7 @@ StatusOr<CheckpointState> LoadTrainingCheckpointUnguarded(const std::string& che
       TF_RETURN_IF_ERROR(engine.WriteState(g, master.data(), exp_avg.data(), exp_avg_sq.data()));
     }
   }
-  TF_RETURN_IF_ERROR(engine.UploadAllWeights());
+  if (upload) TF_RETURN_IF_ERROR(engine.UploadAllWeights());
   engine.RestoreCounters(state.optimizer_step, state.scaler);
   return state;
 }

@@ -50,6 +50,11 @@ struct CheckpointState {
   nlohmann::json data_state;  // DataLoader::SaveState()
   double loss = 0;            // loss of the last step
   std::string model;          // what is being trained (preset or directory)
+  // Data parallelism: the ranks that wrote it, and the global batch in
+  // sequences (micro-batch x accumulation x ranks); 0 when not recorded
+  // (older checkpoints). A resume with another world size keeps the batch.
+  int64_t world_size = 1;
+  int64_t sequences_per_step = 0;
 };
 
 struct CheckpointInfo {
@@ -213,9 +218,13 @@ CheckpointInfo VerifyCheckpoint(const std::string& checkpoint_dir);
 
 // Loads a verified checkpoint into the engine (master weights, moments, the
 // device weights, the step counter and loss scaler) and returns its state.
+// With `upload` false the device weights are left to the caller
+// (UploadAllWeights): data-parallel ranks agree that every rank loaded
+// before that all-gather.
 // Errors: DataLoss naming the file when it does not verify; FailedPrecondition
 // when it was written for another model (unit names or sizes differ).
 StatusOr<CheckpointState> LoadTrainingCheckpoint(const std::string& checkpoint_dir,
-                                                 OffloadEngine& engine, const ParamLayout& layout);
+                                                 OffloadEngine& engine, const ParamLayout& layout,
+                                                 bool upload = true);
 
 }  // namespace tierflow

@@ -14,6 +14,8 @@
 #include <optional>
 #include <sstream>
 
+#include "comm/agree.h"
+#include "comm/communicator.h"
 #include "common/cancel.h"
 #include "common/checked_math.h"
 #include "common/trace.h"
@@ -261,6 +263,34 @@ Status CleanOurStaleSwapSets(const DirLock& out_lock, const std::vector<std::str
   return WriteStringToFileAtomically(nullptr, registry, kept.dump(2));
 }
 
+// A resume with another world size keeps the global batch (sequences per
+// step), so the curve goes on: the ranks re-cut the state on load, and the
+// data position is the same whatever the world size (every rank reads the
+// whole global step; rank r runs micro-batches r, r + N, ...).
+Status CheckSameGlobalBatch(const CheckpointState& state, const TrainConfig& config, int ranks,
+                            const std::string& path) {
+  const int64_t here = static_cast<int64_t>(config.micro_batch) * config.grad_accum * ranks;
+  if (state.sequences_per_step == 0 || state.world_size == ranks ||
+      state.sequences_per_step == here) {
+    return Status::Ok();
+  }
+  const int64_t per_accum = static_cast<int64_t>(config.micro_batch) * ranks;
+  const std::string fix =
+      state.sequences_per_step % per_accum == 0
+          ? "resume with --grad-accum " + std::to_string(state.sequences_per_step / per_accum) +
+                " to keep it"
+          : std::to_string(ranks) + " ranks of micro-batch " + std::to_string(config.micro_batch) +
+                " cannot share " + std::to_string(state.sequences_per_step) +
+                " sequences per step evenly: use a world size (or micro-batch) that divides it";
+  return FailedPreconditionError(
+      "checkpoint " + path + " was written by " + std::to_string(state.world_size) +
+      " ranks with " + std::to_string(state.sequences_per_step) +
+      " sequences per step; this run of " + std::to_string(ranks) + " ranks would take " +
+      std::to_string(here) + " (micro-batch " + std::to_string(config.micro_batch) +
+      " x accumulation " + std::to_string(config.grad_accum) + " x " + std::to_string(ranks) +
+      " ranks): " + fix);
+}
+
 // The checkpoint to resume from ("" = start fresh): --resume-from's, or with
 // --resume the newest one. When the newest does not verify, --resume does not
 // fall back to an older one on its own: the newer state would be lost, and
@@ -403,22 +433,41 @@ StatusOr<Plan> PlanRun(const TrainConfig& c, const ModelConfig& model, DType dty
 }  // namespace
 
 StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& reporter,
-                                  const std::atomic<bool>* stop, const TrainHooks* hooks) {
+                                  const std::atomic<bool>* stop, const TrainHooks* hooks,
+                                  const TrainWorld& world) {
   TF_RETURN_IF_ERROR(ValidateTrainConfig(config));
   const auto run_start = Clock::now();
+  // Data parallelism: rank 0 leads (it holds the output directory, writes
+  // metrics, checkpoints and the model); every rank trains. Whatever only
+  // some ranks can fail is agreed before the next collective, so no rank
+  // waits for one that has given up.
+  comm::Communicator* comm =
+      world.comm != nullptr && world.comm->world_size() > 1 ? world.comm : nullptr;
+  const int ranks = comm != nullptr ? comm->world_size() : 1;
+  const bool lead = comm == nullptr || comm->rank() == 0;
+  auto agree = [&](const Status& s) { return comm != nullptr ? comm::AgreeOnStatus(*comm, s) : s; };
   const std::string out_dir = config.out_dir.empty() ? "tierflow-out" : config.out_dir;
-  {
-    std::error_code ec;
-    fs::create_directories(out_dir, ec);
-    if (ec) return IoError("create output directory " + out_dir + ": " + ec.message());
-  }
   // One run per output directory, for the whole run: everything below that
   // writes in it (swap_runs.json, metrics.jsonl, checkpoints and their
-  // retention, the final model) assumes no other process does.
-  TF_ASSIGN_OR_RETURN(DirLock out_lock, DirLock::Acquire(out_dir, "tierflow train"));
-  // Before anything is built: a --resume that cannot go on fails at once.
-  TF_ASSIGN_OR_RETURN(const std::string resume_path,
-                      ChooseResumeCheckpoint(config, out_dir, reporter));
+  // retention, the final model) assumes no other process does. With
+  // several ranks the lead holds it for all.
+  std::optional<DirLock> out_lock;
+  std::string resume_path;
+  {
+    Status opened = [&]() -> Status {
+      if (!lead) return Status::Ok();
+      std::error_code ec;
+      fs::create_directories(out_dir, ec);
+      if (ec) return IoError("create output directory " + out_dir + ": " + ec.message());
+      TF_ASSIGN_OR_RETURN(DirLock lock, DirLock::Acquire(out_dir, "tierflow train"));
+      out_lock.emplace(std::move(lock));
+      // Before anything is built: a --resume that cannot go on fails at once.
+      TF_ASSIGN_OR_RETURN(resume_path, ChooseResumeCheckpoint(config, out_dir, reporter));
+      return Status::Ok();
+    }();
+    TF_RETURN_IF_ERROR(agree(opened));
+    if (comm != nullptr) TF_RETURN_IF_ERROR(comm::BroadcastString(*comm, &resume_path, 0));
+  }
 
   // Model, tokenizer, data.
   TF_ASSIGN_OR_RETURN(ResolvedModel resolved, ResolveTrainableModel(config.model));
@@ -497,6 +546,7 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   // Device, model, engine. Every allocation happens here, before any step.
   DeviceOptions device_options;
   device_options.kind = config.device.choice;
+  device_options.cuda_ordinal = comm != nullptr ? world.local_rank : 0;  // a GPU per rank
   if (config.device.choice == DeviceChoice::kSim) {
     TF_ASSIGN_OR_RETURN(device_options.sim, ResolveSimProfile(config.device.sim_profile));
   }
@@ -570,6 +620,16 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
                       host_memory_override, loader.MemoryBytes(), &rates));
   }
   TF_RETURN_IF_ERROR(RequireFeasible(plan).WithContext("tierflow plan says this run does not fit"));
+  if (comm != nullptr && (plan.placement.offload() == OffloadPlacement::kNvme ||
+                          plan.placement.params.where != ParamOffload::kNone)) {
+    return UnimplementedError(
+        std::string("with ") + std::to_string(ranks) + " data-parallel ranks the " +
+        (plan.placement.offload() == OffloadPlacement::kNvme ? "optimizer state on NVMe"
+                                                             : "parameter offload") +
+        (config.offload == OffloadPlacement::kAuto ? " (the planner's choice)" : "") +
+        " is not built yet: keep the state in host memory (--offload-optimizer host, "
+        "--offload-param none), or run one process");
+  }
   TrainConfig placed = sized;
   placed.offload = plan.placement.offload();
   placed.nvme_ratio = plan.placement.nvme_ratio;
@@ -583,12 +643,18 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   TF_ASSIGN_OR_RETURN(auto model, TransformerModel::Create(*device, model_config, shape, init));
   TraceRecorder trace;
   EngineOptions engine_options = MakeEngineOptions(placed, dtype, nvme_paths);
-  // The speculation budget the plan counted: given, or from free host memory.
+  // The speculation budget the plan counted: given, or from free host
+  // memory (which this node's ranks share).
   engine_options.speculation_params = static_cast<uint64_t>(plan.placement.speculation_params);
+  if (comm != nullptr && !config.speculation_params) {
+    engine_options.speculation_params /= static_cast<uint64_t>(std::max(world.local_size, 1));
+  }
   // The bucket size the plan counted (vocabulary slices when it is below the largest unit).
   engine_options.grad_bucket_params = static_cast<uint64_t>(plan.placement.grad_bucket_params);
-  // Every step has grad_accum micro-batches: the gradient buffers the plan counted.
-  engine_options.micro_batches_per_step = config.grad_accum;
+  // Every step has grad_accum micro-batches per rank: the gradient buffers
+  // the plan counted. Each Step gets the global step's list (every rank's).
+  engine_options.micro_batches_per_step = config.grad_accum * ranks;
+  engine_options.comm = comm;
   // The weights' placement the plan counted: which units stream, from where.
   const ParamPlacement& pp = plan.placement.params;
   engine_options.params.where = pp.where;
@@ -604,12 +670,15 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   if (placed.offload == OffloadPlacement::kNvme) {
     engine_options.run_id = offload::MakeRunId();
     TF_RETURN_IF_ERROR(
-        CleanOurStaleSwapSets(out_lock, nvme_paths, engine_options.run_id, reporter));
+        CleanOurStaleSwapSets(*out_lock, nvme_paths, engine_options.run_id, reporter));
   }
+  // (Create agrees among the ranks before its first collective.)
   TF_ASSIGN_OR_RETURN(auto engine, OffloadEngine::Create(*device, *model, engine_options));
   const ParamLayout& layout = model->layout();
 
   RunInfo info;
+  info.rank = comm != nullptr ? comm->rank() : 0;
+  info.world_size = ranks;
   info.device = device->description();
   info.params = layout.total_params;
   info.model = config.model + " (" + std::string(ModelFamilyName(model_config.family)) + ", " +
@@ -628,16 +697,21 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   info.grad_transfer_dtype = plan.grad_transfer_dtype;
   info.out_dir = out_dir;
   info.tokens_per_step =
-      static_cast<int64_t>(config.micro_batch) * config.seq_len * config.grad_accum;
+      static_cast<int64_t>(config.micro_batch) * config.seq_len * config.grad_accum * ranks;
 
   // Resume.
   int64_t step = 0;
   if (!resume_path.empty()) {
-    TF_ASSIGN_OR_RETURN(CheckpointState state,
-                        LoadTrainingCheckpoint(resume_path, *engine, layout));
-    TF_RETURN_IF_ERROR(loader.RestoreState(state.data_state)
-                           .WithContext("checkpoint " + resume_path + " data position"));
-    step = state.step;
+    // Each rank reads its parts; the ranks agree before the weights' all-gather.
+    StatusOr<CheckpointState> state =
+        LoadTrainingCheckpoint(resume_path, *engine, layout, /*upload=*/comm == nullptr);
+    Status loaded = state.ok() ? loader.RestoreState(state->data_state)
+                                     .WithContext("checkpoint " + resume_path + " data position")
+                               : state.status();
+    if (loaded.ok()) loaded = CheckSameGlobalBatch(*state, config, ranks, resume_path);
+    TF_RETURN_IF_ERROR(agree(loaded));
+    if (comm != nullptr) TF_RETURN_IF_ERROR(engine->UploadAllWeights());
+    step = state->step;
     info.resumed_from = resume_path;
   }
   info.start_step = step;
@@ -646,14 +720,18 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   // Metrics: appended on resume (steps after the checkpoint), fresh otherwise.
   const std::string metrics_path =
       config.metrics_path.empty() ? out_dir + "/metrics.jsonl" : config.metrics_path;
-  std::ofstream metrics(metrics_path, step > 0 ? std::ios::app : std::ios::trunc);
-  if (!metrics) return ErrnoStatus(errno, "open metrics file " + metrics_path);
+  std::ofstream metrics;
+  if (lead) {
+    metrics.open(metrics_path, step > 0 ? std::ios::app : std::ios::trunc);
+    if (!metrics) return ErrnoStatus(errno, "open metrics file " + metrics_path);
+  }
 
   TrainResult result;
   const int64_t start_step = step;
   auto loop_start = Clock::now();
   auto last = loop_start;
-  std::vector<TokenBatch> batches(config.grad_accum);
+  // The global step's micro-batches, every rank's (the engine runs its own).
+  std::vector<TokenBatch> batches(static_cast<size_t>(config.grad_accum) * ranks);
   int64_t last_checkpoint = step;
   auto checkpoint = [&](double loss) -> Status {
     TF_RETURN_IF_ERROR(engine->Finish().status());
@@ -664,9 +742,22 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
     state.data_state = loader.SaveState();
     state.loss = loss;
     state.model = config.model;
+    state.world_size = ranks;
+    state.sequences_per_step = static_cast<int64_t>(config.micro_batch) * config.grad_accum * ranks;
     RetentionReport retention;
-    TF_RETURN_IF_ERROR(
-        SaveTrainingCheckpoint(out_dir, *engine, layout, state, 2, &retention, &source_files));
+    // With several ranks the lead writes it, reading the others' parts as
+    // it goes (they serve them), and all agree on how it went.
+    Status saved;
+    if (lead) {
+      saved = SaveTrainingCheckpoint(out_dir, *engine, layout, state, 2, &retention, &source_files);
+      if (comm != nullptr) {
+        Status ended = StateRangeReader::EndServing(*engine);
+        if (saved.ok()) saved = ended;
+      }
+    } else {
+      saved = StateRangeReader(*engine).Serve();
+    }
+    TF_RETURN_IF_ERROR(agree(saved));
     for (const CheckpointInfo& c : retention.kept_unverified) {
       reporter.OnNote("kept checkpoint " + c.path + ", which cannot be verified now (" + c.problem +
                       "); fix that and it verifies again, or remove it yourself");
@@ -706,11 +797,14 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
     trace.SetEnabled(traced && !config.trace_path.empty());
     const float lr = ScheduledLr(config, next);
     engine->SetLearningRate(lr);
-    std::vector<MicroBatch> micro(config.grad_accum);
-    for (int k = 0; k < config.grad_accum; ++k) {
+    std::vector<MicroBatch> micro(batches.size());
+    for (size_t k = 0; k < batches.size(); ++k) {
       loader.Next(&batches[k]);
       micro[k] = ToMicroBatch(batches[k]);
     }
+    // A stop asked for here travels with the step's own collectives, so
+    // every rank stops after the same step.
+    engine->SetStopRequested((stop != nullptr && stop->load()) || CancelRequested());
     TF_ASSIGN_OR_RETURN(StepStats stats, engine->Step(micro));
     step = next;
     last_loss = stats.loss;
@@ -757,7 +851,10 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
     if (step == start_step + 1) line["plan_device_bytes"] = plan.device.total_bytes();
     if (traced && !config.trace_path.empty()) {
       TF_RETURN_IF_ERROR(engine->Finish().status());
-      TF_RETURN_IF_ERROR(WriteTraceFile(trace, config.trace_path));
+      // Every rank's own trace; rank r > 0 writes PATH.rank<r>.
+      TF_RETURN_IF_ERROR(
+          WriteTraceFile(trace, lead ? config.trace_path
+                                     : config.trace_path + ".rank" + std::to_string(comm->rank())));
       trace.SetEnabled(false);
     }
     if (config.eval_every > 0 && step % config.eval_every == 0) {
@@ -768,11 +865,15 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
         reporter.OnEval(step, eval_loss);
       }
     }
-    metrics << line.dump() << "\n";
-    metrics.flush();
-    if (!metrics) return IoError("write metrics file " + metrics_path);
+    if (lead) {
+      metrics << line.dump() << "\n";
+      metrics.flush();
+      if (!metrics) return IoError("write metrics file " + metrics_path);
+    }
 
-    const bool stop_now = (stop != nullptr && stop->load()) || CancelRequested();
+    // Several ranks: the step's collectives carried each rank's wish.
+    const bool stop_now = comm != nullptr ? stats.stop_requested
+                                          : (stop != nullptr && stop->load()) || CancelRequested();
     if ((config.checkpoint_every > 0 && step % config.checkpoint_every == 0) || stop_now) {
       // A stop request during a save lets it finish (the save is what the
       // stop asks for); only a second request interrupts it.
@@ -796,8 +897,19 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
         reporter.OnEval(step, eval_loss);
       }
     }
-    TF_RETURN_IF_ERROR(SaveFinalModel(out_lock, *engine, layout, dtype, source_files,
-                                      hooks != nullptr ? hooks->file_system : nullptr));
+    Status saved;
+    if (lead) {
+      saved = SaveFinalModel(*out_lock, *engine, layout, dtype, source_files,
+                             hooks != nullptr ? hooks->file_system : nullptr);
+      if (comm != nullptr) {
+        Status ended = StateRangeReader::EndServing(*engine);
+        if (saved.ok()) saved = ended;
+      }
+    } else {
+      TF_RETURN_IF_ERROR(engine->Finish().status());
+      saved = StateRangeReader(*engine).Serve();
+    }
+    TF_RETURN_IF_ERROR(agree(saved));
     result.final_model_dir = (fs::path(out_dir) / "model").string();
   }
   if (nvme_io) result.nvme_io = nvme_io->ToJson();

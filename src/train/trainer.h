@@ -21,8 +21,9 @@
 namespace tierflow {
 
 struct RunInfo {
-  std::string device;  // description
-  std::string model;   // name and parameter count
+  int rank = 0, world_size = 1;  // data parallelism: this process among the ranks
+  std::string device;            // description
+  std::string model;             // name and parameter count
   int64_t params = 0;
   int64_t train_tokens = 0, eval_tokens = 0;
   std::string offload;       // where the optimizer state lives
@@ -86,12 +87,21 @@ struct TrainHooks {
   uint64_t host_memory_bytes = 0;
 };
 
+// Data parallelism: this process is one of comm->world_size() ranks, of
+// which `local_size` share this node (its cores, RAM and NVMe). Null comm
+// or a world of 1: one process.
+struct TrainWorld {
+  comm::Communicator* comm = nullptr;
+  int local_rank = 0;  // among this node's ranks: picks the GPU
+  int local_size = 1;
+};
+
 // Runs `config` to completion, or until *stop becomes true or a cancellation
 // is requested (common/cancel.h): then it checkpoints at the step boundary and
 // returns with `stopped`. A request before the first step cancels the setup
 // (Aborted); a second request also interrupts a checkpoint in progress.
 StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& reporter,
                                   const std::atomic<bool>* stop = nullptr,
-                                  const TrainHooks* hooks = nullptr);
+                                  const TrainHooks* hooks = nullptr, const TrainWorld& world = {});
 
 }  // namespace tierflow

@@ -95,6 +95,30 @@ TEST(MpiCommunicator, TheInputsMakeTheOrderMatter) {
   EXPECT_GT(differ, 100u);
 }
 
+// Two calls with `accumulate` on the second continue one running sum: the
+// second round's contributions are added after the first round's, in rank
+// order, as one process adding 2N micro-batches one after another would.
+TEST(MpiCommunicator, AccumulatingReduceScatterContinuesOneRunningSum) {
+  MpiCommunicator& comm = *g_comm;
+  const int world = comm.world_size();
+  const size_t count = 4099;
+  auto part = Partition::Even(count, world, 16);
+  ASSERT_TRUE(part.ok());
+  // Round j's contribution of rank r is Value(j * world + r, i).
+  std::vector<float> recv(part->size(comm.rank()));
+  for (int round = 0; round < 2; ++round) {
+    const std::vector<bf16> send = Contribution<bf16>(round * world + comm.rank(), count);
+    ASSERT_TRUE(
+        comm.ReduceScatterSum(send.data(), DType::kBF16, *part, recv.data(), round > 0).ok());
+  }
+  for (size_t i = 0; i < recv.size(); ++i) {
+    const size_t g = part->begin(comm.rank()) + i;
+    float want = ToFloat(FromFloat<bf16>(Value(0, g)));
+    for (int k = 1; k < 2 * world; ++k) want += ToFloat(FromFloat<bf16>(Value(k, g)));
+    ASSERT_EQ(Bits(recv[i]), Bits(want)) << i;
+  }
+}
+
 TEST(MpiCommunicator, AllReduceGivesEveryRankTheSameRankOrderedSum) {
   MpiCommunicator& comm = *g_comm;
   for (size_t count : {1ul, 17ul, 65536ul + 3}) {

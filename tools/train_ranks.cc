@@ -1,0 +1,102 @@
+#include "tools/train_ranks.h"
+
+#include <sched.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+
+namespace tierflow::cli {
+namespace {
+
+std::string CpuRange(int first, int count) {
+  return count == 1 ? std::to_string(first)
+                    : std::to_string(first) + "-" + std::to_string(first + count - 1);
+}
+
+}  // namespace
+
+std::vector<std::string> WithoutNprocPerNode(const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--nproc-per-node") {
+      ++i;  // and its value
+      continue;
+    }
+    if (args[i].rfind("--nproc-per-node=", 0) == 0) continue;
+    out.push_back(args[i]);
+  }
+  return out;
+}
+
+Status RelaunchUnderMpirun(int nproc, const std::vector<std::string>& args) {
+  char self[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return ErrnoStatus(errno, "find this program (/proc/self/exe) to start its ranks");
+  self[n] = '\0';
+  std::vector<std::string> argv = {"mpirun", "-np", std::to_string(nproc), "--bind-to", "none"};
+  const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
+  if (cpus > 0 && nproc > cpus) argv.push_back("--oversubscribe");  // more ranks than CPUs
+  argv.push_back(self);
+  argv.insert(argv.end(), args.begin(), args.end());
+  if (::geteuid() == 0) {
+    ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  }
+  std::vector<char*> raw;
+  for (std::string& a : argv) raw.push_back(a.data());
+  raw.push_back(nullptr);
+  ::execvp("mpirun", raw.data());
+  return ErrnoStatus(errno, "start mpirun for --nproc-per-node " + std::to_string(nproc) +
+                                " (install openmpi-bin: scripts/install-deps.sh)");
+}
+
+StatusOr<std::optional<RankSetup>> SetUpRank() {
+  TF_ASSIGN_OR_RETURN(std::optional<comm::LaunchEnv> launch, comm::DetectLaunch(comm::ProcessEnv()));
+  if (!launch || launch->world_size <= 1) return std::optional<RankSetup>();
+  RankSetup setup;
+  setup.launch = *launch;
+  // The share first: oneTBB sizes its pool from the mask when it starts.
+  const int online = static_cast<int>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
+  const int local = std::max(1, launch->local_size);
+  const int share = std::max(1, online / local);
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  int have = 0;
+  if (::sched_getaffinity(0, sizeof mask, &mask) == 0) have = CPU_COUNT(&mask);
+  // Rebound unless the launcher gave this rank its own set of at least its
+  // share: mpirun's default binds a rank to one core (oneTBB would get one
+  // thread), and --bind-to none leaves every rank on every core.
+  if (have < share || have >= online) {
+    const int first = (launch->local_rank * share) % online;
+    const int count = std::min(share, online - first);
+    cpu_set_t mine;
+    CPU_ZERO(&mine);
+    for (int c = first; c < first + count; ++c) CPU_SET(c, &mine);
+    if (::sched_setaffinity(0, sizeof mine, &mine) != 0) {
+      return ErrnoStatus(errno, "bind rank " + std::to_string(launch->rank) + " to CPUs " +
+                                    CpuRange(first, count));
+    }
+    setup.rebound = true;
+    setup.threads = count;
+    setup.cpus = CpuRange(first, count);
+  } else {
+    setup.threads = have;
+    int lo = -1, hi = -1;
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (!CPU_ISSET(c, &mask)) continue;
+      if (lo < 0) lo = c;
+      hi = c;
+    }
+    setup.cpus = hi - lo + 1 == have ? CpuRange(lo, have) : std::to_string(have) + " CPUs";
+  }
+  setup.thread_limit = std::make_shared<tbb::global_control>(
+      tbb::global_control::max_allowed_parallelism, static_cast<size_t>(setup.threads));
+  TF_ASSIGN_OR_RETURN(setup.comm, comm::MpiCommunicator::Create(*launch));
+  return std::optional<RankSetup>(std::move(setup));
+}
+
+}  // namespace tierflow::cli

@@ -1,0 +1,46 @@
+// `tierflow train` as one of several data-parallel ranks: starting the
+// ranks (--nproc-per-node, through mpirun), and each rank's own setup (its
+// communicator, its share of the node's cores).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <tbb/global_control.h>
+
+#include "comm/launch_env.h"
+#include "comm/mpi_communicator.h"
+#include "tierflow/status.h"
+
+namespace tierflow::cli {
+
+// Replaces this process with `mpirun -np N --bind-to none [--oversubscribe]
+// <this binary> <args>`: the ranks then share the node's cores as
+// SetUpRank below gives them. As root, OpenMPI's two consent variables are
+// set (it refuses root otherwise). `args` are the command line after the
+// program name, without --nproc-per-node. Returns only on failure.
+Status RelaunchUnderMpirun(int nproc, const std::vector<std::string>& args);
+
+// The command line after the program name, less --nproc-per-node and its value.
+std::vector<std::string> WithoutNprocPerNode(const std::vector<std::string>& args);
+
+struct RankSetup {
+  comm::LaunchEnv launch;
+  std::unique_ptr<comm::MpiCommunicator> comm;
+  int threads = 1;        // optimizer (oneTBB) threads of this rank
+  std::string cpus;       // the CPUs it runs on, e.g. "0-7"
+  bool rebound = false;   // the launcher's binding was replaced by the share
+  std::shared_ptr<tbb::global_control> thread_limit;  // keeps oneTBB at `threads`
+};
+
+// Started by mpirun/srun as one of several ranks: MPI up, and this rank on
+// its share of the node's online CPUs (local rank r of n takes CPUs
+// [r*k, (r+1)*k), k = max(1, cpus / n)) unless the launcher bound it to a
+// set of its own of at least that many (a user's own --map-by or
+// --cpus-per-task is kept; one core, or no binding at all, is replaced).
+// nullopt: a plain process (no launcher, or a world of 1).
+StatusOr<std::optional<RankSetup>> SetUpRank();
+
+}  // namespace tierflow::cli
