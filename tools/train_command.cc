@@ -433,7 +433,8 @@ void AddTrain(CLI::App& app, int* exit_code) {
     if (!result.ok()) {
       if (rank == 0) {
         std::fprintf(stderr, "\ntierflow train: %s\n", result.status().ToString().c_str());
-      } else {
+      } else if (result.status().message().rfind("rank ", 0) != 0) {
+        // Its own failure (one agreed from another rank is rank 0's to print).
         std::fprintf(stderr, "tierflow train (rank %d): %s\n", rank,
                      result.status().ToString().c_str());
       }

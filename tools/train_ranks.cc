@@ -55,7 +55,8 @@ Status RelaunchUnderMpirun(int nproc, const std::vector<std::string>& args) {
 }
 
 StatusOr<std::optional<RankSetup>> SetUpRank() {
-  TF_ASSIGN_OR_RETURN(std::optional<comm::LaunchEnv> launch, comm::DetectLaunch(comm::ProcessEnv()));
+  TF_ASSIGN_OR_RETURN(std::optional<comm::LaunchEnv> launch,
+                      comm::DetectLaunch(comm::ProcessEnv()));
   if (!launch || launch->world_size <= 1) return std::optional<RankSetup>();
   RankSetup setup;
   setup.launch = *launch;

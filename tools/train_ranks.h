@@ -29,9 +29,9 @@ std::vector<std::string> WithoutNprocPerNode(const std::vector<std::string>& arg
 struct RankSetup {
   comm::LaunchEnv launch;
   std::unique_ptr<comm::MpiCommunicator> comm;
-  int threads = 1;        // optimizer (oneTBB) threads of this rank
-  std::string cpus;       // the CPUs it runs on, e.g. "0-7"
-  bool rebound = false;   // the launcher's binding was replaced by the share
+  int threads = 1;       // optimizer (oneTBB) threads of this rank
+  std::string cpus;      // the CPUs it runs on, e.g. "0-7"
+  bool rebound = false;  // the launcher's binding was replaced by the share
   std::shared_ptr<tbb::global_control> thread_limit;  // keeps oneTBB at `threads`
 };
 

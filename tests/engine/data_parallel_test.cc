@@ -217,6 +217,7 @@ TEST(DataParallel, ClippingAndRollbackAndGradientPiecesStayIdentical) {
   EngineOptions o = Base(g_comm->world_size());
   o.clip_grad_norm = 0.05f;  // clips: speculation rolled back, then paused
   o.pause_speculation_after_clip = false;
+  o.speculate_eagerly = true;    // speculation (and so the rollback) whatever the timing
   o.grad_bucket_params = 30000;  // each unit arrives in pieces
   const RunResult dp = Compare(o, 400, 4);
   int clipped = 0, rolled_back = 0;

@@ -1,0 +1,204 @@
+// Data-parallel `tierflow train` through the binary: N ranks (started by
+// --nproc-per-node, or by mpirun itself) against one process accumulating
+// the same micro-batches, bit for bit (metrics, the saved model, every
+// checkpoint file); a checkpoint resumed on other world sizes; and what is
+// refused, with the numbers. 2-4 ranks on CI's 2 cores (oversubscribed).
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/common/scratch_dir.h"
+#include "tests/common/spawn.h"
+
+namespace tierflow {
+namespace {
+namespace fs = std::filesystem;
+using testing_common::ReadWholeFile;
+using testing_common::ScratchDir;
+
+// Under ASan, OpenMPI's own leaks are suppressed by name, as for the other
+// MPI tests (tests/CMakeLists.txt); as root OpenMPI wants its consent
+// (which --nproc-per-node sets itself: a plain mpirun below needs it here).
+class MpiEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    setenv("OMPI_MCA_mca_base_component_disable_dlclose", "1", 1);
+    setenv("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=1:fast_unwind_on_malloc=0", 1);
+    setenv("LSAN_OPTIONS",
+           ("suppressions=" + std::string(TIERFLOW_SOURCE_DIR) +
+            "/scripts/lsan-mpi.supp:print_suppressions=0")
+               .c_str(),
+           1);
+  }
+};
+const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new MpiEnvironment);
+
+int RunCommand(const char* binary, const std::vector<std::string>& args, const std::string& log,
+        std::string* text) {
+  const pid_t pid = testing_common::SpawnLogged(binary, args, log);
+  EXPECT_GT(pid, 0);
+  const int code = testing_common::WaitExitCode(pid);
+  *text = ReadWholeFile(log);
+  return code;
+}
+
+// A tiny model on the CPU device, state on the host tier.
+std::vector<std::string> TrainArgs(const std::string& out, int grad_accum, int steps) {
+  return {"train",        "--model",      "tiny-llama", "--micro-batch",       "2",
+          "--seq-len",    "32",           "--eval-every", "0",                 "--device",
+          "cpu",          "--offload-optimizer", "host", "--grad-accum",       std::to_string(grad_accum),
+          "--steps",      std::to_string(steps), "--out", out};
+}
+
+std::vector<std::string> WithRanks(int n, std::vector<std::string> args) {
+  args.insert(args.begin() + 1, {"--nproc-per-node", std::to_string(n)});
+  return args;
+}
+
+// Each step's loss, grad_norm and clip_coef as metrics.jsonl wrote them.
+std::vector<std::string> Curve(const std::string& out) {
+  std::vector<std::string> rows;
+  std::ifstream in(out + "/metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    rows.push_back(j["loss"].dump() + " " + j["grad_norm"].dump() + " " + j["clip_coef"].dump());
+  }
+  return rows;
+}
+
+void ExpectSameCheckpointFiles(const std::string& a, const std::string& b) {
+  size_t files = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(a)) {
+    if (!entry.is_regular_file()) continue;
+    const std::string rel = fs::relative(entry.path(), a).string();
+    if (rel == "trainer_state.json") continue;  // records the world size
+    ++files;
+    EXPECT_EQ(ReadWholeFile(entry.path().string()), ReadWholeFile(b + "/" + rel)) << rel;
+  }
+  EXPECT_GT(files, 3u);
+}
+
+TEST(TrainDataParallel, NRanksAreOneProcessAccumulatingNBitForBit) {
+  ScratchDir dir("tierflow-dp-");
+  std::string log;
+  for (int n : {2, 3, 4}) {
+    SCOPED_TRACE(std::to_string(n) + " ranks");
+    const std::string one = dir / ("one-" + std::to_string(n));
+    const std::string many = dir / ("ranks-" + std::to_string(n));
+    ASSERT_EQ(RunCommand(TIERFLOW_BINARY, TrainArgs(one, n, 4), one + ".log", &log), 0) << log;
+    ASSERT_EQ(RunCommand(TIERFLOW_BINARY, WithRanks(n, TrainArgs(many, 1, 4)), many + ".log", &log), 0)
+        << log;
+    // Every rank says where it runs; rank 0 alone reports the run.
+    for (int r = 0; r < n; ++r) {
+      EXPECT_NE(log.find("rank " + std::to_string(r) + " of " + std::to_string(n) + " (mpirun"),
+                std::string::npos)
+          << log;
+    }
+    EXPECT_NE(log.find("data parallel: " + std::to_string(n) + " ranks"), std::string::npos);
+    EXPECT_EQ(Curve(one), Curve(many));
+    EXPECT_EQ(Curve(many).size(), 4u);
+    EXPECT_EQ(ReadWholeFile(one + "/model/model.safetensors"),
+              ReadWholeFile(many + "/model/model.safetensors"));
+    ExpectSameCheckpointFiles(one + "/checkpoints/step-00000004",
+                              many + "/checkpoints/step-00000004");
+  }
+}
+
+TEST(TrainDataParallel, PlainMpirunRunsTheRanksToo) {
+  ScratchDir dir("tierflow-dp-mpirun-");
+  std::string log;
+  const std::string one = dir / "one", many = dir / "mpirun";
+  ASSERT_EQ(RunCommand(TIERFLOW_BINARY, TrainArgs(one, 2, 3), one + ".log", &log), 0) << log;
+  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  std::vector<std::string> args = {"-np", "2", "--oversubscribe", TIERFLOW_BINARY};
+  for (const std::string& a : TrainArgs(many, 1, 3)) args.push_back(a);
+  ASSERT_EQ(RunCommand(TIERFLOW_MPIEXEC, args, many + ".log", &log), 0) << log;
+  EXPECT_EQ(Curve(one), Curve(many));
+  EXPECT_EQ(ReadWholeFile(one + "/model/model.safetensors"),
+            ReadWholeFile(many + "/model/model.safetensors"));
+  // A rank that asks for more ranks is refused: the launcher's are used.
+  args = {"-np", "2", "--oversubscribe", TIERFLOW_BINARY};
+  for (const std::string& a : WithRanks(2, TrainArgs(dir / "twice", 1, 1))) args.push_back(a);
+  EXPECT_NE(RunCommand(TIERFLOW_MPIEXEC, args, dir / "twice.log", &log), 0);
+  EXPECT_NE(log.find("leave --nproc-per-node out under a launcher"), std::string::npos) << log;
+}
+
+TEST(TrainDataParallel, ACheckpointResumesOnOtherWorldSizesBitForBit) {
+  ScratchDir dir("tierflow-dp-resume-");
+  std::string log;
+  // Global batch: 4 micro-batches of 2 sequences per step.
+  const std::string whole = dir / "whole", two = dir / "two";
+  ASSERT_EQ(RunCommand(TIERFLOW_BINARY, TrainArgs(whole, 4, 4), whole + ".log", &log), 0) << log;
+  std::vector<std::string> args = WithRanks(2, TrainArgs(two, 2, 4));
+  args.insert(args.end(), {"--checkpoint-every", "2"});
+  ASSERT_EQ(RunCommand(TIERFLOW_BINARY, args, two + ".log", &log), 0) << log;
+  const std::string expected = ReadWholeFile(whole + "/model/model.safetensors");
+  EXPECT_EQ(ReadWholeFile(two + "/model/model.safetensors"), expected);
+  ASSERT_TRUE(fs::exists(two + "/checkpoints/step-00000002")) << log;
+
+  struct Case {
+    std::string name;
+    int ranks, grad_accum;
+  };
+  for (const Case& c : {Case{"four-ranks", 4, 1}, Case{"one-rank", 1, 4}}) {
+    SCOPED_TRACE(c.name);
+    const std::string out = dir / c.name;
+    fs::create_directories(out + "/checkpoints");
+    fs::copy(two + "/checkpoints/step-00000002", out + "/checkpoints/step-00000002",
+             fs::copy_options::recursive);
+    std::vector<std::string> resume = TrainArgs(out, c.grad_accum, 4);
+    if (c.ranks > 1) resume = WithRanks(c.ranks, resume);
+    resume.push_back("--resume");
+    ASSERT_EQ(RunCommand(TIERFLOW_BINARY, resume, out + ".log", &log), 0) << log;
+    EXPECT_NE(log.find("resumed from"), std::string::npos) << log;
+    EXPECT_EQ(ReadWholeFile(out + "/model/model.safetensors"), expected)
+        << "steps 3-4 after a 2-rank checkpoint ended with other weights";
+    std::vector<std::string> tail = Curve(whole);
+    tail.erase(tail.begin(), tail.begin() + 2);
+    EXPECT_EQ(Curve(out), tail);
+  }
+
+  // 3 ranks of micro-batch 2 cannot share 8 sequences per step: refused,
+  // with the numbers, before anything trains.
+  const std::string three = dir / "three";
+  fs::create_directories(three + "/checkpoints");
+  fs::copy(two + "/checkpoints/step-00000002", three + "/checkpoints/step-00000002",
+           fs::copy_options::recursive);
+  args = WithRanks(3, TrainArgs(three, 1, 4));
+  args.push_back("--resume");
+  EXPECT_NE(RunCommand(TIERFLOW_BINARY, args, three + ".log", &log), 0);
+  EXPECT_NE(log.find("written by 2 ranks with 8 sequences per step"), std::string::npos) << log;
+  EXPECT_NE(log.find("3 ranks of micro-batch 2 cannot share 8 sequences per step"),
+            std::string::npos)
+      << log;
+  EXPECT_FALSE(fs::exists(three + "/metrics.jsonl"));
+  // 2 ranks with another accumulation: told the one that keeps the batch.
+  args = WithRanks(4, TrainArgs(three, 2, 4));
+  args.push_back("--resume");
+  EXPECT_NE(RunCommand(TIERFLOW_BINARY, args, three + "-b.log", &log), 0);
+  EXPECT_NE(log.find("resume with --grad-accum 1 to keep it"), std::string::npos) << log;
+}
+
+TEST(TrainDataParallel, StateOnNvmeAcrossRanksIsRefusedForNow) {
+  ScratchDir dir("tierflow-dp-nvme-");
+  std::string log;
+  std::vector<std::string> args = WithRanks(2, TrainArgs(dir / "out", 1, 1));
+  for (size_t i = 0; i + 1 < args.size(); ++i) {
+    if (args[i] == "--offload-optimizer") args[i + 1] = "nvme";
+  }
+  args.insert(args.end(), {"--nvme-path", dir / "nvme", "--nvme-buffered"});
+  EXPECT_NE(RunCommand(TIERFLOW_BINARY, args, dir / "log", &log), 0);
+  EXPECT_NE(log.find("with 2 data-parallel ranks the optimizer state on NVMe is not built yet"),
+            std::string::npos)
+      << log;
+}
+
+}  // namespace
+}  // namespace tierflow
