@@ -126,7 +126,8 @@ struct TrainFlags {
   std::string offload{OffloadPlacementName(TrainConfig().offload)};
   std::string offload_param{ParamOffloadName(TrainConfig().offload_param)};
   int param_slots = 0;
-  int nproc_per_node = 0;  // 0: as launched
+  int nproc_per_node = 0;    // 0: as launched
+  double rank_timeout = 30;  // seconds
   std::string device = DeviceSpecName(TrainConfig().device);
   std::string dtype{DTypeName(TrainConfig().dtype)};
 };
@@ -241,6 +242,11 @@ void AddTrain(CLI::App& app, int* exit_code) {
                   "device each (--grad-accum is per rank; each rank holds 1/N of the optimizer "
                   "state). Under mpirun or srun, leave it out: the launcher's ranks are used")
       ->check(CLI::Range(1, 1024));
+  cmd->add_option("--rank-timeout", f->rank_timeout,
+                  "Data parallelism: seconds without a heartbeat from a rank (killed, stopped, "
+                  "hung) before the others end the job naming it")
+      ->check(CLI::Range(1.0, 86400.0))
+      ->capture_default_str();
   cmd->callback([f, cmd, exit_code] {
     auto launch = comm::DetectLaunch(comm::ProcessEnv());
     if (!launch.ok()) {
@@ -422,11 +428,21 @@ void AddTrain(CLI::App& app, int* exit_code) {
       // usual cause of a slow optimizer under a launcher.
       std::fprintf(
           stderr,
-          "tierflow train: rank %d of %d (%s, local %d of %d): %d optimizer threads on "
-          "CPUs %s%s\n",
+          "tierflow train: rank %d of %d (%s, local %d of %d, pid %d): %d optimizer "
+          "thread%s on CPUs %s%s\n",
           rank, ranks->launch.world_size, ranks->launch.launcher.c_str(), ranks->launch.local_rank,
-          ranks->launch.local_size, ranks->threads, ranks->cpus.c_str(),
+          ranks->launch.local_size, static_cast<int>(::getpid()), ranks->threads,
+          ranks->threads == 1 ? "" : "s", ranks->cpus.c_str(),
           ranks->rebound ? " (its share of the node; the launcher's binding replaced)" : "");
+      // Every rank beats; one that stops (killed, SIGSTOP) ends the job.
+      const Status live = StartLiveness(
+          *rank_setup.value(), config.out_dir.empty() ? "tierflow-out" : config.out_dir,
+          std::chrono::milliseconds(static_cast<int64_t>(f->rank_timeout * 1000)));
+      if (!live.ok()) {
+        std::fprintf(stderr, "tierflow train: %s\n", live.ToString().c_str());
+        *exit_code = 1;
+        return;
+      }
     }
     TrainReporter& reporter = rank == 0 ? static_cast<TrainReporter&>(console) : quiet;
     auto result = RunTraining(config, reporter, nullptr, nullptr, world);

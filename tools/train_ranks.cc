@@ -9,6 +9,8 @@
 #include <climits>
 #include <cstring>
 
+#include "comm/agree.h"
+
 namespace tierflow::cli {
 namespace {
 
@@ -98,6 +100,21 @@ StatusOr<std::optional<RankSetup>> SetUpRank() {
       tbb::global_control::max_allowed_parallelism, static_cast<size_t>(setup.threads));
   TF_ASSIGN_OR_RETURN(setup.comm, comm::MpiCommunicator::Create(*launch));
   return std::optional<RankSetup>(std::move(setup));
+}
+
+Status StartLiveness(RankSetup& setup, const std::string& out_dir,
+                     std::chrono::milliseconds timeout) {
+  const auto period = std::max(std::chrono::milliseconds(100), timeout / 10);
+  auto started = comm::Liveness::Start(out_dir + "/.ranks", setup.launch.rank,
+                                       setup.launch.world_size, period, timeout);
+  Status s = started.status();
+  if (started.ok()) setup.liveness = std::move(started).value();
+  TF_RETURN_IF_ERROR(comm::AgreeOnStatus(*setup.comm, s));
+  TF_RETURN_IF_ERROR(setup.comm->Barrier());
+  TF_RETURN_IF_ERROR(comm::AgreeOnStatus(*setup.comm, setup.liveness->CheckShared()));
+  comm::Liveness* liveness = setup.liveness.get();
+  setup.comm->set_peer_check([liveness] { return liveness->StalePeer(); }, period);
+  return Status::Ok();
 }
 
 }  // namespace tierflow::cli

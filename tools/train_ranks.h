@@ -11,6 +11,7 @@
 #include <tbb/global_control.h>
 
 #include "comm/launch_env.h"
+#include "comm/liveness.h"
 #include "comm/mpi_communicator.h"
 #include "tierflow/status.h"
 
@@ -33,6 +34,7 @@ struct RankSetup {
   std::string cpus;      // the CPUs it runs on, e.g. "0-7"
   bool rebound = false;  // the launcher's binding was replaced by the share
   std::shared_ptr<tbb::global_control> thread_limit;  // keeps oneTBB at `threads`
+  std::unique_ptr<comm::Liveness> liveness;           // StartLiveness
 };
 
 // Started by mpirun/srun as one of several ranks: MPI up, and this rank on
@@ -42,5 +44,13 @@ struct RankSetup {
 // --cpus-per-task is kept; one core, or no binding at all, is replaced).
 // nullopt: a plain process (no launcher, or a world of 1).
 StatusOr<std::optional<RankSetup>> SetUpRank();
+
+// Every rank beats into OUT_DIR/.ranks (comm/liveness.h); the ranks check
+// that they all see each other's beat there (the output directory must be
+// shared), and from then on a rank waiting in a collective ends the job,
+// naming the peer, when that peer has not beaten for `timeout`. A
+// collective: every rank calls it.
+Status StartLiveness(RankSetup& setup, const std::string& out_dir,
+                     std::chrono::milliseconds timeout);
 
 }  // namespace tierflow::cli

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "optim/grad_accumulate.h"
 
@@ -56,8 +58,7 @@ struct MpiCommunicator::Impl {
   Status WaitAll(const std::string& what) {
     int code = errors.empty() ? MPI_SUCCESS : errors.front();
     if (!requests.empty()) {
-      const int wait =
-          MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+      const int wait = Wait(static_cast<int>(requests.size()), requests.data());
       if (code == MPI_SUCCESS) code = wait;
     }
     requests.clear();
@@ -65,8 +66,37 @@ struct MpiCommunicator::Impl {
     return MpiStatus(code, what);
   }
 
+  // MPI_Waitall, or with a peer check a polling wait that ends the job
+  // when the check names a dead peer.
+  int Wait(int n, MPI_Request* reqs) {
+    if (!peer_check) return MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE);
+    auto next_check = std::chrono::steady_clock::now() + check_every;
+    for (int polls = 0;; ++polls) {
+      int done = 0;
+      const int code = MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
+      if (code != MPI_SUCCESS || done) return code;
+      // Spin briefly (small collectives complete in microseconds), then
+      // sleep between polls so a long wait costs no core.
+      if (polls > 200) std::this_thread::sleep_for(std::chrono::microseconds(200));
+      if (std::chrono::steady_clock::now() < next_check) continue;
+      next_check += check_every;
+      if (std::optional<std::string> dead = peer_check()) {
+        std::fprintf(stderr, "tierflow: %s; ending all ranks (MPI_Abort)\n", dead->c_str());
+        std::fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, 3);
+      }
+    }
+  }
+
   std::vector<int> errors;
+  PeerCheck peer_check;
+  std::chrono::milliseconds check_every{1000};
 };
+
+void MpiCommunicator::set_peer_check(PeerCheck check, std::chrono::milliseconds every) {
+  impl_->peer_check = std::move(check);
+  impl_->check_every = every;
+}
 
 MpiCommunicator::MpiCommunicator(int rank, int world, std::unique_ptr<Impl> impl)
     : rank_(rank), world_(world), max_piece_bytes_(kDefaultPieceBytes), impl_(std::move(impl)) {}
@@ -183,7 +213,10 @@ Status MpiCommunicator::Broadcast(void* data, size_t bytes, int root) {
   auto* p = static_cast<unsigned char*>(data);
   for (size_t off = 0; off < bytes; off += max_piece_bytes_) {
     const int n = static_cast<int>(std::min(max_piece_bytes_, bytes - off));
-    TF_RETURN_IF_ERROR(MpiStatus(MPI_Bcast(p + off, n, MPI_BYTE, root, impl_->comm), "MPI_Bcast"));
+    MPI_Request r = MPI_REQUEST_NULL;
+    TF_RETURN_IF_ERROR(
+        MpiStatus(MPI_Ibcast(p + off, n, MPI_BYTE, root, impl_->comm, &r), "MPI_Ibcast"));
+    TF_RETURN_IF_ERROR(MpiStatus(impl_->Wait(1, &r), "MPI_Ibcast"));
   }
   return Status();
 }
@@ -218,6 +251,10 @@ StatusOr<double> MpiCommunicator::MaxOverRanks(double value) {
   return result;
 }
 
-Status MpiCommunicator::Barrier() { return MpiStatus(MPI_Barrier(impl_->comm), "MPI_Barrier"); }
+Status MpiCommunicator::Barrier() {
+  MPI_Request r = MPI_REQUEST_NULL;
+  TF_RETURN_IF_ERROR(MpiStatus(MPI_Ibarrier(impl_->comm, &r), "MPI_Ibarrier"));
+  return MpiStatus(impl_->Wait(1, &r), "MPI_Ibarrier");
+}
 
 }  // namespace tierflow::comm

@@ -9,7 +9,11 @@
 // creates one (comm/launch_env.h).
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -51,6 +55,14 @@ class MpiCommunicator final : public Communicator {
 
   // The largest of every rank's `value` (a timing's slowest rank), on every rank.
   StatusOr<double> MaxOverRanks(double value);
+
+  // While this rank waits in a collective, `check` is called about every
+  // `every`; when it returns a message (a peer that stopped beating,
+  // comm/liveness.h), this rank prints it and ends the whole job with
+  // MPI_Abort, since a collective with a dead peer never completes and
+  // OpenMPI has no timeout of its own. Without a check, waits block in MPI.
+  using PeerCheck = std::function<std::optional<std::string>()>;
+  void set_peer_check(PeerCheck check, std::chrono::milliseconds every);
 
   // The largest message one MPI call carries; larger transfers go in
   // pieces. Tests lower it to exercise the piecewise path.

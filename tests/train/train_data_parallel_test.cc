@@ -3,11 +3,14 @@
 // the same micro-batches, bit for bit (metrics, the saved model, every
 // checkpoint file); a checkpoint resumed on other world sizes; and what is
 // refused, with the numbers. 2-4 ranks on CI's 2 cores (oversubscribed).
+#include <signal.h>
 #include <stdlib.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -40,7 +43,7 @@ class MpiEnvironment : public ::testing::Environment {
 const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new MpiEnvironment);
 
 int RunCommand(const char* binary, const std::vector<std::string>& args, const std::string& log,
-        std::string* text) {
+               std::string* text) {
   const pid_t pid = testing_common::SpawnLogged(binary, args, log);
   EXPECT_GT(pid, 0);
   const int code = testing_common::WaitExitCode(pid);
@@ -50,10 +53,25 @@ int RunCommand(const char* binary, const std::vector<std::string>& args, const s
 
 // A tiny model on the CPU device, state on the host tier.
 std::vector<std::string> TrainArgs(const std::string& out, int grad_accum, int steps) {
-  return {"train",        "--model",      "tiny-llama", "--micro-batch",       "2",
-          "--seq-len",    "32",           "--eval-every", "0",                 "--device",
-          "cpu",          "--offload-optimizer", "host", "--grad-accum",       std::to_string(grad_accum),
-          "--steps",      std::to_string(steps), "--out", out};
+  return {"train",
+          "--model",
+          "tiny-llama",
+          "--micro-batch",
+          "2",
+          "--seq-len",
+          "32",
+          "--eval-every",
+          "0",
+          "--device",
+          "cpu",
+          "--offload-optimizer",
+          "host",
+          "--grad-accum",
+          std::to_string(grad_accum),
+          "--steps",
+          std::to_string(steps),
+          "--out",
+          out};
 }
 
 std::vector<std::string> WithRanks(int n, std::vector<std::string> args) {
@@ -92,7 +110,8 @@ TEST(TrainDataParallel, NRanksAreOneProcessAccumulatingNBitForBit) {
     const std::string one = dir / ("one-" + std::to_string(n));
     const std::string many = dir / ("ranks-" + std::to_string(n));
     ASSERT_EQ(RunCommand(TIERFLOW_BINARY, TrainArgs(one, n, 4), one + ".log", &log), 0) << log;
-    ASSERT_EQ(RunCommand(TIERFLOW_BINARY, WithRanks(n, TrainArgs(many, 1, 4)), many + ".log", &log), 0)
+    ASSERT_EQ(RunCommand(TIERFLOW_BINARY, WithRanks(n, TrainArgs(many, 1, 4)), many + ".log", &log),
+              0)
         << log;
     // Every rank says where it runs; rank 0 alone reports the run.
     for (int r = 0; r < n; ++r) {
@@ -184,6 +203,72 @@ TEST(TrainDataParallel, ACheckpointResumesOnOtherWorldSizesBitForBit) {
   args.push_back("--resume");
   EXPECT_NE(RunCommand(TIERFLOW_BINARY, args, three + "-b.log", &log), 0);
   EXPECT_NE(log.find("resume with --grad-accum 1 to keep it"), std::string::npos) << log;
+}
+
+// The pid rank `r` logged ("rank R of N (..., pid P)"), or -1 until it has.
+pid_t RankPid(const std::string& log, int r) {
+  const std::string key = "rank " + std::to_string(r) + " of ";
+  const size_t at = log.find(key);
+  if (at == std::string::npos) return -1;
+  const size_t pid_at = log.find("pid ", at);
+  return pid_at == std::string::npos ? -1 : static_cast<pid_t>(std::atoi(log.c_str() + pid_at + 4));
+}
+
+// One rank of three is stopped (SIGSTOP) or killed mid-run: the others end
+// the job within the rank timeout, naming it, and the last complete
+// checkpoint resumes (on one process).
+void StopOneRankMidRun(int signal, const std::string& expected) {
+  ScratchDir dir("tierflow-dp-fault-");
+  const std::string out = dir / "out";
+  std::vector<std::string> args = WithRanks(3, TrainArgs(out, 1, 100000));
+  args.insert(args.end(), {"--checkpoint-every", "10", "--rank-timeout", "3"});
+  const pid_t job = testing_common::SpawnLogged(TIERFLOW_BINARY, args, dir / "log");
+  ASSERT_GT(job, 0);
+  pid_t victim = -1;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (std::chrono::steady_clock::now() < deadline) {
+    victim = RankPid(ReadWholeFile(dir / "log"), 2);
+    if (victim > 0 && fs::exists(out + "/checkpoints/step-00000010")) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_GT(victim, 0) << ReadWholeFile(dir / "log");
+  ASSERT_EQ(::kill(victim, signal), 0);
+  const auto stopped_at = std::chrono::steady_clock::now();
+  const int code = testing_common::WaitExitCode(job);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped_at).count();
+  (void)::kill(victim, SIGKILL);  // never leave a stopped rank behind
+  const std::string log = ReadWholeFile(dir / "log");
+  EXPECT_NE(code, 0) << log;
+  EXPECT_LT(seconds, 60.0) << log;
+  EXPECT_NE(log.find(expected), std::string::npos) << log;
+
+  // The newest checkpoint that verifies goes on, on one process.
+  args = TrainArgs(out, 3, 0);
+  args.push_back("--resume");
+  std::string resumed;
+  const pid_t again =
+      testing_common::SpawnLogged(TIERFLOW_BINARY, {"tier", "ls", out}, dir / "ls.log");
+  EXPECT_EQ(testing_common::WaitExitCode(again), 0) << ReadWholeFile(dir / "ls.log");
+  int last = 0;
+  for (const auto& entry : fs::directory_iterator(out + "/checkpoints")) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("step-", 0) == 0) last = std::max(last, std::atoi(name.c_str() + 5));
+  }
+  ASSERT_GE(last, 10);
+  args = TrainArgs(out, 3, last + 2);
+  args.push_back("--resume");
+  EXPECT_EQ(RunCommand(TIERFLOW_BINARY, args, dir / "resume.log", &resumed), 0) << resumed;
+  EXPECT_NE(resumed.find("resumed from"), std::string::npos) << resumed;
+}
+
+TEST(TrainDataParallel, AStoppedRankEndsTheJobNamingItAndTheCheckpointResumes) {
+  StopOneRankMidRun(SIGSTOP, "has not been heard from");
+}
+
+TEST(TrainDataParallel, AKilledRankEndsTheJobAndTheCheckpointResumes) {
+  // mpirun notices the death itself (or the heartbeat does): either names rank 2.
+  StopOneRankMidRun(SIGKILL, "rank 2");
 }
 
 TEST(TrainDataParallel, StateOnNvmeAcrossRanksIsRefusedForNow) {
