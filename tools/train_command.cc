@@ -283,7 +283,7 @@ void AddTrain(CLI::App& app, int* exit_code) {
     // Defaults < config file < flags given on the command line.
     TrainConfig config = f->defaults;
     if (!f->config_file.empty()) {
-      auto loaded = LoadTrainConfig(f->config_file, config);
+      auto loaded = LoadTrainConfig(f->config_file, config, ranks ? ranks->launch.world_size : 1);
       if (!loaded.ok()) {
         std::fprintf(stderr, "tierflow train: %s\n", loaded.status().ToString().c_str());
         *exit_code = 2;

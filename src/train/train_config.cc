@@ -192,8 +192,8 @@ const std::set<std::string>& IgnoredZeroKeys() {
 
 class Parser {
  public:
-  Parser(std::string label, const TrainConfig& base)
-      : label_(std::move(label)), json_(label_), c_(base) {}
+  Parser(std::string label, const TrainConfig& base, int world_size)
+      : label_(std::move(label)), json_(label_), c_(base), world_(std::max(world_size, 1)) {}
 
   StatusOr<TrainConfig> Run(const Json& root) {
     if (!root.is_object()) {
@@ -1000,32 +1000,45 @@ class Parser {
 
   // ---- cross-key resolution ----
 
-  // DeepSpeed's rule on one GPU: train_batch_size = micro * accum; any two
-  // determine the third; train_batch_size alone means accum = 1.
+  // DeepSpeed's rule: train_batch_size = micro * accum * ranks; any two of
+  // the first three determine the third; train_batch_size alone means
+  // accum = 1. (Per rank below: train_batch_size / ranks.)
   Status ResolveBatch() {
     std::optional<int64_t> micro = ds_micro_, accum = ds_accum_;
     if (ds_train_batch_) {
-      int64_t tbs = *ds_train_batch_;
+      const std::string ranks =
+          world_ == 1 ? " (one GPU)" : " x " + std::to_string(world_) + " ranks";
+      if (*ds_train_batch_ % world_ != 0) {
+        return InvalidArgumentError(label_ +
+                                    ": train_batch_size = " + std::to_string(*ds_train_batch_) +
+                                    " cannot be shared by " + std::to_string(world_) +
+                                    " ranks; give a multiple of the world size");
+      }
+      int64_t tbs = *ds_train_batch_ / world_;
+      const std::string ranks_per = world_ == 1 ? "" : " / " + std::to_string(world_) + " ranks";
       if (micro && accum) {
         if (*micro * *accum != tbs) {
           return InvalidArgumentError(
-              label_ + ": contradictory settings: train_batch_size = " + std::to_string(tbs) +
+              label_ +
+              ": contradictory settings: train_batch_size = " + std::to_string(*ds_train_batch_) +
               " but train_micro_batch_size_per_gpu * gradient_accumulation_steps = " +
-              std::to_string(*micro) + " * " + std::to_string(*accum) + " = " +
-              std::to_string(*micro * *accum) +
-              " (one GPU); fix one of them or drop train_batch_size");
+              std::to_string(*micro) + " * " + std::to_string(*accum) + ranks + " = " +
+              std::to_string(*micro * *accum * world_) +
+              "; fix one of them or drop train_batch_size");
         }
       } else if (micro) {
         if (tbs % *micro != 0) {
           return InvalidArgumentError(
-              label_ + ": contradictory settings: train_batch_size = " + std::to_string(tbs) +
+              label_ + ": contradictory settings: train_batch_size = " +
+              std::to_string(*ds_train_batch_) + ranks_per +
               " is not a multiple of train_micro_batch_size_per_gpu = " + std::to_string(*micro));
         }
         accum = tbs / *micro;
       } else if (accum) {
         if (tbs % *accum != 0) {
           return InvalidArgumentError(
-              label_ + ": contradictory settings: train_batch_size = " + std::to_string(tbs) +
+              label_ + ": contradictory settings: train_batch_size = " +
+              std::to_string(*ds_train_batch_) + ranks_per +
               " is not a multiple of gradient_accumulation_steps = " + std::to_string(*accum));
         }
         micro = tbs / *accum;
@@ -1173,6 +1186,7 @@ class Parser {
   std::string label_;
   JsonReader json_;  // after label_, which it copies
   TrainConfig c_;
+  int world_ = 1;  // data-parallel ranks (DeepSpeed's batch rule)
   std::vector<std::string> warnings_;
   std::map<std::string, std::pair<std::string, std::string>> set_by_;  // field -> (path, value)
   std::optional<int64_t> ds_micro_, ds_accum_, ds_train_batch_, zero_stage_;
@@ -1188,7 +1202,7 @@ class Parser {
 }  // namespace
 
 StatusOr<TrainConfig> ParseTrainConfig(std::string_view json_text, const std::string& label,
-                                       const TrainConfig& base) {
+                                       const TrainConfig& base, int world_size) {
   Json root;
   // Depth-limited (nesting would overflow the stack in error messages and
   // copies). Comments are allowed: people annotate their DeepSpeed configs.
@@ -1200,7 +1214,7 @@ StatusOr<TrainConfig> ParseTrainConfig(std::string_view json_text, const std::st
     return InvalidArgumentError(parsed.message());
   }
   try {
-    return Parser(label, base).Run(root);
+    return Parser(label, base, world_size).Run(root);
   } catch (const Json::exception& e) {
     // Every access above is type-checked first; reaching here is a tierflow bug.
     return InternalError(label +
@@ -1208,11 +1222,12 @@ StatusOr<TrainConfig> ParseTrainConfig(std::string_view json_text, const std::st
   }
 }
 
-StatusOr<TrainConfig> LoadTrainConfig(const std::string& path, const TrainConfig& base) {
+StatusOr<TrainConfig> LoadTrainConfig(const std::string& path, const TrainConfig& base,
+                                      int world_size) {
   // A DeepSpeed config is a few KB; 16 MiB refuses a wrong path by name.
   auto text = ReadFileToString(path, 16u << 20);
   if (!text.ok()) return text.status().WithContext("config");
-  return ParseTrainConfig(*text, path, base);
+  return ParseTrainConfig(*text, path, base, world_size);
 }
 
 }  // namespace tierflow

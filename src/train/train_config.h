@@ -166,10 +166,13 @@ struct TrainConfig {
 //  - tierflow.<field> keys use TrainConfig's field names; one that disagrees
 //    with the DeepSpeed key for the same field is a contradiction.
 // Warnings are prefixed with the label and name the key's JSON path.
-StatusOr<TrainConfig> LoadTrainConfig(const std::string& path, const TrainConfig& base);
+// `world_size`: the data-parallel ranks, for DeepSpeed's batch rule
+// train_batch_size = micro * accumulation * world_size.
+StatusOr<TrainConfig> LoadTrainConfig(const std::string& path, const TrainConfig& base,
+                                      int world_size = 1);
 // Same, from JSON text; `label` names it in errors.
 StatusOr<TrainConfig> ParseTrainConfig(std::string_view json_text, const std::string& label,
-                                       const TrainConfig& base);
+                                       const TrainConfig& base, int world_size = 1);
 
 // Checks ranges and combinations after flags are applied.
 Status ValidateTrainConfig(const TrainConfig& config);

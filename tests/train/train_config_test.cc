@@ -292,6 +292,24 @@ TEST(TrainConfig, BatchKeysResolveAsDeepSpeedDoesOnOneGpu) {
   EXPECT_EQ(e.micro_batch, TrainConfig().micro_batch);
 }
 
+// Several ranks: train_batch_size = micro x accumulation x ranks.
+TEST(TrainConfig, BatchKeysTakeTheWorldSize) {
+  auto a = ParseTrainConfig(R"({"train_batch_size": 32, "train_micro_batch_size_per_gpu": 4})",
+                            "config.json", TrainConfig(), 2);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->micro_batch, 4);
+  EXPECT_EQ(a->grad_accum, 4);
+  auto b = ParseTrainConfig(R"({"train_batch_size": 32, "train_micro_batch_size_per_gpu": 4,
+                                "gradient_accumulation_steps": 8})",
+                            "config.json", TrainConfig(), 2);
+  ASSERT_FALSE(b.ok());
+  EXPECT_THAT(b.status().message(),
+              AllOf(HasSubstr("4 * 8 x 2 ranks = 64"), HasSubstr("train_batch_size = 32")));
+  auto c = ParseTrainConfig(R"({"train_batch_size": 30})", "config.json", TrainConfig(), 4);
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("cannot be shared by 4 ranks"));
+}
+
 TEST(TrainConfig, TrainBatchSizeThatDisagreesIsAnErrorNamingAllThree) {
   std::string m = ParseError(R"({"train_batch_size": 30, "train_micro_batch_size_per_gpu": 4,
                                  "gradient_accumulation_steps": 8})");
