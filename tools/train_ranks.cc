@@ -49,6 +49,7 @@ Status RelaunchUnderMpirun(int nproc, const std::vector<std::string>& args) {
     ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
   }
   std::vector<char*> raw;
+  raw.reserve(argv.size() + 1);
   for (std::string& a : argv) raw.push_back(a.data());
   raw.push_back(nullptr);
   ::execvp("mpirun", raw.data());
