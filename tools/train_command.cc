@@ -264,10 +264,14 @@ void AddTrain(CLI::App& app, int* exit_code) {
         *exit_code = 2;
         return;
       }
-      const Status s =
-          RelaunchUnderMpirun(f->nproc_per_node, WithoutNprocPerNode(CommandLineArgs()));
-      std::fprintf(stderr, "tierflow train: %s\n", s.ToString().c_str());
-      *exit_code = 2;
+      StatusOr<int> ran =
+          RunRanksUnderMpirun(f->nproc_per_node, WithoutNprocPerNode(CommandLineArgs()));
+      if (!ran.ok()) {
+        std::fprintf(stderr, "tierflow train: %s\n", ran.status().ToString().c_str());
+        *exit_code = 2;
+        return;
+      }
+      *exit_code = *ran;
       return;
     }
     // One of several ranks (mpirun, srun, or --nproc-per-node above): MPI
@@ -417,6 +421,7 @@ void AddTrain(CLI::App& app, int* exit_code) {
     // a checkpoint (before the first step it cancels the setup); a second one
     // interrupts that checkpoint too, a third kills (common/cancel.h).
     InstallCancelSignalHandlers();
+    if (ranks) InstallRankStopSignal();
     ConsoleReporter console(std::max<int64_t>(config.log_every, 1));
     TrainReporter quiet;  // ranks other than 0: errors only
     TrainWorld world;
@@ -463,7 +468,10 @@ void AddTrain(CLI::App& app, int* exit_code) {
       std::fprintf(
           stderr,
           "tierflow train: stopped by %s at step %lld; checkpoint saved; continue with --resume\n",
-          CancelSignal() == SIGTERM ? "SIGTERM" : "SIGINT", static_cast<long long>(r.steps_done));
+          CancelSignal() == SIGTERM   ? "SIGTERM"
+          : CancelSignal() == SIGUSR1 ? "SIGUSR1 (mpirun's forward of a stop)"
+                                      : "SIGINT",
+          static_cast<long long>(r.steps_done));
       return;
     }
     std::fprintf(

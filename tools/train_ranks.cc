@@ -1,15 +1,20 @@
 #include "tools/train_ranks.h"
 
 #include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 
 #include "comm/agree.h"
+#include "common/cancel.h"
 
 namespace tierflow::cli {
 namespace {
@@ -34,12 +39,43 @@ std::vector<std::string> WithoutNprocPerNode(const std::vector<std::string>& arg
   return out;
 }
 
-Status RelaunchUnderMpirun(int nproc, const std::vector<std::string>& args) {
+namespace {
+std::atomic<pid_t> g_mpirun{-1};
+std::atomic<int> g_forwarded{0};
+
+// Async-signal-safe: atomics and kill only.
+void ForwardToMpirun(int) {
+  const pid_t child = g_mpirun.load();
+  if (child <= 0) return;
+  const int n = g_forwarded.fetch_add(1) + 1;
+  if (n == 1) {
+    ::kill(child, SIGUSR1);
+  } else if (n == 2) {
+    ::kill(child, SIGTERM);
+  } else {
+    ::kill(-child, SIGKILL);
+  }
+}
+
+void OnStopSignal(int sig) { RequestCancel(sig); }
+}  // namespace
+
+void InstallRankStopSignal() {
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = OnStopSignal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGUSR1, &sa, nullptr);
+}
+
+StatusOr<int> RunRanksUnderMpirun(int nproc, const std::vector<std::string>& args) {
   char self[PATH_MAX];
   const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
   if (n <= 0) return ErrnoStatus(errno, "find this program (/proc/self/exe) to start its ranks");
   self[n] = '\0';
-  std::vector<std::string> argv = {"mpirun", "-np", std::to_string(nproc), "--bind-to", "none"};
+  std::vector<std::string> argv = {"mpirun",  "-np", std::to_string(nproc), "--bind-to", "none",
+                                   "--stdin", "none"};
   const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
   if (cpus > 0 && nproc > cpus) argv.push_back("--oversubscribe");  // more ranks than CPUs
   argv.push_back(self);
@@ -52,9 +88,35 @@ Status RelaunchUnderMpirun(int nproc, const std::vector<std::string>& args) {
   raw.reserve(argv.size() + 1);
   for (std::string& a : argv) raw.push_back(a.data());
   raw.push_back(nullptr);
-  ::execvp("mpirun", raw.data());
-  return ErrnoStatus(errno, "start mpirun for --nproc-per-node " + std::to_string(nproc) +
-                                " (install openmpi-bin: scripts/install-deps.sh)");
+  // Forwarding is in place before the child exists: no window for a signal.
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = ForwardToMpirun;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  const pid_t child = ::fork();
+  if (child < 0) return ErrnoStatus(errno, "start mpirun (fork)");
+  if (child == 0) {
+    ::setpgid(0, 0);  // Ctrl-C at the terminal reaches the parent only
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    ::execvp("mpirun", raw.data());
+    std::fprintf(stderr,
+                 "tierflow train: start mpirun for --nproc-per-node %d: %s (install "
+                 "openmpi-bin: scripts/install-deps.sh)\n",
+                 nproc, std::strerror(errno));
+    ::_exit(127);
+  }
+  g_mpirun.store(child);
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0) {
+    if (errno != EINTR) return ErrnoStatus(errno, "wait for mpirun");
+  }
+  g_mpirun.store(-1);
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return 128 + WTERMSIG(status);
 }
 
 StatusOr<std::optional<RankSetup>> SetUpRank() {

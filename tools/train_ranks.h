@@ -17,12 +17,23 @@
 
 namespace tierflow::cli {
 
-// Replaces this process with `mpirun -np N --bind-to none [--oversubscribe]
-// <this binary> <args>`: the ranks then share the node's cores as
-// SetUpRank below gives them. As root, OpenMPI's two consent variables are
-// set (it refuses root otherwise). `args` are the command line after the
-// program name, without --nproc-per-node. Returns only on failure.
-Status RelaunchUnderMpirun(int nproc, const std::vector<std::string>& args);
+// Runs `mpirun -np N --bind-to none --stdin none [--oversubscribe] <this
+// binary> <args>` and waits for it; returns its exit status. The ranks share
+// the node's cores as SetUpRank below gives them. As root, OpenMPI's two
+// consent variables are set (it refuses root otherwise). `args` are the
+// command line after the program name, without --nproc-per-node.
+//
+// Signals: mpirun kills its ranks on SIGINT/SIGTERM, so mpirun runs in a
+// process group of its own (Ctrl-C reaches only this process) and the
+// first SIGINT/SIGTERM here becomes SIGUSR1 to mpirun, which OpenMPI
+// forwards to every rank: they agree on a step, save one checkpoint and
+// exit. A second becomes SIGTERM (mpirun ends the job), a third SIGKILLs
+// mpirun's group. Errors: mpirun could not be started.
+StatusOr<int> RunRanksUnderMpirun(int nproc, const std::vector<std::string>& args);
+
+// Ranks: SIGUSR1 (what mpirun forwards, and srun/scancel --signal can
+// send) is a stop request like SIGINT/SIGTERM (common/cancel.h).
+void InstallRankStopSignal();
 
 // The command line after the program name, less --nproc-per-node and its value.
 std::vector<std::string> WithoutNprocPerNode(const std::vector<std::string>& args);

@@ -271,6 +271,38 @@ TEST(TrainDataParallel, AKilledRankEndsTheJobAndTheCheckpointResumes) {
   StopOneRankMidRun(SIGKILL, "rank 2");
 }
 
+// SIGTERM to `train --nproc-per-node` (or Ctrl-C) becomes SIGUSR1 to
+// mpirun, which forwards it to every rank: they agree on a step, save one
+// checkpoint and exit cleanly, and it resumes.
+TEST(TrainDataParallel, SigtermSavesOneCoordinatedCheckpointAndExits) {
+  ScratchDir dir("tierflow-dp-sigterm-");
+  const std::string out = dir / "out";
+  std::vector<std::string> args = WithRanks(2, TrainArgs(out, 1, 100000));
+  args.insert(args.end(), {"--log-every", "1"});
+  const pid_t job = testing_common::SpawnLogged(TIERFLOW_BINARY, args, dir / "log");
+  ASSERT_GT(job, 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (std::chrono::steady_clock::now() < deadline &&
+         ReadWholeFile(dir / "log").find("step 3/") == std::string::npos) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(::kill(job, SIGTERM), 0);
+  const int code = testing_common::WaitExitCode(job);
+  const std::string log = ReadWholeFile(dir / "log");
+  EXPECT_EQ(code, 0) << log;
+  EXPECT_NE(log.find("stopped by SIGUSR1"), std::string::npos) << log;
+  int saved = 0;
+  for (const auto& entry : fs::directory_iterator(out + "/checkpoints")) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("step-", 0) == 0) saved = std::max(saved, std::atoi(name.c_str() + 5));
+  }
+  ASSERT_GE(saved, 3) << log;
+  args = TrainArgs(out, 2, saved + 1);
+  args.push_back("--resume");
+  std::string resumed;
+  EXPECT_EQ(RunCommand(TIERFLOW_BINARY, args, dir / "resume.log", &resumed), 0) << resumed;
+}
+
 TEST(TrainDataParallel, StateOnNvmeAcrossRanksIsRefusedForNow) {
   ScratchDir dir("tierflow-dp-nvme-");
   std::string log;
