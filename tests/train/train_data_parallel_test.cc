@@ -221,7 +221,7 @@ void StopOneRankMidRun(int signal, const std::string& expected) {
   ScratchDir dir("tierflow-dp-fault-");
   const std::string out = dir / "out";
   std::vector<std::string> args = WithRanks(3, TrainArgs(out, 1, 100000));
-  args.insert(args.end(), {"--checkpoint-every", "10", "--rank-timeout", "3"});
+  args.insert(args.end(), {"--checkpoint-every", "10", "--rank-timeout", "5"});
   const pid_t job = testing_common::SpawnLogged(TIERFLOW_BINARY, args, dir / "log");
   ASSERT_GT(job, 0);
   pid_t victim = -1;
