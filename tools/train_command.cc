@@ -421,7 +421,9 @@ void AddTrain(CLI::App& app, int* exit_code) {
     // a checkpoint (before the first step it cancels the setup); a second one
     // interrupts that checkpoint too, a third kills (common/cancel.h).
     InstallCancelSignalHandlers();
-    if (ranks) InstallRankStopSignal();
+    // Ranks: SIGUSR1 (what mpirun forwards; scancel --signal=USR1 under
+    // Slurm) is a stop request too.
+    if (ranks) InstallCancelSignalHandler(SIGUSR1);
     ConsoleReporter console(std::max<int64_t>(config.log_every, 1));
     TrainReporter quiet;  // ranks other than 0: errors only
     TrainWorld world;

@@ -14,7 +14,6 @@
 #include <cstring>
 
 #include "comm/agree.h"
-#include "common/cancel.h"
 
 namespace tierflow::cli {
 namespace {
@@ -56,18 +55,7 @@ void ForwardToMpirun(int) {
     ::kill(-child, SIGKILL);
   }
 }
-
-void OnStopSignal(int sig) { RequestCancel(sig); }
 }  // namespace
-
-void InstallRankStopSignal() {
-  struct sigaction sa;
-  std::memset(&sa, 0, sizeof sa);
-  sa.sa_handler = OnStopSignal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;
-  sigaction(SIGUSR1, &sa, nullptr);
-}
 
 StatusOr<int> RunRanksUnderMpirun(int nproc, const std::vector<std::string>& args) {
   char self[PATH_MAX];

@@ -31,10 +31,6 @@ namespace tierflow::cli {
 // mpirun's group. Errors: mpirun could not be started.
 StatusOr<int> RunRanksUnderMpirun(int nproc, const std::vector<std::string>& args);
 
-// Ranks: SIGUSR1 (what mpirun forwards, and srun/scancel --signal can
-// send) is a stop request like SIGINT/SIGTERM (common/cancel.h).
-void InstallRankStopSignal();
-
 // The command line after the program name, less --nproc-per-node and its value.
 std::vector<std::string> WithoutNprocPerNode(const std::vector<std::string>& args);
 

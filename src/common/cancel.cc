@@ -51,14 +51,18 @@ Status CheckCancel(std::string_view doing) {
   return AbortedError("interrupted by " + by + " while " + std::string(doing));
 }
 
-void InstallCancelSignalHandlers() {
+void InstallCancelSignalHandler(int signal_number) {
   struct sigaction sa;
   std::memset(&sa, 0, sizeof(sa));
   sa.sa_handler = OnCancelSignal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(signal_number, &sa, nullptr);
+}
+
+void InstallCancelSignalHandlers() {
+  InstallCancelSignalHandler(SIGINT);
+  InstallCancelSignalHandler(SIGTERM);
 }
 
 CancelShield::CancelShield() noexcept { g_shields.fetch_add(1, std::memory_order_acq_rel); }

@@ -43,6 +43,9 @@ Status CheckCancel(std::string_view doing);
 // always ends the process. Commands whose long loops do not call CheckCancel
 // must not install them (the default action is the right stop for them).
 void InstallCancelSignalHandlers();
+// The same handler for one more signal (data-parallel ranks: SIGUSR1, what
+// mpirun forwards to them).
+void InstallCancelSignalHandler(int signal_number);
 
 // While one lives, the first request does not make CheckCancel fail.
 class CancelShield {

@@ -96,7 +96,6 @@ Status OffloadEngine::TakeNormChunks(StepContext& ctx, int u) {
   const uint64_t n = parts_[u].size(rank_);
   const float* recv = reduced_.as<float>() + layout_.unit_offsets[u];
   const std::vector<uint64_t>& chunks = rank_chunks_[static_cast<size_t>(rank_)];
-  if (ctx.chunk_sums.size() != chunks.back()) ctx.chunk_sums.assign(chunks.back(), 0.0);
   double* sums = ctx.chunk_sums.data() + chunks[u];
   TF_RETURN_IF_ERROR(GradChunkSquares(recv, DType::kF32, n, sums));
   // Locally non-finite: no speculation on this unit (the step will be skipped).
@@ -123,7 +122,6 @@ Status OffloadEngine::GatherNormAndLoss(StepContext& ctx) {
   TF_ASSIGN_OR_RETURN(comm::Partition part, comm::Partition::FromBounds(bounds));
   std::vector<double> all(part.total());
   const std::vector<uint64_t>& mine = rank_chunks_[static_cast<size_t>(rank_)];
-  ctx.chunk_sums.resize(mine.back(), 0.0);  // a rank whose parts are all empty has none
   if (ctx.local_losses.size() + 1 != per_rank_losses) {
     return InternalError("step posted " + std::to_string(ctx.local_losses.size()) +
                          " losses, expected " + std::to_string(local_micro_));

@@ -393,6 +393,8 @@ StatusOr<StepStats> OffloadEngine::Step(const std::vector<MicroBatch>& micro_bat
     ctx.unit_sum_squares.assign(units_.size(), 0.0);
     ctx.unit_non_finite.assign(units_.size(), 0);
     ctx.unit_params_landed.assign(units_.size(), 0);
+    if (data_parallel())
+      ctx.chunk_sums.assign(rank_chunks_[static_cast<size_t>(rank_)].back(), 0.0);
     ctx.start = TraceRecorder::Clock::now();
     loss_scale = ctx.loss_scale;
     steps_.push_back(std::move(ctx));

@@ -11,6 +11,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <sstream>
 
@@ -733,6 +734,23 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   // The global step's micro-batches, every rank's (the engine runs its own).
   std::vector<TokenBatch> batches(static_cast<size_t>(config.grad_accum) * ranks);
   int64_t last_checkpoint = step;
+  // What rank 0 writes from the whole state (a checkpoint, the model): the
+  // ranks first agree that every engine has finished (none serves from a
+  // failed one), then the others serve their parts while the lead writes,
+  // and all agree on how it went.
+  auto lead_writes = [&](const std::function<Status()>& write) -> Status {
+    TF_RETURN_IF_ERROR(agree(engine->Finish().status()));
+    if (comm == nullptr) return write();
+    Status written;
+    if (lead) {
+      written = write();
+      const Status ended = StateRangeReader::EndServing(*engine);
+      if (written.ok()) written = ended;
+    } else {
+      written = StateRangeReader(*engine).Serve();
+    }
+    return agree(written);
+  };
   auto checkpoint = [&](double loss) -> Status {
     TF_RETURN_IF_ERROR(engine->Finish().status());
     CheckpointState state;
@@ -745,19 +763,9 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
     state.world_size = ranks;
     state.sequences_per_step = static_cast<int64_t>(config.micro_batch) * config.grad_accum * ranks;
     RetentionReport retention;
-    // With several ranks the lead writes it, reading the others' parts as
-    // it goes (they serve them), and all agree on how it went.
-    Status saved;
-    if (lead) {
-      saved = SaveTrainingCheckpoint(out_dir, *engine, layout, state, 2, &retention, &source_files);
-      if (comm != nullptr) {
-        Status ended = StateRangeReader::EndServing(*engine);
-        if (saved.ok()) saved = ended;
-      }
-    } else {
-      saved = StateRangeReader(*engine).Serve();
-    }
-    TF_RETURN_IF_ERROR(agree(saved));
+    TF_RETURN_IF_ERROR(lead_writes([&] {
+      return SaveTrainingCheckpoint(out_dir, *engine, layout, state, 2, &retention, &source_files);
+    }));
     for (const CheckpointInfo& c : retention.kept_unverified) {
       reporter.OnNote("kept checkpoint " + c.path + ", which cannot be verified now (" + c.problem +
                       "); fix that and it verifies again, or remove it yourself");
@@ -897,19 +905,10 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
         reporter.OnEval(step, eval_loss);
       }
     }
-    Status saved;
-    if (lead) {
-      saved = SaveFinalModel(*out_lock, *engine, layout, dtype, source_files,
-                             hooks != nullptr ? hooks->file_system : nullptr);
-      if (comm != nullptr) {
-        Status ended = StateRangeReader::EndServing(*engine);
-        if (saved.ok()) saved = ended;
-      }
-    } else {
-      TF_RETURN_IF_ERROR(engine->Finish().status());
-      saved = StateRangeReader(*engine).Serve();
-    }
-    TF_RETURN_IF_ERROR(agree(saved));
+    TF_RETURN_IF_ERROR(lead_writes([&] {
+      return SaveFinalModel(*out_lock, *engine, layout, dtype, source_files,
+                            hooks != nullptr ? hooks->file_system : nullptr);
+    }));
     result.final_model_dir = (fs::path(out_dir) / "model").string();
   }
   if (nvme_io) result.nvme_io = nvme_io->ToJson();

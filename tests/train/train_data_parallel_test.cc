@@ -303,6 +303,36 @@ TEST(TrainDataParallel, SigtermSavesOneCoordinatedCheckpointAndExits) {
   EXPECT_EQ(RunCommand(TIERFLOW_BINARY, args, dir / "resume.log", &resumed), 0) << resumed;
 }
 
+// A second run on the same --out is refused by the lock and leaves the
+// first alone: the second's ranks beat into (and on exit remove) files of
+// the same names, and the first must not take its own ranks for dead (each
+// rank rewrites its file every period, so a removed beat comes back).
+TEST(TrainDataParallel, ASecondRunOnTheSameOutLeavesTheFirstRunning) {
+  ScratchDir dir("tierflow-dp-twice-");
+  const std::string out = dir / "out";
+  std::vector<std::string> args = WithRanks(2, TrainArgs(out, 1, 100000));
+  args.insert(args.end(), {"--log-every", "1", "--rank-timeout", "2"});
+  const pid_t first = testing_common::SpawnLogged(TIERFLOW_BINARY, args, dir / "first.log");
+  ASSERT_GT(first, 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (std::chrono::steady_clock::now() < deadline &&
+         ReadWholeFile(dir / "first.log").find("step 2/") == std::string::npos) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::string log;
+  EXPECT_NE(
+      RunCommand(TIERFLOW_BINARY, WithRanks(2, TrainArgs(out, 1, 5)), dir / "second.log", &log), 0);
+  EXPECT_NE(log.find("tierflow train"), std::string::npos) << log;  // refused by the lock
+  // Longer than the first run's rank timeout: it would have aborted by now.
+  std::this_thread::sleep_for(std::chrono::seconds(4));
+  ASSERT_EQ(::kill(first, SIGTERM), 0);
+  const int code = testing_common::WaitExitCode(first);
+  log = ReadWholeFile(dir / "first.log");
+  EXPECT_EQ(code, 0) << log;
+  EXPECT_EQ(log.find("has not been heard from"), std::string::npos) << log;
+  EXPECT_NE(log.find("stopped by SIGUSR1"), std::string::npos) << log;
+}
+
 TEST(TrainDataParallel, StateOnNvmeAcrossRanksIsRefusedForNow) {
   ScratchDir dir("tierflow-dp-nvme-");
   std::string log;
