@@ -10,6 +10,7 @@
 #include "bench/comm_bench.h"
 #include "comm/launch_env.h"
 #include "common/units.h"
+#include "tier/bench_profile.h"
 #include "tools/commands.h"
 
 namespace tierflow::cli {
@@ -19,6 +20,7 @@ struct CommFlags {
   std::vector<std::string> sizes;
   int iterations = 20;
   bool json = false;
+  std::string profile;  // write the bus bandwidth into this bandwidth profile
 };
 
 Status Run(const CommFlags& f) {
@@ -43,7 +45,9 @@ Status Run(const CommFlags& f) {
                       comm::MpiCommunicator::Create(*launch));
   TF_ASSIGN_OR_RETURN(CommBenchResult r, RunCommBench(*c, options));
   if (c->rank() != 0) return Status::Ok();
-  if (f.json) {
+  // Nodes: ranks over the ranks per node (the launcher's local size).
+  const int nodes = (launch->world_size + launch->local_size - 1) / std::max(launch->local_size, 1);
+  if (f.json || !f.profile.empty()) {
     nlohmann::json rows = nlohmann::json::array();
     for (const CommBenchRow& row : r.rows) {
       rows.push_back({{"op", row.op},
@@ -58,10 +62,18 @@ Status Run(const CommFlags& f) {
     }
     nlohmann::json j = {{"backend", "mpi"},
                         {"world_size", r.world_size},
+                        {"nodes", nodes},
                         {"iterations", options.iterations},
                         {"rows", rows}};
-    std::printf("%s\n", j.dump(2).c_str());
-    return Status::Ok();
+    if (!f.profile.empty()) {
+      TF_RETURN_IF_ERROR(tier::WriteCommToProfileFile(f.profile, j));
+      std::fprintf(stderr, "bench comm: wrote the %s bus bandwidth into %s\n",
+                   nodes > 1 ? "between-node" : "within-node", f.profile.c_str());
+    }
+    if (f.json) {
+      std::printf("%s\n", j.dump(2).c_str());
+      return Status::Ok();
+    }
   }
   std::printf(
       "host collectives over MPI, %d ranks, fp32 sum, slowest rank's mean of %d calls\n"
@@ -89,6 +101,10 @@ void AddBenchComm(CLI::App& bench, int* exit_code) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", f->json, "Print one JSON object (rank 0)");
+  cmd->add_option("--profile", f->profile,
+                  "Write the collectives' bus bandwidth (within one node, or between nodes when "
+                  "the ranks span several) into this bandwidth profile, which `tierflow plan "
+                  "--gpus-per-node/--nodes` reads; created when missing, other keys kept");
   cmd->callback([f, exit_code] {
     if (Status s = Run(*f); !s.ok()) {
       std::fprintf(stderr, "tierflow bench comm: %s\n", s.ToString().c_str());

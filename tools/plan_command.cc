@@ -57,6 +57,9 @@ struct PlanFlags {
   std::string pipeline = "overlapped";
   std::string speculation = "auto";
 
+  int gpus_per_node = 1, nodes = 1, gpus_per_pcie_link = 1;
+  double network_gbps = 0;  // 0: the profile's or the default
+
   std::string device = "auto";
   std::string gpu_memory, host_memory, nvme_capacity;
   std::vector<std::string> nvme_paths;
@@ -150,6 +153,9 @@ StatusOr<PlanInput> InputFromFlags(const PlanFlags& f) {
     in.speculation_params = static_cast<int64_t>(speculation);
   }
   in.nvme_directories = std::max<int>(1, static_cast<int>(f.nvme_paths.size()));
+  in.gpus_per_node = f.gpus_per_node;
+  in.nodes = f.nodes;
+  in.gpus_per_pcie_link = f.gpus_per_pcie_link;
   return in;
 }
 
@@ -285,6 +291,15 @@ StatusOr<Hardware> HardwareFromFlags(const PlanFlags& f, std::vector<std::string
     hw.bandwidths.device_tflops = f.device_tflops;
     hw.bandwidths.source += ", device TFLOP/s from --device-tflops";
   }
+  if (f.network_gbps > 0) {
+    if (f.nodes < 2) {
+      return InvalidArgumentError(
+          "--network-gbps describes the network between nodes, and this plan has one node: "
+          "give --nodes 2 or more, or drop it");
+    }
+    hw.bandwidths.inter_node_busbw_gb_per_second = f.network_gbps / 8;
+    hw.bandwidths.source += ", network from --network-gbps";
+  }
   char rates[512];
   const Bandwidths& b = hw.bandwidths;
   std::snprintf(rates, sizeof(rates),
@@ -294,6 +309,13 @@ StatusOr<Hardware> HardwareFromFlags(const PlanFlags& f, std::vector<std::string
                 b.adam_params_per_second, b.nvme_read_gb_per_second, b.nvme_write_gb_per_second,
                 b.device_tflops, b.device_efficiency * 100);
   notes->push_back(rates);
+  if (f.gpus_per_node * f.nodes > 1) {
+    char comm[256];
+    std::snprintf(comm, sizeof comm,
+                  "        collectives: %.2f GB/s bus bandwidth within a node, %.2f between nodes",
+                  b.intra_node_busbw_gb_per_second, b.inter_node_busbw_gb_per_second);
+    notes->push_back(comm);
+  }
   notes->push_back("        (" +
                    DescribeRates(b, static_cast<int64_t>(std::time(nullptr)), default_profile) +
                    ")");
@@ -407,6 +429,19 @@ void AddPlan(CLI::App& app, int* exit_code) {
                   "Bandwidth profile JSON saved by `tierflow bench` (default: the one `tierflow "
                   "bench all` saved in ~/.cache/tierflow, when there is one)");
   cmd->add_option("--device-tflops", f->device_tflops, "Dense 16-bit TFLOP/s of the device");
+  cmd->add_option("--gpus-per-node", f->gpus_per_node,
+                  "Data parallelism: ranks (one GPU each) per node; host memory, NVMe and cores "
+                  "are the node's, shared by them")
+      ->capture_default_str();
+  cmd->add_option("--nodes", f->nodes, "Data parallelism: nodes, each with --gpus-per-node GPUs")
+      ->capture_default_str();
+  cmd->add_option("--gpus-per-pcie-link", f->gpus_per_pcie_link,
+                  "GPUs that share one PCIe link to the host (behind one switch); 1: a link each")
+      ->capture_default_str();
+  cmd->add_option("--network-gbps", f->network_gbps,
+                  "Network between nodes, Gb/s per node (default: the profile's measured figure, "
+                  "else 100)")
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", f->json, "Print one JSON object instead of tables");
   cmd->callback([f, exit_code] {
     // SIGINT/SIGTERM cancel the plan: the planner's searches call CheckCancel,

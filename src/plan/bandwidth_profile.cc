@@ -2,6 +2,7 @@
 #include "plan/bandwidth_profile.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include <nlohmann/json.hpp>
 
@@ -29,6 +30,11 @@ Bandwidths DefaultBandwidths(bool device_is_gpu, int cores) {
   b.adam_params_per_second = std::min(1e8 * n, b.host_memory_gb_per_second * 1e9 / 30.0);
   b.nvme_read_gb_per_second = 3;
   b.nvme_write_gb_per_second = 2;
+  // Host collectives: a ring step reads a peer's buffer and adds it into
+  // its own, several passes over DRAM per byte that the node's ranks share.
+  // Between nodes: a 100 Gb/s link per node.
+  b.intra_node_busbw_gb_per_second = b.host_memory_gb_per_second / 8;
+  b.inter_node_busbw_gb_per_second = 12.5;
   b.source = "defaults";
   return b;
 }
@@ -65,7 +71,10 @@ StatusOr<Bandwidths> ParseBandwidthProfile(std::string_view json_text, std::stri
       {"nvme_write_gb_per_second", &b.nvme_write_gb_per_second},
       {"device_tflops", &b.device_tflops},
       {"device_efficiency", &b.device_efficiency},
+      {"intra_node_busbw_gb_per_second", &b.intra_node_busbw_gb_per_second},
+      {"inter_node_busbw_gb_per_second", &b.inter_node_busbw_gb_per_second},
   };
+  const int rates = static_cast<int>(std::size(keys));
   int found = 0;
   for (const Key& k : keys) {
     auto it = j.find(k.name);
@@ -83,8 +92,8 @@ StatusOr<Bandwidths> ParseBandwidthProfile(std::string_view json_text, std::stri
     return reader.Error("device_efficiency",
                         "must be at most 1, got " + std::to_string(b.device_efficiency));
   }
-  b.source = "profile " + src + " (" + std::to_string(found) + " of 8 rates" +
-             (found < 8 ? ", the rest " + base.source : std::string()) + ")";
+  b.source = "profile " + src + " (" + std::to_string(found) + " of " + std::to_string(rates) +
+             " rates" + (found < rates ? ", the rest " + base.source : std::string()) + ")";
   return b;
 }
 

@@ -14,7 +14,9 @@ namespace tierflow {
 // efficiency. The emulated CPU device: copies at host memory speed, 50
 // GFLOP/s per core at 40%. Host memory: 5 GB/s per core up to 40 GB/s. CPU
 // optimizer: 1e8 parameters/s per core, capped by host memory bandwidth at
-// 30 bytes moved per parameter. NVMe: 3 GB/s read, 2 GB/s write.
+// 30 bytes moved per parameter. NVMe: 3 GB/s read, 2 GB/s write. Host
+// collectives between ranks: host memory bandwidth / 8 within a node,
+// 12.5 GB/s (100 Gb/s) between nodes.
 Bandwidths DefaultBandwidths(bool device_is_gpu, int cores);
 
 // Reads a profile: {"version": 1, "h2d_gb_per_second": ..., ...}. Every rate

@@ -96,15 +96,26 @@ ActivationBytes ComputeActivationBytes(const ModelConfig& m, const ActivationOpt
   return out;
 }
 
+int64_t RankPartParams(int64_t unit_params, int ranks) {
+  if (ranks <= 1 || unit_params <= 0) return std::max<int64_t>(unit_params, 0);
+  const int64_t chunks = (unit_params + kRankPartAlignParams - 1) / kRankPartAlignParams;
+  const int64_t per_rank = (chunks + ranks - 1) / ranks;
+  return std::min(unit_params, per_rank * kRankPartAlignParams);
+}
+
 SubGroupSummary SummarizeSubGroups(const ModelConfig& m, int64_t sub_group_params,
                                    double nvme_ratio, uint64_t state_bytes_per_param,
-                                   uint64_t block_bytes) {
+                                   uint64_t block_bytes, int ranks) {
   SubGroupSummary s;
   const int64_t S = std::max<int64_t>(sub_group_params, 1);
   const int64_t embedding = EmbeddingParameterCount(m);
   const int64_t layer = LayerParameterCount(m);
   const int64_t head = HeadParameterCount(m);
-  const int64_t total = embedding + m.n_layers * layer + head;
+  // This rank's part of each unit (the whole unit with one rank).
+  const int64_t layer_part = RankPartParams(layer, ranks);
+  const int64_t total =
+      RankPartParams(embedding, ranks) + m.n_layers * layer_part + RankPartParams(head, ranks);
+  s.params = total;
   const double r = std::clamp(nvme_ratio, 0.0, 1.0);
   const int64_t host_target =
       r > 0 ? static_cast<int64_t>(std::llround((1.0 - r) * static_cast<double>(total)))
@@ -115,12 +126,14 @@ SubGroupSummary SummarizeSubGroups(const ModelConfig& m, int64_t sub_group_param
   // Units in forward order; blocks are identical, so the per-unit work is
   // closed-form and the loop is over units, not sub-groups.
   int64_t offset = 0;
-  auto unit = [&](int64_t n) {
+  auto unit = [&](int64_t whole) {
+    if (whole <= 0) return;
+    s.max_unit_params = std::max(s.max_unit_params, whole);
+    const int64_t n = RankPartParams(whole, ranks);
     if (n <= 0) return;
     const int64_t slices = (n + S - 1) / S;
     const int64_t last = n - (slices - 1) * S;
     s.num_sub_groups += slices;
-    s.max_unit_params = std::max(s.max_unit_params, n);
     s.max_group_params = std::max(s.max_group_params, std::min(n, S));
     // First slice whose start is at or beyond host_target.
     int64_t first = 0;
@@ -138,43 +151,54 @@ SubGroupSummary SummarizeSubGroups(const ModelConfig& m, int64_t sub_group_param
     offset += n;
   };
   unit(embedding);
-  if (host_target <= offset + m.n_layers * layer && layer > 0) {
+  if (host_target <= offset + m.n_layers * layer_part && layer_part > 0) {
     for (int64_t i = 0; i < m.n_layers; ++i) unit(layer);
   } else {
     // No block reaches NVMe: account for them in one go (deep searches).
-    const int64_t slices = (layer + S - 1) / S;
+    const int64_t slices = (layer_part + S - 1) / S;
     s.num_sub_groups += m.n_layers * slices;
     if (m.n_layers > 0) {
       s.max_unit_params = std::max(s.max_unit_params, layer);
-      s.max_group_params = std::max(s.max_group_params, std::min(layer, S));
+      s.max_group_params = std::max(s.max_group_params, std::min(layer_part, S));
     }
-    offset += m.n_layers * layer;
+    offset += m.n_layers * layer_part;
   }
   unit(head);
   return s;
 }
 
 SubGroupSummary SummarizeSubGroups(const ModelConfig& m, SubGroupRule rule, double nvme_ratio,
-                                   uint64_t state_bytes_per_param, uint64_t block_bytes) {
+                                   uint64_t state_bytes_per_param, uint64_t block_bytes,
+                                   int ranks) {
   if (rule.cut == SubGroupCut::kSlices) {
     const uint64_t capped = std::min<uint64_t>(rule.params, INT64_MAX);
     return SummarizeSubGroups(m, static_cast<int64_t>(capped), nvme_ratio, state_bytes_per_param,
-                              block_bytes);
+                              block_bytes, ranks);
   }
   SubGroupSummary s;
   const std::vector<ParamGroup> groups = ParameterGroups(m);
+  // Each unit's tensors cut at the end of this rank's part.
+  std::vector<std::vector<uint64_t>> parts;
   int64_t total = 0;
-  for (const ParamGroup& g : groups) total += g.num_params;
+  for (const ParamGroup& g : groups) {
+    uint64_t left = static_cast<uint64_t>(RankPartParams(g.num_params, ranks));
+    total += static_cast<int64_t>(left);
+    std::vector<uint64_t>& tensors = parts.emplace_back();
+    for (const ParamTensor& t : g.tensors) {
+      const uint64_t n = std::min(left, static_cast<uint64_t>(t.num_elements));
+      tensors.push_back(n);
+      left -= n;
+    }
+  }
+  s.params = total;
   const double r = std::clamp(nvme_ratio, 0.0, 1.0);
   const int64_t host_target =
       r > 0 ? static_cast<int64_t>(std::llround((1.0 - r) * static_cast<double>(total)))
             : total + 1;
   int64_t offset = 0;
-  for (const ParamGroup& g : groups) {
-    std::vector<uint64_t> tensors;
-    for (const ParamTensor& t : g.tensors) tensors.push_back(static_cast<uint64_t>(t.num_elements));
-    s.max_unit_params = std::max(s.max_unit_params, g.num_params);
-    for (uint64_t size : CutUnit(tensors, rule)) {
+  for (size_t u = 0; u < groups.size(); ++u) {
+    s.max_unit_params = std::max(s.max_unit_params, groups[u].num_params);
+    for (uint64_t size : CutUnit(parts[u], rule)) {
       const auto n = static_cast<int64_t>(size);
       ++s.num_sub_groups;
       s.max_group_params = std::max(s.max_group_params, n);

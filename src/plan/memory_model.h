@@ -146,8 +146,9 @@ ActivationBytes ComputeActivationBytes(const ModelConfig& model, const Activatio
 // two units. With an NVMe ratio r the sub-groups whose first parameter is at
 // or beyond llround((1 - r) * P) live on NVMe.
 struct SubGroupSummary {
+  int64_t params = 0;  // parameters whose state this layout holds (one rank's parts)
   int64_t num_sub_groups = 0;
-  int64_t max_unit_params = 0;   // the largest unit (sizes gradient buckets)
+  int64_t max_unit_params = 0;   // the largest unit, whole (sizes gradient buckets)
   int64_t max_group_params = 0;  // the largest sub-group (sizes weight staging)
   int64_t nvme_params = 0;       // parameters in NVMe sub-groups
   int64_t nvme_sub_groups = 0;
@@ -155,15 +156,27 @@ struct SubGroupSummary {
   uint64_t nvme_block_bytes = 0;      // state bytes of NVMe sub-groups, each rounded to blocks
 };
 // `block_bytes`: the swap files' block, which each NVMe sub-group's state is
-// rounded up to (a multiple of 4096).
+// rounded up to (a multiple of 4096). With `ranks` > 1 (data parallelism)
+// the layout is rank 0's: every unit's first part (RankPartParams), the
+// largest any rank holds, so a plan sized by it holds for every rank.
 SubGroupSummary SummarizeSubGroups(const ModelConfig& model, int64_t sub_group_params,
                                    double nvme_ratio, uint64_t state_bytes_per_param,
-                                   uint64_t block_bytes = kNvmeBlockBytes);
+                                   uint64_t block_bytes = kNvmeBlockBytes, int ranks = 1);
 // The same under either rule (tierflow/sub_group_rule.h); slices as above,
-// DeepSpeed's whole tensors from ParameterGroups' tensor list.
+// DeepSpeed's whole tensors from ParameterGroups' tensor list (a part cuts
+// the tensors it ends in, as the engine's MakeSubGroupsOfParts does).
 SubGroupSummary SummarizeSubGroups(const ModelConfig& model, SubGroupRule rule, double nvme_ratio,
                                    uint64_t state_bytes_per_param,
-                                   uint64_t block_bytes = kNvmeBlockBytes);
+                                   uint64_t block_bytes = kNvmeBlockBytes, int ranks = 1);
+
+// ---- data parallelism ----
+
+// The engine cuts each unit into one part per rank at the gradient norm's
+// chunks (comm::Partition::Even with optim's kGradStatsChunkElems, which a
+// test holds equal to this): ceil(chunks / ranks) chunks each, the last
+// rank taking what remains. Rank 0's part, the largest: min(n, that).
+inline constexpr int64_t kRankPartAlignParams = 16384;
+int64_t RankPartParams(int64_t unit_params, int ranks);
 
 // Gradient bucket sizes, in parameters (EngineOptions::grad_bucket_params),
 // largest first. Buckets as large as the largest unit stream every unit

@@ -60,7 +60,9 @@ nlohmann::json PlanToJson(const PlanInput& in, const Hardware& hw, const Plan& p
                    {"nvme_read_gb_per_second", bw.nvme_read_gb_per_second},
                    {"nvme_write_gb_per_second", bw.nvme_write_gb_per_second},
                    {"device_tflops", bw.device_tflops},
-                   {"device_efficiency", bw.device_efficiency}};
+                   {"device_efficiency", bw.device_efficiency},
+                   {"intra_node_busbw_gb_per_second", bw.intra_node_busbw_gb_per_second},
+                   {"inter_node_busbw_gb_per_second", bw.inter_node_busbw_gb_per_second}};
   j["feasible"] = plan.feasible;
   j["binding_constraint"] = plan.binding_constraint;
   j["explanation"] = plan.explanation;
@@ -126,6 +128,29 @@ nlohmann::json PlanToJson(const PlanInput& in, const Hardware& hw, const Plan& p
                           {"tokens_per_step", plan.compute_bound.tokens_per_step},
                           {"step_seconds", plan.compute_bound.step_seconds},
                           {"advice", plan.compute_bound.advice}};
+  }
+  if (in.ranks() > 1) {
+    const Plan::DataParallel& dp = plan.data_parallel;
+    nlohmann::json points = nlohmann::json::array();
+    for (const Plan::DataParallel::Point& pt : dp.scaling) {
+      points.push_back({{"gpus_per_node", pt.gpus_per_node},
+                        {"feasible", pt.feasible},
+                        {"tokens_per_second", pt.tokens_per_second},
+                        {"step_seconds", pt.step_seconds},
+                        {"slowest_stage", pt.slowest},
+                        {"slowest_seconds", pt.slowest_seconds}});
+    }
+    j["data_parallel"] = {{"ranks", dp.ranks},
+                          {"gpus_per_node", dp.gpus_per_node},
+                          {"nodes", dp.nodes},
+                          {"gpus_per_pcie_link", in.gpus_per_pcie_link},
+                          {"rank_state_params", dp.rank_params},
+                          {"reduce_scatter_seconds", dp.reduce_scatter_seconds},
+                          {"all_gather_seconds", dp.all_gather_seconds},
+                          {"interconnect", dp.interconnect},
+                          {"tiers", "device: one GPU; host and nvme: one node, its ranks together"},
+                          {"scaling", points},
+                          {"scaling_advice", dp.scaling_advice}};
   }
   if (largest != nullptr) {
     j["max_params"] = largest->params;

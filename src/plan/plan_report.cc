@@ -119,14 +119,24 @@ std::string FormatPlanReport(const PlanInput& in, const Hardware& hw, const Plan
           static_cast<long long>(m.d_model), static_cast<long long>(m.n_heads),
           static_cast<long long>(m.n_kv_heads), static_cast<long long>(m.d_ff),
           static_cast<long long>(m.vocab_size), m.tie_embeddings ? ", tied head" : "");
+  const std::string ranks =
+      in.ranks() > 1 ? " x " + std::to_string(in.ranks()) + " ranks" : std::string();
   Appendf(&out,
-          "training  micro-batch %lld x seq %lld x accumulation %lld = %lld tokens/step; "
+          "training  micro-batch %lld x seq %lld x accumulation %lld%s = %lld tokens/step; "
           "%s; checkpointing %s; %s (%llu B/param of state)\n",
           static_cast<long long>(in.micro_batch), static_cast<long long>(in.seq_len),
-          static_cast<long long>(in.grad_accum), static_cast<long long>(plan.tokens_per_step),
-          std::string(DTypeName(in.dtype)).c_str(), in.checkpointing ? "on" : "off",
-          std::string(OptimizerKindName(in.optimizer)).c_str(),
+          static_cast<long long>(in.grad_accum), ranks.c_str(),
+          static_cast<long long>(plan.tokens_per_step), std::string(DTypeName(in.dtype)).c_str(),
+          in.checkpointing ? "on" : "off", std::string(OptimizerKindName(in.optimizer)).c_str(),
           static_cast<unsigned long long>(plan.state_bytes_per_param));
+  if (in.ranks() > 1) {
+    Appendf(&out,
+            "ranks     %d GPUs per node x %d node%s = %d data-parallel ranks; each owns the "
+            "optimizer state of %s params (its part of every unit). Below: device = one GPU, "
+            "host and NVMe = one node (its ranks together)\n",
+            in.gpus_per_node, in.nodes, in.nodes == 1 ? "" : "s", in.ranks(),
+            FormatParamCount(plan.data_parallel.rank_params).c_str());
+  }
   Appendf(&out, "hardware\n");
   for (const std::string& note : hardware_notes) Appendf(&out, "  %s\n", note.c_str());
   out += "\n";
@@ -201,6 +211,18 @@ std::string FormatPlanReport(const PlanInput& in, const Hardware& hw, const Plan
           FormatSeconds(plan.serial_step_seconds).c_str(), tokens_per_second, plan.flops_per_step);
   if (!plan.compute_bound.advice.empty()) {
     Appendf(&out, "  advice: %s\n", plan.compute_bound.advice.c_str());
+  }
+  if (!plan.data_parallel.scaling.empty()) {
+    Appendf(&out,
+            "\nscaling (GPUs per node, %d node%s, the same %lld tokens/step; interconnect: %s)\n",
+            in.nodes, in.nodes == 1 ? "" : "s", static_cast<long long>(plan.tokens_per_step),
+            plan.data_parallel.interconnect.c_str());
+    for (const Plan::DataParallel::Point& p : plan.data_parallel.scaling) {
+      Appendf(&out, "  %3d GPUs/node  %10.0f tokens/s  step %-9s waits on %s%s\n", p.gpus_per_node,
+              p.tokens_per_second, FormatSeconds(p.step_seconds).c_str(), p.slowest.c_str(),
+              p.feasible ? "" : "  (does not fit)");
+    }
+    Appendf(&out, "  %s\n", plan.data_parallel.scaling_advice.c_str());
   }
   if (largest != nullptr) {
     out += "\n";

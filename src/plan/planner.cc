@@ -130,6 +130,27 @@ Status ValidateInput(const PlanInput& in, const Hardware& hw) {
                                 " bytes is not a multiple of 4096 from 4 KiB to 256 MiB");
   }
   if (hw.cores < 1) return InvalidArgumentError("the hardware must have at least one core");
+  if (in.gpus_per_node < 1 || in.gpus_per_node > kMaxPlanGpusPerNode) {
+    return InvalidArgumentError("--gpus-per-node is " + std::to_string(in.gpus_per_node) +
+                                ": give 1 to " + std::to_string(kMaxPlanGpusPerNode));
+  }
+  if (in.nodes < 1 || in.nodes > kMaxPlanNodes) {
+    return InvalidArgumentError("--nodes is " + std::to_string(in.nodes) + ": give 1 to " +
+                                std::to_string(kMaxPlanNodes));
+  }
+  if (in.gpus_per_pcie_link < 1 || in.gpus_per_pcie_link > in.gpus_per_node) {
+    return InvalidArgumentError("--gpus-per-pcie-link is " + std::to_string(in.gpus_per_pcie_link) +
+                                ": give 1 (each GPU on a "
+                                "link of its own) to --gpus-per-node (" +
+                                std::to_string(in.gpus_per_node) + ", all behind one switch)");
+  }
+  if (in.ranks() > 1 && (in.param_offload == ParamOffload::kHost ||
+                         in.param_offload == ParamOffload::kNvme || in.param_slots.has_value())) {
+    return InvalidArgumentError(
+        "parameter offload (streamed weights) with " + std::to_string(in.ranks()) +
+        " data-parallel ranks is not built yet: plan with --offload-param none (or auto, which "
+        "keeps every weight resident across ranks), or with one GPU");
+  }
   return Status::Ok();
 }
 
@@ -188,26 +209,37 @@ StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t para
                            int64_t speculation_params, int64_t bucket_params,
                            const ParamPlacement& pp, const ModelUnits& units) {
   StateTiers t;
-  t.sub_groups =
-      SummarizeSubGroups(in.model, SubGroupRuleOf(in), ratio, state_bytes, in.nvme_block_bytes);
+  // With several ranks, one rank's layout (the largest parts); the tiers
+  // are the node's: every component times its ranks.
+  const int ranks = in.ranks();
+  const bool dp = ranks > 1;
+  t.sub_groups = SummarizeSubGroups(in.model, SubGroupRuleOf(in), ratio, state_bytes,
+                                    in.nvme_block_bytes, ranks);
   const SubGroupSummary& sg = t.sub_groups;
-  const uint64_t P = U(params);
+  const uint64_t P = U(params);     // the whole model: its gradient, its weights
+  const uint64_t R = U(sg.params);  // the parameters whose state this rank owns
   const uint64_t a = DTypeSize(in.dtype);
-  const uint64_t host_params = P - U(sg.nvme_params);
+  const uint64_t host_params = R - U(sg.nvme_params);
   const int moments = OptimizerMomentCount(in.optimizer);
   const bool overlapped = in.pipeline == PipelineKind::kOverlapped;
-  const int64_t spec_params = overlapped ? std::min<int64_t>(speculation_params, params) : 0;
+  const int64_t spec_params = overlapped ? std::min<int64_t>(speculation_params, sg.params) : 0;
   const uint64_t wire = DTypeSize(GradTransferDType(in.dtype, in.grad_transfer_dtype));
   const uint64_t buffers = U(in.buffer_count);
   const std::string bc = std::to_string(in.buffer_count);
 
   // One micro-batch: the gradients land from the device in one pinned buffer
   // of the transfer dtype, and nothing else is needed. Several: each bucket
-  // lands in pinned staging and is added into a pageable fp32 accumulator.
+  // lands in pinned staging and is added into a pageable fp32 accumulator
+  // (data parallelism: gathered whole in the transfer dtype for the ranks'
+  // sum, which adds into this rank's fp32 part instead).
   const bool landed = in.grad_accum == 1;
-  const uint64_t accumulator = landed ? Mul(P, wire) : Mul(P, kGradAccumulatorBytesPerParam);
+  const uint64_t accumulator =
+      landed ? Mul(P, wire) : Mul(P, dp ? wire : kGradAccumulatorBytesPerParam);
   const uint64_t grad_staging = landed ? 0 : Mul(U(in.grad_buckets), U(bucket_params), wire);
-  const uint64_t weight_staging = Mul(buffers, U(sg.max_group_params), a);
+  // Data parallelism: two whole units' weights for the all-gathers (in
+  // place of the per-sub-group staging).
+  const uint64_t weight_staging =
+      dp ? Mul(2, U(sg.max_unit_params), a) : Mul(buffers, U(sg.max_group_params), a);
   const uint64_t spec_weights = SpeculationPinnedBytes(spec_params, a);
   const uint64_t nvme_slots =
       sg.nvme_sub_groups > 0 ? Mul(buffers, RoundUp(Mul(U(sg.max_nvme_group_params), state_bytes),
@@ -216,6 +248,10 @@ StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t para
   const StreamedCopy copy = StreamedCopyOf(in, pp, units);
   const std::string streamed_units = std::to_string(pp.streamed_units.size()) +
                                      " streamed units' weights, " + std::to_string(a) + " B/param";
+  // Start-up reads each unit whole as fp32 before the first step; it never
+  // coexists with a checkpoint's buffers, so the peak counts the larger.
+  const uint64_t checkpoint = CheckpointBufferBytes(sg, P, a);
+  const uint64_t load = Mul(kMasterBytesPerParam, U(sg.max_unit_params));
   t.host.name = "host";
   t.host.capacity_bytes = hw.host_memory_bytes;
   t.host.components = {
@@ -230,13 +266,18 @@ StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t para
       {"gradient_accumulator", accumulator,
        landed ? "one micro-batch: the D2H landing, " + std::to_string(wire) +
                     " B/param in the transfer dtype, pinned"
-              : "fp32, 4 B/param, pageable (no DMA touches it)"},
+       : dp ? "each micro-batch's whole gradient for the ranks' sum, " + std::to_string(wire) +
+                  " B/param, pageable"
+            : "fp32, 4 B/param, pageable (no DMA touches it)"},
+      {"summed_gradient_part", dp ? Mul(R, 4) : 0,
+       "fp32: this rank's part of the gradient summed over the ranks"},
       {"pinned_gradient_staging", grad_staging,
        landed ? "none: one micro-batch's gradients land in the accumulator"
               : "D2H landing, " + std::to_string(wire) + " B/param: bucket size x " +
                     std::to_string(in.grad_buckets) + " buckets"},
       {"pinned_weight_staging", weight_staging,
-       "H2D source: largest sub-group x " + std::to_string(a) + " B x " + bc + " slots"},
+       dp ? "H2D source: two whole units' weights (the largest unit) for the all-gathers"
+          : "H2D source: largest sub-group x " + std::to_string(a) + " B x " + bc + " slots"},
       {"streamed_weights", copy.host_pinned,
        "pinned: the " + streamed_units + "; each fetch uploads from here, the update writes here"},
       {"weight_staging", copy.staging,
@@ -247,9 +288,13 @@ StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t para
        "overlapped pipeline: new weights of the speculated sub-groups"},
       {"nvme_io_buffers", nvme_slots,
        "pinned: largest NVMe sub-group x " + std::to_string(state_bytes) + " B x " + bc + " slots"},
-      {"checkpoint_buffers", CheckpointBufferBytes(sg, P, a),
+      {"checkpoint_buffers", checkpoint,
        "checkpoints and the final save stream the state: one sub-group's master + moments "
        "(fp32) and the file writer's buffer"},
+      {"model_load", load > checkpoint ? load - checkpoint : 0,
+       "start-up reads each unit whole as fp32 (" + FormatBytes(load) +
+           ", the largest unit): what it needs beyond the checkpoint buffers, which it never "
+           "coexists with"},
       {"dataset", in.dataset_bytes,
        in.dataset_bytes > 0 ? "the tokenized dataset and its shuffled order"
                             : "not known here (tierflow train counts the dataset it loads)"},
@@ -307,6 +352,19 @@ StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t para
                                      FormatBytes(in.nvme_block_bytes) +
                                      " blocks; read every fetch, written every step"});
   }
+  if (dp && in.gpus_per_node > 1) {
+    // The node's ranks each hold all of the above (the ranks of a node are
+    // sized by the largest part): host RAM and NVMe are shared.
+    const auto n = U(in.gpus_per_node);
+    const std::string each = " (each of the node's " + std::to_string(n) + " ranks)";
+    for (TierPlan* tier : {&t.host, &t.nvme}) {
+      for (PlanComponent& c : tier->components) {
+        c.bytes = Mul(c.bytes, n);
+        c.note += each;
+      }
+    }
+    t.pinned_bytes = Mul(t.pinned_bytes, n);
+  }
   return t;
 }
 
@@ -363,10 +421,11 @@ StatusOr<StatePlacement> PlaceState(const PlanInput& in, const Hardware& hw, int
       const uint64_t usable = static_cast<uint64_t>(static_cast<double>(hw.host_memory_bytes) *
                                                     kHostAutoPlacementFraction);
       const uint64_t used = without.host.total_bytes();
+      // Per rank: the node's ranks share what is free.
       SpeculationBudgetInput b;
-      b.free_host_bytes = usable > used ? usable - used : 0;
-      b.params = params;
-      b.host_state_params = params - without.sub_groups.nvme_params;
+      b.free_host_bytes = (usable > used ? usable - used : 0) / U(in.gpus_per_node);
+      b.params = without.sub_groups.params;
+      b.host_state_params = without.sub_groups.params - without.sub_groups.nvme_params;
       b.state_bytes_per_param = s;
       b.weight_bytes_per_param = DTypeSize(in.dtype);
       out.speculation = SpeculationBudget(b);
@@ -462,7 +521,16 @@ std::string StreamedCopyAdvice(const PlanInput& in, const Plan& plan) {
 
 std::string HostAdvice(const PlanInput& in, const Plan& plan) {
   const Placement& p = plan.placement;
-  if (p.nvme_state_params < plan.params) {
+  std::string ranks;
+  if (in.gpus_per_node > 1) {
+    // Every rank lands the whole gradient and holds its buffers: the
+    // node's host memory grows with its GPUs, not only with the model.
+    ranks = "; the node's " + std::to_string(in.gpus_per_node) +
+            " ranks each land the whole gradient (" +
+            FormatBytes(plan.host.bytes_of("gradient_accumulator") / U(in.gpus_per_node)) +
+            " per rank): fewer GPUs per node (--gpus-per-node) or more nodes need less of it";
+  }
+  if (p.nvme_state_params < plan.sub_groups.params) {
     std::string how = in.offload == OffloadPlacement::kHost
                           ? "move optimizer state to NVMe (--offload-optimizer nvme, or auto "
                             "to let the planner split it)"
@@ -470,7 +538,7 @@ std::string HostAdvice(const PlanInput& in, const Plan& plan) {
     return how + "; the optimizer state on host is " +
            FormatBytes(plan.host.bytes_of("master_weights") +
                        plan.host.bytes_of("optimizer_moments")) +
-           StreamedCopyAdvice(in, plan);
+           StreamedCopyAdvice(in, plan) + ranks;
   }
   std::string s =
       "even with all optimizer state on NVMe the host needs the gradient accumulator (" +
@@ -481,7 +549,8 @@ std::string HostAdvice(const PlanInput& in, const Plan& plan) {
     s += " and the emulated device's memory (" +
          FormatBytes(plan.host.bytes_of("emulated_device_memory")) + ")";
   }
-  return s + StreamedCopyAdvice(in, plan) + ": use a host with more RAM, or a smaller model";
+  return s + StreamedCopyAdvice(in, plan) + ": use a host with more RAM, or a smaller model" +
+         ranks;
 }
 
 std::string NvmeAdvice(const PlanInput& in, const Plan& plan) {
@@ -574,7 +643,60 @@ OffloadPlacement Placement::offload() const {
   return nvme_state_params > 0 ? OffloadPlacement::kNvme : OffloadPlacement::kHost;
 }
 
+namespace {
+
+StatusOr<Plan> PlanOnce(const PlanInput& in, const Hardware& hw, bool scaling);
+
+// Adding GPUs per node at the same global batch (a user keeps the batch
+// the learning rate was tuned for): the input planned with 1, 2, 4, ... of
+// them that divide its own count, each running the input's micro-batches
+// of the ranks it stands for, and what binds where the step stops
+// shrinking. (With the per-rank batch fixed instead, every GPU adds tokens
+// to a step whose update costs the same, which always looks like it helps.)
+Status PlanScaling(const PlanInput& in, const Hardware& hw, Plan& plan) {
+  Plan::DataParallel& dp = plan.data_parallel;
+  std::vector<int> counts;
+  for (int n = 1; n < in.gpus_per_node; n *= 2) {
+    if (in.gpus_per_node % n == 0) counts.push_back(n);
+  }
+  counts.push_back(in.gpus_per_node);
+  for (int n : counts) {
+    Plan::DataParallel::Point point;
+    point.gpus_per_node = n;
+    const Plan* at = &plan;
+    Plan other;
+    if (n != in.gpus_per_node) {
+      PlanInput fewer = in;
+      fewer.gpus_per_node = n;
+      fewer.grad_accum = in.grad_accum * (in.gpus_per_node / n);
+      fewer.gpus_per_pcie_link = std::min(in.gpus_per_pcie_link, n);
+      TF_ASSIGN_OR_RETURN(other, PlanOnce(fewer, hw, /*scaling=*/false));
+      at = &other;
+    }
+    point.feasible = at->feasible;
+    point.tokens_per_second =
+        at->predicted_step_seconds > 0
+            ? static_cast<double>(at->tokens_per_step) / at->predicted_step_seconds
+            : 0;
+    point.step_seconds = at->predicted_step_seconds;
+    point.slowest = SlowestStage(*at).name;
+    point.slowest_seconds = SlowestStage(*at).seconds;
+    point.binding = at->binding_constraint;
+    dp.scaling.push_back(std::move(point));
+  }
+  dp.scaling_advice = ScalingAdvice(in, plan);
+  return Status::Ok();
+}
+
+}  // namespace
+
 StatusOr<Plan> ComputePlan(const PlanInput& in, const Hardware& hw) {
+  return PlanOnce(in, hw, /*scaling=*/true);
+}
+
+namespace {
+
+StatusOr<Plan> PlanOnce(const PlanInput& in, const Hardware& hw, bool scaling) {
   TF_RETURN_IF_ERROR(ValidateInput(in, hw));
   TF_RETURN_IF_ERROR(CheckCancel("planning " + in.model.name));
   const ModelConfig& m = in.model;
@@ -582,7 +704,12 @@ StatusOr<Plan> ComputePlan(const PlanInput& in, const Hardware& hw) {
   plan.model_name = m.name;
   plan.family = m.family;
   plan.params = ParameterCount(m);
-  plan.tokens_per_step = SaturatingMul(SaturatingMul(in.micro_batch, in.seq_len), in.grad_accum);
+  // Every rank runs grad_accum micro-batches of the step.
+  plan.tokens_per_step = SaturatingMul(
+      SaturatingMul(SaturatingMul(in.micro_batch, in.seq_len), in.grad_accum), in.ranks());
+  plan.data_parallel.ranks = in.ranks();
+  plan.data_parallel.gpus_per_node = in.gpus_per_node;
+  plan.data_parallel.nodes = in.nodes;
   plan.state_bytes_per_param = OptimizerStateBytesPerParam(OptimizerMomentCount(in.optimizer));
   plan.grad_transfer_dtype = GradTransferDType(in.dtype, in.grad_transfer_dtype);
   const uint64_t a = DTypeSize(in.dtype);
@@ -687,8 +814,10 @@ StatusOr<Plan> ComputePlan(const PlanInput& in, const Hardware& hw) {
   const ModelUnits units = ModelUnitsOf(m);
   const int slots = in.param_slots.value_or(kDefaultParamSlots);
   const double device_target = static_cast<double>(hw.device_memory_bytes) * kDeviceTargetFraction;
+  // Several ranks keep every weight resident (streaming is refused there).
+  const ParamOffload requested = in.ranks() > 1 ? ParamOffload::kNone : in.param_offload;
   const DeviceLayout device_layout =
-      ChooseDeviceLayout(in.param_offload, units, buckets, slots, device_target, device_bytes);
+      ChooseDeviceLayout(requested, units, buckets, slots, device_target, device_bytes);
   const int64_t bucket = device_layout.bucket_params;
   // Where the streamed copy lives does not change the device.
   const ParamOffload forced =
@@ -700,7 +829,7 @@ StatusOr<Plan> ComputePlan(const PlanInput& in, const Hardware& hw) {
   // ---- placement, host, NVMe ----
   TF_ASSIGN_OR_RETURN(StatePlacement state,
                       PlaceState(in, hw, plan.params, s, device_tensors, bucket, params, units));
-  if (in.param_offload == ParamOffload::kAuto && params.where != ParamOffload::kNone) {
+  if (requested == ParamOffload::kAuto && params.where != ParamOffload::kNone) {
     // The copy goes to the host when the host holds it within its margin
     // (before the optimizer state: it is read every micro-batch, the state
     // once a step), else to NVMe, unless only the host copy fits at all.
@@ -722,7 +851,7 @@ StatusOr<Plan> ComputePlan(const PlanInput& in, const Hardware& hw) {
       }
     }
   }
-  params.chosen_by_planner = in.param_offload == ParamOffload::kAuto;
+  params.chosen_by_planner = requested == ParamOffload::kAuto;
   plan.host = std::move(state.tiers.host);
   plan.nvme = std::move(state.tiers.nvme);
   plan.pinned_bytes = state.tiers.pinned_bytes;
@@ -731,7 +860,8 @@ StatusOr<Plan> ComputePlan(const PlanInput& in, const Hardware& hw) {
   Placement& p = plan.placement;
   p.nvme_ratio = state.ratio;
   p.nvme_state_params = plan.sub_groups.nvme_params;
-  p.host_state_params = plan.params - p.nvme_state_params;
+  p.host_state_params = plan.sub_groups.params - p.nvme_state_params;
+  plan.data_parallel.rank_params = plan.sub_groups.params;
   p.sub_group_params = in.sub_group_params;
   p.sub_group_cut = in.sub_group_cut;
   p.num_sub_groups = plan.sub_groups.num_sub_groups;
@@ -746,12 +876,16 @@ StatusOr<Plan> ComputePlan(const PlanInput& in, const Hardware& hw) {
   p.params = std::move(params);
 
   Explain(in, plan);
-  if (!plan.feasible && plan.binding_constraint == "device" &&
-      in.param_offload == ParamOffload::kNone) {
+  if (!plan.feasible && plan.binding_constraint == "device" && in.ranks() > 1) {
+    plan.explanation +=
+        ". Streaming weights (parameter offload) is not built for several ranks yet: every rank "
+        "keeps the whole model on its GPU";
+  } else if (!plan.feasible && plan.binding_constraint == "device" &&
+             in.param_offload == ParamOffload::kNone) {
     // Would streaming weights fit it? Plan it (one level: kAuto).
     PlanInput streamed = in;
     streamed.param_offload = ParamOffload::kAuto;
-    TF_ASSIGN_OR_RETURN(const Plan alt, ComputePlan(streamed, hw));
+    TF_ASSIGN_OR_RETURN(const Plan alt, PlanOnce(streamed, hw, /*scaling=*/false));
     const ParamPlacement& ap = alt.placement.params;
     if (alt.feasible && ap.where != ParamOffload::kNone) {
       plan.explanation +=
@@ -764,8 +898,11 @@ StatusOr<Plan> ComputePlan(const PlanInput& in, const Hardware& hw) {
     }
   }
   PredictStepTime(in, hw, plan);
+  if (scaling && in.ranks() > 1) TF_RETURN_IF_ERROR(PlanScaling(in, hw, plan));
   return plan;
 }
+
+}  // namespace
 
 Status RequireFeasible(const Plan& plan) {
   if (plan.feasible) return Status::Ok();

@@ -84,6 +84,18 @@ struct PlanInput {
   ParamOffload param_offload = ParamOffload::kAuto;
   // Device slots of the streamed units' ring (>= 2); unset: the planner's choice.
   std::optional<int> param_slots;
+  // Data parallelism (EngineOptions::comm): gpus_per_node x nodes ranks,
+  // one GPU each. Every rank holds the whole model on its device, runs
+  // grad_accum micro-batches per step (sequences per step = micro_batch x
+  // grad_accum x ranks, DeepSpeed's rule) and owns the optimizer state of
+  // its part of every unit. The Hardware's host memory, NVMe, cores and
+  // host rates are one node's, shared by its ranks; the device's are one
+  // GPU's. gpus_per_pcie_link GPUs share one PCIe link to the host (a
+  // switch), dividing its bandwidth: 1..gpus_per_node.
+  int gpus_per_node = 1;
+  int nodes = 1;
+  int gpus_per_pcie_link = 1;
+  int ranks() const { return gpus_per_node * nodes; }
 };
 
 // Rates the step-time prediction uses. Defaults come from
@@ -98,7 +110,14 @@ struct Bandwidths {
   double nvme_write_gb_per_second = 0;   // optimizer state writes
   double device_tflops = 0;              // dense 16-bit GEMM peak of the device
   double device_efficiency = 0;          // fraction of device_tflops a whole fwd+bwd reaches
-  std::string source;                    // "defaults", "profile bench.json", ... (for humans)
+  // Collectives between data-parallel ranks on the host path (MPI): bus
+  // bandwidth as nccl-tests defines it (a collective of S bytes over n
+  // ranks takes S (n - 1) / n / busbw), the slower of reduce-scatter and
+  // all-gather, within one node and across nodes. `tierflow bench comm
+  // --profile` measures them.
+  double intra_node_busbw_gb_per_second = 0;
+  double inter_node_busbw_gb_per_second = 0;
+  std::string source;         // "defaults", "profile bench.json", ... (for humans)
   int64_t measured_unix = 0;  // when the profile's benches ran (Unix seconds); 0: unknown
 };
 
@@ -218,7 +237,34 @@ struct Plan {
   } compute_bound;
   double predicted_step_seconds = 0;  // with the engine's overlap
   double serial_step_seconds = 0;     // every stage one after another
-  double flops_per_step = 0;
+  double flops_per_step = 0;          // over all ranks
+
+  // Data parallelism (input.ranks() > 1). The tiers above are per GPU
+  // (device) and per node (host, NVMe: the sum of its ranks').
+  struct DataParallel {
+    int ranks = 1, gpus_per_node = 1, nodes = 1;
+    int64_t rank_params = 0;  // parameters whose state the largest rank owns
+    // Per step: the gradient's reduce-scatters (one per micro-batch) and
+    // the weights' all-gather, and over what they ran.
+    double reduce_scatter_seconds = 0, all_gather_seconds = 0;
+    std::string interconnect;
+    // Tokens/s with 1, 2, 4, ... GPUs per node up to gpus_per_node (those
+    // that divide it), the same nodes and global batch (fewer GPUs
+    // accumulate more micro-batches), and what binds each.
+    struct Point {
+      int gpus_per_node = 0;
+      bool feasible = false;
+      double tokens_per_second = 0;
+      double step_seconds = 0;
+      std::string slowest;  // the stage the step waits on most
+      double slowest_seconds = 0;
+      std::string binding;  // the plan's binding tier ("device", "host", "nvme")
+    };
+    std::vector<Point> scaling;
+    // Whether adding GPUs helps, and if not, what binds (host memory
+    // bandwidth, PCIe, NVMe or the network), in words.
+    std::string scaling_advice;
+  } data_parallel;
 };
 
 // Upper bounds on the training setup ComputePlan accepts, far above any real
@@ -228,6 +274,8 @@ inline constexpr int64_t kMaxPlanMicroBatch = int64_t{1} << 16;
 inline constexpr int64_t kMaxPlanGradAccum = int64_t{1} << 16;
 inline constexpr int64_t kMaxPlanParams = int64_t{1} << 40;  // sub-group, speculation sizes
 inline constexpr int64_t kMaxPlanSlots = 1024;  // buffers, gradient buckets, NVMe directories
+inline constexpr int kMaxPlanGpusPerNode = 64;
+inline constexpr int kMaxPlanNodes = 4096;
 
 // The plan. InvalidArgument when the input is inconsistent (the model config
 // invalid or beyond its bounds, seq_len beyond the model's positions, ratio

@@ -3,6 +3,8 @@
 // pipeline (docs/PLANNER.md, "Time").
 #pragma once
 
+#include <string>
+
 #include "plan/planner.h"
 
 namespace tierflow {
@@ -23,6 +25,20 @@ double AccumulateBytesPerParam(int64_t grad_accum, double transfer_bytes);
 // Fills plan.stages, plan.flops_per_step, plan.predicted_step_seconds and
 // plan.serial_step_seconds. REQUIRES: the memory part of `plan` is computed
 // (placement, params, tokens_per_step) and every bandwidth is positive.
+// With several ranks the stages are one rank's (each computes its own
+// micro-batches and moves the whole gradient and weights over its PCIe
+// link, shared by gpus_per_pcie_link GPUs) and one node's (the CPU
+// optimizer and NVMe serve all its ranks' parts), plus the reduce-scatters
+// of the gradient (one per micro-batch, during backward) and the all-gather
+// of the new weights (during the update), over the interconnect's bus
+// bandwidth; plan.data_parallel gets their seconds.
 void PredictStepTime(const PlanInput& input, const Hardware& hardware, Plan& plan);
+
+// The stage that takes longest per step (what the step waits on most).
+const StageTime& SlowestStage(const Plan& plan);
+
+// Data parallelism: whether adding GPUs per node still helps, from
+// plan.data_parallel.scaling, and if not what binds and what to change.
+std::string ScalingAdvice(const PlanInput& input, const Plan& plan);
 
 }  // namespace tierflow

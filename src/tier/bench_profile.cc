@@ -1,6 +1,8 @@
 // Building the bandwidth profile from the benches' JSON.
 #include "tier/bench_profile.h"
 
+#include <algorithm>
+#include <ctime>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -80,7 +82,10 @@ StatusOr<nlohmann::json> SetNvmeInProfile(nlohmann::json p, const nlohmann::json
   return p;
 }
 
-Status WriteNvmeToProfileFile(const std::string& path, const nlohmann::json& nvme) {
+namespace {
+
+// The profile at `path`, or a new one when there is none.
+StatusOr<nlohmann::json> ReadProfileToUpdate(const std::string& path) {
   nlohmann::json profile = {{"version", 1}};
   std::error_code ec;
   if (std::filesystem::exists(path, ec)) {
@@ -96,7 +101,58 @@ Status WriteNvmeToProfileFile(const std::string& path, const nlohmann::json& nvm
     }
     profile = std::move(j);
   }
+  return profile;
+}
+
+}  // namespace
+
+Status WriteNvmeToProfileFile(const std::string& path, const nlohmann::json& nvme) {
+  TF_ASSIGN_OR_RETURN(nlohmann::json profile, ReadProfileToUpdate(path));
   TF_ASSIGN_OR_RETURN(profile, SetNvmeInProfile(std::move(profile), nvme));
+  return WriteStringToFileAtomically(nullptr, path, profile.dump(2) + "\n");
+}
+
+StatusOr<nlohmann::json> SetCommInProfile(nlohmann::json profile, const nlohmann::json& comm) {
+  if (!comm.is_object() || !comm.contains("rows") || !comm["rows"].is_array() ||
+      !comm.contains("nodes") || !comm["nodes"].is_number_integer() || comm["nodes"] < 1) {
+    return InvalidArgumentError("bench comm output has no 'rows' and 'nodes'");
+  }
+  // The largest size measured, where the bus bandwidth has settled: the
+  // slower of reduce-scatter and all-gather (the two the engine issues).
+  uint64_t largest = 0;
+  for (const nlohmann::json& r : comm["rows"]) {
+    if (r.is_object() && r.contains("bytes") && r["bytes"].is_number_unsigned()) {
+      largest = std::max(largest, r["bytes"].get<uint64_t>());
+    }
+  }
+  double busbw = 0;
+  int found = 0;
+  for (const nlohmann::json& r : comm["rows"]) {
+    if (!r.is_object() || !r.contains("op") || !r.contains("bytes") || r["bytes"] != largest) {
+      continue;
+    }
+    if (r["op"] != "reduce_scatter" && r["op"] != "all_gather") continue;
+    TF_ASSIGN_OR_RETURN(double rate, Rate(r, "comm", "busbw_gb_per_second"));
+    busbw = found == 0 ? rate : std::min(busbw, rate);
+    ++found;
+  }
+  if (found != 2) {
+    return InvalidArgumentError(
+        "bench comm output has no reduce_scatter and all_gather rows at its largest size");
+  }
+  const bool across = comm["nodes"].get<int>() > 1;
+  profile[across ? "inter_node_busbw_gb_per_second" : "intra_node_busbw_gb_per_second"] = busbw;
+  profile["measurements"][across ? "comm_inter_node" : "comm_intra_node"] = comm;
+  return profile;
+}
+
+Status WriteCommToProfileFile(const std::string& path, const nlohmann::json& comm) {
+  TF_ASSIGN_OR_RETURN(nlohmann::json profile, ReadProfileToUpdate(path));
+  TF_ASSIGN_OR_RETURN(profile, SetCommInProfile(std::move(profile), comm));
+  // A profile this bench starts says when it was measured.
+  if (!profile.contains("measured_unix")) {
+    profile["measured_unix"] = static_cast<int64_t>(std::time(nullptr));
+  }
   return WriteStringToFileAtomically(nullptr, path, profile.dump(2) + "\n");
 }
 

@@ -34,4 +34,14 @@ StatusOr<nlohmann::json> SetNvmeInProfile(nlohmann::json profile, const nlohmann
 // not a version-1 profile (it is left alone), and those of the write.
 Status WriteNvmeToProfileFile(const std::string& path, const nlohmann::json& nvme);
 
+// `profile` with the collectives' bus bandwidth of `comm` (a `bench comm
+// --json` output: "nodes" and "rows"): the slower of reduce-scatter and
+// all-gather at the largest size, as "intra_node_busbw_gb_per_second" when
+// the ranks were on one node, else "inter_node_busbw_gb_per_second"; the
+// output itself under "measurements". Errors: InvalidArgument when the
+// output lacks those rows or a positive busbw.
+StatusOr<nlohmann::json> SetCommInProfile(nlohmann::json profile, const nlohmann::json& comm);
+// Writes them into the profile file at `path` as WriteNvmeToProfileFile does.
+Status WriteCommToProfileFile(const std::string& path, const nlohmann::json& comm);
+
 }  // namespace tierflow::tier

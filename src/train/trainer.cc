@@ -371,13 +371,18 @@ std::string DescribePlacement(const Placement& p) {
 }
 
 // The planner's view of this run and this machine. `c.buffer_count` is the
-// resolved one; `nvme_block_bytes` the NVMe tier's block size.
+// resolved one; `nvme_block_bytes` the NVMe tier's block size. With several
+// ranks, the machine is this rank's node, shared by its `gpus_per_node`
+// ranks (the launcher's local size) of `ranks`.
 StatusOr<Plan> PlanRun(const TrainConfig& c, const ModelConfig& model, DType dtype, Device& device,
                        const std::vector<std::string>& nvme_paths, uint64_t nvme_block_bytes,
-                       uint64_t host_memory_override, uint64_t dataset_bytes,
-                       Bandwidths* rates_used) {
+                       uint64_t host_memory_override, uint64_t dataset_bytes, int ranks,
+                       int gpus_per_node, Bandwidths* rates_used) {
   PlanInput in;
   in.model = model;
+  in.gpus_per_node = std::clamp(gpus_per_node, 1, ranks);
+  // Nodes of equal size; a last node with fewer ranks is planned as full.
+  in.nodes = (ranks + in.gpus_per_node - 1) / in.gpus_per_node;
   in.dataset_bytes = dataset_bytes;
   // Bounded by ValidateTrainConfig (at most 2^40); the planner refuses one
   // below the model's largest tensor, naming it.
@@ -608,7 +613,8 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   Bandwidths rates;
   TF_ASSIGN_OR_RETURN(Plan plan, PlanRun(sized, model_config, dtype, *device, nvme_paths,
                                          nvme_io ? nvme_io->io.block_size_bytes : kNvmeBlockBytes,
-                                         host_memory_override, loader.MemoryBytes(), &rates));
+                                         host_memory_override, loader.MemoryBytes(), ranks,
+                                         world.local_size, &rates));
   if (config.offload == OffloadPlacement::kAuto && plan.feasible &&
       plan.placement.offload() == OffloadPlacement::kNvme) {
     // It put state on NVMe: choose how to drive the drive (which may want
@@ -618,7 +624,7 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
     TF_RETURN_IF_ERROR(choose_nvme_io());
     TF_ASSIGN_OR_RETURN(
         plan, PlanRun(sized, model_config, dtype, *device, nvme_paths, nvme_io->io.block_size_bytes,
-                      host_memory_override, loader.MemoryBytes(), &rates));
+                      host_memory_override, loader.MemoryBytes(), ranks, world.local_size, &rates));
   }
   TF_RETURN_IF_ERROR(RequireFeasible(plan).WithContext("tierflow plan says this run does not fit"));
   if (comm != nullptr && (plan.placement.offload() == OffloadPlacement::kNvme ||
@@ -644,12 +650,9 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   TF_ASSIGN_OR_RETURN(auto model, TransformerModel::Create(*device, model_config, shape, init));
   TraceRecorder trace;
   EngineOptions engine_options = MakeEngineOptions(placed, dtype, nvme_paths);
-  // The speculation budget the plan counted: given, or from free host
-  // memory (which this node's ranks share).
+  // The speculation budget the plan counted: given, or this rank's share of
+  // the free host memory (which this node's ranks share).
   engine_options.speculation_params = static_cast<uint64_t>(plan.placement.speculation_params);
-  if (comm != nullptr && !config.speculation_params) {
-    engine_options.speculation_params /= static_cast<uint64_t>(std::max(world.local_size, 1));
-  }
   // The bucket size the plan counted (vocabulary slices when it is below the largest unit).
   engine_options.grad_bucket_params = static_cast<uint64_t>(plan.placement.grad_bucket_params);
   // Every step has grad_accum micro-batches per rank: the gradient buffers

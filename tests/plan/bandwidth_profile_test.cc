@@ -30,15 +30,18 @@ TEST(BandwidthProfile, FullProfileReplacesEveryRate) {
   auto b = ParseBandwidthProfile(R"({"version": 1, "h2d_gb_per_second": 51.5,
       "d2h_gb_per_second": 50.0, "host_memory_gb_per_second": 80, "adam_params_per_second": 2e9,
       "nvme_read_gb_per_second": 12, "nvme_write_gb_per_second": 9, "device_tflops": 700,
-      "device_efficiency": 0.5, "machine": "ignored"})",
+      "device_efficiency": 0.5, "intra_node_busbw_gb_per_second": 21.5,
+      "inter_node_busbw_gb_per_second": 23, "machine": "ignored"})",
                                  "bench.json", DefaultBandwidths(true, 8));
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   EXPECT_DOUBLE_EQ(b->h2d_gb_per_second, 51.5);
   EXPECT_DOUBLE_EQ(b->adam_params_per_second, 2e9);
   EXPECT_DOUBLE_EQ(b->device_tflops, 700);
   EXPECT_DOUBLE_EQ(b->device_efficiency, 0.5);
+  EXPECT_DOUBLE_EQ(b->intra_node_busbw_gb_per_second, 21.5);
+  EXPECT_DOUBLE_EQ(b->inter_node_busbw_gb_per_second, 23);
   EXPECT_THAT(b->source, HasSubstr("bench.json"));
-  EXPECT_THAT(b->source, HasSubstr("8 of 8"));
+  EXPECT_THAT(b->source, HasSubstr("10 of 10"));
 }
 
 TEST(BandwidthProfile, PartialProfileKeepsTheBase) {
@@ -47,7 +50,8 @@ TEST(BandwidthProfile, PartialProfileKeepsTheBase) {
   ASSERT_TRUE(b.ok());
   EXPECT_DOUBLE_EQ(b->nvme_read_gb_per_second, 7);
   EXPECT_DOUBLE_EQ(b->h2d_gb_per_second, base.h2d_gb_per_second);
-  EXPECT_THAT(b->source, HasSubstr("1 of 8"));
+  EXPECT_DOUBLE_EQ(b->intra_node_busbw_gb_per_second, base.intra_node_busbw_gb_per_second);
+  EXPECT_THAT(b->source, HasSubstr("1 of 10"));
   EXPECT_THAT(b->source, HasSubstr("defaults"));
 }
 

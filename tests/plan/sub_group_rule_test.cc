@@ -11,8 +11,10 @@
 
 #include <gtest/gtest.h>
 
+#include "comm/partition.h"
 #include "engine/sub_groups.h"
 #include "model/param_layout.h"
+#include "optim/grad_stats.h"
 #include "plan/memory_model.h"
 #include "tierflow/sub_group_rule.h"
 
@@ -88,17 +90,33 @@ TEST(MakeSubGroupsOfParts, CutsOnlyThePartAndKeepsUnitOffsets) {
 
 // Planner and engine, one model and rule: the same counts, the same largest
 // group and unit, and the same NVMe share (sub-groups whose first parameter
-// is at or beyond llround((1 - r) P)).
-void ExpectPlannerMatchesEngine(const std::string& preset, SubGroupRule rule) {
-  SCOPED_TRACE(preset + ", " + DescribeSubGroupRule(rule));
+// is at or beyond llround((1 - r) P)). With several ranks, the engine's
+// layout of rank 0's parts (data_parallel.cc cuts them so), which is the
+// largest and the one the planner sizes every rank by.
+void ExpectPlannerMatchesEngine(const std::string& preset, SubGroupRule rule, int ranks = 1) {
+  SCOPED_TRACE(preset + ", " + DescribeSubGroupRule(rule) + ", " + std::to_string(ranks) +
+               " ranks");
   auto config = PresetModelConfig(preset);
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   auto layout = MakeParamLayout(*config);
   ASSERT_TRUE(layout.ok()) << layout.status().ToString();
-  auto groups = MakeSubGroups(layout->units, rule);
+  std::vector<uint64_t> begin, params;
+  uint64_t max_whole_unit = 0;
+  for (const UnitInfo& unit : layout->units) {
+    auto part = comm::Partition::Even(unit.num_params, ranks, kGradStatsChunkElems);
+    ASSERT_TRUE(part.ok());
+    for (int r = 1; r < ranks; ++r) ASSERT_LE(part->size(r), part->size(0));  // rank 0's is largest
+    begin.push_back(part->begin(0));
+    params.push_back(part->size(0));
+    EXPECT_EQ(RankPartParams(static_cast<int64_t>(unit.num_params), ranks),
+              static_cast<int64_t>(part->size(0)));
+    max_whole_unit = std::max<uint64_t>(max_whole_unit, unit.num_params);
+  }
+  auto groups = MakeSubGroupsOfParts(layout->units, rule, begin, params);
   ASSERT_TRUE(groups.ok()) << groups.status().ToString();
   for (double ratio : {0.0, 0.3, 1.0}) {
-    const SubGroupSummary s = SummarizeSubGroups(*config, rule, ratio, 12);
+    const SubGroupSummary s = SummarizeSubGroups(*config, rule, ratio, 12, kNvmeBlockBytes, ranks);
+    EXPECT_EQ(s.params, static_cast<int64_t>(groups->total_params)) << ratio;
     const auto host_target = static_cast<uint64_t>(
         std::llround((1.0 - ratio) * static_cast<double>(groups->total_params)));
     int64_t nvme_groups = 0, nvme_params = 0, max_nvme = 0;
@@ -111,10 +129,25 @@ void ExpectPlannerMatchesEngine(const std::string& preset, SubGroupRule rule) {
     }
     EXPECT_EQ(s.num_sub_groups, static_cast<int64_t>(groups->groups.size())) << ratio;
     EXPECT_EQ(s.max_group_params, static_cast<int64_t>(groups->max_group_params)) << ratio;
-    EXPECT_EQ(s.max_unit_params, static_cast<int64_t>(groups->max_unit_params)) << ratio;
+    EXPECT_EQ(s.max_unit_params, static_cast<int64_t>(max_whole_unit)) << ratio;
     EXPECT_EQ(s.nvme_sub_groups, nvme_groups) << ratio;
     EXPECT_EQ(s.nvme_params, nvme_params) << ratio;
     EXPECT_EQ(s.max_nvme_group_params, max_nvme) << ratio;
+  }
+}
+
+TEST(SubGroupRules, ThePlannerSeesEachRanksLayout) {
+  // The planner's part size is the engine's partition (kRankPartAlignParams
+  // is the norm's chunk the parts are cut at).
+  static_assert(kRankPartAlignParams == static_cast<int64_t>(kGradStatsChunkElems));
+  for (int ranks : {2, 3, 8}) {
+    for (const char* preset : {"tiny-gpt2", "tiny-llama", "llama-1b"}) {
+      ExpectPlannerMatchesEngine(preset, SubGroupRule{SubGroupCut::kSlices, 40000}, ranks);
+      ExpectPlannerMatchesEngine(preset, SubGroupRule{SubGroupCut::kSlices, uint64_t{4} << 20},
+                                 ranks);
+      ExpectPlannerMatchesEngine(preset, SubGroupRule{SubGroupCut::kWholeTensors, 0}, ranks);
+      ExpectPlannerMatchesEngine(preset, SubGroupRule{SubGroupCut::kWholeTensors, 1000000}, ranks);
+    }
   }
 }
 

@@ -131,5 +131,41 @@ TEST(BenchProfile, TheTuneUpdatesAProfileFileKeepingTheRest) {
   EXPECT_EQ(tier_test::ReadFile(dir / "other.json"), R"({"model": "x"})");
 }
 
+// `bench comm --profile`: the slower of reduce-scatter and all-gather at
+// the largest size becomes the within-node (one node) or between-node bus
+// bandwidth the planner reads; the rest of the profile is kept.
+nlohmann::json CommOut(int nodes, double rs_large, double ag_large) {
+  auto row = [](const char* op, uint64_t bytes, double busbw) {
+    return nlohmann::json{{"op", op}, {"bytes", bytes}, {"busbw_gb_per_second", busbw}};
+  };
+  return {{"backend", "mpi"},
+          {"world_size", 4},
+          {"nodes", nodes},
+          {"rows",
+           {row("all_reduce", 64u << 20, 0.5), row("reduce_scatter", 1u << 20, 0.1),
+            row("all_gather", 1u << 20, 0.2), row("reduce_scatter", 64u << 20, rs_large),
+            row("all_gather", 64u << 20, ag_large)}}};
+}
+
+TEST(BenchProfile, TheCollectivesBusBandwidthGoesWhereTheRanksRan) {
+  tier_test::TempDir dir;
+  auto full = MakeBandwidthProfile(CopyOut(), AdamOut(), NvmeOut());
+  ASSERT_TRUE(full.ok());
+  std::ofstream(dir / "p.json") << full->dump();
+  ASSERT_TRUE(WriteCommToProfileFile(dir / "p.json", CommOut(1, 3.5, 2.25)).ok());
+  ASSERT_TRUE(WriteCommToProfileFile(dir / "p.json", CommOut(2, 1.5, 4.0)).ok());
+  const Bandwidths base = DefaultBandwidths(true, 8);
+  auto rates = LoadBandwidthProfile(dir / "p.json", base);
+  ASSERT_TRUE(rates.ok()) << rates.status().ToString();
+  EXPECT_EQ(rates->intra_node_busbw_gb_per_second, 2.25);
+  EXPECT_EQ(rates->inter_node_busbw_gb_per_second, 1.5);
+  EXPECT_EQ(rates->h2d_gb_per_second, 21.5);  // kept
+  // Without both collectives at the largest size, nothing is written.
+  nlohmann::json partial = CommOut(1, 3.5, 2.25);
+  partial["rows"].erase(partial["rows"].size() - 1);
+  auto refused = SetCommInProfile(*full, partial);
+  EXPECT_THAT(refused.status().message(), ::testing::HasSubstr("reduce_scatter and all_gather"));
+}
+
 }  // namespace
 }  // namespace tierflow::tier
