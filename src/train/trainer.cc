@@ -45,6 +45,7 @@
 #include "plan/planner.h"
 #include "train/checkpoint.h"
 #include "train/nvme_io_choice.h"
+#include "train/swap_registry.h"
 
 #ifndef TIERFLOW_SOURCE_DIR
 #define TIERFLOW_SOURCE_DIR "."
@@ -203,65 +204,6 @@ Status SaveFinalModel(const DirLock& out_lock, OffloadEngine& engine, const Para
   TF_RETURN_IF_ERROR(WriteHfSideFiles(source.side, tmp.string(), file_system));
   return ReplaceDirectory(file_system, tmp.string(), final_dir.string())
       .WithContext("saving the final model");
-}
-
-// Swap sets this output directory's runs created: a run killed before its
-// clean exit leaves its set behind (stale). Those, and only those, are ours
-// to remove when the next run of the same directory starts; anything else
-// stale is reported by the store and left to `tierflow tier clean`.
-// swap_runs.json is read, edited and rewritten: only the holder of OUT's
-// lock may, or two runs would each drop the other's entry.
-Status CleanOurStaleSwapSets(const DirLock& out_lock, const std::vector<std::string>& nvme_paths,
-                             const std::string& new_run_id, TrainReporter& reporter) {
-  const std::string& out_dir = out_lock.dir();
-  const std::string registry = out_dir + "/swap_runs.json";
-  nlohmann::json runs = nlohmann::json::array();
-  {
-    std::error_code ec;
-    if (fs::exists(registry, ec)) {
-      // Depth-limited and non-throwing: the file is on disk, so outside input.
-      auto text = ReadFileToString(registry, 16u << 20);
-      nlohmann::json parsed;
-      Status s = text.ok() ? ParseJsonStrict(*text, registry, &parsed) : text.status();
-      if (s.ok() && parsed.is_array()) {
-        runs = std::move(parsed);
-      } else {
-        reporter.OnNote("ignoring unreadable " + registry + (s.ok() ? "" : ": " + s.message()));
-      }
-    }
-  }
-  nlohmann::json kept = nlohmann::json::array();
-  for (const auto& run : runs) {
-    if (!run.is_object() || !run.contains("run_id") || !run["run_id"].is_string() ||
-        !run.contains("paths") || !run["paths"].is_array())
-      continue;
-    const std::string id = run["run_id"];
-    bool still_there = false;
-    for (const auto& path : run["paths"]) {
-      if (!path.is_string()) continue;
-      auto sets = offload::ListSwapSets(path.get<std::string>());
-      if (!sets.ok()) continue;
-      for (const auto& set : *sets) {
-        if (set.run_id != id) continue;
-        if (set.state == offload::SwapSetState::kStale) {
-          Status removed = offload::RemoveSwapSet(path.get<std::string>(), id);
-          if (removed.ok()) {
-            reporter.OnNote("removed stale swap set " + set.path +
-                            " left by an interrupted run of " + out_dir);
-          } else {
-            reporter.OnNote("could not remove stale swap set " + set.path + ": " +
-                            removed.ToString());
-            still_there = true;
-          }
-        } else {
-          still_there = true;  // live: another process runs in this directory
-        }
-      }
-    }
-    if (still_there) kept.push_back(run);
-  }
-  kept.push_back({{"run_id", new_run_id}, {"paths", nvme_paths}});
-  return WriteStringToFileAtomically(nullptr, registry, kept.dump(2));
 }
 
 // A resume with another world size keeps the global batch (sequences per
@@ -627,16 +569,6 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
                       host_memory_override, loader.MemoryBytes(), ranks, world.local_size, &rates));
   }
   TF_RETURN_IF_ERROR(RequireFeasible(plan).WithContext("tierflow plan says this run does not fit"));
-  if (comm != nullptr && (plan.placement.offload() == OffloadPlacement::kNvme ||
-                          plan.placement.params.where != ParamOffload::kNone)) {
-    return UnimplementedError(
-        std::string("with ") + std::to_string(ranks) + " data-parallel ranks the " +
-        (plan.placement.offload() == OffloadPlacement::kNvme ? "optimizer state on NVMe"
-                                                             : "parameter offload") +
-        (config.offload == OffloadPlacement::kAuto ? " (the planner's choice)" : "") +
-        " is not built yet: keep the state in host memory (--offload-optimizer host, "
-        "--offload-param none), or run one process");
-  }
   TrainConfig placed = sized;
   placed.offload = plan.placement.offload();
   placed.nvme_ratio = plan.placement.nvme_ratio;
@@ -671,10 +603,15 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   engine_options.trace = &trace;
   if (nvme_io) engine_options.nvme_io = nvme_io->io;
   if (hooks != nullptr) engine_options.nvme_backend_factory = hooks->nvme_backend_factory;
+  // This run's swap set (each rank its own, in the same directories), and
+  // the stale ones earlier runs of OUT left (rank 0 keeps the record).
   if (placed.offload == OffloadPlacement::kNvme) {
-    engine_options.run_id = offload::MakeRunId();
+    engine_options.run_id =
+        offload::MakeRunId() + (comm != nullptr ? "-rank" + std::to_string(comm->rank()) : "");
+  }
+  if (placed.offload == OffloadPlacement::kNvme || comm != nullptr) {
     TF_RETURN_IF_ERROR(
-        CleanOurStaleSwapSets(*out_lock, nvme_paths, engine_options.run_id, reporter));
+        CleanStaleSwapSets(comm, out_dir, nvme_paths, engine_options.run_id, reporter));
   }
   // (Create agrees among the ranks before its first collective.)
   TF_ASSIGN_OR_RETURN(auto engine, OffloadEngine::Create(*device, *model, engine_options));

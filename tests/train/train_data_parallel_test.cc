@@ -1,8 +1,9 @@
 // Data-parallel `tierflow train` through the binary: N ranks (started by
 // --nproc-per-node, or by mpirun itself) against one process accumulating
 // the same micro-batches, bit for bit (metrics, the saved model, every
-// checkpoint file); a checkpoint resumed on other world sizes; and what is
-// refused, with the numbers. 2-4 ranks on CI's 2 cores (oversubscribed).
+// checkpoint file), with the state on the host or on NVMe; a checkpoint
+// resumed on other world sizes; and what is refused, with the numbers. 2-4 ranks on CI's 2 cores
+// (oversubscribed).
 #include <signal.h>
 #include <stdlib.h>
 
@@ -333,18 +334,69 @@ TEST(TrainDataParallel, ASecondRunOnTheSameOutLeavesTheFirstRunning) {
   EXPECT_NE(log.find("stopped by SIGUSR1"), std::string::npos) << log;
 }
 
-TEST(TrainDataParallel, StateOnNvmeAcrossRanksIsRefusedForNow) {
-  ScratchDir dir("tierflow-dp-nvme-");
-  std::string log;
-  std::vector<std::string> args = WithRanks(2, TrainArgs(dir / "out", 1, 1));
+std::vector<std::string> OnNvme(std::vector<std::string> args, const std::string& path) {
   for (size_t i = 0; i + 1 < args.size(); ++i) {
     if (args[i] == "--offload-optimizer") args[i + 1] = "nvme";
   }
-  args.insert(args.end(), {"--nvme-path", dir / "nvme", "--nvme-buffered"});
-  EXPECT_NE(RunCommand(TIERFLOW_BINARY, args, dir / "log", &log), 0);
-  EXPECT_NE(log.find("with 2 data-parallel ranks the optimizer state on NVMe is not built yet"),
-            std::string::npos)
+  args.insert(args.end(), {"--nvme-path", path, "--nvme-buffered"});
+  return args;
+}
+
+// Optimizer state on NVMe: each rank keeps its part in a swap set of its
+// own (in the same directory), bit-identical to one process, and resumes
+// from its checkpoint so; rank 0 keeps OUT's record of the sets, and the
+// run removes the stale set an earlier run of OUT left on this host while
+// keeping another host's entry.
+TEST(TrainDataParallel, StateOnNvmeAcrossRanksIsOneProcessBitForBit) {
+  ScratchDir dir("tierflow-dp-nvme-");
+  std::string log;
+  const std::string one = dir / "one", many = dir / "many", nvme = dir / "nvme-many";
+  const std::string stale = nvme + "/tierflow-swap/run-old";
+  fs::create_directories(stale);
+  std::ofstream(stale + "/lock") << "";
+  std::ofstream(stale + "/state-0.swap") << "an interrupted run's state";
+  fs::create_directories(many);
+  std::ofstream(many + "/swap_runs.json")
+      << nlohmann::json::array({{{"run_id", "run-old"}, {"paths", {nvme}}},
+                                {{"run_id", "run-elsewhere"},
+                                 {"paths", {"/nvme-of-another-host"}},
+                                 {"host", "another-host"}}})
+             .dump();
+  std::vector<std::string> whole = OnNvme(TrainArgs(one, 2, 5), dir / "nvme-one");
+  whole.insert(whole.end(), {"--checkpoint-every", "3"});
+  ASSERT_EQ(RunCommand(TIERFLOW_BINARY, whole, one + ".log", &log), 0) << log;
+  ASSERT_EQ(RunCommand(TIERFLOW_BINARY, WithRanks(2, OnNvme(TrainArgs(many, 1, 3), nvme)),
+                       many + ".log", &log),
+            0)
       << log;
+  EXPECT_NE(log.find("optimizer state: NVMe"), std::string::npos) << log;
+  std::vector<std::string> curve = Curve(one);
+  ASSERT_EQ(curve.size(), 5u);
+  EXPECT_EQ(std::vector<std::string>(curve.begin(), curve.begin() + 3), Curve(many));
+  ExpectSameCheckpointFiles(one + "/checkpoints/step-00000003",
+                            many + "/checkpoints/step-00000003");
+  EXPECT_NE(log.find("removed stale swap set " + stale), std::string::npos) << log;
+  EXPECT_FALSE(fs::exists(stale));
+  const nlohmann::json runs = nlohmann::json::parse(ReadWholeFile(many + "/swap_runs.json"));
+  std::vector<std::string> ids;
+  for (const nlohmann::json& r : runs) ids.push_back(r["run_id"]);
+  ASSERT_EQ(ids.size(), 3u) << runs.dump();
+  EXPECT_EQ(ids[0], "run-elsewhere");
+  EXPECT_NE(ids[1].find("-rank0"), std::string::npos) << ids[1];
+  EXPECT_NE(ids[2].find("-rank1"), std::string::npos) << ids[2];
+  EXPECT_EQ(runs[1]["host"], runs[2]["host"]);
+
+  // Steps 4-5 from the 2-rank checkpoint, state loaded into each rank's set.
+  const std::string resumed = dir / "resumed";
+  fs::create_directories(resumed + "/checkpoints");
+  fs::copy(many + "/checkpoints/step-00000003", resumed + "/checkpoints/step-00000003",
+           fs::copy_options::recursive);
+  std::vector<std::string> resume = WithRanks(2, OnNvme(TrainArgs(resumed, 1, 5), nvme));
+  resume.push_back("--resume");
+  ASSERT_EQ(RunCommand(TIERFLOW_BINARY, resume, resumed + ".log", &log), 0) << log;
+  EXPECT_EQ(ReadWholeFile(resumed + "/model/model.safetensors"),
+            ReadWholeFile(one + "/model/model.safetensors"));
+  EXPECT_EQ(Curve(resumed), std::vector<std::string>(curve.begin() + 3, curve.end()));
 }
 
 }  // namespace
