@@ -5,7 +5,9 @@
 #       Here (Debian 12, as root, with apt): downloads into .gpu-deps/
 #       (git-ignored) the Debian packages the build needs and the GPU
 #       machine lacks: liburing, oneTBB, Eigen, CLI11, nlohmann-json,
-#       PCRE2, utf8proc, SentencePiece, GoogleTest/GoogleMock and pkgconf.
+#       PCRE2, utf8proc, SentencePiece, GoogleTest/GoogleMock, pkgconf, and
+#       OpenMPI's library and headers with what libmpi loads (every build
+#       links MPI; the check never starts mpirun, so MPI_Init never runs).
 #
 #   scripts/gpu-check.sh run OUTDIR
 #       On the GPU machine (nvcc, CMake and ninja, no package registry):
@@ -15,6 +17,9 @@
 #         cuda_tests   every CUDA test (ctest -R Cuda): kernels against the
 #                      CPU reference, the device, the transformer, the
 #                      device gradient statistics;
+#         nccl_smoke   the NCCL backend on one rank (NCCL's group without MPI,
+#                      each collective on device buffers); NCCL comes from
+#                      the CUDA toolkit or the image's nvidia-nccl package;
 #         bench_copy   tierflow bench copy --device cuda --json;
 #         bench_kernels tierflow bench kernels --device cuda --json (GEMM,
 #                      attention, LM head and elementwise against the
@@ -41,7 +46,8 @@ deps="$top/.gpu-deps"
 packages=(liburing-dev liburing2 libtbb-dev libtbb12 libtbbmalloc2 libtbbbind-2-5 libhwloc15
   libeigen3-dev libcli11-dev libpcre2-dev libpcre2-8-0 libpcre2-16-0 libpcre2-32-0
   libpcre2-posix3 libutf8proc-dev libutf8proc2 libsentencepiece-dev libsentencepiece0
-  nlohmann-json3-dev libgtest-dev libgmock-dev googletest pkgconf pkgconf-bin libpkgconf3)
+  nlohmann-json3-dev libgtest-dev libgmock-dev googletest pkgconf pkgconf-bin libpkgconf3
+  libopenmpi-dev libopenmpi3 libevent-core-2.1-7 libevent-pthreads-2.1-7 libudev1)
 
 usage() {
   echo "usage: scripts/gpu-check.sh prepare | run OUTDIR" >&2
@@ -134,13 +140,27 @@ run() {
   fi
   export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export PATH="/usr/local/cuda/bin:$PATH"
+  # OpenMPI through its library and headers, not its compiler wrapper
+  # (which would look for its own files under /usr).
+  local mpi="$lib/openmpi"
+  local mpi_flags=(-DMPI_C_COMPILER=/nonexistent/mpicc -DMPI_C_HEADER_DIR="$mpi/include"
+    -DMPI_C_LIB_NAMES=mpi -DMPI_mpi_LIBRARY="$mpi/lib/libmpi.so")
+  # NCCL: the toolkit's, else the image's nvidia-nccl Python package.
+  local nccl_root=""
+  if [ ! -e /usr/local/cuda/include/nccl.h ]; then
+    nccl_root=$(python3 -c 'import nvidia.nccl as n; print(list(n.__path__)[0])' 2>/dev/null) || true
+    if [ -n "$nccl_root" ]; then
+      export LD_LIBRARY_PATH="$nccl_root/lib:$LD_LIBRARY_PATH"
+    fi
+  fi
 
   local build="$top/build/gpu"
   local jobs
   jobs=$(nproc)
   stage configure cmake -S "$top" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DTIERFLOW_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${GPU_CHECK_ARCH:-native}" \
-    -DCMAKE_PREFIX_PATH="$root/usr;$lib/cmake" -DEigen3_DIR="$root/usr/share/eigen3/cmake" ||
+    -DCMAKE_PREFIX_PATH="$root/usr;$lib/cmake" -DEigen3_DIR="$root/usr/share/eigen3/cmake" \
+    "${mpi_flags[@]}" ${nccl_root:+-DNCCL_ROOT="$nccl_root"} ||
     finish "$gpu"
   stage build cmake --build "$build" -j "$jobs" || finish "$gpu"
   local tf="$build/tools/tierflow"
@@ -148,6 +168,7 @@ run() {
   # Each stage has a time limit, so that the whole check ends inside the
   # device tool's 10-minute call with a summary, whatever hangs.
   stage cuda_tests timeout 150 ctest --test-dir "$build" -R Cuda --output-on-failure -j 4
+  stage nccl_smoke timeout 60 "$build/tests/comm/nccl_communicator_test"
   stage bench_copy timeout 30 "$tf" bench copy --device cuda --json
   stage bench_kernels timeout 60 "$tf" bench kernels --device cuda --json
   stage bench_engine timeout 60 "$tf" bench engine --device cuda --rounds 2 --json
