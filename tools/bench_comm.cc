@@ -11,6 +11,11 @@
 #include "comm/launch_env.h"
 #include "common/units.h"
 #include "tier/bench_profile.h"
+#ifdef TIERFLOW_HAVE_NCCL
+#include <cuda_runtime_api.h>
+
+#include "comm/nccl_communicator.h"
+#endif
 #include "tools/commands.h"
 
 namespace tierflow::cli {
@@ -21,7 +26,40 @@ struct CommFlags {
   int iterations = 20;
   bool json = false;
   std::string profile;  // write the bus bandwidth into this bandwidth profile
+  std::string backend = "mpi";
 };
+
+#ifdef TIERFLOW_HAVE_NCCL
+// NCCL on device buffers: this rank's GPU is its local rank's; MPI
+// bootstraps NCCL and times the ranks.
+StatusOr<CommBenchResult> RunNccl(comm::MpiCommunicator& mpi, int local_rank,
+                                  const CommBenchOptions& options) {
+  TF_ASSIGN_OR_RETURN(std::unique_ptr<comm::NcclCommunicator> nccl,
+                      comm::NcclCommunicator::Create(&mpi, local_rank));
+  auto raw = [&](comm::RawOp op, const float* send, float* recv, size_t count) {
+    return nccl->RawCollective(op, send, recv, count);
+  };
+  auto allocate = [](size_t count, const std::vector<float>& fill) -> StatusOr<CommBenchBuffers> {
+    CommBenchBuffers b;
+    for (std::shared_ptr<float>* p : {&b.send, &b.recv}) {
+      void* d = nullptr;
+      if (cudaError_t e = cudaMalloc(&d, count * sizeof(float)); e != cudaSuccess) {
+        return OutOfMemoryError("bench comm: cudaMalloc of " + FormatBytes(count * 4) + ": " +
+                                cudaGetErrorString(e));
+      }
+      p->reset(static_cast<float*>(d), [](float* q) { (void)cudaFree(q); });
+    }
+    if (cudaError_t e =
+            cudaMemcpy(b.send.get(), fill.data(), count * sizeof(float), cudaMemcpyHostToDevice);
+        e != cudaSuccess) {
+      return InternalError(std::string("bench comm: filling the send buffer: ") +
+                           cudaGetErrorString(e));
+    }
+    return b;
+  };
+  return RunCommBench(*nccl, mpi, raw, allocate, options);
+}
+#endif
 
 Status Run(const CommFlags& f) {
   TF_ASSIGN_OR_RETURN(std::optional<comm::LaunchEnv> launch,
@@ -41,9 +79,27 @@ Status Run(const CommFlags& f) {
       options.sizes.push_back(bytes);
     }
   }
+  if (f.backend == "nccl" && !f.profile.empty()) {
+    return InvalidArgumentError(
+        "--profile records the host collectives the planner models (the engine's path); NCCL's "
+        "figures are not used by it yet: drop --profile, or measure --backend mpi");
+  }
+#ifndef TIERFLOW_HAVE_NCCL
+  if (f.backend == "nccl") {
+    return FailedPreconditionError(
+        "this tierflow was built without NCCL (it needs CUDA and NCCL at build time; the build "
+        "says where it looked): use --backend mpi");
+  }
+#endif
   TF_ASSIGN_OR_RETURN(std::unique_ptr<comm::MpiCommunicator> c,
                       comm::MpiCommunicator::Create(*launch));
-  TF_ASSIGN_OR_RETURN(CommBenchResult r, RunCommBench(*c, options));
+  StatusOr<CommBenchResult> measured = [&]() -> StatusOr<CommBenchResult> {
+#ifdef TIERFLOW_HAVE_NCCL
+    if (f.backend == "nccl") return RunNccl(*c, launch->local_rank, options);
+#endif
+    return RunCommBench(*c, options);
+  }();
+  TF_ASSIGN_OR_RETURN(CommBenchResult r, std::move(measured));
   if (c->rank() != 0) return Status::Ok();
   // Nodes: ranks over the ranks per node (the launcher's local size).
   const int nodes = (launch->world_size + launch->local_size - 1) / std::max(launch->local_size, 1);
@@ -60,7 +116,7 @@ Status Run(const CommFlags& f) {
                       {"raw_busbw_gb_per_second", row.raw_busbw_gb_per_second},
                       {"ratio_to_raw", row.ratio_to_raw}});
     }
-    nlohmann::json j = {{"backend", "mpi"},
+    nlohmann::json j = {{"backend", f.backend},
                         {"world_size", r.world_size},
                         {"nodes", nodes},
                         {"iterations", options.iterations},
@@ -75,10 +131,12 @@ Status Run(const CommFlags& f) {
       return Status::Ok();
     }
   }
+  const bool nccl = f.backend == "nccl";
   std::printf(
-      "host collectives over MPI, %d ranks, fp32 sum, slowest rank's mean of %d calls\n"
-      "(raw = MPI's own collective; ratio = raw time / tierflow time)\n\n",
-      r.world_size, options.iterations);
+      "%s, %d ranks, fp32 sum, slowest rank's mean of %d calls\n"
+      "(raw = %s own collective; ratio = raw time / tierflow time)\n\n",
+      nccl ? "device collectives over NCCL" : "host collectives over MPI", r.world_size,
+      options.iterations, nccl ? "NCCL's" : "MPI's");
   std::printf("%-15s %10s %11s %11s %11s %11s %7s\n", "op", "bytes", "algbw GB/s", "busbw GB/s",
               "raw algbw", "raw busbw", "ratio");
   for (const CommBenchRow& row : r.rows) {
@@ -101,6 +159,11 @@ void AddBenchComm(CLI::App& bench, int* exit_code) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", f->json, "Print one JSON object (rank 0)");
+  cmd->add_option("--backend", f->backend,
+                  "mpi: host buffers, against MPI's own collectives; nccl: device buffers (one GPU "
+                  "per rank, by local rank), against NCCL's own (builds with NCCL only)")
+      ->check(CLI::IsMember({"mpi", "nccl"}))
+      ->capture_default_str();
   cmd->add_option("--profile", f->profile,
                   "Write the collectives' bus bandwidth (within one node, or between nodes when "
                   "the ranks span several) into this bandwidth profile, which `tierflow plan "

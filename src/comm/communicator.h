@@ -18,6 +18,13 @@ namespace tierflow::comm {
 // Where a communicator's buffers live.
 enum class BufferKind { kHost, kDevice };
 
+// A library's own collective on `count` floats (MPI's, NCCL's), summing
+// where it sums: the raw loop `tierflow bench comm` measures tierflow's
+// collectives against. kAllReduce: count in send and recv; kReduceScatter:
+// count in send, count / world in recv; kAllGather: count / world in send,
+// count in recv. count must be a multiple of the world size.
+enum class RawOp { kAllReduce, kReduceScatter, kAllGather };
+
 class Communicator {
  public:
   virtual ~Communicator() = default;

@@ -45,12 +45,9 @@ class MpiCommunicator final : public Communicator {
   Status Broadcast(void* data, size_t bytes, int root) override;
   Status Barrier() override;
 
-  // MPI's own collective on `count` floats, MPI_SUM where it sums: the raw
-  // loop `tierflow bench comm` measures tierflow's collectives against.
-  // kAllReduce: count in send and recv; kReduceScatter: count in send,
-  // count / world in recv; kAllGather: count / world in send, count in recv.
-  // count must be a multiple of the world size and fit MPI's int counts.
-  enum class RawOp { kAllReduce, kReduceScatter, kAllGather };
+  // MPI's own collective (comm::RawOp), MPI_SUM where it sums; count must
+  // also fit MPI's int counts.
+  using RawOp = comm::RawOp;
   Status RawCollective(RawOp op, const float* send, float* recv, size_t count);
 
   // The largest of every rank's `value` (a timing's slowest rank), on every rank.

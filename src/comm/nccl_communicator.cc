@@ -184,6 +184,31 @@ Status NcclCommunicator::Broadcast(void* data, size_t bytes, int root) {
   return CudaStatus(cudaStreamSynchronize(impl_->stream), "broadcast");
 }
 
+Status NcclCommunicator::RawCollective(RawOp op, const float* send, float* recv, size_t count) {
+  const auto world = static_cast<size_t>(world_);
+  if (count % world != 0) {
+    return InvalidArgumentError("NCCL raw collective: " + std::to_string(count) +
+                                " floats are not a multiple of " + std::to_string(world_) +
+                                " ranks");
+  }
+  TF_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(ordinal_), "cudaSetDevice"));
+  ncclResult_t r = ncclSuccess;
+  switch (op) {
+    case RawOp::kAllReduce:
+      r = ncclAllReduce(send, recv, count, ncclFloat32, ncclSum, impl_->comm, impl_->stream);
+      break;
+    case RawOp::kReduceScatter:
+      r = ncclReduceScatter(send, recv, count / world, ncclFloat32, ncclSum, impl_->comm,
+                            impl_->stream);
+      break;
+    case RawOp::kAllGather:
+      r = ncclAllGather(send, recv, count / world, ncclFloat32, impl_->comm, impl_->stream);
+      break;
+  }
+  TF_RETURN_IF_ERROR(NcclStatus(r, "NCCL's own collective"));
+  return CudaStatus(cudaStreamSynchronize(impl_->stream), "NCCL's own collective");
+}
+
 Status NcclCommunicator::Barrier() {
   TF_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(ordinal_), "cudaSetDevice"));
   TF_ASSIGN_OR_RETURN(void* scratch, Scratch(sizeof(float)));

@@ -51,6 +51,9 @@ class NcclCommunicator final : public Communicator {
   Status Broadcast(void* data, size_t bytes, int root) override;
   Status Barrier() override;
 
+  // NCCL's own collective (comm::RawOp) on device buffers, equal parts.
+  Status RawCollective(RawOp op, const float* send, float* recv, size_t count);
+
  private:
   struct Impl;
   NcclCommunicator(int rank, int world, int ordinal, std::unique_ptr<Impl> impl);
