@@ -167,8 +167,13 @@ run() {
 
   # Each stage has a time limit, so that the whole check ends inside the
   # device tool's 10-minute call with a summary, whatever hangs.
-  stage cuda_tests timeout 150 ctest --test-dir "$build" -R Cuda --output-on-failure -j 4
-  stage nccl_smoke timeout 60 "$build/tests/comm/nccl_communicator_test"
+  stage cuda_tests env TIERFLOW_REQUIRE=gpu timeout 150 ctest --test-dir "$build" -R Cuda --output-on-failure -j 4
+  if [ -x "$build/tests/comm/nccl_communicator_test" ]; then
+    # A GPU is required here: a skip would be a silent pass.
+    stage nccl_smoke env TIERFLOW_REQUIRE=gpu timeout 60 "$build/tests/comm/nccl_communicator_test"
+  else
+    stage nccl_smoke sh -c 'echo "NCCL was not found at configure time: no NCCL backend built" >&2; exit 1'
+  fi
   stage bench_copy timeout 30 "$tf" bench copy --device cuda --json
   stage bench_kernels timeout 60 "$tf" bench kernels --device cuda --json
   stage bench_engine timeout 60 "$tf" bench engine --device cuda --rounds 2 --json

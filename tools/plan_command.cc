@@ -309,7 +309,7 @@ StatusOr<Hardware> HardwareFromFlags(const PlanFlags& f, std::vector<std::string
                 b.adam_params_per_second, b.nvme_read_gb_per_second, b.nvme_write_gb_per_second,
                 b.device_tflops, b.device_efficiency * 100);
   notes->push_back(rates);
-  if (f.gpus_per_node * f.nodes > 1) {
+  if (f.gpus_per_node > 1 || f.nodes > 1) {
     char comm[256];
     std::snprintf(comm, sizeof comm,
                   "        collectives: %.2f GB/s bus bandwidth within a node, %.2f between nodes",

@@ -72,6 +72,17 @@ StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(Communicato
                               std::to_string(cuda_ordinal) + " and this node has " +
                               std::to_string(devices));
   }
+  // The device and the stream before the agreement, so that a rank that
+  // cannot make them says so instead of leaving the others in NCCL's init.
+  // A blocking stream: ordered after the legacy default stream's work.
+  auto impl = std::make_unique<Impl>();
+  if (usable.ok()) usable = CudaStatus(cudaSetDevice(cuda_ordinal), "cudaSetDevice");
+  if (usable.ok()) {
+    usable =
+        CudaStatus(cudaStreamCreateWithFlags(&impl->stream, cudaStreamDefault), "cudaStreamCreate");
+  }
+  std::unique_ptr<NcclCommunicator> c(
+      new NcclCommunicator(rank, world, cuda_ordinal, std::move(impl)));
   ncclUniqueId id;
   std::memset(&id, 0, sizeof id);
   if (rank == 0 && usable.ok()) usable = NcclStatus(ncclGetUniqueId(&id), "ncclGetUniqueId");
@@ -80,12 +91,6 @@ StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(Communicato
     usable = AgreeOnStatus(*bootstrap, usable);  // no rank joins a group one has left
   }
   TF_RETURN_IF_ERROR(usable);
-  auto impl = std::make_unique<Impl>();
-  TF_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(cuda_ordinal), "cudaSetDevice"));
-  TF_RETURN_IF_ERROR(CudaStatus(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking),
-                                "cudaStreamCreate"));
-  std::unique_ptr<NcclCommunicator> c(
-      new NcclCommunicator(rank, world, cuda_ordinal, std::move(impl)));
   TF_RETURN_IF_ERROR(
       NcclStatus(ncclCommInitRank(&c->impl_->comm, world, id, rank), "ncclCommInitRank"));
   return c;

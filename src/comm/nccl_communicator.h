@@ -11,6 +11,10 @@
 // - AllGather is a broadcast of each rank's part from that rank (uneven
 //   parts again), grouped into one NCCL call.
 //
+// The stream is a blocking one: it runs after work already issued to the
+// legacy default stream; work on the caller's own non-blocking streams must
+// be complete (synchronised) before a call.
+//
 // Bootstrap: rank 0 makes NCCL's unique id and `bootstrap` (the MPI
 // backend, host buffers) broadcasts it; one rank needs no bootstrap at all.
 // A dead peer makes NCCL wait: the MPI side's liveness check (which ends

@@ -138,7 +138,8 @@ nlohmann::json PlanToJson(const PlanInput& in, const Hardware& hw, const Plan& p
                         {"tokens_per_second", pt.tokens_per_second},
                         {"step_seconds", pt.step_seconds},
                         {"slowest_stage", pt.slowest},
-                        {"slowest_seconds", pt.slowest_seconds}});
+                        {"slowest_seconds", pt.slowest_seconds},
+                        {"binding_tier", pt.binding}});
     }
     j["data_parallel"] = {{"ranks", dp.ranks},
                           {"gpus_per_node", dp.gpus_per_node},

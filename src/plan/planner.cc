@@ -669,6 +669,8 @@ Status PlanScaling(const PlanInput& in, const Hardware& hw, Plan& plan) {
       PlanInput fewer = in;
       fewer.gpus_per_node = n;
       fewer.grad_accum = in.grad_accum * (in.gpus_per_node / n);
+      // Past the planner's bound on accumulation there is no point to plan.
+      if (fewer.grad_accum > kMaxPlanGradAccum) continue;
       fewer.gpus_per_pcie_link = std::min(in.gpus_per_pcie_link, n);
       TF_ASSIGN_OR_RETURN(other, PlanOnce(fewer, hw, /*scaling=*/false));
       at = &other;
@@ -898,7 +900,8 @@ StatusOr<Plan> PlanOnce(const PlanInput& in, const Hardware& hw, bool scaling) {
     }
   }
   PredictStepTime(in, hw, plan);
-  if (scaling && in.ranks() > 1) TF_RETURN_IF_ERROR(PlanScaling(in, hw, plan));
+  // The table compares GPUs per node: nothing to compare with one.
+  if (scaling && in.gpus_per_node > 1) TF_RETURN_IF_ERROR(PlanScaling(in, hw, plan));
   return plan;
 }
 

@@ -304,11 +304,15 @@ std::string BoundBy(const PlanInput& in, const Plan& plan, const std::string& st
     return s + "; a larger --micro-batch moves them less often per token";
   }
   if (stage == "reduce_scatter" || stage == "all_gather") {
-    return std::string(in.nodes > 1 ? "the network between nodes"
+    return std::string(in.nodes > 1 ? "the collectives across nodes (the slower of shared "
+                                      "memory and the network)"
                                     : "the host's shared-memory collectives (host memory "
                                       "bandwidth)") +
-           ": each micro-batch's gradient crosses it; a larger --micro-batch crosses it less "
-           "often per token";
+           (stage == "reduce_scatter"
+                ? ": each micro-batch's gradient crosses it; a larger --micro-batch crosses it "
+                  "less often per token"
+                : ": the new weights cross it once a step; a larger --grad-accum spreads that "
+                  "over more tokens");
   }
   return "the " + stage + " stage";
 }

@@ -22,6 +22,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Under BroadcastString's 1 MiB: a registry the lead can send its ranks.
+constexpr size_t kMaxRegistryBytes = 512u << 10;
+constexpr size_t kMaxOtherHostRuns = 256;
+
 std::string HostName() {
   char name[HOST_NAME_MAX + 1] = {};
   if (gethostname(name, sizeof name - 1) != 0) return "localhost";
@@ -115,7 +119,12 @@ Status CleanStaleSwapSets(comm::Communicator* comm, const std::string& out_dir,
     std::error_code ec;
     if (fs::exists(registry, ec)) {
       auto t = ReadFileToString(registry, 16u << 20);
-      if (t.ok()) {
+      if (t.ok() && t->size() > kMaxRegistryBytes) {
+        // Broadcast to the ranks, it must stay small; it never should grow
+        // this far (other hosts' entries are bounded below).
+        reporter.OnNote("ignoring " + registry + " (" + std::to_string(t->size()) +
+                        " bytes, more than a registry of swap sets should hold); rewriting it");
+      } else if (t.ok()) {
         text = std::move(*t);
       } else {
         reporter.OnNote("ignoring unreadable " + registry + ": " + t.status().message());
@@ -152,9 +161,19 @@ Status CleanStaleSwapSets(comm::Communicator* comm, const std::string& out_dir,
       }
     }
     nlohmann::json out = nlohmann::json::array();
+    // Other hosts' entries cannot be checked from here: the latest
+    // kMaxOtherHostRuns of them are kept for a later run there.
+    size_t others = 0;
+    for (size_t i = runs.size(); i-- > 0;) {
+      if (WellFormed(runs[i]) && cleaner.count(host_of(runs[i])) == 0) ++others;
+    }
     for (size_t i = 0; i < runs.size(); ++i) {
       if (!WellFormed(runs[i])) continue;
-      if (cleaner.count(host_of(runs[i])) == 0 || keep.count(i) > 0) out.push_back(runs[i]);
+      if (cleaner.count(host_of(runs[i])) == 0) {
+        if (others-- <= kMaxOtherHostRuns) out.push_back(runs[i]);
+      } else if (keep.count(i) > 0) {
+        out.push_back(runs[i]);
+      }
     }
     for (const nlohmann::json& r : ranks) {
       if (r.contains("run_id")) out.push_back(r);

@@ -568,7 +568,10 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
         plan, PlanRun(sized, model_config, dtype, *device, nvme_paths, nvme_io->io.block_size_bytes,
                       host_memory_override, loader.MemoryBytes(), ranks, world.local_size, &rates));
   }
-  TF_RETURN_IF_ERROR(RequireFeasible(plan).WithContext("tierflow plan says this run does not fit"));
+  // Agreed: a rank whose plan does not fit must not leave the others
+  // waiting in the swap-set record's collective below.
+  TF_RETURN_IF_ERROR(
+      agree(RequireFeasible(plan).WithContext("tierflow plan says this run does not fit")));
   TrainConfig placed = sized;
   placed.offload = plan.placement.offload();
   placed.nvme_ratio = plan.placement.nvme_ratio;

@@ -33,6 +33,7 @@ class NcclCommunicatorCuda : public ::testing::Test {
     EXPECT_EQ(cudaMalloc(&p, host.size() * sizeof(T)), cudaSuccess);
     EXPECT_EQ(cudaMemcpy(p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
               cudaSuccess);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     owned_.push_back(p);
     return static_cast<T*>(p);
   }

@@ -157,6 +157,20 @@ TEST(PlannerDataParallel, ScalingAdviceNamesWhatBinds) {
   EXPECT_THAT(pcie.data_parallel.scaling_advice, HasSubstr("PCIe"));
 }
 
+// One GPU per node has nothing to compare; a scaling point past the
+// planner's accumulation bound is left out, not an error of the plan.
+TEST(PlannerDataParallel, ScalingTableOnlyWhereItMeansSomething) {
+  const Hardware hw = Gpus(80 * kGiB, 512 * kGiB, kTiB);
+  const Plan spread = MustPlan(Input("llama-1b", 1024, 1, 4), hw);
+  EXPECT_TRUE(spread.data_parallel.scaling.empty());
+  EXPECT_TRUE(spread.data_parallel.scaling_advice.empty());
+  PlanInput deep = Input("tiny-llama", 64, 4);
+  deep.grad_accum = kMaxPlanGradAccum / 2;
+  const Plan plan = MustPlan(deep, hw);
+  ASSERT_EQ(plan.data_parallel.scaling.size(), 2u);  // 1 GPU would exceed it
+  EXPECT_EQ(plan.data_parallel.scaling[0].gpus_per_node, 2);
+}
+
 TEST(PlannerDataParallel, RefusesWhatIsNotBuiltOrMeaningless) {
   const Hardware hw = Gpus(80 * kGiB, 512 * kGiB, kTiB);
   PlanInput in = Input("llama-1b", 1024, 2);
