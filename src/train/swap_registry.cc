@@ -114,7 +114,6 @@ Status CleanStaleSwapSets(comm::Communicator* comm, const std::string& out_dir,
   }
   // 2. The registry as the lead reads it, the same text for every rank.
   std::string text;
-  Status read = Status::Ok();
   if (lead) {
     std::error_code ec;
     if (fs::exists(registry, ec)) {
@@ -164,8 +163,8 @@ Status CleanStaleSwapSets(comm::Communicator* comm, const std::string& out_dir,
     // Other hosts' entries cannot be checked from here: the latest
     // kMaxOtherHostRuns of them are kept for a later run there.
     size_t others = 0;
-    for (size_t i = runs.size(); i-- > 0;) {
-      if (WellFormed(runs[i]) && cleaner.count(host_of(runs[i])) == 0) ++others;
+    for (const nlohmann::json& run : runs) {
+      if (WellFormed(run) && cleaner.count(host_of(run)) == 0) ++others;
     }
     for (size_t i = 0; i < runs.size(); ++i) {
       if (!WellFormed(runs[i])) continue;
