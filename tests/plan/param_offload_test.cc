@@ -13,6 +13,7 @@
 #include "plan/plan_json.h"
 #include "plan/plan_report.h"
 #include "plan/planner.h"
+#include "tests/plan/plan_test_util.h"
 
 namespace tierflow {
 namespace {
@@ -57,11 +58,7 @@ PlanInput Preset(const std::string& name, int64_t seq_len) {
   return in;
 }
 
-Plan MustPlan(const PlanInput& in, const Hardware& hw) {
-  auto plan = ComputePlan(in, hw);
-  EXPECT_TRUE(plan.ok()) << plan.status().ToString();
-  return plan.ok() ? *plan : Plan{};
-}
+using plan_test::MustPlan;
 
 double Stage(const Plan& plan, const std::string& name) {
   for (const StageTime& s : plan.stages) {

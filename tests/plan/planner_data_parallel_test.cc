@@ -10,6 +10,7 @@
 #include "plan/bandwidth_profile.h"
 #include "plan/planner.h"
 #include "plan/step_time.h"
+#include "tests/plan/plan_test_util.h"
 
 namespace tierflow {
 namespace {
@@ -40,11 +41,7 @@ PlanInput Input(const std::string& preset, int64_t seq_len, int gpus_per_node, i
   return in;
 }
 
-Plan MustPlan(const PlanInput& in, const Hardware& hw) {
-  auto plan = ComputePlan(in, hw);
-  EXPECT_TRUE(plan.ok()) << plan.status().ToString();
-  return plan.ok() ? *plan : Plan{};
-}
+using plan_test::MustPlan;
 
 // The case: Llama-3-8B on 4 GPUs of 24 GiB with 128 GiB of host
 // memory and 1 TiB of NVMe fits; the node's memory holds all 4 ranks.

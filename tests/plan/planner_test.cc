@@ -14,6 +14,7 @@
 #include "plan/bandwidth_profile.h"
 #include "plan/planner.h"
 #include "plan/step_time.h"
+#include "tests/plan/plan_test_util.h"
 
 namespace tierflow {
 namespace {
@@ -42,11 +43,7 @@ PlanInput Input(const std::string& preset, int64_t seq_len) {
   return in;
 }
 
-Plan MustPlan(const PlanInput& in, const Hardware& hw) {
-  auto plan = ComputePlan(in, hw);
-  EXPECT_TRUE(plan.ok()) << plan.status().ToString();
-  return *plan;
-}
+using plan_test::MustPlan;
 
 TEST(Planner, TinyGpt2AccountingByHand) {
   PlanInput in = Input("tiny-gpt2", 64);
