@@ -29,7 +29,9 @@
 #         train_cpu / train_cuda
 #                      tiny-llama for 50 steps on each device; the summary
 #                      gives the largest loss difference (bf16 noise);
-#         train_1b     a Llama-3.2-1B-shaped model, 20 steps, state on NVMe,
+#         sanitize     compute-sanitizer memcheck and racecheck on the
+#                      attention tests' small shapes;
+#         train_1b     a Llama-3.2-1B-shaped model, 4 steps, state on NVMe,
 #                      its peak device memory against the plan's.
 #       OUTDIR/summary.json holds every stage's exit status and seconds and
 #       the figures above; OUTDIR/logs.tar.gz each stage's stdout and stderr
@@ -41,7 +43,10 @@
 #       limit (a stage that hits it shows rc 124), cut to what the budget has
 #       left, and a stage the budget cannot start is recorded as left out.
 #       The stages run most telling first: the CUDA tests, the train
-#       comparison, the kernels' figures, then the rest.
+#       comparison, the kernels' figures, then the rest. GPU_CHECK_ONLY
+#       (stage names, comma-separated) runs only those after the build, for
+#       a second, shorter run inside the same lease; the others are recorded
+#       as not asked for.
 #
 # With the device tool: carry .gpu-deps, e.g.
 #   run(command="bash scripts/gpu-check.sh run $OUT", carry=[".gpu-deps"], timeout_s=560)
@@ -101,6 +106,16 @@ reserve=20 # seconds kept for the summary and the log archive
 stage() {
   local name=$1 limit=$2
   shift 2
+  case "$name" in
+    env | configure | build) ;;
+    *)
+      if [ -n "${GPU_CHECK_ONLY:-}" ] && [[ ",$GPU_CHECK_ONLY," != *",$name,"* ]]; then
+        echo "== $name: not asked for (GPU_CHECK_ONLY=$GPU_CHECK_ONLY)"
+        summary_stages+=("{\"stage\": \"$name\", \"rc\": null, \"left_out\": \"not in GPU_CHECK_ONLY\"}")
+        return 0
+      fi
+      ;;
+  esac
   local left=$((budget - reserve - ($(date +%s) - started)))
   if [ "$left" -lt 10 ]; then
     echo "== $name: left out (the ${budget} s budget is spent)"
@@ -205,10 +220,23 @@ run() {
   else
     stage nccl_smoke 5 sh -c 'echo "NCCL was not found at configure time: no NCCL backend built" >&2; exit 1'
   fi
+  # The attention kernels under compute-sanitizer (memcheck, then racecheck
+  # on shared memory) at the small test shapes, the tensor-core ones among them.
+  local cs=/usr/local/cuda/bin/compute-sanitizer
+  local filter='OpsCuda/*.AttentionShapes:OpsCuda/*.AttentionAndRopeWithPackedSamples'
+  if [ -x "$cs" ]; then
+    stage sanitize 120 env TIERFLOW_REQUIRE=gpu sh -c "$cs --tool memcheck --error-exitcode 9 \
+      $build/tests/kernels/kernels_test --gtest_filter='$filter' &&
+      $cs --tool racecheck --error-exitcode 9 $build/tests/kernels/kernels_test \
+      --gtest_filter='$filter'"
+  else
+    stage sanitize 5 sh -c "echo 'no $cs on this machine' >&2; exit 1"
+  fi
   # Every step reads and writes the 1B model's whole fp32 state on NVMe
   # (about 15 GB each way): a few steps show the device peak against the
-  # plan; the metrics are written per step, so a cut run still reports.
-  stage train_1b 120 "$tf" train --model llama-1b --steps 6 --micro-batch 1 --seq-len 1024 \
+  # plan (about 15 s a step on the first GPU run, then a checkpoint of the
+  # whole state); the metrics are written per step, so a cut run still reports.
+  stage train_1b 150 "$tf" train --model llama-1b --steps 4 --micro-batch 1 --seq-len 1024 \
     --activation-checkpointing --offload-optimizer nvme --nvme-path "$work/nvme" --device cuda \
     --eval-every 0 --checkpoint-every 0 --out "$work/1b"
   stage bench_engine 60 "$tf" bench engine --device cuda --rounds 2 --json
@@ -250,7 +278,7 @@ if big:
     first, last = big[min(big)], big[max(big)]
     peak = max(r.get("device_peak_bytes", 0) for r in big.values())
     plan = first.get("plan_device_bytes")
-    summary["llama_1b_nvme_20"] = {"steps": len(big), "loss": [first["loss"], last["loss"]],
+    summary["llama_1b_nvme"] = {"steps": len(big), "loss": [first["loss"], last["loss"]],
                                    "tokens_per_second": last.get("tokens_per_second"),
                                    "device_peak_bytes": peak, "plan_device_bytes": plan,
                                    "peak_over_plan": peak / plan if plan else None}

@@ -52,7 +52,7 @@ struct MemoryStats {
 // Which memory a buffer owns, and so which Device call frees it.
 enum class BufferMemory {
   kDevice,      // Device::Allocate; counted in device memory stats
-  kPinnedHost,  // Device::AllocatePinned: page-locked host memory (cudaHostAlloc
+  kPinnedHost,  // Device::AllocatePinned: page-locked host memory (cudaHostRegister
                 // on CUDA; aligned host memory on the CPU device)
 };
 

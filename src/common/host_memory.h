@@ -27,6 +27,13 @@ inline constexpr size_t kHugePageBytes = size_t{2} << 20;
 void* AllocateHostPages(size_t num_bytes);
 void FreeHostPages(void* p, size_t num_bytes);
 
+// Pinned host buffers (either device's AllocatePinned) start on a 4096-byte
+// boundary and span whole pages: O_DIRECT reads and writes them in place.
+inline constexpr size_t kPinnedHostAlignment = 4096;
+inline constexpr size_t PinnedHostBytes(size_t num_bytes) {
+  return (num_bytes + kPinnedHostAlignment - 1) / kPinnedHostAlignment * kPinnedHostAlignment;
+}
+
 // Backs every page of [p, p + num_bytes) (an AllocateHostPages block) with
 // memory now, as page-locked memory is, so that no later write pays the
 // first-touch fault. With huge pages that fault is the kernel zeroing (and

@@ -1,6 +1,7 @@
 // The CUDA device: the same contract as the CPU device. Skipped, with the
 // reason, where no GPU is usable.
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -50,6 +51,28 @@ TEST_F(CudaDeviceTest, CopiesRoundTrip) {
   ASSERT_TRUE(s->CopyDeviceToHost(pinned.data(), b.data(), n).ok());
   ASSERT_TRUE(s->Synchronize().ok());
   EXPECT_EQ(0, std::memcmp(pinned.data(), src.data(), n));
+}
+
+// The NVMe tier reads and writes pinned buffers with O_DIRECT, so each one
+// starts on a page, small ones too (cudaHostAlloc packs those closer), and a
+// device-to-host copy lands in it.
+TEST_F(CudaDeviceTest, PinnedMemoryIsPageAlignedAndAccounted) {
+  auto s = std::move(dev_->CreateStream("s")).value();
+  std::vector<PinnedBuffer> held;
+  for (size_t n : {size_t{100}, size_t{5000}, size_t{100}, size_t{3} << 20}) {
+    auto p = dev_->AllocatePinned(n, "small state");
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p->data()) % 4096, 0u) << n << " bytes";
+    held.push_back(std::move(p).value());
+  }
+  EXPECT_EQ(dev_->PinnedMemory().in_use_bytes, 100u + 5000u + 100u + (size_t{3} << 20));
+  auto d = std::move(dev_->Allocate(5000, "d")).value();
+  ASSERT_TRUE(s->Memset(d.data(), 0x5a, 5000).ok());
+  ASSERT_TRUE(s->CopyDeviceToHost(held[1].data(), d.data(), 5000).ok());
+  ASSERT_TRUE(s->Synchronize().ok());
+  EXPECT_EQ(static_cast<uint8_t*>(held[1].data())[4999], 0x5a);
+  held.clear();
+  EXPECT_EQ(dev_->PinnedMemory().in_use_bytes, 0u);
 }
 
 TEST_F(CudaDeviceTest, EventsOrderStreamsAndCallbacksRunInOrder) {

@@ -488,6 +488,29 @@ void ExpectOutputsClose(const Outputs& ref, const Outputs& got, double k, const 
   }
 }
 
+// For outputs that are sums of products which cancel (attention's output and
+// gradients): an element near zero still carries the rounding of terms the
+// size of the tensor's typical element, so each T-stored output's tolerance
+// is k eps (|ref| + rms(ref)) rather than k eps |ref|. A wrong term or index
+// errs by the typical element itself, k / eps times more than this allows.
+template <typename T>
+void ExpectSumsClose(const Outputs& ref, const Outputs& got, double k, const std::string& what) {
+  ASSERT_EQ(ref.size(), got.size());
+  for (size_t i = 0; i < ref.size(); ++i) {
+    if (!ref[i].stored_as_t) {
+      ExpectClose(ref[i].values, got[i].values, 2e-5, 1e-4, what + " " + ref[i].name);
+      continue;
+    }
+    double squares = 0.0;
+    for (float x : ref[i].values) squares += static_cast<double>(x) * x;
+    const double rms = ref[i].values.empty()
+                           ? 0.0
+                           : std::sqrt(squares / static_cast<double>(ref[i].values.size()));
+    ExpectClose(ref[i].values, got[i].values, 2e-5 + k * Eps<T>() * rms, k * Eps<T>(),
+                what + " " + ref[i].name);
+  }
+}
+
 inline void ExpectOutputsIdentical(const Outputs& a, const Outputs& b, const std::string& what) {
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i)

@@ -17,7 +17,6 @@ namespace tierflow {
 namespace {
 
 constexpr size_t kDeviceAlignment = 256;
-constexpr size_t kPinnedAlignment = 4096;
 
 size_t RoundUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
@@ -103,7 +102,7 @@ void CpuDevice::Free(void* ptr, size_t num_bytes) {
 StatusOr<PinnedBuffer> CpuDevice::AllocatePinned(size_t num_bytes, std::string_view what) {
   if (num_bytes == 0) return PinnedBuffer();
   TF_RETURN_IF_ERROR(pinned_memory_.Reserve(num_bytes, what));
-  void* p = AllocateHostPages(RoundUp(num_bytes, kPinnedAlignment));
+  void* p = AllocateHostPages(PinnedHostBytes(num_bytes));
   if (p == nullptr) {
     pinned_memory_.Release(num_bytes);
     return OutOfMemoryError("host memory: could not allocate " + FormatBytes(num_bytes) +
@@ -112,10 +111,10 @@ StatusOr<PinnedBuffer> CpuDevice::AllocatePinned(size_t num_bytes, std::string_v
   }
   // Page-locked memory is resident from the start: so is its emulation, so
   // that no transfer or kernel pays a first-touch fault on it mid-step.
-  Status resident = PopulateHostPages(p, RoundUp(num_bytes, kPinnedAlignment),
-                                      what.empty() ? "pinned memory" : what);
+  Status resident =
+      PopulateHostPages(p, PinnedHostBytes(num_bytes), what.empty() ? "pinned memory" : what);
   if (!resident.ok()) {
-    FreeHostPages(p, RoundUp(num_bytes, kPinnedAlignment));
+    FreeHostPages(p, PinnedHostBytes(num_bytes));
     pinned_memory_.Release(num_bytes);
     return resident;
   }
@@ -123,7 +122,7 @@ StatusOr<PinnedBuffer> CpuDevice::AllocatePinned(size_t num_bytes, std::string_v
 }
 
 void CpuDevice::FreePinned(void* ptr, size_t num_bytes) {
-  FreeHostPages(ptr, RoundUp(num_bytes, kPinnedAlignment));
+  FreeHostPages(ptr, PinnedHostBytes(num_bytes));
   pinned_memory_.Release(num_bytes);
 }
 

@@ -1,4 +1,4 @@
-// The CUDA device: cudaMalloc'd memory with accounting, cudaHostAlloc'd
+// The CUDA device: cudaMalloc'd memory with accounting, page-aligned cudaHostRegister'd
 // pinned memory, non-blocking streams each with its own cuBLAS handle, and
 // CUDA events. Only src/device/cuda and src/kernels/cuda see this header.
 #pragma once

@@ -1,12 +1,17 @@
-// Causal GQA attention on CUDA, flash-attention style: K/V (or Q/dO) tiles of
-// kTile rows are staged in shared memory; each warp owns one query (or key)
-// row and keeps its accumulators in registers (8 floats per lane, HS <= 256).
-// Forward uses the online softmax and saves only the row logsumexp; backward
-// recomputes the probabilities and runs two kernels, one for dq (a warp per
-// query row) and one for dk/dv (a warp per key row, summing over the query
-// heads of its group), so every output element is written by exactly one
-// warp: deterministic without atomics. No T x T matrix exists anywhere.
+// Causal GQA attention on CUDA. bf16/fp16 at the models' head sizes run on
+// tensor cores (attention_mma.cu); this file's kernels take the rest (fp32,
+// other head sizes up to 256, views not 16-byte aligned), flash-attention style: K/V (or Q/dO)
+// tiles of kTile rows are staged in shared memory; each warp owns one query (or key) row and keeps
+// its accumulators in registers (8 floats per lane, HS <= 256). Forward uses the online softmax and
+// saves only the row logsumexp; backward recomputes the probabilities and runs two kernels, one for
+// dq (a warp per query row) and one for dk/dv (a warp per key row, summing over the query heads of
+// its group), so every output element is written by exactly one warp: deterministic without
+// atomics. No T x T matrix exists anywhere.
 #include "kernels/attention.h"
+
+#include <type_traits>
+
+#include "kernels/cuda/attention_mma.cuh"
 #include "kernels/cuda/cuda_ops_common.cuh"
 
 namespace tierflow {
@@ -309,6 +314,11 @@ template <typename T>
 Status AttentionForwardCuda(cudaStream_t stream, T* out, float* lse, const T* q, const T* k,
                             const T* v, const AttentionShape& s) {
   TF_RETURN_IF_ERROR(CheckCudaShape("AttentionForwardCuda", s));
+  if constexpr (!std::is_same_v<T, float>) {
+    if (AttentionMmaApplies(s, {out, q, k, v})) {
+      return AttentionForwardMma<T>(stream, out, lse, q, k, v, s);
+    }
+  }
   const Dims d = MakeDims(s);
   const size_t smem = sizeof(float) * (2 * kTile * (d.HS + 1) + kWarps * d.HS);
   TF_RETURN_IF_ERROR(AllowSharedMemory(AttentionForwardKernel<T>, smem));
@@ -323,6 +333,11 @@ Status AttentionBackwardCuda(cudaStream_t stream, T* dq, T* dk, T* dv, const T* 
                              const T* k, const T* v, const T* out, const float* lse,
                              const AttentionShape& s) {
   TF_RETURN_IF_ERROR(CheckCudaShape("AttentionBackwardCuda", s));
+  if constexpr (!std::is_same_v<T, float>) {
+    if (AttentionMmaApplies(s, {dq, dk, dv, dout, q, k, v, out})) {
+      return AttentionBackwardMma<T>(stream, dq, dk, dv, dout, q, k, v, out, lse, s);
+    }
+  }
   const Dims d = MakeDims(s);
   const unsigned int row_blocks = static_cast<unsigned int>((s.seq_len + kWarps - 1) / kWarps);
   const size_t dq_smem = sizeof(float) * (2 * kTile * (d.HS + 1) + 2 * kWarps * d.HS);
