@@ -517,5 +517,20 @@ TEST(OpsErrors, SliceAndRowRangeArgumentsAreRefusedNamingTheProblem) {
                  "EmbeddingBackward: gradient rows [0, 11)");
 }
 
+// The device tests run the backward of both implementations from one
+// forward's out and lse (RunAttention's backward_from): given, they are what
+// the backward reads, and the forward outputs returned stay the run's own.
+TEST(OpsFastPathAttention, BackwardRunsFromTheGivenForward) {
+  const AttentionShape s{.batch = 2, .seq_len = 40, .heads = 4, .kv_heads = 2, .head_size = 16};
+  const Outputs fast = RunAttention<bf16>(Impl::kFast, nullptr, s);
+  ExpectOutputsIdentical(fast, RunAttention<bf16>(Impl::kFast, nullptr, s, nullptr, &fast),
+                         "the same forward given");
+  Outputs doubled = fast;  // out x 2 (exact in bf16): D = dout . out doubles
+  for (float& x : doubled[0].values) x *= 2.0f;
+  const Outputs moved = RunAttention<bf16>(Impl::kFast, nullptr, s, nullptr, &doubled);
+  EXPECT_EQ(moved[0].values, fast[0].values);  // this run's own forward
+  EXPECT_NE(moved[2].values, fast[2].values);  // dq from the doubled out
+}
+
 }  // namespace
 }  // namespace tierflow

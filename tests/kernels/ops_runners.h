@@ -276,9 +276,17 @@ Outputs RunRope(Impl impl, Device* device, const RopeShape& shape, const RopeFre
   return {AsOutput("out", out), AsOutput("dinp", dinp)};
 }
 
+// Forward, then backward from that forward's out and lse; or, given
+// `backward_from` (another run's outputs), backward from its out and lse.
+// Comparing two implementations' backward needs the same out: D = dout . out
+// enters dS = P (dP - D) for every key of a row, and for the first rows of a
+// sequence (one key: dS = 0 exactly) a 1-ulp change in out moves dq by more
+// than the storage type's rounding of the terms (seen on the GPU, then
+// reproduced on the CPU by perturbing out).
 template <typename T>
 Outputs RunAttention(Impl impl, Device* device, const AttentionShape& shape,
-                     const std::vector<int32_t>* seq_start = nullptr) {
+                     const std::vector<int32_t>* seq_start = nullptr,
+                     const Outputs* backward_from = nullptr) {
   Backend be(impl, device);
   AttentionShape s = shape;
   if (seq_start != nullptr) s.seq_start = be.In(*seq_start);
@@ -295,15 +303,32 @@ Outputs RunAttention(Impl impl, Device* device, const AttentionShape& shape,
   be.Run([&] { return AttentionForwardReference(out_p, lse_p, q_p, k_p, v_p, s); },
          [&] { return AttentionForwardCpu(out_p, lse_p, q_p, k_p, v_p, s); },
          [&](Stream& st) { return AttentionForward(st, out_p, lse_p, q_p, k_p, v_p, s); });
+  std::vector<T> given_out;
+  std::vector<float> given_lse;
+  const T* bwd_out_p = out_p;
+  const float* bwd_lse_p = lse_p;
+  if (backward_from != nullptr) {
+    EXPECT_EQ((*backward_from)[0].name, "out");
+    EXPECT_EQ((*backward_from)[1].name, "lse");
+    given_out = Narrow<T>((*backward_from)[0].values);  // widened from T: exact
+    given_lse = (*backward_from)[1].values;
+    EXPECT_EQ(given_out.size(), out.size());
+    EXPECT_EQ(given_lse.size(), lse.size());
+    bwd_out_p = be.In(given_out);
+    bwd_lse_p = be.In(given_lse);
+  }
   be.Run(
       [&] {
-        return AttentionBackwardReference(dq_p, dk_p, dv_p, dout_p, q_p, k_p, v_p, out_p, lse_p, s);
+        return AttentionBackwardReference(dq_p, dk_p, dv_p, dout_p, q_p, k_p, v_p, bwd_out_p,
+                                          bwd_lse_p, s);
       },
       [&] {
-        return AttentionBackwardCpu(dq_p, dk_p, dv_p, dout_p, q_p, k_p, v_p, out_p, lse_p, s);
+        return AttentionBackwardCpu(dq_p, dk_p, dv_p, dout_p, q_p, k_p, v_p, bwd_out_p, bwd_lse_p,
+                                    s);
       },
       [&](Stream& st) {
-        return AttentionBackward(st, dq_p, dk_p, dv_p, dout_p, q_p, k_p, v_p, out_p, lse_p, s);
+        return AttentionBackward(st, dq_p, dk_p, dv_p, dout_p, q_p, k_p, v_p, bwd_out_p, bwd_lse_p,
+                                 s);
       });
   be.Finish();
   return {AsOutput("out", out), AsOutput("lse", lse), AsOutput("dq", dq), AsOutput("dk", dk),
