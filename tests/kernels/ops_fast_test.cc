@@ -3,6 +3,7 @@
 // (T = 1, MQA, all targets ignored, odd vocab) and argument errors.
 #include <tbb/global_control.h>
 
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
 #include "tests/kernels/ops_runners.h"
@@ -530,6 +531,32 @@ TEST(OpsFastPathAttention, BackwardRunsFromTheGivenForward) {
   const Outputs moved = RunAttention<bf16>(Impl::kFast, nullptr, s, nullptr, &doubled);
   EXPECT_EQ(moved[0].values, fast[0].values);  // this run's own forward
   EXPECT_NE(moved[2].values, fast[2].values);  // dq from the doubled out
+}
+
+// ExpectSumsClose lets rounding's tail through, never a wrong row: one query
+// row of one head off by a tenth of the tensor's largest element fails it.
+TEST(OpsFastPathAttention, SumsCloseFailsOneWrongRow) {
+  const AttentionShape s{.batch = 2, .seq_len = 40, .heads = 4, .kv_heads = 2, .head_size = 16};
+  const Outputs fast = RunAttention<bf16>(Impl::kFast, nullptr, s);
+  ExpectSumsClose<bf16>(fast, fast, 4.0, "itself");
+  Outputs wrong = fast;
+  std::vector<float>& dq = wrong[2].values;
+  ASSERT_EQ(wrong[2].name, "dq");
+  float largest = 0.0f;
+  for (float x : dq) largest = std::max(largest, std::fabs(x));
+  for (int64_t c = 0; c < s.head_size; ++c) dq[37 * s.heads * s.head_size + c] += 0.1f * largest;
+  ::testing::TestPartResultArray failures;
+  {
+    ::testing::ScopedFakeTestPartResultReporter intercept(
+        ::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD, &failures);
+    ExpectSumsClose<bf16>(fast, wrong, 4.0, "one row");
+  }
+  ASSERT_GE(failures.size(), 1);
+  for (int i = 0; i < failures.size(); ++i) {
+    EXPECT_NE(std::string(failures.GetTestPartResult(i).message()).find("one row dq"),
+              std::string::npos)
+        << failures.GetTestPartResult(i).message();
+  }
 }
 
 }  // namespace
