@@ -135,14 +135,17 @@ Status StateRangeReader::ReadLocal(int unit, Array array, uint64_t offset, uint6
     if (it == groups.end()) return InternalError("state reader: sub-groups do not cover the unit");
     const int g = *it;
     const SubGroup& sg = layout.groups[g];
-    if (cached_group_ != g) {
-      cached_group_ = -1;
-      TF_RETURN_IF_ERROR(engine_.ReadState(g, master_.data(), exp_avg_.data(), exp_avg_sq_.data()));
-      cached_group_ = g;
+    const int a = static_cast<int>(array);
+    std::vector<float>& src = array == Array::kMaster   ? master_
+                              : array == Array::kExpAvg ? exp_avg_
+                                                        : exp_avg_sq_;
+    if (cached_group_[a] != g) {
+      cached_group_[a] = -1;
+      TF_RETURN_IF_ERROR(engine_.ReadState(g, array == Array::kMaster ? src.data() : nullptr,
+                                           array == Array::kExpAvg ? src.data() : nullptr,
+                                           array == Array::kExpAvgSq ? src.data() : nullptr));
+      cached_group_[a] = g;
     }
-    const std::vector<float>& src = array == Array::kMaster   ? master_
-                                    : array == Array::kExpAvg ? exp_avg_
-                                                              : exp_avg_sq_;
     const uint64_t begin = offset - sg.unit_offset;
     const uint64_t n = std::min(count, sg.num_params - begin);
     std::memcpy(out, src.data() + begin, n * sizeof(float));

@@ -33,9 +33,10 @@ class StateRangeReader {
   // REQUIRES: the engine is idle (after Finish) while the reader is used.
   explicit StateRangeReader(OffloadEngine& engine) : engine_(engine) {}
   // Copies `count` values of `array` of unit `unit`, from unit offset
-  // `offset`, to `out`. Reads each sub-group it touches whole (the tiers
-  // read whole sub-groups) and keeps the last one, so reading a unit front
-  // to back reads each sub-group once per array. Errors: InvalidArgument
+  // `offset`, to `out`. Reads that array of each sub-group it touches (the
+  // NVMe tier reads only its blocks) and keeps the last one per array, so
+  // reading a unit's arrays front to back, one after another, reads the
+  // state once. Errors: InvalidArgument
   // for a range outside the unit; those of ReadState (with data
   // parallelism, any rank's, named). REQUIRES: rank 0, or one rank.
   Status Read(int unit, Array array, uint64_t offset, uint64_t count, float* out);
@@ -59,7 +60,7 @@ class StateRangeReader {
 
   OffloadEngine& engine_;
   std::vector<float> scratch_;
-  int cached_group_ = -1;
+  int cached_group_[3] = {-1, -1, -1};  // per Array
   std::vector<float> master_, exp_avg_, exp_avg_sq_;
 };
 

@@ -372,12 +372,25 @@ Status NvmeStateTier::Write(int g, const float* master, const float* exp_avg,
 }
 
 Status NvmeStateTier::Read(int g, float* master, float* exp_avg, float* exp_avg_sq) {
+  // Only the store blocks that hold the arrays asked for: a checkpoint
+  // streams one array of a unit at a time, and reading the whole state for
+  // each read three times what it writes (seen on the first GPU run's 1B model).
+  const int first = master != nullptr ? 0 : exp_avg != nullptr ? 1 : exp_avg_sq != nullptr ? 2 : 3;
+  const int last = exp_avg_sq != nullptr ? 2 : exp_avg != nullptr ? 1 : master != nullptr ? 0 : -1;
+  if (first > last) return Status::Ok();
   TF_RETURN_IF_ERROR(Flush());
   TF_ASSIGN_OR_RETURN(int s, FreeSlot(/*wait=*/true));
   Slot& slot = slots_[s];
-  TF_RETURN_IF_ERROR(store_->Read(TensorOf(g, current_[g]), slot.buffer.data())
-                         .WithContext("reading optimizer state of " + layout_.groups[g].name));
-  bytes_read_ += TensorBytes(g);
+  const uint64_t block = store_->block_size_bytes(), stride = ArrayStride(g);
+  const uint64_t begin = static_cast<uint64_t>(first) * stride / block * block;
+  const uint64_t end =
+      std::min(TensorBytes(g), RoundUp((static_cast<uint64_t>(last) + 1) * stride, block));
+  char* base = static_cast<char*>(slot.buffer.data());
+  StatusOr<offload::IoTicket> ticket =
+      store_->ReadAsync(TensorOf(g, current_[g]), base + begin, begin, end - begin);
+  const Status read = ticket.ok() ? ticket->Wait() : ticket.status();
+  TF_RETURN_IF_ERROR(read.WithContext("reading optimizer state of " + layout_.groups[g].name));
+  bytes_read_ += end - begin;
   StateView v = ViewOf(g, slot);
   const size_t n = layout_.groups[g].num_params;
   if (master) std::memcpy(master, v.master, n * 4);

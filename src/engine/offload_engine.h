@@ -89,7 +89,9 @@ class OffloadEngine : public UnitAccess {
   // is cut among the ranks.
   comm::Communicator* communicator() const { return comm_; }
   const comm::Partition& unit_part(int u) const { return parts_[u]; }
-  // Reads or replaces sub-group g's state. REQUIRES: after Finish (idle).
+  // Reads or replaces sub-group g's state (Read: a null array is skipped, and
+  // the NVMe tier then reads only the blocks of the others). REQUIRES: after
+  // Finish (idle).
   Status ReadState(int g, float* master, float* exp_avg, float* exp_avg_sq);
   Status WriteState(int g, const float* master, const float* exp_avg, const float* exp_avg_sq);
   // Copies the master weights to the device working weights (after

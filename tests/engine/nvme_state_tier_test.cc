@@ -113,6 +113,39 @@ TEST_F(NvmeStateTierTest, ReadAheadUpdateWriteBehindKeepsEveryUpdate) {
   }
 }
 
+// Read with arrays left null (a checkpoint streams one array at a time) reads
+// only the store blocks of the others, and hands each back whole; the
+// speculative copy is read the same way.
+TEST_F(NvmeStateTierTest, ReadingOneArrayReadsOnlyItsBlocks) {
+  for (bool two_copies : {false, true}) {
+    SCOPED_TRACE(two_copies ? "two copies" : "one copy");
+    auto tier = MakeTier(2, two_copies);
+    ASSERT_NE(tier, nullptr);
+    WriteAll(*tier);
+    const uint64_t array_bytes = (kGroupParams * 4 + 4095) / 4096 * 4096;  // one block here
+    std::vector<float> got[3];
+    for (auto& a : got) a.assign(kGroupParams, -1.0f);
+    for (int g = 0; g < kGroups; ++g) {
+      for (int a = 0; a < 3; ++a) {
+        const uint64_t before = tier->Stats().bytes_read;
+        ASSERT_TRUE(tier->Read(g, a == 0 ? got[0].data() : nullptr,
+                               a == 1 ? got[1].data() : nullptr, a == 2 ? got[2].data() : nullptr)
+                        .ok());
+        EXPECT_EQ(tier->Stats().bytes_read - before, array_bytes)
+            << "group " << g << " array " << a;
+      }
+      ExpectState(StateView{got[0].data(), got[1].data(), got[2].data()}, g, 0);
+      // master and exp_avg_sq: the blocks from the first to the last asked for.
+      const uint64_t before = tier->Stats().bytes_read;
+      ASSERT_TRUE(tier->Read(g, got[0].data(), nullptr, got[2].data()).ok());
+      EXPECT_EQ(tier->Stats().bytes_read - before, 3 * array_bytes);
+      const uint64_t none = tier->Stats().bytes_read;
+      ASSERT_TRUE(tier->Read(g, nullptr, nullptr, nullptr).ok());
+      EXPECT_EQ(tier->Stats().bytes_read, none);
+    }
+  }
+}
+
 // Read-ahead must not stall behind write-behind: with every slot but one
 // writing, PrefetchWaitingForWrites waits for a write and starts the read,
 // and the read sees the state that write stored.
