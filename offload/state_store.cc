@@ -663,7 +663,7 @@ StatusOr<std::unique_ptr<StateStore>> StateStore::Create(const StateStoreOptions
     auto dir_state = std::make_unique<Directory>();
     dir_state->dir = dir;
     dir_state->path = SwapFilePath(dir, store->run_id_, d);
-    TF_ASSIGN_OR_RETURN(dir_state->lock, RunLock::Acquire(run_dir));
+    TF_ASSIGN_OR_RETURN(dir_state->lock, RunLock::Acquire(run_dir, /*fresh=*/true));
     store->dirs_.push_back(std::move(dir_state));
     Directory& ds = *store->dirs_.back();
     TF_ASSIGN_OR_RETURN(ds.fd, OpenSwapFile(ds.path, options.io_mode, /*create=*/true));

@@ -54,11 +54,13 @@ Status ValidateRunId(const std::string& run_id) {
   return Status::Ok();
 }
 
-StatusOr<RunLock> RunLock::Acquire(const std::string& run_dir) {
+StatusOr<RunLock> RunLock::Acquire(const std::string& run_dir, bool fresh) {
   std::string path = (fs::path(run_dir) / "lock").string();
   int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoStatus(errno, "open lock file " + path);
-  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+  // A fresh set's lock can only be held by another process's probe
+  // (ListSwapSets), for an instant: wait for it rather than fail.
+  if (flock(fd, fresh ? LOCK_EX : LOCK_EX | LOCK_NB) != 0) {
     int err = errno;
     close(fd);
     if (err == EWOULDBLOCK) {
@@ -243,7 +245,11 @@ Status CheckNoStaleSwapSets(const std::string& dir) {
   TF_ASSIGN_OR_RETURN(std::vector<SwapSetInfo> sets, ListSwapSets(dir));
   std::string stale;
   for (const SwapSetInfo& s : sets) {
-    if (s.state != SwapSetState::kStale) continue;
+    // A set without a swap file holds nothing to lose or resume: another
+    // run creating its set right now (between its mkdir and its flock: data
+    // parallel ranks share the directory) or a creation that died before its
+    // first file. `tier clean` still lists and removes such a set.
+    if (s.state != SwapSetState::kStale || s.num_files == 0) continue;
     if (!stale.empty()) stale += ", ";
     stale += s.path + " (" + std::to_string(s.num_files) + " files, " +
              std::to_string(s.num_bytes >> 20) + " MiB)";

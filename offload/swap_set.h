@@ -39,10 +39,12 @@ Status ValidateRunId(const std::string& run_id);
 class RunLock {
  public:
   RunLock() = default;
-  // Creates the lock file if needed and locks it without waiting. Errors:
-  // FailedPrecondition when another process (or open) holds it, naming the
-  // path; errno errors of open/flock.
-  static StatusOr<RunLock> Acquire(const std::string& run_dir);
+  // Creates the lock file if needed and locks it without waiting, or, for a
+  // `fresh` run directory (just created by this process), waiting out
+  // another process's momentary probe. Errors: FailedPrecondition when
+  // another process (or open) holds it, naming the path; errno errors of
+  // open/flock.
+  static StatusOr<RunLock> Acquire(const std::string& run_dir, bool fresh = false);
   RunLock(RunLock&& other) noexcept;
   RunLock& operator=(RunLock&& other) noexcept;
   RunLock(const RunLock&) = delete;

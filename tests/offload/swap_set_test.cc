@@ -4,11 +4,14 @@
 
 #include <fcntl.h>
 #include <linux/magic.h>
+#include <sys/file.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -77,6 +80,37 @@ TEST(SwapSet, StaleSetIsReportedWithHowToCleanIt) {
       << s.message();
   EXPECT_NE(s.message().find("tierflow tier clean " + dir.path()), std::string::npos)
       << s.message();
+}
+
+// Data-parallel ranks create their sets in one directory at once: a set
+// caught between its mkdir and its lock (no lock file yet, or an unheld one,
+// and no swap file) must not stop another rank's start. tier clean still
+// sees it as stale.
+TEST(SwapSet, ASetWithoutSwapFilesDoesNotStopAStart) {
+  ScratchDir dir;
+  ASSERT_TRUE(fs::create_directories(RunDirectory(dir.path(), "run-mkdir-only")));
+  ASSERT_TRUE(fs::create_directories(RunDirectory(dir.path(), "run-lock-file-only")));
+  { std::ofstream(fs::path(RunDirectory(dir.path(), "run-lock-file-only")) / "lock"); }
+  EXPECT_TRUE(CheckNoStaleSwapSets(dir.path()).ok());
+  StatusOr<std::vector<SwapSetInfo>> sets = ListSwapSets(dir.path());
+  ASSERT_TRUE(sets.ok());
+  ASSERT_EQ(sets->size(), 2u);
+  for (const SwapSetInfo& s : *sets) EXPECT_EQ(s.state, SwapSetState::kStale) << s.run_id;
+  // Its creator then takes the lock, even while a probe holds it a moment.
+  const std::string run_dir = RunDirectory(dir.path(), "run-lock-file-only");
+  int probe = open((fs::path(run_dir) / "lock").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(probe, 0);
+  ASSERT_EQ(flock(probe, LOCK_EX | LOCK_NB), 0);
+  std::thread release([probe] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    close(probe);
+  });
+  StatusOr<RunLock> lock = RunLock::Acquire(run_dir, /*fresh=*/true);
+  release.join();
+  ASSERT_TRUE(lock.ok()) << lock.status().ToString();
+  // A stale set with a swap file still stops it.
+  MakeSet(dir.path(), "run-crashed").Release();
+  EXPECT_EQ(CheckNoStaleSwapSets(dir.path()).code(), StatusCode::kFailedPrecondition);
 }
 
 TEST(SwapSet, CleaningRemovesStaleSetsAndSparesLiveOnes) {
