@@ -202,6 +202,33 @@ __device__ __forceinline__ void StoreRows(T* base_a, T* base_b, bool a_ok, bool 
   }
 }
 
+// The query rows of a forward or dq block (64 from q0) as one thread holds
+// them (rows row_a and row_a + 8 of its warp's 16), with the keys they see:
+// first keys per row (packed samples), the warp's and the block's key range.
+struct QueryRows {
+  int64_t T, row_a, row_b, first_a, first_b, warp_first, warp_last, block_first, block_last;
+  // Every thread of the block calls it (BlockFirstKey synchronises).
+  __device__ QueryRows(const Dims& d, int64_t b, int64_t q0, int warp, int g, int* first_slot)
+      : T(d.T),
+        row_a(q0 + warp * 16 + g),
+        row_b(row_a + 8),
+        first_a(FirstKey(d, b, row_a)),
+        first_b(FirstKey(d, b, row_b)),
+        warp_first(WarpMin(first_a < first_b ? first_a : first_b)),
+        warp_last(min(d.T - 1, q0 + warp * 16 + 15)),
+        block_first(BlockFirstKey(d, b, q0, first_slot)),
+        block_last(min(d.T - 1, q0 + kRows - 1)) {}
+  // The first key tile of `keys` any row of the block sees.
+  __device__ int64_t FirstTile(int keys) const { return block_first / keys * keys; }
+  // No row of the warp sees a key of tile [j0, j0 + keys). Warp-uniform.
+  __device__ bool WarpSkips(int64_t j0, int keys) const {
+    return j0 > warp_last || j0 + keys <= warp_first;
+  }
+  // Key j is in row_a's (row_b's) causal window within its sample.
+  __device__ bool SeesA(int64_t j) const { return row_a < T && j <= row_a && j >= first_a; }
+  __device__ bool SeesB(int64_t j) const { return row_b < T && j <= row_b && j >= first_b; }
+};
+
 // ---- forward: a block per 64 query rows of one head, key tiles of 64 ----
 template <typename T, int HS>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -217,12 +244,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // The last query blocks have the most keys: they start first.
   const int64_t q0 = static_cast<int64_t>(gridDim.x - 1 - blockIdx.x) * kRows;
   const int64_t b = blockIdx.z, h = blockIdx.y, grp = h / (d.NH / d.NKV);
-  const int64_t row_a = q0 + warp * 16 + g, row_b = row_a + 8;
-  const int64_t first_a = FirstKey(d, b, row_a), first_b = FirstKey(d, b, row_b);
-  const int64_t warp_first = WarpMin(first_a < first_b ? first_a : first_b);
-  const int64_t warp_last = min(d.T - 1, q0 + warp * 16 + 15);
-  const int64_t block_last = min(d.T - 1, q0 + kRows - 1);
-  const int64_t block_first = BlockFirstKey(d, b, q0, &first_slot);
+  const QueryRows rows(d, b, q0, warp, g, &first_slot);
 
   StageRows<HS, kRows>(q_s, reinterpret_cast<const uint16_t*>(q), b, h, d.qs, q0, d.T);
   __syncthreads();
@@ -236,12 +258,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f;
   const float scale_log2 = d.scale * kLog2e;
 
-  for (int64_t j0 = block_first / kKeys * kKeys; j0 <= block_last; j0 += kKeys) {
+  for (int64_t j0 = rows.FirstTile(kKeys); j0 <= rows.block_last; j0 += kKeys) {
     __syncthreads();  // the previous tiles are consumed
     StageRows<HS, kKeys>(k_s, reinterpret_cast<const uint16_t*>(k), b, grp, d.kvs, j0, d.T);
     StageRows<HS, kKeys>(v_s, reinterpret_cast<const uint16_t*>(v), b, grp, d.kvs, j0, d.T);
     __syncthreads();
-    if (j0 > warp_last || j0 + kKeys <= warp_first) continue;  // warp-uniform
+    if (rows.WarpSkips(j0, kKeys)) continue;
 
     float s[kNT][4];
 #pragma unroll
@@ -261,8 +283,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int64_t j = j0 + nt * 8 + 2 * t + e;
-        const bool ok_a = row_a < d.T && j <= row_a && j >= first_a;
-        const bool ok_b = row_b < d.T && j <= row_b && j >= first_b;
+        const bool ok_a = rows.SeesA(j), ok_b = rows.SeesB(j);
         s[nt][e] = ok_a ? s[nt][e] * scale_log2 : -INFINITY;
         s[nt][2 + e] = ok_b ? s[nt][2 + e] * scale_log2 : -INFINITY;
         mx_a = fmaxf(mx_a, s[nt][e]);
@@ -310,14 +331,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   l_a = GroupSum(l_a);
   l_b = GroupSum(l_b);
-  const bool ok_a = row_a < d.T, ok_b = row_b < d.T;
-  T* out_a = out + ((b * d.T + row_a) * d.NH + h) * HS;
-  T* out_b = out + ((b * d.T + row_b) * d.NH + h) * HS;
+  const bool ok_a = rows.row_a < d.T, ok_b = rows.row_b < d.T;
+  T* out_a = out + ((b * d.T + rows.row_a) * d.NH + h) * HS;
+  T* out_b = out + ((b * d.T + rows.row_b) * d.NH + h) * HS;
   StoreRows<T, HS>(out_a, out_b, ok_a, ok_b, o, ok_a ? 1.0f / l_a : 0.0f, ok_b ? 1.0f / l_b : 0.0f,
                    t);
   if (t == 0) {
-    if (ok_a) lse[(b * d.NH + h) * d.T + row_a] = (m_a + log2f(l_a)) * kLn2;
-    if (ok_b) lse[(b * d.NH + h) * d.T + row_b] = (m_b + log2f(l_b)) * kLn2;
+    if (ok_a) lse[(b * d.NH + h) * d.T + rows.row_a] = (m_a + log2f(l_a)) * kLn2;
+    if (ok_b) lse[(b * d.NH + h) * d.T + rows.row_b] = (m_b + log2f(l_b)) * kLn2;
   }
 }
 
@@ -360,12 +381,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
   const int64_t q0 = static_cast<int64_t>(gridDim.x - 1 - blockIdx.x) * kRows;
   const int64_t b = blockIdx.z, h = blockIdx.y, grp = h / (d.NH / d.NKV);
-  const int64_t row_a = q0 + warp * 16 + g, row_b = row_a + 8;
-  const int64_t first_a = FirstKey(d, b, row_a), first_b = FirstKey(d, b, row_b);
-  const int64_t warp_first = WarpMin(first_a < first_b ? first_a : first_b);
-  const int64_t warp_last = min(d.T - 1, q0 + warp * 16 + 15);
-  const int64_t block_last = min(d.T - 1, q0 + kRows - 1);
-  const int64_t block_first = BlockFirstKey(d, b, q0, &first_slot);
+  const QueryRows rows(d, b, q0, warp, g, &first_slot);
 
   StageRows<HS, kRows>(q_s, reinterpret_cast<const uint16_t*>(q), b, h, d.qs, q0, d.T);
   StageRows<HS, kRows>(do_s, reinterpret_cast<const uint16_t*>(dout), b, h, d.NH * HS, q0, d.T);
@@ -384,12 +400,12 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
   for (int dt = 0; dt < kDT; ++dt) acc[dt][0] = acc[dt][1] = acc[dt][2] = acc[dt][3] = 0.0f;
 
-  for (int64_t j0 = block_first / kKeys * kKeys; j0 <= block_last; j0 += kKeys) {
+  for (int64_t j0 = rows.FirstTile(kKeys); j0 <= rows.block_last; j0 += kKeys) {
     __syncthreads();
     StageRows<HS, kKeys>(k_s, reinterpret_cast<const uint16_t*>(k), b, grp, d.kvs, j0, d.T);
     StageRows<HS, kKeys>(v_s, reinterpret_cast<const uint16_t*>(v), b, grp, d.kvs, j0, d.T);
     __syncthreads();
-    if (j0 > warp_last || j0 + kKeys <= warp_first) continue;
+    if (rows.WarpSkips(j0, kKeys)) continue;
 
     float s[kNT][4], dp[kNT][4];
 #pragma unroll
@@ -414,8 +430,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int64_t j = j0 + nt * 8 + 2 * t + e;
-        const bool ok_a = row_a < d.T && j <= row_a && j >= first_a;
-        const bool ok_b = row_b < d.T && j <= row_b && j >= first_b;
+        const bool ok_a = rows.SeesA(j), ok_b = rows.SeesB(j);
         const float p_a = ok_a ? exp2f(s[nt][e] * scale_log2 - lse_a) : 0.0f;
         const float p_b = ok_b ? exp2f(s[nt][2 + e] * scale_log2 - lse_b) : 0.0f;
         s[nt][e] = p_a * (dp[nt][e] - dd_a);
@@ -434,8 +449,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
   }
-  StoreRows<T, HS>(dq + (b * d.T + row_a) * d.qs + h * HS, dq + (b * d.T + row_b) * d.qs + h * HS,
-                   row_a < d.T, row_b < d.T, acc, d.scale, d.scale, t);
+  StoreRows<T, HS>(dq + (b * d.T + rows.row_a) * d.qs + h * HS,
+                   dq + (b * d.T + rows.row_b) * d.qs + h * HS, rows.row_a < d.T, rows.row_b < d.T,
+                   acc, d.scale, d.scale, t);
 }
 
 // ---- backward dk, dv: a block per 64 keys of one KV head, over the
