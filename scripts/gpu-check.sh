@@ -26,6 +26,10 @@
 #                      measured peaks);
 #         bench_engine tierflow bench engine --device cuda --json (the
 #                      synthetic model, each stage alone, then pipelined);
+#         param_sim / param_cuda
+#                      bench engine on the 0.5B model with half its blocks
+#                      streamed from host (parameter offload), on the sim's
+#                      H100-PCIe timed on this machine's cores, then on the GPU;
 #         train_cpu / train_cuda
 #                      tiny-llama for 50 steps on each device; the summary
 #                      gives the largest loss difference (bf16 noise);
@@ -42,9 +46,9 @@
 #       always written inside the device tool's call: each stage has its own
 #       limit (a stage that hits it shows rc 124), cut to what the budget has
 #       left, and a stage the budget cannot start is recorded as left out.
-#       The stages run most telling first: the CUDA tests, the train
-#       comparison, the kernels' figures, then the rest. GPU_CHECK_ONLY
-#       (stage names, comma-separated) runs only those after the build, for
+#       The stages run most telling first: the CUDA tests, parameter
+#       offload's step, the train comparison, the kernels' figures, then
+#       the rest. GPU_CHECK_ONLY (stage names, comma-separated) runs only those after the build, for
 #       a second, shorter run inside the same lease; the others are recorded
 #       as not asked for.
 #
@@ -206,6 +210,14 @@ run() {
   # Most telling first: whatever the budget leaves out is the least missed.
   stage cuda_tests 150 env TIERFLOW_REQUIRE=gpu ctest --test-dir "$build" -R Cuda --output-on-failure -j 4
 
+  # Parameter offload's figure (#17): the streamed step against its slowest
+  # stage, on the sim's H100-PCIe with this machine's 16 cores as its host
+  # (on 2 vCPUs the sim's copies take a core from the optimizer), and on
+  # the GPU itself, half of the 0.5B model's blocks streamed from host.
+  local engine=(bench engine --model "$top/data/llama-0.5b" --offload-param host --json)
+  stage param_sim 100 "$tf" "${engine[@]}" --device sim:h100-pcie --rounds 3
+  stage param_cuda 80 "$tf" "${engine[@]}" --device cuda --rounds 2
+
   local work="$scratch/work"
   mkdir -p "$work"
   local small=(train --model tiny-llama --steps 50 --micro-batch 4 --seq-len 128 --seed 3
@@ -282,7 +294,7 @@ if big:
                                    "tokens_per_second": last.get("tokens_per_second"),
                                    "device_peak_bytes": peak, "plan_device_bytes": plan,
                                    "peak_over_plan": peak / plan if plan else None}
-for name in ("bench_copy", "bench_kernels", "bench_engine"):
+for name in ("bench_copy", "bench_kernels", "bench_engine", "param_sim", "param_cuda"):
     try:
         summary[name] = json.load(open(os.path.join(logs, name + ".out")))
     except (OSError, ValueError):
