@@ -25,6 +25,10 @@
 // back in order, add up to one pass over the whole unit (GradChunkSquares),
 // which is what one rank takes for each unit. AdamW is elementwise, so where
 // the parts and sub-groups are cut changes no bit of the update.
+//
+// Streamed units (parameter offload): every rank keeps a whole copy of each
+// and streams it through its own ring; the unit's all-gather fills that copy
+// in place (UnitWeightsTarget), so a rank's copy is the one process's.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -43,11 +47,6 @@ Status OffloadEngine::InitDataParallel() {
   if (comm_->buffers() != comm::BufferKind::kHost) {
     return UnimplementedError("data parallelism over " + std::string(comm_->backend()) +
                               " (device buffers) is not built yet; use the MPI backend");
-  }
-  if (options_.params.where != ParamOffload::kNone) {
-    return UnimplementedError(
-        "parameter offload (streamed weights) with " + std::to_string(world_) +
-        " data-parallel ranks is not built yet; run without it, or on one rank");
   }
   const int m = options_.micro_batches_per_step;
   if (m <= 0 || m % world_ != 0) {
@@ -165,11 +164,10 @@ Status OffloadEngine::GatherNormAndLoss(StepContext& ctx) {
 Status OffloadEngine::UpdateAndGatherUnits(StepContext& ctx, int64_t adam_step, float grad_scale,
                                            const std::vector<int64_t>& committed_out) {
   for (size_t u = 0; u < units_.size(); ++u) {
-    GatherSlot& slot = gather_[next_gather_];
-    TF_RETURN_IF_ERROR(slot.uploaded->HostWait());
+    TF_ASSIGN_OR_RETURN(char* target, UnitWeightsTarget(static_cast<int>(u)));
     for (int g : layout_.by_unit[u]) {
       const SubGroup& sg = layout_.groups[g];
-      void* out = slot.buffer.as<char>() + sg.unit_offset * wbytes();
+      void* out = target + sg.unit_offset * wbytes();
       if (committed_out[g] >= 0) {
         std::memcpy(out, spec_out_.as<char>() + committed_out[g] * wbytes(),
                     sg.num_params * wbytes());
@@ -180,22 +178,43 @@ Status OffloadEngine::UpdateAndGatherUnits(StepContext& ctx, int64_t adam_step, 
       TF_RETURN_IF_ERROR(TierOf(g).Release(g, true));
       group_done_[g] = 1;
     }
-    TF_RETURN_IF_ERROR(GatherAndUploadUnit(static_cast<int>(u), ctx.id));
+    TF_RETURN_IF_ERROR(GatherAndUploadUnit(static_cast<int>(u), ctx.id, target));
+    if (resident_offset_[u] < 0) continue;  // streamed: the next fetch uploads it
     std::lock_guard<std::mutex> lock(mu_);
     ctx.stats.h2d_bytes += units_[u].num_params * wbytes();
   }
   return Status::Ok();
 }
 
-Status OffloadEngine::GatherAndUploadUnit(int u, int64_t step_id) {
+StatusOr<char*> OffloadEngine::UnitWeightsTarget(int u) {
+  if (resident_offset_[u] < 0) {
+    // Every rank keeps the whole streamed copy (its ring uploads from it):
+    // the all-gather fills it in place, with no slot and no second copy.
+    TF_ASSIGN_OR_RETURN(void* copy, streamed_->RangeForWrite(u, 0, units_[u].num_params));
+    return static_cast<char*>(copy);
+  }
   GatherSlot& slot = gather_[next_gather_];
-  next_gather_ = (next_gather_ + 1) % gather_.size();
+  TF_RETURN_IF_ERROR(slot.uploaded->HostWait());
+  return slot.buffer.as<char>();
+}
+
+Status OffloadEngine::GatherAndUploadUnit(int u, int64_t step_id, char* target) {
   const comm::Partition& part = parts_[u];
   {
     ScopedSpan span(trace_, "comm", "all-gather weights " + units_[u].name);
-    TF_RETURN_IF_ERROR(comm_->AllGather(slot.buffer.as<char>() + part.begin(rank_) * wbytes(),
-                                        wbytes(), part, slot.buffer.data()));
+    TF_RETURN_IF_ERROR(
+        comm_->AllGather(target + part.begin(rank_) * wbytes(), wbytes(), part, target));
   }
+  if (resident_offset_[u] < 0) {
+    TF_RETURN_IF_ERROR(streamed_->FinishUnit(u));
+    if (step_id >= 0) {
+      MarkUnitReady(u, step_id);
+      return Status::Ok();
+    }
+    return h2d_->Record(*unit_ready_[u]);
+  }
+  GatherSlot& slot = gather_[next_gather_];
+  next_gather_ = (next_gather_ + 1) % gather_.size();
   const size_t num_bytes = units_[u].num_params * wbytes();
   void* dst = static_cast<char*>(weights_.data()) + resident_offset_[u] * wbytes();
   TF_ASSIGN_OR_RETURN(DeviceSpans::Started span, device_spans_->Begin(*h2d_));

@@ -287,17 +287,17 @@ Status OffloadEngine::UploadAllWeights() {
   if (data_parallel()) {
     // Each rank converts its parts and the all-gather completes each unit.
     for (size_t u = 0; u < units_.size(); ++u) {
-      GatherSlot& slot = gather_[next_gather_];
-      TF_RETURN_IF_ERROR(slot.uploaded->HostWait());
+      TF_ASSIGN_OR_RETURN(char* target, UnitWeightsTarget(static_cast<int>(u)));
       for (int g : layout_.by_unit[u]) {
         const SubGroup& sg = layout_.groups[g];
         std::vector<float> master(sg.num_params);
         TF_RETURN_IF_ERROR(TierOf(g).Read(g, master.data(), nullptr, nullptr));
         ConvertBuffer(DType::kF32, master.data(), options_.weights_dtype,
-                      slot.buffer.as<char>() + sg.unit_offset * wbytes(), sg.num_params);
+                      target + sg.unit_offset * wbytes(), sg.num_params);
       }
-      TF_RETURN_IF_ERROR(GatherAndUploadUnit(static_cast<int>(u), /*step_id=*/-1));
+      TF_RETURN_IF_ERROR(GatherAndUploadUnit(static_cast<int>(u), /*step_id=*/-1, target));
     }
+    if (streamed_) TF_RETURN_IF_ERROR(streamed_->Flush());
     return h2d_->Synchronize();
   }
   for (size_t g = 0; g < layout_.groups.size(); ++g) {

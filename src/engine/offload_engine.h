@@ -255,12 +255,19 @@ class OffloadEngine : public UnitAccess {
   // fills ctx.unit_sum_squares / unit_non_finite and ctx.stats.loss.
   Status GatherNormAndLoss(StepContext& ctx);
   // After the decision: updates this rank's sub-groups unit by unit in
-  // forward order, all-gathers each unit's new weights and uploads them.
+  // forward order, all-gathers each unit's new weights and uploads them (a
+  // streamed unit's go into its copy, which the next fetch uploads).
   Status UpdateAndGatherUnits(StepContext& ctx, int64_t adam_step, float grad_scale,
                               const std::vector<int64_t>& committed_out);
-  // All-gathers unit u's weights, this rank's part already in `slot`, and
-  // uploads the whole unit; marks it ready for `step_id`.
-  Status GatherAndUploadUnit(int u, int64_t step_id);
+  // Where unit u's new 16-bit weights are put together: a streamed unit's
+  // copy (the host copy, or its NVMe write-back buffer), else the next
+  // all-gather slot once its previous upload has left it.
+  StatusOr<char*> UnitWeightsTarget(int u);
+  // All-gathers unit u's weights in `target` (UnitWeightsTarget's), this
+  // rank's part already there; uploads the whole unit, or for a streamed
+  // unit makes it the copy the next fetch uploads; marks it ready for
+  // `step_id` (< 0: at start-up).
+  Status GatherAndUploadUnit(int u, int64_t step_id, char* target);
   Status PrefetchForward(size_t from_index);
   // Reads ahead the sub-groups the next step needs first (backward order when
   // overlapped, forward order when synchronous), so the disk works across the

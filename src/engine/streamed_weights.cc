@@ -14,6 +14,8 @@ namespace {
 constexpr uint64_t kPage = 4096;
 }  // namespace
 
+std::string StreamedWeightsRunId(const std::string& run_id) { return run_id + "-params"; }
+
 StatusOr<std::unique_ptr<StreamedWeights>> StreamedWeights::Create(
     Device& device, const std::vector<UnitInfo>& units, const std::vector<int>& schedule,
     const Config& config) {
@@ -118,7 +120,7 @@ StatusOr<std::unique_ptr<StreamedWeights>> StreamedWeights::Create(
   offload::StateStoreOptions so;
   so.directories = config.nvme_paths;
   // Its own swap set beside the optimizer state's (a run id names one set).
-  so.run_id = config.run_id.empty() ? "" : config.run_id + "-params";
+  so.run_id = config.run_id.empty() ? "" : StreamedWeightsRunId(config.run_id);
   so.block_size_bytes = config.nvme_io.block_size_bytes;
   so.queue_depth = config.nvme_io.queue_depth;
   so.num_rings = config.nvme_io.num_rings;

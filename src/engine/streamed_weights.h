@@ -41,6 +41,10 @@
 
 namespace tierflow {
 
+// The swap set of a run's streamed weights on NVMe: its own, beside the
+// optimizer state's (a run id names one set), "RUN-params".
+std::string StreamedWeightsRunId(const std::string& run_id);
+
 class StreamedWeights {
  public:
   struct Config {

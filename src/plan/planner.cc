@@ -144,13 +144,6 @@ Status ValidateInput(const PlanInput& in, const Hardware& hw) {
                                 "link of its own) to --gpus-per-node (" +
                                 std::to_string(in.gpus_per_node) + ", all behind one switch)");
   }
-  if (in.ranks() > 1 && (in.param_offload == ParamOffload::kHost ||
-                         in.param_offload == ParamOffload::kNvme || in.param_slots.has_value())) {
-    return InvalidArgumentError(
-        "parameter offload (streamed weights) with " + std::to_string(in.ranks()) +
-        " data-parallel ranks is not built yet: plan with --offload-param none (or auto, which "
-        "keeps every weight resident across ranks), or with one GPU");
-  }
   return Status::Ok();
 }
 
@@ -816,8 +809,10 @@ StatusOr<Plan> PlanOnce(const PlanInput& in, const Hardware& hw, bool scaling) {
   const ModelUnits units = ModelUnitsOf(m);
   const int slots = in.param_slots.value_or(kDefaultParamSlots);
   const double device_target = static_cast<double>(hw.device_memory_bytes) * kDeviceTargetFraction;
-  // Several ranks keep every weight resident (streaming is refused there).
-  const ParamOffload requested = in.ranks() > 1 ? ParamOffload::kNone : in.param_offload;
+  // With several ranks each streams the same units through its own ring
+  // from its own whole copy (the all-gather fills it): the device layout is
+  // one GPU's, the copy is counted per rank on the node below.
+  const ParamOffload requested = in.param_offload;
   const DeviceLayout device_layout =
       ChooseDeviceLayout(requested, units, buckets, slots, device_target, device_bytes);
   const int64_t bucket = device_layout.bucket_params;
@@ -878,12 +873,8 @@ StatusOr<Plan> PlanOnce(const PlanInput& in, const Hardware& hw, bool scaling) {
   p.params = std::move(params);
 
   Explain(in, plan);
-  if (!plan.feasible && plan.binding_constraint == "device" && in.ranks() > 1) {
-    plan.explanation +=
-        ". Streaming weights (parameter offload) is not built for several ranks yet: every rank "
-        "keeps the whole model on its GPU";
-  } else if (!plan.feasible && plan.binding_constraint == "device" &&
-             in.param_offload == ParamOffload::kNone) {
+  if (!plan.feasible && plan.binding_constraint == "device" &&
+      in.param_offload == ParamOffload::kNone) {
     // Would streaming weights fit it? Plan it (one level: kAuto).
     PlanInput streamed = in;
     streamed.param_offload = ParamOffload::kAuto;

@@ -108,9 +108,10 @@ void PredictStepTime(const PlanInput& in, const Hardware& hw, Plan& plan) {
   const double resident = streams ? static_cast<double>(pp.resident_params) : P;
   const double fetch = static_cast<double>(pp.fetch_bytes_per_micro_batch);
   const double fetch_h2d = Seconds(fetch, h2d_rate);  // per micro-batch
-  const double fetch_read = from_nvme ? Seconds(fetch, bw.nvme_read_gb_per_second * 1e9) : 0;
+  // The node's N ranks each read and write their own copy on its drives.
+  const double fetch_read = from_nvme ? Seconds(N * fetch, bw.nvme_read_gb_per_second * 1e9) : 0;
   const double fetch_each = std::max(fetch_h2d, fetch_read);
-  const double param_writes = from_nvme ? Seconds(static_cast<double>(pp.streamed_params) * a,
+  const double param_writes = from_nvme ? Seconds(N * static_cast<double>(pp.streamed_params) * a,
                                                   bw.nvme_write_gb_per_second * 1e9)
                                         : 0;
   const double h2d_params = k * fetch_h2d;

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "comm/agree.h"
+#include "engine/streamed_weights.h"
 #include "io/file_reader.h"
 #include "io/file_system.h"
 #include "io/json_util.h"
@@ -67,18 +68,20 @@ bool WellFormed(const nlohmann::json& run) {
 // another process runs in that directory, or one could not be removed).
 bool CleanRun(const nlohmann::json& run, const std::string& out_dir, TrainReporter& reporter) {
   const std::string id = run["run_id"];
+  // The run's optimizer state and its streamed weights (a set of their own).
+  const std::set<std::string> ids{id, StreamedWeightsRunId(id)};
   bool still_there = false;
   for (const auto& path : run["paths"]) {
     if (!path.is_string()) continue;
     auto sets = offload::ListSwapSets(path.get<std::string>());
     if (!sets.ok()) continue;
     for (const auto& set : *sets) {
-      if (set.run_id != id) continue;
+      if (ids.count(set.run_id) == 0) continue;
       if (set.state != offload::SwapSetState::kStale) {
         still_there = true;
         continue;
       }
-      Status removed = offload::RemoveSwapSet(path.get<std::string>(), id);
+      Status removed = offload::RemoveSwapSet(path.get<std::string>(), set.run_id);
       if (removed.ok()) {
         reporter.OnNote("removed stale swap set " + set.path + " left by an interrupted run of " +
                         out_dir);

@@ -606,13 +606,15 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   engine_options.trace = &trace;
   if (nvme_io) engine_options.nvme_io = nvme_io->io;
   if (hooks != nullptr) engine_options.nvme_backend_factory = hooks->nvme_backend_factory;
-  // This run's swap set (each rank its own, in the same directories), and
-  // the stale ones earlier runs of OUT left (rank 0 keeps the record).
-  if (placed.offload == OffloadPlacement::kNvme) {
+  // This run's swap sets (the state's and the streamed weights'; each rank
+  // its own, in the same directories), and the stale ones earlier runs of
+  // OUT left (rank 0 keeps the record).
+  const bool on_nvme = placed.offload == OffloadPlacement::kNvme || pp.where == ParamOffload::kNvme;
+  if (on_nvme) {
     engine_options.run_id =
         offload::MakeRunId() + (comm != nullptr ? "-rank" + std::to_string(comm->rank()) : "");
   }
-  if (placed.offload == OffloadPlacement::kNvme || comm != nullptr) {
+  if (on_nvme || comm != nullptr) {
     TF_RETURN_IF_ERROR(
         CleanStaleSwapSets(comm, out_dir, nvme_paths, engine_options.run_id, reporter));
   }

@@ -60,13 +60,7 @@ PlanInput Preset(const std::string& name, int64_t seq_len) {
 
 using plan_test::MustPlan;
 
-double Stage(const Plan& plan, const std::string& name) {
-  for (const StageTime& s : plan.stages) {
-    if (s.name == name) return s.seconds;
-  }
-  ADD_FAILURE() << "no stage " << name;
-  return 0;
-}
+using plan_test::Stage;
 
 // The published configs read as the Llama-2 shapes (the presets agree).
 TEST(ParamOffload, Llama2ConfigsLoad) {

@@ -168,14 +168,9 @@ TEST(PlannerDataParallel, ScalingTableOnlyWhereItMeansSomething) {
   EXPECT_EQ(plan.data_parallel.scaling[0].gpus_per_node, 2);
 }
 
-TEST(PlannerDataParallel, RefusesWhatIsNotBuiltOrMeaningless) {
+TEST(PlannerDataParallel, RefusesWhatIsMeaningless) {
   const Hardware hw = Gpus(80 * kGiB, 512 * kGiB, kTiB);
   PlanInput in = Input("llama-1b", 1024, 2);
-  in.param_offload = ParamOffload::kHost;
-  auto streamed = ComputePlan(in, hw);
-  ASSERT_FALSE(streamed.ok());
-  EXPECT_THAT(streamed.status().message(), HasSubstr("not built yet"));
-  in = Input("llama-1b", 1024, 2);
   in.gpus_per_pcie_link = 3;
   auto link = ComputePlan(in, hw);
   ASSERT_FALSE(link.ok());
@@ -184,13 +179,34 @@ TEST(PlannerDataParallel, RefusesWhatIsNotBuiltOrMeaningless) {
   EXPECT_FALSE(ComputePlan(in, hw).ok());
   in = Input("llama-1b", 1024, 1, kMaxPlanNodes + 1);
   EXPECT_FALSE(ComputePlan(in, hw).ok());
-  // Auto keeps every weight resident across ranks, and says streaming is
-  // not there when the device does not fit.
-  in = Input("llama-8b", 2048, 2);
-  const Plan small = MustPlan(in, Gpus(12 * kGiB, 512 * kGiB, kTiB));
-  EXPECT_FALSE(small.feasible);
-  EXPECT_EQ(small.placement.params.where, ParamOffload::kNone);
-  EXPECT_THAT(small.explanation, HasSubstr("not built for several ranks"));
+}
+
+// Parameter offload across ranks: each rank streams the units one GPU
+// would, from a whole copy of its own, so the node holds (or its drives
+// read and write) one copy per rank; auto streams where the device needs it.
+TEST(PlannerDataParallel, StreamedWeightsAreOneGpusChoiceWithACopyPerRank) {
+  const Hardware hw = Gpus(12 * kGiB, 512 * kGiB, kTiB);
+  PlanInput one = Input("llama-8b", 2048, 1);
+  one.param_offload = ParamOffload::kAuto;
+  PlanInput two = one;
+  two.gpus_per_node = 2;
+  const Plan p1 = MustPlan(one, hw), p2 = MustPlan(two, hw);
+  EXPECT_TRUE(p2.feasible) << p2.explanation;
+  ASSERT_NE(p2.placement.params.where, ParamOffload::kNone);
+  EXPECT_EQ(p2.placement.params.streamed_units, p1.placement.params.streamed_units);
+  EXPECT_LE(p2.device.total_bytes(), 12 * kGiB);
+  const std::string tier = p2.placement.params.where == ParamOffload::kHost ? "host" : "nvme";
+  const TierPlan& t1 = tier == "host" ? p1.host : p1.nvme;
+  const TierPlan& t2 = tier == "host" ? p2.host : p2.nvme;
+  EXPECT_GT(t1.bytes_of("streamed_weights"), 0u);
+  EXPECT_EQ(t2.bytes_of("streamed_weights"), 2 * t1.bytes_of("streamed_weights"));
+  // On NVMe the node's drives serve both ranks' fetches and write-backs.
+  one.param_offload = two.param_offload = ParamOffload::kNvme;
+  const Plan n1 = MustPlan(one, hw), n2 = MustPlan(two, hw);
+  ASSERT_EQ(n2.placement.params.where, ParamOffload::kNvme);
+  EXPECT_EQ(n2.placement.params.streamed_units, n1.placement.params.streamed_units);
+  EXPECT_NEAR(plan_test::Stage(n2, "nvme_params"), 2 * plan_test::Stage(n1, "nvme_params"),
+              1e-9 * plan_test::Stage(n1, "nvme_params"));
 }
 
 }  // namespace

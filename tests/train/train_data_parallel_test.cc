@@ -342,6 +342,65 @@ std::vector<std::string> OnNvme(std::vector<std::string> args, const std::string
   return args;
 }
 
+// A swap set as an interrupted run leaves it in `nvme`: a swap file and an
+// unheld lock. Returns its directory.
+std::string PlantStaleSet(const std::string& nvme, const std::string& run_id) {
+  const std::string set = nvme + "/tierflow-swap/" + run_id;
+  fs::create_directories(set);
+  std::ofstream(set + "/lock") << "";
+  std::ofstream(set + "/state-0.swap") << "an interrupted run's swap file";
+  return set;
+}
+
+// Parameter offload across ranks: every rank streams the same blocks from a
+// whole copy of its own on NVMe (a swap set per rank, recorded in OUT), bit
+// for bit one process accumulating; a stale streamed-weights set an earlier
+// run of OUT left is removed with its run's entry.
+TEST(TrainDataParallel, StreamedWeightsAcrossRanksAreOneProcessBitForBit) {
+  ScratchDir dir("tierflow-dp-params-");
+  std::string log;
+  const std::string one = dir / "one", many = dir / "many", nvme = dir / "nvme-many";
+  const std::string stale = PlantStaleSet(nvme, "run-old-params");
+  fs::create_directories(many);
+  std::ofstream(many + "/swap_runs.json")
+      << nlohmann::json::array({{{"run_id", "run-old"}, {"paths", {nvme}}}}).dump();
+  auto streamed = [](std::vector<std::string> args, const std::string& path) {
+    args.insert(args.end(), {"--offload-param", "nvme", "--nvme-path", path, "--nvme-buffered"});
+    return args;
+  };
+  ASSERT_EQ(RunCommand(TIERFLOW_BINARY, streamed(TrainArgs(one, 2, 3), dir / "nvme-one"),
+                       one + ".log", &log),
+            0)
+      << log;
+  std::vector<std::string> two = WithRanks(2, streamed(TrainArgs(many, 1, 3), nvme));
+  two.insert(two.end(), {"--checkpoint-every", "2"});
+  ASSERT_EQ(RunCommand(TIERFLOW_BINARY, two, many + ".log", &log), 0) << log;
+  EXPECT_NE(log.find("streamed from NVMe"), std::string::npos) << log;
+  ASSERT_EQ(Curve(one).size(), 3u);
+  EXPECT_EQ(Curve(one), Curve(many));
+  EXPECT_EQ(ReadWholeFile(many + "/model/model.safetensors"),
+            ReadWholeFile(one + "/model/model.safetensors"));
+  EXPECT_NE(log.find("removed stale swap set " + stale), std::string::npos) << log;
+  EXPECT_FALSE(fs::exists(stale));
+  const nlohmann::json runs = nlohmann::json::parse(ReadWholeFile(many + "/swap_runs.json"));
+  ASSERT_EQ(runs.size(), 2u) << runs.dump();
+  EXPECT_NE(runs[0]["run_id"].get<std::string>().find("-rank0"), std::string::npos);
+  EXPECT_NE(runs[1]["run_id"].get<std::string>().find("-rank1"), std::string::npos);
+
+  // Step 3 again from the 2-rank checkpoint of step 2, on 1 process: each
+  // copy is rebuilt from the loaded master weights.
+  const std::string resumed = dir / "resumed";
+  fs::create_directories(resumed + "/checkpoints");
+  fs::copy(many + "/checkpoints/step-00000002", resumed + "/checkpoints/step-00000002",
+           fs::copy_options::recursive);
+  std::vector<std::string> resume = streamed(TrainArgs(resumed, 2, 3), dir / "nvme-resumed");
+  resume.push_back("--resume");
+  ASSERT_EQ(RunCommand(TIERFLOW_BINARY, resume, resumed + ".log", &log), 0) << log;
+  EXPECT_EQ(Curve(resumed), std::vector<std::string>{Curve(one).back()});
+  EXPECT_EQ(ReadWholeFile(resumed + "/model/model.safetensors"),
+            ReadWholeFile(one + "/model/model.safetensors"));
+}
+
 // Optimizer state on NVMe: each rank keeps its part in a swap set of its
 // own (in the same directory), bit-identical to one process, and resumes
 // from its checkpoint so; rank 0 keeps OUT's record of the sets, and the
@@ -351,10 +410,7 @@ TEST(TrainDataParallel, StateOnNvmeAcrossRanksIsOneProcessBitForBit) {
   ScratchDir dir("tierflow-dp-nvme-");
   std::string log;
   const std::string one = dir / "one", many = dir / "many", nvme = dir / "nvme-many";
-  const std::string stale = nvme + "/tierflow-swap/run-old";
-  fs::create_directories(stale);
-  std::ofstream(stale + "/lock") << "";
-  std::ofstream(stale + "/state-0.swap") << "an interrupted run's state";
+  const std::string stale = PlantStaleSet(nvme, "run-old");
   fs::create_directories(many);
   std::ofstream(many + "/swap_runs.json")
       << nlohmann::json::array({{{"run_id", "run-old"}, {"paths", {nvme}}},
