@@ -19,6 +19,14 @@ enum class ParamOffload : uint8_t {
   kNvme,  // streamed units' weights live on NVMe (read through pinned staging)
 };
 
+// A streamed copy on NVMe needs, beyond its units' blocks (the engine
+// allocates these, the planner counts them): write-back buffers of one
+// slot each in host memory, a unit's new weights on their way to the
+// drive; and spare blocks of this many slots per directory, as two units
+// may be rewriting at once while the old copy stays readable.
+inline constexpr int kStreamedWriteBackBuffers = 2;
+inline constexpr int kStreamedSpareSlotsPerDirectory = 3;
+
 // "auto", "none", "host", "nvme": the names used on the command line and in files.
 std::string_view ParamOffloadName(ParamOffload where);
 

@@ -127,7 +127,8 @@ StatusOr<std::unique_ptr<StreamedWeights>> StreamedWeights::Create(
   so.io_mode = config.nvme_buffered ? offload::IoMode::kBuffered : offload::IoMode::kDirect;
   if (config.nvme_backend_factory) so.backend_factory = config.nvme_backend_factory;
   // Two units may be rewriting at once (the write-back buffers).
-  so.spare_bytes_per_directory = offload::RoundUp(3 * slot_bytes, uint64_t{so.block_size_bytes});
+  so.spare_bytes_per_directory =
+      offload::RoundUp(kStreamedSpareSlotsPerDirectory * slot_bytes, uint64_t{so.block_size_bytes});
   TF_ASSIGN_OR_RETURN(w->store_, offload::StateStore::Create(so, specs));
   const uint64_t staged = offload::RoundUp(slot_bytes, kPage);
   std::vector<iovec> iovecs;
@@ -137,7 +138,7 @@ StatusOr<std::unique_ptr<StreamedWeights>> StreamedWeights::Create(
     TF_ASSIGN_OR_RETURN(s.copied, device.CreateEvent(false));
     iovecs.push_back({s.buffer.data(), staged});
   }
-  w->write_back_.resize(2);
+  w->write_back_.resize(kStreamedWriteBackBuffers);
   for (WriteBack& b : w->write_back_) {
     TF_ASSIGN_OR_RETURN(b.buffer, offload::AlignedBuffer::Allocate(staged));
     iovecs.push_back({b.buffer.data(), staged});

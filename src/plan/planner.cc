@@ -182,7 +182,9 @@ SubGroupRule SubGroupRuleOf(const PlanInput& in) {
 struct StreamedCopy {
   uint64_t host_pinned = 0;  // kHost: the streamed units' weights
   uint64_t staging = 0;      // kNvme: nvme_staging x one slot
+  uint64_t write_back = 0;   // kNvme: kStreamedWriteBackBuffers x one slot
   uint64_t nvme = 0;         // kNvme: each unit rounded up to the NVMe block
+  uint64_t nvme_spare = 0;   // kNvme: per directory, spare blocks for rewrites
 };
 
 StreamedCopy StreamedCopyOf(const PlanInput& in, const ParamPlacement& pp,
@@ -192,7 +194,11 @@ StreamedCopy StreamedCopyOf(const PlanInput& in, const ParamPlacement& pp,
   if (pp.where == ParamOffload::kHost) c.host_pinned = Mul(U(pp.streamed_params), a);
   if (pp.where == ParamOffload::kNvme) {
     c.staging = Mul(U(pp.nvme_staging), U(pp.slot_params), a);
+    c.write_back = Mul(U(kStreamedWriteBackBuffers), U(pp.slot_params), a);
     c.nvme = StreamedNvmeBytes(units, pp, a, in.nvme_block_bytes);
+    c.nvme_spare = Mul(U(in.nvme_directories),
+                       RoundUp(Mul(U(kStreamedSpareSlotsPerDirectory), U(pp.slot_params), a),
+                               in.nvme_block_bytes));
   }
   return c;
 }
@@ -277,6 +283,10 @@ StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t para
        "pinned: " + std::to_string(pp.nvme_staging) +
            " NVMe staging buffers of one slot each (the largest streamed unit, " +
            std::to_string(pp.slot_params) + " params)"},
+      {"weight_write_back", copy.write_back,
+       std::to_string(kStreamedWriteBackBuffers) +
+           " write-back buffers of one slot each (registered for the NVMe ring): a streamed "
+           "unit's new weights on their way to the drive"},
       {"pinned_speculative_weights", spec_weights,
        "overlapped pipeline: new weights of the speculated sub-groups"},
       {"nvme_io_buffers", nvme_slots,
@@ -298,7 +308,7 @@ StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t para
         {"emulated_device_memory", device_tensor_bytes, "the CPU device's memory is host RAM"});
   }
   t.pinned_bytes = Sum(landed ? accumulator : 0, grad_staging, weight_staging, spec_weights,
-                       nvme_slots, copy.host_pinned, copy.staging);
+                       nvme_slots, copy.host_pinned, copy.staging, copy.write_back);
   if (in.lock_host_state) {
     // pin_memory: the host share of the state is page-locked too.
     t.pinned_bytes = Sum(t.pinned_bytes, t.host.bytes_of("master_weights"),
@@ -344,6 +354,11 @@ StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t para
                                  "the " + streamed_units + ", each unit in whole " +
                                      FormatBytes(in.nvme_block_bytes) +
                                      " blocks; read every fetch, written every step"});
+    t.nvme.components.push_back(
+        {"streamed_weights_spare", copy.nvme_spare,
+         "per directory: " + std::to_string(kStreamedSpareSlotsPerDirectory) +
+             " slots of spare blocks, so a unit is rewritten while its "
+             "old copy stays readable"});
   }
   if (dp && in.gpus_per_node > 1) {
     // The node's ranks each hold all of the above (the ranks of a node are

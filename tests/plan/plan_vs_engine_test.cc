@@ -23,6 +23,7 @@
 #include "tests/common/require.h"
 
 #include "engine/offload_engine.h"
+#include "engine/streamed_weights.h"
 #include "model/transformer.h"
 #include "plan/bandwidth_profile.h"
 #include "plan/memory_model.h"
@@ -223,6 +224,69 @@ TEST_P(PlanVsEngine, MeasuredPeaksWithinTenPercentOfThePlan) {
                         steady_planned + plan.host.bytes_of("checkpoint_buffers"),
                         "host at checkpoint");
   engine_or = Status(StatusCode::kAborted, "closed");  // closes the swap set before cleanup
+  fs::remove_all(dir);
+}
+
+// Streamed weights on NVMe: what the engine's StreamedWeights holds on the
+// host (staging and write-back buffers) and in its swap files (the units'
+// blocks, spare blocks and headers) is what the plan counts for them.
+TEST(PlanVsEngineStreamed, NvmeCopyIsWhatThePlanCounts) {
+  const ModelConfig config = *PresetModelConfig("tiny-llama");
+  PlanInput in;
+  in.model = config;
+  in.micro_batch = kBatch;
+  in.seq_len = kSeqLen;
+  in.dtype = DType::kBF16;
+  in.param_offload = ParamOffload::kNvme;
+  in.nvme_block_bytes = 64 << 10;  // blocks small beside the tiny units
+  Hardware hw;
+  hw.device_memory_bytes = 1ull << 30;
+  hw.host_memory_bytes = 64ull << 30;
+  hw.nvme_capacity_bytes = 1ull << 40;
+  hw.cores = 2;
+  hw.bandwidths = DefaultBandwidths(false, 2);
+  auto plan_or = ComputePlan(in, hw);
+  ASSERT_TRUE(plan_or.ok()) << plan_or.status().ToString();
+  const Plan& plan = *plan_or;
+  const ParamPlacement& pp = plan.placement.params;
+  ASSERT_EQ(pp.where, ParamOffload::kNvme);
+
+  DeviceOptions dopt;
+  dopt.kind = DeviceChoice::kCpu;
+  dopt.memory_capacity_bytes = hw.device_memory_bytes;
+  auto device = CreateDevice(dopt);
+  ASSERT_TRUE(device.ok()) << device.status().ToString();
+  TrainShape shape;
+  shape.batch = kBatch;
+  shape.seq_len = kSeqLen;
+  shape.dtype = DType::kBF16;
+  auto model = TransformerModel::Create(**device, config, shape);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const fs::path dir =
+      fs::temp_directory_path() / ("tierflow_plan_vs_streamed_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  {
+    StreamedWeights::Config wc;
+    wc.params.where = pp.where;
+    wc.params.streamed_units = pp.streamed_units;
+    wc.params.device_slots = pp.device_slots;
+    wc.params.prefetch_depth = pp.prefetch_depth;
+    wc.params.nvme_staging = pp.nvme_staging;
+    wc.nvme_paths = {dir.string()};
+    wc.nvme_buffered = true;
+    wc.nvme_io.block_size_bytes = static_cast<uint32_t>(in.nvme_block_bytes);
+    auto w = StreamedWeights::Create(**device, (*model)->Units(), (*model)->WeightsSchedule(), wc);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    ExpectWithin10Percent(
+        (*w)->HostBytes(),
+        plan.host.bytes_of("weight_staging") + plan.host.bytes_of("weight_write_back"),
+        "host buffers");
+    EXPECT_GT(plan.host.bytes_of("weight_write_back"), 0u);
+    ExpectWithin10Percent(
+        BytesUnder(dir),
+        plan.nvme.bytes_of("streamed_weights") + plan.nvme.bytes_of("streamed_weights_spare"),
+        "swap files");
+  }
   fs::remove_all(dir);
 }
 
