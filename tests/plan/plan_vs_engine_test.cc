@@ -61,6 +61,42 @@ void* operator new(size_t n, std::align_val_t a) { return CountedAlloc(n, static
 void* operator new[](size_t n, std::align_val_t a) {
   return CountedAlloc(n, static_cast<size_t>(a));
 }
+// The nothrow forms too (std::stable_sort's temporary buffer takes one):
+// otherwise the sanitizer's new would meet the counted delete.
+void* operator new(size_t n, const std::nothrow_t&) noexcept {
+  try {
+    return CountedAlloc(n, 0);
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
+}
+void* operator new[](size_t n, const std::nothrow_t&) noexcept {
+  try {
+    return CountedAlloc(n, 0);
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
+}
+void* operator new(size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  try {
+    return CountedAlloc(n, static_cast<size_t>(a));
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
+}
+void* operator new[](size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  try {
+    return CountedAlloc(n, static_cast<size_t>(a));
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
+}
+void operator delete(void* p, const std::nothrow_t&) noexcept { CountedFree(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { CountedFree(p); }
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { CountedFree(p); }
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept {
+  CountedFree(p);
+}
 void operator delete(void* p) noexcept { CountedFree(p); }
 void operator delete[](void* p) noexcept { CountedFree(p); }
 void operator delete(void* p, size_t) noexcept { CountedFree(p); }
