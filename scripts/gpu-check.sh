@@ -48,9 +48,9 @@
 #       left, and a stage the budget cannot start is recorded as left out.
 #       The stages run most telling first: the CUDA tests, parameter
 #       offload's step, the train comparison, the kernels' figures, then
-#       the rest. GPU_CHECK_ONLY (stage names, comma-separated) runs only those after the build, for
-#       a second, shorter run inside the same lease; the others are recorded
-#       as not asked for.
+#       the rest. GPU_CHECK_ONLY (stage names, comma-separated) runs only
+#       those after the build, for a second, shorter run inside the same
+#       lease; the others are recorded as not asked for.
 #
 # With the device tool: carry .gpu-deps, e.g.
 #   run(command="bash scripts/gpu-check.sh run $OUT", carry=[".gpu-deps"], timeout_s=560)

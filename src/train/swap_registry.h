@@ -23,10 +23,10 @@ namespace tierflow {
 // Removes the stale swap sets of the runs recorded in `out_dir` on this
 // run's hosts and records this run's: `run_id` on `nvme_paths` (an empty
 // `run_id`: this rank keeps nothing on NVMe). A run id stands for its
-// optimizer state's set and its streamed weights' (StreamedWeightsRunId). Collective when `comm` is
-// not null: every rank calls it, the lead (rank 0, the holder of OUT's
-// lock: the only one that rewrites the file) reads and writes the registry,
-// and every rank returns the same status. Errors: those of the write;
+// optimizer state's set and its streamed weights' (StreamedWeightsRunId).
+// Collective when `comm` is not null: every rank calls it, the lead (rank
+// 0, the holder of OUT's lock: the only one that rewrites the file) reads
+// and writes the registry, and every rank returns the same status. Errors: those of the write;
 // an unreadable registry is reported (a note) and replaced.
 Status CleanStaleSwapSets(comm::Communicator* comm, const std::string& out_dir,
                           const std::vector<std::string>& nvme_paths, const std::string& run_id,

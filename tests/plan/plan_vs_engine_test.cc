@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <new>
 #include <random>
 #include <string>
@@ -141,34 +142,50 @@ struct Case {
 
 class PlanVsEngine : public ::testing::TestWithParam<Case> {};
 
-TEST_P(PlanVsEngine, MeasuredPeaksWithinTenPercentOfThePlan) {
-  const Case& c = GetParam();
-  ModelConfig config = *PresetModelConfig(c.preset);
-
+// What both tests plan: a tiny model at the engine's shape, bf16.
+PlanInput TinyInput(const ModelConfig& config) {
   PlanInput in;
   in.model = config;
   in.micro_batch = kBatch;
   in.seq_len = kSeqLen;
   in.dtype = DType::kBF16;
-  in.checkpointing = true;
-  in.offload = c.offload;
-  in.grad_accum = c.grad_accum;
-  in.sub_group_params = kSubGroup;
-  if (c.sliced) in.grad_bucket_params = GradBucketSizesOf(config).tensors;
+  return in;
+}
+
+// A 1 GiB CPU device on a 2-core host with room for everything else.
+Hardware TinyHardware() {
   Hardware hw;
   hw.device_memory_bytes = 1ull << 30;
   hw.host_memory_bytes = 64ull << 30;
   hw.nvme_capacity_bytes = 1ull << 40;
   hw.cores = 2;
   hw.bandwidths = DefaultBandwidths(false, 2);
+  return hw;
+}
+
+StatusOr<std::unique_ptr<Device>> CpuDeviceOf(const Hardware& hw) {
+  DeviceOptions dopt;
+  dopt.kind = DeviceChoice::kCpu;
+  dopt.memory_capacity_bytes = hw.device_memory_bytes;
+  return CreateDevice(dopt);
+}
+
+TEST_P(PlanVsEngine, MeasuredPeaksWithinTenPercentOfThePlan) {
+  const Case& c = GetParam();
+  ModelConfig config = *PresetModelConfig(c.preset);
+
+  PlanInput in = TinyInput(config);
+  in.checkpointing = true;
+  in.offload = c.offload;
+  in.grad_accum = c.grad_accum;
+  in.sub_group_params = kSubGroup;
+  if (c.sliced) in.grad_bucket_params = GradBucketSizesOf(config).tensors;
+  const Hardware hw = TinyHardware();
   auto plan_or = ComputePlan(in, hw);
   ASSERT_TRUE(plan_or.ok()) << plan_or.status().ToString();
   const Plan& plan = *plan_or;
 
-  DeviceOptions dopt;
-  dopt.kind = DeviceChoice::kCpu;
-  dopt.memory_capacity_bytes = hw.device_memory_bytes;
-  auto device_or = CreateDevice(dopt);
+  auto device_or = CpuDeviceOf(hw);
   ASSERT_TRUE(device_or.ok()) << device_or.status().ToString();
   Device& device = **device_or;
 
@@ -268,29 +285,17 @@ TEST_P(PlanVsEngine, MeasuredPeaksWithinTenPercentOfThePlan) {
 // blocks, spare blocks and headers) is what the plan counts for them.
 TEST(PlanVsEngineStreamed, NvmeCopyIsWhatThePlanCounts) {
   const ModelConfig config = *PresetModelConfig("tiny-llama");
-  PlanInput in;
-  in.model = config;
-  in.micro_batch = kBatch;
-  in.seq_len = kSeqLen;
-  in.dtype = DType::kBF16;
+  PlanInput in = TinyInput(config);
   in.param_offload = ParamOffload::kNvme;
   in.nvme_block_bytes = 64 << 10;  // blocks small beside the tiny units
-  Hardware hw;
-  hw.device_memory_bytes = 1ull << 30;
-  hw.host_memory_bytes = 64ull << 30;
-  hw.nvme_capacity_bytes = 1ull << 40;
-  hw.cores = 2;
-  hw.bandwidths = DefaultBandwidths(false, 2);
+  const Hardware hw = TinyHardware();
   auto plan_or = ComputePlan(in, hw);
   ASSERT_TRUE(plan_or.ok()) << plan_or.status().ToString();
   const Plan& plan = *plan_or;
   const ParamPlacement& pp = plan.placement.params;
   ASSERT_EQ(pp.where, ParamOffload::kNvme);
 
-  DeviceOptions dopt;
-  dopt.kind = DeviceChoice::kCpu;
-  dopt.memory_capacity_bytes = hw.device_memory_bytes;
-  auto device = CreateDevice(dopt);
+  auto device = CpuDeviceOf(hw);
   ASSERT_TRUE(device.ok()) << device.status().ToString();
   TrainShape shape;
   shape.batch = kBatch;
