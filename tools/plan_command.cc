@@ -55,6 +55,7 @@ struct PlanFlags {
   int grad_buckets = kDefaultGradBuckets;
   std::string grad_bucket = "auto";
   std::string pipeline = "overlapped";
+  std::string collectives = "host";
   std::string speculation = "auto";
 
   int gpus_per_node = 1, nodes = 1, gpus_per_pcie_link = 1;
@@ -156,6 +157,7 @@ StatusOr<PlanInput> InputFromFlags(const PlanFlags& f) {
   in.gpus_per_node = f.gpus_per_node;
   in.nodes = f.nodes;
   in.gpus_per_pcie_link = f.gpus_per_pcie_link;
+  in.device_collectives = f.collectives == "device";
   return in;
 }
 
@@ -402,6 +404,12 @@ void AddPlan(CLI::App& app, int* exit_code) {
                               "block or the largest tensor, the first that keeps the device "
                               "within 85% (") +
                       kCountSuffixHelp + ")")
+      ->capture_default_str();
+  cmd->add_option("--collectives", f->collectives,
+                  "Data parallelism: where the ranks sum the gradient and gather the weights: host "
+                  "(MPI; every rank lands the whole gradient) or device (NCCL; only each rank's "
+                  "part crosses PCIe), as `tierflow train --collectives`")
+      ->check(CLI::IsMember({"host", "device"}))
       ->capture_default_str();
   cmd->add_option("--pipeline", f->pipeline, "The engine's step pipeline: overlapped | sync")
       ->check(CLI::IsMember({"overlapped", "sync"}))

@@ -201,6 +201,12 @@ void AddTrain(CLI::App& app, int* exit_code) {
   cmd->add_flag("--nvme-buffered", c.nvme_buffered,
                 "Buffered I/O for file systems without O_DIRECT");
   cmd->add_option("--pipeline", c.pipeline, "overlapped | sync")->capture_default_str();
+  cmd->add_option("--collectives", c.collectives,
+                  "Data parallelism: where the gradient is summed and the weights gathered: "
+                  "device (NCCL on GPUs, MPI over the CPU device's memory: only each rank's part "
+                  "crosses PCIe), host (MPI: every rank lands the whole gradient), auto (device "
+                  "where NCCL serves it)")
+      ->capture_default_str();
   cmd->add_option("--profile", c.profile,
                   "Hardware profile from `tierflow bench all` or `bench nvme --tune --profile`: "
                   "its NVMe store settings build the NVMe tier (without one, a start-up probe "
@@ -357,6 +363,7 @@ void AddTrain(CLI::App& app, int* exit_code) {
     if (given("--nvme-path")) config.nvme_paths = c.nvme_paths;
     if (given("--nvme-buffered")) config.nvme_buffered = true;
     if (given("--pipeline")) config.pipeline = c.pipeline;
+    if (given("--collectives")) config.collectives = c.collectives;
     if (given("--profile")) config.profile = c.profile;
     if (given("--device")) {
       auto spec = ParseDeviceSpec("--device", f->device);
@@ -450,6 +457,7 @@ void AddTrain(CLI::App& app, int* exit_code) {
         *exit_code = 1;
         return;
       }
+      world.peer_watch = ranks->comm->peer_watch();
     }
     TrainReporter& reporter = rank == 0 ? static_cast<TrainReporter&>(console) : quiet;
     auto result = RunTraining(config, reporter, nullptr, nullptr, world);

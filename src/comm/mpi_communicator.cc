@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -67,35 +68,35 @@ struct MpiCommunicator::Impl {
   }
 
   // MPI_Waitall, or with a peer check a polling wait that ends the job
-  // when the check names a dead peer.
+  // when the check names a dead peer (comm/peer_watch.h).
   int Wait(int n, MPI_Request* reqs) {
-    if (!peer_check) return MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE);
-    auto next_check = std::chrono::steady_clock::now() + check_every;
-    for (int polls = 0;; ++polls) {
-      int done = 0;
-      const int code = MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
-      if (code != MPI_SUCCESS || done) return code;
-      // Spin briefly (small collectives complete in microseconds), then
-      // sleep between polls so a long wait costs no core.
-      if (polls > 200) std::this_thread::sleep_for(std::chrono::microseconds(200));
-      if (std::chrono::steady_clock::now() < next_check) continue;
-      next_check += check_every;
-      if (std::optional<std::string> dead = peer_check()) {
-        std::fprintf(stderr, "tierflow: %s; ending all ranks (MPI_Abort)\n", dead->c_str());
-        std::fflush(stderr);
-        MPI_Abort(MPI_COMM_WORLD, 3);
-      }
-    }
+    if (!watch.active()) return MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE);
+    int code = MPI_SUCCESS;
+    (void)PollWithPeerWatch(
+        [&]() -> StatusOr<bool> {
+          int done = 0;
+          code = MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
+          return code != MPI_SUCCESS || done != 0;
+        },
+        watch);  // ends the job rather than return with a dead peer
+    return code;
   }
 
   std::vector<int> errors;
-  PeerCheck peer_check;
-  std::chrono::milliseconds check_every{1000};
+  PeerWatch watch;
 };
 
 void MpiCommunicator::set_peer_check(PeerCheck check, std::chrono::milliseconds every) {
-  impl_->peer_check = std::move(check);
-  impl_->check_every = every;
+  impl_->watch.check = std::move(check);
+  impl_->watch.every = every;
+  impl_->watch.end_job = [](const std::string&) { EndJob(); };
+}
+
+PeerWatch MpiCommunicator::peer_watch() const { return impl_->watch; }
+
+void MpiCommunicator::EndJob() {
+  MPI_Abort(MPI_COMM_WORLD, 3);
+  std::abort();  // MPI_Abort does not return
 }
 
 MpiCommunicator::MpiCommunicator(int rank, int world, std::unique_ptr<Impl> impl)

@@ -18,6 +18,7 @@
 
 #include "comm/communicator.h"
 #include "comm/launch_env.h"
+#include "comm/peer_watch.h"
 
 namespace tierflow::comm {
 
@@ -60,6 +61,11 @@ class MpiCommunicator final : public Communicator {
   // OpenMPI has no timeout of its own. Without a check, waits block in MPI.
   using PeerCheck = std::function<std::optional<std::string>()>;
   void set_peer_check(PeerCheck check, std::chrono::milliseconds every);
+  // That check and how this communicator ends the job, for the other
+  // collectives of the ranks (NCCL's waits: comm/nccl_communicator.h).
+  PeerWatch peer_watch() const;
+  // Ends every rank's process: MPI_Abort.
+  [[noreturn]] static void EndJob();
 
   // The largest message one MPI call carries; larger transfers go in
   // pieces. Tests lower it to exercise the piecewise path.

@@ -42,7 +42,35 @@ struct NcclCommunicator::Impl {
   cudaStream_t stream = nullptr;
   void* scratch = nullptr;
   size_t scratch_bytes = 0;
+  PeerWatch watch;
 };
+
+void NcclCommunicator::set_peer_watch(PeerWatch watch) { impl_->watch = std::move(watch); }
+
+Status NcclCommunicator::Sync(const char* what) {
+  cudaStream_t s = impl_->stream;
+  if (!impl_->watch.active()) return CudaStatus(cudaStreamSynchronize(s), what);
+  // Polled, so that a dead peer (NCCL waits for it forever) ends the job,
+  // and an error NCCL met on its own threads surfaces here.
+  PeerWatch watch = impl_->watch;
+  ncclComm_t comm = impl_->comm;
+  auto end_job = watch.end_job;
+  watch.end_job = [comm, end_job](const std::string& message) {
+    (void)ncclCommAbort(comm);  // frees the GPU from the collective first
+    if (end_job) end_job(message);
+  };
+  return PollWithPeerWatch(
+      [&]() -> StatusOr<bool> {
+        const cudaError_t q = cudaStreamQuery(s);
+        if (q == cudaSuccess) return true;
+        if (q != cudaErrorNotReady) return CudaStatus(q, what);
+        ncclResult_t async = ncclSuccess;
+        TF_RETURN_IF_ERROR(NcclStatus(ncclCommGetAsyncError(comm, &async), what));
+        TF_RETURN_IF_ERROR(NcclStatus(async, what));
+        return false;
+      },
+      watch);
+}
 
 NcclCommunicator::NcclCommunicator(int rank, int world, int ordinal, std::unique_ptr<Impl> impl)
     : rank_(rank), world_(world), ordinal_(ordinal), impl_(std::move(impl)) {}
@@ -146,7 +174,7 @@ Status NcclCommunicator::ReduceScatterSum(const void* send, DType send_dtype,
   if (accumulate) {
     TF_RETURN_IF_ERROR(CudaStatus(nccl_detail::AddInto(recv, sum, mine, s), "accumulating"));
   }
-  return CudaStatus(cudaStreamSynchronize(s), "reduce-scatter");
+  return Sync("reduce-scatter");
 }
 
 Status NcclCommunicator::AllGather(const void* send, size_t elem_bytes, const Partition& partition,
@@ -173,7 +201,7 @@ Status NcclCommunicator::AllGather(const void* send, size_t elem_bytes, const Pa
     }
   }
   TF_RETURN_IF_ERROR(NcclStatus(ncclGroupEnd(), "ncclGroupEnd (all-gather)"));
-  return CudaStatus(cudaStreamSynchronize(s), "all-gather");
+  return Sync("all-gather");
 }
 
 Status NcclCommunicator::Broadcast(void* data, size_t bytes, int root) {
@@ -186,7 +214,7 @@ Status NcclCommunicator::Broadcast(void* data, size_t bytes, int root) {
   TF_RETURN_IF_ERROR(
       NcclStatus(ncclBroadcast(data, data, bytes, ncclUint8, root, impl_->comm, impl_->stream),
                  "ncclBroadcast"));
-  return CudaStatus(cudaStreamSynchronize(impl_->stream), "broadcast");
+  return Sync("broadcast");
 }
 
 Status NcclCommunicator::RawCollective(RawOp op, const float* send, float* recv, size_t count) {
@@ -211,7 +239,7 @@ Status NcclCommunicator::RawCollective(RawOp op, const float* send, float* recv,
       break;
   }
   TF_RETURN_IF_ERROR(NcclStatus(r, "NCCL's own collective"));
-  return CudaStatus(cudaStreamSynchronize(impl_->stream), "NCCL's own collective");
+  return Sync("NCCL's own collective");
 }
 
 Status NcclCommunicator::Barrier() {
@@ -220,7 +248,7 @@ Status NcclCommunicator::Barrier() {
   TF_RETURN_IF_ERROR(NcclStatus(
       ncclAllReduce(scratch, scratch, 1, ncclFloat32, ncclSum, impl_->comm, impl_->stream),
       "ncclAllReduce (barrier)"));
-  return CudaStatus(cudaStreamSynchronize(impl_->stream), "barrier");
+  return Sync("barrier");
 }
 
 }  // namespace tierflow::comm

@@ -25,6 +25,7 @@
 #include <string_view>
 
 #include "comm/communicator.h"
+#include "comm/peer_watch.h"
 
 namespace tierflow::comm {
 
@@ -58,12 +59,20 @@ class NcclCommunicator final : public Communicator {
   // NCCL's own collective (comm::RawOp) on device buffers, equal parts.
   Status RawCollective(RawOp op, const float* send, float* recv, size_t count);
 
+  // NCCL waits forever for a dead peer: with a watch (the MPI side's,
+  // MpiCommunicator::peer_watch), each call's wait polls the stream and,
+  // when a peer has stopped beating, aborts the NCCL communicator and ends
+  // the job naming it, as the MPI collectives do.
+  void set_peer_watch(PeerWatch watch);
+
  private:
   struct Impl;
   NcclCommunicator(int rank, int world, int ordinal, std::unique_ptr<Impl> impl);
   // The device scratch, at least `bytes` (kept between calls).
   StatusOr<void*> Scratch(size_t bytes);
   Status Check(const Partition& partition, const char* op) const;
+  // Waits for the stream: synchronised, or polled under the peer watch.
+  Status Sync(const char* what);
 
   int rank_;
   int world_;

@@ -45,8 +45,23 @@ Status OffloadEngine::InitDataParallel() {
   rank_ = comm_->rank();
   world_ = comm_->world_size();
   if (comm_->buffers() != comm::BufferKind::kHost) {
-    return UnimplementedError("data parallelism over " + std::string(comm_->backend()) +
-                              " (device buffers) is not built yet; use the MPI backend");
+    return InvalidArgumentError("EngineOptions::comm must be over host buffers, not " +
+                                std::string(comm_->backend()) +
+                                "'s device buffers: give that one as device_comm");
+  }
+  if (options_.device_comm != nullptr) {
+    comm::Communicator& d = *options_.device_comm;
+    if (d.buffers() != comm::BufferKind::kDevice) {
+      return InvalidArgumentError("EngineOptions::device_comm (" + std::string(d.backend()) +
+                                  ") is not over device buffers");
+    }
+    if (d.rank() != rank_ || d.world_size() != world_) {
+      return InvalidArgumentError("EngineOptions::device_comm is rank " + std::to_string(d.rank()) +
+                                  " of " + std::to_string(d.world_size()) + " but comm is rank " +
+                                  std::to_string(rank_) + " of " + std::to_string(world_) +
+                                  ": both must order the same ranks alike");
+    }
+    device_comm_ = &d;
   }
   const int m = options_.micro_batches_per_step;
   if (m <= 0 || m % world_ != 0) {
@@ -87,13 +102,58 @@ Status OffloadEngine::CollectForReduceScatter(StepContext& ctx, int u, uint64_t 
   // Micro-batch j adds ranks' j * world + r in rank order after the ones
   // before: the global order of one rank accumulating them all.
   return comm_->ReduceScatterSum(send, transfer_dtype_, parts_[u],
-                                 reduced_.as<float>() + layout_.unit_offsets[u],
+                                 Reduced() + layout_.unit_offsets[u],
                                  /*accumulate=*/micro > 0);
+}
+
+Status OffloadEngine::ReducePieceOnDevice(StepContext& ctx, const Arrival& a) {
+  const int u = a.unit;
+  const comm::Partition& part = parts_[u];
+  // The piece [p0, p1) of the unit, cut where the ranks' parts are.
+  const uint64_t p0 = a.begin, p1 = a.begin + a.count;
+  std::vector<size_t> bounds(static_cast<size_t>(world_) + 1);
+  for (int r = 0; r <= world_; ++r) {
+    bounds[static_cast<size_t>(r)] = std::clamp<uint64_t>(part.begin(r), p0, p1) - p0;
+  }
+  StatusOr<comm::Partition> piece = comm::Partition::FromBounds(std::move(bounds));
+  const uint64_t mine = piece.ok() ? piece->size(rank_) : 0;
+  // This rank's share of the piece starts `into` elements into its part.
+  const uint64_t into = mine > 0 ? p0 + piece->begin(rank_) - part.begin(rank_) : 0;
+  const bool accumulating = local_micro_ > 1;
+  float* recv = device_reduced_.as<float>() + (accumulating ? layout_.unit_offsets[u] + into : 0);
+  const Bucket& bucket = buckets_[a.bucket];
+  const void* send = transfer_dtype_ == DType::kF32 ? bucket.grads.data() : bucket.wire.data();
+  Status s = piece.status();
+  if (s.ok()) {
+    ScopedSpan span(trace_, "comm", "device reduce-scatter " + units_[u].name);
+    // As on the host: micro-batch j adds ranks' j * world + r in rank order
+    // after the ones before (the running sum stays on the device).
+    s = device_comm_->ReduceScatterSum(send, transfer_dtype_, *piece, recv,
+                                       /*accumulate=*/accumulating && a.micro > 0);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    buckets_[a.bucket].busy = false;  // the collective has read it
+  }
+  cv_.notify_all();
+  TF_RETURN_IF_ERROR(s);
+  if (a.micro != ctx.micro_batches - 1 || mine == 0) return Status::Ok();
+  // This rank's last micro-batch: its share of the sum goes to the host.
+  TF_ASSIGN_OR_RETURN(DeviceSpans::Started started, device_spans_->Begin(*d2h_));
+  TF_RETURN_IF_ERROR(
+      d2h_->CopyDeviceToHost(Reduced() + layout_.unit_offsets[u] + into, recv, mine * 4));
+  TF_RETURN_IF_ERROR(
+      device_spans_->End(*d2h_, std::move(started), "d2h", "summed grads " + units_[u].name));
+  TF_RETURN_IF_ERROR(d2h_->Synchronize());
+  TF_RETURN_IF_ERROR(device_spans_->Collect());
+  std::lock_guard<std::mutex> lock(mu_);
+  ctx.stats.d2h_bytes += mine * 4;
+  return Status::Ok();
 }
 
 Status OffloadEngine::TakeNormChunks(StepContext& ctx, int u) {
   const uint64_t n = parts_[u].size(rank_);
-  const float* recv = reduced_.as<float>() + layout_.unit_offsets[u];
+  const float* recv = Reduced() + layout_.unit_offsets[u];
   const std::vector<uint64_t>& chunks = rank_chunks_[static_cast<size_t>(rank_)];
   double* sums = ctx.chunk_sums.data() + chunks[u];
   TF_RETURN_IF_ERROR(GradChunkSquares(recv, DType::kF32, n, sums));
@@ -181,9 +241,38 @@ Status OffloadEngine::UpdateAndGatherUnits(StepContext& ctx, int64_t adam_step, 
     TF_RETURN_IF_ERROR(GatherAndUploadUnit(static_cast<int>(u), ctx.id, target));
     if (resident_offset_[u] < 0) continue;  // streamed: the next fetch uploads it
     std::lock_guard<std::mutex> lock(mu_);
-    ctx.stats.h2d_bytes += units_[u].num_params * wbytes();
+    // Device collectives: this rank's part goes up, the devices gather the rest.
+    ctx.stats.h2d_bytes +=
+        (device_collectives() ? parts_[u].size(rank_) : units_[u].num_params) * wbytes();
   }
   return Status::Ok();
+}
+
+Status OffloadEngine::UploadPartAndGather(int u, int64_t step_id) {
+  const comm::Partition& part = parts_[u];
+  GatherSlot& slot = gather_[next_gather_];
+  next_gather_ = (next_gather_ + 1) % gather_.size();
+  const size_t offset = part.begin(rank_) * wbytes();
+  char* unit = static_cast<char*>(weights_.data()) + resident_offset_[u] * wbytes();
+  TF_ASSIGN_OR_RETURN(DeviceSpans::Started span, device_spans_->Begin(*h2d_));
+  TF_RETURN_IF_ERROR(h2d_->CopyHostToDevice(unit + offset, slot.buffer.as<char>() + offset,
+                                            part.size(rank_) * wbytes()));
+  TF_RETURN_IF_ERROR(
+      device_spans_->End(*h2d_, std::move(span), "h2d", "weights part " + units_[u].name));
+  TF_RETURN_IF_ERROR(h2d_->Record(*slot.uploaded));
+  // The collective reads the part from the device: it must be there first.
+  TF_RETURN_IF_ERROR(slot.uploaded->HostWait());
+  TF_RETURN_IF_ERROR(device_spans_->Collect());
+  {
+    ScopedSpan gather(trace_, "comm", "device all-gather weights " + units_[u].name);
+    TF_RETURN_IF_ERROR(device_comm_->AllGather(unit + offset, wbytes(), part, unit));
+  }
+  // The unit is whole on the device once the collective returns.
+  if (step_id >= 0) {
+    MarkUnitReady(u, step_id);
+    return Status::Ok();
+  }
+  return h2d_->Record(*unit_ready_[u]);
 }
 
 StatusOr<char*> OffloadEngine::UnitWeightsTarget(int u) {
@@ -200,6 +289,7 @@ StatusOr<char*> OffloadEngine::UnitWeightsTarget(int u) {
 
 Status OffloadEngine::GatherAndUploadUnit(int u, int64_t step_id, char* target) {
   const comm::Partition& part = parts_[u];
+  if (device_collectives() && resident_offset_[u] >= 0) return UploadPartAndGather(u, step_id);
   {
     ScopedSpan span(trace_, "comm", "all-gather weights " + units_[u].name);
     TF_RETURN_IF_ERROR(

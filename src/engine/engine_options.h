@@ -150,8 +150,19 @@ struct EngineOptions {
   // order, so N ranks of A micro-batches are bit-identical to one rank
   // accumulating the same N x A micro-batches. Not owned; every collective is issued from
   // the engine's worker thread. Null or a world of 1: one process, no
-  // collectives. Not yet with parameter offload (refused).
+  // collectives.
   comm::Communicator* comm = nullptr;
+  // Collectives on device buffers, beside `comm` (same ranks, same order):
+  // NCCL on GPUs (comm/nccl_communicator.h), or on the CPU device and the
+  // simulated accelerators the MPI backend over their memory, which the
+  // host addresses (comm/host_memory_device_comm.h). Each piece of a unit's
+  // gradient is then reduce-scattered on the devices as backward ends it,
+  // and only this rank's part, summed in fp32, crosses to the host (4/N
+  // bytes per parameter once per step, where the host path lands 2 per
+  // micro-batch); a resident unit's new weights go up as this rank's part
+  // and are all-gathered on the devices. The norm, the losses and the
+  // streamed units' copies stay on `comm`. Null: everything on `comm`.
+  comm::Communicator* device_comm = nullptr;
 };
 
 struct StepStats {

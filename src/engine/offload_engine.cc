@@ -75,6 +75,9 @@ Status OffloadEngine::Prepare() {
   local_micro_ = options_.micro_batches_per_step;
   if (options_.comm != nullptr && options_.comm->world_size() > 1) {
     TF_RETURN_IF_ERROR(InitDataParallel());  // this rank's parts: layout_
+  } else if (options_.device_comm != nullptr && options_.device_comm->world_size() > 1) {
+    return InvalidArgumentError(
+        "EngineOptions::device_comm without comm: the norm and the losses need host collectives");
   } else {
     // MakeSubGroups refuses slices of nothing and units without parameters.
     TF_ASSIGN_OR_RETURN(layout_, MakeSubGroups(units_, SubGroupRule{options_.sub_group_cut,
@@ -146,7 +149,7 @@ Status OffloadEngine::Prepare() {
       TF_ASSIGN_OR_RETURN(b.wire,
                           device_.Allocate(bucket_params_ * tbytes(), "gradient transfer buffer"));
     }
-    if (local_micro_ != 1) {
+    if (local_micro_ != 1 && !device_collectives()) {
       TF_ASSIGN_OR_RETURN(b.staging,
                           device_.AllocatePinned(bucket_params_ * tbytes(), "gradient staging"));
     }
@@ -162,7 +165,16 @@ Status OffloadEngine::Prepare() {
       bucket_stats_host_,
       device_.AllocatePinned(buckets_.size() * sizeof(GradSquares), "gradient statistics"));
   // Host: fp32 accumulator, weight staging, state tiers.
-  if (local_micro_ == 1) {
+  if (device_collectives()) {
+    // Nothing lands whole: each rank's part is summed on the device.
+    const uint64_t n = local_micro_ > 1 ? std::max<uint64_t>(total, 1) : bucket_params_;
+    TF_ASSIGN_OR_RETURN(
+        device_reduced_,
+        device_.Allocate(n * 4, "summed gradient on the device (this rank's parts)"));
+    TF_ASSIGN_OR_RETURN(reduced_landing_,
+                        device_.AllocatePinned(std::max<uint64_t>(total, 1) * 4,
+                                               "summed gradient (this rank's parts)"));
+  } else if (local_micro_ == 1) {
     TF_ASSIGN_OR_RETURN(landed_grads_,
                         device_.AllocatePinned(model_total * tbytes(), "gradient landing"));
   } else if (data_parallel()) {
@@ -181,9 +193,11 @@ Status OffloadEngine::Prepare() {
   if (data_parallel()) {
     // This rank's parts of the summed gradient; whole units' weights for
     // the all-gathers (which replace the per-sub-group weight staging).
-    TF_ASSIGN_OR_RETURN(reduced_,
-                        HostPages::AllocateResident(std::max<uint64_t>(total, 1) * 4,
-                                                    "summed gradient (this rank's parts)"));
+    if (!device_collectives()) {
+      TF_ASSIGN_OR_RETURN(reduced_,
+                          HostPages::AllocateResident(std::max<uint64_t>(total, 1) * 4,
+                                                      "summed gradient (this rank's parts)"));
+    }
     unit_micro_params_.assign(units_.size(), 0);
     gather_.resize(2);
     for (GatherSlot& g : gather_) {
@@ -387,7 +401,7 @@ StatusOr<StepStats> OffloadEngine::Step(const std::vector<MicroBatch>& micro_bat
     StepContext ctx;
     ctx.id = step_id;
     ctx.micro_batches = k_total;
-    ctx.landed = k_total == 1;
+    ctx.landed = k_total == 1 && !device_collectives();
     ctx.loss_scale = scaler_.scale();
     ctx.lr = options_.adam.lr;
     ctx.unit_sum_squares.assign(units_.size(), 0.0);
@@ -402,7 +416,7 @@ StatusOr<StepStats> OffloadEngine::Step(const std::vector<MicroBatch>& micro_bat
   // The compute stream is idle between steps (each micro-batch below ends
   // with its Synchronize): the step's spans are timed from here.
   TF_RETURN_IF_ERROR(device_spans_->Anchor(*compute_));
-  landing_ = k_total == 1;
+  landing_ = k_total == 1 && !device_collectives();  // nothing lands whole then
   std::fill(taken_.begin(), taken_.end(), 0);
   if (streamed_) {
     TF_RETURN_IF_ERROR(streamed_->BeginPass(
@@ -772,6 +786,19 @@ Status OffloadEngine::EndGrads(int unit) {
                                        stats, stats_scratch_.as<double>()));
   }
   TF_RETURN_IF_ERROR(compute_->Record(*bucket.filled));
+  Arrival arrival{issued_step_, unit, piece.begin, n, current_micro_, b, false};
+  auto arrive = [this, arrival] {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back(arrival);
+    }
+    cv_.notify_all();
+    return Status::Ok();
+  };
+  // Device collectives: the worker sums the piece over the ranks where it
+  // is, once the compute stream has written it; only this rank's part of
+  // the sum crosses PCIe (ReducePieceOnDevice).
+  if (device_collectives()) return compute_->HostCallback(arrive);
   TF_RETURN_IF_ERROR(d2h_->Wait(*bucket.filled));
   TF_ASSIGN_OR_RETURN(DeviceSpans::Started span, device_spans_->Begin(*d2h_));
   void* dst = landing_ ? static_cast<void*>(LandedGrads(grad_offsets_[unit] + piece.begin))
@@ -788,15 +815,7 @@ Status OffloadEngine::EndGrads(int unit) {
           (whole ? "" : " [" + std::to_string(piece.begin) + ", +" + std::to_string(n) + ")")));
   // The one host callback per transfer: it wakes the optimizer worker, which
   // may be speculating and must take this arrival as soon as it lands.
-  Arrival arrival{issued_step_, unit, piece.begin, n, current_micro_, b, false};
-  return d2h_->HostCallback([this, arrival] {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      queue_.push_back(arrival);
-    }
-    cv_.notify_all();
-    return Status::Ok();
-  });
+  return d2h_->HostCallback(arrive);
 }
 
 Status OffloadEngine::CheckGradsComplete() const {

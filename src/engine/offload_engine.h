@@ -40,6 +40,7 @@
 #include "engine/sub_groups.h"
 #include "engine/trainable.h"
 #include "kernels/grad_squares.h"
+#include "optim/grad_stats.h"
 #include "tierflow/device.h"
 
 namespace tierflow {
@@ -225,6 +226,11 @@ class OffloadEngine : public UnitAccess {
   // Worker (optimizer_worker.cc).
   void WorkerLoop();
   Status ProcessArrival(const Arrival& a);
+  // Host collectives or one process: piece `a` landed on the host (in the
+  // landing buffer, or in its bucket's staging, gathered or accumulated
+  // from there); frees the bucket. A whole unit's final accumulation also
+  // yields its statistics in `stats`.
+  Status TakeLandedPiece(StepContext& ctx, const Arrival& a, StatusOr<GradStatsResult>* stats);
   Status Speculate(StepContext& ctx, int g);
   Status Decide(StepContext& ctx);
   Status UpdateGroup(StepContext& ctx, int g, int64_t adam_step, float grad_scale, void* out,
@@ -245,6 +251,19 @@ class OffloadEngine : public UnitAccess {
   // Init up to the first collective (the initial all-gather of weights).
   Status Prepare();
   bool data_parallel() const { return comm_ != nullptr; }
+  // Gradients reduce-scattered and resident weights all-gathered on the
+  // devices (EngineOptions::device_comm).
+  bool device_collectives() const { return device_comm_ != nullptr; }
+  // This rank's parts of the summed gradient, on the host: (local params,) fp32.
+  float* Reduced() {
+    return reduced_landing_.data() != nullptr ? reduced_landing_.as<float>() : reduced_.as<float>();
+  }
+  // Device collectives: piece `a` of a unit's gradient (in its bucket,
+  // complete: the compute stream's callback sent it) is summed over the
+  // ranks on the devices into this rank's part of it, continuing the
+  // step's running sum there; in this rank's last micro-batch that part
+  // crosses to the host (Reduced). Frees the bucket.
+  Status ReducePieceOnDevice(StepContext& ctx, const Arrival& a);
   // A piece of unit u's gradient of micro-batch `micro` is in: once the
   // unit's pieces of that micro-batch all are, sum them over the ranks into
   // this rank's part (reduced_), continuing the step's running sum.
@@ -268,6 +287,10 @@ class OffloadEngine : public UnitAccess {
   // unit makes it the copy the next fetch uploads; marks it ready for
   // `step_id` (< 0: at start-up).
   Status GatherAndUploadUnit(int u, int64_t step_id, char* target);
+  // Device collectives, a resident unit: uploads this rank's part from the
+  // all-gather slot `UnitWeightsTarget` gave, all-gathers the unit on the
+  // devices in place, marks it ready.
+  Status UploadPartAndGather(int u, int64_t step_id);
   Status PrefetchForward(size_t from_index);
   // Reads ahead the sub-groups the next step needs first (backward order when
   // overlapped, forward order when synchronous), so the disk works across the
@@ -292,8 +315,15 @@ class OffloadEngine : public UnitAccess {
   std::vector<comm::Partition> parts_;  // per unit: the ranks' parts
   // Per rank, (num_units + 1,) prefix sums of the chunk sums its parts yield.
   std::vector<std::vector<uint64_t>> rank_chunks_;
-  // (local params,) fp32: this rank's parts of the summed gradient.
+  // (local params,) fp32: this rank's parts of the summed gradient; with
+  // device collectives, pinned instead (reduced_landing_: a D2H target).
   HostPages reduced_;
+  PinnedBuffer reduced_landing_;
+  comm::Communicator* device_comm_ = nullptr;  // device collectives (null: none)
+  // Device collectives: the sum over ranks of this rank's parts on the
+  // device, fp32. Several micro-batches per rank: (local params,), the
+  // step's running sum; one: (bucket_params_,), one piece's part at a time.
+  DeviceBuffer device_reduced_;
   // Several micro-batches per rank: (model params,) transfer dtype, each
   // unit's gradient of the micro-batch being summed, gathered from the
   // staging buckets (the sum runs over ranks and micro-batches in the

@@ -81,7 +81,6 @@ Status OffloadEngine::ProcessArrival(const Arrival& a) {
   }
   const int u = a.unit;
   const uint64_t n = a.count;
-  float* acc = ctx->landed ? nullptr : Accumulator() + grad_offsets_[u] + a.begin;
   // The final micro-batch's accumulation of a whole unit also yields its
   // norm and non-finite flag, in the same pass over the accumulator. (A
   // unit in pieces takes them in one pass once complete, so its sum does
@@ -90,32 +89,11 @@ Status OffloadEngine::ProcessArrival(const Arrival& a) {
   const bool last_micro = a.micro == ctx->micro_batches - 1;
   const bool whole_unit = n == units_[u].num_params;
   StatusOr<GradStatsResult> stats = GradStatsResult{};
-  if (ctx->landed) {
-    if (!data_parallel()) {
-      // Computed on the device and landed with the gradients (EndGrads).
-      const GradSquares& landed = bucket_stats_host_.as<GradSquares>()[a.bucket];
-      stats = GradStatsResult{landed.sum_squares, landed.non_finite != 0};
-    }
+  if (device_collectives()) {
+    TF_RETURN_IF_ERROR(ReducePieceOnDevice(*ctx, a));  // frees the bucket
   } else {
-    ScopedSpan span(trace_, "accumulate", "grads " + units_[u].name);
-    const void* grads = buckets_[a.bucket].staging.data();
-    if (data_parallel()) {
-      // Gathered for the unit's reduce-scatter; the ranks sum (below).
-      ParallelCopy(dp_unit_grads_.as<char>() + (grad_offsets_[u] + a.begin) * tbytes(), grads,
-                   n * tbytes());
-    } else if (last_micro && whole_unit) {
-      stats = AccumulateGradsWithStats(acc, grads, transfer_dtype_, n, a.micro == 0);
-    } else {
-      AccumulateGrads(acc, grads, transfer_dtype_, n, a.micro == 0);
-    }
+    TF_RETURN_IF_ERROR(TakeLandedPiece(*ctx, a, &stats));
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    buckets_[a.bucket].busy = false;
-    ctx->stats.d2h_bytes += n * tbytes() + (ctx->landed ? sizeof(GradSquares) : 0);
-  }
-  cv_.notify_all();
-  if (data_parallel()) TF_RETURN_IF_ERROR(CollectForReduceScatter(*ctx, u, n, a.micro));
   if (!last_micro) return Status::Ok();
   TF_RETURN_IF_ERROR(stats.status());
 
@@ -197,6 +175,40 @@ Status OffloadEngine::ProcessArrival(const Arrival& a) {
   return Status::Ok();
 }
 
+Status OffloadEngine::TakeLandedPiece(StepContext& ctx, const Arrival& a,
+                                      StatusOr<GradStatsResult>* stats) {
+  const int u = a.unit;
+  const uint64_t n = a.count;
+  const bool last_micro = a.micro == ctx.micro_batches - 1;
+  if (ctx.landed) {
+    if (!data_parallel()) {
+      // Computed on the device and landed with the gradients (EndGrads).
+      const GradSquares& landed = bucket_stats_host_.as<GradSquares>()[a.bucket];
+      *stats = GradStatsResult{landed.sum_squares, landed.non_finite != 0};
+    }
+  } else {
+    ScopedSpan span(trace_, "accumulate", "grads " + units_[u].name);
+    const void* grads = buckets_[a.bucket].staging.data();
+    float* acc = Accumulator() + grad_offsets_[u] + a.begin;
+    if (data_parallel()) {
+      // Gathered for the unit's reduce-scatter; the ranks sum (below).
+      ParallelCopy(dp_unit_grads_.as<char>() + (grad_offsets_[u] + a.begin) * tbytes(), grads,
+                   n * tbytes());
+    } else if (last_micro && n == units_[u].num_params) {
+      *stats = AccumulateGradsWithStats(acc, grads, transfer_dtype_, n, a.micro == 0);
+    } else {
+      AccumulateGrads(acc, grads, transfer_dtype_, n, a.micro == 0);
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    buckets_[a.bucket].busy = false;
+    ctx.stats.d2h_bytes += n * tbytes() + (ctx.landed ? sizeof(GradSquares) : 0);
+  }
+  cv_.notify_all();
+  return data_parallel() ? CollectForReduceScatter(ctx, u, n, a.micro) : Status::Ok();
+}
+
 Status OffloadEngine::UpdateGroup(StepContext& ctx, int g, int64_t adam_step, float grad_scale,
                                   void* out, const StateBackup& backup) {
   const SubGroup& sg = layout_.groups[g];
@@ -207,7 +219,7 @@ Status OffloadEngine::UpdateGroup(StepContext& ctx, int g, int64_t adam_step, fl
   spans.exp_avg = view.exp_avg;
   spans.exp_avg_sq = view.exp_avg_sq;
   if (data_parallel()) {
-    spans.grads = reduced_.as<float>() + sg.global_offset;  // this rank's parts, summed
+    spans.grads = Reduced() + sg.global_offset;  // this rank's parts, summed
     spans.grad_dtype = DType::kF32;
   } else if (ctx.landed) {
     spans.grads = LandedGrads(sg.global_offset);

@@ -231,10 +231,15 @@ StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t para
   // lands in pinned staging and is added into a pageable fp32 accumulator
   // (data parallelism: gathered whole in the transfer dtype for the ranks'
   // sum, which adds into this rank's fp32 part instead).
-  const bool landed = in.grad_accum == 1;
-  const uint64_t accumulator =
-      landed ? Mul(P, wire) : Mul(P, dp ? wire : kGradAccumulatorBytesPerParam);
-  const uint64_t grad_staging = landed ? 0 : Mul(U(in.grad_buckets), U(bucket_params), wire);
+  // Device collectives: nothing lands whole; this rank's part of the sum
+  // crosses into a pinned buffer of its own.
+  const bool on_device = dp && in.device_collectives;
+  const bool landed = in.grad_accum == 1 && !on_device;
+  const uint64_t accumulator = on_device ? 0
+                               : landed  ? Mul(P, wire)
+                                         : Mul(P, dp ? wire : kGradAccumulatorBytesPerParam);
+  const uint64_t grad_staging =
+      landed || on_device ? 0 : Mul(U(in.grad_buckets), U(bucket_params), wire);
   // Data parallelism: two whole units' weights for the all-gathers (in
   // place of the per-sub-group staging).
   const uint64_t weight_staging =
@@ -263,17 +268,21 @@ StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t para
        "overlapped pipeline: state backup of the speculated host-tier sub-groups (" +
            std::to_string(spec_params) + " speculated params)"},
       {"gradient_accumulator", accumulator,
-       landed ? "one micro-batch: the D2H landing, " + std::to_string(wire) +
-                    " B/param in the transfer dtype, pinned"
+       on_device ? "none: the ranks sum the gradient on their devices"
+       : landed  ? "one micro-batch: the D2H landing, " + std::to_string(wire) +
+                      " B/param in the transfer dtype, pinned"
        : dp ? "each micro-batch's whole gradient for the ranks' sum, " + std::to_string(wire) +
                   " B/param, pageable"
             : "fp32, 4 B/param, pageable (no DMA touches it)"},
       {"summed_gradient_part", dp ? Mul(R, 4) : 0,
-       "fp32: this rank's part of the gradient summed over the ranks"},
+       on_device ? "fp32, pinned: this rank's part of the gradient summed on the devices, "
+                   "landed once a step"
+                 : "fp32: this rank's part of the gradient summed over the ranks"},
       {"pinned_gradient_staging", grad_staging,
-       landed ? "none: one micro-batch's gradients land in the accumulator"
-              : "D2H landing, " + std::to_string(wire) + " B/param: bucket size x " +
-                    std::to_string(in.grad_buckets) + " buckets"},
+       on_device ? "none: only the summed part crosses"
+       : landed  ? "none: one micro-batch's gradients land in the accumulator"
+                 : "D2H landing, " + std::to_string(wire) + " B/param: bucket size x " +
+                      std::to_string(in.grad_buckets) + " buckets"},
       {"pinned_weight_staging", weight_staging,
        dp ? "H2D source: two whole units' weights (the largest unit) for the all-gathers"
           : "H2D source: largest sub-group x " + std::to_string(a) + " B x " + bc + " slots"},
@@ -307,8 +316,9 @@ StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t para
     t.host.components.push_back(
         {"emulated_device_memory", device_tensor_bytes, "the CPU device's memory is host RAM"});
   }
-  t.pinned_bytes = Sum(landed ? accumulator : 0, grad_staging, weight_staging, spec_weights,
-                       nvme_slots, copy.host_pinned, copy.staging, copy.write_back);
+  t.pinned_bytes =
+      Sum(landed ? accumulator : 0, on_device ? Mul(R, 4) : 0, grad_staging, weight_staging,
+          spec_weights, nvme_slots, copy.host_pinned, copy.staging, copy.write_back);
   if (in.lock_host_state) {
     // pin_memory: the host share of the state is page-locked too.
     t.pinned_bytes = Sum(t.pinned_bytes, t.host.bytes_of("master_weights"),
@@ -530,13 +540,17 @@ std::string StreamedCopyAdvice(const PlanInput& in, const Plan& plan) {
 std::string HostAdvice(const PlanInput& in, const Plan& plan) {
   const Placement& p = plan.placement;
   std::string ranks;
-  if (in.gpus_per_node > 1) {
+  if (in.gpus_per_node > 1 && in.device_collectives) {
+    ranks = "; the node's " + std::to_string(in.gpus_per_node) +
+            " ranks each hold their part of the state and its buffers: more nodes need less of it";
+  } else if (in.gpus_per_node > 1) {
     // Every rank lands the whole gradient and holds its buffers: the
     // node's host memory grows with its GPUs, not only with the model.
     ranks = "; the node's " + std::to_string(in.gpus_per_node) +
             " ranks each land the whole gradient (" +
             FormatBytes(plan.host.bytes_of("gradient_accumulator") / U(in.gpus_per_node)) +
-            " per rank): fewer GPUs per node (--gpus-per-node) or more nodes need less of it";
+            " per rank): fewer GPUs per node (--gpus-per-node) or more nodes need less of it, "
+            "and so does summing it on the devices (--collectives device)";
   }
   if (p.nvme_state_params < plan.sub_groups.params) {
     std::string how = in.offload == OffloadPlacement::kHost
@@ -745,26 +759,40 @@ StatusOr<Plan> PlanOnce(const PlanInput& in, const Hardware& hw, bool scaling) {
   // The device's components as numbers (the layout search evaluates many)
   // and as the tier (with notes) once chosen: the same sums either way.
   struct DeviceSizes {
-    uint64_t weights = 0, slots = 0, buckets = 0, workspace = 0, rounding = 0;
+    uint64_t weights = 0, slots = 0, buckets = 0, summed = 0, collective = 0, workspace = 0,
+             rounding = 0;
     int allocations = 0;
   };
+  // Device collectives: this rank's part of the sum (the step's running sum
+  // over several micro-batches, else one bucket's part at a time) and, on a
+  // GPU, NCCL's scratch (a bucket's contribution widened to fp32, and with
+  // accumulation the bucket's new part before it is added).
+  const bool on_device = in.ranks() > 1 && in.device_collectives;
+  const int64_t rank_params =
+      on_device ? SummarizeSubGroups(m, SubGroupRuleOf(in), 0.0, s, in.nvme_block_bytes, in.ranks())
+                      .params
+                : 0;
   auto device_sizes = [&](int64_t resident, int64_t slot, int slots, int64_t bucket) {
     DeviceSizes d;
     d.weights = Mul(U(resident), a);
     d.slots = Mul(U(slots), U(slot), a);
     d.buckets = Mul(U(in.grad_buckets), U(bucket), bucket_bytes_per_param);
+    if (on_device) {
+      d.summed = Mul(U(in.grad_accum > 1 ? rank_params : bucket), 4);
+      if (hw.device_is_gpu) d.collective = Mul(U(bucket), in.grad_accum > 1 ? 8 : 4);
+    }
     if (hw.device_is_gpu) {
       d.workspace = Mul(kGemmWorkspaceBytesPerStream, kGemmStreams);
       // Each slot of the streamed weights' ring is an allocation of its own.
-      d.allocations = kFixedDeviceAllocations + 2 * in.grad_buckets + slots;
+      d.allocations = kFixedDeviceAllocations + 2 * in.grad_buckets + slots + (on_device ? 2 : 0);
       d.rounding = Mul(kDeviceAllocationGranuleBytes, U(d.allocations));
     }
     return d;
   };
   auto device_bytes = [&](int64_t resident, int64_t slot, int slots, int64_t bucket) {
     const DeviceSizes d = device_sizes(resident, slot, slots, bucket);
-    return Sum(d.weights, d.slots, d.buckets, plan.activations.total(), d.workspace, d.rounding,
-               hw.device_reserved_bytes);
+    return Sum(d.weights, d.slots, d.buckets, d.summed, d.collective, plan.activations.total(),
+               d.workspace, d.rounding, hw.device_reserved_bytes);
   };
   auto device_tier = [&](int64_t bucket, const ParamPlacement& pp) {
     const DeviceSizes d = device_sizes(pp.resident_params, pp.slot_params, pp.device_slots, bucket);
@@ -791,6 +819,17 @@ StatusOr<Plan> PlanOnce(const PlanInput& in, const Hardware& hw, bool scaling) {
                                " cast for D2H") +
              ": " + std::to_string(in.grad_buckets) + " buckets of " + std::to_string(bucket) +
              " params (" + (sliced ? "units cut in pieces" : "the largest unit") + ")"},
+        {"summed_gradient", d.summed,
+         on_device ? (in.grad_accum > 1
+                          ? "fp32: this rank's part of every unit, the step's sum over the ranks' "
+                            "micro-batches"
+                          : "fp32: this rank's part of one bucket, summed over the ranks")
+                   : "none: the gradient is summed on the host"},
+        {"collective_scratch", d.collective,
+         d.collective > 0
+             ? "NCCL's: a bucket widened to fp32" +
+                   std::string(in.grad_accum > 1 ? ", and its part before the add" : "")
+             : "none"},
         {"activations", plan.activations.total(),
          std::string(in.checkpointing ? "checkpointing on" : "checkpointing off") +
              " (on: " + FormatBytes(plan.activations_with_checkpointing_bytes) +

@@ -96,6 +96,13 @@ struct PlanInput {
   int nodes = 1;
   int gpus_per_pcie_link = 1;
   int ranks() const { return gpus_per_node * nodes; }
+  // With several ranks, the gradient summed and the resident weights
+  // gathered on the devices (EngineOptions::device_comm: NCCL on GPUs)
+  // instead of on the host: only each rank's part of the sum, fp32, crosses
+  // PCIe, once a step; nothing lands whole on the host; the device holds
+  // that part (the step's running sum with grad_accum > 1, else a bucket's)
+  // and, on a GPU, the collective's scratch.
+  bool device_collectives = false;
 };
 
 // Rates the step-time prediction uses. Defaults come from

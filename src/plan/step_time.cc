@@ -69,24 +69,33 @@ void PredictStepTime(const PlanInput& in, const Hardware& hw, Plan& plan) {
   const double t = static_cast<double>(DTypeSize(plan.grad_transfer_dtype));
   const double d2h_rate = bw.d2h_gb_per_second * 1e9 / G;
   const double h2d_rate = bw.h2d_gb_per_second * 1e9 / G;
-  const double d2h = Seconds(k * P * t, d2h_rate);
+  // Device collectives: the ranks sum it on their devices and only this
+  // rank's part, fp32, crosses, once a step (during the last backward).
+  const bool on_device = dp && in.device_collectives;
+  const double rank_params = static_cast<double>(plan.data_parallel.rank_params);
+  const double d2h = on_device ? Seconds(rank_params * 4, d2h_rate) : Seconds(k * P * t, d2h_rate);
   // Several ranks: nothing is accumulated locally; the reduce-scatter adds.
   const double accumulate = dp ? 0
                                : Seconds(P * AccumulateBytesPerParam(in.grad_accum, t),
                                          bw.host_memory_gb_per_second * 1e9);
   // Collectives over W ranks move S (W - 1) / W bytes at the bus bandwidth;
   // between nodes the slower of shared memory and the network sets it.
+  // On the devices (NCCL), within a node over PCIe (its peer-to-peer rate
+  // taken as the link's: no NVLink figure is measured).
+  const double intra = on_device ? std::min(bw.h2d_gb_per_second, bw.d2h_gb_per_second) / G
+                                 : bw.intra_node_busbw_gb_per_second;
   const double busbw =
-      (in.nodes > 1 ? std::min(bw.intra_node_busbw_gb_per_second, bw.inter_node_busbw_gb_per_second)
-                    : bw.intra_node_busbw_gb_per_second) *
-      1e9;
+      (in.nodes > 1 ? std::min(intra, bw.inter_node_busbw_gb_per_second) : intra) * 1e9;
   const double ring = dp ? (W - 1) / W : 0;
   const double reduce_scatter = dp ? k * Seconds(P * t * ring, busbw) : 0;
   const double all_gather = dp ? Seconds(P * a * ring, busbw) : 0;
   plan.data_parallel.reduce_scatter_seconds = reduce_scatter;
   plan.data_parallel.all_gather_seconds = all_gather;
   plan.data_parallel.interconnect =
-      !dp            ? "none: one rank"
+      !dp         ? "none: one rank"
+      : on_device ? (in.nodes > 1 ? "device collectives (NCCL) across " + std::to_string(in.nodes) +
+                                        " nodes: the slower of PCIe and the network"
+                                  : "device collectives (NCCL) over PCIe")
       : in.nodes > 1 ? "host collectives (MPI) across " + std::to_string(in.nodes) +
                            " nodes: the slower of shared memory and the network"
                      : "host collectives (MPI) in shared memory";
@@ -117,7 +126,8 @@ void PredictStepTime(const PlanInput& in, const Hardware& hw, Plan& plan) {
   const double h2d_params = k * fetch_h2d;
   const double nvme_params_seconds = k * fetch_read + param_writes;
   const double forward_fetch = ForwardFetchShare(pp, ModelUnitsOf(in.model));
-  const double h2d = Seconds(resident * a, h2d_rate);
+  // Device collectives: each rank uploads its part of the resident units.
+  const double h2d = Seconds(resident * a * (on_device ? rank_params / P : 1.0), h2d_rate);
   const double per_micro_compute = compute / k;
   char fetch_note[384];
   std::snprintf(fetch_note, sizeof fetch_note,
@@ -136,10 +146,12 @@ void PredictStepTime(const PlanInput& in, const Hardware& hw, Plan& plan) {
        dp ? "forward + backward on each rank's device, all at once"
           : "forward + backward on the device"},
       {"d2h_gradients", d2h,
-       std::string(DTypeName(plan.grad_transfer_dtype)) +
-           (dp ? " gradients, the whole model's, to each rank's pinned host buffers, every "
-                 "micro-batch"
-               : " gradients to pinned host buffers, every micro-batch") +
+       (on_device ? std::string("fp32: each rank's part of the gradient summed on the devices, "
+                                "once a step")
+                  : std::string(DTypeName(plan.grad_transfer_dtype)) +
+                        (dp ? " gradients, the whole model's, to each rank's pinned host "
+                              "buffers, every micro-batch"
+                            : " gradients to pinned host buffers, every micro-batch")) +
            link},
       {"host_accumulate", accumulate,
        dp                  ? "none: the reduce-scatter adds the ranks' micro-batches in order"
@@ -159,10 +171,11 @@ void PredictStepTime(const PlanInput& in, const Hardware& hw, Plan& plan) {
                    "(the same drives as the state)"
                  : "none: no weights on NVMe"},
       {"h2d_weights", h2d,
-       streams ? "new weights of the resident units to the device (streamed units' go to their "
-                 "copy)"
-       : dp    ? "the whole model's new weights to each rank's device" + link
-               : "new weights to the device"},
+       streams     ? "new weights of the resident units to the device (streamed units' go to their "
+                     "copy)"
+       : on_device ? "each rank's part of the new weights to its device" + link
+       : dp        ? "the whole model's new weights to each rank's device" + link
+                   : "new weights to the device"},
   };
   if (dp) {
     plan.stages.insert(
@@ -200,7 +213,10 @@ void PredictStepTime(const PlanInput& in, const Hardware& hw, Plan& plan) {
     const double drives = update_nvme + micro * fetch_read;
     return std::max({phases, link, drives});
   };
-  plan.predicted_step_seconds = step(per_micro, k, std::max({d2h, accumulate, reduce_scatter}) / k);
+  // (Device collectives: the summed part crosses in the last micro-batch alone.)
+  plan.predicted_step_seconds = step(per_micro, k,
+                                     on_device ? std::max(d2h, reduce_scatter / k)
+                                               : std::max({d2h, accumulate, reduce_scatter}) / k);
   plan.serial_step_seconds =
       compute + d2h + accumulate + reduce_scatter + h2d_params + k * fetch_read + update_sum;
 

@@ -921,6 +921,8 @@ class Parser {
         s = String(x, p, k, &c_.profile);
       else if (k == "pipeline")
         s = String(x, p, k, &c_.pipeline);
+      else if (k == "collectives")
+        s = String(x, p, k, &c_.collectives);
       else if (k == "speculation_params") {
         if (IsAuto(x, p)) continue;
         int64_t n = 0;

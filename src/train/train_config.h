@@ -121,6 +121,13 @@ struct TrainConfig {
   // planner's prediction. "" = none: a start-up probe picks the NVMe settings.
   std::string profile;
   std::string pipeline = "overlapped";  // overlapped | sync
+  // Several ranks (tierflow.collectives, --collectives): where the gradient
+  // is summed and the weights gathered. "device": on the devices (NCCL on
+  // GPUs; MPI over the CPU device's memory), only each rank's part crossing
+  // PCIe; "host": on the host (MPI), every rank landing the whole gradient;
+  // "auto": device where NCCL serves it (a CUDA device in a build with
+  // NCCL), else host.
+  std::string collectives = "auto";
   // Overlapped pipeline: parameters updated speculatively per step; unset =
   // as many as the host memory the planner leaves free allows.
   std::optional<uint64_t> speculation_params;

@@ -240,6 +240,9 @@ Status ValidateTrainConfig(const TrainConfig& c) {
     return Bad("aio_threads", "is " + std::to_string(c.aio_threads) +
                                   " (aio.thread_count); use 1..64 io_uring rings");
   }
+  if (!IsOneOf(c.collectives, {"auto", "host", "device"})) {
+    return Bad("collectives", "'" + c.collectives + "' is not valid; use auto, host or device");
+  }
   if (!IsOneOf(c.pipeline, {"overlapped", "sync"})) {
     return Bad("pipeline", "'" + c.pipeline + "' is not valid; use overlapped or sync");
   }

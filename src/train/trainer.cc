@@ -44,6 +44,7 @@
 #include "plan/plan_report.h"
 #include "plan/planner.h"
 #include "train/checkpoint.h"
+#include "train/collectives_choice.h"
 #include "train/nvme_io_choice.h"
 #include "train/swap_registry.h"
 
@@ -319,9 +320,10 @@ std::string DescribePlacement(const Placement& p) {
 StatusOr<Plan> PlanRun(const TrainConfig& c, const ModelConfig& model, DType dtype, Device& device,
                        const std::vector<std::string>& nvme_paths, uint64_t nvme_block_bytes,
                        uint64_t host_memory_override, uint64_t dataset_bytes, int ranks,
-                       int gpus_per_node, Bandwidths* rates_used) {
+                       int gpus_per_node, bool device_collectives, Bandwidths* rates_used) {
   PlanInput in;
   in.model = model;
+  in.device_collectives = device_collectives;
   in.gpus_per_node = std::clamp(gpus_per_node, 1, ranks);
   // Nodes of equal size; a last node with fewer ranks is planned as full.
   in.nodes = (ranks + in.gpus_per_node - 1) / in.gpus_per_node;
@@ -553,10 +555,14 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   // fit, before anything is allocated.
   const uint64_t host_memory_override = hooks != nullptr ? hooks->host_memory_bytes : 0;
   Bandwidths rates;
+  // Several ranks: where they sum the gradient and gather the weights.
+  TF_ASSIGN_OR_RETURN(const bool device_collectives,
+                      ResolveDeviceCollectives(config.collectives, device->kind()));
+  const bool on_device = comm != nullptr && device_collectives;
   TF_ASSIGN_OR_RETURN(Plan plan, PlanRun(sized, model_config, dtype, *device, nvme_paths,
                                          nvme_io ? nvme_io->io.block_size_bytes : kNvmeBlockBytes,
                                          host_memory_override, loader.MemoryBytes(), ranks,
-                                         world.local_size, &rates));
+                                         world.local_size, on_device, &rates));
   if (config.offload == OffloadPlacement::kAuto && plan.feasible &&
       plan.placement.offload() == OffloadPlacement::kNvme) {
     // It put state on NVMe: choose how to drive the drive (which may want
@@ -566,7 +572,8 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
     TF_RETURN_IF_ERROR(choose_nvme_io());
     TF_ASSIGN_OR_RETURN(
         plan, PlanRun(sized, model_config, dtype, *device, nvme_paths, nvme_io->io.block_size_bytes,
-                      host_memory_override, loader.MemoryBytes(), ranks, world.local_size, &rates));
+                      host_memory_override, loader.MemoryBytes(), ranks, world.local_size,
+                      on_device, &rates));
   }
   // Agreed: a rank whose plan does not fit must not leave the others
   // waiting in the swap-set record's collective below.
@@ -594,6 +601,24 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   // the plan counted. Each Step gets the global step's list (every rank's).
   engine_options.micro_batches_per_step = config.grad_accum * ranks;
   engine_options.comm = comm;
+  std::unique_ptr<comm::Communicator> device_comm;
+  if (on_device) {
+    TF_ASSIGN_OR_RETURN(device_comm,
+                        MakeDeviceComm(*comm, *device, world.local_rank, world.peer_watch));
+    engine_options.device_comm = device_comm.get();
+  }
+  if (comm != nullptr && lead) {
+    reporter.OnNote(
+        on_device
+            ? "collectives: " + std::string(device_comm->backend()) +
+                  " on the devices (each rank's part of the summed gradient crosses PCIe, "
+                  "once a step) and " +
+                  std::string(comm->backend()) + " on the host (norm, losses, streamed weights)"
+            : "collectives: " + std::string(comm->backend()) +
+                  " on the host (every rank lands its whole gradient each micro-batch)" +
+                  (config.collectives == "auto" ? "; --collectives device sums it on the devices"
+                                                : ""));
+  }
   // The weights' placement the plan counted: which units stream, from where.
   const ParamPlacement& pp = plan.placement.params;
   engine_options.params.where = pp.where;

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "comm/peer_watch.h"
 #include "engine/engine_options.h"
 #include "io/file_system.h"
 #include "offload/io_backend.h"
@@ -92,6 +93,9 @@ struct TrainHooks {
 // or a world of 1: one process.
 struct TrainWorld {
   comm::Communicator* comm = nullptr;
+  // How a wait on a dead peer ends the job (the MPI side's liveness check):
+  // given to the NCCL communicator too.
+  comm::PeerWatch peer_watch;
   int local_rank = 0;  // among this node's ranks: picks the GPU
   int local_size = 1;
 };

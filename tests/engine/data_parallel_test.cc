@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/host_memory_device_comm.h"
 #include "comm/mpi_communicator.h"
 #include "engine/master_weights.h"
 #include "engine/offload_engine.h"
@@ -30,6 +31,8 @@ using testing_util::CpuDevice;
 using testing_util::LinearStack;
 
 comm::MpiCommunicator* g_comm = nullptr;
+// The device-collective path on the CPU device: MPI over its memory.
+comm::Communicator* g_device_comm = nullptr;
 
 constexpr int kLayers = 3;
 
@@ -61,6 +64,7 @@ Steps MakeSteps(int d, int steps, int micro_batches, uint32_t seed) {
 
 struct RunResult {
   std::vector<StepStats> stats;
+  StepStats last;                     // Finish's: the last step's with its updates' uploads
   std::vector<float> device_weights;  // the whole model
   // Per unit, the whole unit's master / exp_avg / exp_avg_sq where this
   // engine holds them (NaN elsewhere).
@@ -70,9 +74,11 @@ struct RunResult {
   std::vector<std::vector<float>> read_back;
 };
 
-RunResult Train(EngineOptions options, const Steps& steps, comm::Communicator* comm) {
+RunResult Train(EngineOptions options, const Steps& steps, comm::Communicator* comm,
+                comm::Communicator* device_comm = nullptr) {
   RunResult run;
   options.comm = comm;
+  options.device_comm = device_comm;
   auto device = CpuDevice();
   LinearStack model(kLayers, steps.d, options.weights_dtype, 7);
   auto engine_or = OffloadEngine::Create(*device, model, options);
@@ -95,6 +101,7 @@ RunResult Train(EngineOptions options, const Steps& steps, comm::Communicator* c
   }
   auto fin = engine->Finish();
   EXPECT_TRUE(fin.ok()) << fin.status().ToString();
+  if (fin.ok()) run.last = *fin;
   run.device_weights.resize(engine->model_params());
   EXPECT_TRUE(engine->ReadDeviceWeights(run.device_weights.data()).ok());
   const size_t unit = static_cast<size_t>(steps.d) * steps.d;
@@ -187,12 +194,13 @@ EngineOptions Base(int world) {
   return o;
 }
 
-// The whole comparison: the reference on this rank, then the run across ranks.
-RunResult Compare(const EngineOptions& options, int d, int steps) {
+// The whole comparison: the reference on this rank, then the run across
+// ranks (with `on_device`, its gradients and weights collected on the devices).
+RunResult Compare(const EngineOptions& options, int d, int steps, bool on_device = false) {
   const int world = g_comm->world_size();
   const Steps data = MakeSteps(d, steps, options.micro_batches_per_step, 11);
   const RunResult ref = Train(options, data, nullptr);
-  const RunResult dp = Train(options, data, g_comm);
+  const RunResult dp = Train(options, data, g_comm, on_device ? g_device_comm : nullptr);
   ExpectIdentical(ref, dp);
   // Every parameter is held by exactly one rank: count them over the ranks.
   uint64_t held = 0;
@@ -317,6 +325,72 @@ TEST(DataParallel, StreamedWeightsFromNvmeStayIdentical) {
   Compare(o, 300, 3);
 }
 
+// Device collectives: each piece of a unit's gradient is summed over the
+// ranks where it is (MPI over the CPU device's memory here, NCCL on GPUs)
+// and only this rank's part crosses to the host, once per step; a resident
+// unit's new weights go up as this rank's part and are gathered on the
+// devices. Same bits as one process, and the traffic says which path ran.
+void ExpectDeviceTraffic(const RunResult& dp, const EngineOptions& o, int d,
+                         const std::vector<int>& streamed) {
+  const int world = g_comm->world_size();
+  const uint64_t unit = static_cast<uint64_t>(d) * d;
+  auto part = comm::Partition::Even(unit, world, kGradStatsChunkElems);
+  ASSERT_TRUE(part.ok());
+  const uint64_t mine = part->size(g_comm->rank());
+  const uint64_t resident = kLayers - streamed.size();
+  // fp32 sums of this rank's parts: 4 bytes each, against 2 per parameter
+  // of the whole model per micro-batch on the host path.
+  for (const StepStats& st : dp.stats) EXPECT_EQ(st.d2h_bytes, kLayers * mine * 4);
+  // The last step's uploads: this rank's part of each resident unit, and
+  // whole streamed units (the ring's fetches, as many as it needed).
+  ASSERT_FALSE(dp.last.skipped);
+  const uint64_t wbytes = DTypeSize(o.weights_dtype);
+  const uint64_t parts = resident * mine * wbytes;
+  ASSERT_GE(dp.last.h2d_bytes, parts + streamed.size() * unit * wbytes);
+  EXPECT_EQ((dp.last.h2d_bytes - parts) % (unit * wbytes), 0u);
+  if (streamed.empty()) {
+    EXPECT_EQ(dp.last.h2d_bytes, parts);
+  }
+}
+
+TEST(DataParallel, DeviceCollectivesWithClippingRollbackAndPiecesStayIdentical) {
+  EngineOptions o = Base(g_comm->world_size());
+  o.clip_grad_norm = 0.05f;
+  o.pause_speculation_after_clip = false;
+  o.speculate_eagerly = true;
+  o.grad_bucket_params = 30000;  // pieces cut across the ranks' parts
+  const RunResult dp = Compare(o, 400, 4, /*on_device=*/true);
+  int rolled_back = 0;
+  for (const StepStats& st : dp.stats) rolled_back += st.rolled_back ? 1 : 0;
+  EXPECT_GT(rolled_back, 0);
+  ExpectDeviceTraffic(dp, o, 400, {});
+}
+
+TEST(DataParallel, DeviceCollectivesAccumulateOnTheDeviceBitForBit) {
+  // Two micro-batches per rank: the running sum over ranks and micro-batches
+  // stays on the device; streamed units (host copy) and the NVMe tier beside it.
+  testing_common::ScratchDir dir("tierflow-dp-device-");
+  EngineOptions o = Base(g_comm->world_size());
+  o.micro_batches_per_step = 2 * g_comm->world_size();
+  o.grad_bucket_params = 50000;
+  o.params.where = ParamOffload::kHost;
+  o.params.streamed_units = {1};
+  o.offload = OffloadPlacement::kNvme;
+  o.nvme_ratio = 0.5;
+  o.nvme_paths = {dir.path()};
+  o.nvme_buffered = true;
+  o.run_id = "dp-device-rank" + std::to_string(g_comm->rank());
+  const RunResult dp = Compare(o, 300, 3, /*on_device=*/true);
+  ExpectDeviceTraffic(dp, o, 300, {1});
+}
+
+TEST(DataParallel, DeviceCollectivesFp32StayIdentical) {
+  EngineOptions o = Base(g_comm->world_size());
+  o.weights_dtype = DType::kF32;
+  const RunResult dp = Compare(o, 400, 3, /*on_device=*/true);
+  ExpectDeviceTraffic(dp, o, 400, {});
+}
+
 TEST(DataParallel, RefusesWhatItCannotShare) {
   const int world = g_comm->world_size();
   auto device = CpuDevice();
@@ -333,6 +407,24 @@ TEST(DataParallel, RefusesWhatItCannotShare) {
   engine = OffloadEngine::Create(*device, model, o);
   ASSERT_FALSE(engine.ok());
   EXPECT_NE(engine.status().message().find("micro_batches_per_step fixed"), std::string::npos);
+  // Device collectives need the host ones beside them, and over device buffers.
+  o.micro_batches_per_step = world;
+  o.comm = nullptr;
+  o.device_comm = g_device_comm;
+  engine = OffloadEngine::Create(*device, model, o);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_NE(engine.status().message().find("device_comm without comm"), std::string::npos)
+      << engine.status().ToString();
+  o.comm = g_comm;
+  o.device_comm = g_comm;
+  engine = OffloadEngine::Create(*device, model, o);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_NE(engine.status().message().find("not over device buffers"), std::string::npos)
+      << engine.status().ToString();
+  // And no device communicator for a CUDA device's memory from MPI.
+  auto cuda = comm::HostMemoryDeviceComm::Create(*g_comm, DeviceKind::kCuda);
+  ASSERT_FALSE(cuda.ok());
+  EXPECT_NE(cuda.status().message().find("need NCCL"), std::string::npos);
 }
 
 }  // namespace
@@ -356,7 +448,16 @@ int main(int argc, char** argv) {
     return 2;
   }
   tierflow::g_comm = comm->get();
+  auto device_comm =
+      tierflow::comm::HostMemoryDeviceComm::Create(**comm, tierflow::DeviceKind::kCpu);
+  if (!device_comm.ok()) {
+    std::fprintf(stderr, "data_parallel_test: %s\n", device_comm.status().message().c_str());
+    return 1;
+  }
+  tierflow::g_device_comm = device_comm->get();
   const int rc = RUN_ALL_TESTS();
+  tierflow::g_device_comm = nullptr;
+  device_comm->reset();
   tierflow::g_comm = nullptr;
   comm->reset();
   return rc;

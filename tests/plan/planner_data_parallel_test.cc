@@ -74,6 +74,40 @@ TEST(PlannerDataParallel, AHostTooSmallForFourRanksSaysWhatBinds) {
   EXPECT_THAT(plan.data_parallel.scaling_advice, HasSubstr("does not fit (host binds"));
 }
 
+// Summed on the devices (NCCL), nothing lands whole on the host: each rank
+// holds only its fp32 part of the sum (pinned), the device holds that part
+// too (a bucket's, with one micro-batch) and NCCL's scratch; only the part
+// crosses PCIe, and only the part of the weights goes up. Where the host
+// path's landed gradients bind, this fits.
+TEST(PlannerDataParallel, DeviceCollectivesLandOnlyEachRanksPart) {
+  const Hardware hw = Gpus(24 * kGiB, 64 * kGiB, kTiB);
+  PlanInput in = Input("llama-8b", 2048, 4);
+  const Plan host = MustPlan(in, hw);
+  in.device_collectives = true;
+  const Plan device = MustPlan(in, hw);
+  EXPECT_FALSE(host.feasible);
+  EXPECT_TRUE(device.feasible) << device.explanation;
+  const uint64_t part = 4 * static_cast<uint64_t>(device.data_parallel.rank_params);
+  EXPECT_EQ(device.host.bytes_of("gradient_accumulator"), 0u);
+  EXPECT_EQ(device.host.bytes_of("pinned_gradient_staging"), 0u);
+  EXPECT_EQ(device.host.bytes_of("summed_gradient_part"), 4 * part);  // the node's 4 ranks
+  // One micro-batch: the host path lands it whole, bf16, on each rank.
+  EXPECT_EQ(host.host.bytes_of("gradient_accumulator"), 4 * 2 * static_cast<uint64_t>(host.params));
+  EXPECT_EQ(host.device.bytes_of("summed_gradient"), 0u);
+  // The device holds one bucket's part at a time, and NCCL its scratch.
+  EXPECT_LT(device.device.bytes_of("summed_gradient"), part);
+  EXPECT_GT(device.device.bytes_of("summed_gradient"), 0u);
+  EXPECT_GT(device.device.bytes_of("collective_scratch"), 0u);
+  // The part crosses, fp32, against the whole gradient in bf16.
+  EXPECT_NEAR(plan_test::Stage(device, "d2h_gradients") * 2 * host.params,
+              plan_test::Stage(host, "d2h_gradients") * part, 1e-6 * part);
+  EXPECT_LT(plan_test::Stage(device, "h2d_weights"), plan_test::Stage(host, "h2d_weights") / 3);
+  EXPECT_THAT(host.explanation, HasSubstr("--collectives device"));
+  // Two micro-batches per rank: the running sum is the rank's part, on its device.
+  in.grad_accum = 2;
+  EXPECT_EQ(MustPlan(in, hw).device.bytes_of("summed_gradient"), part);
+}
+
 // The same ranks, one per node or all on one node: the node with four holds
 // four times what a node with one does (a synchronous pipeline, so no
 // speculation budget shares what is free).

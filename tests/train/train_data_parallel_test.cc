@@ -130,6 +130,37 @@ TEST(TrainDataParallel, NRanksAreOneProcessAccumulatingNBitForBit) {
   }
 }
 
+// --collectives device: each piece of the gradient is summed on the devices
+// (MPI over the CPU device's memory; NCCL on GPUs) and only each rank's
+// part crosses, the running sum of several micro-batches kept there. The
+// same bits as one process accumulating, by the same rank-ordered adds.
+TEST(TrainDataParallel, DeviceCollectivesAreOneProcessBitForBit) {
+  ScratchDir dir("tierflow-dp-device-");
+  std::string log;
+  for (const auto& [n, accum] : {std::pair{2, 2}, std::pair{3, 1}}) {
+    SCOPED_TRACE(std::to_string(n) + " ranks of " + std::to_string(accum));
+    const std::string one = dir / ("one-" + std::to_string(n));
+    const std::string many = dir / ("ranks-" + std::to_string(n));
+    ASSERT_EQ(RunCommand(TIERFLOW_BINARY, TrainArgs(one, n * accum, 3), one + ".log", &log), 0)
+        << log;
+    std::vector<std::string> args = WithRanks(n, TrainArgs(many, accum, 3));
+    args.insert(args.end(), {"--collectives", "device"});
+    ASSERT_EQ(RunCommand(TIERFLOW_BINARY, args, many + ".log", &log), 0) << log;
+    EXPECT_NE(log.find("collectives: mpi-device-memory on the devices"), std::string::npos) << log;
+    EXPECT_EQ(Curve(one), Curve(many));
+    EXPECT_EQ(Curve(many).size(), 3u);
+    EXPECT_EQ(ReadWholeFile(one + "/model/model.safetensors"),
+              ReadWholeFile(many + "/model/model.safetensors"));
+  }
+  // A choice that is none of them is refused by name.
+  const std::string bad = dir / "bad";
+  std::vector<std::string> args = TrainArgs(bad, 1, 1);
+  args.insert(args.end(), {"--collectives", "sideways"});
+  EXPECT_NE(RunCommand(TIERFLOW_BINARY, args, bad + ".log", &log), 0);
+  EXPECT_NE(log.find("collectives"), std::string::npos) << log;
+  EXPECT_NE(log.find("use auto, host or device"), std::string::npos) << log;
+}
+
 TEST(TrainDataParallel, PlainMpirunRunsTheRanksToo) {
   ScratchDir dir("tierflow-dp-mpirun-");
   std::string log;
