@@ -9,6 +9,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "comm/communicator.h"
@@ -27,7 +28,8 @@ class HostMemoryDeviceComm final : public Communicator {
   int rank() const override { return host_.rank(); }
   int world_size() const override { return host_.world_size(); }
   BufferKind buffers() const override { return BufferKind::kDevice; }
-  std::string_view backend() const override { return "mpi-device-memory"; }
+  // The host backend's name, "-device-memory" added ("mpi-device-memory").
+  std::string_view backend() const override { return name_; }
 
   Status ReduceScatterSum(const void* send, DType send_dtype, const Partition& partition,
                           float* recv, bool accumulate = false) override {
@@ -43,8 +45,10 @@ class HostMemoryDeviceComm final : public Communicator {
   Status Barrier() override { return host_.Barrier(); }
 
  private:
-  explicit HostMemoryDeviceComm(Communicator& host) : host_(host) {}
+  explicit HostMemoryDeviceComm(Communicator& host)
+      : host_(host), name_(std::string(host.backend()) + "-device-memory") {}
   Communicator& host_;
+  std::string name_;
 };
 
 }  // namespace tierflow::comm

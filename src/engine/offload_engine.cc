@@ -73,7 +73,10 @@ Status OffloadEngine::Prepare() {
     max_unit_params_ = std::max(max_unit_params_, unit.num_params);
   }
   local_micro_ = options_.micro_batches_per_step;
-  if (options_.comm != nullptr && options_.comm->world_size() > 1) {
+  // A world of one with device collectives runs the data-parallel path too:
+  // how one GPU checks them (its collectives are copies).
+  if (options_.comm != nullptr &&
+      (options_.comm->world_size() > 1 || options_.device_comm != nullptr)) {
     TF_RETURN_IF_ERROR(InitDataParallel());  // this rank's parts: layout_
   } else if (options_.device_comm != nullptr && options_.device_comm->world_size() > 1) {
     return InvalidArgumentError(

@@ -211,7 +211,9 @@ StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t para
   // With several ranks, one rank's layout (the largest parts); the tiers
   // are the node's: every component times its ranks.
   const int ranks = in.ranks();
-  const bool dp = ranks > 1;
+  // The engine's data-parallel path: several ranks, or one with device
+  // collectives (how one GPU checks them).
+  const bool dp = ranks > 1 || in.device_collectives;
   t.sub_groups = SummarizeSubGroups(in.model, SubGroupRuleOf(in), ratio, state_bytes,
                                     in.nvme_block_bytes, ranks);
   const SubGroupSummary& sg = t.sub_groups;
@@ -233,7 +235,7 @@ StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t para
   // sum, which adds into this rank's fp32 part instead).
   // Device collectives: nothing lands whole; this rank's part of the sum
   // crosses into a pinned buffer of its own.
-  const bool on_device = dp && in.device_collectives;
+  const bool on_device = in.device_collectives;
   const bool landed = in.grad_accum == 1 && !on_device;
   const uint64_t accumulator = on_device ? 0
                                : landed  ? Mul(P, wire)
@@ -767,7 +769,7 @@ StatusOr<Plan> PlanOnce(const PlanInput& in, const Hardware& hw, bool scaling) {
   // over several micro-batches, else one bucket's part at a time) and, on a
   // GPU, NCCL's scratch (a bucket's contribution widened to fp32, and with
   // accumulation the bucket's new part before it is added).
-  const bool on_device = in.ranks() > 1 && in.device_collectives;
+  const bool on_device = in.device_collectives;
   const int64_t rank_params =
       on_device ? SummarizeSubGroups(m, SubGroupRuleOf(in), 0.0, s, in.nvme_block_bytes, in.ranks())
                       .params

@@ -96,7 +96,8 @@ struct PlanInput {
   int nodes = 1;
   int gpus_per_pcie_link = 1;
   int ranks() const { return gpus_per_node * nodes; }
-  // With several ranks, the gradient summed and the resident weights
+  // With several ranks (or one: the data-parallel path over a world of
+  // one, how one GPU checks it), the gradient summed and the resident weights
   // gathered on the devices (EngineOptions::device_comm: NCCL on GPUs)
   // instead of on the host: only each rank's part of the sum, fp32, crosses
   // PCIe, once a step; nothing lands whole on the host; the device holds

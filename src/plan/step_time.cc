@@ -71,13 +71,13 @@ void PredictStepTime(const PlanInput& in, const Hardware& hw, Plan& plan) {
   const double h2d_rate = bw.h2d_gb_per_second * 1e9 / G;
   // Device collectives: the ranks sum it on their devices and only this
   // rank's part, fp32, crosses, once a step (during the last backward).
-  const bool on_device = dp && in.device_collectives;
+  const bool on_device = in.device_collectives;  // (one rank: the check of the path)
   const double rank_params = static_cast<double>(plan.data_parallel.rank_params);
   const double d2h = on_device ? Seconds(rank_params * 4, d2h_rate) : Seconds(k * P * t, d2h_rate);
   // Several ranks: nothing is accumulated locally; the reduce-scatter adds.
-  const double accumulate = dp ? 0
-                               : Seconds(P * AccumulateBytesPerParam(in.grad_accum, t),
-                                         bw.host_memory_gb_per_second * 1e9);
+  const double accumulate = dp || on_device ? 0
+                                            : Seconds(P * AccumulateBytesPerParam(in.grad_accum, t),
+                                                      bw.host_memory_gb_per_second * 1e9);
   // Collectives over W ranks move S (W - 1) / W bytes at the bus bandwidth;
   // between nodes the slower of shared memory and the network sets it.
   // On the devices (NCCL), within a node over PCIe (its peer-to-peer rate

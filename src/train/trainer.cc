@@ -17,6 +17,7 @@
 
 #include "comm/agree.h"
 #include "comm/communicator.h"
+#include "comm/self_communicator.h"
 #include "common/cancel.h"
 #include "common/checked_math.h"
 #include "common/trace.h"
@@ -391,8 +392,15 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   // metrics, checkpoints and the model); every rank trains. Whatever only
   // some ranks can fail is agreed before the next collective, so no rank
   // waits for one that has given up.
-  comm::Communicator* comm =
-      world.comm != nullptr && world.comm->world_size() > 1 ? world.comm : nullptr;
+  // One rank asked for device collectives runs the data-parallel path
+  // anyway, over a world of one (its collectives are copies): how one GPU
+  // checks NCCL's against the plain run.
+  const bool one_rank_on_device =
+      config.collectives == "device" && (world.comm == nullptr || world.comm->world_size() == 1);
+  comm::SelfCommunicator self;
+  comm::Communicator* comm = one_rank_on_device                                      ? &self
+                             : world.comm != nullptr && world.comm->world_size() > 1 ? world.comm
+                                                                                     : nullptr;
   const int ranks = comm != nullptr ? comm->world_size() : 1;
   const bool lead = comm == nullptr || comm->rank() == 0;
   auto agree = [&](const Status& s) { return comm != nullptr ? comm::AgreeOnStatus(*comm, s) : s; };
@@ -607,7 +615,11 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
                         MakeDeviceComm(*comm, *device, world.local_rank, world.peer_watch));
     engine_options.device_comm = device_comm.get();
   }
-  if (comm != nullptr && lead) {
+  if (one_rank_on_device) {
+    reporter.OnNote("collectives: " + std::string(device_comm->backend()) +
+                    " on the device over a world of one rank: the data-parallel path, checked "
+                    "on one device (its collectives are copies; the plain run's bits)");
+  } else if (comm != nullptr && lead) {
     reporter.OnNote(
         on_device
             ? "collectives: " + std::string(device_comm->backend()) +

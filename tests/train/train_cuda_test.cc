@@ -55,6 +55,13 @@ std::map<int64_t, double> Losses(const std::string& out) {
   return by_step;
 }
 
+double FirstMetric(const std::string& out, const char* key) {
+  std::ifstream in(out + "/metrics.jsonl");
+  std::string line;
+  if (!std::getline(in, line)) return -1;
+  return nlohmann::json::parse(line)[key].get<double>();
+}
+
 struct Case {
   const char* name;
   OffloadPlacement offload;
@@ -107,6 +114,57 @@ TEST_P(TrainCudaTest, CudaResumeIsBitExact) {
   EXPECT_EQ(Losses(straight.path()), Losses(resumed.path()));
   EXPECT_EQ(testing_common::ReadWholeFile(straight.path() + "/model/model.safetensors"),
             testing_common::ReadWholeFile(resumed.path() + "/model/model.safetensors"));
+}
+
+// --collectives device with one rank: the data-parallel path over a world
+// of one, its gradient summed "on the device" (the collectives are copies
+// and an fp32 add) and only then landed; the plain run's bits, the same
+// adds in the same order. On a GPU this is the check NCCL's engine path
+// gets from one card (NCCL refuses two ranks on one device).
+void ExpectOneRankOnDeviceIsPlain(DeviceChoice device, int grad_accum, bool exact) {
+  ScratchDir plain("tierflow-collectives-"), on_device("tierflow-collectives-");
+  TrainReporter quiet;
+  TrainConfig a = SmallCudaRun(plain.path(), device, OffloadPlacement::kHost, "overlapped", 6);
+  a.grad_accum = grad_accum;
+  TrainConfig b = a;
+  b.out_dir = on_device.path();
+  b.collectives = "device";
+  auto ra = RunTraining(a, quiet);
+  ASSERT_TRUE(ra.ok()) << ra.status().ToString();
+  auto rb = RunTraining(b, quiet);
+  ASSERT_TRUE(rb.ok()) << rb.status().ToString();
+  const auto la = Losses(plain.path()), lb = Losses(on_device.path());
+  ASSERT_EQ(la.size(), 6u);
+  // The path ran: the device holds the summed part besides the buckets.
+  EXPECT_GT(FirstMetric(on_device.path(), "device_bytes"),
+            FirstMetric(plain.path(), "device_bytes"));
+  if (exact) {
+    EXPECT_EQ(la, lb);
+    EXPECT_EQ(testing_common::ReadWholeFile(plain.path() + "/model/model.safetensors"),
+              testing_common::ReadWholeFile(on_device.path() + "/model/model.safetensors"));
+    return;
+  }
+  ASSERT_EQ(lb.size(), 6u);
+  for (const auto& [step, loss] : la) {
+    EXPECT_NEAR(lb.at(step), loss, 1e-5 * std::fabs(loss)) << "step " << step;
+  }
+}
+
+TEST(DeviceCollectivesOfOneRank, AreThePlainRunBitForBit) {
+  ExpectOneRankOnDeviceIsPlain(DeviceChoice::kCpu, 2, /*exact=*/true);
+  // One micro-batch: the plain run takes the norm where the gradients
+  // land, the device path from its fp32 part: the same sum, chunk by chunk.
+  ExpectOneRankOnDeviceIsPlain(DeviceChoice::kCpu, 1, /*exact=*/true);
+}
+
+// NCCL with one rank: its reduce is a copy and the accumulation an fp32
+// add, so two micro-batches give the plain run's bits. With one, the plain
+// run's norm comes from CUDA's reduction (another order than the host's
+// chunk sums): within fp32 tolerance, as the issue asks of NCCL.
+TEST(DeviceCollectivesOfOneRank, CudaNcclIsThePlainRun) {
+  if (!CudaUnavailableReason().empty()) TIERFLOW_SKIP_WITHOUT("gpu") << CudaUnavailableReason();
+  ExpectOneRankOnDeviceIsPlain(DeviceChoice::kCuda, 2, /*exact=*/true);
+  ExpectOneRankOnDeviceIsPlain(DeviceChoice::kCuda, 1, /*exact=*/false);
 }
 
 INSTANTIATE_TEST_SUITE_P(
