@@ -618,7 +618,7 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   if (one_rank_on_device) {
     reporter.OnNote("collectives: " + std::string(device_comm->backend()) +
                     " on the device over a world of one rank: the data-parallel path, checked "
-                    "on one device (its collectives are copies; the plain run's bits)");
+                    "on one device (its collectives are copies)");
   } else if (comm != nullptr && lead) {
     reporter.OnNote(
         on_device
