@@ -27,6 +27,7 @@
 #include "tierflow/device.h"
 #include "tierflow/model_config.h"
 #include "tools/commands.h"
+#include "train/collectives_choice.h"
 
 namespace tierflow::cli {
 namespace {
@@ -55,7 +56,7 @@ struct PlanFlags {
   int grad_buckets = kDefaultGradBuckets;
   std::string grad_bucket = "auto";
   std::string pipeline = "overlapped";
-  std::string collectives = "host";
+  std::string collectives = "auto";
   std::string speculation = "auto";
 
   int gpus_per_node = 1, nodes = 1, gpus_per_pcie_link = 1;
@@ -157,7 +158,6 @@ StatusOr<PlanInput> InputFromFlags(const PlanFlags& f) {
   in.gpus_per_node = f.gpus_per_node;
   in.nodes = f.nodes;
   in.gpus_per_pcie_link = f.gpus_per_pcie_link;
-  in.device_collectives = f.collectives == "device";
   return in;
 }
 
@@ -328,6 +328,12 @@ StatusOr<int> RunPlan(const PlanFlags& f) {
   TF_ASSIGN_OR_RETURN(PlanInput input, InputFromFlags(f));
   std::vector<std::string> notes;
   TF_ASSIGN_OR_RETURN(Hardware hw, HardwareFromFlags(f, &notes));
+  // As `train --collectives` resolves it for the device planned for.
+  TF_ASSIGN_OR_RETURN(const DeviceSpec spec, ParseDeviceSpec("--device", f.device));
+  const DeviceKind kind = !hw.device_is_gpu                   ? DeviceKind::kCpu
+                          : spec.choice == DeviceChoice::kSim ? DeviceKind::kSim
+                                                              : DeviceKind::kCuda;
+  TF_ASSIGN_OR_RETURN(input.device_collectives, ResolveDeviceCollectives(f.collectives, kind));
   TF_ASSIGN_OR_RETURN(Plan plan, ComputePlan(input, hw));
   TF_ASSIGN_OR_RETURN(LargestModel largest, LargestFittingModel(input, hw));
   if (f.json) {
@@ -407,9 +413,10 @@ void AddPlan(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--collectives", f->collectives,
                   "Data parallelism: where the ranks sum the gradient and gather the weights: host "
-                  "(MPI; every rank lands the whole gradient) or device (NCCL; only each rank's "
-                  "part crosses PCIe), as `tierflow train --collectives`")
-      ->check(CLI::IsMember({"host", "device"}))
+                  "(MPI; every rank lands the whole gradient), device (NCCL; only each rank's "
+                  "part crosses PCIe) or auto (device on a GPU in a build with NCCL), as "
+                  "`tierflow train --collectives`")
+      ->check(CLI::IsMember({"auto", "host", "device"}))
       ->capture_default_str();
   cmd->add_option("--pipeline", f->pipeline, "The engine's step pipeline: overlapped | sync")
       ->check(CLI::IsMember({"overlapped", "sync"}))

@@ -48,6 +48,24 @@ struct NcclCommunicator::Impl {
 void NcclCommunicator::set_peer_watch(PeerWatch watch) { impl_->watch = std::move(watch); }
 
 Status NcclCommunicator::Sync(const char* what) {
+  Status s = Wait(what);
+  if (!s.ok() && impl_->comm != nullptr) {
+    // NCCL's kernels in flight may never finish after an error: abort the
+    // communicator, so that the device (and its teardown) is not held, and
+    // refuse later calls (Usable).
+    (void)ncclCommAbort(impl_->comm);
+    impl_->comm = nullptr;
+  }
+  return s;
+}
+
+Status NcclCommunicator::Usable() const {
+  if (impl_->comm != nullptr) return Status::Ok();
+  return FailedPreconditionError(
+      "the NCCL communicator was aborted after an earlier error: the run must end");
+}
+
+Status NcclCommunicator::Wait(const char* what) {
   cudaStream_t s = impl_->stream;
   if (!impl_->watch.active()) return CudaStatus(cudaStreamSynchronize(s), what);
   // Polled, so that a dead peer (NCCL waits for it forever) ends the job,
@@ -55,8 +73,9 @@ Status NcclCommunicator::Sync(const char* what) {
   PeerWatch watch = impl_->watch;
   ncclComm_t comm = impl_->comm;
   auto end_job = watch.end_job;
-  watch.end_job = [comm, end_job](const std::string& message) {
-    (void)ncclCommAbort(comm);  // frees the GPU from the collective first
+  watch.end_job = [this, end_job](const std::string& message) {
+    (void)ncclCommAbort(impl_->comm);  // frees the GPU from the collective first
+    impl_->comm = nullptr;
     if (end_job) end_job(message);
   };
   return PollWithPeerWatch(
@@ -142,6 +161,7 @@ Status NcclCommunicator::Check(const Partition& partition, const char* op) const
                                 std::to_string(partition.world()) + " parts over " +
                                 std::to_string(world_) + " ranks");
   }
+  TF_RETURN_IF_ERROR(Usable());
   return CudaStatus(cudaSetDevice(ordinal_), "cudaSetDevice");
 }
 
@@ -209,6 +229,7 @@ Status NcclCommunicator::Broadcast(void* data, size_t bytes, int root) {
     return InvalidArgumentError("NCCL broadcast from rank " + std::to_string(root) + " of " +
                                 std::to_string(world_));
   }
+  TF_RETURN_IF_ERROR(Usable());
   TF_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(ordinal_), "cudaSetDevice"));
   if (bytes == 0) return Status::Ok();
   TF_RETURN_IF_ERROR(
@@ -224,6 +245,7 @@ Status NcclCommunicator::RawCollective(RawOp op, const float* send, float* recv,
                                 " floats are not a multiple of " + std::to_string(world_) +
                                 " ranks");
   }
+  TF_RETURN_IF_ERROR(Usable());
   TF_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(ordinal_), "cudaSetDevice"));
   ncclResult_t r = ncclSuccess;
   switch (op) {
@@ -243,6 +265,7 @@ Status NcclCommunicator::RawCollective(RawOp op, const float* send, float* recv,
 }
 
 Status NcclCommunicator::Barrier() {
+  TF_RETURN_IF_ERROR(Usable());
   TF_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(ordinal_), "cudaSetDevice"));
   TF_ASSIGN_OR_RETURN(void* scratch, Scratch(sizeof(float)));
   TF_RETURN_IF_ERROR(NcclStatus(

@@ -71,8 +71,12 @@ class NcclCommunicator final : public Communicator {
   // The device scratch, at least `bytes` (kept between calls).
   StatusOr<void*> Scratch(size_t bytes);
   Status Check(const Partition& partition, const char* op) const;
-  // Waits for the stream: synchronised, or polled under the peer watch.
+  // Waits for the stream (Wait: synchronised, or polled under the peer
+  // watch); after an error, aborts the NCCL communicator.
   Status Sync(const char* what);
+  Status Wait(const char* what);
+  // FailedPrecondition once the communicator was aborted.
+  Status Usable() const;
 
   int rank_;
   int world_;

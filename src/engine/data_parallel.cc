@@ -139,12 +139,12 @@ Status OffloadEngine::ReducePieceOnDevice(StepContext& ctx, const Arrival& a) {
   TF_RETURN_IF_ERROR(s);
   if (a.micro != ctx.micro_batches - 1 || mine == 0) return Status::Ok();
   // This rank's last micro-batch: its share of the sum goes to the host.
-  TF_ASSIGN_OR_RETURN(DeviceSpans::Started started, device_spans_->Begin(*d2h_));
+  TF_ASSIGN_OR_RETURN(DeviceSpans::Started started, device_spans_->Begin(*part_d2h_));
   TF_RETURN_IF_ERROR(
-      d2h_->CopyDeviceToHost(Reduced() + layout_.unit_offsets[u] + into, recv, mine * 4));
+      part_d2h_->CopyDeviceToHost(Reduced() + layout_.unit_offsets[u] + into, recv, mine * 4));
   TF_RETURN_IF_ERROR(
-      device_spans_->End(*d2h_, std::move(started), "d2h", "summed grads " + units_[u].name));
-  TF_RETURN_IF_ERROR(d2h_->Synchronize());
+      device_spans_->End(*part_d2h_, std::move(started), "d2h", "summed grads " + units_[u].name));
+  TF_RETURN_IF_ERROR(part_d2h_->Synchronize());
   TF_RETURN_IF_ERROR(device_spans_->Collect());
   std::lock_guard<std::mutex> lock(mu_);
   ctx.stats.d2h_bytes += mine * 4;

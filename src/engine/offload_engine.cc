@@ -103,6 +103,9 @@ Status OffloadEngine::Prepare() {
   TF_RETURN_IF_ERROR(compute_->PrepareForKernels());
   TF_ASSIGN_OR_RETURN(d2h_, device_.CreateStream("d2h"));
   TF_ASSIGN_OR_RETURN(h2d_, device_.CreateStream("h2d"));
+  if (options_.device_comm != nullptr) {
+    TF_ASSIGN_OR_RETURN(part_d2h_, device_.CreateStream("summed d2h"));
+  }
   device_spans_ = std::make_unique<DeviceSpans>(device_, trace_);
   TF_RETURN_IF_ERROR(device_spans_->Anchor(*compute_));
   // Parameter offload: the streamed units' weights live in their copy and a
@@ -798,11 +801,13 @@ Status OffloadEngine::EndGrads(int unit) {
     cv_.notify_all();
     return Status::Ok();
   };
+  TF_RETURN_IF_ERROR(d2h_->Wait(*bucket.filled));
   // Device collectives: the worker sums the piece over the ranks where it
   // is, once the compute stream has written it; only this rank's part of
-  // the sum crosses PCIe (ReducePieceOnDevice).
-  if (device_collectives()) return compute_->HostCallback(arrive);
-  TF_RETURN_IF_ERROR(d2h_->Wait(*bucket.filled));
+  // the sum crosses PCIe (ReducePieceOnDevice). The callback rides the d2h
+  // stream (behind the event), not the compute stream: a compute stream
+  // that failed skips its callbacks, which would leave the bucket taken.
+  if (device_collectives()) return d2h_->HostCallback(arrive);
   TF_ASSIGN_OR_RETURN(DeviceSpans::Started span, device_spans_->Begin(*d2h_));
   void* dst = landing_ ? static_cast<void*>(LandedGrads(grad_offsets_[unit] + piece.begin))
                        : bucket.staging.data();

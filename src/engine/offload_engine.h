@@ -341,6 +341,10 @@ class OffloadEngine : public UnitAccess {
   DType transfer_dtype_ = DType::kF32;  // the gradients' dtype across PCIe
 
   std::unique_ptr<Stream> compute_, d2h_, h2d_;
+  // Device collectives: the worker's own D2H stream for this rank's part of
+  // the summed gradient (d2h_ carries the main thread's arrivals, each
+  // behind its bucket's event: waiting for d2h_ would wait for backward).
+  std::unique_ptr<Stream> part_d2h_;
   // Spans of the three streams for the trace, timed by events.
   std::unique_ptr<DeviceSpans> device_spans_;
   DeviceBuffer weights_;  // the resident units' weights, packed, weights dtype

@@ -565,10 +565,15 @@ std::string HostAdvice(const PlanInput& in, const Plan& plan) {
            StreamedCopyAdvice(in, plan) + ranks;
   }
   std::string s =
-      "even with all optimizer state on NVMe the host needs the gradient accumulator (" +
-      FormatBytes(plan.host.bytes_of("gradient_accumulator")) +
-      (in.grad_accum == 1 ? ", the gradients as they land" : ", fp32") +
-      "), pinned staging and I/O buffers";
+      in.device_collectives
+          ? "even with all optimizer state on NVMe the host needs the ranks' parts of the summed "
+            "gradient (" +
+                FormatBytes(plan.host.bytes_of("summed_gradient_part")) +
+                ", fp32), pinned staging and I/O buffers"
+          : "even with all optimizer state on NVMe the host needs the gradient accumulator (" +
+                FormatBytes(plan.host.bytes_of("gradient_accumulator")) +
+                (in.grad_accum == 1 ? ", the gradients as they land" : ", fp32") +
+                "), pinned staging and I/O buffers";
   if (plan.host.bytes_of("emulated_device_memory") > 0) {
     s += " and the emulated device's memory (" +
          FormatBytes(plan.host.bytes_of("emulated_device_memory")) + ")";

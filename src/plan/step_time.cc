@@ -204,19 +204,22 @@ void PredictStepTime(const PlanInput& in, const Hardware& hw, Plan& plan) {
   // forward the streamed uploads before the loss (forward_fetch of them),
   // backward the rest. One H2D direction and one set of drives carry all
   // of a step's bytes, so the step is never shorter than either's total.
+  // Device collectives: the last micro-batch also carries this rank's part
+  // of the sum across, once a step.
+  const double once = on_device ? d2h : 0;
   auto step = [&](double compute_each, double micro, double transfer) {
     const double phases =
         std::max({update, forward_share * compute_each, forward_fetch * fetch_each}) +
-        std::max({(1 - forward_share) * compute_each, transfer, (1 - forward_fetch) * fetch_each}) +
+        std::max({(1 - forward_share) * compute_each, transfer + once,
+                  (1 - forward_fetch) * fetch_each}) +
         (micro - 1) * std::max({compute_each, transfer, fetch_each});
     const double link = h2d + micro * fetch_h2d;
     const double drives = update_nvme + micro * fetch_read;
     return std::max({phases, link, drives});
   };
-  // (Device collectives: the summed part crosses in the last micro-batch alone.)
-  plan.predicted_step_seconds = step(per_micro, k,
-                                     on_device ? std::max(d2h, reduce_scatter / k)
-                                               : std::max({d2h, accumulate, reduce_scatter}) / k);
+  plan.predicted_step_seconds =
+      step(per_micro, k,
+           on_device ? reduce_scatter / k : std::max({d2h, accumulate, reduce_scatter}) / k);
   plan.serial_step_seconds =
       compute + d2h + accumulate + reduce_scatter + h2d_params + k * fetch_read + update_sum;
 
@@ -236,8 +239,10 @@ void PredictStepTime(const PlanInput& in, const Hardware& hw, Plan& plan) {
   const auto sequences = static_cast<int64_t>(std::ceil(update_slowest / per_sequence));
   const double d2h_sequence = d2h / k / static_cast<double>(in.micro_batch);
   const double transfer_micro =
-      std::max(d2h / k, dp ? reduce_scatter / k
-                           : Seconds(P * (t + 8.0), bw.host_memory_gb_per_second * 1e9));
+      on_device
+          ? reduce_scatter / k
+          : std::max(d2h / k, dp ? reduce_scatter / k
+                                 : Seconds(P * (t + 8.0), bw.host_memory_gb_per_second * 1e9));
   // The micro-batch: as given while it computes longer than a transfer
   // (accumulation then works), else the least that does, else all in one.
   int64_t batch = in.micro_batch;
@@ -253,7 +258,7 @@ void PredictStepTime(const PlanInput& in, const Hardware& hw, Plan& plan) {
   // That step, by the formula above with the new micro-batch's compute.
   const double micro_compute = per_sequence * static_cast<double>(batch);
   const double transfer =
-      micro > 1 || dp ? transfer_micro : d2h_sequence * static_cast<double>(batch);
+      micro > 1 || dp || on_device ? transfer_micro : d2h_sequence * static_cast<double>(batch);
   plan.compute_bound.step_seconds = step(micro_compute, static_cast<double>(micro), transfer);
   ActivationOptions act;
   act.micro_batch = batch;

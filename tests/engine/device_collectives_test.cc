@@ -10,6 +10,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "comm/host_memory_device_comm.h"
@@ -111,6 +112,50 @@ TEST(DeviceCollectives, AWorldOfOneIsThePlainEngineBitForBit) {
     for (const StepStats& st : device.stats) rolled_back += st.rolled_back ? 1 : 0;
     EXPECT_GT(rolled_back, 0);
   }
+}
+
+// A compute stream that fails skips its later callbacks: the pieces' arrivals
+// ride the d2h stream, so the buckets still come back and Step returns the
+// error instead of waiting for a bucket forever (two buckets, six pieces).
+class FailsOnTheComputeStream : public LinearStack {
+ public:
+  using LinearStack::LinearStack;
+  Status ForwardBackward(Stream& compute, const MicroBatch&, float, UnitAccess& access) override {
+    // The failure comes late, after the first pieces' work is queued
+    // behind it and the main thread waits for a bucket.
+    TF_RETURN_IF_ERROR(compute.HostCallback([] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      return InternalError("a kernel failed on the device");
+    }));
+    for (int u = 0; u < 2; ++u) {
+      for (uint64_t begin = 0; begin < 40000; begin += 15000) {
+        TF_RETURN_IF_ERROR(
+            access.BeginGrads(u, begin, std::min<uint64_t>(15000, 40000 - begin)).status());
+        TF_RETURN_IF_ERROR(access.EndGrads(u));
+      }
+    }
+    return Status::Ok();
+  }
+};
+
+TEST(DeviceCollectives, AFailedComputeStreamEndsTheStepWithItsError) {
+  comm::SelfCommunicator self;
+  auto on_device = comm::HostMemoryDeviceComm::Create(self, DeviceKind::kCpu);
+  ASSERT_TRUE(on_device.ok());
+  EngineOptions o = Options(1, 15000);
+  o.grad_buckets = 2;
+  o.comm = &self;
+  o.device_comm = on_device->get();
+  auto device = CpuDevice();
+  FailsOnTheComputeStream model(3, 200, o.weights_dtype, 5);
+  auto engine = OffloadEngine::Create(*device, model, o);
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  std::vector<float> x(2 * 200, 1.0f), y(x.size(), 0.0f);
+  auto st = (*engine)->Step(
+      {MicroBatch{.dense_inputs = x.data(), .dense_targets = y.data(), .batch = 2}});
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.status().message().find("a kernel failed on the device"), std::string::npos)
+      << st.status().ToString();
 }
 
 TEST(SelfCommunicator, SumsAndGathersAWorldOfOne) {
