@@ -148,6 +148,7 @@ nlohmann::json PlanToJson(const PlanInput& in, const Hardware& hw, const Plan& p
                           {"rank_state_params", dp.rank_params},
                           {"reduce_scatter_seconds", dp.reduce_scatter_seconds},
                           {"all_gather_seconds", dp.all_gather_seconds},
+                          {"collectives", in.device_collectives ? "device" : "host"},
                           {"interconnect", dp.interconnect},
                           {"tiers", "device: one GPU; host and nvme: one node, its ranks together"},
                           {"scaling", points},

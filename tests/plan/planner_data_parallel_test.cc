@@ -8,6 +8,7 @@
 #include <string>
 
 #include "plan/bandwidth_profile.h"
+#include "plan/plan_json.h"
 #include "plan/planner.h"
 #include "plan/step_time.h"
 #include "tests/plan/plan_test_util.h"
@@ -103,6 +104,11 @@ TEST(PlannerDataParallel, DeviceCollectivesLandOnlyEachRanksPart) {
               plan_test::Stage(host, "d2h_gradients") * part, 1e-6 * part);
   EXPECT_LT(plan_test::Stage(device, "h2d_weights"), plan_test::Stage(host, "h2d_weights") / 3);
   EXPECT_THAT(host.explanation, HasSubstr("--collectives device"));
+  EXPECT_THAT(device.data_parallel.interconnect, HasSubstr("device collectives (NCCL)"));
+  EXPECT_EQ(PlanToJson(in, hw, device, nullptr)["data_parallel"]["collectives"], "device");
+  PlanInput on_host = in;
+  on_host.device_collectives = false;
+  EXPECT_EQ(PlanToJson(on_host, hw, host, nullptr)["data_parallel"]["collectives"], "host");
   // Two micro-batches per rank: the running sum is the rank's part, on its device.
   in.grad_accum = 2;
   EXPECT_EQ(MustPlan(in, hw).device.bytes_of("summed_gradient"), part);
