@@ -59,7 +59,7 @@ class MpiCommunicator final : public Communicator {
   // comm/liveness.h), this rank prints it and ends the whole job with
   // MPI_Abort, since a collective with a dead peer never completes and
   // OpenMPI has no timeout of its own. Without a check, waits block in MPI.
-  using PeerCheck = std::function<std::optional<std::string>()>;
+  using PeerCheck = comm::PeerCheck;
   void set_peer_check(PeerCheck check, std::chrono::milliseconds every);
   // That check and how this communicator ends the job, for the other
   // collectives of the ranks (NCCL's waits: comm/nccl_communicator.h).

@@ -15,9 +15,11 @@
 
 namespace tierflow::comm {
 
+// A message naming a peer that stopped beating, or nothing.
+using PeerCheck = std::function<std::optional<std::string>()>;
+
 struct PeerWatch {
-  // A message naming a peer that stopped beating, or nothing.
-  std::function<std::optional<std::string>()> check;
+  PeerCheck check;
   std::chrono::milliseconds every{1000};
   // Ends the job with the message (MPI_Abort: does not return). Tests may
   // return; the wait then fails with the message.

@@ -259,10 +259,10 @@ class OffloadEngine : public UnitAccess {
     return reduced_landing_.data() != nullptr ? reduced_landing_.as<float>() : reduced_.as<float>();
   }
   // Device collectives: piece `a` of a unit's gradient (in its bucket,
-  // complete: the compute stream's callback sent it) is summed over the
-  // ranks on the devices into this rank's part of it, continuing the
-  // step's running sum there; in this rank's last micro-batch that part
-  // crosses to the host (Reduced). Frees the bucket.
+  // complete: its arrival rode the d2h stream behind the bucket's event)
+  // is summed over the ranks on the devices into this rank's part of it,
+  // continuing the step's running sum there; in this rank's last
+  // micro-batch that part crosses to the host (Reduced). Frees the bucket.
   Status ReducePieceOnDevice(StepContext& ctx, const Arrival& a);
   // A piece of unit u's gradient of micro-batch `micro` is in: once the
   // unit's pieces of that micro-batch all are, sum them over the ranks into

@@ -397,30 +397,24 @@ TEST(DataParallel, RefusesWhatItCannotShare) {
   LinearStack model(kLayers, 64, DType::kBF16, 7);
   EngineOptions o = Base(world);
   o.comm = g_comm;
+  auto expect_refused = [&](const std::string& why) {
+    auto engine = OffloadEngine::Create(*device, model, o);
+    ASSERT_FALSE(engine.ok()) << why;
+    EXPECT_NE(engine.status().message().find(why), std::string::npos) << engine.status().ToString();
+  };
   o.micro_batches_per_step = world + 1;  // not a multiple of the world size
-  auto engine = OffloadEngine::Create(*device, model, o);
-  ASSERT_FALSE(engine.ok());
-  EXPECT_NE(engine.status().message().find("multiple of the world size"), std::string::npos)
-      << engine.status().ToString();
+  expect_refused("multiple of the world size");
   // Steps of any number of micro-batches could not be shared out evenly.
   o.micro_batches_per_step = 0;
-  engine = OffloadEngine::Create(*device, model, o);
-  ASSERT_FALSE(engine.ok());
-  EXPECT_NE(engine.status().message().find("micro_batches_per_step fixed"), std::string::npos);
+  expect_refused("micro_batches_per_step fixed");
   // Device collectives need the host ones beside them, and over device buffers.
   o.micro_batches_per_step = world;
   o.comm = nullptr;
   o.device_comm = g_device_comm;
-  engine = OffloadEngine::Create(*device, model, o);
-  ASSERT_FALSE(engine.ok());
-  EXPECT_NE(engine.status().message().find("device_comm without comm"), std::string::npos)
-      << engine.status().ToString();
+  expect_refused("device_comm without comm");
   o.comm = g_comm;
   o.device_comm = g_comm;
-  engine = OffloadEngine::Create(*device, model, o);
-  ASSERT_FALSE(engine.ok());
-  EXPECT_NE(engine.status().message().find("not over device buffers"), std::string::npos)
-      << engine.status().ToString();
+  expect_refused("not over device buffers");
   // And no device communicator for a CUDA device's memory from MPI.
   auto cuda = comm::HostMemoryDeviceComm::Create(*g_comm, DeviceKind::kCuda);
   ASSERT_FALSE(cuda.ok());
