@@ -205,7 +205,8 @@ void AddTrain(CLI::App& app, int* exit_code) {
                   "Data parallelism: where the gradient is summed and the weights gathered: "
                   "device (NCCL on GPUs, MPI over the CPU device's memory: only each rank's part "
                   "crosses PCIe), host (MPI: every rank lands the whole gradient), auto (device "
-                  "where NCCL serves it)")
+                  "where NCCL serves it). device with one rank runs that path over a world of one: "
+                  "how one GPU checks it")
       ->capture_default_str();
   cmd->add_option("--profile", c.profile,
                   "Hardware profile from `tierflow bench all` or `bench nvme --tune --profile`: "
