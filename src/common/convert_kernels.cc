@@ -1,7 +1,8 @@
 // ConvertBuffer's loops for one instruction-set level: compiled once per
 // level with TIERFLOW_ISA_NS naming its namespace (tierflow_isa_objects in
-// CMakeLists.txt). Whole vectors, then the last few elements through the same
-// vector code on zero-filled lanes, so every element rounds the same way.
+// CMakeLists.txt). Whole vectors, stored in pairs (StorePair: AVX2 narrows a
+// pair to bf16 16 lanes at a time), then the last few elements through the
+// same vector code on zero-filled lanes, so every element rounds the same way.
 #include "common/convert_kernels.h"
 
 #include "common/simd.h"
@@ -16,8 +17,9 @@ void Convert(const void* src_bytes, void* dst_bytes, size_t n) {
   size_t i = 0;
   for (; i + 4 * kLanes <= n; i += 4 * kLanes) {
 #pragma GCC unroll 4
-    for (size_t u = 0; u < 4; ++u) {
-      Store<To>(dst + i + u * kLanes, Load<From>(src + i + u * kLanes));
+    for (size_t u = 0; u < 4; u += 2) {
+      StorePair<To, false>(dst + i + u * kLanes, Load<From>(src + i + u * kLanes),
+                           Load<From>(src + i + (u + 1) * kLanes));
     }
   }
   for (; i + kLanes <= n; i += kLanes) Store<To>(dst + i, Load<From>(src + i));

@@ -181,6 +181,31 @@ TF_SIMD_INLINE VH NarrowBf16(VF x) {
 TF_SIMD_INLINE VH NarrowF16(VF x) {
   return _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 }
+// NarrowBf16 of a then b, 16 lanes in order, for vectors with no NaN lane (a
+// NaN would lose NarrowBf16's quieting, or carry into the exponent): on 16-bit
+// lanes, one instruction per step for both vectors. The fp32 bits split into
+// their low halves L and high halves H, and H rounds up where
+// L + (H & 1) > 0x8000, which is NarrowBf16's (bits + 0x7fff + lsb) >> 16.
+TF_SIMD_INLINE __m256i NarrowBf16PairNoNaN(VF a, VF b) {
+  // Per 128-bit lane: the 4 low halves, then the 4 high halves.
+  const __m256i split = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,  //
+                                         0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+  const __m256i sa = _mm256_shuffle_epi8(_mm256_castps_si256(a), split);
+  const __m256i sb = _mm256_shuffle_epi8(_mm256_castps_si256(b), split);
+  // 64-bit quarters: a0-3, b0-3, a4-7, b4-7.
+  const __m256i low = _mm256_unpacklo_epi64(sa, sb);
+  const __m256i high = _mm256_unpackhi_epi64(sa, sb);
+  // L + lsb saturates only at 0x10000, which is > 0x8000 either way; the
+  // unsigned s > 0x8000 is the signed (s ^ 0x8000) > 0, -1 where H rounds up.
+  const __m256i s = _mm256_adds_epu16(low, _mm256_and_si256(high, _mm256_set1_epi16(1)));
+  const __m256i up =
+      _mm256_cmpgt_epi16(_mm256_xor_si256(s, _mm256_set1_epi16(INT16_MIN)), _mm256_setzero_si256());
+  return _mm256_permute4x64_epi64(_mm256_sub_epi16(high, up), 0xd8);  // a0-7, b0-7
+}
+TF_SIMD_INLINE bool AnyNaN(VF a, VF b) {
+  const VF unordered = _mm256_cmp_ps(a, b, _CMP_UNORD_Q);
+  return _mm256_testz_ps(unordered, unordered) == 0;
+}
 
 TF_SIMD_INLINE bool AnyMagnitudeBits(VF x) {
   return _mm256_testz_si256(_mm256_castps_si256(x), _mm256_set1_epi32(0x7fffffff)) == 0;
@@ -353,6 +378,43 @@ TF_SIMD_INLINE void StoreStreaming(Storage<E>* p, VF x) {
 }
 TF_SIMD_INLINE void StreamFence() { _mm_sfence(); }
 
+// The alignment StorePair<E, true> needs: a pair of AVX2 bf16 vectors is one
+// 32-byte store, everything else a vector's bytes.
+template <Elem E>
+inline constexpr size_t kPairStreamBytes = (TIERFLOW_ISA_LEVEL == 1 && E == Elem::kBF16)
+                                               ? 2 * kVectorBytes<E>
+                                               : kVectorBytes<E>;
+
+// Store<E> of a at p and of b after it; with kStream, StoreStreaming<E>
+// (REQUIRES: p is kPairStreamBytes<E>-aligned). Same bits either way. At AVX2
+// a bf16 pair without NaN is narrowed 16 lanes at a time and written in one
+// store: NarrowBf16's 8-lane integer rounding costs about 10 instructions per
+// vector, which on a core with much DRAM bandwidth to itself slowed the whole
+// AdamW step to 0.84 of the bandwidth limit (docs/DESIGN.md).
+template <Elem E, bool kStream>
+TF_SIMD_INLINE void StorePair(Storage<E>* p, VF a, VF b) {
+#if TIERFLOW_ISA_LEVEL == 1
+  if constexpr (E == Elem::kBF16) {
+    if (__builtin_expect(!AnyNaN(a, b), 1)) {
+      const __m256i h = NarrowBf16PairNoNaN(a, b);
+      if constexpr (kStream) {
+        _mm256_stream_si256(reinterpret_cast<__m256i*>(p), h);
+      } else {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), h);
+      }
+      return;
+    }
+  }
+#endif
+  if constexpr (kStream) {
+    StoreStreaming<E>(p, a);
+    StoreStreaming<E>(p + kLanes, b);
+  } else {
+    Store<E>(p, a);
+    Store<E>(p + kLanes, b);
+  }
+}
+
 // a + c * x, each operation rounded as written, given neg_c = -c. Written as
 // a - (neg_c * x), which is the same IEEE operation for every non-NaN value
 // ((-c) * x is -(c * x) exactly), because of NaN payloads: when both a and
@@ -379,6 +441,35 @@ TF_SIMD_INLINE VF Opaque(VF x) {
 // some x was not finite.
 TF_SIMD_INLINE VF MarkNonFinite(VF seen, VF x) { return Or(seen, Mul(x, Zero())); }
 TF_SIMD_INLINE bool SawNonFinite(VF seen) { return AnyMagnitudeBits(seen); }
+
+// The same for squares (x * x for some x: +0 or more, +Inf, or NaN), in one
+// instruction where the level has an unsigned 32-bit max: the bits of such a
+// value are >= 0x7f800000 exactly when it is not finite, so the largest bits
+// seen tell. SSE2 has no such max and keeps MarkNonFinite.
+TF_SIMD_INLINE VF MarkNonFiniteSquare(VF seen, VF square) {
+#if TIERFLOW_ISA_LEVEL == 2
+  return _mm512_castsi512_ps(
+      _mm512_max_epu32(_mm512_castps_si512(seen), _mm512_castps_si512(square)));
+#elif TIERFLOW_ISA_LEVEL == 1
+  return _mm256_castsi256_ps(
+      _mm256_max_epu32(_mm256_castps_si256(seen), _mm256_castps_si256(square)));
+#else
+  return MarkNonFinite(seen, square);
+#endif
+}
+TF_SIMD_INLINE bool SawNonFiniteSquare(VF seen) {
+#if TIERFLOW_ISA_LEVEL == 2
+  return _mm512_cmpge_epu32_mask(_mm512_castps_si512(seen), _mm512_set1_epi32(0x7f800000)) != 0;
+#elif TIERFLOW_ISA_LEVEL == 1
+  // Unsigned x >= 0x7f800000 as max(x, 0x7f800000) == x.
+  const __m256i bits = _mm256_castps_si256(seen);
+  const __m256i at_least =
+      _mm256_cmpeq_epi32(_mm256_max_epu32(bits, _mm256_set1_epi32(0x7f800000)), bits);
+  return _mm256_testz_si256(at_least, at_least) == 0;
+#else
+  return SawNonFinite(seen);
+#endif
+}
 
 // The sum of 16 lanes (r[0..kRegsPer16) in lane order) in one fixed order:
 // s[i] = l[i] + l[i+8] (i < 8), then s[i] + s[i+4], then + s[i+2], + s[i+1].

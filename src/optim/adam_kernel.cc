@@ -14,7 +14,9 @@ namespace {
 using optim_internal::AdamConstants;
 using optim_internal::StepStreams;
 
-template <Elem G, int O>
+// kL2: Adam with L2 (weight decay added to the gradient) rather than AdamW, a
+// template argument so that the loop tests nothing per vector.
+template <Elem G, bool kL2>
 struct AdamOp {
   explicit AdamOp(const AdamConstants& c)
       : grad_scale(Set1(c.grad_scale)),
@@ -26,39 +28,50 @@ struct AdamOp {
         inv_sqrt_bc2(Set1(c.inv_sqrt_bc2)),
         eps(Set1(c.eps)),
         decay(Set1(c.decay)),
-        step_size(Set1(c.step_size)),
-        l2(c.l2) {}
+        step_size(Set1(c.step_size)) {}
 
-  template <typename Sink>
-  TF_SIMD_INLINE void operator()(float* const* s, const Storage<G>* grads, Sink out) {
+  TF_SIMD_INLINE VF operator()(float* const* s, const Storage<G>* grads) {
     VF g = Mul(Load<G>(grads), grad_scale);
-    seen = MarkNonFinite(seen, g);
     VF p = LoadF32(s[0]);
-    if (l2) g = AddScaled(g, neg_weight_decay, p);
+    if constexpr (kL2) g = AddScaled(g, neg_weight_decay, p);
     const VF m = AddScaled(Mul(beta1, LoadF32(s[1])), neg_one_minus_beta1, g);
-    const VF v = AddScaled(Mul(beta2, LoadF32(s[2])), neg_one_minus_beta2, Mul(g, g));
+    const VF g2 = Mul(g, g);
+    squares = MarkNonFiniteSquare(squares, g2);
+    const VF v = AddScaled(Mul(beta2, LoadF32(s[2])), neg_one_minus_beta2, g2);
     const VF denom = Add(Mul(Sqrt(v), inv_sqrt_bc2), eps);
     p = Sub(Mul(p, decay), Mul(step_size, Div(m, denom)));
     StoreF32(s[0], p);
     StoreF32(s[1], m);
     StoreF32(s[2], v);
-    out.Put(p);
+    return p;
   }
 
   VF grad_scale, neg_weight_decay, beta1, neg_one_minus_beta1, beta2, neg_one_minus_beta2,
       inv_sqrt_bc2, eps, decay, step_size;
-  bool l2;
-  VF seen = Zero();
+  // Whether some g * g was not finite (MarkNonFiniteSquare): one instruction
+  // per vector where marking the scaled gradient itself takes two. A scaled
+  // gradient that is not finite makes its square (with L2: its sum with the
+  // decay term, then the square) not finite too.
+  VF squares = Zero();
 };
 
-template <Elem G, int O>
-bool AdamRange(const AdamConstants& c, const StepStreams& s, size_t begin, size_t end) {
-  AdamOp<G, O> op(c);
+template <Elem G, int O, bool kL2>
+bool AdamRangeOf(const AdamConstants& c, const StepStreams& s, size_t begin, size_t end) {
+  AdamOp<G, kL2> op(c);
   float* const state[3] = {s.params, s.exp_avg, s.exp_avg_sq};
   float* const backup[3] = {s.backup_params, s.backup_exp_avg, s.backup_exp_avg_sq};
   StepLoop<3, G, O>(op, state, s.backup_params != nullptr ? backup : nullptr, s.grads, s.out, begin,
                     end);
-  return SawNonFinite(op.seen);
+  if (!SawNonFiniteSquare(op.squares)) return false;
+  // Rarely a finite gradient's square overflows (|g| > 1.8e19, or its sum
+  // with the decay term): only the scaled gradients themselves say.
+  return ScaledGradsNonFinite<G>(s.grads, c.grad_scale, begin, end);
+}
+
+template <Elem G, int O>
+bool AdamRange(const AdamConstants& c, const StepStreams& s, size_t begin, size_t end) {
+  return c.l2 ? AdamRangeOf<G, O, true>(c, s, begin, end)
+              : AdamRangeOf<G, O, false>(c, s, begin, end);
 }
 
 }  // namespace

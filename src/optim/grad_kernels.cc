@@ -24,10 +24,11 @@ TF_SIMD_INLINE VF AccumulateOne(VF acc, VF g, VF neg_one) { return AddScaled(acc
 
 template <Elem G>
 struct AccumulateOp {
-  template <typename Sink>
-  TF_SIMD_INLINE void operator()(float* const* s, const Storage<G>* grads, Sink) {
+  TF_SIMD_INLINE VF operator()(float* const* s, const Storage<G>* grads) {
     const VF g = Load<G>(grads);
-    StoreF32(s[0], first ? g : AccumulateOne(LoadF32(s[0]), g, neg_one));
+    const VF acc = first ? g : AccumulateOne(LoadF32(s[0]), g, neg_one);
+    StoreF32(s[0], acc);
+    return acc;  // no copy out (O = 0)
   }
   bool first;
   VF neg_one = Opaque(Set1(-1.0f));

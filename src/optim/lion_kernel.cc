@@ -25,8 +25,7 @@ struct LionOp {
         decay(Set1(c.decay)),
         lr(Set1(c.lr)) {}
 
-  template <typename Sink>
-  TF_SIMD_INLINE void operator()(float* const* s, const Storage<G>* grads, Sink out) {
+  TF_SIMD_INLINE VF operator()(float* const* s, const Storage<G>* grads) {
     const VF g = Mul(Load<G>(grads), grad_scale);
     seen = MarkNonFinite(seen, g);
     const VF m = LoadF32(s[1]);
@@ -34,7 +33,7 @@ struct LionOp {
     const VF p = Sub(Mul(LoadF32(s[0]), decay), Mul(lr, Sign(c)));
     StoreF32(s[0], p);
     StoreF32(s[1], AddScaled(Mul(beta2, m), neg_one_minus_beta2, g));
-    out.Put(p);
+    return p;
   }
 
   VF grad_scale, beta1, neg_one_minus_beta1, beta2, neg_one_minus_beta2, decay, lr;

@@ -28,8 +28,7 @@ struct SgdOp {
         first_step(c.first_step),
         nesterov(c.nesterov) {}
 
-  template <typename Sink>
-  TF_SIMD_INLINE void operator()(float* const* s, const Storage<G>* grads, Sink out) {
+  TF_SIMD_INLINE VF operator()(float* const* s, const Storage<G>* grads) {
     VF g = Mul(Load<G>(grads), grad_scale);
     seen = MarkNonFinite(seen, g);
     VF p = LoadF32(s[0]);
@@ -42,7 +41,7 @@ struct SgdOp {
     }
     p = Sub(p, Mul(lr, g));
     StoreF32(s[0], p);
-    out.Put(p);
+    return p;
   }
 
   VF grad_scale, neg_weight_decay, lr, momentum, neg_momentum, neg_one_minus_dampening;

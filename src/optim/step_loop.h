@@ -46,28 +46,29 @@ inline constexpr size_t kUnrollVectors = TF_STEP_UNROLL_VECTORS;
 inline constexpr size_t kPrefetchElems = TF_STEP_PREFETCH_ELEMS;
 inline constexpr bool kStreamOut = TF_STEP_STREAM_OUT != 0;
 
-// Where an op puts the updated weights' copy out (kind O; nothing when 0):
-// one vector at `p`, with a plain or (kStream) a non-temporal store.
+static_assert(kUnrollVectors % 2 == 0, "the copy out is stored in pairs of vectors");
+
+// Puts the updated weights' copy out (kind O; nothing when 0): one vector at
+// `p`, with a plain or (kStream) a non-temporal store.
 template <int O, bool kStream>
-struct OutSink {
-  OutStorage<O>* p;
-  TF_SIMD_INLINE void Put(VF params) const {
-    if constexpr (O != 0) {
-      constexpr Elem kOut = static_cast<Elem>(O - 1);
-      if constexpr (kStream) {
-        StoreStreaming<kOut>(p, params);
-      } else {
-        Store<kOut>(p, params);
-      }
+TF_SIMD_INLINE void PutOut(OutStorage<O>* p, VF params) {
+  if constexpr (O != 0) {
+    constexpr Elem kOut = static_cast<Elem>(O - 1);
+    if constexpr (kStream) {
+      StoreStreaming<kOut>(p, params);
+    } else {
+      Store<kOut>(p, params);
     }
   }
-};
+}
 
-// Calls op(state, grads, sink) for each vector of [begin, end): `state`
-// points at the vector's element in each of the K fp32 arrays (updated in
-// place), `grads` at its gradients (Elem G), `sink` at its copy out (an
-// OutSink<O, kStream>). The last (end - begin) % kLanes elements are copied
-// into zero-filled lanes and go through the same op, with a plain store.
+// Calls op(state, grads) for each vector of [begin, end): `state` points at
+// the vector's element in each of the K fp32 arrays (updated in place),
+// `grads` at its gradients (Elem G); op returns the vector for the copy out,
+// which is stored (a plain or, kStream, a non-temporal store) two vectors at
+// a time in the main loop (StorePair). The last (end - begin) % kLanes
+// elements are copied into zero-filled lanes and go through the same op, with
+// a plain store.
 // With kBackup, each vector of each state array is first copied to the same
 // place in backup[k], with a non-temporal store (backup[k] + begin
 // vector-aligned, see StepLoop).
@@ -85,7 +86,7 @@ TF_SIMD_INLINE void StepLoopStores(Op& op, float* const* state, float* const* ba
     if constexpr (kBackup) {
       for (int k = 0; k < K; ++k) StoreStreaming<Elem::kF32>(backup[k] + i, LoadF32(s[k]));
     }
-    op(s, grads + i, OutSink<O, kStream>{O != 0 ? out + i : out});
+    return op(s, grads + i);
   };
   size_t i = begin;
   constexpr size_t kStep = kUnrollVectors * kLanes;
@@ -103,9 +104,18 @@ TF_SIMD_INLINE void StepLoopStores(Op& op, float* const* state, float* const* ba
       }
     }
 #pragma GCC unroll 16
-    for (size_t u = 0; u < kUnrollVectors; ++u) at(i + u * kLanes);
+    for (size_t u = 0; u < kUnrollVectors; u += 2) {
+      const VF a = at(i + u * kLanes);
+      const VF b = at(i + (u + 1) * kLanes);
+      if constexpr (O != 0) {
+        StorePair<static_cast<Elem>(O - 1), kStream>(out + i + u * kLanes, a, b);
+      }
+    }
   }
-  for (; i + kLanes <= end; i += kLanes) at(i);
+  for (; i + kLanes <= end; i += kLanes) {
+    const VF p = at(i);
+    if constexpr (O != 0) PutOut<O, kStream>(out + i, p);
+  }
   if (i < end) {
     const size_t len = end - i;
     PartialLanes<float> lanes[K];
@@ -118,27 +128,46 @@ TF_SIMD_INLINE void StepLoopStores(Op& op, float* const* state, float* const* ba
     PartialLanes<GradT> g;
     g.Fill(grads + i, len);
     PartialLanes<OutT> o;
-    op(s, g.v, OutSink<O, false>{o.v});
+    PutOut<O, false>(o.v, op(s, g.v));
     for (int k = 0; k < K; ++k) lanes[k].CopyOut(state[k] + i, len);
     if constexpr (O != 0) o.CopyOut(out + i, len);
   }
 }
 
-// Elements from begin to the copy out's first vector-aligned element, or
-// SIZE_MAX when no element of the copy starts a vector-aligned address (it is
-// not element-aligned).
+// Whether some grads[i] * grad_scale (fp32, rounded once) in [begin, end) is
+// Inf or NaN.
+template <Elem G>
+TF_SIMD_INLINE bool ScaledGradsNonFinite(const void* grads_bytes, float grad_scale, size_t begin,
+                                         size_t end) {
+  const Storage<G>* grads = static_cast<const Storage<G>*>(grads_bytes);
+  const VF scale = Set1(grad_scale);
+  VF seen = Zero();
+  size_t i = begin;
+  for (; i + kLanes <= end; i += kLanes) seen = MarkNonFinite(seen, Mul(Load<G>(grads + i), scale));
+  if (i < end) {
+    PartialLanes<Storage<G>> g;
+    g.Fill(grads + i, end - i);
+    seen = MarkNonFinite(seen, Mul(Load<G>(g.v), scale));
+  }
+  return SawNonFinite(seen);
+}
+
+// Elements from begin to the copy out's first element aligned for a streamed
+// pair (kPairStreamBytes), or SIZE_MAX when no element of the copy starts
+// such an address (it is not element-aligned).
 template <int O>
 TF_SIMD_INLINE size_t OutHead(const void* out_bytes, size_t begin) {
   using OutT = OutStorage<O>;
-  constexpr size_t kAlign = kVectorBytes<static_cast<Elem>(O - 1)>;
+  constexpr size_t kAlign = kPairStreamBytes<static_cast<Elem>(O - 1)>;
   const auto address = reinterpret_cast<uintptr_t>(static_cast<const OutT*>(out_bytes) + begin);
   if (address % sizeof(OutT) != 0) return SIZE_MAX;
   return (kAlign - address % kAlign) % kAlign / sizeof(OutT);
 }
 
 // The step over [begin, end). With a copy out (element-aligned), the
-// elements before out's first vector-aligned address take plain stores and
-// the rest non-temporal ones, fenced before returning: the copy is written
+// elements before out's first address aligned for a streamed pair
+// (kPairStreamBytes) take plain stores and the rest non-temporal ones, fenced
+// before returning: the copy is written
 // once and read next by the H2D transfer (a DMA engine or another thread),
 // never by this core, so a plain store's read for ownership of each line
 // would be pure overhead, 4 bytes per parameter more DRAM traffic for an
@@ -152,8 +181,8 @@ TF_SIMD_INLINE size_t OutHead(const void* out_bytes, size_t begin) {
 // kOptimChunkElems, itself a multiple of every level's lanes), so every
 // backup store is aligned, provided the loop is not split for the copy out:
 // with a backup, the copy out streams only when its own first element is
-// vector-aligned too (the engine aligns both), and takes plain stores
-// otherwise.
+// aligned for a streamed pair too (the engine aligns both), and takes plain
+// stores otherwise.
 template <int K, Elem G, int O, typename Op>
 TF_SIMD_INLINE void StepLoop(Op& op, float* const* state, float* const* backup,
                              const void* grads_bytes, void* out_bytes, size_t begin, size_t end) {

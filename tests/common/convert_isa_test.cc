@@ -76,7 +76,8 @@ std::vector<unsigned char> Sources(DType from) {
     const uint32_t from_bf16 = c << 16;
     const uint32_t from_fp16 = FloatBits(Fp16ToFloat(fp16{static_cast<uint16_t>(c)}));
     for (uint32_t base : {from_bf16, from_fp16}) {
-      for (uint32_t d : {0x0u, 0x1u, 0xfffu, 0x1000u, 0x1001u, 0x7fffu, 0x8000u, 0x8001u}) {
+      for (uint32_t d :
+           {0x0u, 0x1u, 0xfffu, 0x1000u, 0x1001u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu}) {
         bits.push_back(base + d);
       }
     }
