@@ -41,7 +41,9 @@ using OutStorage = typename OutStorageOf<O>::type;
 // registers). Elements prefetched ahead of the iteration: 512, 2 KiB of each
 // fp32 stream. The three knobs are compile-time only, for the ablations in
 // docs/DESIGN.md ("Why the step fell short on Intel"); the defaults are what
-// those measured best.
+// those measured best. The unroll is even since the copy out is stored in
+// pairs (StorePair); the ablation's 1 vector per iteration can no longer be
+// built.
 inline constexpr size_t kUnrollVectors = TF_STEP_UNROLL_VECTORS;
 inline constexpr size_t kPrefetchElems = TF_STEP_PREFETCH_ELEMS;
 inline constexpr bool kStreamOut = TF_STEP_STREAM_OUT != 0;
