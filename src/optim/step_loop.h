@@ -29,7 +29,11 @@ using OutStorage = typename OutStorageOf<O>::type;
 #define TF_STEP_UNROLL_VECTORS 4
 #endif
 #ifndef TF_STEP_PREFETCH_ELEMS
+#if TIERFLOW_ISA_LEVEL == 2
+#define TF_STEP_PREFETCH_ELEMS 256
+#else
 #define TF_STEP_PREFETCH_ELEMS 512
+#endif
 #endif
 #ifndef TF_STEP_STREAM_OUT
 #define TF_STEP_STREAM_OUT 1
@@ -38,12 +42,13 @@ using OutStorage = typename OutStorageOf<O>::type;
 // Vectors per iteration of the main loop: a few independent vectors in
 // flight, so the next vectors' loads and moment updates overlap the divide
 // and square root of the previous ones; 4 at every width (8 spill AVX2's 16
-// registers). Elements prefetched ahead of the iteration: 512, 2 KiB of each
-// fp32 stream. The three knobs are compile-time only, for the ablations in
-// docs/DESIGN.md ("Why the step fell short on Intel"); the defaults are what
-// those measured best. The unroll is even since the copy out is stored in
-// pairs (StorePair); the ablation's 1 vector per iteration can no longer be
-// built.
+// registers). Elements prefetched ahead of the iteration: 512 (2 KiB of each
+// fp32 stream, 16 iterations) at AVX2 and SSE2, 256 (1 KiB, 4 iterations) at
+// AVX-512, where 512 left the f32 copy out at 0.94 of the limit on Zen 5
+// (docs/DESIGN.md) and AVX2 lost 3-6% at 256. The three knobs are compile-time only, for the
+// ablations in docs/DESIGN.md ("Why the step fell short on Intel"); the defaults are what those
+// measured best. The unroll is even since the copy out is stored in pairs (StorePair); the
+// ablation's 1 vector per iteration can no longer be built.
 inline constexpr size_t kUnrollVectors = TF_STEP_UNROLL_VECTORS;
 inline constexpr size_t kPrefetchElems = TF_STEP_PREFETCH_ELEMS;
 inline constexpr bool kStreamOut = TF_STEP_STREAM_OUT != 0;
