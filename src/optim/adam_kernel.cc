@@ -14,6 +14,24 @@ namespace {
 using optim_internal::AdamConstants;
 using optim_internal::StepStreams;
 
+// Whether some grads[i] * grad_scale (fp32, rounded once) in [begin, end) is
+// Inf or NaN.
+template <Elem G>
+TF_SIMD_INLINE bool ScaledGradsNonFinite(const void* grads_bytes, float grad_scale, size_t begin,
+                                         size_t end) {
+  const Storage<G>* grads = static_cast<const Storage<G>*>(grads_bytes);
+  const VF scale = Set1(grad_scale);
+  VF seen = Zero();
+  size_t i = begin;
+  for (; i + kLanes <= end; i += kLanes) seen = MarkNonFinite(seen, Mul(Load<G>(grads + i), scale));
+  if (i < end) {
+    PartialLanes<Storage<G>> g;
+    g.Fill(grads + i, end - i);
+    seen = MarkNonFinite(seen, Mul(Load<G>(g.v), scale));
+  }
+  return SawNonFinite(seen);
+}
+
 // kL2: Adam with L2 (weight decay added to the gradient) rather than AdamW, a
 // template argument so that the loop tests nothing per vector.
 template <Elem G, bool kL2>

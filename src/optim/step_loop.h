@@ -142,24 +142,6 @@ TF_SIMD_INLINE void StepLoopStores(Op& op, float* const* state, float* const* ba
   }
 }
 
-// Whether some grads[i] * grad_scale (fp32, rounded once) in [begin, end) is
-// Inf or NaN.
-template <Elem G>
-TF_SIMD_INLINE bool ScaledGradsNonFinite(const void* grads_bytes, float grad_scale, size_t begin,
-                                         size_t end) {
-  const Storage<G>* grads = static_cast<const Storage<G>*>(grads_bytes);
-  const VF scale = Set1(grad_scale);
-  VF seen = Zero();
-  size_t i = begin;
-  for (; i + kLanes <= end; i += kLanes) seen = MarkNonFinite(seen, Mul(Load<G>(grads + i), scale));
-  if (i < end) {
-    PartialLanes<Storage<G>> g;
-    g.Fill(grads + i, end - i);
-    seen = MarkNonFinite(seen, Mul(Load<G>(g.v), scale));
-  }
-  return SawNonFinite(seen);
-}
-
 // Elements from begin to the copy out's first element aligned for a streamed
 // pair (kPairStreamBytes), or SIZE_MAX when no element of the copy starts
 // such an address (it is not element-aligned).
