@@ -19,10 +19,10 @@ if(NOT TARGET tierflow_fuzz_entry_points)
     target_link_libraries(tierflow_fuzz_entry_points PUBLIC tierflow_train_config)
     target_compile_definitions(tierflow_fuzz_entry_points PUBLIC TIERFLOW_FUZZ_HAVE_TRAIN_CONFIG=1)
   endif()
-  # So does the checkpoint reader (it pulls in the engine and the model).
-  if(TARGET tierflow_train)
+  # So does the checkpoint reader (the checkpoint layer).
+  if(TARGET tierflow_checkpoint)
     target_sources(tierflow_fuzz_entry_points PRIVATE ${PROJECT_SOURCE_DIR}/fuzz/checkpoint_fuzz.cc)
-    target_link_libraries(tierflow_fuzz_entry_points PUBLIC tierflow_train)
+    target_link_libraries(tierflow_fuzz_entry_points PUBLIC tierflow_checkpoint)
     target_compile_definitions(tierflow_fuzz_entry_points PUBLIC TIERFLOW_FUZZ_HAVE_TRAIN=1)
   endif()
   # And the tier commands (ls, verify, export on a crafted checkpoint).

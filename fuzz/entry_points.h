@@ -52,8 +52,10 @@ void FuzzDataLoaderState(std::string_view data);
 void FuzzTrainConfig(std::string_view data);
 #endif
 #if TIERFLOW_FUZZ_HAVE_TRAIN
-// src/train/checkpoint.h: VerifyCheckpoint on a checkpoint directory whose
-// trainer_state.json is `data` (beside one small file it may list).
+// src/checkpoint: VerifyCheckpoint on a checkpoint directory whose
+// trainer_state.json is `data` (beside one small file it may list), and
+// ParseTrainerState on what it accepts; a first byte 0x01 seals the rest
+// with a correct CRC32C first.
 void FuzzCheckpointState(std::string_view data);
 #endif
 #if TIERFLOW_FUZZ_HAVE_TIER

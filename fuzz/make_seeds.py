@@ -253,6 +253,15 @@ put("fuzz_checkpoint_state", "wrong_crc", json.dumps(dict(ckpt, files=[{"path": 
 put("fuzz_checkpoint_state", "missing_file", json.dumps(dict(ckpt, files=[{"path": "optimizer/u.safetensors",
                                                                           "bytes": 8, "crc32c": 0}])))
 put("fuzz_checkpoint_state", "no_files", json.dumps({"format": "tierflow.checkpoint", "version": 1}))
+# A first byte 0x01 has the entry point seal the rest (a correct "crc32c"),
+# so mutations reach the field validation behind the checksum.
+full = dict(ckpt, loss_scaler={"scale": 65536.0, "good_steps": 3, "hysteresis_left": 2},
+            data={"format": "tierflow.data_loader", "version": 1, "epoch": 0, "index": 4},
+            loss=2.5, model="tiny-llama", world_size=1, sequences_per_step=4)
+put("fuzz_checkpoint_state", "sealed_valid", b"\x01" + json.dumps(full).encode())
+put("fuzz_checkpoint_state", "sealed_out_of_range",
+    b"\x01" + json.dumps(dict(full, step=-5, optimizer_step=2**62,
+                               data=dict(full["data"], epoch=2**40))).encode())
 
 # ---- fuzz_tier_checkpoint: trainer_state.json of a checkpoint beside
 # optimizer/u.safetensors (TIER_UNIT, as fuzz/tier_fuzz.cc writes it), a copy

@@ -664,6 +664,8 @@ StatusOr<std::unique_ptr<StateStore>> StateStore::Create(const StateStoreOptions
     dir_state->dir = dir;
     dir_state->path = SwapFilePath(dir, store->run_id_, d);
     TF_ASSIGN_OR_RETURN(dir_state->lock, RunLock::Acquire(run_dir, /*fresh=*/true));
+    if (!options.owner.empty())
+      TF_RETURN_IF_ERROR(WriteSwapSetOwner(dir, store->run_id_, options.owner));
     store->dirs_.push_back(std::move(dir_state));
     Directory& ds = *store->dirs_.back();
     TF_ASSIGN_OR_RETURN(ds.fd, OpenSwapFile(ds.path, options.io_mode, /*create=*/true));

@@ -62,6 +62,12 @@ struct StateStoreOptions {
   // can be rewritten at once (one WriteAsync may rewrite at most this much
   // per directory; more in flight waits). Default: 256 MiB.
   uint64_t spare_bytes_per_directory = 256ull << 20;
+  // Who makes the set: written to DIR/tierflow-swap/RUN_ID/owner in every
+  // directory as the set is created (offload/swap_set.h), and read by the
+  // rule that decides who may remove a stale set
+  // (checkpoint/swap_set_owner.h). Default (empty): no owner record, so only
+  // `tierflow tier clean` removes the set once stale.
+  std::string owner;
   // Makes the ring backends; tests inject faults here. Default: io_uring.
   IoBackendFactory backend_factory;
 };

@@ -167,7 +167,7 @@ Status RemoveRunDirectoryAt(int root_fd, int run_fd, const std::string& run_dir,
     const std::string name = e->d_name;
     const bool swap = name.rfind("state-", 0) == 0 && name.size() > 5 &&
                       name.compare(name.size() - 5, 5, ".swap") == 0;
-    if (name == "lock" || swap) names.push_back(name);
+    if (name == "lock" || name == kSwapSetOwnerFile || swap) names.push_back(name);
   }
   ::closedir(d);
   for (const std::string& name : names) {
@@ -326,6 +326,51 @@ StatusOr<uint32_t> RemoveStaleSwapSets(const std::string& dir) {
     ++removed;
   }
   return removed;
+}
+
+Status WriteSwapSetOwner(const std::string& dir, const std::string& run_id,
+                         const std::string& owner) {
+  const std::string path = RunDirectory(dir, run_id) + "/" + kSwapSetOwnerFile;
+  if (owner.size() > kMaxSwapSetOwnerBytes) {
+    return InvalidArgumentError("owner record for " + path + " is over " +
+                                std::to_string(kMaxSwapSetOwnerBytes) + " bytes");
+  }
+  ScopedFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (fd.get() < 0) return ErrnoStatus(errno, "create " + path);
+  size_t done = 0;
+  while (done < owner.size()) {
+    const ssize_t n = ::write(fd.get(), owner.data() + done, owner.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoStatus(errno, "write " + path);
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd.get()) != 0) return ErrnoStatus(errno, "fsync " + path);
+  return Status::Ok();
+}
+
+StatusOr<std::optional<std::string>> ReadSwapSetOwner(const std::string& dir,
+                                                      const std::string& run_id) {
+  const std::string path = RunDirectory(dir, run_id) + "/" + kSwapSetOwnerFile;
+  ScopedFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (fd.get() < 0) {
+    if (errno == ENOENT) return std::optional<std::string>();
+    return ErrnoStatus(errno, "open " + path);
+  }
+  std::string text(kMaxSwapSetOwnerBytes + 1, '\0');
+  size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(fd.get(), text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoStatus(errno, "read " + path);
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  if (got > kMaxSwapSetOwnerBytes) {
+    return InvalidArgumentError(path + " is over " + std::to_string(kMaxSwapSetOwnerBytes) +
+                                " bytes: not an owner record tierflow wrote");
+  }
+  text.resize(got);
+  return std::optional<std::string>(std::move(text));
 }
 
 StatusOr<int> OpenSwapFile(const std::string& path, IoMode mode, bool create) {

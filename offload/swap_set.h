@@ -5,12 +5,16 @@
 // Layout, per state directory (one per drive):
 //   DIR/tierflow-swap/RUN_ID/lock            flock()ed while the run lives
 //   DIR/tierflow-swap/RUN_ID/state-I.swap    the swap file of directory I
+//   DIR/tierflow-swap/RUN_ID/owner           who made the set (opaque text the
+//                                            creator chose: StateStoreOptions::owner;
+//                                            checkpoint/swap_set_owner.h reads it)
 // A set whose lock nobody holds is stale: its run ended without a clean
 // Close (crash, kill -9). Stale sets are reported, never reused or appended
 // to; `tierflow tier clean DIR` removes them.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +28,10 @@ enum class IoMode : uint8_t {
   kDirect,    // O_DIRECT: bypasses the page cache (the default)
   kBuffered,  // through the page cache; only when explicitly chosen
 };
+
+inline constexpr char kSwapSetOwnerFile[] = "owner";
+// Bound of an owner record: a path and a few fields.
+inline constexpr size_t kMaxSwapSetOwnerBytes = 16u << 10;
 
 // "DIR/tierflow-swap/RUN_ID".
 std::string RunDirectory(const std::string& dir, const std::string& run_id);
@@ -93,6 +101,17 @@ Status RemoveSwapSet(const std::string& dir, const std::string& run_id);
 // Removes every stale set under DIR; returns how many were removed.
 StatusOr<uint32_t> RemoveStaleSwapSets(const std::string& dir);
 
+// Writes RUN_DIR/owner in the run directory just made for `run_id` (created
+// exclusively, never through a link, fsync'd). Errors: errno errors naming
+// the path; InvalidArgument over kMaxSwapSetOwnerBytes.
+Status WriteSwapSetOwner(const std::string& dir, const std::string& run_id,
+                         const std::string& owner);
+// The owner record of the set `run_id` under DIR, or nullopt when it has
+// none. Read without following a link, at most kMaxSwapSetOwnerBytes.
+// Errors: errno errors other than ENOENT; InvalidArgument for a larger file.
+StatusOr<std::optional<std::string>> ReadSwapSetOwner(const std::string& dir,
+                                                      const std::string& run_id);
+
 // Opens (and with `create`, creates exclusively) a swap file. kDirect:
 // Unavailable when the file system has no real O_DIRECT (tmpfs, ramfs, or
 // open() says EINVAL), with the message "file system at PATH does not support
@@ -100,7 +119,7 @@ StatusOr<uint32_t> RemoveStaleSwapSets(const std::string& dir);
 // Errors of open() name the path. Returns the fd (caller closes it).
 StatusOr<int> OpenSwapFile(const std::string& path, IoMode mode, bool create);
 
-// Removes the run directory's swap files, lock file and the directory, and
+// Removes the run directory's swap files, owner record, lock file and the directory, and
 // DIR/tierflow-swap when it is left empty, never following a symbolic link
 // (as RemoveSwapSet). Missing files are not an error.
 Status RemoveRunDirectory(const std::string& dir, const std::string& run_id);

@@ -27,12 +27,13 @@ ALLOWED = {
     "model": ["kernels", "device", "io", "common", "engine-interface"],
     "plan": ["io", "common"],
     "engine": ["comm", "kernels", "device", "optim", "offload", "common", "engine-interface"],
-    "train": ["comm", "engine", "model", "data", "plan", "io", "offload", "optim", "device", "common",
+    "checkpoint": ["offload", "io", "common", "engine-interface"],
+    "train": ["checkpoint", "comm", "engine", "model", "data", "plan", "io", "offload", "optim", "device", "common",
               "engine-interface"],
     "bench": ["comm", "engine", "model", "data", "plan", "io", "kernels", "device", "optim", "offload", "common",
               "engine-interface"],
-    "tier": ["train", "offload", "io", "plan", "common"],
-    "tools": ["comm", "bench", "tier", "train", "engine", "model", "data", "plan", "io", "offload", "optim",
+    "tier": ["checkpoint", "train", "offload", "io", "plan", "common"],
+    "tools": ["checkpoint", "comm", "bench", "tier", "train", "engine", "model", "data", "plan", "io", "offload", "optim",
               "kernels", "device", "common", "engine-interface"],
 }
 

@@ -1,6 +1,7 @@
 // Validation of outside names used as path components (see path_component.h).
 #include "common/path_component.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace tierflow {
@@ -41,6 +42,24 @@ StatusOr<PathComponent> PathComponent::Parse(std::string_view name, std::string_
     if (c < 0x20 || c == 0x7f) return bad("it contains a control character");
   }
   return PathComponent(std::string(name));
+}
+
+Status CheckAbsolutePath(std::string_view path, std::string_view what) {
+  auto bad = [&](const char* why) {
+    return InvalidArgumentError(std::string(what) + " " + QuotedExcerpt(path) +
+                                " is not a usable absolute path: " + why);
+  };
+  if (path.empty() || path.front() != '/') return bad("it does not start with '/'");
+  if (path.size() >= 4096) return bad("it is 4096 bytes or longer (PATH_MAX)");
+  if (path.find('\0') != std::string_view::npos) return bad("it contains a NUL byte");
+  for (size_t begin = 1; begin <= path.size();) {
+    const size_t end = std::min(path.find('/', begin), path.size());
+    const std::string_view part = path.substr(begin, end - begin);
+    if (part == "." || part == "..") return bad("it has a '.' or '..' component");
+    if (part.size() > PathComponent::kMaxBytes) return bad("a component is longer than 255 bytes");
+    begin = end + 1;
+  }
+  return Status::Ok();
 }
 
 }  // namespace tierflow

@@ -33,6 +33,15 @@ class PathComponent {
   std::string name_;
 };
 
+// Checks an absolute path read from outside (a swap directory in
+// trainer_state.json, a checkpoint named by a marker) before it is used:
+// it starts with '/', has no "." or ".." component, no NUL byte, no
+// component over 255 bytes and is under PATH_MAX (4096) bytes. Every other
+// name the file system accepts is accepted, hidden directories (".cache")
+// and control characters included. Errors: InvalidArgument naming `what`
+// and the path (escaped).
+Status CheckAbsolutePath(std::string_view path, std::string_view what);
+
 // `text` as a quoted, printable excerpt for an error message: control and
 // non-ASCII bytes as \xNN, cut after `max_bytes` input bytes with "...".
 std::string QuotedExcerpt(std::string_view text, size_t max_bytes = 64);

@@ -75,6 +75,10 @@ struct EngineOptions {
   std::vector<std::string> nvme_paths;  // one or more directories (one per drive)
   bool nvme_buffered = false;           // explicit buffered I/O (tmpfs); never a silent fallback
   std::string run_id;                   // names the swap set; "" = generated
+  // Who makes the swap sets (offload::StateStoreOptions::owner): `tierflow
+  // train` records its output directory, so a later run there may remove
+  // them once stale, and no other may. Default (empty): no owner record.
+  std::string swap_owner;
   // Makes the NVMe rings' backends; tests inject faults here. Default: io_uring.
   offload::IoBackendFactory nvme_backend_factory;
   // How the NVMe store drives the drive (block size, queue depth, rings):

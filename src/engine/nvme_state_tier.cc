@@ -114,6 +114,7 @@ StatusOr<std::unique_ptr<NvmeStateTier>> NvmeStateTier::Create(const SubGroupLay
   offload::StateStoreOptions so;
   so.directories = options.paths;
   so.run_id = options.run_id;
+  so.owner = options.owner;
   so.block_size_bytes = options.block_size_bytes;
   so.queue_depth = options.queue_depth;
   so.num_rings = options.num_rings;

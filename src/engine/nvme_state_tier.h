@@ -30,6 +30,7 @@ struct NvmeTierOptions {
   std::vector<std::string> paths;  // one directory per drive. REQUIRES: non-empty
   bool buffered = false;           // explicit buffered I/O (no O_DIRECT)
   std::string run_id;              // "" = generated
+  std::string owner;               // the set's owner record ("" = none)
   int slots = 4;                   // pinned sub-group buffers. Default: 4
   bool two_copies = false;         // A/B copies per sub-group (speculation). Default: false
   // The store's I/O (tierflow/nvme_io.h): request/checksum block, queue depth

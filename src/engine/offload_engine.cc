@@ -128,6 +128,7 @@ Status OffloadEngine::Prepare() {
     wc.nvme_paths = options_.nvme_paths;
     wc.nvme_buffered = options_.nvme_buffered;
     wc.run_id = options_.run_id;
+    wc.owner = options_.swap_owner;
     wc.nvme_io = options_.nvme_io;
     wc.nvme_backend_factory = options_.nvme_backend_factory;
     wc.spans = device_spans_.get();
@@ -242,6 +243,7 @@ Status OffloadEngine::Prepare() {
     nopt.paths = options_.nvme_paths;
     nopt.buffered = options_.nvme_buffered;
     nopt.run_id = options_.run_id;
+    nopt.owner = options_.swap_owner;
     nopt.block_size_bytes = options_.nvme_io.block_size_bytes;
     nopt.queue_depth = options_.nvme_io.queue_depth;
     nopt.num_rings = options_.nvme_io.num_rings;

@@ -121,6 +121,7 @@ StatusOr<std::unique_ptr<StreamedWeights>> StreamedWeights::Create(
   so.directories = config.nvme_paths;
   // Its own swap set beside the optimizer state's (a run id names one set).
   so.run_id = config.run_id.empty() ? "" : StreamedWeightsRunId(config.run_id);
+  so.owner = config.owner;
   so.block_size_bytes = config.nvme_io.block_size_bytes;
   so.queue_depth = config.nvme_io.queue_depth;
   so.num_rings = config.nvme_io.num_rings;

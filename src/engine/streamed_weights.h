@@ -54,6 +54,7 @@ class StreamedWeights {
     std::vector<std::string> nvme_paths;
     bool nvme_buffered = false;
     std::string run_id;  // "" = generated
+    std::string owner;   // the set's owner record ("" = none)
     NvmeIoSettings nvme_io;
     offload::IoBackendFactory nvme_backend_factory;
     DeviceSpans* spans = nullptr;  // not owned; spans of the uploads ("h2d_params")

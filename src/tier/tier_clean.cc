@@ -7,11 +7,12 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "checkpoint/swap_set_owner.h"
+#include "checkpoint/trainer_state.h"
 #include "io/dir_lock.h"
 #include "offload/swap_set.h"
 #include "tier/tier_ls.h"
 #include "tier/tier_scan.h"
-#include "train/checkpoint.h"
 
 namespace tierflow::tier {
 namespace fs = std::filesystem;
@@ -142,25 +143,14 @@ StatusOr<CleanReport> CleanTier(const std::string& path, bool dry_run) {
         report.kept.push_back(std::move(e));
         continue;
       }
-      const auto marker = ReadMarker(dir, set.run_id);
-      if (marker && CheckpointUsesSwapSet(*marker, set.run_id)) {
-        e.why = "optimizer state of checkpoint " + *marker;
+      // The ownership rule (checkpoint/swap_set_owner.h), for a person who
+      // may act for any owner: kept while a checkpoint uses it.
+      TF_ASSIGN_OR_RETURN(SwapSetVerdict verdict,
+                          RemoveSwapSetIfAllowed(dir, set, SwapSetRemover{}, dry_run));
+      e.why = verdict.why;
+      if (!verdict.remove) {
         report.kept.push_back(std::move(e));
         continue;
-      }
-      e.why = !marker
-                  ? "stale swap set left by a run that did not exit cleanly"
-                  : "swap set of checkpoint " + *marker + ", which is gone or no longer uses it";
-      if (!dry_run) {
-        Status s = offload::RemoveSwapSet(dir, set.run_id);
-        if (s.code() == StatusCode::kFailedPrecondition) {  // became live (or a link) meanwhile
-          e.why = "skipped: " + s.message();
-          report.kept.push_back(std::move(e));
-          continue;
-        }
-        TF_RETURN_IF_ERROR(s);
-        RemoveMarker(dir, set.run_id);
-        if (marker) RemoveEmptyStoreDirectory(dir);
       }
       report.freed_bytes += e.num_bytes;
       report.removed.push_back(std::move(e));

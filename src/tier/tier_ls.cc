@@ -3,6 +3,8 @@
 
 #include <filesystem>
 
+#include "checkpoint/optimizer_state.h"
+#include "checkpoint/swap_set_owner.h"
 #include "io/json_util.h"
 #include "offload/swap_reader.h"
 
@@ -68,8 +70,8 @@ StatusOr<TierListing> ListTier(const std::string& path, bool verify) {
       l.directory = dir;
       l.info = set;
       if (auto marker = ReadMarker(dir, set.run_id)) {
-        l.checkpoint = *marker;
-        l.checkpoint_uses_it = CheckpointUsesSwapSet(*marker, set.run_id);
+        l.checkpoint = marker->checkpoint;
+        l.checkpoint_uses_it = CheckpointUsesSwapSet(marker->checkpoint, set.run_id);
       }
       std::error_code ec;
       for (const auto& f : fs::directory_iterator(set.path, ec)) {

@@ -8,11 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint_verify.h"
+#include "checkpoint/trainer_state.h"
 #include "offload/swap_format.h"
 #include "offload/swap_set.h"
 #include "tier/tier_scan.h"
 #include "tierflow/status.h"
-#include "train/checkpoint.h"
 
 namespace tierflow::tier {
 

@@ -12,7 +12,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/checkpoint_files.h"
+#include "checkpoint/checkpoint_verify.h"
+#include "checkpoint/optimizer_state.h"
+#include "checkpoint/swap_set_owner.h"
+#include "checkpoint/trainer_state.h"
 #include "common/cancel.h"
+#include "common/path_component.h"
 #include "io/dir_lock.h"
 #include "io/file_system.h"
 #include "io/safetensors_reader.h"
@@ -22,7 +28,6 @@
 #include "offload/swap_reader.h"
 #include "offload/swap_set.h"
 #include "tier/tier_scan.h"
-#include "train/checkpoint.h"
 
 namespace tierflow::tier {
 namespace fs = std::filesystem;
@@ -114,13 +119,22 @@ void NoteSkippedStoreLinks(const std::string& nvme_dir, std::vector<std::string>
   }
 }
 
-Status RemoveSet(const std::vector<std::string>& dirs, const std::string& run_id) {
+// Removes the swap set `run_id` from `dirs` for checkpoint `ckpt`, through
+// the ownership rule (checkpoint/swap_set_owner.h): only a set whose marker
+// names this checkpoint, and which no checkpoint uses. What the rule keeps is
+// said in `notes`. Errors: the first removal error.
+Status RemoveSet(const std::string& ckpt, const std::vector<std::string>& dirs,
+                 const std::string& run_id, std::vector<std::string>* notes) {
   Status first;
+  const SwapSetRemover me{SwapSetRemover::Kind::kCheckpoint, Absolute(ckpt)};
   for (const std::string& d : dirs) {
-    Status s = offload::RemoveSwapSet(d, run_id);
-    if (!s.ok() && s.code() != StatusCode::kNotFound && first.ok()) first = s;
-    RemoveMarker(d, run_id);
-    RemoveEmptyStoreDirectory(d);
+    auto verdict = RemoveSwapSetIfAllowed(d, run_id, me);
+    if (!verdict.ok()) {
+      if (verdict.status().code() != StatusCode::kNotFound && first.ok()) first = verdict.status();
+      continue;
+    }
+    if (!verdict->remove && notes != nullptr)
+      notes->push_back("kept swap set " + run_id + " in " + d + ": " + verdict->why);
   }
   return first;
 }
@@ -140,8 +154,13 @@ StatusOr<MigrateResult> HostToNvme(const std::string& ckpt, const CheckpointOpti
                              std::to_string(src.step()) + "-" + offload::MakeRunId();
   result.run_id = run_id;
   std::vector<std::string> store_dirs;
-  for (const std::string& p : o.nvme_paths)
+  for (const std::string& p : o.nvme_paths) {
     store_dirs.push_back(CheckpointStoreDirectory(Absolute(p), run_id));
+    // What trainer_state.json will say, checked as verify and resume will
+    // check it, before anything is written.
+    Status usable = CheckAbsolutePath(store_dirs.back(), "--nvme-path " + p);
+    if (!usable.ok()) return InvalidArgumentError(usable.message() + "; name another directory");
+  }
   TF_RETURN_IF_ERROR(Step(o, "write"));
   // The markers go first: an interrupted write leaves a set `clean` can
   // attribute (its checkpoint does not use it, so it may go).
@@ -224,8 +243,8 @@ StatusOr<MigrateResult> HostToNvme(const std::string& ckpt, const CheckpointOpti
   }();
   if (!verified.ok()) {
     if (verified.code() == StatusCode::kDataLoss)
-      (void)RemoveSet(store_dirs, run_id);  // the mismatch is what to report
-    return verified;                        // an injected stop leaves the set, as a crash would
+      (void)RemoveSet(ckpt, store_dirs, run_id, nullptr);  // the mismatch is what to report
+    return verified;  // an injected stop leaves the set, as a crash would
   }
   TF_RETURN_IF_ERROR(SyncNewSwapSet(store_dirs, run_id));
   TF_RETURN_IF_ERROR(Step(o, "switch"));
@@ -244,8 +263,8 @@ StatusOr<MigrateResult> HostToNvme(const std::string& ckpt, const CheckpointOpti
   doc["files"] = files;
   doc["optimizer_layout"] = std::string(OffloadPlacementName(OffloadPlacement::kNvme));
   doc["swap_set"] = {{"run_id", run_id}, {"directories", store_dirs}};
-  TF_RETURN_IF_ERROR(
-      WriteStringToFileAtomically(nullptr, ckpt + "/trainer_state.json", doc.dump(2)));
+  TF_RETURN_IF_ERROR(WriteStringToFileAtomically(nullptr, ckpt + "/trainer_state.json",
+                                                 SealTrainerState(std::move(doc))));
   TF_RETURN_IF_ERROR(Step(o, "remove_source"));
   std::error_code ec;
   fs::remove_all(fs::path(ckpt) / "optimizer", ec);
@@ -310,10 +329,11 @@ StatusOr<MigrateResult> NvmeToHostImpl(const std::string& ckpt, const Checkpoint
   doc["files"] = files;
   doc.erase("optimizer_layout");
   doc.erase("swap_set");
-  TF_RETURN_IF_ERROR(
-      WriteStringToFileAtomically(nullptr, ckpt + "/trainer_state.json", doc.dump(2)));
+  TF_RETURN_IF_ERROR(WriteStringToFileAtomically(nullptr, ckpt + "/trainer_state.json",
+                                                 SealTrainerState(std::move(doc))));
   TF_RETURN_IF_ERROR(Step(o, "remove_source"));
-  Status removed = RemoveSet(StoreDirsOf(src.swap_set()), src.swap_set().run_id);
+  Status removed =
+      RemoveSet(ckpt, StoreDirsOf(src.swap_set()), src.swap_set().run_id, &result.notes);
   if (!removed.ok())
     result.notes.push_back("could not remove swap set " + src.swap_set().run_id + ": " +
                            removed.ToString());
@@ -336,19 +356,16 @@ std::vector<std::string> RemoveMigrationLeftovers(const std::string& ckpt,
     fs::remove_all(opt_dir, ec);
     if (!ec) removed.push_back(opt_dir.string());
   }
-  const std::string me = Absolute(ckpt);
+  // Stale sets an interrupted migration of this checkpoint left: its marker
+  // names this checkpoint, which does not use them (the ownership rule).
+  const SwapSetRemover me{SwapSetRemover::Kind::kCheckpoint, Absolute(ckpt)};
   for (const std::string& d : store_dirs) {
     auto sets = offload::ListSwapSets(d);
     if (!sets.ok()) continue;
     for (const auto& set : *sets) {
-      if (set.state != offload::SwapSetState::kStale) continue;
-      auto marker = ReadMarker(d, set.run_id);
-      if (!marker || Absolute(*marker) != me || CheckpointUsesSwapSet(ckpt, set.run_id)) continue;
-      if (offload::RemoveSwapSet(d, set.run_id).ok()) {
-        RemoveMarker(d, set.run_id);
-        RemoveEmptyStoreDirectory(d);
-        removed.push_back(set.path);
-      }
+      if (set.state != offload::SwapSetState::kStale || !ReadMarker(d, set.run_id)) continue;
+      auto verdict = RemoveSwapSetIfAllowed(d, set, me);
+      if (verdict.ok() && verdict->remove) removed.push_back(set.path);
     }
   }
   return removed;

@@ -8,11 +8,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/checkpoint_verify.h"
+#include "checkpoint/trainer_state.h"
 #include "io/file_reader.h"
 #include "io/file_system.h"
 #include "io/json_util.h"
 #include "offload/swap_set.h"
-#include "train/checkpoint.h"
 
 namespace tierflow::tier {
 namespace fs = std::filesystem;
@@ -36,45 +37,6 @@ std::vector<std::string> CheckpointStoreDirectories(const std::string& nvme_dir)
   }
   std::sort(out.begin(), out.end());
   return out;
-}
-
-void RemoveEmptyStoreDirectory(const std::string& store_dir) {
-  std::error_code ec;
-  fs::remove(fs::path(store_dir) / offload::kSwapRootName, ec);  // only when empty
-  fs::remove(store_dir, ec);
-}
-
-std::string MarkerPath(const std::string& store_dir, const std::string& run_id) {
-  return (fs::path(store_dir) / offload::kSwapRootName / (run_id + ".checkpoint")).string();
-}
-
-Status WriteMarker(const std::string& store_dir, const std::string& run_id,
-                   const std::string& checkpoint_dir) {
-  std::error_code ec;
-  fs::create_directories(fs::path(store_dir) / offload::kSwapRootName, ec);
-  if (ec)
-    return IoError("create " + store_dir + "/" + offload::kSwapRootName + ": " + ec.message());
-  return WriteStringToFileAtomically(nullptr, MarkerPath(store_dir, run_id), checkpoint_dir + "\n");
-}
-
-std::optional<std::string> ReadMarker(const std::string& store_dir, const std::string& run_id) {
-  // One line: a checkpoint directory path (64 KiB is far beyond PATH_MAX).
-  auto text = ReadFileToString(MarkerPath(store_dir, run_id), 64u << 10);
-  if (!text.ok()) return std::nullopt;
-  return text->substr(0, text->find('\n'));
-}
-
-void RemoveMarker(const std::string& store_dir, const std::string& run_id) {
-  std::error_code ec;
-  fs::remove(MarkerPath(store_dir, run_id), ec);
-}
-
-bool CheckpointUsesSwapSet(const std::string& checkpoint_dir, const std::string& run_id) {
-  auto doc = ReadCheckpointState(checkpoint_dir);
-  if (!doc.ok()) return false;
-  auto layout = ParseCheckpointLayout(*doc, checkpoint_dir + "/trainer_state.json");
-  return layout.ok() && layout->layout == OffloadPlacement::kNvme &&
-         layout->swap_set.run_id == run_id;
 }
 
 namespace {

@@ -8,14 +8,15 @@
 // a training run using NVME_DIR does not see it as a stale set of a crashed
 // run and refuse to start, and one directory per set, so a second migration
 // is not refused for the first one's (lockless, stale-looking) set. Its marker
-// STORE_DIR/tierflow-swap/RUN_ID.checkpoint holds the checkpoint's path, and
-// `tier clean` keeps a set while that checkpoint exists and still refers to it.
+// STORE_DIR/tierflow-swap/RUN_ID.checkpoint names the checkpoint that owns it
+// (checkpoint/swap_set_owner.h, with the rule on who may remove a set).
 #pragma once
 
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "checkpoint/swap_set_owner.h"
 #include "tierflow/status.h"
 
 namespace tierflow::tier {
@@ -27,24 +28,6 @@ inline constexpr char kCheckpointRunIdPrefix[] = "ckpt-";
 std::string CheckpointStoreDirectory(const std::string& nvme_dir, const std::string& run_id);
 // The existing store directories under NVME_DIR/tierflow-checkpoints.
 std::vector<std::string> CheckpointStoreDirectories(const std::string& nvme_dir);
-// Removes STORE_DIR/tierflow-swap and STORE_DIR when they are empty (after a
-// set and its marker were removed); anything else left there stays.
-void RemoveEmptyStoreDirectory(const std::string& store_dir);
-
-// STORE_DIR/tierflow-swap/RUN_ID.checkpoint.
-std::string MarkerPath(const std::string& store_dir, const std::string& run_id);
-// Writes the marker (crash-safely). Errors: I/O errors naming the path.
-Status WriteMarker(const std::string& store_dir, const std::string& run_id,
-                   const std::string& checkpoint_dir);
-// The checkpoint the marker names, or nullopt when there is no marker.
-std::optional<std::string> ReadMarker(const std::string& store_dir, const std::string& run_id);
-// Removes the marker; a missing one is not an error.
-void RemoveMarker(const std::string& store_dir, const std::string& run_id);
-
-// True when `checkpoint_dir` exists and its trainer_state.json uses the swap
-// set `run_id` (so the set must be kept).
-bool CheckpointUsesSwapSet(const std::string& checkpoint_dir, const std::string& run_id);
-
 enum class PathKind { kOutputDir, kCheckpoint, kSwapDir, kUnknown };
 
 struct TierScan {

@@ -4,11 +4,12 @@
 #include <filesystem>
 #include <set>
 
+#include "checkpoint/checkpoint_verify.h"
+#include "checkpoint/trainer_state.h"
 #include "common/cancel.h"
 #include "offload/swap_reader.h"
 #include "offload/swap_set.h"
 #include "tier/tier_scan.h"
-#include "train/checkpoint.h"
 
 namespace tierflow::tier {
 namespace fs = std::filesystem;

@@ -11,7 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/swap_set_owner.h"
 #include "comm/agree.h"
+#include "common/path_component.h"
 #include "engine/streamed_weights.h"
 #include "io/file_reader.h"
 #include "io/file_system.h"
@@ -64,30 +66,44 @@ bool WellFormed(const nlohmann::json& run) {
          (!run.contains("host") || run["host"].is_string());
 }
 
-// Removes `run`'s stale sets; whether any of its sets is still there (live:
-// another process runs in that directory, or one could not be removed).
+// Removes `run`'s stale sets that this output directory's runs made (the
+// ownership rule, checkpoint/swap_set_owner.h: the registry only says where
+// to look); whether any of its sets is still there for a later run to
+// remove (live: another process runs in that directory; or its removal
+// failed), so its entry stays. A set the rule keeps is noted and its entry
+// dropped: no later run of this directory may remove it either.
 bool CleanRun(const nlohmann::json& run, const std::string& out_dir, TrainReporter& reporter) {
   const std::string id = run["run_id"];
   // The run's optimizer state and its streamed weights (a set of their own).
   const std::set<std::string> ids{id, StreamedWeightsRunId(id)};
+  const SwapSetRemover me{SwapSetRemover::Kind::kOutputDir, out_dir};
   bool still_there = false;
   for (const auto& path : run["paths"]) {
     if (!path.is_string()) continue;
-    auto sets = offload::ListSwapSets(path.get<std::string>());
+    const std::string dir = path.get<std::string>();
+    // A hint from a file on disk: only an absolute path is looked at.
+    if (!CheckAbsolutePath(dir, "swap directory").ok()) {
+      reporter.OnNote("ignoring swap directory " + QuotedExcerpt(dir) + " in " + out_dir +
+                      "/swap_runs.json: not an absolute path");
+      continue;
+    }
+    auto sets = offload::ListSwapSets(dir);
     if (!sets.ok()) continue;
     for (const auto& set : *sets) {
       if (ids.count(set.run_id) == 0) continue;
-      if (set.state != offload::SwapSetState::kStale) {
+      if (set.state == offload::SwapSetState::kLive) {
         still_there = true;
         continue;
       }
-      Status removed = offload::RemoveSwapSet(path.get<std::string>(), set.run_id);
-      if (removed.ok()) {
-        reporter.OnNote("removed stale swap set " + set.path + " left by an interrupted run of " +
-                        out_dir);
-      } else {
-        reporter.OnNote("could not remove stale swap set " + set.path + ": " + removed.ToString());
+      auto verdict = RemoveSwapSetIfAllowed(dir, set, me);
+      if (!verdict.ok()) {
+        reporter.OnNote("could not remove stale swap set " + set.path + ": " +
+                        verdict.status().ToString());
         still_there = true;
+      } else if (verdict->remove) {
+        reporter.OnNote("removed stale swap set " + set.path + " " + verdict->why);
+      } else {
+        reporter.OnNote("kept stale swap set " + set.path + ": " + verdict->why);
       }
     }
   }

@@ -1,8 +1,11 @@
 // OUT/swap_runs.json: the NVMe swap sets the runs of one output directory
-// created, so that the next run of that directory removes the ones an
-// interrupted run left behind (stale: no process holds their lock), and
-// only those; anything else stale is reported by the store and left to
-// `tierflow tier clean`.
+// created, so that the next run of that directory finds the ones an
+// interrupted run left behind (stale: no process holds their lock). The file
+// is a hint, never an authority: a set is removed only when its own owner
+// record says this output directory made it (the rule of
+// checkpoint/swap_set_owner.h), so a crafted or copied swap_runs.json cannot
+// make a run delete anything else. Anything else stale is reported and left
+// to `tierflow tier clean`.
 //
 // Each entry: {"run_id", "paths" (the NVMe directories), "host" (where the
 // paths are; entries without one, from before it was recorded, are taken

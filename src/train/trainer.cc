@@ -15,6 +15,7 @@
 #include <optional>
 #include <sstream>
 
+#include "checkpoint/swap_set_owner.h"
 #include "comm/agree.h"
 #include "comm/communicator.h"
 #include "comm/self_communicator.h"
@@ -240,6 +241,22 @@ Status CheckSameGlobalBatch(const CheckpointState& state, const TrainConfig& con
 // --resume the newest one. When the newest does not verify, --resume does not
 // fall back to an older one on its own: the newer state would be lost, and
 // retention would later remove it (and its swap set) for good.
+// A checkpoint past --steps leaves nothing to train: a run that went on
+// would report a result it did not compute and replace OUT/model with a later
+// step's weights than the run asks for. (At --steps exactly is the run that
+// was stopped between its last checkpoint and its final model: the resume
+// trains nothing and writes OUT/model from that checkpoint.) Errors:
+// FailedPrecondition naming both and what to do.
+Status CheckStepsLeft(const TrainConfig& config, const CheckpointInfo& checkpoint) {
+  if (checkpoint.step <= config.steps) return Status::Ok();
+  return FailedPreconditionError(
+      "nothing to train: checkpoint " + checkpoint.path + " is at step " +
+      std::to_string(checkpoint.step) + ", past --steps " + std::to_string(config.steps) +
+      " (--steps counts from the start of the run, resumes included). Raise --steps to train "
+      "on, or take that checkpoint's model from its model/ directory; OUT/model was left as it "
+      "is");
+}
+
 StatusOr<std::string> ChooseResumeCheckpoint(const TrainConfig& config, const std::string& out_dir,
                                              TrainReporter& reporter) {
   if (!config.resume_from.empty()) {
@@ -248,6 +265,7 @@ StatusOr<std::string> ChooseResumeCheckpoint(const TrainConfig& config, const st
       return Status(named.problem_code,
                     "--resume-from " + config.resume_from + " does not verify: " + named.problem);
     }
+    TF_RETURN_IF_ERROR(CheckStepsLeft(config, named));
     return config.resume_from;
   }
   if (!config.resume) return std::string();
@@ -258,7 +276,10 @@ StatusOr<std::string> ChooseResumeCheckpoint(const TrainConfig& config, const st
     return std::string();
   }
   const CheckpointInfo& newest = all.front();
-  if (newest.verified) return newest.path;
+  if (newest.verified) {
+    TF_RETURN_IF_ERROR(CheckStepsLeft(config, newest));
+    return newest.path;
+  }
   std::string older;
   for (const CheckpointInfo& c : all) {
     if (c.verified) {
@@ -650,6 +671,7 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   if (on_nvme) {
     engine_options.run_id =
         offload::MakeRunId() + (comm != nullptr ? "-rank" + std::to_string(comm->rank()) : "");
+    engine_options.swap_owner = OwnerRecordForOutputDir(out_dir);
   }
   if (on_nvme || comm != nullptr) {
     TF_RETURN_IF_ERROR(
@@ -748,6 +770,7 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
     TF_RETURN_IF_ERROR(lead_writes([&] {
       return SaveTrainingCheckpoint(out_dir, *engine, layout, state, 2, &retention, &source_files);
     }));
+    for (const std::string& note : retention.notes) reporter.OnNote(note);
     for (const CheckpointInfo& c : retention.kept_unverified) {
       reporter.OnNote("kept checkpoint " + c.path + ", which cannot be verified now (" + c.problem +
                       "); fix that and it verifies again, or remove it yourself");

@@ -72,5 +72,33 @@ TEST(Checkpoint, RetentionKeepsCheckpointWithMissingNvmeDirectory) {
   EXPECT_TRUE(back.verified) << back.problem;
 }
 
+// Issue 40, finding 1's sibling: moving a copied checkpoint's state back to
+// the host removed the swap set it read, which the original checkpoint owns.
+TEST(Checkpoint, MigratingACopyBackToTheHostKeepsTheOwnersSwapSet) {
+  TempDir out1, out2, nvme;
+  tier_test::CopyBaseRun(out1.path());
+  const std::string original = Ckpt(out1, 4);
+  auto migrated = MigrateCheckpoint(original, tier_test::ToNvme(nvme.path()));
+  ASSERT_TRUE(migrated.ok()) << migrated.status().ToString();
+  const std::string copy = Ckpt(out2, 4);
+  fs::create_directories(out2 / "checkpoints");
+  fs::copy(original, copy, fs::copy_options::recursive);
+
+  auto back = MigrateCheckpoint(copy, tier_test::ToHost());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  std::string notes;
+  for (const std::string& n : back->notes) notes += n + "\n";
+  EXPECT_NE(notes.find("optimizer state of checkpoint " + original), std::string::npos) << notes;
+  EXPECT_TRUE(VerifyCheckpoint(copy).verified) << VerifyCheckpoint(copy).problem;
+  const CheckpointInfo owner = VerifyCheckpoint(original);
+  EXPECT_TRUE(owner.verified) << owner.problem;
+
+  // The owner moving back removes its own set.
+  auto owner_back = MigrateCheckpoint(original, tier_test::ToHost());
+  ASSERT_TRUE(owner_back.ok()) << owner_back.status().ToString();
+  EXPECT_TRUE(owner_back->notes.empty()) << owner_back->notes[0];
+  EXPECT_TRUE(fs::is_empty(nvme / "tierflow-checkpoints"));
+}
+
 }  // namespace
 }  // namespace tierflow::tier

@@ -64,6 +64,7 @@ TEST(Checkpoint, MistypedFieldInOlderCheckpointDoesNotAbortSave) {
   fs::copy(step2, step1, fs::copy_options::recursive);
   nlohmann::json doc = ReadState(step1);
   doc["step"] = 1;
+  doc["optimizer_step"] = 1;
   doc["optimizer_layout"] = 7;
   doc["swap_set"] = "not an object";
   WriteState(step1, doc);

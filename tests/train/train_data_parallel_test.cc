@@ -17,6 +17,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/swap_set_owner.h"
+#include "offload/swap_set.h"
 #include "tests/common/scratch_dir.h"
 #include "tests/common/spawn.h"
 
@@ -375,11 +377,16 @@ std::vector<std::string> OnNvme(std::vector<std::string> args, const std::string
 
 // A swap set as an interrupted run leaves it in `nvme`: a swap file and an
 // unheld lock. Returns its directory.
-std::string PlantStaleSet(const std::string& nvme, const std::string& run_id) {
+// The set an interrupted run of OUT left: its owner record names OUT, so
+// OUT's next run may remove it.
+std::string PlantStaleSet(const std::string& nvme, const std::string& run_id,
+                          const std::string& out) {
   const std::string set = nvme + "/tierflow-swap/" + run_id;
+  fs::create_directories(out);
   fs::create_directories(set);
   std::ofstream(set + "/lock") << "";
   std::ofstream(set + "/state-0.swap") << "an interrupted run's swap file";
+  std::ofstream(set + "/" + offload::kSwapSetOwnerFile) << OwnerRecordForOutputDir(out);
   return set;
 }
 
@@ -391,7 +398,7 @@ TEST(TrainDataParallel, StreamedWeightsAcrossRanksAreOneProcessBitForBit) {
   ScratchDir dir("tierflow-dp-params-");
   std::string log;
   const std::string one = dir / "one", many = dir / "many", nvme = dir / "nvme-many";
-  const std::string stale = PlantStaleSet(nvme, "run-old-params");
+  const std::string stale = PlantStaleSet(nvme, "run-old-params", many);
   fs::create_directories(many);
   std::ofstream(many + "/swap_runs.json")
       << nlohmann::json::array({{{"run_id", "run-old"}, {"paths", {nvme}}}}).dump();
@@ -441,7 +448,7 @@ TEST(TrainDataParallel, StateOnNvmeAcrossRanksIsOneProcessBitForBit) {
   ScratchDir dir("tierflow-dp-nvme-");
   std::string log;
   const std::string one = dir / "one", many = dir / "many", nvme = dir / "nvme-many";
-  const std::string stale = PlantStaleSet(nvme, "run-old");
+  const std::string stale = PlantStaleSet(nvme, "run-old", many);
   fs::create_directories(many);
   std::ofstream(many + "/swap_runs.json")
       << nlohmann::json::array({{{"run_id", "run-old"}, {"paths", {nvme}}},
