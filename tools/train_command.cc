@@ -122,6 +122,7 @@ struct TrainFlags {
   std::string config_file;
   bool no_shuffle = false;
   std::string sub_group_size, device_memory, grad_transfer_dtype, speculation, grad_bucket;
+  std::string max_sample_bytes;
   // Text flags parsed after CLI11 (ParseOffloadPlacement names the flag).
   std::string offload{OffloadPlacementName(TrainConfig().offload)};
   std::string offload_param{ParamOffloadName(TrainConfig().offload_param)};
@@ -164,6 +165,9 @@ void AddTrain(CLI::App& app, int* exit_code) {
   cmd->add_flag("--packing", c.packing,
                 "Instruction data: pack several samples per sequence (positions restart and "
                 "attention stays within each sample; RoPE models)");
+  cmd->add_option("--max-sample-bytes", f->max_sample_bytes,
+                  "Instruction data: the longest JSONL line (one sample) read, e.g. 64MiB, up to "
+                  "1GiB; a longer line is refused by number before it is parsed (default: 16MiB)");
   cmd->add_option("--tokenizer", c.tokenizer,
                   "byte | tokenizer.json | tokenizer.model | a directory with one of them (or "
                   "vocab.json+merges.txt); default: the model directory's");
@@ -312,6 +316,16 @@ void AddTrain(CLI::App& app, int* exit_code) {
     if (given("--chat-template")) config.chat_template = c.chat_template;
     if (given("--truncation")) config.truncation = c.truncation;
     if (c.packing) config.packing = true;
+    if (!f->max_sample_bytes.empty()) {
+      auto n = ParseByteSize(f->max_sample_bytes);
+      if (!n.ok()) {
+        std::fprintf(stderr, "tierflow train: --max-sample-bytes: %s\n",
+                     n.status().message().c_str());
+        *exit_code = 2;
+        return;
+      }
+      config.max_sample_bytes = *n;
+    }
     if (given("--tokenizer")) config.tokenizer = c.tokenizer;
     if (f->no_shuffle) config.shuffle = false;
     if (given("--seed")) config.seed = c.seed;

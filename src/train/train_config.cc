@@ -830,6 +830,8 @@ class Parser {
         s = String(x, p, k, &c_.truncation);
       else if (k == "packing")
         s = Bool(x, p, k, &c_.packing);
+      else if (k == "max_sample_bytes")
+        s = Int(x, p, k, &c_.max_sample_bytes, 1);
       else if (k == "tokenizer")
         s = String(x, p, k, &c_.tokenizer);
       else if (k == "shuffle")

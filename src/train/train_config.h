@@ -50,6 +50,9 @@ struct TrainConfig {
   double eval_fraction = 0.05;  // held-out share of the data
   int64_t eval_every = 50;      // steps between eval losses; 0 = never
   int eval_batches = 4;
+  // Instruction data: the longest JSONL line (one sample) accepted, in bytes,
+  // 1 to 1 GiB (InstructionOptions::max_sample_bytes). Default: 16 MiB.
+  uint64_t max_sample_bytes = uint64_t{16} << 20;
 
   // Batch.
   int micro_batch = 4;  // train_micro_batch_size_per_gpu

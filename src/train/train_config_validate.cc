@@ -119,6 +119,15 @@ Status ValidateTrainConfig(const TrainConfig& c) {
                "applies to instruction data only; set data_format to "
                "prompt-completion, alpaca or chat");
   }
+  if (c.max_sample_bytes < 1 || c.max_sample_bytes > (uint64_t{1} << 30)) {
+    return Bad("max_sample_bytes", "is " + std::to_string(c.max_sample_bytes) +
+                                       " (--max-sample-bytes); use 1 byte to 1GiB");
+  }
+  if (!instruction && c.max_sample_bytes != TrainConfig().max_sample_bytes) {
+    return Bad("max_sample_bytes",
+               "applies to instruction data only (text is tokenized whole); set data_format to "
+               "prompt-completion, alpaca or chat");
+  }
   if (instruction && !c.token_dtype.empty()) {
     return Bad("token_dtype", "is for pre-tokenized files; instruction data is JSONL text");
   }

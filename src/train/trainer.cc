@@ -381,6 +381,33 @@ StatusOr<Plan> PlanRun(const TrainConfig& c, const ModelConfig& model, DType dty
   return ComputePlan(in, hw);
 }
 
+static_assert(TrainConfig().max_sample_bytes == kDefaultMaxSampleBytes &&
+              uint64_t{1} << 30 == kMaxSampleBytesLimit);
+
+// What a rank's instruction data may take while it is read: the node's
+// usable host memory (as the planner will count it) shared by the node's
+// ranks, each with its process overhead. The plan, made once the data is
+// read, then counts its exact bytes beside everything else the run holds.
+struct DatasetBudget {
+  uint64_t bytes = 0;
+  std::string source;  // how it was reckoned, for the refusal
+};
+StatusOr<DatasetBudget> DatasetBudgetOf(uint64_t host_memory_override, int local_ranks, int ranks) {
+  uint64_t host = host_memory_override;
+  if (host == 0) {
+    TF_ASSIGN_OR_RETURN(HostMemoryInfo mem, DetectHostMemory("/"));
+    host = mem.usable_bytes;
+  }
+  const uint64_t sharing = static_cast<uint64_t>(std::clamp(local_ranks, 1, ranks));
+  const uint64_t share = host / sharing;
+  DatasetBudget b;
+  b.bytes = share > kHostProcessOverheadBytes ? share - kHostProcessOverheadBytes : 0;
+  b.source = FormatBytes(host) + " of usable host memory" +
+             (sharing > 1 ? " shared by " + std::to_string(sharing) + " ranks" : "") + ", less " +
+             FormatBytes(kHostProcessOverheadBytes) + " for the process";
+  return b;
+}
+
 }  // namespace
 
 StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& reporter,
@@ -481,6 +508,12 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
       options.drop_long = config.truncation == "drop";
       options.packing = config.packing;
       options.vocab_size = model_vocab;
+      options.max_sample_bytes = config.max_sample_bytes;
+      TF_ASSIGN_OR_RETURN(const DatasetBudget budget,
+                          DatasetBudgetOf(hooks != nullptr ? hooks->host_memory_bytes : 0,
+                                          world.local_size, ranks));
+      options.memory_budget_bytes = budget.bytes;
+      options.memory_budget_source = budget.source;
       TF_ASSIGN_OR_RETURN(InstructionData data, LoadInstructionData(options, *tokenizer));
       reporter.OnNote(DescribeInstructionData(options, data.stats));
       return DataLoader::CreateFromRows(std::move(data.rows), loader_options);

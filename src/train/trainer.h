@@ -83,8 +83,9 @@ struct TrainHooks {
   // The renames and directory fsync that put the final model in place
   // (null: DefaultFileSystem()).
   FileSystem* file_system = nullptr;
-  // The host RAM the planner may place into, instead of what the machine
-  // reports (0: detect), to test its placement on any machine.
+  // The host RAM the planner may place into (and instruction data's budget
+  // is taken from), instead of what the machine reports (0: detect), to
+  // test its placement on any machine.
   uint64_t host_memory_bytes = 0;
 };
 

@@ -632,11 +632,12 @@ TEST(TrainConfig, TierflowBlockMirrorsTheFieldNames) {
 
 TEST(TrainConfig, InstructionDataKeysAreTierflowKeys) {
   TrainConfig c = ParseOk(R"({"tierflow": {"data_format": "chat", "chat_template": "chatml",
-       "truncation": "drop", "packing": true}})");
+       "truncation": "drop", "packing": true, "max_sample_bytes": 1048576}})");
   EXPECT_EQ(c.data_format, "chat");
   EXPECT_EQ(c.chat_template, "chatml");
   EXPECT_EQ(c.truncation, "drop");
   EXPECT_TRUE(c.packing);
+  EXPECT_EQ(c.max_sample_bytes, uint64_t{1} << 20);
   EXPECT_TRUE(ValidateTrainConfig(c).ok());
   EXPECT_THAT(ParseError(R"({"tierflow": {"packing": "yes"}})"), HasSubstr("tierflow.packing"));
 }
@@ -793,6 +794,17 @@ TEST(ValidateTrainConfig, EachBadSettingIsNamed) {
       {[](TrainConfig& c) { c.chat_template = "llama3"; }, "chat_template:"},
       {[](TrainConfig& c) { c.packing = true; }, "packing:"},
       {[](TrainConfig& c) { c.truncation = "drop"; }, "truncation:"},
+      {[](TrainConfig& c) { c.max_sample_bytes = uint64_t{1} << 20; }, "max_sample_bytes:"},
+      {[](TrainConfig& c) {
+         c.data_format = "chat";
+         c.max_sample_bytes = 0;
+       },
+       "max_sample_bytes:"},
+      {[](TrainConfig& c) {
+         c.data_format = "chat";
+         c.max_sample_bytes = (uint64_t{1} << 30) + 1;
+       },
+       "max_sample_bytes:"},
       {[](TrainConfig& c) {
          c.data_format = "chat";
          c.token_dtype = "u16";
