@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <optional>
 #include <sstream>
@@ -33,6 +32,7 @@
 #include "io/file_system.h"
 #include "io/hf_side_files.h"
 #include "io/json_util.h"
+#include "io/output_path.h"
 #include "io/sim_profile_file.h"
 #include "io/trace_file.h"
 #include "model/hf_model.h"
@@ -46,7 +46,9 @@
 #include "plan/planner.h"
 #include "train/checkpoint.h"
 #include "train/collectives_choice.h"
+#include "train/final_model.h"
 #include "train/nvme_io_choice.h"
+#include "train/run_outputs.h"
 #include "train/swap_registry.h"
 
 #ifndef TIERFLOW_SOURCE_DIR
@@ -161,51 +163,26 @@ MicroBatch ToMicroBatch(const TokenBatch& b) {
   return mb;
 }
 
-// Final-model temporaries: ".model.tmp-PID" (being written) and
-// ".model.old-PID" (the previous model, moved aside by ReplaceDirectory).
-constexpr char kFinalModelTmpPrefix[] = ".model.tmp-";
-
-// Replaces OUT/model with the final weights, crash-safely: written into a
-// temporary directory, put in place by ReplaceDirectory (which fsyncs OUT so
-// the rename is durable). A crash mid-save leaves temporaries behind; since
-// the caller holds OUT's lock, no other process is saving there, so every
-// temporary found is such a leftover and is removed first (never following a
-// link: remove_all removes a symlink itself, not its target).
-// `source` (read from the Hugging Face directory trained from when the run
-// started; empty for a preset) gives the saved model its config.json, its
-// tensors' dtype, shard size and names (SavedModelOptions), and its
-// tokenizer, generation and chat-template files, so the result is a drop-in
-// replacement for the model that went in.
-Status SaveFinalModel(const DirLock& out_lock, OffloadEngine& engine, const ParamLayout& layout,
-                      DType dtype, const SourceModelFiles& source, FileSystem* file_system) {
-  const fs::path out_dir = out_lock.dir();
-  const std::string old_prefix = ReplacedDirectoryAsidePrefix("model");
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(out_dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind(kFinalModelTmpPrefix, 0) != 0 && name.rfind(old_prefix, 0) != 0) continue;
-    std::error_code rm;
-    fs::remove_all(entry.path(), rm);
-    if (rm) {
-      return IoError("remove " + entry.path().string() +
-                     " (left by an interrupted save): " + rm.message());
-    }
-  }
-  if (ec) return IoError("list " + out_dir.string() + ": " + ec.message());
-  TF_RETURN_IF_ERROR(engine.Finish().status());
-  // Streamed from the engine's sub-groups: never the whole model in RAM.
-  StateRangeReader reader(engine);
-  const UnitWeightsReader weights = [&](int unit, uint64_t offset, uint64_t count, float* out) {
-    return reader.Read(unit, StateRangeReader::Array::kMaster, offset, count, out);
+// What the final model's save did with what was in OUT/model.
+void ReportFinalModel(const FinalModelReport& r, const std::string& model_dir,
+                      TrainReporter& reporter) {
+  auto names = [](const std::vector<std::string>& v) {
+    std::string out;
+    for (const std::string& n : v) out += (out.empty() ? "" : ", ") + n;
+    return out;
   };
-  const fs::path final_dir = out_dir / "model";
-  const std::string pid = std::to_string(::getpid());
-  const fs::path tmp = out_dir / (kFinalModelTmpPrefix + pid);
-  const HfModelSaveOptions options = SavedModelOptions(&source, dtype);
-  TF_RETURN_IF_ERROR(SaveHfModel(tmp.string(), layout, weights, options));
-  TF_RETURN_IF_ERROR(WriteHfSideFiles(source.side, tmp.string(), file_system));
-  return ReplaceDirectory(file_system, tmp.string(), final_dir.string())
-      .WithContext("saving the final model");
+  if (!r.restored_from.empty()) {
+    reporter.OnNote("put the previous model back in " + model_dir + " from " + r.restored_from +
+                    ", where an interrupted save had left it");
+  }
+  if (!r.kept.empty()) {
+    reporter.OnNote("kept in " + model_dir +
+                    " what tierflow does not write there: " + names(r.kept));
+  }
+  if (!r.dropped.empty()) {
+    reporter.OnNote("dropped from " + model_dir + " the previous model's " + names(r.dropped) +
+                    " (this model has none)");
+  }
 }
 
 // A resume with another world size keeps the global batch (sequences per
@@ -441,6 +418,7 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   {
     Status opened = [&]() -> Status {
       if (!lead) return Status::Ok();
+      TF_RETURN_IF_ERROR(CheckOutDir(config, out_dir));  // before it is made
       std::error_code ec;
       fs::create_directories(out_dir, ec);
       if (ec) return IoError("create output directory " + out_dir + ": " + ec.message());
@@ -452,6 +430,10 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
     }();
     TF_RETURN_IF_ERROR(agree(opened));
     if (comm != nullptr) TF_RETURN_IF_ERROR(comm::BroadcastString(*comm, &resume_path, 0));
+    // Every path the run will write, checked as its write will check it,
+    // before anything is loaded: a bad --trace fails now, not at its step.
+    TF_RETURN_IF_ERROR(
+        agree(CheckRunOutputs(config, out_dir, resume_path, comm != nullptr ? comm->rank() : 0)));
   }
 
   // Model, tokenizer, data.
@@ -734,12 +716,12 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   reporter.OnStart(info);
 
   // Metrics: appended on resume (steps after the checkpoint), fresh otherwise.
-  const std::string metrics_path =
-      config.metrics_path.empty() ? out_dir + "/metrics.jsonl" : config.metrics_path;
-  std::ofstream metrics;
+  // Never through a link or into a hard-linked file (io/file_system.h).
+  const std::string metrics_path = MetricsPathOf(config, out_dir);
+  std::unique_ptr<WritableFile> metrics;
   if (lead) {
-    metrics.open(metrics_path, step > 0 ? std::ios::app : std::ios::trunc);
-    if (!metrics) return ErrnoStatus(errno, "open metrics file " + metrics_path);
+    TF_ASSIGN_OR_RETURN(
+        metrics, OpenFileToAppendInPlace(metrics_path, /*truncate=*/step == 0, "metrics file"));
   }
 
   TrainResult result;
@@ -778,7 +760,10 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
     state.world_size = ranks;
     state.sequences_per_step = static_cast<int64_t>(config.micro_batch) * config.grad_accum * ranks;
     RetentionReport retention;
-    TF_RETURN_IF_ERROR(lead_writes([&] {
+    TF_RETURN_IF_ERROR(lead_writes([&]() -> Status {
+      // Checked at start-up, and again here: a link made since is refused too.
+      TF_RETURN_IF_ERROR(CheckNoLinksUnder(out_dir, (fs::path(out_dir) / "checkpoints").string())
+                             .WithContext("the checkpoints' directory"));
       return SaveTrainingCheckpoint(out_dir, *engine, layout, state, 2, &retention, &source_files);
     }));
     for (const CheckpointInfo& c : retention.kept_unverified) {
@@ -873,11 +858,8 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
     if (step == start_step + 1 && nvme_io) line["nvme_io"] = nvme_io->ToJson();
     if (step == start_step + 1) line["plan_device_bytes"] = plan.device.total_bytes();
     if (traced && !config.trace_path.empty()) {
+      // The trace holds the step alone (not the evaluation below).
       TF_RETURN_IF_ERROR(engine->Finish().status());
-      // Every rank's own trace; rank r > 0 writes PATH.rank<r>.
-      TF_RETURN_IF_ERROR(
-          WriteTraceFile(trace, lead ? config.trace_path
-                                     : config.trace_path + ".rank" + std::to_string(comm->rank())));
       trace.SetEnabled(false);
     }
     if (config.eval_every > 0 && step % config.eval_every == 0) {
@@ -889,9 +871,15 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
       }
     }
     if (lead) {
-      metrics << line.dump() << "\n";
-      metrics.flush();
-      if (!metrics) return IoError("write metrics file " + metrics_path);
+      const std::string text = line.dump() + "\n";
+      TF_RETURN_IF_ERROR(metrics->Append(text.data(), text.size()).WithContext("metrics file"));
+    }
+    // After the step's metrics line: a trace that cannot be written (its
+    // path was checked at start-up) does not lose the step's record.
+    if (traced && !config.trace_path.empty()) {
+      // Every rank's own trace; rank r > 0 writes PATH.rank<r>.
+      TF_RETURN_IF_ERROR(WriteTraceFile(
+          trace, TracePathOfRank(config.trace_path, comm != nullptr ? comm->rank() : 0)));
     }
 
     // Several ranks: the step's collectives carried each rank's wish.
@@ -920,10 +908,12 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
         reporter.OnEval(step, eval_loss);
       }
     }
+    FinalModelReport saved;
     TF_RETURN_IF_ERROR(lead_writes([&] {
       return SaveFinalModel(*out_lock, *engine, layout, dtype, source_files,
-                            hooks != nullptr ? hooks->file_system : nullptr);
+                            hooks != nullptr ? hooks->file_system : nullptr, &saved);
     }));
+    ReportFinalModel(saved, (fs::path(out_dir) / "model").string(), reporter);
     result.final_model_dir = (fs::path(out_dir) / "model").string();
   }
   if (nvme_io) result.nvme_io = nvme_io->ToJson();
