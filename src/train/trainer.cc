@@ -385,6 +385,31 @@ StatusOr<DatasetBudget> DatasetBudgetOf(uint64_t host_memory_override, int local
   return b;
 }
 
+// Why a run whose every step was skipped ends with an error, and what to try.
+std::string AllStepsSkipped(const TrainConfig& config, int64_t start_step, int64_t step,
+                            double last_loss, const std::string& out_dir) {
+  const int64_t n = step - start_step;
+  std::string msg = "every step of this run was skipped (" + std::to_string(n) + " of " +
+                    std::to_string(n) + ", steps " + std::to_string(start_step + 1) + ".." +
+                    std::to_string(step) +
+                    "): the gradients were not finite (NaN or infinite) at each, so no weight "
+                    "changed; the last loss was " +
+                    std::to_string(last_loss) + ". ";
+  if (config.dtype == DType::kF16 && config.loss_scale == 0.0f) {
+    msg +=
+        "With fp16's dynamic loss scale the first steps are skipped while the scale comes down "
+        "from 2^initial_scale_power: run more steps or lower initial_scale_power; if the loss "
+        "itself is NaN, ";
+  } else {
+    msg += "If the loss is NaN, ";
+  }
+  msg +=
+      "check the model's weights (a damaged checkpoint holds NaN or Inf) and the data; else lower "
+      "the learning rate or use bf16/fp32. Nothing was saved as the final model (" +
+      (fs::path(out_dir) / "model").string() + " is left as it was)";
+  return msg;
+}
+
 }  // namespace
 
 StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& reporter,
@@ -440,6 +465,12 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   TF_ASSIGN_OR_RETURN(ResolvedModel resolved, ResolveTrainableModel(config.model));
   const ModelConfig model_config = resolved.config;
   const bool model_is_dir = fs::is_directory(config.model);
+  if (config.allow_unused_tensors && resolved.weights_dir.empty()) {
+    return InvalidArgumentError(
+        "allow_unused_tensors (--allow-unused-tensors) applies to a Hugging Face model directory "
+        "with weights, and --model " +
+        config.model + " has none (its weights are initialised); drop it");
+  }
   // What every saved model keeps from a Hugging Face source directory, read
   // now: its config.json and its tokenizer/generation/chat-template files.
   SourceModelFiles source_files;
@@ -612,7 +643,18 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   TransformerInit init;
   init.seed = config.seed;
   if (model_is_dir) init.weights_dir = config.model;
+  init.allow_unused_tensors = config.allow_unused_tensors;
   TF_ASSIGN_OR_RETURN(auto model, TransformerModel::Create(*device, model_config, shape, init));
+  if (const std::vector<std::string>& unused = model->unused_checkpoint_tensors();
+      !unused.empty()) {
+    std::string names;
+    for (size_t i = 0; i < unused.size() && i < 8; ++i) names += (i ? ", " : "") + unused[i];
+    if (unused.size() > 8) names += ", and " + std::to_string(unused.size() - 8) + " more";
+    reporter.OnNote(std::to_string(unused.size()) + " tensors of " + config.model +
+                    " are not in its config.json's model and are left out "
+                    "(--allow-unused-tensors); the saved model will not have them: " +
+                    names);
+  }
   TraceRecorder trace;
   EngineOptions engine_options = MakeEngineOptions(placed, dtype, nvme_paths);
   // The speculation budget the plan counted: given, or this rank's share of
@@ -794,6 +836,7 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   };
 
   double last_loss = 0;
+  int64_t steps_skipped = 0;  // this run's steps whose non-finite gradients changed nothing
   // --trace without --trace-steps traces step 2 (step 1 includes warm-up effects).
   std::vector<int64_t> trace_steps = config.trace_steps;
   if (!config.trace_path.empty() && trace_steps.empty())
@@ -816,6 +859,7 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
     TF_ASSIGN_OR_RETURN(StepStats stats, engine->Step(micro));
     step = next;
     last_loss = stats.loss;
+    if (stats.skipped) ++steps_skipped;
     if (step == start_step + 1) result.first_loss = stats.loss;
     const auto now = Clock::now();
     const double step_seconds = std::chrono::duration<double>(now - last).count();
@@ -898,6 +942,14 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   }
 
   TF_RETURN_IF_ERROR(engine->Finish().status());
+  result.steps_skipped = steps_skipped;
+  // Every step skipped: no weight moved, so the model is the one the run
+  // started from. That is a failure, not a result: no final checkpoint (it
+  // would only push older ones out of retention) and no OUT/model (an earlier
+  // run's good one is kept), and the run ends with an error saying why.
+  if (!result.stopped && step > start_step && steps_skipped == step - start_step) {
+    return FailedPreconditionError(AllStepsSkipped(config, start_step, step, last_loss, out_dir));
+  }
   if (!result.stopped) {
     CancelShield shield;  // the final checkpoint and model are saved whole, or not at all
     if (last_checkpoint != step) TF_RETURN_IF_ERROR(checkpoint(last_loss));
