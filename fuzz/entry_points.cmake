@@ -9,6 +9,7 @@ if(NOT TARGET tierflow_fuzz_entry_points)
     ${PROJECT_SOURCE_DIR}/fuzz/config_fuzz.cc
     ${PROJECT_SOURCE_DIR}/fuzz/swap_fuzz.cc
     ${PROJECT_SOURCE_DIR}/fuzz/data_fuzz.cc
+    ${PROJECT_SOURCE_DIR}/fuzz/tokenizer_components_fuzz.cc
     ${PROJECT_SOURCE_DIR}/fuzz/instruction_fuzz.cc
   )
   target_link_libraries(tierflow_fuzz_entry_points PUBLIC

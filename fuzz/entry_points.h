@@ -34,6 +34,14 @@ void FuzzSwapHeader(std::string_view data);
 void FuzzSwapBlockTable(std::string_view data);
 // src/data/hf_tokenizer.h: HfTokenizer::Create (tokenizer.json).
 void FuzzTokenizerJson(std::string_view data);
+// src/data/hf_normalizer.h, hf_pre_tokenizer.h, hf_added_tokens.h: one
+// tokenizer.json component (its JSON: a normalizer, a pre_tokenizer or the
+// added_tokens list), a NUL byte, then a text it is run on; checks the growth,
+// regex-work and matching bounds besides the results (see
+// tokenizer_components_fuzz.cc).
+void FuzzHfNormalizer(std::string_view data);
+void FuzzHfPreTokenizer(std::string_view data);
+void FuzzHfAddedTokens(std::string_view data);
 // src/data/gpt2_bpe_tokenizer.h: FromVocabAndMergesText; `data` is vocab.json,
 // a NUL byte, then merges.txt (no NUL: all of it is vocab.json).
 void FuzzVocabMerges(std::string_view data);

@@ -4,6 +4,7 @@
 // special tokens.
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -65,20 +66,26 @@ void FuzzInstructionJsonl(std::string_view data) {
   }
   const RowSet& rows = got->rows;
   const InstructionStats& s = got->stats;
-  const size_t cells = static_cast<size_t>(rows.rows) * static_cast<size_t>(o.seq_len);
-  FUZZ_CHECK(rows.rows >= 1 && rows.seq_len == o.seq_len);
-  FUZZ_CHECK(rows.inputs.size() == cells && rows.targets.size() == cells);
-  FUZZ_CHECK(rows.positions.size() == (o.packing ? cells : 0));
-  FUZZ_CHECK(s.kept >= 1 && s.kept <= s.samples && s.rows == rows.rows);
-  FUZZ_CHECK(o.packing ? rows.rows <= s.kept : rows.rows == s.kept);
+  const size_t t = static_cast<size_t>(o.seq_len);
+  FUZZ_CHECK(rows.rows() >= 1 && rows.seq_len() == o.seq_len && rows.packed() == o.packing);
+  FUZZ_CHECK(s.kept >= 1 && s.kept <= s.samples && s.rows == rows.rows());
+  FUZZ_CHECK(rows.num_samples() == s.kept);
+  FUZZ_CHECK(o.packing ? rows.rows() <= s.kept : rows.rows() == s.kept);
+  // Unpadded: the tokens and two int64 a sample, beside chunks not yet full.
+  FUZZ_CHECK(rows.MemoryBytes() <= static_cast<uint64_t>(s.tokens + s.kept) * 4 +
+                                       static_cast<uint64_t>(s.kept) * 16 + 4096);
+  std::vector<int32_t> inputs(t), targets(t), positions(t);
   int64_t trained = 0;
-  for (size_t i = 0; i < cells; ++i) {
-    FUZZ_CHECK(rows.inputs[i] >= 0 && rows.inputs[i] < o.vocab_size);
-    const int32_t t = rows.targets[i];
-    FUZZ_CHECK(t == kIgnoreTarget || (t >= 0 && t < o.vocab_size));
-    trained += t != kIgnoreTarget ? 1 : 0;
-    if (o.packing && i % static_cast<size_t>(o.seq_len) != 0) {
-      FUZZ_CHECK(rows.positions[i] == 0 || rows.positions[i] == rows.positions[i - 1] + 1);
+  for (int64_t r = 0; r < rows.rows(); ++r) {
+    rows.FillRow(r, inputs.data(), targets.data(), positions.data());
+    for (size_t i = 0; i < t; ++i) {
+      FUZZ_CHECK(inputs[i] >= 0 && inputs[i] < o.vocab_size);
+      const int32_t target = targets[i];
+      FUZZ_CHECK(target == kIgnoreTarget || (target >= 0 && target < o.vocab_size));
+      trained += target != kIgnoreTarget ? 1 : 0;
+      if (o.packing && i != 0) {
+        FUZZ_CHECK(positions[i] == 0 || positions[i] == positions[i - 1] + 1);
+      }
     }
   }
   FUZZ_CHECK(trained == s.trained_tokens && trained >= s.kept);

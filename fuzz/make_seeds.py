@@ -216,6 +216,67 @@ tok3 = json.loads(json.dumps(tok))
 tok3["pre_tokenizer"] = {"type": "Metaspace", "replacement": "▁"}
 put("fuzz_tokenizer_json", "sentencepiece_style", json.dumps(tok3, ensure_ascii=False))
 
+# ---- tokenizer components (fuzz/tokenizer_components_fuzz.cc): the
+# component's JSON, a NUL byte, then the text it runs on. Besides real
+# components, the issue #40 findings and variants, which must end quickly
+# with a bound error. ----
+def component(target, name, spec, text):
+    put(target, name, json.dumps(spec, ensure_ascii=False).encode() + b"\0" + text.encode())
+
+
+SAMPLE = "  Hello world, it's 2024!\n\n  h\u00e9llo <|eot_id|> \u4e2d\u6587\t x  "
+LLAMA3_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+             r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+component("fuzz_hf_normalizer", "llama2", {"type": "Sequence", "normalizers": [
+    {"type": "Prepend", "prepend": "\u2581"},
+    {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]}, SAMPLE)
+component("fuzz_hf_normalizer", "nfkc_strip", {"type": "Sequence", "normalizers": [
+    {"type": "NFKC"}, {"type": "Strip", "strip_left": True, "strip_right": True}]},
+    "  \ufb01x \ufdfa ")
+component("fuzz_hf_normalizer", "nfc", {"type": "NFC"}, "e\u0301 \u1100\u1161")
+component("fuzz_hf_normalizer", "replace_regex", {"type": "Replace", "pattern": {"Regex": " {2,}"},
+                                                 "content": " "}, SAMPLE)
+component("fuzz_hf_normalizer", "replace_chain_doubles", {"type": "Sequence", "normalizers": [
+    {"type": "Replace", "pattern": {"String": "a"}, "content": "aa"}] * 30}, "banana")
+component("fuzz_hf_normalizer", "replace_regex_rescans", {"type": "Replace",
+                                                         "pattern": {"Regex": "a*c|a"},
+                                                         "content": "x"}, "a" * 3000)
+component("fuzz_hf_pre_tokenizer", "llama3_split", {"type": "Sequence", "pretokenizers": [
+    {"type": "Split", "pattern": {"Regex": LLAMA3_RE}, "behavior": "Isolated", "invert": False},
+    {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]},
+    SAMPLE)
+component("fuzz_hf_pre_tokenizer", "bytelevel", {"type": "ByteLevel", "add_prefix_space": True,
+                                                 "use_regex": True}, SAMPLE)
+component("fuzz_hf_pre_tokenizer", "metaspace_first", {"type": "Metaspace", "replacement": "\u2581",
+                                                       "prepend_scheme": "first", "split": True},
+          SAMPLE)
+component("fuzz_hf_pre_tokenizer", "split_behaviors", {"type": "Sequence", "pretokenizers": [
+    {"type": "Split", "pattern": {"String": "-"}, "behavior": b, "invert": i}
+    for b, i in [("MergedWithNext", False), ("Contiguous", True), ("Removed", False)]]},
+    "ab--cd-e")
+component("fuzz_hf_pre_tokenizer", "split_lookahead_quadratic", {
+    "type": "Split", "pattern": {"Regex": "(?=a*c)a|."}, "behavior": "Isolated"}, "a" * 3000)
+component("fuzz_hf_pre_tokenizer", "split_nested_repeat", {
+    "type": "Split", "pattern": {"Regex": "(?:a|aa)*?c|."}, "behavior": "Isolated"}, "a" * 3000)
+component("fuzz_hf_pre_tokenizer", "metaspace_long_replacement", {
+    "type": "Metaspace", "replacement": "\u2581" * 1000}, "a b " * 100)
+SPECIALS = [{"id": 1000 + i, "content": c, "special": True, "normalized": False}
+            for i, c in enumerate(["<|begin_of_text|>", "<|eot_id|>", "<|start_header_id|>",
+                                   "<|end_header_id|>", "<|eot|>"])]
+component("fuzz_hf_added_tokens", "llama3_specials", SPECIALS,
+          "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|><|eot")
+component("fuzz_hf_added_tokens", "flags", [
+    {"id": 1, "content": "<mask>", "special": True, "lstrip": True},
+    {"id": 2, "content": "<sep>", "special": True, "rstrip": True},
+    {"id": 3, "content": "cat", "single_word": True},
+    {"id": 4, "content": "<tok>", "special": True},
+    {"id": 5, "content": "<tok>>", "special": True}], "a  <mask> a <sep>  cat cats <tok>> <tok>")
+component("fuzz_hf_added_tokens", "shared_prefixes", [
+    {"id": 10 + i, "content": "<extra_%d>" % i, "special": True} for i in range(200)],
+    "<extra_1><extra_19><extra_199><extra_2000><extra_<<<")
+component("fuzz_hf_added_tokens", "lstrip_space_run", [
+    {"id": 1, "content": " ", "lstrip": True}], " " * 2000)
+
 # ---- text to encode ----
 put("fuzz_gpt2_encode", "english", "Hello world, it's the 2nd  time\n\n  they've said <|endoftext|> ok")
 put("fuzz_gpt2_encode", "unicode", "Grüße 東京 ١٢٣ 😀 \u00a0\u2003x")

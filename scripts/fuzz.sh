@@ -9,8 +9,9 @@
 #
 # Usage: scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
 #   SECONDS_PER_TARGET  Default: 20. Total time is about that times the
-#                       number of targets (14), plus the build.
+#                       number of targets (17), plus the build.
 #   TARGET              Default: every target fuzz/CMakeLists.txt defines.
+#                       Named targets are the only ones built.
 # Environment: BUILD_DIR (Default: build/fuzz), JOBS (Default: nproc).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -28,11 +29,12 @@ fi
 CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DTIERFLOW_FUZZ=ON -DTIERFLOW_CUDA=OFF \
   -DTIERFLOW_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -DNDEBUG" "${launcher[@]}" >/dev/null
-ninja -C "$build" -j "$jobs" fuzzers
 
 if [[ $# -gt 0 ]]; then
   targets=("$@")
+  ninja -C "$build" -j "$jobs" "${targets[@]}"
 else
+  ninja -C "$build" -j "$jobs" fuzzers
   mapfile -t targets < "$build/fuzz/fuzzers.txt"
 fi
 

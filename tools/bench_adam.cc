@@ -23,7 +23,9 @@
 #include "bench/adam_bench.h"
 #include "common/cpu_isa.h"
 #include "common/units.h"
+#include "io/json_util.h"
 #include "tools/commands.h"
+#include "tools/flag_checks.h"
 
 namespace tierflow::cli {
 namespace {
@@ -225,7 +227,7 @@ Status Run(const AdamBenchFlags& f) {
         j["results"].push_back(row);
       }
     }
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", JsonOutput(j).c_str());
   } else if (one) {
     PrintOne(f, options.params, report);
   } else {
@@ -243,6 +245,7 @@ void AddBenchAdam(CLI::App& bench, int* exit_code) {
       "CPU AdamW step throughput against this machine's memory bandwidth and a peer-shaped loop");
   cmd->add_option("--params", f->params,
                   std::string("Parameters per step, e.g. 64M or 1e8 (") + kCountSuffixHelp + ")")
+      ->check(CountAtLeast(1))
       ->capture_default_str();
   cmd->add_option("--threads", f->threads,
                   "oneTBB threads for probe, peer and step: N, 0 = all cores, or a range A..B "
@@ -261,8 +264,10 @@ void AddBenchAdam(CLI::App& bench, int* exit_code) {
                   "TIERFLOW_ISA is set)");
   cmd->add_option("--iterations", f->iterations,
                   "Timed runs of each kernel per round; a round keeps the best")
+      ->check(AtLeast(1))
       ->capture_default_str();
   cmd->add_option("--rounds", f->rounds, "Rounds; the figures are medians over rounds")
+      ->check(AtLeast(1))
       ->capture_default_str();
   cmd->add_flag("--sweep", f->sweep,
                 "Every grad dtype (f32, bf16, f16) x out dtype (none, f32, bf16, f16) on every "

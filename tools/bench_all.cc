@@ -26,6 +26,7 @@
 #include "plan/default_profile.h"
 #include "tier/bench_profile.h"
 #include "tools/commands.h"
+#include "tools/flag_checks.h"
 
 namespace tierflow::cli {
 namespace {
@@ -117,7 +118,7 @@ Status RunBenchAll(const BenchAllOptions& o) {
                      "; pass --out FILE");
     }
   }
-  TF_RETURN_IF_ERROR(WriteStringToFileAtomically(nullptr, out, profile.dump(2) + "\n"));
+  TF_RETURN_IF_ERROR(WriteStringToFileAtomically(nullptr, out, JsonOutput(profile) + "\n"));
   std::printf("wrote %s\n", out.c_str());
   for (const char* key :
        {"h2d_gb_per_second", "d2h_gb_per_second", "host_memory_gb_per_second",
@@ -148,16 +149,21 @@ void AddBenchAll(CLI::App& bench, int* exit_code) {
                   "~/.cache/tierflow/profile.json, where plan and train look for it)");
   cmd->add_option("--device", opt->device, "Device for the copy bench: auto, cpu, cuda")
       ->capture_default_str();
-  cmd->add_option("--copy-size", opt->copy_size, "Bytes per copy")->capture_default_str();
+  cmd->add_option("--copy-size", opt->copy_size, "Bytes per copy")
+      ->check(ByteSizeAtLeast(1))
+      ->capture_default_str();
   cmd->add_option("--adam-params", opt->adam_params,
                   std::string("Parameters per Adam step (") + kCountSuffixHelp + ")")
+      ->check(CountAtLeast(1))
       ->capture_default_str();
   cmd->add_option("--nvme-path", opt->nvme_paths,
                   "Directory on an NVMe drive (repeat per drive); without it NVMe is skipped");
   cmd->add_option("--nvme-size", opt->nvme_size, "Bytes written and read by the NVMe bench")
+      ->check(ByteSizeAtLeast(1))
       ->capture_default_str();
   cmd->add_option("--nvme-sweep-size", opt->nvme_sweep_size,
                   "Bytes written and read at each point of the NVMe tune sweep")
+      ->check(ByteSizeAtLeast(1))
       ->capture_default_str();
   cmd->add_flag("--nvme-buffered", opt->nvme_buffered,
                 "Page-cache I/O (file systems without O_DIRECT)");

@@ -10,6 +10,7 @@
 #include "bench/comm_bench.h"
 #include "comm/launch_env.h"
 #include "common/units.h"
+#include "io/json_util.h"
 #include "tier/bench_profile.h"
 #ifdef TIERFLOW_HAVE_NCCL
 #include <cuda_runtime_api.h>
@@ -17,6 +18,7 @@
 #include "comm/nccl_communicator.h"
 #endif
 #include "tools/commands.h"
+#include "tools/flag_checks.h"
 
 namespace tierflow::cli {
 namespace {
@@ -127,7 +129,7 @@ Status Run(const CommFlags& f) {
                    nodes > 1 ? "between-node" : "within-node", f.profile.c_str());
     }
     if (f.json) {
-      std::printf("%s\n", j.dump(2).c_str());
+      std::printf("%s\n", JsonOutput(j).c_str());
       return Status::Ok();
     }
   }
@@ -154,10 +156,11 @@ void AddBenchComm(CLI::App& bench, int* exit_code) {
   CLI::App* cmd = bench.add_subcommand(
       "comm", "Bus bandwidth of the host collectives (MPI) against MPI's own; run under mpirun");
   cmd->add_option("--size", f->sizes,
-                  "Buffer size, repeatable (default 4KiB 64KiB 1MiB 16MiB 64MiB)");
+                  "Buffer size, repeatable (default 4KiB 64KiB 1MiB 16MiB 64MiB)")
+      ->check(ByteSizeAtLeast(1));
   cmd->add_option("--iterations", f->iterations, "Timed calls per collective and size")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(AtLeast(1));
   cmd->add_flag("--json", f->json, "Print one JSON object (rank 0)");
   cmd->add_option("--backend", f->backend,
                   "mpi: host buffers, against MPI's own collectives; nccl: device buffers (one GPU "

@@ -11,8 +11,10 @@
 #include <nlohmann/json.hpp>
 
 #include "common/units.h"
+#include "io/json_util.h"
 #include "tools/commands.h"
 #include "tools/device_flags.h"
+#include "tools/flag_checks.h"
 
 namespace tierflow::cli {
 namespace {
@@ -102,7 +104,7 @@ Status RunCopyBench(const CopyBenchOptions& opt, Device& device) {
                               {"best_gb_per_second", r.best_gb_per_second},
                               {"median_gb_per_second", r.median_gb_per_second}});
     }
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", JsonOutput(j).c_str());
   } else {
     std::printf("device: %s\ncopy size: %s, %d timed iterations each\n\n",
                 device.description().c_str(), FormatBytes(num_bytes).c_str(), opt.iterations);
@@ -122,8 +124,12 @@ void AddBenchCopy(CLI::App& bench, int* exit_code) {
   CLI::App* cmd = bench.add_subcommand(
       "copy", "Host<->device and device<->device copy bandwidth, pinned and pageable");
   opt->device.Add(*cmd);
-  cmd->add_option("--size", opt->size, "Bytes per copy, e.g. 256MiB")->capture_default_str();
-  cmd->add_option("--iterations", opt->iterations, "Timed copies per case")->capture_default_str();
+  cmd->add_option("--size", opt->size, "Bytes per copy, e.g. 256MiB")
+      ->check(ByteSizeAtLeast(1))
+      ->capture_default_str();
+  cmd->add_option("--iterations", opt->iterations, "Timed copies per case")
+      ->check(AtLeast(1))
+      ->capture_default_str();
   cmd->add_flag("--json", opt->json, "Print one JSON object instead of a table");
   cmd->callback([opt, exit_code] {
     std::unique_ptr<Device> device = opt->device.CreateOrReport();

@@ -13,11 +13,13 @@
 #include "bench/engine_bench_params.h"
 #include "common/trace.h"
 #include "common/units.h"
+#include "io/json_util.h"
 #include "io/trace_file.h"
 #include "tierflow/grad_transfer.h"
 #include "tierflow/param_offload.h"
 #include "tools/commands.h"
 #include "tools/device_flags.h"
+#include "tools/flag_checks.h"
 
 namespace tierflow::cli {
 namespace {
@@ -200,7 +202,7 @@ Status Run(const EngineBenchFlags& f, Device& device) {
                         {"stages", stages},
                         {"basis", r.prediction.basis}};
     }
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", JsonOutput(j).c_str());
     return Status::Ok();
   }
   std::printf(
@@ -278,15 +280,18 @@ void AddBenchEngine(CLI::App& bench, int* exit_code) {
   auto synthetic = [&](CLI::Option* opt) { return opt->capture_default_str()->excludes(model); };
   synthetic(cmd->add_option("--params", f->params,
                             std::string("Synthetic model: total parameters, e.g. 64M or 1e9 (") +
-                                kCountSuffixHelp + ")"));
-  synthetic(cmd->add_option("--units", f->units, "Synthetic model: number of equal units"));
-  synthetic(cmd->add_option("--tokens", f->tokens, "Synthetic model: tokens per micro-batch"));
+                                kCountSuffixHelp + ")")
+                ->check(CountAtLeast(1)));
+  synthetic(cmd->add_option("--units", f->units, "Synthetic model: number of equal units")
+                ->check(AtLeast(1)));
+  synthetic(cmd->add_option("--tokens", f->tokens, "Synthetic model: tokens per micro-batch")
+                ->check(AtLeast(1)));
   cmd->add_option("--micro-batch", f->micro_batch, "--model: sequences per step")
-      ->check(CLI::PositiveNumber)
+      ->check(AtLeast(1))
       ->capture_default_str()
       ->needs(model);
   cmd->add_option("--seq-len", f->seq_len, "--model: tokens per sequence")
-      ->check(CLI::PositiveNumber)
+      ->check(AtLeast(2))
       ->capture_default_str()
       ->needs(model);
   cmd->add_flag("--no-checkpointing", f->no_checkpointing,
@@ -294,17 +299,19 @@ void AddBenchEngine(CLI::App& bench, int* exit_code) {
       ->needs(model);
   cmd->add_option("--speculation", f->speculation,
                   "Parameters the optimizer may update during backward (default: the engine's, "
-                  "256Mi)");
+                  "256Mi)")
+      ->check(CountAtLeast(0));
   cmd->add_option("--grad-bucket", f->grad_bucket,
                   "Parameters per gradient bucket (default: the largest unit; smaller ones cut "
-                  "units into pieces, the vocabulary matrices into slices)");
+                  "units into pieces, the vocabulary matrices into slices)")
+      ->check(CountAtLeast(1));
   cmd->add_option("--steps", f->steps, "Timed steps per round, back to back, after a warm-up")
-      ->check(CLI::PositiveNumber)
+      ->check(AtLeast(1))
       ->capture_default_str();
   cmd->add_option(
          "--rounds", f->rounds,
          "Rounds of (each stage alone, then the pipelined steps); the best of each is reported")
-      ->check(CLI::PositiveNumber)
+      ->check(AtLeast(1))
       ->capture_default_str();
   cmd->add_option("--offload-optimizer", f->offload, "Where optimizer state lives: host | nvme")
       ->capture_default_str();
@@ -318,6 +325,7 @@ void AddBenchEngine(CLI::App& bench, int* exit_code) {
       cmd->add_option("--param-slots", f->param_slots,
                       "--offload-param host|nvme: device slots of the ring (>= 2; prefetch depth "
                       "= slots - 1)")
+          ->check(AtLeast(2))
           ->capture_default_str();
   cmd->add_option("--streamed-units", f->streamed_units,
                   "--offload-param host|nvme: unit indices to stream, e.g. 2,4,6 or 1-3,8 "
@@ -334,10 +342,13 @@ void AddBenchEngine(CLI::App& bench, int* exit_code) {
                   "else fp32)");
   cmd->add_option("--sub-group-size", f->sub_group,
                   std::string("Parameters per optimizer sub-group (") + kCountSuffixHelp + ")")
+      ->check(CountAtLeast(1))
       ->capture_default_str();
   cmd->add_option("--buffer-count", f->buffer_count, "NVMe slots / staging buffers")
+      ->check(AtLeast(2))
       ->capture_default_str();
   cmd->add_option("--clip", f->clip, "Global-norm clipping threshold (0 = off)")
+      ->check(AtLeast(0))
       ->capture_default_str();
   cmd->add_option("--trace", f->trace_path, "Write a Chrome trace of the run to FILE");
   cmd->add_flag("--json", f->json, "Print one JSON object");

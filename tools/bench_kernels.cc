@@ -7,8 +7,10 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/kernel_bench.h"
+#include "io/json_util.h"
 #include "tools/commands.h"
 #include "tools/device_flags.h"
+#include "tools/flag_checks.h"
 
 namespace tierflow::cli {
 namespace {
@@ -34,7 +36,7 @@ void Print(const KernelBenchResult& r, bool json) {
                               {"gb_per_s", f.gb_per_s},
                               {"ratio_to_peak", f.ratio}});
     }
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", JsonOutput(j).c_str());
     return;
   }
   std::printf("device: %s\npeak: %.1f TFLOP/s, %.0f GB/s (%s)\n\n", r.device.c_str(), r.peak_tflops,
@@ -59,7 +61,7 @@ void AddBenchKernels(CLI::App& bench, int* exit_code) {
   cmd->add_flag("--small", f->bench.small, "Every dimension 1/16 (a quick look; tests)");
   cmd->add_option("--iterations", f->bench.iterations, "Timed runs per kernel (the best counts)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(AtLeast(1));
   cmd->add_flag("--json", f->json, "Print one JSON object");
   cmd->callback([f, exit_code] {
     // The full shapes hold up to about 2.3 GiB at once (the LM head's fp32

@@ -21,6 +21,7 @@
 
 #include "common/checked_math.h"
 #include "common/units.h"
+#include "io/json_util.h"
 #include "offload/aligned_buffer.h"
 #include "offload/crc32c.h"
 #include "offload/nvme_tune.h"
@@ -28,7 +29,9 @@
 #include "offload/store_throughput.h"
 #include "plan/nvme_profile.h"
 #include "tier/bench_profile.h"
+#include "tierflow/nvme_io.h"
 #include "tools/commands.h"
+#include "tools/flag_checks.h"
 
 namespace tierflow::cli {
 namespace {
@@ -396,7 +399,7 @@ Status RunNvmeBench(const NvmeBenchOptions& opt) {
   }
 
   if (opt.json) {
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", JsonOutput(j).c_str());
     return Status::Ok();
   }
   std::printf("paths: ");
@@ -470,18 +473,25 @@ void AddBenchNvme(CLI::App& bench, int* exit_code) {
   cmd->add_option("--path", opt->paths,
                   "Directory on the drive to measure (repeat for several drives)")
       ->required();
-  cmd->add_option("--size", opt->size, "Bytes written and read, e.g. 4GiB")->capture_default_str();
+  cmd->add_option("--size", opt->size, "Bytes written and read, e.g. 4GiB")
+      ->check(ByteSizeAtLeast(1))
+      ->capture_default_str();
   cmd->add_option("--block-size", opt->block_size, "I/O and checksum block, e.g. 1MiB")
+      ->check(ByteSizeAtLeast(kNvmeIoMinBlockBytes))
       ->capture_default_str();
   cmd->add_option("--queue-depth", opt->queue_depth, "Operations in flight per ring")
+      ->check(InRange(1, kNvmeIoMaxQueueDepth))
       ->capture_default_str();
   cmd->add_option("--rings", opt->num_rings, "io_uring rings (one thread each)")
+      ->check(InRange(1, kNvmeIoMaxRings))
       ->capture_default_str();
   cmd->add_option("--chunk", opt->chunk,
                   "Bytes per store transfer (a sub-group's state: 4Mi parameters x 12 B = 48MiB)")
+      ->check(ByteSizeAtLeast(1))
       ->capture_default_str();
   cmd->add_option("--in-flight", opt->in_flight,
                   "Store transfers outstanding (reads ahead, writes behind)")
+      ->check(AtLeast(1))
       ->capture_default_str();
   cmd->add_flag(
       "--nvme-buffered,--buffered", opt->buffered,
@@ -494,12 +504,14 @@ void AddBenchNvme(CLI::App& bench, int* exit_code) {
                 "transfers in flight {1,2,4,8}; measure the choice at --size");
   cmd->add_option("--sweep-size", opt->sweep_size,
                   "Bytes each way per tune point, and per block size of the raw loop's scan")
+      ->check(ByteSizeAtLeast(1))
       ->capture_default_str();
   cmd->add_option("--profile", opt->profile,
                   "Hardware profile: --tune writes its choice there (nvme_store); without --tune, "
                   "the settings measured come from it");
   cmd->add_option("--repeat", opt->repeat,
                   "Alternate raw and store runs this many times and keep each side's best")
+      ->check(AtLeast(1))
       ->capture_default_str();
   cmd->add_flag("--store-first", opt->store_first,
                 "Run the store before the raw loop (repeats alternate the order either way)");

@@ -8,7 +8,9 @@
 
 #include "bench/tokenizer_bench.h"
 #include "io/file_reader.h"
+#include "io/json_util.h"
 #include "tools/commands.h"
+#include "tools/flag_checks.h"
 
 namespace tierflow::cli {
 namespace {
@@ -44,7 +46,7 @@ Status Run(const TokenizerFlags& f) {
                         {"single_thread_mb_per_s", r.single_mb_per_s},
                         {"all_threads_mb_per_s", r.all_mb_per_s},
                         {"scaling", r.scaling}};
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", JsonOutput(j).c_str());
     return Status::Ok();
   }
   std::printf("tokenizer: %s\ntext: %.2f MB, %lld tokens (%.2f bytes/token)\n", r.tokenizer.c_str(),
@@ -67,10 +69,10 @@ void AddBenchTokenizer(CLI::App& bench, int* exit_code) {
   cmd->add_option("--text-file", f->text_file, "Text to encode (default: the bundled corpus x32)");
   cmd->add_option("--threads", f->bench.threads, "Threads for the parallel figure (0 = all)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(AtLeast(0));
   cmd->add_option("--iterations", f->bench.iterations, "Timed passes (the best counts)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(AtLeast(1));
   cmd->add_flag("--json", f->json, "Print one JSON object");
   cmd->callback([f, exit_code] {
     if (Status s = Run(*f); !s.ok()) {

@@ -5,6 +5,7 @@
 
 #include "common/units.h"
 #include "io/sim_profile_file.h"
+#include "tools/flag_checks.h"
 
 namespace tierflow::cli {
 
@@ -14,7 +15,8 @@ void DeviceFlags::Add(CLI::App& cmd) {
                  "sim: the cpu device timed as a GPU, PROFILE = h100-sxm, h100-pcie, a100-80gb, "
                  "l40s, rtx-4090 or a JSON file)");
   cmd.add_option("--device-memory", memory,
-                 "Device memory limit, e.g. 2GiB (cpu default 2GiB; cuda default: free memory)");
+                 "Device memory limit, e.g. 2GiB (cpu default 2GiB; cuda default: free memory)")
+      ->check(ByteSizeAtLeast(1));
 }
 
 std::unique_ptr<Device> DeviceFlags::CreateOrReport() const {

@@ -1,7 +1,8 @@
 // `tierflow plan`: what a fine-tune needs on each memory tier, whether it
 // fits this machine (or the one the flags describe), where the optimizer
 // state should go, how long a step takes, and the largest model that fits.
-// Exit status: 0 when the run fits, 3 when it does not, 1 on errors.
+// Exit status: 0 when the run fits, 3 when it does not, 2 when a flag is
+// refused (tools/flag_checks.h), 1 on other errors.
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -17,6 +18,7 @@
 
 #include "common/cancel.h"
 #include "common/units.h"
+#include "io/json_util.h"
 #include "io/sim_profile_file.h"
 #include "plan/bandwidth_profile.h"
 #include "plan/default_profile.h"
@@ -27,6 +29,7 @@
 #include "tierflow/device.h"
 #include "tierflow/model_config.h"
 #include "tools/commands.h"
+#include "tools/flag_checks.h"
 #include "train/collectives_choice.h"
 
 namespace tierflow::cli {
@@ -339,8 +342,8 @@ StatusOr<int> RunPlan(const PlanFlags& f) {
   if (f.json) {
     nlohmann::json j = PlanToJson(input, hw, plan, &largest);
     j["hardware"]["notes"] = notes;
-    // Replace, not throw: the model name is a path, which need not be UTF-8.
-    std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    // The model name is a path, which need not be UTF-8: JsonOutput escapes it.
+    std::printf("%s\n", JsonOutput(j).c_str());
   } else {
     std::printf("%s", FormatPlanReport(input, hw, plan, &largest, notes).c_str());
   }
@@ -356,25 +359,33 @@ void AddPlan(CLI::App& app, int* exit_code) {
       "What a fine-tune needs per memory tier, whether it fits, where the optimizer "
       "state goes, and the predicted step time");
   cmd->footer(
-      "Exit status: 0 when the run fits, 3 when it does not, 1 on errors.\n"
+      "Exit status: 0 when the run fits, 3 when it does not, 2 when a flag is refused, 1 on "
+      "other errors.\n"
       "The accounting (bytes per parameter per component) is in docs/PLANNER.md.");
   cmd->add_option("--model", f->model,
                   "Preset name, a directory with config.json, or a config.json");
   cmd->add_option("--family", f->family, "With explicit dimensions: gpt2 | llama")
       ->capture_default_str();
-  cmd->add_option("--layers", f->layers, "Explicit dimensions: number of blocks");
-  cmd->add_option("--d-model", f->d_model, "Explicit dimensions: hidden size");
-  cmd->add_option("--heads", f->heads, "Explicit dimensions: attention heads");
+  cmd->add_option("--layers", f->layers, "Explicit dimensions: number of blocks")
+      ->check(AtLeast(1));
+  cmd->add_option("--d-model", f->d_model, "Explicit dimensions: hidden size")->check(AtLeast(1));
+  cmd->add_option("--heads", f->heads, "Explicit dimensions: attention heads")->check(AtLeast(1));
   cmd->add_option("--kv-heads", f->kv_heads,
-                  "Explicit dimensions: key/value heads (default: heads)");
-  cmd->add_option("--d-ff", f->d_ff, "Explicit dimensions: MLP width (default: family's)");
+                  "Explicit dimensions: key/value heads (default: heads)")
+      ->check(AtLeast(1));
+  cmd->add_option("--d-ff", f->d_ff, "Explicit dimensions: MLP width (default: family's)")
+      ->check(AtLeast(1));
   cmd->add_option("--vocab", f->vocab,
-                  "Explicit dimensions: vocabulary (default: 50257 gpt2, 32000 llama)");
+                  "Explicit dimensions: vocabulary (default: 50257 gpt2, 32000 llama)")
+      ->check(AtLeast(1));
   cmd->add_option("--micro-batch", f->micro_batch, "Sequences per micro-batch")
+      ->check(AtLeast(1))
       ->capture_default_str();
   cmd->add_option("--seq-len", f->seq_len,
-                  "Tokens per sequence (default: 2048 or the model's maximum)");
+                  "Tokens per sequence (default: 2048 or the model's maximum)")
+      ->check(AtLeast(2));
   cmd->add_option("--grad-accum", f->grad_accum, "Micro-batches per optimizer step")
+      ->check(AtLeast(1))
       ->capture_default_str();
   cmd->add_option("--dtype", f->dtype, "Device weights/activations: bf16 | fp16 | fp32")
       ->capture_default_str();
@@ -393,23 +404,29 @@ void AddPlan(CLI::App& app, int* exit_code) {
   cmd->add_option("--param-slots", f->param_slots,
                   "Device slots of the streamed weights' ring, each the largest streamed unit "
                   "(at least 2), or auto (3)")
+      ->check(CountAtLeast(2, "auto"))
       ->capture_default_str();
   cmd->add_option("--ratio", f->ratio,
-                  "Fraction of optimizer state on NVMe, 0..1 (default: planner's)");
+                  "Fraction of optimizer state on NVMe, 0..1 (default: planner's)")
+      ->check(InRange(0, 1));
   cmd->add_option("--sub-group", f->sub_group,
                   std::string("Parameters per optimizer sub-group, e.g. 16Mi (default: the "
                               "engine's 4Mi; ") +
-                      kCountSuffixHelp + ")");
+                      kCountSuffixHelp + ")")
+      ->check(CountAtLeast(1));
   cmd->add_option("--buffer-count", f->buffer_count,
                   "Weight staging slots = NVMe I/O slots (the engine's buffer_count)")
+      ->check(AtLeast(2))
       ->capture_default_str();
   cmd->add_option("--grad-buckets", f->grad_buckets, "Device gradient buckets")
+      ->check(AtLeast(2))
       ->capture_default_str();
   cmd->add_option("--grad-bucket", f->grad_bucket,
                   std::string("Parameters per gradient bucket, or auto: the largest unit, a "
                               "block or the largest tensor, the first that keeps the device "
                               "within 85% (") +
                       kCountSuffixHelp + ")")
+      ->check(CountAtLeast(1, "auto"))
       ->capture_default_str();
   cmd->add_option("--collectives", f->collectives,
                   "Data parallelism: where the ranks sum the gradient and gather the weights: host "
@@ -428,35 +445,44 @@ void AddPlan(CLI::App& app, int* exit_code) {
                   std::string("Overlapped pipeline: parameters updated speculatively per step, or "
                               "auto: as many as free host memory allows (") +
                       kCountSuffixHelp + ")")
+      ->check(CountAtLeast(0, "auto"))
       ->capture_default_str();
   cmd->add_option("--device", f->device,
                   "auto (the GPU if one answers, else the emulated CPU device) | cpu | cuda")
       ->capture_default_str();
-  cmd->add_option("--gpu-memory", f->gpu_memory, "GPU memory, e.g. 24GiB (overrides detection)");
+  cmd->add_option("--gpu-memory", f->gpu_memory, "GPU memory, e.g. 24GiB (overrides detection)")
+      ->check(ByteSizeAtLeast(1));
   cmd->add_option("--host-memory", f->host_memory,
-                  "Usable host RAM, e.g. 64GiB (overrides detection)");
+                  "Usable host RAM, e.g. 64GiB (overrides detection)")
+      ->check(ByteSizeAtLeast(1));
   cmd->add_option("--nvme-capacity", f->nvme_capacity,
-                  "Free NVMe space, e.g. 1TiB (overrides statvfs)");
+                  "Free NVMe space, e.g. 1TiB (overrides statvfs; 0: no NVMe)")
+      ->check(ByteSizeAtLeast(0));
   cmd->add_option("--nvme-path", f->nvme_paths,
                   "Directory on an NVMe drive (repeatable; default $TMPDIR or /tmp)");
-  cmd->add_option("--cores", f->cores, "CPU cores for the optimizer (overrides detection)");
+  cmd->add_option("--cores", f->cores, "CPU cores for the optimizer (overrides detection)")
+      ->check(AtLeast(1));
   cmd->add_option("--profile", f->profile,
                   "Bandwidth profile JSON saved by `tierflow bench` (default: the one `tierflow "
                   "bench all` saved in ~/.cache/tierflow, when there is one)");
-  cmd->add_option("--device-tflops", f->device_tflops, "Dense 16-bit TFLOP/s of the device");
+  cmd->add_option("--device-tflops", f->device_tflops, "Dense 16-bit TFLOP/s of the device")
+      ->check(Positive());
   cmd->add_option("--gpus-per-node", f->gpus_per_node,
                   "Data parallelism: ranks (one GPU each) per node; host memory, NVMe and cores "
                   "are the node's, shared by them")
+      ->check(AtLeast(1))
       ->capture_default_str();
   cmd->add_option("--nodes", f->nodes, "Data parallelism: nodes, each with --gpus-per-node GPUs")
+      ->check(AtLeast(1))
       ->capture_default_str();
   cmd->add_option("--gpus-per-pcie-link", f->gpus_per_pcie_link,
                   "GPUs that share one PCIe link to the host (behind one switch); 1: a link each")
+      ->check(AtLeast(1))
       ->capture_default_str();
   cmd->add_option("--network-gbps", f->network_gbps,
                   "Network between nodes, Gb/s per node (default: the profile's measured figure, "
                   "else 100)")
-      ->check(CLI::PositiveNumber);
+      ->check(Positive());
   cmd->add_flag("--json", f->json, "Print one JSON object instead of tables");
   cmd->callback([f, exit_code] {
     // SIGINT/SIGTERM cancel the plan: the planner's searches call CheckCancel,

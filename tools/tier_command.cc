@@ -9,13 +9,16 @@
 #include "common/cancel.h"
 #include "common/checked_math.h"
 #include "common/units.h"
+#include "io/json_util.h"
 #include "tier/tier_clean.h"
 #include "tier/tier_export.h"
 #include "tier/tier_json.h"
 #include "tier/tier_ls.h"
 #include "tier/tier_migrate.h"
 #include "tier/tier_verify.h"
+#include "tierflow/nvme_io.h"
 #include "tools/commands.h"
+#include "tools/flag_checks.h"
 
 namespace tierflow::cli {
 namespace {
@@ -31,7 +34,7 @@ int RunLs(const std::string& path, bool verify, bool json) {
   auto listing = tier::ListTier(path, verify);
   if (!listing.ok()) return Fail(listing.status());
   if (json) {
-    std::printf("%s\n", tier::TierListingToJson(*listing, verify).dump(2).c_str());
+    std::printf("%s\n", JsonOutput(tier::TierListingToJson(*listing, verify)).c_str());
     return 0;
   }
   if (listing->checkpoints.empty() && listing->swap_sets.empty() &&
@@ -86,7 +89,7 @@ int RunVerify(const std::string& path, bool json) {
   auto report = tier::VerifyTierPath(path);
   if (!report.ok()) return Fail(report.status());
   if (json) {
-    std::printf("%s\n", tier::VerifyReportToJson(*report).dump(2).c_str());
+    std::printf("%s\n", JsonOutput(tier::VerifyReportToJson(*report)).c_str());
     return report->ok() ? 0 : kExitCorrupt;
   }
   size_t bad = 0;
@@ -149,6 +152,7 @@ void AddTier(CLI::App& app, int* exit_code) {
   migrate->add_flag("--nvme-buffered", flags->nvme_buffered,
                     "Page-cache I/O (for file systems without O_DIRECT)");
   migrate->add_option("--block-size", flags->block_size, "Swap block size (I/O and checksum unit)")
+      ->check(ByteSizeAtLeast(kNvmeIoMinBlockBytes))
       ->capture_default_str();
   migrate->callback([flags, exit_code] {
     InstallCancelSignalHandlers();

@@ -16,6 +16,7 @@
 #include "common/units.h"
 #include "plan/plan_report.h"
 #include "tools/commands.h"
+#include "tools/flag_checks.h"
 #include "tools/train_ranks.h"
 #include "train/trainer.h"
 
@@ -122,6 +123,7 @@ struct TrainFlags {
   std::string config_file;
   bool no_shuffle = false;
   std::string sub_group_size, device_memory, grad_transfer_dtype, speculation, grad_bucket;
+  std::string max_sample_bytes;
   // Text flags parsed after CLI11 (ParseOffloadPlacement names the flag).
   std::string offload{OffloadPlacementName(TrainConfig().offload)};
   std::string offload_param{ParamOffloadName(TrainConfig().offload_param)};
@@ -146,6 +148,10 @@ void AddTrain(CLI::App& app, int* exit_code) {
                   "Preset (small-llama, tiny-llama, tiny-gpt2, gpt2, llama-1b, ...) or a Hugging "
                   "Face model directory")
       ->capture_default_str();
+  cmd->add_flag("--allow-unused-tensors", c.allow_unused_tensors,
+                "A Hugging Face --model whose safetensors hold tensors its config.json does not "
+                "use (layers beyond num_hidden_layers, an lm_head copy beside a tied head): "
+                "train the ones it uses and list the rest, instead of refusing");
   cmd->add_option("--data", c.data, "Text, JSONL or token file (default: the bundled corpus)");
   cmd->add_option("--token-dtype", c.token_dtype, "Pre-tokenized file: u16 | u32");
   cmd->add_option("--text-field", c.text_field, "JSONL field with the text")->capture_default_str();
@@ -164,20 +170,32 @@ void AddTrain(CLI::App& app, int* exit_code) {
   cmd->add_flag("--packing", c.packing,
                 "Instruction data: pack several samples per sequence (positions restart and "
                 "attention stays within each sample; RoPE models)");
+  cmd->add_option("--max-sample-bytes", f->max_sample_bytes,
+                  "Instruction data: the longest JSONL line (one sample) read, e.g. 64MiB, up to "
+                  "1GiB; a longer line is refused by number before it is parsed (default: 16MiB)");
   cmd->add_option("--tokenizer", c.tokenizer,
                   "byte | tokenizer.json | tokenizer.model | a directory with one of them (or "
                   "vocab.json+merges.txt); default: the model directory's");
   cmd->add_flag("--no-shuffle", f->no_shuffle, "Read the data in order (llm.c's batch layout)");
-  cmd->add_option("--seed", c.seed, "Seed for init and shuffling")->capture_default_str();
-  cmd->add_option("--steps", c.steps, "Optimizer steps")->capture_default_str();
+  cmd->add_option("--seed", c.seed, "Seed for init and shuffling")
+      ->check(AtLeast(0))
+      ->capture_default_str();
+  cmd->add_option("--steps", c.steps, "Optimizer steps")->check(AtLeast(1))->capture_default_str();
   cmd->add_option("--micro-batch", c.micro_batch, "Sequences per micro-batch")
+      ->check(AtLeast(1))
       ->capture_default_str();
   cmd->add_option("--grad-accum", c.grad_accum, "Micro-batches per optimizer step")
+      ->check(AtLeast(1))
       ->capture_default_str();
-  cmd->add_option("--seq-len", c.seq_len, "Tokens per sequence")->capture_default_str();
-  cmd->add_option("--lr", c.lr, "Learning rate")->capture_default_str();
-  cmd->add_option("--weight-decay", c.weight_decay, "AdamW weight decay")->capture_default_str();
+  cmd->add_option("--seq-len", c.seq_len, "Tokens per sequence")
+      ->check(AtLeast(2))
+      ->capture_default_str();
+  cmd->add_option("--lr", c.lr, "Learning rate")->check(Positive())->capture_default_str();
+  cmd->add_option("--weight-decay", c.weight_decay, "AdamW weight decay")
+      ->check(AtLeast(0))
+      ->capture_default_str();
   cmd->add_option("--clip", c.gradient_clipping, "Global gradient-norm clipping (0 = off)")
+      ->check(AtLeast(0))
       ->capture_default_str();
   cmd->add_option("--dtype", f->dtype, "Working weights: bf16 | fp16 | fp32")
       ->capture_default_str();
@@ -195,7 +213,8 @@ void AddTrain(CLI::App& app, int* exit_code) {
                   "(auto: all on the device when they fit, else the planner streams some from "
                   "host, or NVMe when host memory is short)");
   cmd->add_option("--param-slots", f->param_slots,
-                  "Device slots for streamed weights (>= 2; default: the planner's)");
+                  "Device slots for streamed weights (>= 2; default: the planner's)")
+      ->check(InRange(2, 64));
   cmd->add_option("--nvme-path", c.nvme_paths,
                   "NVMe directory (repeat per drive; default: a temporary directory)");
   cmd->add_flag("--nvme-buffered", c.nvme_buffered,
@@ -216,20 +235,25 @@ void AddTrain(CLI::App& app, int* exit_code) {
   cmd->add_option("--speculation", f->speculation,
                   std::string("Overlapped pipeline: parameters updated speculatively per step, or "
                               "auto: as many as free host memory allows (default auto; ") +
-                      kCountSuffixHelp + ")");
+                      kCountSuffixHelp + ")")
+      ->check(CountAtLeast(0, "auto"));
   cmd->add_option("--grad-bucket", f->grad_bucket,
                   std::string("Parameters per gradient bucket, or auto: the planner's choice "
                               "(default auto; ") +
-                      kCountSuffixHelp + ")");
+                      kCountSuffixHelp + ")")
+      ->check(CountAtLeast(1, "auto"));
   cmd->add_option("--sub-group-size", f->sub_group_size,
                   std::string("Optimizer sub-groups: slices of at most this many parameters "
                               "(default 4Mi; overrides a config's rule; ") +
-                      kCountSuffixHelp + ")");
+                      kCountSuffixHelp + ")")
+      ->check(CountAtLeast(1));
   cmd->add_option("--device", f->device, "auto | cpu | cuda")->capture_default_str();
-  cmd->add_option("--device-memory", f->device_memory, "Device memory limit (e.g. 2GiB)");
+  cmd->add_option("--device-memory", f->device_memory, "Device memory limit (e.g. 2GiB)")
+      ->check(ByteSizeAtLeast(1));
   cmd->add_option("--out", c.out_dir, "Output directory (checkpoints, final model, metrics)");
   cmd->add_option("--checkpoint-every", c.checkpoint_every,
                   "Steps between checkpoints (0 = at the end)")
+      ->check(AtLeast(0))
       ->capture_default_str();
   cmd->add_flag(
       "--resume", c.resume,
@@ -239,20 +263,22 @@ void AddTrain(CLI::App& app, int* exit_code) {
                   "not verify)");
   cmd->add_option("--metrics", c.metrics_path, "Metrics JSONL file (default: OUT/metrics.jsonl)");
   cmd->add_option("--trace", c.trace_path, "Chrome trace file of the --trace-steps");
-  cmd->add_option("--trace-steps", c.trace_steps, "Steps to trace (default: 2)");
+  cmd->add_option("--trace-steps", c.trace_steps, "Steps to trace (default: 2)")->check(AtLeast(1));
   cmd->add_option("--eval-every", c.eval_every, "Steps between eval losses (0 = never)")
+      ->check(AtLeast(0))
       ->capture_default_str();
   cmd->add_option("--log-every", c.log_every, "Steps between progress lines when not on a terminal")
+      ->check(AtLeast(1))
       ->capture_default_str();
   cmd->add_option("--nproc-per-node", f->nproc_per_node,
                   "Data parallelism on this machine: start this many ranks through mpirun, one "
                   "device each (--grad-accum is per rank; each rank holds 1/N of the optimizer "
                   "state). Under mpirun or srun, leave it out: the launcher's ranks are used")
-      ->check(CLI::Range(1, 1024));
+      ->check(InRange(1, 1024));
   cmd->add_option("--rank-timeout", f->rank_timeout,
                   "Data parallelism: seconds without a heartbeat from a rank (killed, stopped, "
                   "hung) before the others end the job naming it")
-      ->check(CLI::Range(1.0, 86400.0))
+      ->check(InRange(1, 86400))
       ->capture_default_str();
   cmd->callback([f, cmd, exit_code] {
     auto launch = comm::DetectLaunch(comm::ProcessEnv());
@@ -303,26 +329,45 @@ void AddTrain(CLI::App& app, int* exit_code) {
       config = std::move(loaded).value();
     }
     const TrainConfig& c = f->cli;
-    auto given = [&](const char* name) { return cmd->count(name) > 0; };
-    if (given("--model")) config.model = c.model;
-    if (given("--data")) config.data = c.data;
-    if (given("--token-dtype")) config.token_dtype = c.token_dtype;
-    if (given("--text-field")) config.text_field = c.text_field;
-    if (given("--format")) config.data_format = c.data_format;
-    if (given("--chat-template")) config.chat_template = c.chat_template;
-    if (given("--truncation")) config.truncation = c.truncation;
-    if (c.packing) config.packing = true;
-    if (given("--tokenizer")) config.tokenizer = c.tokenizer;
-    if (f->no_shuffle) config.shuffle = false;
-    if (given("--seed")) config.seed = c.seed;
-    if (given("--steps")) config.steps = c.steps;
-    if (given("--micro-batch")) config.micro_batch = c.micro_batch;
-    if (given("--grad-accum")) config.grad_accum = c.grad_accum;
-    if (given("--seq-len")) config.seq_len = c.seq_len;
-    if (given("--lr")) config.lr = c.lr;
-    if (given("--weight-decay")) config.weight_decay = c.weight_decay;
-    if (given("--clip")) config.gradient_clipping = c.gradient_clipping;
-    if (given("--dtype")) {
+    // A flag given overrides the config, and is where its setting came from
+    // (ValidateTrainConfig's errors name it).
+    auto given = [&](const char* flag, const char* setting) {
+      if (cmd->count(flag) == 0) return false;
+      config.origins[setting] = flag;
+      return true;
+    };
+    if (given("--model", "model")) config.model = c.model;
+    if (given("--allow-unused-tensors", "allow_unused_tensors")) {
+      config.allow_unused_tensors = true;
+    }
+    if (given("--data", "data")) config.data = c.data;
+    if (given("--token-dtype", "token_dtype")) config.token_dtype = c.token_dtype;
+    if (given("--text-field", "text_field")) config.text_field = c.text_field;
+    if (given("--format", "data_format")) config.data_format = c.data_format;
+    if (given("--chat-template", "chat_template")) config.chat_template = c.chat_template;
+    if (given("--truncation", "truncation")) config.truncation = c.truncation;
+    if (given("--packing", "packing")) config.packing = true;
+    if (given("--max-sample-bytes", "max_sample_bytes")) {
+      auto n = ParseByteSize(f->max_sample_bytes);
+      if (!n.ok()) {
+        std::fprintf(stderr, "tierflow train: --max-sample-bytes: %s\n",
+                     n.status().message().c_str());
+        *exit_code = 2;
+        return;
+      }
+      config.max_sample_bytes = *n;
+    }
+    if (given("--tokenizer", "tokenizer")) config.tokenizer = c.tokenizer;
+    if (given("--no-shuffle", "shuffle")) config.shuffle = false;
+    if (given("--seed", "seed")) config.seed = c.seed;
+    if (given("--steps", "steps")) config.steps = c.steps;
+    if (given("--micro-batch", "micro_batch")) config.micro_batch = c.micro_batch;
+    if (given("--grad-accum", "grad_accum")) config.grad_accum = c.grad_accum;
+    if (given("--seq-len", "seq_len")) config.seq_len = c.seq_len;
+    if (given("--lr", "lr")) config.lr = c.lr;
+    if (given("--weight-decay", "weight_decay")) config.weight_decay = c.weight_decay;
+    if (given("--clip", "gradient_clipping")) config.gradient_clipping = c.gradient_clipping;
+    if (given("--dtype", "dtype")) {
       auto dtype = ParseDType(f->dtype);
       if (!dtype.ok()) {
         std::fprintf(stderr, "tierflow train: --dtype: %s\n", dtype.status().message().c_str());
@@ -331,7 +376,7 @@ void AddTrain(CLI::App& app, int* exit_code) {
       }
       config.dtype = *dtype;
     }
-    if (!f->grad_transfer_dtype.empty()) {
+    if (given("--grad-transfer-dtype", "grad_transfer_dtype")) {
       auto t = ParseDType(f->grad_transfer_dtype);
       if (!t.ok()) {
         std::fprintf(stderr, "tierflow train: --grad-transfer-dtype: %s\n",
@@ -341,8 +386,9 @@ void AddTrain(CLI::App& app, int* exit_code) {
       }
       config.grad_transfer_dtype = *t;
     }
-    if (given("--activation-checkpointing")) config.activation_checkpointing = true;
-    if (given("--offload-optimizer")) {
+    if (given("--activation-checkpointing", "activation_checkpointing"))
+      config.activation_checkpointing = true;
+    if (given("--offload-optimizer", "offload")) {
       auto placement = ParseOffloadPlacement("--offload-optimizer", f->offload);
       if (!placement.ok()) {
         std::fprintf(stderr, "tierflow train: %s\n", placement.status().message().c_str());
@@ -351,7 +397,7 @@ void AddTrain(CLI::App& app, int* exit_code) {
       }
       config.offload = *placement;
     }
-    if (given("--offload-param")) {
+    if (given("--offload-param", "offload_param")) {
       auto where = ParseParamOffload("--offload-param", f->offload_param);
       if (!where.ok()) {
         std::fprintf(stderr, "tierflow train: %s\n", where.status().message().c_str());
@@ -360,13 +406,13 @@ void AddTrain(CLI::App& app, int* exit_code) {
       }
       config.offload_param = *where;
     }
-    if (given("--param-slots")) config.param_slots = f->param_slots;
-    if (given("--nvme-path")) config.nvme_paths = c.nvme_paths;
-    if (given("--nvme-buffered")) config.nvme_buffered = true;
-    if (given("--pipeline")) config.pipeline = c.pipeline;
-    if (given("--collectives")) config.collectives = c.collectives;
-    if (given("--profile")) config.profile = c.profile;
-    if (given("--device")) {
+    if (given("--param-slots", "param_slots")) config.param_slots = f->param_slots;
+    if (given("--nvme-path", "nvme_paths")) config.nvme_paths = c.nvme_paths;
+    if (given("--nvme-buffered", "nvme_buffered")) config.nvme_buffered = true;
+    if (given("--pipeline", "pipeline")) config.pipeline = c.pipeline;
+    if (given("--collectives", "collectives")) config.collectives = c.collectives;
+    if (given("--profile", "profile")) config.profile = c.profile;
+    if (given("--device", "device")) {
       auto spec = ParseDeviceSpec("--device", f->device);
       if (!spec.ok()) {
         std::fprintf(stderr, "tierflow train: %s\n", spec.status().message().c_str());
@@ -375,17 +421,18 @@ void AddTrain(CLI::App& app, int* exit_code) {
       }
       config.device = *spec;
     }
-    if (given("--out")) config.out_dir = c.out_dir;
-    if (given("--checkpoint-every")) config.checkpoint_every = c.checkpoint_every;
-    if (given("--resume")) config.resume = true;
-    if (given("--resume-from")) config.resume_from = c.resume_from;
-    if (given("--metrics")) config.metrics_path = c.metrics_path;
-    if (given("--trace")) config.trace_path = c.trace_path;
-    if (given("--trace-steps")) config.trace_steps = c.trace_steps;
-    if (given("--eval-every")) config.eval_every = c.eval_every;
-    if (given("--log-every")) config.log_every = c.log_every;
-    if (!f->device_memory.empty()) config.device_memory = f->device_memory;
-    if (!f->sub_group_size.empty()) {
+    if (given("--out", "out_dir")) config.out_dir = c.out_dir;
+    if (given("--checkpoint-every", "checkpoint_every"))
+      config.checkpoint_every = c.checkpoint_every;
+    if (given("--resume", "resume")) config.resume = true;
+    if (given("--resume-from", "resume_from")) config.resume_from = c.resume_from;
+    if (given("--metrics", "metrics_path")) config.metrics_path = c.metrics_path;
+    if (given("--trace", "trace_path")) config.trace_path = c.trace_path;
+    if (given("--trace-steps", "trace_steps")) config.trace_steps = c.trace_steps;
+    if (given("--eval-every", "eval_every")) config.eval_every = c.eval_every;
+    if (given("--log-every", "log_every")) config.log_every = c.log_every;
+    if (given("--device-memory", "device_memory")) config.device_memory = f->device_memory;
+    if (given("--sub-group-size", "sub_group_size")) {
       auto n = ParseCount(f->sub_group_size);
       if (!n.ok()) {
         std::fprintf(stderr, "tierflow train: --sub-group-size: %s\n",
@@ -396,7 +443,7 @@ void AddTrain(CLI::App& app, int* exit_code) {
       config.sub_group_size = *n;
       config.sub_group_cut = SubGroupCut::kSlices;  // the flag's rule, over a config's
     }
-    if (f->speculation == "auto") {
+    if (given("--speculation", "speculation_params") && f->speculation == "auto") {
       config.speculation_params.reset();
     } else if (!f->speculation.empty()) {
       auto n = ParseCount(f->speculation);
@@ -407,7 +454,7 @@ void AddTrain(CLI::App& app, int* exit_code) {
       }
       config.speculation_params = *n;
     }
-    if (f->grad_bucket == "auto") {
+    if (given("--grad-bucket", "grad_bucket_params") && f->grad_bucket == "auto") {
       config.grad_bucket_params.reset();
     } else if (!f->grad_bucket.empty()) {
       auto n = ParseCount(f->grad_bucket);
@@ -420,10 +467,15 @@ void AddTrain(CLI::App& app, int* exit_code) {
     }
     for (const std::string& w : config.warnings)
       std::fprintf(stderr, "tierflow train: warning: %s\n", w.c_str());
-    if (ValidateTrainConfig(config).ok()) {  // RunTraining reports what is wrong
-      for (const std::string& w : ScheduleNotes(config))
-        std::fprintf(stderr, "tierflow train: warning: %s\n", w.c_str());
+    // A value out of range, from a flag or the config file, is refused here
+    // (exit 2, as a config that does not parse), naming where it was given.
+    if (Status valid = ValidateTrainConfig(config); !valid.ok()) {
+      std::fprintf(stderr, "tierflow train: %s\n", valid.ToString().c_str());
+      *exit_code = 2;
+      return;
     }
+    for (const std::string& w : ScheduleNotes(config))
+      std::fprintf(stderr, "tierflow train: warning: %s\n", w.c_str());
 
     // The first SIGINT/SIGTERM stops training at the next step boundary with
     // a checkpoint (before the first step it cancels the setup); a second one
@@ -485,10 +537,17 @@ void AddTrain(CLI::App& app, int* exit_code) {
           static_cast<long long>(r.steps_done));
       return;
     }
+    // Some steps skipped is said with the result (every step skipped is an
+    // error from RunTraining).
+    const std::string skipped = r.steps_skipped == 0 ? ""
+                                                     : "; " + std::to_string(r.steps_skipped) +
+                                                           " skipped (non-finite gradients)";
     std::fprintf(
-        stderr, "tierflow train: done: %lld steps in %s; loss %.4f -> %.4f%s; model saved to %s\n",
-        static_cast<long long>(r.steps_done), Duration(r.seconds).c_str(), r.first_loss,
-        r.last_loss, r.eval_loss >= 0 ? (", eval loss " + std::to_string(r.eval_loss)).c_str() : "",
+        stderr,
+        "tierflow train: done: %lld steps in %s%s; loss %.4f -> %.4f%s; model saved to %s\n",
+        static_cast<long long>(r.steps_done), Duration(r.seconds).c_str(), skipped.c_str(),
+        r.first_loss, r.last_loss,
+        r.eval_loss >= 0 ? (", eval loss " + std::to_string(r.eval_loss)).c_str() : "",
         r.final_model_dir.c_str());
   });
 }

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "comm/agree.h"
+#include "io/output_path.h"
 
 namespace tierflow::cli {
 namespace {
@@ -156,6 +157,10 @@ StatusOr<std::optional<RankSetup>> SetUpRank() {
 Status StartLiveness(RankSetup& setup, const std::string& out_dir,
                      std::chrono::milliseconds timeout) {
   const auto period = std::max(std::chrono::milliseconds(100), timeout / 10);
+  // OUT/.ranks is made and written by tierflow: never through a link.
+  TF_RETURN_IF_ERROR(
+      comm::AgreeOnStatus(*setup.comm, CheckNoLinksUnder(out_dir, out_dir + "/.ranks")
+                                           .WithContext("the ranks' heartbeat directory")));
   auto started = comm::Liveness::Start(out_dir + "/.ranks", setup.launch.rank,
                                        setup.launch.world_size, period, timeout);
   Status s = started.status();

@@ -35,7 +35,11 @@ std::string_view StatusCodeName(StatusCode code);
 class [[nodiscard]] Status {
  public:
   Status() = default;  // OK
-  Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
+  // The message is kept printable (common/printable.h, PrintableText): bytes
+  // that are not UTF-8 and control characters other than newline and tab
+  // become \xNN, so an error that quotes outside text (a path, a JSON key,
+  // an argument) never puts raw bytes on a terminal or into JSON output.
+  Status(StatusCode code, std::string message);
 
   static Status Ok() { return Status(); }
 

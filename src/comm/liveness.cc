@@ -54,8 +54,13 @@ Status Liveness::Beat() {
   const std::string text =
       std::to_string(++beats_) + " " + std::to_string(::getpid()) + " " + host + "\n";
   // Written beside and renamed over, so a reader never sees half a beat.
+  // The temporary is made anew (O_EXCL | O_NOFOLLOW): a link or a hard-linked
+  // file left in its place is unlinked, never written through.
   const std::string path = PathOf(rank_), tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (::unlink(tmp.c_str()) != 0 && errno != ENOENT) {
+    return ErrnoStatus(errno, "remove an old heartbeat " + tmp);
+  }
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoStatus(errno, "write heartbeat " + tmp);
   const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
   const int saved = errno;

@@ -37,8 +37,9 @@ std::vector<Isa> SupportedIsas();
 
 // The level the process uses, chosen once (thread-safe) by ChooseIsa from the
 // environment variable TIERFLOW_ISA and SupportedIsas(). tools/main.cc calls
-// it at start-up and exits with its error, so a bad TIERFLOW_ISA stops the
-// command before anything runs.
+// it once the command line is parsed and exits with its error, so a bad
+// TIERFLOW_ISA stops a command before anything runs (--help and --version
+// still answer).
 StatusOr<Isa> SelectedIsa();
 
 // The choice SelectedIsa makes, as a pure function. `forced` is the value of

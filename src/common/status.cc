@@ -5,7 +5,12 @@
 #include <cstring>
 #include <string>
 
+#include "common/printable.h"
+
 namespace tierflow {
+
+Status::Status(StatusCode code, std::string message)
+    : code_(code), message_(PrintableText(message)) {}
 
 std::string_view StatusCodeName(StatusCode code) {
   switch (code) {

@@ -90,20 +90,14 @@ StatusOr<DataLoader> DataLoader::Create(TokenSource tokens, const DataLoaderOpti
 }
 
 StatusOr<DataLoader> DataLoader::CreateFromRows(RowSet rows, const DataLoaderOptions& options) {
-  const std::string name = rows.name;
+  const std::string name = rows.name();
   TF_RETURN_IF_ERROR(CheckOptions(name, options));
-  if (rows.seq_len != options.seq_len) {
+  if (rows.seq_len() != options.seq_len) {
     return InvalidArgumentError("data loader for " + name + ": the rows are " +
-                                std::to_string(rows.seq_len) + " tokens long but seq_len is " +
+                                std::to_string(rows.seq_len()) + " tokens long but seq_len is " +
                                 std::to_string(options.seq_len));
   }
-  const size_t cells = static_cast<size_t>(rows.rows) * static_cast<size_t>(rows.seq_len);
-  if (rows.inputs.size() != cells || rows.targets.size() != cells ||
-      (!rows.positions.empty() && rows.positions.size() != cells)) {
-    return InvalidArgumentError("data loader for " + name +
-                                ": the row arrays are not rows x seq_len");
-  }
-  const int64_t n = rows.rows;
+  const int64_t n = rows.rows();
   const int64_t b = options.batch;
   const std::string need = "one micro-batch needs batch = " + std::to_string(b) + " rows";
   if (n < b) {
@@ -171,14 +165,10 @@ void DataLoader::CopyRows(const int64_t* indices, TokenBatch* out) const {
   out->seq_len = options_.seq_len;
   out->inputs.resize(b * t);
   out->targets.resize(b * t);
-  out->positions.resize(rows_->positions.empty() ? 0 : b * t);
+  out->positions.resize(rows_->packed() ? b * t : 0);
   for (int r = 0; r < b; ++r) {
-    const size_t from = static_cast<size_t>(indices[r]) * t;
-    std::copy_n(rows_->inputs.begin() + from, t, out->inputs.begin() + r * t);
-    std::copy_n(rows_->targets.begin() + from, t, out->targets.begin() + r * t);
-    if (!rows_->positions.empty()) {
-      std::copy_n(rows_->positions.begin() + from, t, out->positions.begin() + r * t);
-    }
+    rows_->FillRow(indices[r], out->inputs.data() + r * t, out->targets.data() + r * t,
+                   rows_->packed() ? out->positions.data() + r * t : nullptr);
   }
 }
 

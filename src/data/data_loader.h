@@ -118,18 +118,17 @@ class DataLoader {
   int64_t num_eval_tokens() const { return NumTokens() - num_train_tokens_; }
   // Token cells in the data: the stream's tokens, or rows x seq_len.
   int64_t NumTokens() const {
-    return rows_ ? rows_->rows * static_cast<int64_t>(rows_->seq_len) : tokens_.size();
+    return rows_ ? rows_->rows() * static_cast<int64_t>(rows_->seq_len()) : tokens_.size();
   }
-  const std::string& DataName() const { return rows_ ? rows_->name : tokens_.name(); }
+  const std::string& DataName() const { return rows_ ? rows_->name() : tokens_.name(); }
   // Host bytes the loader holds, or will once its data is read: the tokens
-  // (in memory, or a mapped file whose pages the reads bring in) and one
-  // epoch's order of sequences. The planner counts them.
+  // (in memory, or a mapped file whose pages the reads bring in; rows as
+  // RowSet stores them, unpadded) and one epoch's order of sequences. The
+  // planner counts them.
   uint64_t MemoryBytes() const {
-    const uint64_t data =
-        rows_ ? (rows_->inputs.size() + rows_->targets.size() + rows_->positions.size()) *
-                    sizeof(int32_t)
-              : static_cast<uint64_t>(tokens_.size()) *
-                    static_cast<uint64_t>(tokens_.element_bytes());
+    const uint64_t data = rows_ ? rows_->MemoryBytes()
+                                : static_cast<uint64_t>(tokens_.size()) *
+                                      static_cast<uint64_t>(tokens_.element_bytes());
     return data + static_cast<uint64_t>(num_sequences_) * sizeof(int64_t);
   }
   // The rows (CreateFromRows), or null for a token stream.

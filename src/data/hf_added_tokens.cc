@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <limits>
 #include <set>
+#include <string_view>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -69,50 +71,41 @@ StatusOr<std::vector<AddedToken>> ParseHfAddedTokens(const Json* list, const Jso
   return out;
 }
 
-AddedTokenMatcher::AddedTokenMatcher(std::vector<AddedToken> tokens)
-    : tokens_(std::move(tokens)), by_first_byte_(256) {
-  for (uint32_t i = 0; i < tokens_.size(); ++i) {
-    by_first_byte_[static_cast<uint8_t>(tokens_[i].content[0])].push_back(i);
-  }
-  for (auto& list : by_first_byte_) {
-    std::sort(list.begin(), list.end(), [&](uint32_t a, uint32_t b) {
-      return tokens_[a].content.size() > tokens_[b].content.size();
-    });
-  }
+AddedTokenMatcher::AddedTokenMatcher(std::vector<AddedToken> tokens) : tokens_(std::move(tokens)) {
+  std::vector<std::string_view> contents;
+  contents.reserve(tokens_.size());
+  for (const AddedToken& t : tokens_) contents.push_back(t.content);
+  finder_ = LongestMatchFinder(contents);
 }
 
-std::vector<TextSegment> AddedTokenMatcher::Split(std::string_view text) const {
+std::vector<TextSegment> AddedTokenMatcher::Split(std::string_view text, uint64_t* steps) const {
   std::vector<TextSegment> out;
+  const std::vector<LongestMatchFinder::Match> candidates = finder_.FindLongestAt(text, steps);
+  size_t next = 0;         // the first candidate not inside a match taken
   size_t plain_begin = 0;  // start of the pending plain text
-  size_t pos = 0;
-  while (pos < text.size()) {
-    const AddedToken* match = nullptr;
-    if (!tokens_.empty()) {
-      for (uint32_t i : by_first_byte_[static_cast<uint8_t>(text[pos])]) {
-        const AddedToken& t = tokens_[i];
-        if (text.compare(pos, t.content.size(), t.content) == 0) {
-          match = &t;  // the longest, as the list is longest first
-          break;
-        }
-      }
-    }
-    if (match != nullptr && match->single_word &&
-        (WordBefore(text, pos) || WordAfter(text, pos + match->content.size()))) {
-      match = nullptr;
-    }
-    if (match == nullptr) {
-      ++pos;
-      continue;
+  while (next < candidates.size()) {
+    // The text up to the next candidate is plain.
+    const size_t pos = candidates[next].begin;
+    const AddedToken& match = tokens_[candidates[next].string];
+    ++next;
+    if (match.single_word &&
+        (WordBefore(text, pos) || WordAfter(text, pos + match.content.size()))) {
+      continue;  // plain text here; the next position may still match
     }
     size_t begin = pos;
-    size_t end = pos + match->content.size();
-    if (match->lstrip) {
-      begin = std::max(plain_begin, data_internal::SkipSpaceBackward(text, begin));
+    size_t end = pos + match.content.size();
+    if (match.lstrip) {
+      // Only the pending plain text is swallowed, and only it is scanned: a
+      // scan back through earlier matches made a run of lstrip tokens
+      // quadratic.
+      begin = plain_begin +
+              data_internal::SkipSpaceBackward(text.substr(plain_begin), begin - plain_begin);
     }
-    if (match->rstrip) end = data_internal::SkipSpaceForward(text, end);
+    if (match.rstrip) end = data_internal::SkipSpaceForward(text, end);
     if (begin > plain_begin) out.push_back({plain_begin, begin, -1});
-    out.push_back({begin, end, match->id});
-    plain_begin = pos = end;
+    out.push_back({begin, end, match.id});
+    plain_begin = end;
+    while (next < candidates.size() && candidates[next].begin < end) ++next;
   }
   if (plain_begin < text.size()) out.push_back({plain_begin, text.size(), -1});
   return out;

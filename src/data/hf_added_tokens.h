@@ -6,7 +6,9 @@
 // a single_word token matches only where no word character (letter, number,
 // '_') touches it; lstrip/rstrip tokens swallow the white space on their
 // left/right. Tokens with normalized = false are matched in the raw text,
-// the others in the normalized text (hf_tokenizer.h).
+// the others in the normalized text (hf_tokenizer.h). Matching takes time
+// linear in the text whatever the number of added tokens (longest_match.h),
+// as Hugging Face's Aho-Corasick matcher does.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +18,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "data/longest_match.h"
 #include "io/json_reader.h"
 #include "tierflow/status.h"
 
@@ -50,14 +53,16 @@ class AddedTokenMatcher {
   explicit AddedTokenMatcher(std::vector<AddedToken> tokens);
 
   // Cuts `text` (valid UTF-8) into segments covering it in order; plain
-  // segments are non-empty.
-  std::vector<TextSegment> Split(std::string_view text) const;
+  // segments are non-empty. At each position the longest token starting
+  // there is the candidate; where its single_word condition fails, the
+  // position is plain text. `steps`, when not null, receives the matching
+  // automaton's steps (at most 2 * text.size()).
+  std::vector<TextSegment> Split(std::string_view text, uint64_t* steps = nullptr) const;
   bool empty() const { return tokens_.empty(); }
 
  private:
   std::vector<AddedToken> tokens_;
-  // By first byte: indices into tokens_, longest content first.
-  std::vector<std::vector<uint32_t>> by_first_byte_;
+  LongestMatchFinder finder_;  // over the tokens' contents, indexed as tokens_
 };
 
 }  // namespace tierflow

@@ -1,6 +1,8 @@
 // Shared reading of tokenizer.json components.
 #include "data/hf_component.h"
 
+#include <limits>
+
 namespace tierflow {
 
 using Json = nlohmann::json;
@@ -76,12 +78,22 @@ Status UnsupportedComponent(const JsonReader& reader, const std::string& path,
 }
 
 std::string ReplaceAll(std::string_view text, std::string_view from, std::string_view to) {
+  return *ReplaceAllWithin(text, from, to, std::numeric_limits<size_t>::max());
+}
+
+std::optional<std::string> ReplaceAllWithin(std::string_view text, std::string_view from,
+                                            std::string_view to, size_t max_bytes) {
   std::string out;
+  if (text.size() > max_bytes) return std::nullopt;
   out.reserve(text.size());
   size_t pos = 0;
   while (true) {
     const size_t hit = text.find(from, pos);
     if (hit == std::string_view::npos) break;
+    // What is built so far, this replacement, and the rest at least.
+    if (out.size() + (hit - pos) + to.size() + (text.size() - hit - from.size()) > max_bytes) {
+      return std::nullopt;
+    }
     out.append(text.substr(pos, hit - pos));
     out.append(to);
     pos = hit + from.size();

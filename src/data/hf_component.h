@@ -3,6 +3,7 @@
 // ("tokenizer.json: pre_tokenizer.pretokenizers[0].behavior: ...").
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -44,5 +45,9 @@ Status UnsupportedComponent(const JsonReader& reader, const std::string& path,
 
 // `text` with every occurrence of `from` (non-empty) replaced by `to`.
 std::string ReplaceAll(std::string_view text, std::string_view from, std::string_view to);
+// The same, or nullopt as soon as the result would hold more than `max_bytes`
+// (nothing larger is built).
+std::optional<std::string> ReplaceAllWithin(std::string_view text, std::string_view from,
+                                            std::string_view to, size_t max_bytes);
 
 }  // namespace tierflow

@@ -1,10 +1,14 @@
 // The decoders of hf_decoder.h.
 #include "data/hf_decoder.h"
 
+#include <algorithm>
+#include <cstdint>
+
 #include <nlohmann/json.hpp>
 
 #include "data/gpt2_byte_level.h"
 #include "data/hf_component.h"
+#include "data/text_growth.h"
 #include "data/unicode_class.h"
 
 namespace tierflow {
@@ -27,6 +31,9 @@ class Replace final : public HfDecoder {
   Replace(std::string from, std::string to) : from_(std::move(from)), to_(std::move(to)) {}
   void Apply(std::vector<std::string>* tokens) const override {
     for (std::string& token : *tokens) token = ReplaceAll(token, from_, to_);
+  }
+  double MaxGrowth() const override {
+    return std::max(1.0, static_cast<double>(to_.size()) / static_cast<double>(from_.size()));
   }
 
  private:
@@ -144,6 +151,11 @@ class Sequence final : public HfDecoder {
   void Apply(std::vector<std::string>* tokens) const override {
     for (const auto& part : parts_) part->Apply(tokens);
   }
+  double MaxGrowth() const override {
+    double growth = 1.0;
+    for (const auto& part : parts_) growth *= part->MaxGrowth();
+    return growth;
+  }
 
  private:
   std::vector<std::unique_ptr<HfDecoder>> parts_;
@@ -151,6 +163,15 @@ class Sequence final : public HfDecoder {
 
 constexpr const char* kSupported =
     "ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace, Sequence";
+
+Status GrowthError(const JsonReader& reader, const std::string& path, double growth) {
+  return reader.Error(
+      path, "the decoder's Replace steps up to here may lengthen decoded text " +
+                std::to_string(static_cast<int64_t>(growth)) + " times; tierflow allows " +
+                std::to_string(kMaxTextGrowth) +
+                " (the released decoders shorten it). Shorten the Replace contents, or remove "
+                "the steps that lengthen what earlier steps already lengthened");
+}
 
 }  // namespace
 
@@ -168,8 +189,11 @@ StatusOr<std::unique_ptr<HfDecoder>> ParseHfDecoder(const Json* spec, const Json
                                 ": a Replace decoder needs a non-empty {\"String\": ...} pattern");
     }
     TF_ASSIGN_OR_RETURN(std::string content, RequiredString(*spec, reader, path, "content"));
-    return std::unique_ptr<HfDecoder>(
-        std::make_unique<Replace>(std::move(pattern.literal), std::move(content)));
+    auto replace = std::make_unique<Replace>(std::move(pattern.literal), std::move(content));
+    if (replace->MaxGrowth() > kMaxTextGrowth) {
+      return GrowthError(reader, path, replace->MaxGrowth());
+    }
+    return std::unique_ptr<HfDecoder>(std::move(replace));
   }
   if (type == "Strip") {
     TF_ASSIGN_OR_RETURN(std::string content, RequiredString(*spec, reader, path, "content"));
@@ -202,10 +226,14 @@ StatusOr<std::unique_ptr<HfDecoder>> ParseHfDecoder(const Json* spec, const Json
   if (type == "Sequence") {
     TF_ASSIGN_OR_RETURN(const Json* list, RequiredArray(*spec, reader, path, "decoders"));
     std::vector<std::unique_ptr<HfDecoder>> parts;
+    double growth = 1.0;
     for (size_t i = 0; i < list->size(); ++i) {
       const std::string item = path + ".decoders[" + std::to_string(i) + "]";
       TF_ASSIGN_OR_RETURN(auto part, ParseHfDecoder(&(*list)[i], reader, item));
       if (part == nullptr) return reader.Error(item, "a Sequence entry may not be null");
+      // Named at the step that takes the chain past the bound.
+      growth *= part->MaxGrowth();
+      if (growth > kMaxTextGrowth) return GrowthError(reader, item, growth);
       parts.push_back(std::move(part));
     }
     return std::unique_ptr<HfDecoder>(std::make_unique<Sequence>(std::move(parts)));

@@ -18,6 +18,11 @@
 //   Sequence         {decoders}
 // With no decoder tokens are joined with spaces, as tokenizers does. Anything
 // else is refused by name when the file is loaded.
+//
+// Bounded when loaded: only Replace lengthens text (by at most its content's
+// bytes over its pattern's), and a decoder whose Replace steps together could
+// lengthen it more than kMaxTextGrowth times (text_growth.h) is refused, since
+// decoding cannot fail.
 #pragma once
 
 #include <memory>
@@ -35,9 +40,12 @@ class HfDecoder {
  public:
   virtual ~HfDecoder() = default;
   virtual void Apply(std::vector<std::string>* tokens) const = 0;
+  // The most times Apply may lengthen the tokens' total text.
+  virtual double MaxGrowth() const { return 1.0; }
 };
 
-// Null or missing is nullptr. Errors: InvalidArgument for a malformed entry;
+// Null or missing is nullptr. Errors: InvalidArgument for a malformed entry
+// or a decoder that may grow text more than kMaxTextGrowth times;
 // Unimplemented naming an unsupported type.
 StatusOr<std::unique_ptr<HfDecoder>> ParseHfDecoder(const nlohmann::json* spec,
                                                     const JsonReader& reader,

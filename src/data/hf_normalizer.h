@@ -6,6 +6,10 @@
 // strip_right} (Unicode white space), and Sequence {normalizers}. Anything
 // else (Lowercase, BertNormalizer, Precompiled, ...) is refused by name when
 // the file is loaded.
+//
+// Bounded: the normalized text may hold at most GrowthLimit::For(input) bytes
+// (text_growth.h), checked at every step, and a Replace regex is bound by its
+// matching work (regex_pattern.h).
 #pragma once
 
 #include <memory>
@@ -13,6 +17,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "data/text_growth.h"
 #include "io/json_reader.h"
 #include "tierflow/status.h"
 
@@ -21,8 +26,17 @@ namespace tierflow {
 class HfNormalizer {
  public:
   virtual ~HfNormalizer() = default;
-  // REQUIRES: `text` is valid UTF-8; the result is too.
-  virtual StatusOr<std::string> Apply(std::string text) const = 0;
+  // REQUIRES: `text` is valid UTF-8; the result is too. Errors:
+  // InvalidArgument naming the file and the step (e.g. "tokenizer.json:
+  // normalizer.normalizers[3]") when the text would outgrow
+  // GrowthLimit::For(text.size()), or a Replace regex its work bound.
+  StatusOr<std::string> Apply(std::string text) const {
+    const GrowthLimit limit = GrowthLimit::For(text.size());
+    return Rewrite(std::move(text), limit);
+  }
+  // Apply's step: `text` (already rewritten by the steps before, in a
+  // Sequence) may grow to limit.max_bytes.
+  virtual StatusOr<std::string> Rewrite(std::string text, const GrowthLimit& limit) const = 0;
 };
 
 // Parses the normalizer at `path` of the document `reader` names. A null or

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/path_component.h"
 #include "data/gpt2_byte_level.h"
 #include "data/gpt2_pretokenize.h"
 #include "data/hf_component.h"
@@ -16,24 +17,37 @@ namespace {
 using Json = nlohmann::json;
 using Range = std::pair<size_t, size_t>;
 
+// `where` in each component names it in errors: "FILE: pre_tokenizer.pretokenizers[1]".
+//
+// ByteLevel writes a byte in at most 2 (a piece of n bytes in 2n + 2 with the
+// prefix space), so checking after each piece bounds what was built.
 class ByteLevel final : public HfPreTokenizer {
  public:
-  ByteLevel(bool add_prefix_space, bool use_regex)
-      : add_prefix_space_(add_prefix_space), use_regex_(use_regex) {}
-  Status Apply(std::vector<TextPiece>* pieces) const override {
+  ByteLevel(bool add_prefix_space, bool use_regex, std::string where)
+      : add_prefix_space_(add_prefix_space), use_regex_(use_regex), where_(std::move(where)) {}
+  Status Apply(std::vector<TextPiece>* pieces, const GrowthLimit& limit) const override {
     std::vector<TextPiece> out;
     out.reserve(pieces->size());
+    size_t total_bytes = 0;
+    const auto add = [&](std::string text, bool at_start) -> Status {
+      total_bytes += text.size();
+      if (total_bytes > limit.max_bytes) return limit.Error(where_, "ByteLevel");
+      out.push_back({std::move(text), at_start});
+      return Status::Ok();
+    };
     for (TextPiece& piece : *pieces) {
       if (add_prefix_space_ && (piece.text.empty() || piece.text[0] != ' ')) {
         piece.text.insert(piece.text.begin(), ' ');
       }
       if (!use_regex_) {
-        if (!piece.text.empty()) out.push_back({Gpt2BytesToVocabText(piece.text), piece.at_start});
+        if (!piece.text.empty()) {
+          TF_RETURN_IF_ERROR(add(Gpt2BytesToVocabText(piece.text), piece.at_start));
+        }
         continue;
       }
       TF_ASSIGN_OR_RETURN(auto parts, SplitGpt2Pieces(piece.text));
       for (size_t i = 0; i < parts.size(); ++i) {
-        out.push_back({Gpt2BytesToVocabText(parts[i]), piece.at_start && i == 0});
+        TF_RETURN_IF_ERROR(add(Gpt2BytesToVocabText(parts[i]), piece.at_start && i == 0));
       }
     }
     *pieces = std::move(out);
@@ -42,6 +56,7 @@ class ByteLevel final : public HfPreTokenizer {
 
  private:
   bool add_prefix_space_, use_regex_;
+  std::string where_;
 };
 
 enum class Behavior { kRemoved, kIsolated, kMergedWithPrevious, kMergedWithNext, kContiguous };
@@ -143,7 +158,8 @@ class Split final : public HfPreTokenizer {
  public:
   Split(HfPattern pattern, Behavior behavior, bool invert)
       : pattern_(std::move(pattern)), behavior_(behavior), invert_(invert) {}
-  Status Apply(std::vector<TextPiece>* pieces) const override {
+  Status Apply(std::vector<TextPiece>* pieces, const GrowthLimit&) const override {
+    // Splitting only cuts and drops: the pieces never grow.
     return SplitPieces(pieces, invert_, behavior_,
                        [&](std::string_view text) -> StatusOr<std::vector<Range>> {
                          if (pattern_.regex) return pattern_.regex->FindAll(text);
@@ -159,16 +175,28 @@ class Split final : public HfPreTokenizer {
 
 enum class PrependScheme { kAlways, kFirst, kNever };
 
+// Metaspace counts the bytes its replacement adds to a piece before building it.
 class Metaspace final : public HfPreTokenizer {
  public:
-  Metaspace(std::string replacement, PrependScheme scheme, bool split)
-      : replacement_(std::move(replacement)), scheme_(scheme), split_(split) {}
-  Status Apply(std::vector<TextPiece>* pieces) const override {
+  Metaspace(std::string replacement, PrependScheme scheme, bool split, std::string where)
+      : replacement_(std::move(replacement)),
+        scheme_(scheme),
+        split_(split),
+        where_(std::move(where)) {}
+  Status Apply(std::vector<TextPiece>* pieces, const GrowthLimit& limit) const override {
+    size_t total_bytes = 0;
     for (TextPiece& piece : *pieces) {
+      // Each space grows by the replacement less its own byte.
+      const size_t spaces =
+          static_cast<size_t>(std::count(piece.text.begin(), piece.text.end(), ' '));
+      total_bytes += piece.text.size() + spaces * (replacement_.size() - 1);
+      if (total_bytes > limit.max_bytes) return Grown(limit);
       piece.text = ReplaceAll(piece.text, " ", replacement_);
       const bool prepend =
           scheme_ == PrependScheme::kAlways || (scheme_ == PrependScheme::kFirst && piece.at_start);
       if (prepend && piece.text.compare(0, replacement_.size(), replacement_) != 0) {
+        total_bytes += replacement_.size();
+        if (total_bytes > limit.max_bytes) return Grown(limit);
         piece.text.insert(0, replacement_);
       }
     }
@@ -183,17 +211,24 @@ class Metaspace final : public HfPreTokenizer {
   }
 
  private:
+  Status Grown(const GrowthLimit& limit) const {
+    return limit.Error(where_, "Metaspace's replacement " + QuotedExcerpt(replacement_, 24));
+  }
+
   std::string replacement_;
   PrependScheme scheme_;
   bool split_;
+  std::string where_;
 };
 
 class Sequence final : public HfPreTokenizer {
  public:
   explicit Sequence(std::vector<std::unique_ptr<HfPreTokenizer>> parts)
       : parts_(std::move(parts)) {}
-  Status Apply(std::vector<TextPiece>* pieces) const override {
-    for (const auto& part : parts_) TF_RETURN_IF_ERROR(part->Apply(pieces));
+  // Every step is bound by the limit of the Sequence's own input, so a chain
+  // cannot compound what each step may add.
+  Status Apply(std::vector<TextPiece>* pieces, const GrowthLimit& limit) const override {
+    for (const auto& part : parts_) TF_RETURN_IF_ERROR(part->Apply(pieces, limit));
     return Status::Ok();
   }
 
@@ -243,11 +278,12 @@ StatusOr<std::unique_ptr<HfPreTokenizer>> ParseHfPreTokenizer(const Json* spec,
                                                               const std::string& path) {
   if (spec == nullptr) return std::unique_ptr<HfPreTokenizer>();
   TF_ASSIGN_OR_RETURN(std::string type, ComponentTypeOf(*spec, reader, path));
+  const std::string where = reader.label() + ": " + path;
   if (type == "ByteLevel") {
     TF_ASSIGN_OR_RETURN(bool prefix, OptionalBool(*spec, reader, path, "add_prefix_space", true));
     TF_ASSIGN_OR_RETURN(bool regex, OptionalBool(*spec, reader, path, "use_regex", true));
     TF_RETURN_IF_ERROR(OptionalBool(*spec, reader, path, "trim_offsets", true).status());
-    return std::unique_ptr<HfPreTokenizer>(std::make_unique<ByteLevel>(prefix, regex));
+    return std::unique_ptr<HfPreTokenizer>(std::make_unique<ByteLevel>(prefix, regex, where));
   }
   if (type == "Split") {
     TF_ASSIGN_OR_RETURN(HfPattern pattern, ParseHfPattern(*spec, reader, path));
@@ -266,7 +302,7 @@ StatusOr<std::unique_ptr<HfPreTokenizer>> ParseHfPreTokenizer(const Json* spec,
     TF_ASSIGN_OR_RETURN(PrependScheme scheme, ParsePrependScheme(*spec, reader, path));
     TF_ASSIGN_OR_RETURN(bool split, OptionalBool(*spec, reader, path, "split", true));
     return std::unique_ptr<HfPreTokenizer>(
-        std::make_unique<Metaspace>(std::move(replacement), scheme, split));
+        std::make_unique<Metaspace>(std::move(replacement), scheme, split, where));
   }
   if (type == "Sequence") {
     TF_ASSIGN_OR_RETURN(const Json* list, RequiredArray(*spec, reader, path, "pretokenizers"));

@@ -16,6 +16,10 @@
 //       Mistral and newer SentencePiece conversions use it.
 //   Sequence {pretokenizers}
 // Anything else is refused by name when the file is loaded.
+//
+// Bounded: the pieces together may hold at most GrowthLimit::For(input)
+// bytes (text_growth.h), checked before each step builds them, and a Split
+// regex is bound by its matching work (regex_pattern.h).
 #pragma once
 
 #include <memory>
@@ -24,6 +28,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "data/text_growth.h"
 #include "io/json_reader.h"
 #include "tierflow/status.h"
 
@@ -39,8 +44,13 @@ struct TextPiece {
 class HfPreTokenizer {
  public:
   virtual ~HfPreTokenizer() = default;
-  // Replaces `pieces` by their split. Empty pieces are dropped.
-  virtual Status Apply(std::vector<TextPiece>* pieces) const = 0;
+  // Replaces `pieces` by their split. Empty pieces are dropped. `limit` is
+  // GrowthLimit::For the bytes of the text that was cut into the first
+  // pieces. Errors: InvalidArgument naming the file and the step (e.g.
+  // "tokenizer.json: pre_tokenizer.pretokenizers[1]") when the pieces would
+  // hold more than limit.max_bytes together, or a Split regex exceeds its
+  // work bound.
+  virtual Status Apply(std::vector<TextPiece>* pieces, const GrowthLimit& limit) const = 0;
 };
 
 // A null or missing pre-tokenizer is nullptr (the text is one piece). Errors:

@@ -252,7 +252,9 @@ Status HfTokenizer::EncodePlain(std::string_view text, bool at_start,
     }
     std::vector<TextPiece> pieces{
         {normalized.substr(seg.begin, seg.end - seg.begin), at_start && seg.begin == 0}};
-    if (pre_tokenizer_ != nullptr) TF_RETURN_IF_ERROR(pre_tokenizer_->Apply(&pieces));
+    if (pre_tokenizer_ != nullptr) {
+      TF_RETURN_IF_ERROR(pre_tokenizer_->Apply(&pieces, GrowthLimit::For(seg.end - seg.begin)));
+    }
     for (size_t i = 0; i < pieces.size(); ++i) {
       // A large corpus takes minutes: a signal must not wait for the end.
       if (i % 4096 == 4095 && CancelRequested()) {

@@ -1,4 +1,4 @@
-// Instruction data: reading, rendering, masked tokenization, rows.
+// Instruction data: streaming, rendering, masked tokenization, rows within a budget.
 #include "data/instruction_data.h"
 
 #include <algorithm>
@@ -6,9 +6,9 @@
 #include <nlohmann/json.hpp>
 
 #include "common/cancel.h"
-#include "data/text_dataset.h"
-#include "io/file_reader.h"
+#include "common/units.h"
 #include "io/json_util.h"
+#include "io/line_reader.h"
 
 namespace tierflow {
 namespace {
@@ -184,46 +184,6 @@ StatusOr<std::vector<RenderedPart>> RenderLine(const Json& doc, const Instructio
   return parts;
 }
 
-// The rows: one per sample, padded with `pad` after its end; or, packed,
-// samples laid end to end (see instruction_data.h), with positions.
-RowSet BuildRows(const std::vector<Tokenized>& samples, int seq_len, bool packing, int32_t pad,
-                 const std::string& name) {
-  const size_t t = static_cast<size_t>(seq_len);
-  RowSet rows;
-  rows.name = name;
-  rows.seq_len = seq_len;
-  size_t used = t;  // slots filled in the current row; t: start a new row first
-  const auto new_row = [&] {
-    rows.inputs.resize(rows.inputs.size() + t, pad);
-    rows.targets.resize(rows.targets.size() + t, kIgnoreTarget);
-    if (packing) rows.positions.resize(rows.positions.size() + t, 0);
-    ++rows.rows;
-    used = 0;
-  };
-  // The unused end of the current row: padding, as a sample of its own.
-  const auto close_row = [&] {
-    if (!packing || rows.rows == 0) return;
-    const size_t base = static_cast<size_t>(rows.rows - 1) * t;
-    for (size_t j = used; j < t; ++j) rows.positions[base + j] = static_cast<int32_t>(j - used);
-  };
-  for (const Tokenized& s : samples) {
-    const size_t n = s.ids.size() - 1;  // input slots this sample fills (<= seq_len)
-    if (!packing || used + n > t) {
-      close_row();
-      new_row();
-    }
-    const size_t base = static_cast<size_t>(rows.rows - 1) * t + used;
-    for (size_t j = 0; j < n; ++j) {
-      rows.inputs[base + j] = s.ids[j];
-      rows.targets[base + j] = s.trained[j + 1] ? s.ids[j + 1] : kIgnoreTarget;
-      if (packing) rows.positions[base + j] = static_cast<int32_t>(j);
-    }
-    used += n;
-  }
-  close_row();
-  return rows;
-}
-
 }  // namespace
 
 StatusOr<InstructionFormat> ParseInstructionFormat(std::string_view name) {
@@ -246,16 +206,19 @@ std::string_view InstructionFormatName(InstructionFormat format) {
   return "?";
 }
 
-StatusOr<InstructionData> LoadInstructionData(const InstructionOptions& options,
-                                              const Tokenizer& tokenizer) {
-  const std::string& path = options.path;
-  TF_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, kMaxTextDatasetBytes));
-  return ParseInstructionData(text, options, tokenizer);
+namespace {
+
+std::string Bytes(uint64_t n) { return std::to_string(n) + " bytes (" + FormatBytes(n) + ")"; }
+
+// The rows and the loader's shuffled order of them (one int64 a row) once a
+// sample of `num_ids` ids is added: what the budget holds.
+uint64_t BytesAfterAdding(const RowSet& rows, size_t num_ids) {
+  return rows.MemoryBytesAfterAdding(num_ids) +
+         static_cast<uint64_t>(rows.rows() + 1) * sizeof(int64_t);
 }
 
-StatusOr<InstructionData> ParseInstructionData(std::string_view text,
-                                               const InstructionOptions& options,
-                                               const Tokenizer& tokenizer) {
+StatusOr<InstructionData> ReadInstructionData(LineReader& lines, const InstructionOptions& options,
+                                              const Tokenizer& tokenizer) {
   const std::string& path = options.path;
   if (options.seq_len <= 0 || options.vocab_size <= 0) {
     return InvalidArgumentError(path + ": seq_len and vocab_size must be positive");
@@ -277,16 +240,14 @@ StatusOr<InstructionData> ParseInstructionData(std::string_view text,
   InstructionStats& stats = data.stats;
   stats.chat_template = tmpl ? std::string(ChatTemplateKindName(tmpl->kind)) : "";
   RenderStats render_stats;
-  std::vector<Tokenized> samples;
-  size_t line_number = 0;
-  for (size_t pos = 0; pos < text.size();) {
-    size_t eol = text.find('\n', pos);
-    if (eol == std::string::npos) eol = text.size();
-    const std::string_view line(text.data() + pos, eol - pos);
-    pos = eol + 1;
-    ++line_number;
+  data.rows = RowSet(path, options.seq_len, options.packing,
+                     tokenizer.eos_token().value_or(tokenizer.eot_token()));
+  std::string_view line;
+  while (true) {
+    TF_ASSIGN_OR_RETURN(bool more, lines.Next(&line));
+    if (!more) break;
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
-    const std::string where = path + ":" + std::to_string(line_number);
+    const std::string where = path + ":" + std::to_string(lines.line_number());
     if (CancelRequested()) TF_RETURN_IF_ERROR(CheckCancel("reading " + where));
     Json doc;
     JsonParseOptions parse_options;
@@ -326,14 +287,25 @@ StatusOr<InstructionData> ParseInstructionData(std::string_view text,
       ++stats.dropped_untrained;
       continue;
     }
+    if (const uint64_t need = BytesAfterAdding(data.rows, s.ids.size());
+        need > options.memory_budget_bytes) {
+      return OutOfMemoryError(
+          where + ": the instruction data would take more than " +
+          Bytes(options.memory_budget_bytes) + ", its host memory budget" +
+          (options.memory_budget_source.empty() ? "" : " (" + options.memory_budget_source + ")") +
+          ": " + Bytes(need) + " with this sample, after " + std::to_string(stats.kept) +
+          " samples of " + std::to_string(stats.tokens) +
+          " tokens (stored unpadded, with the shuffled order of their rows); train on a part of "
+          "the file, or where more host memory is free");
+    }
     if (cut) ++stats.truncated;
     stats.trained_tokens += trained;
     stats.tokens += static_cast<int64_t>(s.ids.size()) - 1;
-    samples.push_back(std::move(s));
+    ++stats.kept;
+    data.rows.Add(s.ids, s.trained);
   }
-  stats.kept = static_cast<int64_t>(samples.size());
   stats.dropped_system_messages = render_stats.dropped_system_messages;
-  if (samples.empty()) {
+  if (stats.kept == 0) {
     return InvalidArgumentError(
         path + " has no sample to train on (" + std::to_string(stats.samples) + " read, " +
         std::to_string(stats.dropped_long) +
@@ -342,10 +314,46 @@ StatusOr<InstructionData> ParseInstructionData(std::string_view text,
         " with no response token within seq_len); raise --seq-len, or keep long samples with "
         "--truncation truncate");
   }
-  data.rows = BuildRows(samples, options.seq_len, options.packing,
-                        tokenizer.eos_token().value_or(tokenizer.eot_token()), path);
-  stats.rows = data.rows.rows;
+  data.rows.Finish();
+  stats.rows = data.rows.rows();
   return data;
+}
+
+LineReaderOptions LineOptions(const InstructionOptions& options) {
+  LineReaderOptions o;
+  o.max_line_bytes = options.max_sample_bytes;
+  o.advice =
+      "a line is one sample, and parsing and tokenizing it takes several times its size; split "
+      "it, or raise --max-sample-bytes (at most " +
+      FormatBytes(kMaxSampleBytesLimit) + ") if samples this long are meant";
+  return o;
+}
+
+Status CheckMaxSampleBytes(const InstructionOptions& options) {
+  if (options.max_sample_bytes == 0 || options.max_sample_bytes > kMaxSampleBytesLimit) {
+    return InvalidArgumentError(options.path + ": the longest sample accepted is " +
+                                std::to_string(options.max_sample_bytes) +
+                                " bytes; give 1 byte to " + FormatBytes(kMaxSampleBytesLimit));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<InstructionData> LoadInstructionData(const InstructionOptions& options,
+                                              const Tokenizer& tokenizer) {
+  TF_RETURN_IF_ERROR(CheckMaxSampleBytes(options));
+  TF_ASSIGN_OR_RETURN(LineReader lines, LineReader::Open(options.path, LineOptions(options)));
+  return ReadInstructionData(lines, options, tokenizer);
+}
+
+StatusOr<InstructionData> ParseInstructionData(std::string_view text,
+                                               const InstructionOptions& options,
+                                               const Tokenizer& tokenizer) {
+  TF_RETURN_IF_ERROR(CheckMaxSampleBytes(options));
+  TF_ASSIGN_OR_RETURN(LineReader lines,
+                      LineReader::OverText(text, options.path, LineOptions(options)));
+  return ReadInstructionData(lines, options, tokenizer);
 }
 
 }  // namespace tierflow

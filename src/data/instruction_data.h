@@ -31,13 +31,25 @@
 // padding). Packed, samples are laid end to end in rows of seq_len tokens,
 // in file order (a sample that does not fit in what is left of a row starts
 // the next one; no sample is split); each sample's positions restart at 0
-// (RowSet::positions), and the model keeps attention within each sample
-// (MicroBatch::positions), so a packed sample trains exactly as it would
-// alone. Padding fills each row's end as one more sample with no trained
-// targets. Packing needs a RoPE model (Llama, Qwen, Mistral).
+// (RowSet::FillRow's positions), and the model keeps attention within each
+// sample (MicroBatch::positions), so a packed sample trains exactly as it
+// would alone. Padding fills each row's end as one more sample with no
+// trained targets. Packing needs a RoPE model (Llama, Qwen, Mistral).
+//
+// Memory. The file is streamed a line at a time, never read whole, and each
+// line is held to max_sample_bytes before it is parsed (the parse and the
+// tokenization of one line take several times its size). The samples are
+// kept as their tokens, not as padded rows (row_set.h), and the RowSet is
+// held to memory_budget_bytes while it is read: before each sample is added,
+// what the rows and the loader's shuffled order of them (8 bytes a row)
+// will then take is checked against the budget, so a dataset too large for
+// the host is refused by name instead of being read until the OOM killer
+// ends the process.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -55,6 +67,13 @@ enum class InstructionFormat { kPromptCompletion, kAlpaca, kChat };
 StatusOr<InstructionFormat> ParseInstructionFormat(std::string_view name);
 std::string_view InstructionFormatName(InstructionFormat format);
 
+// The longest JSONL line (one sample) accepted by default: 16 MiB is some
+// four million tokens, past any sequence trained here, while its parse and
+// tokenization stay within a few hundred MB.
+inline constexpr size_t kDefaultMaxSampleBytes = size_t{16} << 20;
+// The most max_sample_bytes may be raised to.
+inline constexpr size_t kMaxSampleBytesLimit = size_t{1} << 30;
+
 struct InstructionOptions {
   std::string path;  // REQUIRED
   InstructionFormat format = InstructionFormat::kChat;
@@ -65,6 +84,15 @@ struct InstructionOptions {
   bool drop_long = false;  // drop samples over T + 1 tokens instead of truncating them
   bool packing = false;    // several samples per row (see Rows above)
   int32_t vocab_size = 0;  // the model's vocabulary; REQUIRED > 0
+  // A longer line is refused by number and size before it is parsed (see
+  // Memory above). REQUIRED in [1, kMaxSampleBytesLimit]. Default: 16 MiB.
+  size_t max_sample_bytes = kDefaultMaxSampleBytes;
+  // Host bytes the rows and their shuffled order may take (see Memory
+  // above). Default: no bound.
+  uint64_t memory_budget_bytes = std::numeric_limits<uint64_t>::max();
+  // Where the budget comes from, for its error (e.g. "the host's usable
+  // memory less ..."). Default: "".
+  std::string memory_budget_source;
 };
 
 struct InstructionStats {
@@ -94,11 +122,13 @@ struct TokenizedSample {
 StatusOr<TokenizedSample> TokenizeRendered(const std::vector<RenderedPart>& parts,
                                            const Tokenizer& tokenizer);
 
-// Errors name the path, and for a line "path:LINE" and the field: not JSON,
-// not an object, a missing or mistyped field, an unknown role, text the
-// tokenizer refuses, an id at or above vocab_size; no chat template (chat
-// without one detected or named); a file over kMaxTextDatasetBytes; no sample
-// left to train on.
+// Errors name the path, and for a line "path:LINE" and the field: a line
+// over max_sample_bytes (with its size and the bound), not JSON, not an
+// object, a missing or mistyped field, an unknown role, text the tokenizer
+// refuses, an id at or above vocab_size; no chat template (chat without one
+// detected or named); no sample left to train on (InvalidArgument); the rows
+// over memory_budget_bytes (OutOfMemory, with the bytes, the budget and the
+// samples read so far); the file cannot be opened or read (ErrnoStatus).
 StatusOr<InstructionData> LoadInstructionData(const InstructionOptions& options,
                                               const Tokenizer& tokenizer);
 // The same on JSONL text already in memory; options.path names it in errors.

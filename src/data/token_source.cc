@@ -9,6 +9,7 @@
 
 #include "common/cancel.h"
 #include "data/file_util.h"
+#include "io/file_system.h"
 
 namespace tierflow {
 namespace {
@@ -207,14 +208,8 @@ Status WriteLlmcTokenFile(const std::string& path, const std::vector<int32_t>& t
       bytes.append(reinterpret_cast<const char*>(&t), 4);
     }
   }
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) return ErrnoStatus(errno, "open " + path);
-  const size_t written = std::fwrite(bytes.data(), 1, bytes.size(), f);
-  const int write_errno = errno;
-  if (std::fclose(f) != 0 || written != bytes.size()) {
-    return ErrnoStatus(written != bytes.size() ? write_errno : errno, "write " + path);
-  }
-  return Status::Ok();
+  // As every file tierflow writes: replaced crash-safely, never through a link.
+  return WriteStringToFileAtomically(nullptr, path, bytes);
 }
 
 }  // namespace tierflow

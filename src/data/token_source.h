@@ -88,8 +88,9 @@ StatusOr<TokenSource> OpenTokenFile(const std::string& path, std::optional<Token
                                     int32_t vocab_size);
 
 // Writes `tokens` as an llm.c token file (for tests and tools that convert
-// data): the GPT-2 header (uint16) when `dtype` is u16, Llama 3's when u32.
-// Errors: InvalidArgument when an id does not fit the dtype; ErrnoStatus.
+// data): the GPT-2 header (uint16) when `dtype` is u16, Llama 3's when u32,
+// replaced crash-safely (WriteStringToFileAtomically). Errors:
+// InvalidArgument when an id does not fit the dtype; those of the write.
 Status WriteLlmcTokenFile(const std::string& path, const std::vector<int32_t>& tokens,
                           TokenDtype dtype);
 

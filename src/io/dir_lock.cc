@@ -9,6 +9,8 @@
 #include <ctime>
 #include <utility>
 
+#include "io/output_path.h"
+
 namespace tierflow {
 namespace {
 
@@ -48,6 +50,12 @@ Status HeldError(const std::string& dir, int fd) {
 StatusOr<DirLock> DirLock::Acquire(const std::string& dir, std::string_view what) {
   const std::string path = LockPath(dir);
   TF_ASSIGN_OR_RETURN(int fd, OpenLockFile(path, /*create=*/true));
+  // The holder's line is written in place: a lock file that is another
+  // file's hard link (or not a regular file) is refused before it is touched.
+  if (Status s = CheckInPlaceFile(fd, path, "lock file"); !s.ok()) {
+    ::close(fd);
+    return s;
+  }
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     Status s = err == EWOULDBLOCK ? HeldError(dir, fd) : ErrnoStatus(err, "flock " + path);

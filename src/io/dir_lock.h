@@ -28,7 +28,10 @@ class DirLock {
   // says what holds it ("tierflow train"). Errors: FailedPrecondition when
   // another open holds it (another process, or another DirLock in this one),
   // naming `dir` and the holder's pid; DataLoss when the lock file is a
-  // symbolic link (never followed); errno errors naming the lock file.
+  // symbolic link (never followed); FailedPrecondition when it has other
+  // hard links or is not a regular file (the holder's line is written in
+  // place, and would land in the other file); errno errors naming the lock
+  // file.
   static StatusOr<DirLock> Acquire(const std::string& dir, std::string_view what);
 
   // OK when nobody holds `dir`'s lock (or there is no lock file); the

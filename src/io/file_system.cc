@@ -12,6 +12,8 @@
 #include <string>
 #include <system_error>
 
+#include "io/output_path.h"
+
 namespace tierflow {
 namespace {
 
@@ -68,7 +70,9 @@ class PosixFileSystem final : public FileSystem {
   StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
     int fd;
     do {
-      fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      // O_EXCL | O_NOFOLLOW: whatever is already there (a link, another
+      // process's file) is never written through.
+      fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     } while (fd < 0 && errno == EINTR);
     if (fd < 0) return ErrnoStatus(errno, "create " + path);
     return std::unique_ptr<WritableFile>(new PosixWritableFile(fd, path));
@@ -103,6 +107,25 @@ FileSystem* DefaultFileSystem() {
   return fs;
 }
 
+StatusOr<std::unique_ptr<WritableFile>> OpenFileToAppendInPlace(const std::string& path,
+                                                                bool truncate,
+                                                                std::string_view what) {
+  const std::string named = what.empty() ? path : std::string(what) + " " + path;
+  // By name first, so that a FIFO is refused rather than opened (which waits
+  // for a reader); then on the open file, so that what is written is what
+  // was checked.
+  TF_RETURN_IF_ERROR(CheckExistingOutputFile(path, OutputWrite::kInPlace, what));
+  int fd;
+  do {
+    fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) return ErrnoStatus(errno, "open " + named + " to append to it");
+  auto file = std::make_unique<PosixWritableFile>(fd, path);
+  TF_RETURN_IF_ERROR(CheckInPlaceFile(fd, path, what));
+  if (truncate && ::ftruncate(fd, 0) != 0) return ErrnoStatus(errno, "empty " + named);
+  return std::unique_ptr<WritableFile>(std::move(file));
+}
+
 std::string DirectoryOf(const std::string& path) {
   size_t slash = path.find_last_of('/');
   if (slash == std::string::npos) return ".";
@@ -113,13 +136,21 @@ std::string DirectoryOf(const std::string& path) {
 Status WriteFileAtomically(FileSystem* fs, const std::string& path,
                            const std::function<Status(WritableFile&)>& write_body) {
   if (fs == nullptr) fs = DefaultFileSystem();
-  // pid + a process-wide counter: concurrent writers (threads or processes)
-  // of the same path never share a temporary file.
-  static std::atomic<uint64_t> counter{0};
-  const std::string tmp_path =
-      path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1));
   const std::string context = "writing " + path;
-
+  // A link in `path`'s place would be replaced by the rename, losing what
+  // the user linked; refused before anything is written.
+  TF_RETURN_IF_ERROR(CheckExistingOutputFile(path, OutputWrite::kReplace, "").WithContext(context));
+  // pid + a process-wide counter: concurrent writers (threads or processes)
+  // of the same path never share a temporary file. A name taken (a crashed
+  // process's leftover of the same pid) is skipped; the temporary is created
+  // O_EXCL, so one appearing meanwhile is an error, never written through.
+  static std::atomic<uint64_t> counter{0};
+  std::string tmp_path;
+  struct stat st {};
+  do {
+    tmp_path =
+        path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1));
+  } while (::lstat(tmp_path.c_str(), &st) == 0);
   StatusOr<std::unique_ptr<WritableFile>> file = fs->NewWritableFile(tmp_path);
   if (!file.ok()) return file.status().WithContext(context);
 

@@ -6,7 +6,8 @@
 // WriteFileAtomically is the one way tierflow replaces a file on disk: write a
 // temporary file beside it, fsync it, rename it over the target, fsync the
 // directory. A crash or an error at any point leaves either the old file or the
-// new one, never a torn mix.
+// new one, never a torn mix. Files appended in place (metrics.jsonl) are opened
+// by OpenFileToAppendInPlace. Neither follows a link (io/output_path.h).
 #pragma once
 
 #include <cstddef>
@@ -39,7 +40,9 @@ class FileSystem {
  public:
   virtual ~FileSystem() = default;
 
-  // Creates `path`, or truncates it if it exists.
+  // Creates `path`, which must not exist (O_EXCL | O_NOFOLLOW in the POSIX
+  // implementation: a file or link already there is an error, never written
+  // through). WriteFileAtomically's temporaries are its only callers.
   virtual StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) = 0;
   // rename(2): atomically replaces `to` with `from`.
   virtual Status RenameFile(const std::string& from, const std::string& to) = 0;
@@ -57,6 +60,10 @@ FileSystem* DefaultFileSystem();
 // `path`, and the directory is fsync'd. On any failure (including one returned
 // by `write_body`) the temporary file is removed, `path` is left as it was,
 // and the first error is returned, prefixed with the path being written.
+// A symbolic link or a non-regular file at `path` is refused before anything
+// is written (CheckExistingOutputFile): the rename would replace the link,
+// losing what the user linked. A hard-linked `path` is fine: the rename
+// replaces this name only, the other names keep the old contents.
 // `fs` may be null (DefaultFileSystem).
 Status WriteFileAtomically(FileSystem* fs, const std::string& path,
                            const std::function<Status(WritableFile&)>& write_body);
@@ -64,6 +71,16 @@ Status WriteFileAtomically(FileSystem* fs, const std::string& path,
 // WriteFileAtomically for a file whose contents are already in memory.
 Status WriteStringToFileAtomically(FileSystem* fs, const std::string& path,
                                    std::string_view contents);
+
+// Opens `path` to append to it in place (a log such as metrics.jsonl, one
+// write(2) per Append), creating it (0644) when absent and emptying it first
+// when `truncate`. Never follows a link (O_NOFOLLOW), and refuses, before
+// writing anything, what CheckInPlaceFile refuses (io/output_path.h): a
+// symbolic link, anything but a regular file, a file with other hard links.
+// `what` names the file's role in errors ("metrics file").
+StatusOr<std::unique_ptr<WritableFile>> OpenFileToAppendInPlace(const std::string& path,
+                                                                bool truncate,
+                                                                std::string_view what);
 
 // The directory part of `path` ("." when it has none), for SyncDirectory.
 std::string DirectoryOf(const std::string& path);

@@ -57,6 +57,15 @@ bool LooksLikeShardName(const std::string& name) {
          std::string_view(tail) == ".safetensors";
 }
 
+}  // namespace
+
+bool IsHfWeightFileName(std::string_view name) {
+  return name == kHfSingleFileName || name == kHfIndexFileName ||
+         LooksLikeShardName(std::string(name));
+}
+
+namespace {
+
 std::string NewSaveId() {
   static std::atomic<uint64_t> counter{0};
   const auto now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -333,9 +342,7 @@ Status SaveHfCheckpoint(const std::string& dir, std::span<const SafetensorsEntry
   std::vector<std::string> stale;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
-    const bool ours =
-        name == kHfSingleFileName || name == kHfIndexFileName || LooksLikeShardName(name);
-    if (ours && !written.count(name)) stale.push_back(entry.path().string());
+    if (IsHfWeightFileName(name) && !written.count(name)) stale.push_back(entry.path().string());
   }
   if (ec) {
     return ErrnoStatus(ec.value(), "list " + dir + " for files of a previous checkpoint")

@@ -32,6 +32,11 @@ inline constexpr std::string_view kHfSingleFileName = "model.safetensors";
 inline constexpr std::string_view kHfIndexFileName = "model.safetensors.index.json";
 inline constexpr std::string_view kHfConfigFileName = "config.json";
 
+// Whether `name` is a weights file of a Hugging Face checkpoint as tierflow
+// (and save_pretrained) names them: model.safetensors, its index, or a
+// shard model-NNNNN-of-NNNNN.safetensors.
+bool IsHfWeightFileName(std::string_view name);
+
 // A tensor the model needs, as the model config describes it.
 struct TensorSpec {
   std::string name;            // e.g. "h.0.attn.c_attn.weight"

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common/path_component.h"
+#include "common/printable.h"
 
 namespace tierflow {
 
@@ -99,6 +100,39 @@ std::string JsonExcerpt(const nlohmann::json& value, size_t max_chars) {
         return "a value that cannot be shown";
       }
   }
+}
+
+namespace {
+
+// A copy of `value` whose strings and keys are valid UTF-8. Recursive: the
+// values a command prints are its own (shallow), never an outside document.
+nlohmann::json WithValidUtf8(const nlohmann::json& value) {
+  using Json = nlohmann::json;
+  switch (value.type()) {
+    case Json::value_t::string:
+      return EscapeInvalidUtf8(value.get_ref<const std::string&>());
+    case Json::value_t::array: {
+      Json out = Json::array();
+      for (const Json& v : value) out.push_back(WithValidUtf8(v));
+      return out;
+    }
+    case Json::value_t::object: {
+      Json out = Json::object();
+      for (auto it = value.begin(); it != value.end(); ++it) {
+        out[EscapeInvalidUtf8(it.key())] = WithValidUtf8(it.value());
+      }
+      return out;
+    }
+    default:
+      return value;
+  }
+}
+
+}  // namespace
+
+std::string JsonOutput(const nlohmann::json& value, int indent) {
+  // replace: a last guard; WithValidUtf8 leaves nothing for it to replace.
+  return WithValidUtf8(value).dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 namespace {

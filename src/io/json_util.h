@@ -45,6 +45,12 @@ Status ParseJsonStrict(std::string_view text, std::string_view what, nlohmann::j
 // objects by kind and size ("an array of 3 elements"). Never throws.
 std::string JsonExcerpt(const nlohmann::json& value, size_t max_chars = 64);
 
+// `value` as text for a command's --json output: dump(indent) with every
+// string (keys too) passed through EscapeInvalidUtf8 (common/printable.h),
+// so outside text in it (a path that is not UTF-8) comes out as \xNN
+// instead of making nlohmann-json throw. Never throws.
+std::string JsonOutput(const nlohmann::json& value, int indent = 2);
+
 // Typed, non-throwing reads of one field of an outside JSON object (nlohmann's
 // value() and get() throw type_error on a field of the wrong type, which a
 // crafted or damaged file must not turn into an abort). `where` names the

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <system_error>
 #include <vector>
 
@@ -57,13 +58,93 @@ TensorNameOptions HfTensorNames(const ModelConfig& config) {
   return names;
 }
 
-Status ValidateHfCheckpoint(const HfCheckpoint& checkpoint, const ParamLayout& layout) {
+std::vector<std::string> UnusedHfTensors(const HfCheckpoint& checkpoint,
+                                         const ParamLayout& layout) {
+  const ModelConfig& c = layout.config;
+  const TensorNameOptions names = HfTensorNames(c);
+  std::set<std::string> used;
+  for (const auto& unit : layout.tensors) {
+    for (const TensorSlot& s : unit) {
+      StatusOr<HfCheckpoint::Location> loc =
+          checkpoint.Resolve(TensorSpec{s.tensor.name, s.tensor.shape}, names);
+      if (loc.ok()) used.insert(loc->tensor->name);
+    }
+  }
+  // Buffers rebuilt from the config (see the header), as written with or
+  // without the family's alternative prefixes.
+  std::set<std::string> derivable;
+  auto add = [&](const std::string& name) {
+    derivable.insert(name);
+    for (const std::string& p : names.alternative_prefixes) derivable.insert(p + name);
+  };
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const std::string i = std::to_string(l);
+    if (c.family == ModelFamily::kGpt2) {
+      add("h." + i + ".attn.bias");
+      add("h." + i + ".attn.masked_bias");
+    } else {
+      add("model.layers." + i + ".self_attn.rotary_emb.inv_freq");
+    }
+  }
+  if (c.family != ModelFamily::kGpt2) add("model.rotary_emb.inv_freq");
+  std::vector<std::string> unused;
+  for (const std::string& name : checkpoint.TensorNames()) {
+    if (!used.count(name) && !derivable.count(name)) unused.push_back(name);
+  }
+  return unused;
+}
+
+Status ValidateHfCheckpoint(const HfCheckpoint& checkpoint, const ParamLayout& layout,
+                            UnusedHfTensorPolicy unused_policy) {
   std::vector<TensorSpec> specs;
   for (size_t u = 0; u < layout.tensors.size(); ++u) {
     std::vector<TensorSpec> unit = UnitSpecs(layout, static_cast<int>(u));
     specs.insert(specs.end(), unit.begin(), unit.end());
   }
-  return checkpoint.Validate(specs, HfTensorNames(layout.config));
+  TF_RETURN_IF_ERROR(checkpoint.Validate(specs, HfTensorNames(layout.config)));
+  if (unused_policy == UnusedHfTensorPolicy::kAllow) return Status::Ok();
+  const std::vector<std::string> unused = UnusedHfTensors(checkpoint, layout);
+  if (unused.empty()) return Status::Ok();
+  constexpr size_t kListed = 4;
+  std::string listed;
+  for (size_t i = 0; i < unused.size() && i < kListed; ++i) {
+    listed += (i ? ", " : "") + unused[i];
+  }
+  if (unused.size() > kListed)
+    listed += ", and " + std::to_string(unused.size() - kListed) + " more";
+  // The usual causes, said when the names show them.
+  const ModelConfig& c = layout.config;
+  const std::string layer_prefix = c.family == ModelFamily::kGpt2 ? "h." : "model.layers.";
+  int64_t highest_layer = -1;
+  bool head = false;
+  for (std::string name : unused) {
+    for (const std::string& p : HfTensorNames(c).alternative_prefixes) {
+      if (name.rfind(p, 0) == 0) name = name.substr(p.size());
+    }
+    if (name == "lm_head.weight") head = true;
+    if (name.rfind(layer_prefix, 0) != 0) continue;
+    const std::string rest = name.substr(layer_prefix.size());
+    const size_t digits = rest.find_first_not_of("0123456789");
+    if (digits == 0 || digits == std::string::npos || digits > 9) continue;
+    highest_layer = std::max<int64_t>(highest_layer, std::stoll(rest.substr(0, digits)));
+  }
+  std::string why;
+  if (highest_layer >= c.n_layers) {
+    why = " (the files hold layers up to " + std::to_string(highest_layer) + "; config.json says " +
+          std::to_string(c.n_layers) + " layers)";
+  } else if (head && c.tie_embeddings) {
+    why =
+        " (config.json ties the head to the token embedding, tie_word_embeddings, and the "
+        "files hold a separate lm_head.weight)";
+  }
+  return InvalidArgumentError(
+      "Hugging Face checkpoint " + checkpoint.dir() + ": " + std::to_string(unused.size()) +
+      " tensor" + (unused.size() == 1 ? "" : "s") + " in its safetensors " +
+      (unused.size() == 1 ? "is" : "are") + " not used by the model its config.json describes" +
+      why + ": " + listed +
+      ". Training would save a model without them. Fix config.json to describe the weights, "
+      "or pass --allow-unused-tensors (tierflow.allow_unused_tensors) to train the tensors it "
+      "describes and leave the rest out");
 }
 
 Status ReadHfUnit(const HfCheckpoint& checkpoint, const ParamLayout& layout, int unit, float* out) {

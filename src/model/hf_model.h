@@ -27,9 +27,31 @@ namespace tierflow {
 // The names a layout's tensors may carry in checkpoints (see TensorNameOptions).
 TensorNameOptions HfTensorNames(const ModelConfig& config);
 
-// Checks every tensor of the layout is in the checkpoint with its shape.
-// Errors: NotFound / InvalidArgument naming the checkpoint and the tensors.
-Status ValidateHfCheckpoint(const HfCheckpoint& checkpoint, const ParamLayout& layout);
+// The checkpoint's tensors that no tensor of the layout reads, sorted, less
+// those a model rebuilds from its config and transformers itself skips on
+// load: the rotary buffers "...rotary_emb.inv_freq" of a RoPE model (from
+// rope_theta and head_dim) and GPT-2's causal masks "h.N.attn.bias" /
+// "h.N.attn.masked_bias" (constants), each for a layer the config has. An
+// lm_head.weight beside a tied head (tie_word_embeddings) is listed: it may be
+// a copy of the embedding or a head the config throws away, and only the
+// user can say which.
+std::vector<std::string> UnusedHfTensors(const HfCheckpoint& checkpoint, const ParamLayout& layout);
+
+// What ValidateHfCheckpoint does with UnusedHfTensors.
+enum class UnusedHfTensorPolicy {
+  kRefuse,  // an error: the config does not describe the weights (the default)
+  kAllow,   // the caller trains the subset, and says so (--allow-unused-tensors)
+};
+
+// Checks every tensor of the layout is in the checkpoint with its shape, and
+// (kRefuse) that the checkpoint holds no tensor the layout leaves unused: a
+// config.json that says 2 layers over a 4-layer checkpoint would otherwise
+// train and save a different, smaller model without a word. Errors:
+// NotFound / InvalidArgument naming the checkpoint and the tensors;
+// InvalidArgument for unused tensors, naming how many, a few of them, and
+// what to do (fix config.json, or --allow-unused-tensors).
+Status ValidateHfCheckpoint(const HfCheckpoint& checkpoint, const ParamLayout& layout,
+                            UnusedHfTensorPolicy unused = UnusedHfTensorPolicy::kRefuse);
 
 // Reads unit `unit`'s tensors (converted to fp32) into out[0, units[unit].num_params).
 Status ReadHfUnit(const HfCheckpoint& checkpoint, const ParamLayout& layout, int unit, float* out);

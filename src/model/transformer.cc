@@ -185,7 +185,12 @@ StatusOr<std::unique_ptr<TransformerModel>> TransformerModel::Create(Device& dev
       new TransformerModel(device, std::move(layout), shape, init));
   if (!init.weights_dir.empty()) {
     TF_ASSIGN_OR_RETURN(HfCheckpoint checkpoint, HfCheckpoint::Open(init.weights_dir));
-    TF_RETURN_IF_ERROR(ValidateHfCheckpoint(checkpoint, model->layout_));
+    TF_RETURN_IF_ERROR(ValidateHfCheckpoint(
+        checkpoint, model->layout_,
+        init.allow_unused_tensors ? UnusedHfTensorPolicy::kAllow : UnusedHfTensorPolicy::kRefuse));
+    if (init.allow_unused_tensors) {
+      model->unused_tensors_ = UnusedHfTensors(checkpoint, model->layout_);
+    }
     model->checkpoint_ = std::make_unique<HfCheckpoint>(std::move(checkpoint));
   }
   TF_RETURN_IF_ERROR(model->Allocate());

@@ -88,6 +88,10 @@ struct TransformerInit {
   // biases 0, norm weights 1. Default: seed 1234, std 0.02.
   uint64_t seed = 1234;
   float init_std = 0.02f;
+  // With weights_dir: whether tensors of the checkpoint that the config does
+  // not use (hf_model.h, UnusedHfTensors) are allowed; they are then left out
+  // and listed by unused_checkpoint_tensors(). Default: false, an error.
+  bool allow_unused_tensors = false;
 };
 
 class TransformerModel : public Trainable {
@@ -96,7 +100,8 @@ class TransformerModel : public Trainable {
   // a Mistral sliding_window, which is not applied; a rope_scaling type
   // tierflow does not apply only with allow_unscaled_rope), opens the weights directory when one
   // is given (checking every tensor's presence and shape up front: an error
-  // names the missing or mis-shaped tensor), and allocates the activations on
+  // names the missing or mis-shaped tensor, or the tensors the config leaves
+  // unused unless init.allow_unused_tensors), and allocates the activations on
   // `device` (OutOfMemory names the bytes). `device` must outlive the model.
   static StatusOr<std::unique_ptr<TransformerModel>> Create(Device& device,
                                                             const ModelConfig& config,
@@ -119,6 +124,8 @@ class TransformerModel : public Trainable {
   StatusOr<float> LastLoss() override;
 
   const ParamLayout& layout() const { return layout_; }
+  // The weights directory's tensors left out (init.allow_unused_tensors), sorted.
+  const std::vector<std::string>& unused_checkpoint_tensors() const { return unused_tensors_; }
   const ModelConfig& config() const { return layout_.config; }
   const TrainShape& shape() const { return shape_; }
   // Device bytes of the activations (the whole allocation).
@@ -167,6 +174,7 @@ class TransformerModel : public Trainable {
   TrainShape shape_;
   TransformerInit init_;
   std::unique_ptr<HfCheckpoint> checkpoint_;  // set when init_.weights_dir is given
+  std::vector<std::string> unused_tensors_;   // of checkpoint_, when allowed
   std::unique_ptr<Buffers> buf_;
   uint64_t activation_bytes_ = 0;
   std::vector<double> chunk_weights_;  // per head chunk: its share of the valid targets

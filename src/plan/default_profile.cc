@@ -5,6 +5,9 @@
 #include <filesystem>
 #include <system_error>
 
+#include "plan/bandwidth_profile.h"
+#include "plan/nvme_profile.h"
+
 namespace tierflow {
 
 StatusOr<std::string> DefaultProfilePath() {
@@ -34,6 +37,20 @@ StatusOr<std::optional<std::string>> ResolveProfilePath(const std::string& given
                    "; fix its directory's permissions or pass --profile");
   }
   if (!exists) return std::optional<std::string>();
+  // Nobody named this file, so whoever reads the error may not know it is
+  // there: read it now, and on any fault say which file it is and how to get
+  // a good one (it is a cache: measured, and measurable again).
+  Status readable = LoadBandwidthProfile(*path, DefaultBandwidths(false, 1)).status();
+  if (readable.ok()) readable = LoadNvmeStoreProfile(*path).status();
+  if (!readable.ok()) {
+    return InvalidArgumentError(
+        "the cached bandwidth profile " + *path +
+        " (which `tierflow bench all` wrote, read because no --profile was given) cannot be "
+        "used: " +
+        readable.message() +
+        ". Re-run `tierflow bench all` to measure this machine again and "
+        "rewrite it, or delete it to plan with the built-in rates, or pass --profile FILE");
+  }
   return std::optional<std::string>(*path);
 }
 

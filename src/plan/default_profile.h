@@ -22,7 +22,11 @@ StatusOr<std::string> DefaultProfilePath();
 // The profile a command uses: `given` when set (it must exist: the load
 // says so otherwise), else the default path when a file is there, else
 // none (the built-in defaults). `looked_at` gets the default path looked
-// at, for the message that says where a profile would have been.
+// at, for the message that says where a profile would have been. A file at
+// the default path is read here: one that does not load (damaged, a wrong
+// version) is InvalidArgument naming it and saying how to recover (re-run
+// `tierflow bench all`, delete it, or pass --profile), since the user never
+// named it.
 StatusOr<std::optional<std::string>> ResolveProfilePath(const std::string& given,
                                                         std::string* looked_at);
 

@@ -109,7 +109,7 @@ StatusOr<nlohmann::json> ReadProfileToUpdate(const std::string& path) {
 Status WriteNvmeToProfileFile(const std::string& path, const nlohmann::json& nvme) {
   TF_ASSIGN_OR_RETURN(nlohmann::json profile, ReadProfileToUpdate(path));
   TF_ASSIGN_OR_RETURN(profile, SetNvmeInProfile(std::move(profile), nvme));
-  return WriteStringToFileAtomically(nullptr, path, profile.dump(2) + "\n");
+  return WriteStringToFileAtomically(nullptr, path, JsonOutput(profile) + "\n");
 }
 
 StatusOr<nlohmann::json> SetCommInProfile(nlohmann::json profile, const nlohmann::json& comm) {
@@ -153,7 +153,7 @@ Status WriteCommToProfileFile(const std::string& path, const nlohmann::json& com
   if (!profile.contains("measured_unix")) {
     profile["measured_unix"] = static_cast<int64_t>(std::time(nullptr));
   }
-  return WriteStringToFileAtomically(nullptr, path, profile.dump(2) + "\n");
+  return WriteStringToFileAtomically(nullptr, path, JsonOutput(profile) + "\n");
 }
 
 }  // namespace tierflow::tier

@@ -5,6 +5,7 @@
 
 #include "common/cancel.h"
 #include "io/json_util.h"
+#include "io/output_path.h"
 #include "io/safetensors_writer.h"
 #include "train/checkpoint.h"
 
@@ -12,9 +13,19 @@ namespace tierflow::tier {
 
 StatusOr<ExportResult> ExportCheckpoint(const std::string& checkpoint_dir,
                                         const std::string& out_file) {
+  // Never into what it reads (the checkpoint, its swap set), and the output
+  // checked before the state is read, not after (io/output_path.h). The
+  // containment checks go first: CheckOutputFile creates a probe beside it.
+  TF_RETURN_IF_ERROR(
+      CheckNotInside(out_file, "tier export --out", checkpoint_dir, "the checkpoint"));
   // Open validates the unit names and bounds num_params by the checkpoint's
   // files, so the allocations below are no larger than the state on disk.
   TF_ASSIGN_OR_RETURN(auto state, CheckpointOptimizerState::Open(checkpoint_dir));
+  for (const std::string& dir : state->swap_set().directories) {
+    TF_RETURN_IF_ERROR(
+        CheckNotInside(out_file, "tier export --out", dir, "the checkpoint's swap directory"));
+  }
+  TF_RETURN_IF_ERROR(CheckOutputFile(out_file, OutputWrite::kReplace, "tier export --out"));
   int64_t optimizer_step = 0;
   TF_RETURN_IF_ERROR(GetJsonInt64(state->state(), "optimizer_step",
                                   checkpoint_dir + "/trainer_state.json", &optimizer_step,

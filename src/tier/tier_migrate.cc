@@ -21,6 +21,7 @@
 #include "common/path_component.h"
 #include "io/dir_lock.h"
 #include "io/file_system.h"
+#include "io/output_path.h"
 #include "io/safetensors_reader.h"
 #include "io/safetensors_writer.h"
 #include "offload/aligned_buffer.h"
@@ -375,6 +376,11 @@ StatusOr<MigrateResult> MigrateCheckpoint(const std::string& ckpt, const Migrate
   if (o.to != OffloadPlacement::kHost && o.to != OffloadPlacement::kNvme) {
     return InvalidArgumentError("--to must be host or nvme, not " +
                                 std::string(OffloadPlacementName(o.to)));
+  }
+  // The new swap set never goes inside the checkpoint it is made from: the
+  // switch removes CKPT/optimizer, which could then hold the set itself.
+  for (const std::string& p : o.nvme_paths) {
+    TF_RETURN_IF_ERROR(CheckNotInside(p, "tier migrate --nvme-path", ckpt, "the checkpoint"));
   }
   TF_RETURN_IF_ERROR(CheckCancelMigrating(ckpt));
   // Migration rewrites the checkpoint's trainer_state.json and its optimizer

@@ -40,9 +40,10 @@ struct MigrateResult {
 };
 
 // Migrates `checkpoint_dir`. Already in the target layout: removes the
-// leftovers and returns with a note. Errors: InvalidArgument (bad options);
-// DataLoss when the checkpoint does not verify before, or the copy does not
-// match after (the source is then kept, and the copy removed); I/O errors.
+// leftovers and returns with a note. Errors: InvalidArgument (bad options;
+// an --nvme-path that is the checkpoint or inside it, naming both); DataLoss
+// when the checkpoint does not verify before, or the copy does not match
+// after (the source is then kept, and the copy removed); I/O errors.
 StatusOr<MigrateResult> MigrateCheckpoint(const std::string& checkpoint_dir,
                                           const MigrateOptions& options);
 

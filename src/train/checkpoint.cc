@@ -187,17 +187,20 @@ StatusOr<CheckpointState> LoadTrainingCheckpointUnguarded(const std::string& che
   const nlohmann::json& doc = optimizer_state->state();
   const auto& units = optimizer_state->units();
   if (units.size() != layout.units.size()) {
-    return FailedPreconditionError("checkpoint " + checkpoint_dir +
-                                   " was written for a different model (unit count differs); "
-                                   "resume with the same --model, or start a new --out");
+    return FailedPreconditionError(
+        "checkpoint " + checkpoint_dir + " was written for a different model: " +
+        std::to_string(units.size()) + " units there, " + std::to_string(layout.units.size()) +
+        " here; resume with the same --model, or start a new --out");
   }
   for (size_t u = 0; u < layout.units.size(); ++u) {
     if (units[u].name.str() != layout.units[u].name ||
         units[u].num_params != layout.units[u].num_params) {
-      return FailedPreconditionError("checkpoint " + checkpoint_dir + ": unit " +
-                                     std::to_string(u) + " is '" + units[u].name.str() +
-                                     "' there but '" + layout.units[u].name +
-                                     "' here; resume with the same --model");
+      return FailedPreconditionError(
+          "checkpoint " + checkpoint_dir + " was written for a different model: unit " +
+          std::to_string(u) + " is '" + units[u].name.str() + "' of " +
+          std::to_string(units[u].num_params) + " parameters there but '" + layout.units[u].name +
+          "' of " + std::to_string(layout.units[u].num_params) +
+          " parameters here; resume with the same --model, or start a new --out");
     }
   }
   // The counters, through the validator verification used too.

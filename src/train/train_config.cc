@@ -26,6 +26,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/printable.h"
 #include "io/file_reader.h"
 #include "io/json_reader.h"
 #include "io/json_util.h"
@@ -205,7 +206,7 @@ class Parser {
     TF_RETURN_IF_ERROR(ResolvePrecision());
     TF_RETURN_IF_ERROR(ResolveOffload());
     DeepSpeedDefaults(root);
-    for (auto& w : warnings_) c_.warnings.push_back(label_ + ": " + w);
+    for (auto& w : warnings_) c_.warnings.push_back(PrintableText(label_) + ": " + w);
     return c_;
   }
 
@@ -218,7 +219,9 @@ class Parser {
   Status TypeError(const std::string& path, const std::string& expected, const Json& v) const {
     return json_.TypeError(path, expected, v);
   }
-  void Warn(std::string w) { warnings_.push_back(std::move(w)); }
+  // Keys come from the file: a JSON key may hold any character (an escape
+  // sequence written as \u001b), so a warning is made printable.
+  void Warn(const std::string& w) { warnings_.push_back(PrintableText(w)); }
   void Unknown(const std::string& path) { Warn("unknown key '" + path + "' ignored"); }
   void Ignored(const std::string& path, const std::string& why) {
     Warn("'" + path + "' ignored: " + why);
@@ -267,6 +270,7 @@ class Parser {
                                   "; remove one of them");
     }
     set_by_[field] = {path, shown};
+    c_.origins[field] = PrintableText(label_) + ": " + path;
     *dst = std::move(value);
     return Status::Ok();
   }
@@ -816,6 +820,8 @@ class Parser {
       Status s;
       if (k == "model")
         s = String(x, p, k, &c_.model);
+      else if (k == "allow_unused_tensors")
+        s = Bool(x, p, k, &c_.allow_unused_tensors);
       else if (k == "data")
         s = String(x, p, k, &c_.data);
       else if (k == "token_dtype")
@@ -830,6 +836,8 @@ class Parser {
         s = String(x, p, k, &c_.truncation);
       else if (k == "packing")
         s = Bool(x, p, k, &c_.packing);
+      else if (k == "max_sample_bytes")
+        s = Int(x, p, k, &c_.max_sample_bytes, 1);
       else if (k == "tokenizer")
         s = String(x, p, k, &c_.tokenizer);
       else if (k == "shuffle")

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,9 +36,13 @@ struct LrScheduleConfig {
 struct TrainConfig {
   // Model and data.
   std::string model = "small-llama";  // preset name or HF directory (3.0M params)
-  std::string data;                   // text/JSONL/token file; "" = the bundled corpus
-  std::string token_dtype;            // "" (text) | "u16" | "u32"
-  std::string text_field = "text";    // JSONL field
+  // A Hugging Face directory whose safetensors hold tensors its config.json
+  // does not use (model/hf_model.h, UnusedHfTensors): train the ones it uses
+  // and name the rest in the log, instead of refusing. Only with weights.
+  bool allow_unused_tensors = false;
+  std::string data;                 // text/JSONL/token file; "" = the bundled corpus
+  std::string token_dtype;          // "" (text) | "u16" | "u32"
+  std::string text_field = "text";  // JSONL field
   // "" = by file name (text, JSONL, tokens); or text | jsonl | tokens |
   // prompt-completion | alpaca | chat (instruction data, data/instruction_data.h)
   std::string data_format;
@@ -50,6 +55,9 @@ struct TrainConfig {
   double eval_fraction = 0.05;  // held-out share of the data
   int64_t eval_every = 50;      // steps between eval losses; 0 = never
   int eval_batches = 4;
+  // Instruction data: the longest JSONL line (one sample) accepted, in bytes,
+  // 1 to 1 GiB (InstructionOptions::max_sample_bytes). Default: 16 MiB.
+  uint64_t max_sample_bytes = uint64_t{16} << 20;
 
   // Batch.
   int micro_batch = 4;  // train_micro_batch_size_per_gpu
@@ -152,6 +160,11 @@ struct TrainConfig {
   int64_t log_every = 10;
 
   std::vector<std::string> warnings;  // unknown keys, ignored settings
+  // Where each setting given was set, by the setting's name as
+  // ValidateTrainConfig's errors name it ("lr", "scheduler.warmup_min_lr"):
+  // "FILE: json.path" for a config key, "--flag" for a command-line flag.
+  // Settings left at their defaults are absent.
+  std::map<std::string, std::string> origins;
 };
 
 // Reads a JSON config (tierflow's own keys and DeepSpeed's) on top of `base`.
@@ -181,7 +194,10 @@ StatusOr<TrainConfig> LoadTrainConfig(const std::string& path, const TrainConfig
 StatusOr<TrainConfig> ParseTrainConfig(std::string_view json_text, const std::string& label,
                                        const TrainConfig& base, int world_size = 1);
 
-// Checks ranges and combinations after flags are applied.
+// Checks ranges and combinations after flags are applied. Errors:
+// InvalidArgument "WHERE: what is wrong; what to use", WHERE being the
+// setting's origin ("ds.json: optimizer.params.lr", "--lr") when
+// config.origins has one, else the setting's name.
 Status ValidateTrainConfig(const TrainConfig& config);
 
 // The learning rate of optimizer step `step` (1-based) under the schedule:

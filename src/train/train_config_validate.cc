@@ -1,6 +1,8 @@
 // Range and combination checks on a TrainConfig after the config file and
-// command-line flags are applied. Each error names the setting (the
-// TrainConfig field, which is also the tierflow.* key) and says what to do.
+// command-line flags are applied. Each error names where the setting was
+// given (the config file and its JSON path, or the flag; else the setting:
+// the TrainConfig field, which is also the tierflow.* key) and says what to
+// do.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -14,8 +16,15 @@
 namespace tierflow {
 namespace {
 
-Status Bad(const std::string& setting, const std::string& what) {
-  return InvalidArgumentError(setting + ": " + what);
+// "WHERE: what": the setting's origin (the config file and JSON path, or the
+// flag) when it was given, so the user can find it; else its name.
+std::string Where(const TrainConfig& c, const std::string& setting) {
+  const auto it = c.origins.find(setting);
+  return it == c.origins.end() ? setting : it->second;
+}
+
+Status BadSetting(const TrainConfig& c, const std::string& setting, const std::string& what) {
+  return InvalidArgumentError(Where(c, setting) + ": " + what);
 }
 
 std::string Num(double v) {
@@ -32,6 +41,9 @@ bool IsOneOf(const std::string& v, std::initializer_list<const char*> options) {
 }
 
 Status ValidateSchedule(const TrainConfig& c) {
+  const auto Bad = [&c](const std::string& setting, const std::string& what) {
+    return BadSetting(c, setting, what);
+  };
   const LrScheduleConfig& s = c.scheduler;
   if (!IsOneOf(s.type, {"constant", "WarmupLR", "WarmupDecayLR", "WarmupCosineLR"})) {
     return Bad("scheduler.type", "'" + s.type +
@@ -77,6 +89,9 @@ Status ValidateSchedule(const TrainConfig& c) {
 }  // namespace
 
 Status ValidateTrainConfig(const TrainConfig& c) {
+  const auto Bad = [&c](const std::string& setting, const std::string& what) {
+    return BadSetting(c, setting, what);
+  };
   if (c.model.empty()) return Bad("model", "is empty; name a preset or a model directory");
   if (c.param_slots.has_value() && (*c.param_slots < 2 || *c.param_slots > 64)) {
     return Bad("param_slots", "is " + std::to_string(*c.param_slots) +
@@ -117,6 +132,15 @@ Status ValidateTrainConfig(const TrainConfig& c) {
   if (!instruction && c.truncation != "truncate") {
     return Bad("truncation",
                "applies to instruction data only; set data_format to "
+               "prompt-completion, alpaca or chat");
+  }
+  if (c.max_sample_bytes < 1 || c.max_sample_bytes > (uint64_t{1} << 30)) {
+    return Bad("max_sample_bytes", "is " + std::to_string(c.max_sample_bytes) +
+                                       " (--max-sample-bytes); use 1 byte to 1GiB");
+  }
+  if (!instruction && c.max_sample_bytes != TrainConfig().max_sample_bytes) {
+    return Bad("max_sample_bytes",
+               "applies to instruction data only (text is tokenized whole); set data_format to "
                "prompt-completion, alpaca or chat");
   }
   if (instruction && !c.token_dtype.empty()) {
@@ -263,7 +287,7 @@ Status ValidateTrainConfig(const TrainConfig& c) {
                "is set but the sync pipeline does not speculate; drop it or use the overlapped "
                "pipeline");
   }
-  TF_RETURN_IF_ERROR(ValidateGradTransferDType("grad_transfer_dtype", c.dtype,
+  TF_RETURN_IF_ERROR(ValidateGradTransferDType(Where(c, "grad_transfer_dtype"), c.dtype,
                                                GradTransferDType(c.dtype, c.grad_transfer_dtype)));
 
   if (c.checkpoint_every < 0) {

@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <optional>
 #include <sstream>
@@ -34,6 +33,7 @@
 #include "io/file_system.h"
 #include "io/hf_side_files.h"
 #include "io/json_util.h"
+#include "io/output_path.h"
 #include "io/sim_profile_file.h"
 #include "io/trace_file.h"
 #include "model/hf_model.h"
@@ -47,7 +47,9 @@
 #include "plan/planner.h"
 #include "train/checkpoint.h"
 #include "train/collectives_choice.h"
+#include "train/final_model.h"
 #include "train/nvme_io_choice.h"
+#include "train/run_outputs.h"
 #include "train/swap_registry.h"
 
 #ifndef TIERFLOW_SOURCE_DIR
@@ -162,51 +164,26 @@ MicroBatch ToMicroBatch(const TokenBatch& b) {
   return mb;
 }
 
-// Final-model temporaries: ".model.tmp-PID" (being written) and
-// ".model.old-PID" (the previous model, moved aside by ReplaceDirectory).
-constexpr char kFinalModelTmpPrefix[] = ".model.tmp-";
-
-// Replaces OUT/model with the final weights, crash-safely: written into a
-// temporary directory, put in place by ReplaceDirectory (which fsyncs OUT so
-// the rename is durable). A crash mid-save leaves temporaries behind; since
-// the caller holds OUT's lock, no other process is saving there, so every
-// temporary found is such a leftover and is removed first (never following a
-// link: remove_all removes a symlink itself, not its target).
-// `source` (read from the Hugging Face directory trained from when the run
-// started; empty for a preset) gives the saved model its config.json, its
-// tensors' dtype, shard size and names (SavedModelOptions), and its
-// tokenizer, generation and chat-template files, so the result is a drop-in
-// replacement for the model that went in.
-Status SaveFinalModel(const DirLock& out_lock, OffloadEngine& engine, const ParamLayout& layout,
-                      DType dtype, const SourceModelFiles& source, FileSystem* file_system) {
-  const fs::path out_dir = out_lock.dir();
-  const std::string old_prefix = ReplacedDirectoryAsidePrefix("model");
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(out_dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind(kFinalModelTmpPrefix, 0) != 0 && name.rfind(old_prefix, 0) != 0) continue;
-    std::error_code rm;
-    fs::remove_all(entry.path(), rm);
-    if (rm) {
-      return IoError("remove " + entry.path().string() +
-                     " (left by an interrupted save): " + rm.message());
-    }
-  }
-  if (ec) return IoError("list " + out_dir.string() + ": " + ec.message());
-  TF_RETURN_IF_ERROR(engine.Finish().status());
-  // Streamed from the engine's sub-groups: never the whole model in RAM.
-  StateRangeReader reader(engine);
-  const UnitWeightsReader weights = [&](int unit, uint64_t offset, uint64_t count, float* out) {
-    return reader.Read(unit, StateRangeReader::Array::kMaster, offset, count, out);
+// What the final model's save did with what was in OUT/model.
+void ReportFinalModel(const FinalModelReport& r, const std::string& model_dir,
+                      TrainReporter& reporter) {
+  auto names = [](const std::vector<std::string>& v) {
+    std::string out;
+    for (const std::string& n : v) out += (out.empty() ? "" : ", ") + n;
+    return out;
   };
-  const fs::path final_dir = out_dir / "model";
-  const std::string pid = std::to_string(::getpid());
-  const fs::path tmp = out_dir / (kFinalModelTmpPrefix + pid);
-  const HfModelSaveOptions options = SavedModelOptions(&source, dtype);
-  TF_RETURN_IF_ERROR(SaveHfModel(tmp.string(), layout, weights, options));
-  TF_RETURN_IF_ERROR(WriteHfSideFiles(source.side, tmp.string(), file_system));
-  return ReplaceDirectory(file_system, tmp.string(), final_dir.string())
-      .WithContext("saving the final model");
+  if (!r.restored_from.empty()) {
+    reporter.OnNote("put the previous model back in " + model_dir + " from " + r.restored_from +
+                    ", where an interrupted save had left it");
+  }
+  if (!r.kept.empty()) {
+    reporter.OnNote("kept in " + model_dir +
+                    " what tierflow does not write there: " + names(r.kept));
+  }
+  if (!r.dropped.empty()) {
+    reporter.OnNote("dropped from " + model_dir + " the previous model's " + names(r.dropped) +
+                    " (this model has none)");
+  }
 }
 
 // A resume with another world size keeps the global batch (sequences per
@@ -402,6 +379,58 @@ StatusOr<Plan> PlanRun(const TrainConfig& c, const ModelConfig& model, DType dty
   return ComputePlan(in, hw);
 }
 
+static_assert(TrainConfig().max_sample_bytes == kDefaultMaxSampleBytes &&
+              uint64_t{1} << 30 == kMaxSampleBytesLimit);
+
+// What a rank's instruction data may take while it is read: the node's
+// usable host memory (as the planner will count it) shared by the node's
+// ranks, each with its process overhead. The plan, made once the data is
+// read, then counts its exact bytes beside everything else the run holds.
+struct DatasetBudget {
+  uint64_t bytes = 0;
+  std::string source;  // how it was reckoned, for the refusal
+};
+StatusOr<DatasetBudget> DatasetBudgetOf(uint64_t host_memory_override, int local_ranks, int ranks) {
+  uint64_t host = host_memory_override;
+  if (host == 0) {
+    TF_ASSIGN_OR_RETURN(HostMemoryInfo mem, DetectHostMemory("/"));
+    host = mem.usable_bytes;
+  }
+  const uint64_t sharing = static_cast<uint64_t>(std::clamp(local_ranks, 1, ranks));
+  const uint64_t share = host / sharing;
+  DatasetBudget b;
+  b.bytes = share > kHostProcessOverheadBytes ? share - kHostProcessOverheadBytes : 0;
+  b.source = FormatBytes(host) + " of usable host memory" +
+             (sharing > 1 ? " shared by " + std::to_string(sharing) + " ranks" : "") + ", less " +
+             FormatBytes(kHostProcessOverheadBytes) + " for the process";
+  return b;
+}
+
+// Why a run whose every step was skipped ends with an error, and what to try.
+std::string AllStepsSkipped(const TrainConfig& config, int64_t start_step, int64_t step,
+                            double last_loss, const std::string& out_dir) {
+  const int64_t n = step - start_step;
+  std::string msg = "every step of this run was skipped (" + std::to_string(n) + " of " +
+                    std::to_string(n) + ", steps " + std::to_string(start_step + 1) + ".." +
+                    std::to_string(step) +
+                    "): the gradients were not finite (NaN or infinite) at each, so no weight "
+                    "changed; the last loss was " +
+                    std::to_string(last_loss) + ". ";
+  if (config.dtype == DType::kF16 && config.loss_scale == 0.0f) {
+    msg +=
+        "With fp16's dynamic loss scale the first steps are skipped while the scale comes down "
+        "from 2^initial_scale_power: run more steps or lower initial_scale_power; if the loss "
+        "itself is NaN, ";
+  } else {
+    msg += "If the loss is NaN, ";
+  }
+  msg +=
+      "check the model's weights (a damaged checkpoint holds NaN or Inf) and the data; else lower "
+      "the learning rate or use bf16/fp32. Nothing was saved as the final model (" +
+      (fs::path(out_dir) / "model").string() + " is left as it was)";
+  return msg;
+}
+
 }  // namespace
 
 StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& reporter,
@@ -435,6 +464,7 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   {
     Status opened = [&]() -> Status {
       if (!lead) return Status::Ok();
+      TF_RETURN_IF_ERROR(CheckOutDir(config, out_dir));  // before it is made
       std::error_code ec;
       fs::create_directories(out_dir, ec);
       if (ec) return IoError("create output directory " + out_dir + ": " + ec.message());
@@ -446,12 +476,22 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
     }();
     TF_RETURN_IF_ERROR(agree(opened));
     if (comm != nullptr) TF_RETURN_IF_ERROR(comm::BroadcastString(*comm, &resume_path, 0));
+    // Every path the run will write, checked as its write will check it,
+    // before anything is loaded: a bad --trace fails now, not at its step.
+    TF_RETURN_IF_ERROR(
+        agree(CheckRunOutputs(config, out_dir, resume_path, comm != nullptr ? comm->rank() : 0)));
   }
 
   // Model, tokenizer, data.
   TF_ASSIGN_OR_RETURN(ResolvedModel resolved, ResolveTrainableModel(config.model));
   const ModelConfig model_config = resolved.config;
   const bool model_is_dir = fs::is_directory(config.model);
+  if (config.allow_unused_tensors && resolved.weights_dir.empty()) {
+    return InvalidArgumentError(
+        "allow_unused_tensors (--allow-unused-tensors) applies to a Hugging Face model directory "
+        "with weights, and --model " +
+        config.model + " has none (its weights are initialised); drop it");
+  }
   // What every saved model keeps from a Hugging Face source directory, read
   // now: its config.json and its tokenizer/generation/chat-template files.
   SourceModelFiles source_files;
@@ -502,6 +542,12 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
       options.drop_long = config.truncation == "drop";
       options.packing = config.packing;
       options.vocab_size = model_vocab;
+      options.max_sample_bytes = config.max_sample_bytes;
+      TF_ASSIGN_OR_RETURN(const DatasetBudget budget,
+                          DatasetBudgetOf(hooks != nullptr ? hooks->host_memory_bytes : 0,
+                                          world.local_size, ranks));
+      options.memory_budget_bytes = budget.bytes;
+      options.memory_budget_source = budget.source;
       TF_ASSIGN_OR_RETURN(InstructionData data, LoadInstructionData(options, *tokenizer));
       reporter.OnNote(DescribeInstructionData(options, data.stats));
       return DataLoader::CreateFromRows(std::move(data.rows), loader_options);
@@ -618,7 +664,18 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   TransformerInit init;
   init.seed = config.seed;
   if (model_is_dir) init.weights_dir = config.model;
+  init.allow_unused_tensors = config.allow_unused_tensors;
   TF_ASSIGN_OR_RETURN(auto model, TransformerModel::Create(*device, model_config, shape, init));
+  if (const std::vector<std::string>& unused = model->unused_checkpoint_tensors();
+      !unused.empty()) {
+    std::string names;
+    for (size_t i = 0; i < unused.size() && i < 8; ++i) names += (i ? ", " : "") + unused[i];
+    if (unused.size() > 8) names += ", and " + std::to_string(unused.size() - 8) + " more";
+    reporter.OnNote(std::to_string(unused.size()) + " tensors of " + config.model +
+                    " are not in its config.json's model and are left out "
+                    "(--allow-unused-tensors); the saved model will not have them: " +
+                    names);
+  }
   TraceRecorder trace;
   EngineOptions engine_options = MakeEngineOptions(placed, dtype, nvme_paths);
   // The speculation budget the plan counted: given, or this rank's share of
@@ -723,12 +780,12 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   reporter.OnStart(info);
 
   // Metrics: appended on resume (steps after the checkpoint), fresh otherwise.
-  const std::string metrics_path =
-      config.metrics_path.empty() ? out_dir + "/metrics.jsonl" : config.metrics_path;
-  std::ofstream metrics;
+  // Never through a link or into a hard-linked file (io/file_system.h).
+  const std::string metrics_path = MetricsPathOf(config, out_dir);
+  std::unique_ptr<WritableFile> metrics;
   if (lead) {
-    metrics.open(metrics_path, step > 0 ? std::ios::app : std::ios::trunc);
-    if (!metrics) return ErrnoStatus(errno, "open metrics file " + metrics_path);
+    TF_ASSIGN_OR_RETURN(
+        metrics, OpenFileToAppendInPlace(metrics_path, /*truncate=*/step == 0, "metrics file"));
   }
 
   TrainResult result;
@@ -767,7 +824,10 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
     state.world_size = ranks;
     state.sequences_per_step = static_cast<int64_t>(config.micro_batch) * config.grad_accum * ranks;
     RetentionReport retention;
-    TF_RETURN_IF_ERROR(lead_writes([&] {
+    TF_RETURN_IF_ERROR(lead_writes([&]() -> Status {
+      // Checked at start-up, and again here: a link made since is refused too.
+      TF_RETURN_IF_ERROR(CheckNoLinksUnder(out_dir, (fs::path(out_dir) / "checkpoints").string())
+                             .WithContext("the checkpoints' directory"));
       return SaveTrainingCheckpoint(out_dir, *engine, layout, state, 2, &retention, &source_files);
     }));
     for (const std::string& note : retention.notes) reporter.OnNote(note);
@@ -799,6 +859,7 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   };
 
   double last_loss = 0;
+  int64_t steps_skipped = 0;  // this run's steps whose non-finite gradients changed nothing
   // --trace without --trace-steps traces step 2 (step 1 includes warm-up effects).
   std::vector<int64_t> trace_steps = config.trace_steps;
   if (!config.trace_path.empty() && trace_steps.empty())
@@ -821,6 +882,7 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
     TF_ASSIGN_OR_RETURN(StepStats stats, engine->Step(micro));
     step = next;
     last_loss = stats.loss;
+    if (stats.skipped) ++steps_skipped;
     if (step == start_step + 1) result.first_loss = stats.loss;
     const auto now = Clock::now();
     const double step_seconds = std::chrono::duration<double>(now - last).count();
@@ -863,11 +925,8 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
     if (step == start_step + 1 && nvme_io) line["nvme_io"] = nvme_io->ToJson();
     if (step == start_step + 1) line["plan_device_bytes"] = plan.device.total_bytes();
     if (traced && !config.trace_path.empty()) {
+      // The trace holds the step alone (not the evaluation below).
       TF_RETURN_IF_ERROR(engine->Finish().status());
-      // Every rank's own trace; rank r > 0 writes PATH.rank<r>.
-      TF_RETURN_IF_ERROR(
-          WriteTraceFile(trace, lead ? config.trace_path
-                                     : config.trace_path + ".rank" + std::to_string(comm->rank())));
       trace.SetEnabled(false);
     }
     if (config.eval_every > 0 && step % config.eval_every == 0) {
@@ -879,9 +938,15 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
       }
     }
     if (lead) {
-      metrics << line.dump() << "\n";
-      metrics.flush();
-      if (!metrics) return IoError("write metrics file " + metrics_path);
+      const std::string text = line.dump() + "\n";
+      TF_RETURN_IF_ERROR(metrics->Append(text.data(), text.size()).WithContext("metrics file"));
+    }
+    // After the step's metrics line: a trace that cannot be written (its
+    // path was checked at start-up) does not lose the step's record.
+    if (traced && !config.trace_path.empty()) {
+      // Every rank's own trace; rank r > 0 writes PATH.rank<r>.
+      TF_RETURN_IF_ERROR(WriteTraceFile(
+          trace, TracePathOfRank(config.trace_path, comm != nullptr ? comm->rank() : 0)));
     }
 
     // Several ranks: the step's collectives carried each rank's wish.
@@ -900,6 +965,14 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   }
 
   TF_RETURN_IF_ERROR(engine->Finish().status());
+  result.steps_skipped = steps_skipped;
+  // Every step skipped: no weight moved, so the model is the one the run
+  // started from. That is a failure, not a result: no final checkpoint (it
+  // would only push older ones out of retention) and no OUT/model (an earlier
+  // run's good one is kept), and the run ends with an error saying why.
+  if (!result.stopped && step > start_step && steps_skipped == step - start_step) {
+    return FailedPreconditionError(AllStepsSkipped(config, start_step, step, last_loss, out_dir));
+  }
   if (!result.stopped) {
     CancelShield shield;  // the final checkpoint and model are saved whole, or not at all
     if (last_checkpoint != step) TF_RETURN_IF_ERROR(checkpoint(last_loss));
@@ -910,10 +983,12 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
         reporter.OnEval(step, eval_loss);
       }
     }
+    FinalModelReport saved;
     TF_RETURN_IF_ERROR(lead_writes([&] {
       return SaveFinalModel(*out_lock, *engine, layout, dtype, source_files,
-                            hooks != nullptr ? hooks->file_system : nullptr);
+                            hooks != nullptr ? hooks->file_system : nullptr, &saved);
     }));
+    ReportFinalModel(saved, (fs::path(out_dir) / "model").string(), reporter);
     result.final_model_dir = (fs::path(out_dir) / "model").string();
   }
   if (nvme_io) result.nvme_io = nvme_io->ToJson();

@@ -67,6 +67,11 @@ class TrainReporter {
 
 struct TrainResult {
   int64_t steps_done = 0;  // the loop's step counter at the end
+  // This run's steps skipped for non-finite gradients (nothing updated).
+  // Some may be (fp16's loss scale finding its level); when every step of
+  // the run is, RunTraining returns FailedPrecondition instead of a result
+  // and saves neither a final checkpoint nor the final model.
+  int64_t steps_skipped = 0;
   double first_loss = 0, last_loss = 0;
   double eval_loss = -1;        // last eval loss (-1: none)
   std::string final_model_dir;  // OUT/model
@@ -83,8 +88,9 @@ struct TrainHooks {
   // The renames and directory fsync that put the final model in place
   // (null: DefaultFileSystem()).
   FileSystem* file_system = nullptr;
-  // The host RAM the planner may place into, instead of what the machine
-  // reports (0: detect), to test its placement on any machine.
+  // The host RAM the planner may place into (and instruction data's budget
+  // is taken from), instead of what the machine reports (0: detect), to
+  // test its placement on any machine.
   uint64_t host_memory_bytes = 0;
 };
 

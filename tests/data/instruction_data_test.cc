@@ -30,6 +30,26 @@ std::vector<int32_t> Encode(const Tokenizer& t, const std::string& text) {
   return ids.ok() ? *ids : std::vector<int32_t>{};
 }
 
+// A RowSet's rows written out whole, as the DataLoader serves them.
+struct DenseRows {
+  int64_t rows = 0;
+  std::vector<int32_t> inputs, targets;  // (rows, T)
+  std::vector<int32_t> positions;        // (rows, T) when packed, else empty
+};
+DenseRows Dense(const RowSet& set) {
+  DenseRows d;
+  d.rows = set.rows();
+  const size_t t = static_cast<size_t>(set.seq_len());
+  d.inputs.resize(d.rows * t);
+  d.targets.resize(d.rows * t);
+  d.positions.resize(set.packed() ? d.rows * t : 0);
+  for (int64_t r = 0; r < d.rows; ++r) {
+    set.FillRow(r, d.inputs.data() + r * t, d.targets.data() + r * t,
+                set.packed() ? d.positions.data() + r * t : nullptr);
+  }
+  return d;
+}
+
 InstructionOptions Options(const std::string& path, InstructionFormat format, int seq_len,
                            const Tokenizer& t) {
   InstructionOptions o;
@@ -57,7 +77,7 @@ TEST(InstructionData, PromptTokensAreMaskedAndTheResponseAndEosAreTrained) {
   ids.insert(ids.end(), answer.begin(), answer.end());
   ids.push_back(*t->eos_token());
   ASSERT_LE(ids.size(), 41u);
-  const RowSet& rows = data->rows;
+  const DenseRows rows = Dense(data->rows);
   ASSERT_EQ(rows.rows, 1);
   for (size_t j = 0; j + 1 < ids.size(); ++j) {
     EXPECT_EQ(rows.inputs[j], ids[j]) << j;
@@ -81,10 +101,10 @@ TEST(InstructionData, AlpacaIsRenderedWithStanfordsPromptWithOrWithoutInput) {
                    "\n");
   auto data = LoadInstructionData(Options(path, InstructionFormat::kAlpaca, 256, *t), *t);
   ASSERT_TRUE(data.ok()) << data.status().ToString();
-  ASSERT_EQ(data->rows.rows, 2);
+  const DenseRows rows = Dense(data->rows);
+  ASSERT_EQ(rows.rows, 2);
   const auto row_text = [&](int r) {
-    std::vector<int32_t> ids(data->rows.inputs.begin() + r * 256,
-                             data->rows.inputs.begin() + (r + 1) * 256);
+    std::vector<int32_t> ids(rows.inputs.begin() + r * 256, rows.inputs.begin() + (r + 1) * 256);
     return t->Decode(ids);
   };
   EXPECT_NE(row_text(0).find("paired with an input that provides further context. Write a "
@@ -102,7 +122,8 @@ TEST(InstructionData, AlpacaIsRenderedWithStanfordsPromptWithOrWithoutInput) {
   chat.chat_template = ChatTemplateKind::kLlama3;
   auto as_chat = LoadInstructionData(chat, *t);
   ASSERT_TRUE(as_chat.ok()) << as_chat.status().ToString();
-  std::vector<int32_t> ids(as_chat->rows.inputs.begin(), as_chat->rows.inputs.begin() + 256);
+  const DenseRows chat_rows = Dense(as_chat->rows);
+  std::vector<int32_t> ids(chat_rows.inputs.begin(), chat_rows.inputs.begin() + 256);
   EXPECT_NE(t->Decode(ids).find("<|start_header_id|>user<|end_header_id|>\n\nAdd.\n\n2 and 3"
                                 "<|eot_id|>"),
             std::string::npos)
@@ -130,7 +151,7 @@ TEST(InstructionData, LongSamplesAreTruncatedOrDroppedAndCounted) {
   EXPECT_EQ(truncated->stats.truncated, 1);          // the long answer, cut
   EXPECT_EQ(truncated->stats.dropped_untrained, 1);  // the long question: no answer within 32
   EXPECT_EQ(truncated->stats.dropped_long, 0);
-  EXPECT_EQ(truncated->rows.rows, 2);
+  EXPECT_EQ(truncated->rows.rows(), 2);
   o.drop_long = true;
   auto dropped = LoadInstructionData(o, *t);
   ASSERT_TRUE(dropped.ok()) << dropped.status().ToString();
@@ -213,22 +234,22 @@ TEST(InstructionData, ChatNeedsATemplateFromTheTokenizerOrByName) {
 }
 
 TEST(InstructionData, RowsAreServedWholeSplitForEvalAndResumable) {
-  RowSet rows;
-  rows.name = "rows";
-  rows.seq_len = 3;
-  rows.rows = 10;
-  for (int r = 0; r < 10; ++r) {
-    for (int j = 0; j < 3; ++j) {
-      rows.inputs.push_back(r * 10 + j);
-      rows.targets.push_back(j == 2 ? kIgnoreTarget : r * 10 + j + 1);
+  // Ten rows of 3: inputs r*10 + j, targets the next id but the last.
+  const auto rows = [] {
+    RowSet set("rows", 3, /*packed=*/false, /*pad=*/0);
+    for (int r = 0; r < 10; ++r) {
+      set.Add(std::vector<int32_t>{r * 10, r * 10 + 1, r * 10 + 2, r * 10 + 3},
+              {false, true, true, false});
     }
-  }
+    set.Finish();
+    return set;
+  };
   DataLoaderOptions o;
   o.batch = 2;
   o.seq_len = 3;
   o.shuffle = false;
   o.eval_fraction = 0.2;  // 2 rows
-  auto loader = DataLoader::CreateFromRows(rows, o);
+  auto loader = DataLoader::CreateFromRows(rows(), o);
   ASSERT_TRUE(loader.ok()) << loader.status().ToString();
   EXPECT_EQ(loader->batches_per_epoch(), 4);
   EXPECT_EQ(loader->num_eval_batches(), 1);
@@ -242,7 +263,7 @@ TEST(InstructionData, RowsAreServedWholeSplitForEvalAndResumable) {
   // Shuffled: every train row once per epoch, and a saved position resumes.
   o.shuffle = true;
   o.seed = 7;
-  auto shuffled = DataLoader::CreateFromRows(rows, o);
+  auto shuffled = DataLoader::CreateFromRows(rows(), o);
   ASSERT_TRUE(shuffled.ok());
   std::vector<int32_t> firsts;
   for (int k = 0; k < 4; ++k) {
@@ -256,7 +277,7 @@ TEST(InstructionData, RowsAreServedWholeSplitForEvalAndResumable) {
   const nlohmann::json state = shuffled->SaveState();
   TokenBatch expected, resumed;
   shuffled->Next(&expected);
-  auto again = DataLoader::CreateFromRows(rows, o);
+  auto again = DataLoader::CreateFromRows(rows(), o);
   ASSERT_TRUE(again.ok());
   ASSERT_TRUE(again->RestoreState(state).ok());
   again->Next(&resumed);
@@ -264,12 +285,12 @@ TEST(InstructionData, RowsAreServedWholeSplitForEvalAndResumable) {
 
   // Too few rows, or rows of another length, are refused by name.
   o.batch = 9;
-  auto few = DataLoader::CreateFromRows(rows, o);
+  auto few = DataLoader::CreateFromRows(rows(), o);
   ASSERT_FALSE(few.ok());
   EXPECT_NE(few.status().message().find("rows"), std::string::npos);
   o.batch = 2;
   o.seq_len = 4;
-  auto wrong = DataLoader::CreateFromRows(rows, o);
+  auto wrong = DataLoader::CreateFromRows(rows(), o);
   ASSERT_FALSE(wrong.ok());
   EXPECT_NE(wrong.status().message().find("the rows are 3 tokens long but seq_len is 4"),
             std::string::npos);
@@ -304,9 +325,11 @@ TEST(InstructionData, PackingLaysSamplesEndToEndWithRestartingPositions) {
   o.packing = true;
   auto packed = LoadInstructionData(o, **t);
   ASSERT_TRUE(packed.ok()) << packed.status().ToString();
-  EXPECT_TRUE(plain->rows.positions.empty());
-  ASSERT_EQ(plain->rows.rows, 5);
-  ASSERT_LT(packed->rows.rows, 5);
+  const DenseRows plain_rows = Dense(plain->rows);
+  const DenseRows packed_rows = Dense(packed->rows);
+  EXPECT_TRUE(plain_rows.positions.empty());
+  ASSERT_EQ(plain_rows.rows, 5);
+  ASSERT_LT(packed_rows.rows, 5);
   EXPECT_EQ(packed->stats.trained_tokens, plain->stats.trained_tokens);
 
   // The expected layout, built independently from the unpacked rows: a
@@ -324,28 +347,183 @@ TEST(InstructionData, PackingLaysSamplesEndToEndWithRestartingPositions) {
   for (int i = 0; i < 5; ++i) {
     int n = 0;
     for (int c = 0; c < T; ++c) {
-      if (plain->rows.targets[i * T + c] != kIgnoreTarget) n = c + 1;
+      if (plain_rows.targets[i * T + c] != kIgnoreTarget) n = c + 1;
     }
     if (used + n > T) {
       if (!in.empty()) pad_row();
       used = 0;
     }
     for (int c = 0; c < n; ++c) {
-      in.push_back(plain->rows.inputs[i * T + c]);
-      tg.push_back(plain->rows.targets[i * T + c]);
+      in.push_back(plain_rows.inputs[i * T + c]);
+      tg.push_back(plain_rows.targets[i * T + c]);
       pos.push_back(c);
     }
     used += n;
   }
   pad_row();
-  ASSERT_EQ(static_cast<int64_t>(pos.size()), packed->rows.rows * T);
-  EXPECT_EQ(packed->rows.positions, pos);
-  EXPECT_EQ(packed->rows.targets, tg);
+  ASSERT_EQ(static_cast<int64_t>(pos.size()), packed_rows.rows * T);
+  EXPECT_EQ(packed_rows.positions, pos);
+  EXPECT_EQ(packed_rows.targets, tg);
   for (size_t k = 0; k < in.size(); ++k) {
     if (in[k] >= 0) {
-      EXPECT_EQ(packed->rows.inputs[k], in[k]) << k;
+      EXPECT_EQ(packed_rows.inputs[k], in[k]) << k;
     }
   }
+}
+
+}  // namespace
+}  // namespace tierflow
+
+namespace tierflow {
+namespace {
+
+using testing_data::ScratchDir;
+using testing_data::WriteBytes;
+
+std::string PromptCompletionLine(const std::string& prompt, const std::string& completion) {
+  return nlohmann::json{{"prompt", prompt}, {"completion", completion}}.dump();
+}
+
+InstructionOptions ByteOptions(const std::string& path, int seq_len, const Tokenizer& t) {
+  InstructionOptions o;
+  o.path = path;
+  o.format = InstructionFormat::kPromptCompletion;
+  o.seq_len = seq_len;
+  o.vocab_size = t.vocab_size();
+  return o;
+}
+
+// Issue 40: "one 50 MB line takes 1 GB" (the file read whole, the line
+// parsed and tokenized before anything was checked). A line over the bound,
+// 16 MiB by default, is refused by number and size while it is read: this
+// one is not even JSON, and the refusal, not a parse error, comes back.
+TEST(InstructionData, RefusesAnOverlongLineBeforeParsing) {
+  auto byte = LoadTokenizer("byte");
+  ASSERT_TRUE(byte.ok());
+  ScratchDir dir;
+  const std::string path = dir.File("long.jsonl");
+  const std::string good = PromptCompletionLine("a", "b");
+  WriteBytes(path, good + "\n" + std::string((size_t{16} << 20) + 1, '{') + "\n" + good + "\n");
+  auto data = LoadInstructionData(ByteOptions(path, 32, **byte), **byte);
+  ASSERT_FALSE(data.ok());
+  EXPECT_EQ(data.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(data.status().message().find(
+                "long.jsonl:2 is 16777217 bytes long, more than the 16777216 accepted per line"),
+            std::string::npos)
+      << data.status().message();
+  EXPECT_NE(data.status().message().find("--max-sample-bytes"), std::string::npos)
+      << data.status().message();
+}
+
+// Issue 40: "200k tiny samples at --seq-len 256 take 609 MB" (every sample a
+// padded row of ids, targets and positions). The rows are kept as their
+// tokens: what the loader holds (and the planner counts) is the same at
+// seq_len 256 and 8192, about four bytes a token.
+TEST(InstructionData, MemoryDoesNotScaleWithPadding) {
+  auto byte = LoadTokenizer("byte");
+  ASSERT_TRUE(byte.ok());
+  ScratchDir dir;
+  const std::string path = dir.File("tiny.jsonl");
+  std::string lines;
+  for (int i = 0; i < 2000; ++i) {
+    lines +=
+        PromptCompletionLine("Q" + std::to_string(i) + ": hi?\n", "ok " + std::to_string(i)) + "\n";
+  }
+  WriteBytes(path, lines);
+  for (bool packing : {false, true}) {
+    std::vector<uint64_t> bytes;
+    for (int seq_len : {256, 8192}) {
+      InstructionOptions o = ByteOptions(path, seq_len, **byte);
+      o.packing = packing;
+      auto data = LoadInstructionData(o, **byte);
+      ASSERT_TRUE(data.ok()) << data.status().ToString();
+      const InstructionStats s = data->stats;
+      ASSERT_EQ(s.kept, 2000);
+      ASSERT_EQ(s.truncated, 0);
+      DataLoaderOptions lo;
+      lo.batch = 1;
+      lo.seq_len = seq_len;
+      lo.eval_fraction = 0;
+      auto loader = DataLoader::CreateFromRows(std::move(data->rows), lo);
+      ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+      bytes.push_back(loader->MemoryBytes());
+      // Each sample's ids (one more than its input slots), with its end;
+      // each row's end (packed) and place in the shuffled order.
+      const uint64_t held = static_cast<uint64_t>(s.tokens + s.kept) * 4 +
+                            static_cast<uint64_t>(s.kept) * 8 +
+                            static_cast<uint64_t>(s.rows) * (packing ? 16 : 8);
+      EXPECT_LE(bytes.back(), held + 4096) << "seq_len " << seq_len << ", packing " << packing;
+    }
+    if (!packing) {
+      EXPECT_EQ(bytes[0], bytes[1]);
+    }
+  }
+}
+
+// The option behind the refusal above: a line of exactly max_sample_bytes
+// is read, one byte more is refused; the option's own range is checked.
+TEST(InstructionData, MaxSampleBytesBoundsEachLine) {
+  auto byte = LoadTokenizer("byte");
+  ASSERT_TRUE(byte.ok());
+  ScratchDir dir;
+  const std::string path = dir.File("pc.jsonl");
+  const std::string line = PromptCompletionLine("Question?", "Answer.");
+  WriteBytes(path, line + "\n" + line + "x\n");
+  InstructionOptions o = ByteOptions(path, 64, **byte);
+  o.max_sample_bytes = line.size() + 1;
+  auto read = LoadInstructionData(o, **byte);  // line 2 is read, and is not JSON
+  ASSERT_FALSE(read.ok());
+  EXPECT_NE(read.status().message().find("pc.jsonl:2"), std::string::npos);
+  EXPECT_EQ(read.status().message().find("accepted per line"), std::string::npos);
+  o.max_sample_bytes = line.size();
+  auto data = LoadInstructionData(o, **byte);
+  ASSERT_FALSE(data.ok());
+  EXPECT_NE(data.status().message().find("pc.jsonl:2 is " + std::to_string(line.size() + 1) +
+                                         " bytes long, more than the " +
+                                         std::to_string(line.size()) + " accepted per line"),
+            std::string::npos)
+      << data.status().message();
+  for (size_t bad : {size_t{0}, kMaxSampleBytesLimit + 1}) {
+    o.max_sample_bytes = bad;
+    auto refused = LoadInstructionData(o, **byte);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.status().message().find("the longest sample accepted is"), std::string::npos)
+        << refused.status().message();
+  }
+}
+
+// The budget is checked before each sample is added, so the rows never grow
+// past it: a file that does not fit ends in an error naming the line
+// reached, the budget and where it came from, and the reading stops there
+// (the malformed last line is never parsed).
+TEST(InstructionData, IsHeldToItsMemoryBudgetWhileRead) {
+  auto byte = LoadTokenizer("byte");
+  ASSERT_TRUE(byte.ok());
+  ScratchDir dir;
+  const std::string path = dir.File("pc.jsonl");
+  std::string lines;
+  for (int i = 0; i < 1000; ++i) {
+    lines += PromptCompletionLine(std::string(100, 'q'), "answer " + std::to_string(i)) + "\n";
+  }
+  WriteBytes(path, lines + "{not json\n");
+  InstructionOptions o = ByteOptions(path, 256, **byte);
+  o.memory_budget_bytes = 64 << 10;
+  o.memory_budget_source = "the test's";
+  auto data = LoadInstructionData(o, **byte);
+  ASSERT_FALSE(data.ok());
+  EXPECT_EQ(data.status().code(), StatusCode::kOutOfMemory) << data.status().ToString();
+  const std::string& m = data.status().message();
+  EXPECT_NE(m.find("pc.jsonl:"), std::string::npos) << m;
+  EXPECT_NE(m.find("more than 65536 bytes (64.00 KiB), its host memory budget (the test's)"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("train on a part of the file"), std::string::npos) << m;
+  // Within a budget it fits, the same file reads up to its malformed line.
+  o.memory_budget_bytes = 1 << 20;
+  auto roomy = LoadInstructionData(o, **byte);
+  ASSERT_FALSE(roomy.ok());
+  EXPECT_NE(roomy.status().message().find("pc.jsonl:1001"), std::string::npos)
+      << roomy.status().message();
 }
 
 }  // namespace

@@ -71,5 +71,21 @@ TEST(DirLock, SymlinkedLockFileIsRefusedNotFollowed) {
   EXPECT_EQ(testing_common::ReadWholeFile(target), "keep me");
 }
 
+// The holder's line was written in place: through a hard link it
+// overwrote the other file (issue 40).
+TEST(DirLock, LockHardLinkIsNotOverwritten) {
+  ScratchDir dir, elsewhere;
+  const std::string other = elsewhere.File("precious");
+  std::ofstream(other) << "keep me";
+  ASSERT_EQ(::link(other.c_str(), dir.File(DirLock::kFileName).c_str()), 0);
+  auto lock = DirLock::Acquire(dir.path(), "tierflow train");
+  ASSERT_FALSE(lock.ok());
+  EXPECT_EQ(lock.status().code(), StatusCode::kFailedPrecondition) << lock.status().ToString();
+  EXPECT_NE(lock.status().message().find(dir.File(DirLock::kFileName) + " has 2 hard links"),
+            std::string::npos)
+      << lock.status().ToString();
+  EXPECT_EQ(testing_common::ReadWholeFile(other), "keep me");
+}
+
 }  // namespace
 }  // namespace tierflow

@@ -109,6 +109,21 @@ TEST(JsonExcerpt, LongAndInvalidStringsAreCutAndEscaped) {
   EXPECT_EQ(JsonExcerpt(Json(std::string("a\xff\n"))), "\"a\\xff\\x0a\"");
 }
 
+// Finding 12: a --json output holding a path that is not UTF-8 (tier ls on
+// such a directory) made dump() throw, and the command end as a bug.
+TEST(JsonOutput, InvalidUtf8InStringsAndKeysIsEscapedNotThrown) {
+  const Json j = {{"path", "run\xff/checkpoints"},
+                  {"k\xfe", Json::array({"ok", "x\xc3", 3})},
+                  {"nested", {{"name", "größe"}}}};
+  EXPECT_THROW((void)j.dump(), Json::type_error);
+  const Json back = Json::parse(JsonOutput(j));
+  EXPECT_EQ(back["path"], "run\\xff/checkpoints");
+  EXPECT_EQ(back["k\\xfe"], (Json::array({"ok", "x\\xc3", 3})));
+  EXPECT_EQ(back["nested"]["name"], "größe");
+  const Json small = {{"a", 1}};
+  EXPECT_EQ(JsonOutput(small, 2), small.dump(2));
+}
+
 TEST(JsonExcerpt, ADeepValueIsDescribedWithoutRecursion) {
   // Built directly (no parser limit): 100000 levels. JsonExcerpt looks at
   // the top only; dump() here would recurse 100000 frames.

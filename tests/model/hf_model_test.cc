@@ -295,6 +295,131 @@ TEST(HfModelTest, WrongShapeIsNamed) {
   EXPECT_NE(std::string::npos, loaded.status().message().find(wrong)) << loaded.status().ToString();
 }
 
+// Writes `entries` with `config`'s config.json into tmp/name; returns the dir.
+std::string WriteCheckpoint(const TempDir& tmp, const std::string& name, const ModelConfig& config,
+                            const std::vector<SafetensorsEntry>& entries) {
+  const std::string dir = tmp.sub(name);
+  fs::create_directories(dir);
+  EXPECT_TRUE(SaveHfCheckpoint(dir, entries, HfConfigJson(config, DType::kF32).value()).ok());
+  return dir;
+}
+
+// Finding 11: a config.json that says 2 layers over a 4-layer checkpoint
+// trained and saved a 2-layer model, with no word about the 18 tensors it
+// ignored. Tensors the config leaves unused are refused unless allowed.
+TEST(HfModelTest, ConfigWithFewerLayersThanTheCheckpointIsRefusedNamingTheUnusedTensors) {
+  const ModelConfig four = MakeModelConfig({ModelFamily::kLlama, 23, 16, 8, 4, 4, 2, 24}).value();
+  ModelConfig two = MakeModelConfig({ModelFamily::kLlama, 23, 16, 8, 2, 4, 2, 24}).value();
+  auto layout = MakeParamLayout(four).value();
+  const std::vector<float> w = RandomWeights(layout, 11);
+  TempDir tmp;
+  const std::string dir = WriteCheckpoint(tmp, "m", two, Entries(layout, w));
+  size_t beyond = 0;  // the tensors of layers 2 and 3: 9 each
+  for (const SafetensorsEntry& e : Entries(layout, w)) {
+    beyond += e.name.rfind("model.layers.2.", 0) == 0 || e.name.rfind("model.layers.3.", 0) == 0;
+  }
+  ASSERT_EQ(beyond, 18u);
+
+  auto loaded = LoadHfModel(dir);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.status().code(), StatusCode::kInvalidArgument);
+  const std::string& m = loaded.status().message();
+  for (const char* part : {"18 tensors", "model.layers.2.", "and 14 more", "layers up to 3",
+                           "says 2 layers", "--allow-unused-tensors", dir.c_str()}) {
+    EXPECT_NE(m.find(part), std::string::npos) << part << " in: " << m;
+  }
+  auto device = testing_util::MakeCpuDevice();
+  TransformerInit init;
+  init.weights_dir = dir;
+  auto refused = TransformerModel::Create(*device, two, {1, 4}, init);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("18 tensors"), std::string::npos);
+  // Asked for: the model trains the tensors its config describes and lists the rest.
+  init.allow_unused_tensors = true;
+  auto allowed = TransformerModel::Create(*device, two, {1, 4}, init);
+  ASSERT_TRUE(allowed.ok()) << allowed.status().ToString();
+  EXPECT_EQ((*allowed)->unused_checkpoint_tensors().size(), 18u);
+  EXPECT_EQ((*allowed)->unused_checkpoint_tensors().front().rfind("model.layers.2.", 0), 0u);
+}
+
+// The buffers real checkpoints carry that a model rebuilds from its config
+// (and transformers skips on load) are not "unused": Llama's rotary
+// inv_freq, GPT-2's causal masks. For a layer the config does not have they
+// are, like any other tensor of that layer.
+TEST(HfModelTest, DerivableBuffersAreAcceptedForTheConfigsLayersOnly) {
+  TempDir tmp;
+  {
+    auto layout = MakeParamLayout(testing_util::TinyLlama()).value();
+    const std::vector<float> w = RandomWeights(layout, 12);
+    const std::vector<float> inv_freq(layout.config.head_dim / 2, 1.0f);
+    std::vector<SafetensorsEntry> entries = Entries(layout, w);
+    for (int l = 0; l < layout.config.n_layers; ++l) {
+      entries.push_back({"model.layers." + std::to_string(l) + ".self_attn.rotary_emb.inv_freq",
+                         DType::kF32,
+                         {layout.config.head_dim / 2},
+                         inv_freq.data()});
+    }
+    const std::string dir = WriteCheckpoint(tmp, "llama", layout.config, entries);
+    auto loaded = LoadHfModel(dir);
+    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+    EXPECT_TRUE(BitEqual(w, loaded->weights));
+    entries.push_back({"model.layers.7.self_attn.rotary_emb.inv_freq",
+                       DType::kF32,
+                       {layout.config.head_dim / 2},
+                       inv_freq.data()});
+    const std::string extra = WriteCheckpoint(tmp, "llama-extra", layout.config, entries);
+    auto refused = LoadHfModel(extra);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.status().message().find("model.layers.7.self_attn.rotary_emb.inv_freq"),
+              std::string::npos)
+        << refused.status().message();
+  }
+  {
+    auto layout = MakeParamLayout(testing_util::TinyGpt2()).value();
+    const std::vector<float> w = RandomWeights(layout, 13);
+    const int64_t n = layout.config.max_seq_len;
+    const std::vector<float> mask(static_cast<size_t>(n * n), 1.0f);
+    std::vector<SafetensorsEntry> entries = Entries(layout, w);
+    for (SafetensorsEntry& e : entries) e.name = "transformer." + e.name;
+    for (int l = 0; l < layout.config.n_layers; ++l) {
+      entries.push_back({"transformer.h." + std::to_string(l) + ".attn.bias",
+                         DType::kF32,
+                         {1, 1, n, n},
+                         mask.data()});
+    }
+    const std::string dir = WriteCheckpoint(tmp, "gpt2", layout.config, entries);
+    auto loaded = LoadHfModel(dir);
+    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+    EXPECT_TRUE(BitEqual(w, loaded->weights));
+  }
+}
+
+// A separate lm_head.weight beside a head the config ties to the embedding
+// may be a copy or a head the config would throw away: refused, saying so.
+TEST(HfModelTest, AnLmHeadBesideATiedHeadIsRefusedSayingWhy) {
+  auto layout = MakeParamLayout(testing_util::TinyGpt2()).value();
+  ASSERT_TRUE(layout.config.tie_embeddings);
+  const std::vector<float> w = RandomWeights(layout, 14);
+  std::vector<SafetensorsEntry> entries = Entries(layout, w);
+  const SafetensorsEntry* wte = nullptr;
+  for (const SafetensorsEntry& e : entries) {
+    if (e.name == "wte.weight") wte = &e;
+  }
+  ASSERT_NE(wte, nullptr);
+  SafetensorsEntry head = *wte;
+  head.name = "lm_head.weight";
+  entries.push_back(head);
+  TempDir tmp;
+  const std::string dir = WriteCheckpoint(tmp, "m", layout.config, entries);
+  auto loaded = LoadHfModel(dir);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_NE(loaded.status().message().find("tie_word_embeddings"), std::string::npos)
+      << loaded.status().message();
+  EXPECT_NE(loaded.status().message().find("1 tensor in its safetensors is not used"),
+            std::string::npos)
+      << loaded.status().message();
+}
+
 TEST(HfModelTest, ResolveTrainableModelFindsWeights) {
   auto preset = ResolveTrainableModel("tiny-llama");
   ASSERT_TRUE(preset.ok());

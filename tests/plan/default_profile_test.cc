@@ -91,6 +91,34 @@ TEST(DefaultProfile, GivenThenDefaultFileThenNone) {
   EXPECT_EQ(found->value_or(""), path);
 }
 
+// Finding 12: a corrupt cached profile blocked every plan and train without
+// saying how to recover. Nobody named that file, so the error names it and
+// says what to do: measure again, delete it, or name another.
+TEST(DefaultProfile, ACorruptCachedProfileNamesTheFileAndHowToRecover) {
+  testing_common::ScratchDir dir("tierflow-profile-");
+  ScopedEnv xdg("XDG_CACHE_HOME", dir.path().c_str());
+  const std::string path = dir.path() + "/tierflow/profile.json";
+  std::filesystem::create_directories(dir.path() + "/tierflow");
+  for (const char* text :
+       {R"({"version": 1, "h2d_gb_per_)",  // cut short by a crash
+        R"({"version": 2, "h2d_gb_per_second": 20})", R"({"version": 1, "device_tflops": -3})",
+        R"({"version": 1, "nvme_store": {"block_size_bytes": "big"}})"}) {
+    std::ofstream(path, std::ios::trunc) << text;
+    std::string looked_at;
+    auto resolved = ResolveProfilePath("", &looked_at);
+    ASSERT_FALSE(resolved.ok()) << text;
+    EXPECT_EQ(resolved.status().code(), StatusCode::kInvalidArgument);
+    const std::string& m = resolved.status().message();
+    EXPECT_THAT(m, HasSubstr("cached bandwidth profile " + path)) << text;
+    EXPECT_THAT(m, HasSubstr("Re-run `tierflow bench all`")) << text;
+    EXPECT_THAT(m, HasSubstr("delete it")) << text;
+    EXPECT_THAT(m, HasSubstr("--profile FILE")) << text;
+  }
+  // A profile given by name is the user's own: its load names it (unchanged).
+  std::string looked_at;
+  EXPECT_TRUE(ResolveProfilePath(path, &looked_at).ok());
+}
+
 TEST(DefaultProfile, SaysWhichRatesAndHowOld) {
   const Bandwidths defaults = DefaultBandwidths(false, 2);
   EXPECT_EQ(DescribeRates(defaults, 1000, "/c/tierflow/profile.json"),

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <utility>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -632,11 +633,12 @@ TEST(TrainConfig, TierflowBlockMirrorsTheFieldNames) {
 
 TEST(TrainConfig, InstructionDataKeysAreTierflowKeys) {
   TrainConfig c = ParseOk(R"({"tierflow": {"data_format": "chat", "chat_template": "chatml",
-       "truncation": "drop", "packing": true}})");
+       "truncation": "drop", "packing": true, "max_sample_bytes": 1048576}})");
   EXPECT_EQ(c.data_format, "chat");
   EXPECT_EQ(c.chat_template, "chatml");
   EXPECT_EQ(c.truncation, "drop");
   EXPECT_TRUE(c.packing);
+  EXPECT_EQ(c.max_sample_bytes, uint64_t{1} << 20);
   EXPECT_TRUE(ValidateTrainConfig(c).ok());
   EXPECT_THAT(ParseError(R"({"tierflow": {"packing": "yes"}})"), HasSubstr("tierflow.packing"));
 }
@@ -793,6 +795,17 @@ TEST(ValidateTrainConfig, EachBadSettingIsNamed) {
       {[](TrainConfig& c) { c.chat_template = "llama3"; }, "chat_template:"},
       {[](TrainConfig& c) { c.packing = true; }, "packing:"},
       {[](TrainConfig& c) { c.truncation = "drop"; }, "truncation:"},
+      {[](TrainConfig& c) { c.max_sample_bytes = uint64_t{1} << 20; }, "max_sample_bytes:"},
+      {[](TrainConfig& c) {
+         c.data_format = "chat";
+         c.max_sample_bytes = 0;
+       },
+       "max_sample_bytes:"},
+      {[](TrainConfig& c) {
+         c.data_format = "chat";
+         c.max_sample_bytes = (uint64_t{1} << 30) + 1;
+       },
+       "max_sample_bytes:"},
       {[](TrainConfig& c) {
          c.data_format = "chat";
          c.token_dtype = "u16";
@@ -805,6 +818,44 @@ TEST(ValidateTrainConfig, EachBadSettingIsNamed) {
     EXPECT_THAT(s.message(), HasSubstr(k.setting)) << s.ToString();
     EXPECT_THAT(s.message(), HasSubstr("; ")) << "says what to do: " << s.ToString();
   }
+}
+
+// Finding 12: a range error in a config ("lr: is -1") did not say which file
+// or JSON path held it, as docs/DEEPSPEED_CONFIG.md promises.
+TEST(ValidateTrainConfig, RangeErrorsNameTheConfigFileAndTheJsonPath) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"optimizer": {"type": "AdamW", "params": {"lr": -1}}})",
+       "ds.json: optimizer.params.lr: is -1;"},
+      {R"({"optimizer": {"type": "Adam", "params": {"betas": [0.9, 1.0]}}})",
+       "ds.json: optimizer.params.betas[1]: is 1;"},
+      {R"({"gradient_clipping": -2})", "ds.json: gradient_clipping: is -2;"},
+      {R"({"tierflow": {"lr": 0}})", "ds.json: tierflow.lr: is 0;"},
+      {R"({"tierflow": {"eval_fraction": 1.5}})", "ds.json: tierflow.eval_fraction: is 1.5;"},
+      {R"({"tierflow": {"checkpoint_every": -3}})", "ds.json: tierflow.checkpoint_every: is"},
+      {R"({"tierflow": {"steps": 10, "trace_steps": [20]}})",
+       "ds.json: tierflow.trace_steps: step 20 is outside the run"},
+      {R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": -0.5}}})",
+       "ds.json: scheduler.params.warmup_min_lr: is -0.5;"},
+      {R"({"fp16": {"enabled": true, "min_loss_scale": 0}})",
+       "ds.json: fp16.min_loss_scale: is 0;"},
+      {R"({"train_batch_size": 8, "tierflow": {"nvme_ratio": 0.5}})",
+       "ds.json: tierflow.nvme_ratio: is 0.5"},
+  };
+  for (const auto& [json, where] : cases) {
+    auto c = ParseTrainConfig(json, "ds.json", TrainConfig());
+    ASSERT_TRUE(c.ok()) << json << ": " << c.status().ToString();
+    const Status s = ValidateTrainConfig(*c);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << json;
+    EXPECT_EQ(s.message().rfind(where, 0), 0u) << json << ": " << s.message();
+  }
+  // A flag given over the config is where the value came from (tools/train_command.cc).
+  auto c = ParseTrainConfig(R"({"optimizer": {"type": "AdamW", "params": {"lr": 0.1}}})", "ds.json",
+                            TrainConfig());
+  ASSERT_TRUE(c.ok());
+  c->lr = -1;
+  c->origins["lr"] = "--lr";
+  EXPECT_EQ(ValidateTrainConfig(*c).message().rfind("--lr: is -1;", 0), 0u)
+      << ValidateTrainConfig(*c).message();
 }
 
 TEST(ValidateTrainConfig, Fp16KnobsAreOnlyCheckedForFp16) {

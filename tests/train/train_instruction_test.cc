@@ -290,5 +290,50 @@ TEST(TrainInstruction, TheReportedLossIsTheMeanCrossEntropyOverResponseTokensOnl
             1e-3 * expected);
 }
 
+// Issue 40: instruction data was read whole and padded before any budget
+// was checked, so a dataset too large for the host ended in the OOM killer.
+// It is now held to a budget from the host's usable memory (here 1 GiB and
+// 256 KiB, so 256 KiB once the process's 1 GiB is set aside) while it is
+// read: the run is refused at the line that would pass it, naming the file,
+// the budget and where it came from, and the file is not read further (its
+// malformed last line is never reached).
+TEST(TrainInstruction, RefusesADatasetLargerThanItsHostBudget) {
+  testing_common::ScratchDir dir("tierflow-instruct-budget-");
+  {
+    std::ofstream data(dir / "data.jsonl");
+    for (int i = 0; i < 3000; ++i) {
+      data << nlohmann::json{{"prompt", "Question " + std::to_string(i) + ": " +
+                                            std::string(40, 'q') + "?\n"},
+                             {"completion", "Answer " + std::to_string(i)}}
+                  .dump()
+           << "\n";
+    }
+    data << "{not json\n";
+  }
+  TrainConfig c;
+  c.model = "tiny-llama";  // the byte tokenizer: a token a byte
+  c.data = dir / "data.jsonl";
+  c.data_format = "prompt-completion";
+  c.seq_len = 128;
+  c.steps = 1;
+  c.eval_every = 0;
+  c.offload = OffloadPlacement::kHost;
+  c.device.choice = DeviceChoice::kCpu;
+  c.out_dir = dir / "out";
+  TrainHooks hooks;
+  hooks.host_memory_bytes = (uint64_t{1} << 30) + (uint64_t{256} << 10);
+  TrainReporter quiet;
+  auto run = RunTraining(c, quiet, nullptr, &hooks);
+  ASSERT_FALSE(run.ok());
+  EXPECT_EQ(run.status().code(), StatusCode::kOutOfMemory) << run.status().ToString();
+  const std::string& m = run.status().message();
+  EXPECT_NE(m.find("data.jsonl:"), std::string::npos) << m;
+  EXPECT_NE(m.find("more than 262144 bytes (256.00 KiB), its host memory budget (1.00 GiB of "
+                   "usable host memory, less 1.00 GiB for the process)"),
+            std::string::npos)
+      << m;
+  EXPECT_EQ(m.find("data.jsonl:3001"), std::string::npos) << m;
+}
+
 }  // namespace
 }  // namespace tierflow

@@ -22,6 +22,7 @@
 #include "io/file_system.h"
 #include "io/hf_checkpoint.h"
 #include "model/hf_model.h"
+#include "model/param_layout.h"
 #include "model/transformer.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
@@ -666,6 +667,96 @@ TEST(TrainRun, UsesTheDefaultProfileAndSaysHowOld) {
   EXPECT_NE(profiled.rates.find("measured 2 h ago"), std::string::npos) << profiled.rates;
   // An optimizer of 1000 params/s dominates the predicted step.
   EXPECT_GT(profiled.predicted_step_seconds, 100 * bare.predicted_step_seconds);
+}
+
+// A Hugging Face directory holding tiny-llama with weights `edit` changes.
+std::string TinyLlamaDir(const std::string& dir,
+                         const std::function<void(std::vector<float>&)>& edit) {
+  auto preset = ResolveTrainableModel("tiny-llama");
+  EXPECT_TRUE(preset.ok());
+  auto layout = MakeParamLayout(preset->config);
+  EXPECT_TRUE(layout.ok());
+  std::vector<float> weights(layout->total_params, 0.02f);
+  edit(weights);
+  HfModelSaveOptions save;
+  save.dtype = DType::kF32;
+  EXPECT_TRUE(SaveHfModel(dir, *layout, weights.data(), save).ok());
+  return dir;
+}
+
+// Finding 11: a model with NaN weights skipped every step, then exited 0 and
+// saved. Every step skipped is an error saying why; the final model in OUT
+// (an earlier run's) is left as it was, and no final checkpoint is written.
+TEST(TrainRun, AModelWhoseEveryStepIsSkippedEndsWithAnErrorAndKeepsTheFinalModel) {
+  TempDir dir;
+  const std::string nan_model = TinyLlamaDir(dir / "nan-model", [](std::vector<float>& w) {
+    for (size_t i = 0; i < w.size(); i += 7) w[i] = std::nanf("");
+  });
+  const std::string out = dir / "out";
+  fs::create_directories(out + "/model");
+  std::ofstream(out + "/model/earlier-model") << "a good model";
+  TrainConfig c = SmallRun(out);
+  c.model = nan_model;
+  c.tokenizer = "byte";
+  c.dtype = DType::kF32;
+  c.offload = OffloadPlacement::kHost;
+  c.steps = 3;
+  c.eval_every = 0;
+  TrainReporter quiet;
+  auto r = RunTraining(c, quiet);
+  ASSERT_FALSE(r.ok()) << "every step was skipped, and the run said nothing";
+  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition) << r.status().ToString();
+  const std::string& m = r.status().message();
+  EXPECT_NE(m.find("every step of this run was skipped (3 of 3"), std::string::npos) << m;
+  EXPECT_NE(m.find("not finite"), std::string::npos) << m;
+  EXPECT_NE(m.find(out + "/model is left as it was"), std::string::npos) << m;
+  EXPECT_EQ(ReadFile(out + "/model/earlier-model"), "a good model");
+  EXPECT_TRUE(ListCheckpoints(out).empty()) << "no final checkpoint of an untrained model";
+}
+
+// Finding 11 (tensors): --allow-unused-tensors with nothing to load is
+// accepted-and-ignored input: refused.
+TEST(TrainRun, AllowUnusedTensorsWithoutWeightsIsRefused) {
+  TempDir dir;
+  TrainConfig c = SmallRun(dir / "out");
+  c.allow_unused_tensors = true;
+  TrainReporter quiet;
+  auto r = RunTraining(c, quiet);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("--allow-unused-tensors"), std::string::npos)
+      << r.status().ToString();
+}
+
+// Finding 12: resuming with another model said "unit 0 is 'embeddings'
+// there but 'embeddings' here"; the sizes differ, and the message says so.
+TEST(TrainRun, ResumingAnotherModelSaysTheUnitSizesDiffer) {
+  TempDir dir;
+  TrainConfig c = SmallRun(dir / "out");
+  c.steps = 1;
+  c.checkpoint_every = 1;
+  c.eval_every = 0;
+  c.offload = OffloadPlacement::kHost;
+  TrainReporter quiet;
+  ASSERT_TRUE(RunTraining(c, quiet).ok());
+  // tiny-llama with a larger vocabulary: the same units, the embeddings bigger.
+  auto preset = ResolveTrainableModel("tiny-llama");
+  ASSERT_TRUE(preset.ok());
+  nlohmann::json j = nlohmann::json::parse(HfConfigJson(preset->config, DType::kF32).value());
+  j["vocab_size"] = preset->config.vocab_size * 2;
+  const std::string other = dir / "other.json";
+  std::ofstream(other) << j.dump();
+  c.model = other;
+  c.tokenizer = "byte";
+  c.steps = 2;
+  c.resume = true;
+  auto r = RunTraining(c, quiet);
+  ASSERT_FALSE(r.ok());
+  const std::string& m = r.status().message();
+  const std::string embeddings = std::to_string(preset->config.vocab_size * preset->config.d_model);
+  const std::string doubled =
+      std::to_string(2 * preset->config.vocab_size * preset->config.d_model);
+  EXPECT_NE(m.find("of " + embeddings + " parameters there"), std::string::npos) << m;
+  EXPECT_NE(m.find("of " + doubled + " parameters here"), std::string::npos) << m;
 }
 
 TEST(TrainRun, BadInputsAreClearErrorsAndKeepEarlierCheckpoints) {
