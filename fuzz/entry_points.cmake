@@ -24,7 +24,7 @@ if(NOT TARGET tierflow_fuzz_entry_points)
   if(TARGET tierflow_checkpoint)
     target_sources(tierflow_fuzz_entry_points PRIVATE ${PROJECT_SOURCE_DIR}/fuzz/checkpoint_fuzz.cc)
     target_link_libraries(tierflow_fuzz_entry_points PUBLIC tierflow_checkpoint)
-    target_compile_definitions(tierflow_fuzz_entry_points PUBLIC TIERFLOW_FUZZ_HAVE_TRAIN=1)
+    target_compile_definitions(tierflow_fuzz_entry_points PUBLIC TIERFLOW_FUZZ_HAVE_CHECKPOINT=1)
   endif()
   # And the tier commands (ls, verify, export on a crafted checkpoint).
   if(TARGET tierflow_tier)

@@ -59,7 +59,7 @@ void FuzzDataLoaderState(std::string_view data);
 // src/train/train_config.h: ParseTrainConfig (tierflow / DeepSpeed JSON).
 void FuzzTrainConfig(std::string_view data);
 #endif
-#if TIERFLOW_FUZZ_HAVE_TRAIN
+#if TIERFLOW_FUZZ_HAVE_CHECKPOINT
 // src/checkpoint: VerifyCheckpoint on a checkpoint directory whose
 // trainer_state.json is `data` (beside one small file it may list), and
 // ParseTrainerState on what it accepts; a first byte 0x01 seals the rest

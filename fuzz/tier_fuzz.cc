@@ -13,13 +13,14 @@
 #include <map>
 #include <string>
 
+#include "checkpoint/checkpoint_verify.h"
+#include "checkpoint/optimizer_state.h"
 #include "common/path_component.h"
 #include "fuzz/entry_points.h"
 #include "fuzz/fuzz_check.h"
 #include "tier/tier_export.h"
 #include "tier/tier_ls.h"
 #include "tier/tier_verify.h"
-#include "train/checkpoint.h"
 
 namespace tierflow::fuzz {
 namespace {

@@ -32,7 +32,7 @@ ALLOWED = {
               "engine-interface"],
     "bench": ["comm", "engine", "model", "data", "plan", "io", "kernels", "device", "optim", "offload", "common",
               "engine-interface"],
-    "tier": ["checkpoint", "train", "offload", "io", "plan", "common"],
+    "tier": ["checkpoint", "offload", "io", "plan", "common"],
     "tools": ["checkpoint", "comm", "bench", "tier", "train", "engine", "model", "data", "plan", "io", "offload", "optim",
               "kernels", "device", "common", "engine-interface"],
 }

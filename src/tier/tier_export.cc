@@ -3,11 +3,11 @@
 
 #include <vector>
 
+#include "checkpoint/optimizer_state.h"
 #include "common/cancel.h"
 #include "io/json_util.h"
 #include "io/output_path.h"
 #include "io/safetensors_writer.h"
-#include "train/checkpoint.h"
 
 namespace tierflow::tier {
 

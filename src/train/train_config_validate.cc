@@ -134,6 +134,7 @@ Status ValidateTrainConfig(const TrainConfig& c) {
                "applies to instruction data only; set data_format to "
                "prompt-completion, alpaca or chat");
   }
+  // data's kMaxSampleBytesLimit (train_config_test ties them).
   if (c.max_sample_bytes < 1 || c.max_sample_bytes > (uint64_t{1} << 30)) {
     return Bad("max_sample_bytes", "is " + std::to_string(c.max_sample_bytes) +
                                        " (--max-sample-bytes); use 1 byte to 1GiB");

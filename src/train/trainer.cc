@@ -379,9 +379,6 @@ StatusOr<Plan> PlanRun(const TrainConfig& c, const ModelConfig& model, DType dty
   return ComputePlan(in, hw);
 }
 
-static_assert(TrainConfig().max_sample_bytes == kDefaultMaxSampleBytes &&
-              uint64_t{1} << 30 == kMaxSampleBytesLimit);
-
 // What a rank's instruction data may take while it is read: the node's
 // usable host memory (as the planner will count it) shared by the node's
 // ranks, each with its process overhead. The plan, made once the data is

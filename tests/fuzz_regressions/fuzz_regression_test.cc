@@ -25,8 +25,8 @@
 #if TIERFLOW_FUZZ_HAVE_TRAIN_CONFIG
 #include "train/train_config.h"
 #endif
-#if TIERFLOW_FUZZ_HAVE_TRAIN
-#include "train/checkpoint.h"
+#if TIERFLOW_FUZZ_HAVE_CHECKPOINT
+#include "checkpoint/checkpoint_verify.h"
 #endif
 #if TIERFLOW_FUZZ_HAVE_TIER
 #include "tier/tier_export.h"
@@ -64,7 +64,7 @@ const std::vector<Target>& Targets() {
 #if TIERFLOW_FUZZ_HAVE_TRAIN_CONFIG
     {"fuzz_train_config", FuzzTrainConfig},
 #endif
-#if TIERFLOW_FUZZ_HAVE_TRAIN
+#if TIERFLOW_FUZZ_HAVE_CHECKPOINT
     {"fuzz_checkpoint_state", FuzzCheckpointState},
 #endif
 #if TIERFLOW_FUZZ_HAVE_TIER
@@ -227,8 +227,8 @@ TEST(FuzzRegressionTest, VocabWithHugeIdIsAnErrorNotATable) {
   FuzzVocabMerges(bytes);
 }
 
-#if TIERFLOW_FUZZ_HAVE_TRAIN
-// src/train/checkpoint.cc VerifyCheckpoint (ReadCheckpointState,
+#if TIERFLOW_FUZZ_HAVE_CHECKPOINT
+// VerifyCheckpoint (then in src/train/checkpoint.cc: ReadCheckpointState,
 // CheckCheckpointFile) reads trainer_state.json fields with
 // nlohmann::json::value(key, default), which throws type_error.302 when the
 // key holds another type ("version": "1", "format": 1, "bytes": "2"; likewise

@@ -20,6 +20,7 @@
 #include "tests/common/scratch_dir.h"
 #include "tests/model/model_test_util.h"
 
+#include "data/instruction_data.h"
 #include "data/tokenizer.h"
 #include "model/hf_model.h"
 #include "model/transformer.h"
@@ -288,6 +289,19 @@ TEST(TrainInstruction, TheReportedLossIsTheMeanCrossEntropyOverResponseTokensOnl
   // The mask matters: the mean over every position is another number.
   EXPECT_GT(std::fabs(all_positions_sum / static_cast<double>(all_positions) - expected),
             1e-3 * expected);
+}
+
+// The config's default and range are the data layer's (train_config.h stays
+// free of the tokenizers' headers, so they are tied here).
+TEST(TrainInstruction, MaxSampleBytesDefaultAndRangeAreTheDataLayers) {
+  TrainConfig c;
+  EXPECT_EQ(c.max_sample_bytes, kDefaultMaxSampleBytes);
+  c.data = "samples.jsonl";
+  c.data_format = "chat";
+  c.max_sample_bytes = kMaxSampleBytesLimit;
+  EXPECT_TRUE(ValidateTrainConfig(c).ok()) << ValidateTrainConfig(c).ToString();
+  c.max_sample_bytes = kMaxSampleBytesLimit + 1;
+  EXPECT_FALSE(ValidateTrainConfig(c).ok());
 }
 
 // Issue 40: instruction data was read whole and padded before any budget
