@@ -36,9 +36,22 @@
 #         sanitize     compute-sanitizer memcheck and racecheck on the
 #                      attention tests' small shapes;
 #         train_1b     a Llama-3.2-1B-shaped model, 4 steps, state on NVMe,
-#                      its peak device memory against the plan's.
-#       OUTDIR/summary.json holds every stage's exit status and seconds and
-#       the figures above; OUTDIR/logs.tar.gz each stage's stdout and stderr
+#                      its peak device memory against the plan's;
+#         e2e_3b       issue 41's end-to-end figure (scripts/e2e_compare.py):
+#                      a Llama-3.2-3B-shaped model (data/llama-3b, random
+#                      weights) trained by tierflow with its state in host
+#                      RAM at the planner's compute-bound tokens per step,
+#                      beside PyTorch on the same GPU with the same shape
+#                      (scripts/pytorch_peer.py); tokens/s, model TFLOP/s,
+#                      step / slowest stage alone, device peak / plan;
+#         host_sim     bench engine on the 0.5B model with its state in host
+#                      RAM on the sim's H100-PCIe, this machine's 16 cores
+#                      as its host (#13's overlap figure).
+#       OUTDIR/summary.json (scripts/gpu_summary.py) holds the commit, every
+#       stage's exit status and seconds, the figures above, and a top-level
+#       "figures" object with issue 41's acceptance figures; copy it to
+#       docs/gpu-runs/DATE-GPU.json and commit it. GPU_CHECK_COMMIT names the
+#       commit where the copy has no .git. OUTDIR/logs.tar.gz each stage's stdout and stderr
 #       (two files: the device tool brings back at most eight). Exits 77 where there is no GPU, saying why; 1 if a
 #       stage failed or was left out (the summary says which), 0 otherwise.
 #       About 8 minutes on 16 cores from a fresh clone. The whole run keeps
@@ -210,6 +223,13 @@ run() {
   # Most telling first: whatever the budget leaves out is the least missed.
   stage cuda_tests 150 env TIERFLOW_REQUIRE=gpu ctest --test-dir "$build" -R Cuda --output-on-failure -j 4
 
+  # The 3B model end to end beside PyTorch (issue 41): about 2 minutes.
+  local work="$scratch/work"
+  mkdir -p "$work"
+  stage e2e_3b 240 python3 "$top/scripts/e2e_compare.py" --tierflow "$build/tools/tierflow" \
+    --model "$top/data/llama-3b" --device cuda --micro-batch 4 --seq-len 2048 --steps 4 \
+    --warmup 2 --work "$work/e2e" --peer "python3 $top/scripts/pytorch_peer.py"
+
   # Parameter offload's figure (#17): the streamed step against its slowest
   # stage, on the sim's H100-PCIe with this machine's 16 cores as its host
   # (on 2 vCPUs the sim's copies take a core from the optimizer), and on
@@ -217,9 +237,9 @@ run() {
   local engine=(bench engine --model "$top/data/llama-0.5b" --offload-param host --json)
   stage param_sim 100 "$tf" "${engine[@]}" --device sim:h100-pcie --rounds 3
   stage param_cuda 80 "$tf" "${engine[@]}" --device cuda --rounds 2
-
-  local work="$scratch/work"
-  mkdir -p "$work"
+  # The host-state overlap (#13) at the sim's proportions on 16 host cores.
+  stage host_sim 60 "$tf" bench engine --model "$top/data/llama-0.5b" --device sim:h100-pcie \
+    --rounds 3 --json
   local small=(train --model tiny-llama --steps 50 --micro-batch 4 --seq-len 128 --seed 3
     --dtype bf16 --offload-optimizer host --eval-every 0 --checkpoint-every 0)
   stage train_cpu 60 "$tf" "${small[@]}" --device cpu --out "$work/cpu"
@@ -255,53 +275,18 @@ run() {
   finish "$gpu"
 }
 
-# Writes OUTDIR/summary.json (and exits): the stages, the train comparison
-# and the 1B run's device peak against its plan.
+# Writes OUTDIR/summary.json (scripts/gpu_summary.py) and the log archive,
+# and exits.
 finish() {
   local gpu=$1
-  local stages
+  local stages commit
   stages=$(
     IFS=,
     echo "${summary_stages[*]}"
   )
-  python3 - "$out" "$gpu" "[$stages]" "$scratch/work" "$logs" <<'EOF'
-import json, os, sys
-out, gpu, stages, work, logs = (sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4],
-                                sys.argv[5])
-def metrics(run):
-    path = os.path.join(work, run, "metrics.jsonl")
-    if not os.path.exists(path):
-        return {}
-    by_step = {}
-    for line in open(path):
-        r = json.loads(line)
-        by_step[r["step"]] = r
-    return by_step
-summary = {"gpu": gpu, "stages": stages}
-cpu, cuda = metrics("cpu"), metrics("cuda")
-common = sorted(set(cpu) & set(cuda))
-if common:
-    diffs = [abs(cpu[s]["loss"] - cuda[s]["loss"]) for s in common]
-    summary["tiny_llama_50"] = {"steps": len(common), "max_abs_loss_diff": max(diffs),
-                                "first_loss": [cpu[common[0]]["loss"], cuda[common[0]]["loss"]],
-                                "last_loss": [cpu[common[-1]]["loss"], cuda[common[-1]]["loss"]]}
-big = metrics("1b")
-if big:
-    first, last = big[min(big)], big[max(big)]
-    peak = max(r.get("device_peak_bytes", 0) for r in big.values())
-    plan = first.get("plan_device_bytes")
-    summary["llama_1b_nvme"] = {"steps": len(big), "loss": [first["loss"], last["loss"]],
-                                   "tokens_per_second": last.get("tokens_per_second"),
-                                   "device_peak_bytes": peak, "plan_device_bytes": plan,
-                                   "peak_over_plan": peak / plan if plan else None}
-for name in ("bench_copy", "bench_kernels", "bench_engine", "param_sim", "param_cuda"):
-    try:
-        summary[name] = json.load(open(os.path.join(logs, name + ".out")))
-    except (OSError, ValueError):
-        pass
-json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=1)
-print(json.dumps({k: v for k, v in summary.items() if not k.startswith("bench")}, indent=1))
-EOF
+  commit=${GPU_CHECK_COMMIT:-$(git -C "$top" rev-parse HEAD 2>/dev/null || true)}
+  python3 "$top/scripts/gpu_summary.py" "$out" "$gpu" "[$stages]" "$scratch/work" "$logs" \
+    "$commit"
   tar czf "$out/logs.tar.gz" -C "$logs" .
   exit "$failed"
 }

@@ -255,6 +255,11 @@ void AddTrain(CLI::App& app, int* exit_code) {
                   "Steps between checkpoints (0 = at the end)")
       ->check(AtLeast(0))
       ->capture_default_str();
+  cmd->add_option("--final-save", c.final_save,
+                  "What the run saves after its last step: all (a checkpoint and OUT/model), "
+                  "model, or none (a measurement)")
+      ->check(CLI::IsMember({"all", "model", "none"}))
+      ->capture_default_str();
   cmd->add_flag(
       "--resume", c.resume,
       "Continue from the newest checkpoint under --out (an error when it does not verify)");
@@ -424,6 +429,7 @@ void AddTrain(CLI::App& app, int* exit_code) {
     if (given("--out", "out_dir")) config.out_dir = c.out_dir;
     if (given("--checkpoint-every", "checkpoint_every"))
       config.checkpoint_every = c.checkpoint_every;
+    if (given("--final-save", "final_save")) config.final_save = c.final_save;
     if (given("--resume", "resume")) config.resume = true;
     if (given("--resume-from", "resume_from")) config.resume_from = c.resume_from;
     if (given("--metrics", "metrics_path")) config.metrics_path = c.metrics_path;
@@ -542,13 +548,14 @@ void AddTrain(CLI::App& app, int* exit_code) {
     const std::string skipped = r.steps_skipped == 0 ? ""
                                                      : "; " + std::to_string(r.steps_skipped) +
                                                            " skipped (non-finite gradients)";
-    std::fprintf(
-        stderr,
-        "tierflow train: done: %lld steps in %s%s; loss %.4f -> %.4f%s; model saved to %s\n",
-        static_cast<long long>(r.steps_done), Duration(r.seconds).c_str(), skipped.c_str(),
-        r.first_loss, r.last_loss,
-        r.eval_loss >= 0 ? (", eval loss " + std::to_string(r.eval_loss)).c_str() : "",
-        r.final_model_dir.c_str());
+    const std::string saved = r.final_model_dir.empty()
+                                  ? "nothing saved at the end (--final-save none)"
+                                  : "model saved to " + r.final_model_dir;
+    std::fprintf(stderr, "tierflow train: done: %lld steps in %s%s; loss %.4f -> %.4f%s; %s\n",
+                 static_cast<long long>(r.steps_done), Duration(r.seconds).c_str(), skipped.c_str(),
+                 r.first_loss, r.last_loss,
+                 r.eval_loss >= 0 ? (", eval loss " + std::to_string(r.eval_loss)).c_str() : "",
+                 saved.c_str());
   });
 }
 

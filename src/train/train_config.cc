@@ -980,6 +980,8 @@ class Parser {
         s = String(x, p, k, &c_.out_dir);
       else if (k == "checkpoint_every")
         s = Int(x, p, k, &c_.checkpoint_every);
+      else if (k == "final_save")
+        s = String(x, p, k, &c_.final_save);
       else if (k == "resume")
         s = Bool(x, p, k, &c_.resume);
       else if (k == "metrics_path")

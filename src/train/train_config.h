@@ -150,6 +150,11 @@ struct TrainConfig {
   // Output.
   std::string out_dir;             // checkpoints and the final model; "" = ./tierflow-out
   int64_t checkpoint_every = 100;  // steps; 0 = only at the end
+  // What the run saves when its last step is done: "all" (a checkpoint and
+  // OUT/model), "model" (OUT/model alone), "none" (nothing: a measurement,
+  // e.g. gpu-check's 3B run, whose state would fill the disk). A stop
+  // request's checkpoint and --checkpoint-every's are saved whatever it says.
+  std::string final_save = "all";
   bool resume = false;
   // A checkpoint directory to resume from explicitly (--resume-from), e.g. an
   // older one when the newest does not verify; "" = --resume's newest.

@@ -291,6 +291,9 @@ Status ValidateTrainConfig(const TrainConfig& c) {
   TF_RETURN_IF_ERROR(ValidateGradTransferDType(Where(c, "grad_transfer_dtype"), c.dtype,
                                                GradTransferDType(c.dtype, c.grad_transfer_dtype)));
 
+  if (c.final_save != "all" && c.final_save != "model" && c.final_save != "none") {
+    return Bad("final_save", "is \"" + c.final_save + "\"; use all, model or none");
+  }
   if (c.checkpoint_every < 0) {
     return Bad("checkpoint_every", "is negative; use 0 (only at the end) or more steps");
   }

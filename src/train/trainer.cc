@@ -972,7 +972,9 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   }
   if (!result.stopped) {
     CancelShield shield;  // the final checkpoint and model are saved whole, or not at all
-    if (last_checkpoint != step) TF_RETURN_IF_ERROR(checkpoint(last_loss));
+    if (last_checkpoint != step && config.final_save == "all") {
+      TF_RETURN_IF_ERROR(checkpoint(last_loss));
+    }
     if (config.eval_every > 0 && step % config.eval_every != 0) {
       TF_ASSIGN_OR_RETURN(double eval_loss, evaluate());
       if (eval_loss >= 0) {
@@ -980,13 +982,15 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
         reporter.OnEval(step, eval_loss);
       }
     }
-    FinalModelReport saved;
-    TF_RETURN_IF_ERROR(lead_writes([&] {
-      return SaveFinalModel(*out_lock, *engine, layout, dtype, source_files,
-                            hooks != nullptr ? hooks->file_system : nullptr, &saved);
-    }));
-    ReportFinalModel(saved, (fs::path(out_dir) / "model").string(), reporter);
-    result.final_model_dir = (fs::path(out_dir) / "model").string();
+    if (config.final_save != "none") {
+      FinalModelReport saved;
+      TF_RETURN_IF_ERROR(lead_writes([&] {
+        return SaveFinalModel(*out_lock, *engine, layout, dtype, source_files,
+                              hooks != nullptr ? hooks->file_system : nullptr, &saved);
+      }));
+      ReportFinalModel(saved, (fs::path(out_dir) / "model").string(), reporter);
+      result.final_model_dir = (fs::path(out_dir) / "model").string();
+    }
   }
   if (nvme_io) result.nvme_io = nvme_io->ToJson();
   result.steps_done = step;

@@ -74,7 +74,7 @@ struct TrainResult {
   int64_t steps_skipped = 0;
   double first_loss = 0, last_loss = 0;
   double eval_loss = -1;        // last eval loss (-1: none)
-  std::string final_model_dir;  // OUT/model
+  std::string final_model_dir;  // OUT/model; "" when final_save is "none"
   bool stopped = false;         // ended early by a stop request
   double seconds = 0;
   // The NVMe settings the run used and why (NvmeIoChoice::ToJson); null

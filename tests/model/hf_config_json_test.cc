@@ -105,6 +105,37 @@ TEST_F(HfConfigJson, Llama31ConfigReadsGqaRopeAndScaling) {
   EXPECT_EQ(ParameterCount(*c), ParameterCount(*preset));
 }
 
+// data/llama-3b/config.json (what gpu-check's e2e stage hands both tierflow
+// and PyTorch) is the llama-3b preset, every dimension of it.
+TEST_F(HfConfigJson, BundledLlama3bConfigIsTheLlama3bPreset) {
+  auto c = LoadModelConfig(std::string(TIERFLOW_SOURCE_DIR) + "/data/llama-3b/config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  auto p = PresetModelConfig("llama-3b");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(c->family, p->family);
+  EXPECT_EQ(c->vocab_size, p->vocab_size);
+  EXPECT_EQ(c->max_seq_len, p->max_seq_len);
+  EXPECT_EQ(c->d_model, p->d_model);
+  EXPECT_EQ(c->n_layers, p->n_layers);
+  EXPECT_EQ(c->n_heads, p->n_heads);
+  EXPECT_EQ(c->n_kv_heads, p->n_kv_heads);
+  EXPECT_EQ(c->head_dim, p->head_dim);
+  EXPECT_EQ(c->d_ff, p->d_ff);
+  EXPECT_EQ(c->norm_eps, p->norm_eps);
+  EXPECT_EQ(c->rope_theta, p->rope_theta);
+  EXPECT_EQ(c->tie_embeddings, p->tie_embeddings);
+  EXPECT_EQ(c->mlp, p->mlp);
+  EXPECT_EQ(c->norm, p->norm);
+  EXPECT_EQ(c->qkv_bias, p->qkv_bias);
+  EXPECT_EQ(c->mlp_bias, p->mlp_bias);
+  EXPECT_EQ(c->rope_scaling_type, p->rope_scaling_type);
+  EXPECT_EQ(c->rope_scaling_factor, p->rope_scaling_factor);
+  EXPECT_EQ(c->rope_low_freq_factor, p->rope_low_freq_factor);
+  EXPECT_EQ(c->rope_high_freq_factor, p->rope_high_freq_factor);
+  EXPECT_EQ(c->rope_original_max_positions, p->rope_original_max_positions);
+  EXPECT_EQ(ParameterCount(*c), 3212749824);  // Llama-3.2-3B's published count
+}
+
 TEST_F(HfConfigJson, MistralIsLlamaFamilyWithItsSlidingWindowReported) {
   auto c = ParseModelConfigJson(kMistralJson, "mistral");
   ASSERT_TRUE(c.ok()) << c.status().ToString();

@@ -67,6 +67,29 @@ std::map<int64_t, nlohmann::json> ReadMetrics(const std::string& path) {
 
 std::string ReadFile(const std::string& path) { return testing_common::ReadWholeFile(path); }
 
+// final_save: what the end of the run writes ("all" is the default; a stop
+// request's checkpoint is kept whatever it says, see crash_test).
+TEST(TrainRun, FinalSaveDecidesWhatTheEndOfTheRunWrites) {
+  for (const std::string what : {"all", "model", "none"}) {
+    TempDir out;
+    TrainConfig c = SmallRun(out.path());
+    c.steps = 3;
+    c.checkpoint_every = 0;
+    c.final_save = what;
+    TrainReporter quiet;
+    auto r = RunTraining(c, quiet);
+    ASSERT_TRUE(r.ok()) << what << ": " << r.status().ToString();
+    EXPECT_EQ(r->steps_done, 3);
+    EXPECT_EQ(fs::exists(out / "checkpoints/step-00000003"), what == "all") << what;
+    EXPECT_EQ(fs::exists(out / "model/model.safetensors"), what != "none") << what;
+    EXPECT_EQ(r->final_model_dir.empty(), what == "none") << what;
+    EXPECT_EQ(ReadMetrics(out / "metrics.jsonl").size(), 3u) << what;
+  }
+  TrainConfig bad = SmallRun("/nonexistent");
+  bad.final_save = "some";
+  EXPECT_NE(ValidateTrainConfig(bad).message().find("final_save"), std::string::npos);
+}
+
 TEST(TrainRun, ResumeIsBitExact) {
   TempDir straight, resumed;
   TrainReporter quiet;
