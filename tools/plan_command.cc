@@ -336,7 +336,8 @@ StatusOr<int> RunPlan(const PlanFlags& f) {
   const DeviceKind kind = !hw.device_is_gpu                   ? DeviceKind::kCpu
                           : spec.choice == DeviceChoice::kSim ? DeviceKind::kSim
                                                               : DeviceKind::kCuda;
-  TF_ASSIGN_OR_RETURN(input.device_collectives, ResolveDeviceCollectives(f.collectives, kind));
+  TF_ASSIGN_OR_RETURN(input.device_collectives,
+                      ResolveDeviceCollectives(f.collectives, kind, input.ranks()));
   TF_ASSIGN_OR_RETURN(Plan plan, ComputePlan(input, hw));
   TF_ASSIGN_OR_RETURN(LargestModel largest, LargestFittingModel(input, hw));
   if (f.json) {

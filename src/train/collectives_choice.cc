@@ -16,7 +16,7 @@ constexpr bool kHaveNccl = false;
 #endif
 }  // namespace
 
-StatusOr<bool> ResolveDeviceCollectives(const std::string& choice, DeviceKind device) {
+StatusOr<bool> ResolveDeviceCollectives(const std::string& choice, DeviceKind device, int ranks) {
   if (choice == "host") return false;
   if (choice == "device") {
     if (device == DeviceKind::kCuda && !kHaveNccl) {
@@ -27,7 +27,9 @@ StatusOr<bool> ResolveDeviceCollectives(const std::string& choice, DeviceKind de
     }
     return true;
   }
-  if (choice == "auto") return device == DeviceKind::kCuda && kHaveNccl;
+  // One rank has nothing to sum: the plain path (the device path over a
+  // world of one is asked for by name).
+  if (choice == "auto") return ranks > 1 && device == DeviceKind::kCuda && kHaveNccl;
   return InvalidArgumentError("collectives '" + choice +
                               "' is not valid; use auto, host or device");
 }

@@ -15,11 +15,14 @@
 
 namespace tierflow {
 
-// Whether the ranks sum the gradient and gather the weights on their
-// devices: "device" yes, "host" no, "auto" where NCCL serves it (a CUDA
-// device in a build with NCCL). "device" on a CUDA device in a build
-// without NCCL is refused with what to do.
-StatusOr<bool> ResolveDeviceCollectives(const std::string& choice, DeviceKind device);
+// Whether the engine takes the data-parallel path with the gradient summed
+// and the weights gathered on the devices: "device" yes (with one rank, over
+// a world of one: how one GPU checks it), "host" no, "auto" with several
+// ranks where NCCL serves them (a CUDA device in a build with NCCL), never
+// for one rank. `ranks` is the run's world size. train and plan both ask
+// here, so the plan is of the path train takes. "device" on a CUDA device
+// in a build without NCCL is refused with what to do.
+StatusOr<bool> ResolveDeviceCollectives(const std::string& choice, DeviceKind device, int ranks);
 
 // The device communicator beside `host` (every rank calls it: NCCL's
 // creation is collective, and its outcome is agreed over `host`).

@@ -19,7 +19,7 @@
 
 #include "comm/communicator.h"
 #include "tierflow/status.h"
-#include "train/trainer.h"
+#include "train/train_reporter.h"
 
 namespace tierflow {
 

@@ -629,7 +629,7 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   Bandwidths rates;
   // Several ranks: where they sum the gradient and gather the weights.
   TF_ASSIGN_OR_RETURN(const bool device_collectives,
-                      ResolveDeviceCollectives(config.collectives, device->kind()));
+                      ResolveDeviceCollectives(config.collectives, device->kind(), ranks));
   const bool on_device = comm != nullptr && device_collectives;
   TF_ASSIGN_OR_RETURN(Plan plan, PlanRun(sized, model_config, dtype, *device, nvme_paths,
                                          nvme_io ? nvme_io->io.block_size_bytes : kNvmeBlockBytes,
