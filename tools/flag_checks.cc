@@ -38,7 +38,7 @@ std::string CheckNumber(const std::string& text, double min, double max,
   return {};
 }
 
-CLI::Validator Numeric(double min, double max, std::string wanted, std::string description) {
+CLI::Validator Numeric(double min, double max, const std::string& wanted, std::string description) {
   return CLI::Validator([=](std::string& text) { return CheckNumber(text, min, max, wanted); },
                         std::move(description), kRangeCheck);
 }

@@ -4,13 +4,15 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "common/printable.h"
 
 namespace tierflow {
 
-Status::Status(StatusCode code, std::string message)
-    : code_(code), message_(PrintableText(message)) {}
+Status::Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {
+  message_ = PrintableText(message_);
+}
 
 std::string_view StatusCodeName(StatusCode code) {
   switch (code) {

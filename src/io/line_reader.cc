@@ -108,10 +108,9 @@ Status LineReader::RefuseLongLine(size_t seen) {
   if (fd_ >= 0) {
     size_t scanned = begin_ + seen;
     while (length < cap) {
-      const char* nl = static_cast<const char*>(
-          std::memchr(buffer_.data() + scanned, '\n', buffer_.size() - scanned));
-      if (nl != nullptr) {
-        length += static_cast<uint64_t>(nl - (buffer_.data() + scanned));
+      const size_t nl = buffer_.find('\n', scanned);
+      if (nl != std::string::npos) {
+        length += static_cast<uint64_t>(nl - scanned);
         ended = true;
         break;
       }
@@ -151,14 +150,13 @@ StatusOr<bool> LineReader::Next(std::string_view* line) {
   }
   size_t scanned = begin_;  // no '\n' in buffer_[begin_, scanned)
   while (true) {
-    const char* nl = static_cast<const char*>(
-        std::memchr(buffer_.data() + scanned, '\n', buffer_.size() - scanned));
-    const size_t end = nl != nullptr ? static_cast<size_t>(nl - buffer_.data()) : buffer_.size();
+    const size_t nl = buffer_.find('\n', scanned);
+    const size_t end = nl != std::string::npos ? nl : buffer_.size();
     if (end - begin_ > max) {
       ++line_number_;
       return RefuseLongLine(end - begin_);
     }
-    if (nl != nullptr) {
+    if (nl != std::string::npos) {
       ++line_number_;
       *line = std::string_view(buffer_).substr(begin_, end - begin_);
       begin_ = end + 1;
