@@ -28,6 +28,7 @@
 #include <utility>
 
 #include "tierflow/device_choice.h"
+#include "tierflow/dtype.h"
 #include "tierflow/sim_profile.h"
 #include "tierflow/status.h"
 
@@ -117,6 +118,20 @@ struct Kernel {
   std::function<Status(Stream&)> cuda;
 };
 
+// The statistics of a gradient span as Stream::SumSquares leaves them in
+// device memory, and as they cross to the host beside the gradients.
+struct GradSquares {
+  double sum_squares = 0;   // NaN when non_finite
+  uint32_t non_finite = 0;  // 1 when some element is Inf or NaN
+  uint32_t reserved = 0;
+};
+static_assert(sizeof(GradSquares) == 16);
+
+// Device scratch that Stream::SumSquares needs, reusable by every call on one
+// stream (CUDA: one double per block of the first pass).
+inline constexpr int kGradSquaresBlocks = 256;
+inline constexpr int64_t kGradSquaresScratchBytes = kGradSquaresBlocks * sizeof(double);
+
 // A point in a stream's work. Reusable: each Record moves the point.
 class Event {
  public:
@@ -155,6 +170,28 @@ class Stream {
   // sim device the kernel is not run: the stream waits, burning no CPU, for
   // the time its cost takes on the profile's GPU.
   virtual Status Launch(Kernel kernel) = 0;
+
+  // The two operations that prepare gradients for PCIe, which every device
+  // provides (src/device/grad_ops.cc). Each is one Kernel through Launch: the
+  // CPU device runs host code, CUDA its kernels (src/device/cuda/grad_ops.cu),
+  // the sim device takes the time of a pass over the span. Bad arguments are
+  // an InvalidArgument naming the op, returned before anything is enqueued.
+  //
+  // Cast: n elements at `src` (dtype `from`) to `to` at `dst`, each as
+  // FromFloat<To>(ToFloat(x)) (round to nearest even, src/common/half.h), so
+  // every device gives ConvertBuffer's bits (a NaN stays a NaN, though CUDA
+  // may give it another payload); the same dtype is a copy.
+  // REQUIRES: n > 0; src and dst in device memory, not overlapping.
+  Status Cast(DType from, const void* src, DType to, void* dst, int64_t n);
+  // SumSquares: the sum of squares of n elements of `dtype` (kF32, kBF16,
+  // kF16) at `grads` and whether any is Inf or NaN, written to `out`. The
+  // CPU device computes GradStats (common/grad_stats.h), the host's bits;
+  // CUDA squares in double per thread and adds blocks and partial sums in a
+  // fixed tree, the same bits run to run (within GradStats' rounding of it).
+  // `scratch`: kGradSquaresScratchBytes of device memory no other stream
+  // uses (CUDA; the CPU device needs none and takes null).
+  // REQUIRES: n > 0; grads and out in device memory.
+  Status SumSquares(DType dtype, const void* grads, int64_t n, GradSquares* out, double* scratch);
 
   // Blocks until all enqueued work has finished; returns the first error any of it raised.
   virtual Status Synchronize() = 0;

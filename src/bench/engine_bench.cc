@@ -17,7 +17,6 @@
 #include "common/host_memory.h"
 #include "engine/nvme_state_tier.h"
 #include "engine/offload_engine.h"
-#include "kernels/pointwise.h"
 #include "model/transformer.h"
 #include "optim/adam.h"
 #include "optim/grad_stats.h"
@@ -73,8 +72,8 @@ class LocalAccess : public UnitAccess {
   Status EndGrads(int unit) override {
     if (transfer_ == DType::kF32) return Status::Ok();
     const auto [begin, count] = open_[unit];
-    return Cast(stream_, DType::kF32, (unit == 0 ? grads0_ : grads_) + begin, transfer_, wire_,
-                static_cast<int64_t>(count));
+    return stream_.Cast(DType::kF32, (unit == 0 ? grads0_ : grads_) + begin, transfer_, wire_,
+                        static_cast<int64_t>(count));
   }
 
  private:

@@ -10,10 +10,8 @@
 #include "comm/communicator.h"
 #include "common/half.h"
 #include "common/units.h"
-#include "engine/device_grad_stats.h"
 #include "engine/host_state_tier.h"
 #include "engine/nvme_state_tier.h"
-#include "kernels/pointwise.h"
 #include "tierflow/grad_transfer.h"
 
 namespace tierflow {
@@ -163,7 +161,7 @@ Status OffloadEngine::Prepare() {
     TF_ASSIGN_OR_RETURN(b.filled, device_.CreateEvent(false));
   }
   // Per-bucket gradient statistics, computed on the device in a step of one
-  // micro-batch (engine/device_grad_stats.h) and landed beside the gradients.
+  // micro-batch (Stream::SumSquares, tierflow/device.h) and landed beside the gradients.
   TF_ASSIGN_OR_RETURN(bucket_stats_device_, device_.Allocate(buckets_.size() * sizeof(GradSquares),
                                                              "gradient statistics"));
   TF_ASSIGN_OR_RETURN(stats_scratch_,
@@ -781,8 +779,8 @@ Status OffloadEngine::EndGrads(int unit) {
   // one beyond fp16's range becomes Inf), so the host's overflow check sees it.
   const void* wire = bucket.grads.data();
   if (transfer_dtype_ != DType::kF32) {
-    TF_RETURN_IF_ERROR(Cast(*compute_, DType::kF32, bucket.grads.data(), transfer_dtype_,
-                            bucket.wire.data(), static_cast<int64_t>(n)));
+    TF_RETURN_IF_ERROR(compute_->Cast(DType::kF32, bucket.grads.data(), transfer_dtype_,
+                                      bucket.wire.data(), static_cast<int64_t>(n)));
     wire = bucket.wire.data();
   }
   // One micro-batch: these gradients are the step's, so their statistics
@@ -790,8 +788,8 @@ Status OffloadEngine::EndGrads(int unit) {
   GradSquares* stats = bucket_stats_device_.as<GradSquares>() + b;
   // (With data parallelism the norm is of the sum over ranks, taken after the reduce-scatter.)
   if (landing_ && !data_parallel()) {
-    TF_RETURN_IF_ERROR(LaunchGradStats(*compute_, transfer_dtype_, wire, static_cast<int64_t>(n),
-                                       stats, stats_scratch_.as<double>()));
+    TF_RETURN_IF_ERROR(compute_->SumSquares(transfer_dtype_, wire, static_cast<int64_t>(n), stats,
+                                            stats_scratch_.as<double>()));
   }
   TF_RETURN_IF_ERROR(compute_->Record(*bucket.filled));
   Arrival arrival{issued_step_, unit, piece.begin, n, current_micro_, b, false};

@@ -39,7 +39,6 @@
 #include "engine/streamed_weights.h"
 #include "engine/sub_groups.h"
 #include "engine/trainable.h"
-#include "kernels/grad_squares.h"
 #include "optim/grad_stats.h"
 #include "tierflow/device.h"
 
@@ -369,7 +368,7 @@ class OffloadEngine : public UnitAccess {
   PinnedBuffer landed_grads_;
   HostPages accumulator_;
   // Per bucket, a step of one micro-batch: its piece's statistics on the
-  // device and as landed on the host (kernels/grad_squares.h), and the
+  // device and as landed on the host (GradSquares, tierflow/device.h), and the
   // device scratch of their reduction (compute stream only).
   DeviceBuffer bucket_stats_device_, stats_scratch_;
   PinnedBuffer bucket_stats_host_;

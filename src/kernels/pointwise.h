@@ -5,7 +5,10 @@
 //     identity into both inputs: the caller reuses dout (no op needed).
 //   BiasAddForward: out[i, :] += bias (in place on a GEMM output).
 //   BiasBackward: dbias += sum_i dout[i, :] (fp32, "+=", fixed chunk order).
-//   Cast: dst = convert(src) with round-to-nearest-even (src/common/half.h).
+//   CastReference, CastCpu: dst = convert(src) with round-to-nearest-even
+//     (src/common/half.h), on the host. The cast on a stream is a device
+//     operation, Stream::Cast (tierflow/device.h): the engine casts every
+//     gradient it sends over PCIe and sees nothing of kernels/.
 // Errors: InvalidArgument for non-positive sizes or null pointers.
 #pragma once
 
@@ -46,7 +49,6 @@ Status BiasBackward(Stream& stream, float* dbias, const T* dout, int64_t rows, i
 // n elements from `from` to `to`; same dtype is a copy. dst must not overlap src.
 Status CastReference(DType from, const void* src, DType to, void* dst, int64_t n);
 Status CastCpu(DType from, const void* src, DType to, void* dst, int64_t n);
-Status Cast(Stream& stream, DType from, const void* src, DType to, void* dst, int64_t n);
 
 #ifdef TIERFLOW_HAVE_CUDA
 template <typename T>
@@ -57,7 +59,6 @@ Status BiasAddForwardCuda(cudaStream_t stream, T* out, const T* bias, int64_t ro
 template <typename T>
 Status BiasBackwardCuda(cudaStream_t stream, float* dbias, const T* dout, int64_t rows,
                         int64_t channels);
-Status CastCuda(cudaStream_t stream, DType from, const void* src, DType to, void* dst, int64_t n);
 #endif
 
 }  // namespace tierflow

@@ -19,6 +19,8 @@
 
 #include <cstddef>
 
+#include "common/grad_stats_kernels.h"
+
 namespace tierflow::optim_internal {
 
 // Table indices: dtypes as static_cast<int>(DType) (f32, bf16, f16); the
@@ -87,32 +89,18 @@ struct SgdKernels {
   SgdFn step[kNumDtypes][kNumOuts];
 };
 
-// Gradient statistics of one chunk: the sum of squares in double and whether
-// some element was Inf or NaN.
-struct ChunkStats {
-  double sum_squares;
-  bool non_finite;
-};
-
-// The statistics are summed in blocks of kStatsBlockElems counted from the
-// chunk's first element (begin): each block in fp32 over 16 lanes (element
-// begin + 16 * k + l adds to lane l, k ascending), the lanes added in a fixed
-// tree (simd.h SumTree16), the block's sum added to the chunk's double sum.
-// A block whose fp32 sum is not finite while its elements are is summed
-// again in double, element by element.
-inline constexpr size_t kStatsBlockElems = 64;
+// Gradient statistics of one chunk, summed in blocks as GradStats sums them
+// (common/grad_stats_kernels.h).
+using grad_stats_internal::ChunkStats;
 
 // acc[begin, end) = float(grads) (first) or acc + float(grads).
 using AccumulateFn = void (*)(float* acc, const void* grads, size_t begin, size_t end, bool first);
-// Statistics of grads[begin, end).
-using SumSquaresFn = ChunkStats (*)(const void* grads, size_t begin, size_t end);
 // The accumulation and then the statistics of acc[begin, end), in one pass.
 using AccumulateStatsFn = ChunkStats (*)(float* acc, const void* grads, size_t begin, size_t end,
                                          bool first);
 
 struct GradKernels {
   AccumulateFn accumulate[kNumDtypes];
-  SumSquaresFn sum_squares[kNumDtypes];
   AccumulateStatsFn accumulate_stats[kNumDtypes];
 };
 

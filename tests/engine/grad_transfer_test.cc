@@ -16,7 +16,6 @@
 #include "common/half.h"
 #include "engine/offload_engine.h"
 #include "engine/sub_groups.h"
-#include "kernels/grad_squares.h"
 #include "optim/adam.h"
 #include "optim/grad_stats.h"
 #include "tests/engine/engine_test_util.h"

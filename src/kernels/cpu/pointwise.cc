@@ -1,5 +1,6 @@
-// Residual add, bias add, bias backward and casts: references, fast CPU
-// paths (Eigen arrays over fixed chunks), device dispatch.
+// Residual add, bias add and bias backward: references, fast CPU paths
+// (Eigen arrays over fixed chunks), device dispatch. Casts: the reference and
+// the fast CPU path (on a stream, a cast is Stream::Cast, the device's).
 #include "kernels/pointwise.h"
 
 #include <string>
@@ -159,16 +160,6 @@ Status BiasBackward(Stream& stream, float* dbias, const T* dout, int64_t rows, i
       {"BiasBackward", op_costs::BiasBackward(rows, channels, sizeof(T)),
        [=] { return BiasBackwardCpu(dbias, dout, rows, channels); },
        TF_CUDA_KERNEL(BiasBackwardCuda(cuda_stream, dbias, dout, rows, channels))});
-}
-
-Status Cast(Stream& stream, DType from, const void* src, DType to, void* dst, int64_t n) {
-  TF_RETURN_IF_ERROR(ops_internal::CheckPositive("Cast", "n", n));
-  return stream.Launch({"Cast",
-                        op_costs::Cost(0, static_cast<double>(n),
-                                       static_cast<double>(n) *
-                                           static_cast<double>(DTypeSize(from) + DTypeSize(to))),
-                        [=] { return CastCpu(from, src, to, dst, n); },
-                        TF_CUDA_KERNEL(CastCuda(cuda_stream, from, src, to, dst, n))});
 }
 
 #define TF_INSTANTIATE_POINTWISE(T)                                             \

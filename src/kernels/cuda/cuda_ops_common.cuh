@@ -1,38 +1,20 @@
-// Device-side helpers of the CUDA op kernels: fp32 loads and stores of the
-// storage types (round-to-nearest-even, matching src/common/half.h), warp and
-// block reductions with a fixed order (so results are deterministic), and the
-// launch check that turns a failed launch into a Status.
+// Device-side helpers of the CUDA op kernels: the device's fp32 loads and
+// stores of the storage types, grid size and launch check
+// (device/cuda/cuda_elements.cuh), and warp, block and column reductions with
+// a fixed order (so results are deterministic).
 #pragma once
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
-#include "device/cuda/cuda_check.h"
+#include "device/cuda/cuda_elements.cuh"
 #include "tierflow/dtype.h"
 #include "tierflow/status.h"
 
 namespace tierflow::cuda_ops {
 
 constexpr int kWarpSize = 32;
-
-__device__ __forceinline__ float Load(const float* p) { return *p; }
-__device__ __forceinline__ float Load(const bf16* p) {
-  return __bfloat162float(*reinterpret_cast<const __nv_bfloat16*>(p));
-}
-__device__ __forceinline__ float Load(const fp16* p) {
-  return __half2float(*reinterpret_cast<const __half*>(p));
-}
-
-__device__ __forceinline__ void Store(float* p, float v) { *p = v; }
-__device__ __forceinline__ void Store(bf16* p, float v) {
-  *reinterpret_cast<__nv_bfloat16*>(p) = __float2bfloat16_rn(v);
-}
-__device__ __forceinline__ void Store(fp16* p, float v) {
-  *reinterpret_cast<__half*>(p) = __float2half_rn(v);
-}
 
 // Butterfly reductions: every lane ends with the same value, same order on every run.
 __device__ __forceinline__ float WarpSum(float v) {
@@ -57,21 +39,6 @@ __device__ __forceinline__ float BlockReduce(float v, float* scratch) {
   __syncthreads();
   float r = lane < num_warps ? scratch[lane] : (kMax ? -INFINITY : 0.0f);
   return kMax ? WarpMax(r) : WarpSum(r);
-}
-
-// Grid size for a grid-stride loop over n elements.
-inline unsigned int GridFor(int64_t n, int threads) {
-  int64_t blocks = (n + threads - 1) / threads;
-  if (blocks > 65535 * 16) blocks = 65535 * 16;
-  if (blocks < 1) blocks = 1;
-  return static_cast<unsigned int>(blocks);
-}
-
-// Checks the launch that was just made on the calling thread.
-inline Status CheckLaunch(const char* kernel) {
-  cudaError_t err = cudaGetLastError();
-  if (err == cudaSuccess) return Status::Ok();
-  return CudaStatus(err, kernel, __FILE__, __LINE__);
 }
 
 // Column sums over rows with a fixed reduction tree: block (32, 32) owns 32

@@ -1,4 +1,5 @@
-// Residual add, bias add, bias backward and casts on CUDA.
+// Residual add, bias add and bias backward on CUDA (the cast is the
+// device's: src/device/cuda/grad_ops.cu).
 #include "kernels/cuda/cuda_ops_common.cuh"
 #include "kernels/pointwise.h"
 
@@ -26,11 +27,6 @@ static __global__ void __launch_bounds__(kThreads)
   TF_GRID_STRIDE(i, n) { Store(out + i, Load(out + i) + Load(bias + i % C)); }
 }
 
-template <typename From, typename To>
-static __global__ void __launch_bounds__(kThreads) CastKernel(To* dst, const From* src, int64_t n) {
-  TF_GRID_STRIDE(i, n) { Store(dst + i, Load(src + i)); }
-}
-
 #undef TF_GRID_STRIDE
 
 template <typename T>
@@ -39,23 +35,6 @@ struct GradOnly {
   int64_t C;
   __device__ float operator()(int64_t r, int64_t c) const { return Load(dout + r * C + c); }
 };
-
-template <typename From>
-Status CastFrom(cudaStream_t stream, const From* src, DType to, void* dst, int64_t n) {
-  const unsigned int grid = cuda_ops::GridFor(n, kThreads);
-  switch (to) {
-    case DType::kF32:
-      CastKernel<<<grid, kThreads, 0, stream>>>(static_cast<float*>(dst), src, n);
-      break;
-    case DType::kBF16:
-      CastKernel<<<grid, kThreads, 0, stream>>>(static_cast<bf16*>(dst), src, n);
-      break;
-    case DType::kF16:
-      CastKernel<<<grid, kThreads, 0, stream>>>(static_cast<fp16*>(dst), src, n);
-      break;
-  }
-  return cuda_ops::CheckLaunch("CastKernel");
-}
 
 }  // namespace
 
@@ -83,19 +62,6 @@ Status BiasBackwardCuda(cudaStream_t stream, float* dbias, const T* dout, int64_
   TF_RETURN_IF_ERROR(ops_internal::CheckPositive("BiasBackwardCuda", "channels", channels));
   return cuda_ops::LaunchColumnSum(stream, dbias, rows, channels, GradOnly<T>{dout, channels},
                                    "BiasBackward");
-}
-
-Status CastCuda(cudaStream_t stream, DType from, const void* src, DType to, void* dst, int64_t n) {
-  TF_RETURN_IF_ERROR(ops_internal::CheckPositive("CastCuda", "n", n));
-  switch (from) {
-    case DType::kF32:
-      return CastFrom(stream, static_cast<const float*>(src), to, dst, n);
-    case DType::kBF16:
-      return CastFrom(stream, static_cast<const bf16*>(src), to, dst, n);
-    case DType::kF16:
-      return CastFrom(stream, static_cast<const fp16*>(src), to, dst, n);
-  }
-  return InvalidArgumentError("CastCuda: unknown source dtype");
 }
 
 #define TF_INSTANTIATE_POINTWISE_CUDA(T)                                                 \

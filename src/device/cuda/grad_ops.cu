@@ -1,14 +1,46 @@
-// Sum of squares and non-finite flag of a gradient span, on CUDA: a fixed
+// Casts and the sum of squares of a gradient span, on CUDA. The sum: a fixed
 // grid of partial sums, then one block adding them in a fixed order.
-#include "kernels/cuda/cuda_ops_common.cuh"
-#include "kernels/grad_squares.h"
+#include <string>
+
+#include "device/cuda/cuda_elements.cuh"
+#include "device/cuda/grad_ops.h"
 
 namespace tierflow {
 namespace {
 
 using cuda_ops::Load;
+using cuda_ops::Store;
 
 constexpr int kThreads = 256;
+
+// ---- cast ----
+
+template <typename From, typename To>
+__global__ void __launch_bounds__(kThreads) CastKernel(To* dst, const From* src, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    Store(dst + i, Load(src + i));
+  }
+}
+
+template <typename From>
+Status CastFrom(cudaStream_t stream, const From* src, DType to, void* dst, int64_t n) {
+  const unsigned int grid = cuda_ops::GridFor(n, kThreads);
+  switch (to) {
+    case DType::kF32:
+      CastKernel<<<grid, kThreads, 0, stream>>>(static_cast<float*>(dst), src, n);
+      break;
+    case DType::kBF16:
+      CastKernel<<<grid, kThreads, 0, stream>>>(static_cast<bf16*>(dst), src, n);
+      break;
+    case DType::kF16:
+      CastKernel<<<grid, kThreads, 0, stream>>>(static_cast<fp16*>(dst), src, n);
+      break;
+  }
+  return cuda_ops::CheckLaunch("CastKernel");
+}
+
+// ---- sum of squares ----
 
 __device__ double BlockSumDouble(double v, double* shared) {
   shared[threadIdx.x] = v;
@@ -51,7 +83,8 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <typename T>
-Status Launch(cudaStream_t stream, const T* grads, int64_t n, GradSquares* out, double* scratch) {
+Status LaunchSquares(cudaStream_t stream, const T* grads, int64_t n, GradSquares* out,
+                     double* scratch) {
   PartialSquaresKernel<<<kGradSquaresBlocks, kThreads, 0, stream>>>(grads, n, scratch);
   TF_RETURN_IF_ERROR(cuda_ops::CheckLaunch("PartialSquaresKernel"));
   FinalSquaresKernel<<<1, kThreads, 0, stream>>>(scratch, kGradSquaresBlocks, out);
@@ -60,16 +93,31 @@ Status Launch(cudaStream_t stream, const T* grads, int64_t n, GradSquares* out, 
 
 }  // namespace
 
+Status CastCuda(cudaStream_t stream, DType from, const void* src, DType to, void* dst, int64_t n) {
+  if (n <= 0) return InvalidArgumentError("CastCuda: n must be > 0, got " + std::to_string(n));
+  switch (from) {
+    case DType::kF32:
+      return CastFrom(stream, static_cast<const float*>(src), to, dst, n);
+    case DType::kBF16:
+      return CastFrom(stream, static_cast<const bf16*>(src), to, dst, n);
+    case DType::kF16:
+      return CastFrom(stream, static_cast<const fp16*>(src), to, dst, n);
+  }
+  return InvalidArgumentError("CastCuda: unknown source dtype");
+}
+
 Status GradSquaresCuda(cudaStream_t stream, DType dtype, const void* grads, int64_t n,
                        GradSquares* out, double* scratch) {
-  TF_RETURN_IF_ERROR(ops_internal::CheckPositive("GradSquaresCuda", "n", n));
+  if (n <= 0) {
+    return InvalidArgumentError("GradSquaresCuda: n must be > 0, got " + std::to_string(n));
+  }
   switch (dtype) {
     case DType::kF32:
-      return Launch(stream, static_cast<const float*>(grads), n, out, scratch);
+      return LaunchSquares(stream, static_cast<const float*>(grads), n, out, scratch);
     case DType::kBF16:
-      return Launch(stream, static_cast<const bf16*>(grads), n, out, scratch);
+      return LaunchSquares(stream, static_cast<const bf16*>(grads), n, out, scratch);
     case DType::kF16:
-      return Launch(stream, static_cast<const fp16*>(grads), n, out, scratch);
+      return LaunchSquares(stream, static_cast<const fp16*>(grads), n, out, scratch);
   }
   return InvalidArgumentError("GradSquaresCuda: unknown dtype");
 }
