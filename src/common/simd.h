@@ -390,7 +390,7 @@ inline constexpr size_t kPairStreamBytes = (TIERFLOW_ISA_LEVEL == 1 && E == Elem
 // a bf16 pair without NaN is narrowed 16 lanes at a time and written in one
 // store: NarrowBf16's 8-lane integer rounding costs about 10 instructions per
 // vector, which on a core with much DRAM bandwidth to itself slowed the whole
-// AdamW step to 0.84 of the bandwidth limit (docs/DESIGN.md).
+// AdamW step to 0.84 of the bandwidth limit (docs/MEASUREMENTS.md).
 template <Elem E, bool kStream>
 TF_SIMD_INLINE void StorePair(Storage<E>* p, VF a, VF b) {
 #if TIERFLOW_ISA_LEVEL == 1

@@ -45,8 +45,8 @@ using OutStorage = typename OutStorageOf<O>::type;
 // registers). Elements prefetched ahead of the iteration: 512 (2 KiB of each
 // fp32 stream, 16 iterations) at AVX2 and SSE2, 256 (1 KiB, 4 iterations) at
 // AVX-512, where 512 left the f32 copy out at 0.94 of the limit on Zen 5
-// (docs/DESIGN.md) and AVX2 lost 3-6% at 256. The three knobs are
-// compile-time only, for the ablations in docs/DESIGN.md ("Why the step fell
+// (docs/MEASUREMENTS.md) and AVX2 lost 3-6% at 256. The three knobs are
+// compile-time only, for the ablations in docs/MEASUREMENTS.md ("Why the step fell
 // short on Intel"); the defaults are what those measured best. The unroll is
 // even since the copy out is stored in pairs (StorePair); the ablation's 1
 // vector per iteration can no longer be built.
