@@ -31,6 +31,9 @@
 #include "tools/commands.h"
 #include "tools/flag_checks.h"
 #include "train/collectives_choice.h"
+#include "train/resolve_run.h"
+#include "train/run_machine.h"
+#include "train/plan_for_config.h"
 
 namespace tierflow::cli {
 namespace {
@@ -72,7 +75,21 @@ struct PlanFlags {
   std::string profile;
   double device_tflops = 0;
   bool json = false;
+  std::string config;  // --config FILE: the run `tierflow train --config FILE` starts
 };
+
+// With --config, the run is the configuration's: plan's flags that set what a
+// train configuration sets, or what train cannot be told, are refused.
+constexpr const char* kRunFlags[] = {
+    "--model",        "--family",        "--layers",        "--d-model",
+    "--heads",        "--kv-heads",      "--d-ff",          "--vocab",
+    "--micro-batch",  "--seq-len",       "--grad-accum",    "--dtype",
+    "--checkpointing", "--optimizer",    "--offload-optimizer", "--offload-param",
+    "--param-slots",  "--ratio",         "--sub-group",     "--buffer-count",
+    "--grad-buckets", "--grad-bucket",   "--collectives",   "--pipeline",
+    "--grad-transfer-dtype", "--speculation", "--device",   "--host-memory",
+    "--nvme-capacity", "--nvme-path",    "--cores",         "--profile",
+    "--device-tflops", "--gpus-per-pcie-link", "--network-gbps"};
 
 StatusOr<ModelConfig> ModelFromFlags(const PlanFlags& f) {
   if (!f.model.empty()) {
@@ -172,149 +189,33 @@ StatusOr<uint64_t> ByteFlag(const std::string& name, const std::string& text) {
 
 // Fills the hardware from flags, detecting what they leave out; `notes`
 // says where each figure came from.
-StatusOr<Hardware> HardwareFromFlags(const PlanFlags& f, std::vector<std::string>* notes) {
-  Hardware hw;
-  TF_ASSIGN_OR_RETURN(const DeviceSpec spec, ParseDeviceSpec("--device", f.device));
-  const DeviceChoice device = spec.choice;
-  std::optional<SimProfile> sim;
-  if (device == DeviceChoice::kSim) {
-    TF_ASSIGN_OR_RETURN(sim, ResolveSimProfile(spec.sim_profile));
+StatusOr<MachineDescription> MachineFromFlags(const PlanFlags& f) {
+  MachineRequest r;
+  TF_ASSIGN_OR_RETURN(r.device, ParseDeviceSpec("--device", f.device));
+  if (!f.gpu_memory.empty()) {
+    TF_ASSIGN_OR_RETURN(r.device_memory_bytes, ByteFlag("--gpu-memory", f.gpu_memory));
   }
-
-  // Host memory first: the emulated device shares it.
   if (!f.host_memory.empty()) {
-    TF_ASSIGN_OR_RETURN(hw.host_memory_bytes, ByteFlag("--host-memory", f.host_memory));
-    notes->push_back("host:   " + FormatBytes(hw.host_memory_bytes) + " (--host-memory)");
-  } else {
-    auto mem = DetectHostMemory("/");
-    if (!mem.ok()) return mem.status();
-    hw.host_memory_bytes = mem->usable_bytes;
-    std::string limit = mem->cgroup_limit_bytes > 0
-                            ? "cgroup limit " + FormatBytes(mem->cgroup_limit_bytes) + " (" +
-                                  mem->cgroup_limit_file + ")"
-                            : "no cgroup limit";
-    notes->push_back("host:   " + FormatBytes(hw.host_memory_bytes) + " usable, detected (" +
-                     "MemAvailable " + FormatBytes(mem->mem_available_bytes) + " of " +
-                     FormatBytes(mem->mem_total_bytes) + ", " + limit + ")");
+    TF_ASSIGN_OR_RETURN(r.host_memory_bytes, ByteFlag("--host-memory", f.host_memory));
   }
-
-  std::string gpu_note;
-  if (sim) {
-    hw.device_is_gpu = true;
-    hw.device_memory_bytes = static_cast<uint64_t>(sim->memory_gib * double(1ull << 30));
-    if (!f.gpu_memory.empty()) {
-      TF_ASSIGN_OR_RETURN(hw.device_memory_bytes, ByteFlag("--gpu-memory", f.gpu_memory));
-    }
-    hw.device_description = "sim:" + sim->name + " (simulated GPU)";
-    gpu_note = "device: " + hw.device_description + ", " + FormatBytes(hw.device_memory_bytes) +
-               " (its published figures; --device sim:" + spec.sim_profile + ")";
-  } else if (!f.gpu_memory.empty() && device != DeviceChoice::kCpu) {
-    TF_ASSIGN_OR_RETURN(hw.device_memory_bytes, ByteFlag("--gpu-memory", f.gpu_memory));
-    hw.device_is_gpu = true;
-    hw.device_reserved_bytes = kCudaContextBytes;
-    hw.device_description = "GPU with " + FormatBytes(hw.device_memory_bytes);
-    gpu_note = "device: GPU, " + FormatBytes(hw.device_memory_bytes) + " (--gpu-memory; " +
-               FormatBytes(kCudaContextBytes) + " of it reserved for the CUDA context)";
-  } else if (device != DeviceChoice::kCpu && BuiltWithCuda() && CudaUnavailableReason().empty()) {
-    DeviceOptions options;
-    options.kind = DeviceChoice::kCuda;
-    auto device = CreateDevice(options);
-    if (!device.ok()) return device.status().WithContext("detecting the GPU");
-    hw.device_is_gpu = true;
-    hw.device_memory_bytes = (*device)->DeviceMemory().capacity_bytes;
-    hw.device_description = (*device)->description();
-    gpu_note = "device: " + hw.device_description + ", " + FormatBytes(hw.device_memory_bytes) +
-               " free, detected";
-  } else if (device == DeviceChoice::kCuda) {
-    return UnavailableError("--device cuda: no usable GPU (" + CudaUnavailableReason() +
-                            "); give --gpu-memory to plan for one");
-  } else {
-    hw.device_is_gpu = false;
-    hw.device_memory_is_host_memory = true;
-    if (!f.gpu_memory.empty()) {
-      TF_ASSIGN_OR_RETURN(hw.device_memory_bytes, ByteFlag("--gpu-memory", f.gpu_memory));
-    } else {
-      hw.device_memory_bytes = hw.host_memory_bytes;
-    }
-    hw.device_description = "emulated CPU device";
-    std::string why =
-        device == DeviceChoice::kCpu ? "--device cpu" : "no GPU: " + CudaUnavailableReason();
-    gpu_note = "device: emulated CPU device (" + why + "), " + FormatBytes(hw.device_memory_bytes) +
-               ", its memory is host RAM; give --gpu-memory 24GiB to plan for a GPU";
-  }
-  notes->insert(notes->begin(), gpu_note);
-
   if (!f.nvme_capacity.empty()) {
-    TF_ASSIGN_OR_RETURN(hw.nvme_capacity_bytes, ByteFlag("--nvme-capacity", f.nvme_capacity));
-    notes->push_back("nvme:   " + FormatBytes(hw.nvme_capacity_bytes) + " (--nvme-capacity)");
-  } else {
-    std::vector<std::string> paths = f.nvme_paths;
-    if (paths.empty()) {
-      const char* tmp = std::getenv("TMPDIR");
-      paths.push_back(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp");
-    }
-    std::set<dev_t> filesystems;  // two paths on one filesystem share its free space
-    std::string where;
-    for (const std::string& path : paths) {
-      struct stat st;
-      if (stat(path.c_str(), &st) != 0) return ErrnoStatus(errno, "--nvme-path " + path);
-      TF_ASSIGN_OR_RETURN(uint64_t free_bytes, FreeBytesAt(path));
-      where += (where.empty() ? "" : ", ") + path + " " + FormatBytes(free_bytes) + " free";
-      if (filesystems.insert(st.st_dev).second) hw.nvme_capacity_bytes += free_bytes;
-    }
-    notes->push_back("nvme:   " + FormatBytes(hw.nvme_capacity_bytes) + ", detected (" + where +
-                     (f.nvme_paths.empty() ? "; the default path, give --nvme-path" : "") + ")");
+    TF_ASSIGN_OR_RETURN(r.nvme_capacity_bytes, ByteFlag("--nvme-capacity", f.nvme_capacity));
   }
+  if (f.cores > 0) r.cores = f.cores;
+  r.nvme_paths = f.nvme_paths;
+  r.profile = f.profile;
+  r.device_tflops = f.device_tflops;
+  r.network_gbps = f.network_gbps;
+  r.nodes = f.nodes;
+  return DescribeMachine(r);
+}
 
-  if (f.cores > 0) {
-    hw.cores = f.cores;
-    notes->push_back("cores:  " + std::to_string(hw.cores) + " (--cores)");
-  } else {
-    TF_ASSIGN_OR_RETURN(CpuInfo cpus, DetectCpus("/", OnlineCpus()));
-    hw.cores = cpus.usable_cores;
-    notes->push_back(
-        "cores:  " + std::to_string(hw.cores) + ", detected" +
-        (cpus.cgroup_cpu_limit > 0 ? " (cgroup quota in " + cpus.cgroup_limit_file + ")" : ""));
-  }
-
-  hw.bandwidths = DefaultBandwidths(hw.device_is_gpu, hw.cores);
-  std::string default_profile;
-  TF_ASSIGN_OR_RETURN(std::optional<std::string> profile,
-                      ResolveProfilePath(f.profile, &default_profile));
-  if (profile) {
-    TF_ASSIGN_OR_RETURN(hw.bandwidths, LoadBandwidthProfile(*profile, hw.bandwidths));
-  }
-  if (sim) {
-    // The simulated GPU's own figures: what its streams will take.
-    hw.bandwidths.device_tflops = sim->tensor_tflops;
-    hw.bandwidths.device_efficiency = sim->tensor_efficiency;
-    hw.bandwidths.h2d_gb_per_second = sim->link_gb_per_s * sim->link_efficiency;
-    hw.bandwidths.d2h_gb_per_second = sim->link_gb_per_s * sim->link_efficiency;
-    hw.bandwidths.source += ", device and link from sim:" + sim->name;
-  }
-  if (f.device_tflops > 0) {
-    hw.bandwidths.device_tflops = f.device_tflops;
-    hw.bandwidths.source += ", device TFLOP/s from --device-tflops";
-  }
-  if (f.network_gbps > 0) {
-    if (f.nodes < 2) {
-      return InvalidArgumentError(
-          "--network-gbps describes the network between nodes, and this plan has one node: "
-          "give --nodes 2 or more, or drop it");
-    }
-    hw.bandwidths.inter_node_busbw_gb_per_second = f.network_gbps / 8;
-    hw.bandwidths.source += ", network from --network-gbps";
-  }
-  char rates[512];
-  const Bandwidths& b = hw.bandwidths;
-  std::snprintf(rates, sizeof(rates),
-                "rates:  H2D %.1f / D2H %.1f GB/s, host memory %.1f GB/s, optimizer %.2g "
-                "params/s, NVMe %.1f read / %.1f write GB/s, device %.3g TFLOP/s x %.0f%%",
-                b.h2d_gb_per_second, b.d2h_gb_per_second, b.host_memory_gb_per_second,
-                b.adam_params_per_second, b.nvme_read_gb_per_second, b.nvme_write_gb_per_second,
-                b.device_tflops, b.device_efficiency * 100);
-  notes->push_back(rates);
-  if (f.gpus_per_node > 1 || f.nodes > 1) {
+// The notes' last lines: the collectives' rates with several ranks, and
+// where the rates came from.
+void AddRateNotes(const MachineDescription& m, int gpus_per_node, int nodes,
+                  std::vector<std::string>* notes) {
+  const Bandwidths& b = m.hardware.bandwidths;
+  if (gpus_per_node > 1 || nodes > 1) {
     char comm[256];
     std::snprintf(comm, sizeof comm,
                   "        collectives: %.2f GB/s bus bandwidth within a node, %.2f between nodes",
@@ -322,23 +223,13 @@ StatusOr<Hardware> HardwareFromFlags(const PlanFlags& f, std::vector<std::string
     notes->push_back(comm);
   }
   notes->push_back("        (" +
-                   DescribeRates(b, static_cast<int64_t>(std::time(nullptr)), default_profile) +
+                   DescribeRates(b, static_cast<int64_t>(std::time(nullptr)), m.default_profile) +
                    ")");
-  return hw;
 }
 
-StatusOr<int> RunPlan(const PlanFlags& f) {
-  TF_ASSIGN_OR_RETURN(PlanInput input, InputFromFlags(f));
-  std::vector<std::string> notes;
-  TF_ASSIGN_OR_RETURN(Hardware hw, HardwareFromFlags(f, &notes));
-  // As `train --collectives` resolves it for the device planned for.
-  TF_ASSIGN_OR_RETURN(const DeviceSpec spec, ParseDeviceSpec("--device", f.device));
-  const DeviceKind kind = !hw.device_is_gpu                   ? DeviceKind::kCpu
-                          : spec.choice == DeviceChoice::kSim ? DeviceKind::kSim
-                                                              : DeviceKind::kCuda;
-  TF_ASSIGN_OR_RETURN(input.device_collectives,
-                      ResolveDeviceCollectives(f.collectives, kind, input.ranks()));
-  TF_ASSIGN_OR_RETURN(Plan plan, ComputePlan(input, hw));
+// Prints the plan as tables or JSON; the exit status says whether it fits.
+StatusOr<int> PrintPlan(const PlanFlags& f, const PlanInput& input, const Hardware& hw,
+                        const Plan& plan, const std::vector<std::string>& notes) {
   TF_ASSIGN_OR_RETURN(LargestModel largest, LargestFittingModel(input, hw));
   if (f.json) {
     nlohmann::json j = PlanToJson(input, hw, plan, &largest);
@@ -349,6 +240,40 @@ StatusOr<int> RunPlan(const PlanFlags& f) {
     std::printf("%s", FormatPlanReport(input, hw, plan, &largest, notes).c_str());
   }
   return plan.feasible ? 0 : kExitDoesNotFit;
+}
+
+// `plan --config FILE`: the plan train would run, by train's own stages.
+StatusOr<int> RunConfigPlan(const PlanFlags& f) {
+  const int ranks = f.gpus_per_node * f.nodes;
+  TF_ASSIGN_OR_RETURN(TrainConfig config, LoadTrainConfig(f.config, TrainConfig{}, ranks));
+  for (const std::string& w : config.warnings) {
+    std::fprintf(stderr, "tierflow plan: warning: %s\n", w.c_str());
+  }
+  ConfigPlanRequest request;
+  request.gpus_per_node = f.gpus_per_node;
+  request.nodes = f.nodes;
+  if (!f.gpu_memory.empty()) {
+    TF_ASSIGN_OR_RETURN(request.gpu_memory_bytes, ByteFlag("--gpu-memory", f.gpu_memory));
+  }
+  TF_ASSIGN_OR_RETURN(ConfigPlan p, PlanForConfig(config, request));
+  MachineDescription rates;
+  rates.hardware = p.hardware;
+  rates.default_profile = p.default_profile;
+  AddRateNotes(rates, f.gpus_per_node, f.nodes, &p.notes);
+  return PrintPlan(f, p.input, p.hardware, p.plan, p.notes);
+}
+
+StatusOr<int> RunPlan(const PlanFlags& f) {
+  if (!f.config.empty()) return RunConfigPlan(f);
+  TF_ASSIGN_OR_RETURN(PlanInput input, InputFromFlags(f));
+  TF_ASSIGN_OR_RETURN(MachineDescription machine, MachineFromFlags(f));
+  std::vector<std::string> notes = machine.notes;
+  AddRateNotes(machine, f.gpus_per_node, f.nodes, &notes);
+  // As `train --collectives` resolves it for the device planned for.
+  TF_ASSIGN_OR_RETURN(input.device_collectives,
+                      ResolveDeviceCollectives(f.collectives, machine.device_kind, input.ranks()));
+  TF_ASSIGN_OR_RETURN(Plan plan, ComputePlan(input, machine.hardware));
+  return PrintPlan(f, input, machine.hardware, plan, notes);
 }
 
 }  // namespace
@@ -485,11 +410,29 @@ void AddPlan(CLI::App& app, int* exit_code) {
                   "else 100)")
       ->check(Positive());
   cmd->add_flag("--json", f->json, "Print one JSON object instead of tables");
-  cmd->callback([f, exit_code] {
+  cmd->add_option("--config", f->config,
+                  "A `tierflow train` configuration (tierflow and DeepSpeed keys): plan the run "
+                  "`tierflow train --config FILE` starts, by train's own stages (it reads the "
+                  "model and data as train does, and creates the same device). With it, only "
+                  "--gpus-per-node, --nodes (the ranks train is launched with), --gpu-memory (a "
+                  "GPU that is not here) and --json apply");
+  cmd->callback([f, cmd, exit_code] {
     // SIGINT/SIGTERM cancel the plan: the planner's searches call CheckCancel,
     // so the command ends with "interrupted by SIGTERM while planning ..." and
     // exit status 1 instead of running on or dying mid-print.
     InstallCancelSignalHandlers();
+    if (!f->config.empty()) {
+      for (const char* flag : kRunFlags) {
+        if (cmd->count(flag) > 0) {
+          std::fprintf(stderr,
+                       "tierflow plan: %s with --config: the run is the configuration's; set it "
+                       "there (as train reads it), or plan without --config\n",
+                       flag);
+          *exit_code = 2;
+          return;
+        }
+      }
+    }
     StatusOr<int> result = RunPlan(*f);
     if (!result.ok()) {
       std::fprintf(stderr, "tierflow plan: %s\n", result.status().ToString().c_str());

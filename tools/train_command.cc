@@ -122,7 +122,7 @@ struct TrainFlags {
   TrainConfig cli;  // values given on the command line
   std::string config_file;
   bool no_shuffle = false;
-  std::string sub_group_size, device_memory, grad_transfer_dtype, speculation, grad_bucket;
+  std::string sub_group_size, device_memory, host_memory, nvme_capacity, grad_transfer_dtype, speculation, grad_bucket;
   std::string max_sample_bytes;
   // Text flags parsed after CLI11 (ParseOffloadPlacement names the flag).
   std::string offload{OffloadPlacementName(TrainConfig().offload)};
@@ -250,6 +250,12 @@ void AddTrain(CLI::App& app, int* exit_code) {
   cmd->add_option("--device", f->device, "auto | cpu | cuda")->capture_default_str();
   cmd->add_option("--device-memory", f->device_memory, "Device memory limit (e.g. 2GiB)")
       ->check(ByteSizeAtLeast(1));
+  cmd->add_option("--host-memory", f->host_memory,
+                  "Host RAM the planner may place into (default: the usable memory detected)")
+      ->check(ByteSizeAtLeast(1));
+  cmd->add_option("--nvme-capacity", f->nvme_capacity,
+                  "NVMe space the planner may place into (default: the NVMe paths' free space)")
+      ->check(ByteSizeAtLeast(0));
   cmd->add_option("--out", c.out_dir, "Output directory (checkpoints, final model, metrics)");
   cmd->add_option("--checkpoint-every", c.checkpoint_every,
                   "Steps between checkpoints (0 = at the end)")
@@ -438,6 +444,8 @@ void AddTrain(CLI::App& app, int* exit_code) {
     if (given("--eval-every", "eval_every")) config.eval_every = c.eval_every;
     if (given("--log-every", "log_every")) config.log_every = c.log_every;
     if (given("--device-memory", "device_memory")) config.device_memory = f->device_memory;
+    if (given("--host-memory", "host_memory")) config.host_memory = f->host_memory;
+    if (given("--nvme-capacity", "nvme_capacity")) config.nvme_capacity = f->nvme_capacity;
     if (given("--sub-group-size", "sub_group_size")) {
       auto n = ParseCount(f->sub_group_size);
       if (!n.ok()) {

@@ -976,6 +976,10 @@ class Parser {
         if (s.ok()) s = Set(k, p, &c_.device, *spec);
       } else if (k == "device_memory")
         s = String(x, p, k, &c_.device_memory);
+      else if (k == "host_memory")
+        s = String(x, p, k, &c_.host_memory);
+      else if (k == "nvme_capacity")
+        s = String(x, p, k, &c_.nvme_capacity);
       else if (k == "out_dir")
         s = String(x, p, k, &c_.out_dir);
       else if (k == "checkpoint_every")

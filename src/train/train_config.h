@@ -146,6 +146,13 @@ struct TrainConfig {
   // Device.
   DeviceSpec device;          // auto, cpu, cuda or sim:PROFILE
   std::string device_memory;  // e.g. "2GiB"
+  // The machine the planner may place into (tierflow.host_memory,
+  // --host-memory; tierflow.nvme_capacity, --nvme-capacity), e.g. "64GiB":
+  // this much host RAM / NVMe space instead of what the machine reports
+  // (usable memory; the NVMe paths' free space), e.g. to leave room for other
+  // work. "" = what the machine reports.
+  std::string host_memory;
+  std::string nvme_capacity;
 
   // Output.
   std::string out_dir;             // checkpoints and the final model; "" = ./tierflow-out

@@ -8,7 +8,9 @@
 #include <cstdio>
 #include <initializer_list>
 #include <string>
+#include <tuple>
 
+#include "common/units.h"
 #include "tierflow/grad_transfer.h"
 #include "tierflow/nvme_io.h"
 #include "train/train_config.h"
@@ -93,6 +95,16 @@ Status ValidateTrainConfig(const TrainConfig& c) {
     return BadSetting(c, setting, what);
   };
   if (c.model.empty()) return Bad("model", "is empty; name a preset or a model directory");
+  for (const auto& [setting, text, least] :
+       {std::tuple<const char*, const std::string&, uint64_t>{"host_memory", c.host_memory, 1},
+        {"nvme_capacity", c.nvme_capacity, 0}}) {
+    if (text.empty()) continue;
+    StatusOr<uint64_t> bytes = ParseByteSize(text);
+    if (!bytes.ok() || *bytes < least) {
+      return Bad(setting, "'" + text + "' is not a byte size" + (least > 0 ? " above 0" : "") +
+                              " (e.g. 64GiB); leave it out to use what the machine reports");
+    }
+  }
   if (c.param_slots.has_value() && (*c.param_slots < 2 || *c.param_slots > 64)) {
     return Bad("param_slots", "is " + std::to_string(*c.param_slots) +
                                   "; the streamed weights' ring needs 2 to 64 device slots "

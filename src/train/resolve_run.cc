@@ -1,0 +1,234 @@
+// Config + machine -> plan input, plan, engine options: one path for plan and train.
+#include "train/resolve_run.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "common/units.h"
+#include "io/sim_profile_file.h"
+#include "plan/default_profile.h"
+#include "plan/memory_model.h"
+#include "train/collectives_choice.h"
+
+namespace tierflow {
+
+StatusOr<PlanInput> PlanInputFor(const TrainConfig& c, const ModelConfig& model, DeviceKind kind,
+                                 RunWorldShape world, uint64_t dataset_bytes,
+                                 uint64_t nvme_block_bytes, int nvme_directories) {
+  PlanInput in;
+  in.model = model;
+  TF_ASSIGN_OR_RETURN(in.device_collectives,
+                      ResolveDeviceCollectives(c.collectives, kind, world.ranks));
+  in.gpus_per_node = std::clamp(world.gpus_per_node, 1, world.ranks);
+  // Nodes of equal size; a last node with fewer ranks is planned as full.
+  in.nodes = (world.ranks + in.gpus_per_node - 1) / in.gpus_per_node;
+  in.dataset_bytes = dataset_bytes;
+  // Bounded by ValidateTrainConfig (at most 2^40); the planner refuses one
+  // below the model's largest tensor, naming it.
+  if (c.grad_bucket_params.has_value()) {
+    in.grad_bucket_params = static_cast<int64_t>(*c.grad_bucket_params);
+  }
+  in.lock_host_state = c.pin_memory;
+  in.micro_batch = c.micro_batch;
+  in.seq_len = c.seq_len;
+  in.grad_accum = c.grad_accum;
+  in.dtype = c.dtype;
+  in.grad_transfer_dtype = c.grad_transfer_dtype;
+  in.checkpointing = c.activation_checkpointing;
+  in.optimizer = OptimizerKind::kAdamW;
+  in.offload = c.offload;
+  if (c.offload == OffloadPlacement::kNvme) in.nvme_ratio = c.nvme_ratio;
+  in.param_offload = c.offload_param;
+  in.param_slots = c.param_slots;
+  // DeepSpeed's rule accepts any size; past the largest unit every unit is
+  // one sub-group, so the planner's bound changes nothing.
+  in.sub_group_params = static_cast<int64_t>(
+      c.sub_group_cut == SubGroupCut::kWholeTensors
+          ? std::min<uint64_t>(c.sub_group_size, static_cast<uint64_t>(kMaxPlanParams))
+          : c.sub_group_size);
+  in.sub_group_cut = c.sub_group_cut;
+  in.buffer_count = c.buffer_count;
+  in.pipeline = c.pipeline == "sync" ? PipelineKind::kSynchronous : PipelineKind::kOverlapped;
+  // Bounded by ValidateTrainConfig (at most 2^40).
+  if (c.speculation_params.has_value()) {
+    in.speculation_params = static_cast<int64_t>(*c.speculation_params);
+  }
+  in.nvme_directories = std::max(1, nvme_directories);
+  in.nvme_block_bytes = nvme_block_bytes;
+  return in;
+}
+
+StatusOr<PlannedRun> PlanTrainingRun(const TrainConfig& config, const ModelConfig& model,
+                                     const Hardware& hardware, DeviceKind kind,
+                                     RunWorldShape world, uint64_t dataset_bytes,
+                                     int nvme_directories, const NvmeIoChooser& choose_nvme_io) {
+  PlannedRun run;
+  run.sized = config;
+  auto choose = [&]() -> Status {
+    TF_ASSIGN_OR_RETURN(run.nvme_io, choose_nvme_io(run.sized));
+    run.sized.buffer_count = run.nvme_io->buffer_count;
+    return Status::Ok();
+  };
+  auto plan = [&]() -> Status {
+    TF_ASSIGN_OR_RETURN(
+        run.input,
+        PlanInputFor(run.sized, model, kind, world, dataset_bytes,
+                     run.nvme_io ? run.nvme_io->io.block_size_bytes : kNvmeBlockBytes,
+                     nvme_directories));
+    TF_ASSIGN_OR_RETURN(run.plan, ComputePlan(run.input, hardware));
+    return Status::Ok();
+  };
+  if (config.offload == OffloadPlacement::kNvme) {
+    TF_RETURN_IF_ERROR(choose());
+  } else if (run.sized.buffer_count == 0) {
+    run.sized.buffer_count = 4;
+  }
+  TF_RETURN_IF_ERROR(plan());
+  if (config.offload == OffloadPlacement::kAuto && run.plan.feasible &&
+      run.plan.placement.offload() == OffloadPlacement::kNvme) {
+    // It put state on NVMe: choose how to drive the drive, and plan again.
+    run.sized.buffer_count = config.buffer_count;
+    TF_RETURN_IF_ERROR(choose());
+    TF_RETURN_IF_ERROR(plan());
+  }
+  return run;
+}
+
+StatusOr<NvmeDirs> PrepareNvmeDirs(const TrainConfig& config, bool make_given) {
+  NvmeDirs dirs;
+  dirs.paths = config.nvme_paths;
+  const bool nvme_possible = config.offload != OffloadPlacement::kHost ||
+                             config.offload_param == ParamOffload::kNvme ||
+                             config.offload_param == ParamOffload::kAuto;
+  if (nvme_possible && dirs.paths.empty()) {
+    TF_ASSIGN_OR_RETURN(dirs.temp, TempDirectory::Create(DefaultNvmeBase(), "tierflow-nvme",
+                                                         "give one with --nvme-path DIR"));
+    dirs.paths.push_back(dirs.temp.path());
+  }
+  for (const std::string& p : config.nvme_paths) {
+    std::error_code ec;
+    if (make_given) {
+      std::filesystem::create_directories(p, ec);
+      if (ec) return IoError("create NVMe directory " + p + ": " + ec.message());
+    } else if (!std::filesystem::is_directory(p, ec)) {
+      return NotFoundError("NVMe directory " + p +
+                           " does not exist (train makes it): make it to plan with its free "
+                           "space, or give the space with tierflow.nvme_capacity");
+    }
+  }
+  return dirs;
+}
+
+StatusOr<PlannedRun> PlanConfiguredRun(const TrainConfig& config, const ModelConfig& model,
+                                       const MachineDescription& machine, RunWorldShape world,
+                                       uint64_t dataset_bytes, const NvmeDirs& dirs,
+                                       const std::function<void(const std::string&)>& note) {
+  TrainConfig resolved = config;
+  std::string default_profile;
+  TF_ASSIGN_OR_RETURN(std::optional<std::string> profile,
+                      ResolveProfilePath(config.profile, &default_profile));
+  resolved.profile = profile.value_or("");
+  NvmeIoChooser choose = [&](const TrainConfig& sized) -> StatusOr<NvmeIoChoice> {
+    NvmeIoChoiceInput input;
+    input.nvme_paths = dirs.paths;
+    input.buffered = sized.nvme_buffered;
+    input.largest_tensor_bytes = LargestStateTensorBytes(
+        model, SubGroupRule{sized.sub_group_cut, sized.sub_group_size});
+    TF_ASSIGN_OR_RETURN(NvmeIoChoice choice, ChooseNvmeIo(sized, input));
+    note("NVMe I/O: " + choice.Describe());
+    return choice;
+  };
+  return PlanTrainingRun(resolved, model, machine.hardware, machine.device_kind, world,
+                         dataset_bytes, static_cast<int>(dirs.paths.size()), choose);
+}
+
+EngineOptions EngineOptionsFor(const PlannedRun& run, const std::vector<std::string>& nvme_paths,
+                               int ranks) {
+  const TrainConfig& c = run.sized;
+  const Placement& placement = run.plan.placement;
+  EngineOptions o;
+  o.weights_dtype = c.dtype;
+  o.grad_transfer_dtype = c.grad_transfer_dtype;
+  o.adam.lr = c.lr;
+  o.adam.beta1 = c.beta1;
+  o.adam.beta2 = c.beta2;
+  o.adam.eps = c.eps;
+  o.adam.weight_decay = c.weight_decay;
+  o.adam.bias_correction = c.bias_correction;
+  o.adam.decoupled = c.optimizer != "adam";
+  o.clip_grad_norm = c.gradient_clipping;
+  o.loss_scaler.static_scale = c.loss_scale;
+  o.loss_scaler.initial_scale_power = c.initial_scale_power;
+  o.loss_scaler.scale_window = c.loss_scale_window;
+  o.loss_scaler.hysteresis = c.hysteresis;
+  o.loss_scaler.min_scale = c.min_loss_scale;
+  o.offload = placement.offload();
+  o.nvme_ratio = placement.nvme_ratio;
+  o.nvme_paths = nvme_paths;
+  o.nvme_buffered = c.nvme_buffered;
+  o.sub_group_params = c.sub_group_size;
+  o.sub_group_cut = c.sub_group_cut;
+  o.buffer_count = c.buffer_count;
+  o.lock_host_state = c.pin_memory;
+  o.pipeline = c.pipeline == "sync" ? Pipeline::kSynchronous : Pipeline::kOverlapped;
+  // The speculation budget and the bucket size the plan counted.
+  o.speculation_params = static_cast<uint64_t>(placement.speculation_params);
+  o.grad_bucket_params = static_cast<uint64_t>(placement.grad_bucket_params);
+  // Every step has grad_accum micro-batches per rank: the gradient buffers
+  // the plan counted. Each Step gets the global step's list (every rank's).
+  o.micro_batches_per_step = c.grad_accum * ranks;
+  // The weights' placement the plan counted: which units stream, from where.
+  const ParamPlacement& pp = placement.params;
+  o.params.where = pp.where;
+  o.params.streamed_units = pp.streamed_units;
+  if (pp.where != ParamOffload::kNone) {
+    o.params.device_slots = pp.device_slots;
+    o.params.prefetch_depth = pp.prefetch_depth;
+    o.params.nvme_staging = pp.nvme_staging;
+  }
+  if (run.nvme_io) o.nvme_io = run.nvme_io->io;
+  return o;
+}
+
+MachineRequest MachineRequestFor(const TrainConfig& c) {
+  MachineRequest r;
+  r.device = c.device;
+  auto origin = [&c](const std::string& setting, const std::string& fallback) {
+    auto it = c.origins.find(setting);
+    return it != c.origins.end() ? it->second : fallback;
+  };
+  if (!c.host_memory.empty()) {
+    StatusOr<uint64_t> bytes = ParseByteSize(c.host_memory);
+    r.host_memory_bytes = bytes.ok() ? *bytes : 0;
+    r.host_memory_origin = origin("host_memory", "host_memory");
+  }
+  if (!c.nvme_capacity.empty()) {
+    StatusOr<uint64_t> bytes = ParseByteSize(c.nvme_capacity);
+    r.nvme_capacity_bytes = bytes.ok() ? *bytes : 0;
+    r.nvme_capacity_origin = origin("nvme_capacity", "nvme_capacity");
+  }
+  r.nvme_paths = c.nvme_paths;
+  r.profile = c.profile;
+  return r;
+}
+
+StatusOr<DeviceOptions> DeviceOptionsFor(const TrainConfig& config, int cuda_ordinal) {
+  DeviceOptions options;
+  options.kind = config.device.choice;
+  options.cuda_ordinal = cuda_ordinal;
+  if (config.device.choice == DeviceChoice::kSim) {
+    TF_ASSIGN_OR_RETURN(options.sim, ResolveSimProfile(config.device.sim_profile));
+  }
+  if (!config.device_memory.empty()) {
+    TF_ASSIGN_OR_RETURN(options.memory_capacity_bytes, ParseByteSize(config.device_memory));
+  }
+  return options;
+}
+
+uint64_t LargestStateTensorBytes(const ModelConfig& model, SubGroupRule rule) {
+  const SubGroupSummary s = SummarizeSubGroups(model, rule, 0.0, 12);
+  const uint64_t array = (static_cast<uint64_t>(s.max_group_params) * 4 + 4095) / 4096 * 4096;
+  return 3 * array;
+}
+
+}  // namespace tierflow
