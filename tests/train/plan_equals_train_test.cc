@@ -141,6 +141,35 @@ TEST(PlanEqualsTrain, SimulatedGpu) {
   for (const Case& c : Matrix("sim:l40s")) ExpectPlanEqualsTrain(c);
 }
 
+// With --config the run is the configuration's: a flag that would make the
+// plan another run's is refused (usage, exit 2), naming it; a machine figure
+// the configuration gets wrong names its key.
+TEST(PlanConfig, RefusesWhatWouldMakeItAnotherRun) {
+  ScratchDir dir("plan-config-");
+  const std::string file = dir.path() + "/config.json";
+  std::ofstream(file) << R"({"tierflow": {"model": "tiny-llama", "device": "cpu"}})";
+  std::string text;
+  for (const std::vector<std::string>& extra :
+       {std::vector<std::string>{"--micro-batch", "8"}, {"--device", "cpu"},
+        {"--host-memory", "8GiB"}, {"--device-tflops", "100"}}) {
+    std::vector<std::string> args = {"plan", "--config", file};
+    args.insert(args.end(), extra.begin(), extra.end());
+    EXPECT_EQ(RunTierflow(args, dir.path() + "/refused.log", &text), 2) << text;
+    EXPECT_NE(text.find(extra[0] + " with --config"), std::string::npos) << text;
+  }
+  std::ofstream(file) << R"({"tierflow": {"model": "tiny-llama", "host_memory": "lots"}})";
+  EXPECT_EQ(RunTierflow({"plan", "--config", file}, dir.path() + "/bad.log", &text), 1) << text;
+  EXPECT_NE(text.find("host_memory"), std::string::npos) << text;
+  EXPECT_NE(text.find("'lots' is not a byte size"), std::string::npos) << text;
+  // A GPU that is not here, described by its memory, for a cpu device: refused.
+  std::ofstream(file) << R"({"tierflow": {"model": "tiny-llama", "device": "cpu"}})";
+  EXPECT_EQ(RunTierflow({"plan", "--config", file, "--gpu-memory", "24GiB"},
+                        dir.path() + "/gpu.log", &text),
+            1)
+      << text;
+  EXPECT_NE(text.find("--gpu-memory describes a GPU"), std::string::npos) << text;
+}
+
 // The case the collectives bug was (issue 42): a CUDA device, one rank,
 // --collectives auto.
 TEST(PlanEqualsTrainCuda, Gpu) {
