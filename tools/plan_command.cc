@@ -31,9 +31,9 @@
 #include "tools/commands.h"
 #include "tools/flag_checks.h"
 #include "train/collectives_choice.h"
+#include "train/plan_for_config.h"
 #include "train/resolve_run.h"
 #include "train/run_machine.h"
-#include "train/plan_for_config.h"
 
 namespace tierflow::cli {
 namespace {
@@ -80,16 +80,41 @@ struct PlanFlags {
 
 // With --config, the run is the configuration's: plan's flags that set what a
 // train configuration sets, or what train cannot be told, are refused.
-constexpr const char* kRunFlags[] = {
-    "--model",        "--family",        "--layers",        "--d-model",
-    "--heads",        "--kv-heads",      "--d-ff",          "--vocab",
-    "--micro-batch",  "--seq-len",       "--grad-accum",    "--dtype",
-    "--checkpointing", "--optimizer",    "--offload-optimizer", "--offload-param",
-    "--param-slots",  "--ratio",         "--sub-group",     "--buffer-count",
-    "--grad-buckets", "--grad-bucket",   "--collectives",   "--pipeline",
-    "--grad-transfer-dtype", "--speculation", "--device",   "--host-memory",
-    "--nvme-capacity", "--nvme-path",    "--cores",         "--profile",
-    "--device-tflops", "--gpus-per-pcie-link", "--network-gbps"};
+constexpr const char* kRunFlags[] = {"--model",
+                                     "--family",
+                                     "--layers",
+                                     "--d-model",
+                                     "--heads",
+                                     "--kv-heads",
+                                     "--d-ff",
+                                     "--vocab",
+                                     "--micro-batch",
+                                     "--seq-len",
+                                     "--grad-accum",
+                                     "--dtype",
+                                     "--checkpointing",
+                                     "--optimizer",
+                                     "--offload-optimizer",
+                                     "--offload-param",
+                                     "--param-slots",
+                                     "--ratio",
+                                     "--sub-group",
+                                     "--buffer-count",
+                                     "--grad-buckets",
+                                     "--grad-bucket",
+                                     "--collectives",
+                                     "--pipeline",
+                                     "--grad-transfer-dtype",
+                                     "--speculation",
+                                     "--device",
+                                     "--host-memory",
+                                     "--nvme-capacity",
+                                     "--nvme-path",
+                                     "--cores",
+                                     "--profile",
+                                     "--device-tflops",
+                                     "--gpus-per-pcie-link",
+                                     "--network-gbps"};
 
 StatusOr<ModelConfig> ModelFromFlags(const PlanFlags& f) {
   if (!f.model.empty()) {
@@ -276,18 +301,8 @@ StatusOr<int> RunPlan(const PlanFlags& f) {
   return PrintPlan(f, input, machine.hardware, plan, notes);
 }
 
-}  // namespace
-
-void AddPlan(CLI::App& app, int* exit_code) {
-  auto f = std::make_shared<PlanFlags>();
-  CLI::App* cmd = app.add_subcommand(
-      "plan",
-      "What a fine-tune needs per memory tier, whether it fits, where the optimizer "
-      "state goes, and the predicted step time");
-  cmd->footer(
-      "Exit status: 0 when the run fits, 3 when it does not, 2 when a flag is refused, 1 on "
-      "other errors.\n"
-      "The accounting (bytes per parameter per component) is in docs/PLANNER.md.");
+// The model: a preset, a directory or config.json, or explicit dimensions.
+void AddModelFlags(CLI::App* cmd, PlanFlags* f) {
   cmd->add_option("--model", f->model,
                   "Preset name, a directory with config.json, or a config.json");
   cmd->add_option("--family", f->family, "With explicit dimensions: gpt2 | llama")
@@ -304,6 +319,10 @@ void AddPlan(CLI::App& app, int* exit_code) {
   cmd->add_option("--vocab", f->vocab,
                   "Explicit dimensions: vocabulary (default: 50257 gpt2, 32000 llama)")
       ->check(AtLeast(1));
+}
+
+// The run: batch, precision, placements, pipeline and collectives.
+void AddRunFlags(CLI::App* cmd, PlanFlags* f) {
   cmd->add_option("--micro-batch", f->micro_batch, "Sequences per micro-batch")
       ->check(AtLeast(1))
       ->capture_default_str();
@@ -373,6 +392,10 @@ void AddPlan(CLI::App& app, int* exit_code) {
                       kCountSuffixHelp + ")")
       ->check(CountAtLeast(0, "auto"))
       ->capture_default_str();
+}
+
+// The machine (detected unless given), the ranks, the output, and --config.
+void AddMachineFlags(CLI::App* cmd, PlanFlags* f) {
   cmd->add_option("--device", f->device,
                   "auto (the GPU if one answers, else the emulated CPU device) | cpu | cuda")
       ->capture_default_str();
@@ -416,6 +439,23 @@ void AddPlan(CLI::App& app, int* exit_code) {
                   "model and data as train does, and creates the same device). With it, only "
                   "--gpus-per-node, --nodes (the ranks train is launched with), --gpu-memory (a "
                   "GPU that is not here) and --json apply");
+}
+
+}  // namespace
+
+void AddPlan(CLI::App& app, int* exit_code) {
+  auto f = std::make_shared<PlanFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "plan",
+      "What a fine-tune needs per memory tier, whether it fits, where the optimizer "
+      "state goes, and the predicted step time");
+  cmd->footer(
+      "Exit status: 0 when the run fits, 3 when it does not, 2 when a flag is refused, 1 on "
+      "other errors.\n"
+      "The accounting (bytes per parameter per component) is in docs/PLANNER.md.");
+  AddModelFlags(cmd, f.get());
+  AddRunFlags(cmd, f.get());
+  AddMachineFlags(cmd, f.get());
   cmd->callback([f, cmd, exit_code] {
     // SIGINT/SIGTERM cancel the plan: the planner's searches call CheckCancel,
     // so the command ends with "interrupted by SIGTERM while planning ..." and

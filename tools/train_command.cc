@@ -122,7 +122,8 @@ struct TrainFlags {
   TrainConfig cli;  // values given on the command line
   std::string config_file;
   bool no_shuffle = false;
-  std::string sub_group_size, device_memory, host_memory, nvme_capacity, grad_transfer_dtype, speculation, grad_bucket;
+  std::string sub_group_size, device_memory, host_memory, nvme_capacity, grad_transfer_dtype,
+      speculation, grad_bucket;
   std::string max_sample_bytes;
   // Text flags parsed after CLI11 (ParseOffloadPlacement names the flag).
   std::string offload{OffloadPlacementName(TrainConfig().offload)};

@@ -14,7 +14,7 @@ namespace {
 // The device train would create, or none where a GPU that is not here is
 // described by its memory.
 StatusOr<std::unique_ptr<Device>> DeviceTrainWouldCreate(const TrainConfig& config,
-                                                        const ConfigPlanRequest& request) {
+                                                         const ConfigPlanRequest& request) {
   const DeviceChoice choice = config.device.choice;
   const bool gpu_here = BuiltWithCuda() && CudaUnavailableReason().empty();
   if (request.gpu_memory_bytes) {
@@ -60,10 +60,10 @@ StatusOr<ConfigPlan> PlanForConfig(const TrainConfig& config, const ConfigPlanRe
   machine_request.nvme_paths = dirs.paths;
   machine_request.nodes = request.nodes;
   TF_ASSIGN_OR_RETURN(MachineDescription machine, DescribeMachine(machine_request));
-  TF_ASSIGN_OR_RETURN(PlannedRun run,
-                      PlanConfiguredRun(config, data.model.config, machine, shape,
-                                        data.loader->MemoryBytes(), dirs,
-                                        [&](const std::string& n) { out.notes.push_back(n); }));
+  TF_ASSIGN_OR_RETURN(
+      PlannedRun run,
+      PlanConfiguredRun(config, data.model.config, machine, shape, data.loader->MemoryBytes(), dirs,
+                        [&](const std::string& n) { out.notes.push_back(n); }));
   out.input = std::move(run.input);
   out.hardware = machine.hardware;
   out.default_profile = machine.default_profile;

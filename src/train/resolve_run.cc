@@ -59,9 +59,9 @@ StatusOr<PlanInput> PlanInputFor(const TrainConfig& c, const ModelConfig& model,
 }
 
 StatusOr<PlannedRun> PlanTrainingRun(const TrainConfig& config, const ModelConfig& model,
-                                     const Hardware& hardware, DeviceKind kind,
-                                     RunWorldShape world, uint64_t dataset_bytes,
-                                     int nvme_directories, const NvmeIoChooser& choose_nvme_io) {
+                                     const Hardware& hardware, DeviceKind kind, RunWorldShape world,
+                                     uint64_t dataset_bytes, int nvme_directories,
+                                     const NvmeIoChooser& choose_nvme_io) {
   PlannedRun run;
   run.sized = config;
   auto choose = [&]() -> Status {
@@ -71,10 +71,9 @@ StatusOr<PlannedRun> PlanTrainingRun(const TrainConfig& config, const ModelConfi
   };
   auto plan = [&]() -> Status {
     TF_ASSIGN_OR_RETURN(
-        run.input,
-        PlanInputFor(run.sized, model, kind, world, dataset_bytes,
-                     run.nvme_io ? run.nvme_io->io.block_size_bytes : kNvmeBlockBytes,
-                     nvme_directories));
+        run.input, PlanInputFor(run.sized, model, kind, world, dataset_bytes,
+                                run.nvme_io ? run.nvme_io->io.block_size_bytes : kNvmeBlockBytes,
+                                nvme_directories));
     TF_ASSIGN_OR_RETURN(run.plan, ComputePlan(run.input, hardware));
     return Status::Ok();
   };
@@ -132,8 +131,8 @@ StatusOr<PlannedRun> PlanConfiguredRun(const TrainConfig& config, const ModelCon
     NvmeIoChoiceInput input;
     input.nvme_paths = dirs.paths;
     input.buffered = sized.nvme_buffered;
-    input.largest_tensor_bytes = LargestStateTensorBytes(
-        model, SubGroupRule{sized.sub_group_cut, sized.sub_group_size});
+    input.largest_tensor_bytes =
+        LargestStateTensorBytes(model, SubGroupRule{sized.sub_group_cut, sized.sub_group_size});
     TF_ASSIGN_OR_RETURN(NvmeIoChoice choice, ChooseNvmeIo(sized, input));
     note("NVMe I/O: " + choice.Describe());
     return choice;

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "engine/engine_options.h"
-#include "plan/planner.h"
 #include "io/temp_directory.h"
+#include "plan/planner.h"
 #include "tierflow/device.h"
 #include "tierflow/status.h"
 #include "train/nvme_io_choice.h"
@@ -45,7 +45,7 @@ using NvmeIoChooser = std::function<StatusOr<NvmeIoChoice>(const TrainConfig&)>;
 struct PlannedRun {
   PlanInput input;
   Plan plan;
-  TrainConfig sized;  // the configuration with buffer_count resolved
+  TrainConfig sized;                    // the configuration with buffer_count resolved
   std::optional<NvmeIoChoice> nvme_io;  // when the state or weights go to NVMe
 };
 
@@ -55,9 +55,9 @@ struct PlannedRun {
 // that choice, and the second plan is the one that runs. An infeasible plan
 // is returned as such (the caller decides: train refuses, plan reports).
 StatusOr<PlannedRun> PlanTrainingRun(const TrainConfig& config, const ModelConfig& model,
-                                     const Hardware& hardware, DeviceKind kind,
-                                     RunWorldShape world, uint64_t dataset_bytes,
-                                     int nvme_directories, const NvmeIoChooser& choose_nvme_io);
+                                     const Hardware& hardware, DeviceKind kind, RunWorldShape world,
+                                     uint64_t dataset_bytes, int nvme_directories,
+                                     const NvmeIoChooser& choose_nvme_io);
 
 // The NVMe directories of a run: those configured, or a temporary one when
 // the state or the weights' copy may go to NVMe (the planner needs one to

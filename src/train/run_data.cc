@@ -158,8 +158,8 @@ StatusOr<RunData> LoadRunData(const TrainConfig& config, const RunDataBudget& bu
   loader_options.seed = config.seed;
   loader_options.eval_fraction = config.eval_fraction;
   if (auto instruction = ParseInstructionFormat(config.data_format); instruction.ok()) {
-    TF_ASSIGN_OR_RETURN(d.loader, LoadInstructions(config, *instruction, vocab, loader_options,
-                                                   budget, d));
+    TF_ASSIGN_OR_RETURN(d.loader,
+                        LoadInstructions(config, *instruction, vocab, loader_options, budget, d));
   } else {
     TF_ASSIGN_OR_RETURN(d.loader, LoadTokenStream(config, vocab, loader_options, d));
   }

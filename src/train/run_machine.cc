@@ -22,8 +22,8 @@ Status DescribeHost(const MachineRequest& r, MachineDescription& d) {
   Hardware& hw = d.hardware;
   if (r.host_memory_bytes) {
     hw.host_memory_bytes = *r.host_memory_bytes;
-    d.notes.push_back("host:   " + FormatBytes(hw.host_memory_bytes) + " (" +
-                      r.host_memory_origin + ")");
+    d.notes.push_back("host:   " + FormatBytes(hw.host_memory_bytes) + " (" + r.host_memory_origin +
+                      ")");
     return Status::Ok();
   }
   TF_ASSIGN_OR_RETURN(HostMemoryInfo mem, DetectHostMemory("/"));

@@ -40,7 +40,7 @@ struct MachineRequest {
   // Counted when nvme_capacity_bytes is unset; empty: DefaultNvmeBase().
   // Paths on one filesystem count its free space once.
   std::vector<std::string> nvme_paths;
-  std::string profile;  // bandwidth profile; "" = the one `bench all` saved, if any
+  std::string profile;       // bandwidth profile; "" = the one `bench all` saved, if any
   double device_tflops = 0;  // > 0: overrides the device's figure
   double network_gbps = 0;   // > 0: between nodes; needs nodes >= 2
   int nodes = 1;

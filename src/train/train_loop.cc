@@ -128,7 +128,9 @@ class TrainLoop {
   }
 
  private:
-  Status Agree(const Status& s) { return p_.comm != nullptr ? comm::AgreeOnStatus(*p_.comm, s) : s; }
+  Status Agree(const Status& s) {
+    return p_.comm != nullptr ? comm::AgreeOnStatus(*p_.comm, s) : s;
+  }
 
   // One step; true when a stop was asked for (and checkpointed).
   StatusOr<bool> Step() {

@@ -29,7 +29,7 @@ struct TrainLoopParts {
   const TrainConfig& config;
   TrainReporter& reporter;
   const std::atomic<bool>* stop = nullptr;
-  FileSystem* file_system = nullptr;  // the final model's renames (null: the default)
+  FileSystem* file_system = nullptr;   // the final model's renames (null: the default)
   comm::Communicator* comm = nullptr;  // null: one process
   Device& device;
   OffloadEngine& engine;

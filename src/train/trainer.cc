@@ -175,9 +175,9 @@ class RunRanks {
     // One rank asked for device collectives runs the data-parallel path
     // anyway, over a world of one (its collectives are copies): how one GPU
     // checks NCCL's against the plain run.
-    one_rank_on_device_ = config.collectives == "device" &&
-                          (world.comm == nullptr || world.comm->world_size() == 1);
-    comm_ = one_rank_on_device_                                             ? &self_
+    one_rank_on_device_ =
+        config.collectives == "device" && (world.comm == nullptr || world.comm->world_size() == 1);
+    comm_ = one_rank_on_device_                                     ? &self_
             : world.comm != nullptr && world.comm->world_size() > 1 ? world.comm
                                                                     : nullptr;
   }
@@ -227,14 +227,13 @@ StatusOr<OpenedOutputs> OpenOutputs(const TrainConfig& config, const std::string
   if (ranks.comm() != nullptr) {
     TF_RETURN_IF_ERROR(comm::BroadcastString(*ranks.comm(), &out.resume_path, 0));
   }
-  TF_RETURN_IF_ERROR(
-      ranks.Agree(CheckRunOutputs(config, out_dir, out.resume_path, ranks.rank())));
+  TF_RETURN_IF_ERROR(ranks.Agree(CheckRunOutputs(config, out_dir, out.resume_path, ranks.rank())));
   return out;
 }
 
 // The device this rank trains on: a GPU per rank.
-StatusOr<std::unique_ptr<Device>> CreateRunDevice(const TrainConfig& config,
-                                                  const RunRanks& ranks, const TrainWorld& world) {
+StatusOr<std::unique_ptr<Device>> CreateRunDevice(const TrainConfig& config, const RunRanks& ranks,
+                                                  const TrainWorld& world) {
   TF_ASSIGN_OR_RETURN(DeviceOptions options,
                       DeviceOptionsFor(config, ranks.comm() != nullptr ? world.local_rank : 0));
   return CreateDevice(options);
@@ -249,7 +248,8 @@ MachineRequest TrainMachineRequest(const TrainConfig& config, const Device& devi
   r.live = &device;
   // Several ranks: the launcher bound each to its share of the node's CPUs
   // (tools/train_ranks.cc); the plan is of the node.
-  if (ranks.ranks() > 1) r.node_cpus = static_cast<int>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
+  if (ranks.ranks() > 1)
+    r.node_cpus = static_cast<int>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
   if (hooks != nullptr && hooks->host_memory_bytes != 0) {
     r.host_memory_bytes = hooks->host_memory_bytes;
   }
@@ -267,10 +267,10 @@ StatusOr<PlannedRun> PlanThisRun(const TrainConfig& config, const RunData& data,
   const RunWorldShape shape{ranks.ranks(), world.local_size};
   TF_ASSIGN_OR_RETURN(
       PlannedRun run,
-      PlanConfiguredRun(config, data.model.config, machine, shape, data.loader->MemoryBytes(),
-                        dirs, [&](const std::string& n) { reporter.OnNote(n); }));
-  TF_RETURN_IF_ERROR(
-      ranks.Agree(RequireFeasible(run.plan).WithContext("tierflow plan says this run does not fit")));
+      PlanConfiguredRun(config, data.model.config, machine, shape, data.loader->MemoryBytes(), dirs,
+                        [&](const std::string& n) { reporter.OnNote(n); }));
+  TF_RETURN_IF_ERROR(ranks.Agree(
+      RequireFeasible(run.plan).WithContext("tierflow plan says this run does not fit")));
   if (run.plan.placement.offload() == OffloadPlacement::kHost && !config.nvme_paths.empty()) {
     reporter.OnNote("the optimizer state fits in host RAM: the NVMe paths are not used");
   }
@@ -317,7 +317,8 @@ void ReportCollectives(const TrainConfig& config, const RunRanks& ranks,
         device_comm != nullptr
             ? "collectives: " + std::string(device_comm->backend()) +
                   " on the devices (each rank's part of the summed gradient crosses PCIe, "
-                  "once a step) and " + host + " on the host (norm, losses, streamed weights)"
+                  "once a step) and " +
+                  host + " on the host (norm, losses, streamed weights)"
             : "collectives: " + host +
                   " on the host (every rank lands its whole gradient each micro-batch)" +
                   (config.collectives == "auto" ? "; --collectives device sums it on the devices"
@@ -342,8 +343,8 @@ StatusOr<RunEngine> CreateRunEngine(const TrainConfig& config, const PlannedRun&
   EngineOptions options = EngineOptionsFor(run, dirs.paths, ranks.ranks());
   options.comm = ranks.comm();
   if (ranks.comm() != nullptr && run.input.device_collectives) {
-    TF_ASSIGN_OR_RETURN(e.device_comm, MakeDeviceComm(*ranks.comm(), device, world.local_rank,
-                                                      world.peer_watch));
+    TF_ASSIGN_OR_RETURN(e.device_comm,
+                        MakeDeviceComm(*ranks.comm(), device, world.local_rank, world.peer_watch));
     options.device_comm = e.device_comm.get();
   }
   ReportCollectives(config, ranks, e.device_comm.get(), reporter);
@@ -366,22 +367,21 @@ StatusOr<RunEngine> CreateRunEngine(const TrainConfig& config, const PlannedRun&
 }
 
 RunInfo DescribeRun(const TrainConfig& config, const RunData& data, const PlannedRun& run,
-                    const MachineDescription& machine, const NvmeDirs& dirs,
-                    const RunRanks& ranks, const Device& device, const ParamLayout& layout,
-                    const std::string& out_dir) {
+                    const MachineDescription& machine, const NvmeDirs& dirs, const RunRanks& ranks,
+                    const Device& device, const ParamLayout& layout, const std::string& out_dir) {
   const Plan& plan = run.plan;
   RunInfo info;
   info.rank = ranks.rank();
   info.world_size = ranks.ranks();
   info.device = device.description();
   info.params = layout.total_params;
-  info.model = config.model + " (" + std::string(ModelFamilyName(data.model.config.family)) +
-               ", " + std::to_string(layout.total_params) + " parameters)";
+  info.model = config.model + " (" + std::string(ModelFamilyName(data.model.config.family)) + ", " +
+               std::to_string(layout.total_params) + " parameters)";
   info.train_tokens = data.loader->num_train_tokens();
   info.eval_tokens = data.loader->num_eval_tokens();
   info.offload = DescribePlacement(plan.placement);
-  info.rates = DescribeRates(machine.hardware.bandwidths,
-                             static_cast<int64_t>(std::time(nullptr)), machine.default_profile);
+  info.rates = DescribeRates(machine.hardware.bandwidths, static_cast<int64_t>(std::time(nullptr)),
+                             machine.default_profile);
   info.offload_from = plan.placement.chosen_by_planner
                           ? "chosen by the planner; --offload-optimizer host|nvme overrides"
                           : "as configured";
@@ -391,16 +391,15 @@ RunInfo DescribeRun(const TrainConfig& config, const RunData& data, const Planne
   info.speculation_from = plan.placement.speculation_from;
   info.grad_transfer_dtype = plan.grad_transfer_dtype;
   info.out_dir = out_dir;
-  info.tokens_per_step = static_cast<int64_t>(config.micro_batch) * config.seq_len *
-                         config.grad_accum * ranks.ranks();
+  info.tokens_per_step =
+      static_cast<int64_t>(config.micro_batch) * config.seq_len * config.grad_accum * ranks.ranks();
   return info;
 }
 
 // Each rank reads its parts; the ranks agree before the weights' all-gather.
 // Returns the step the checkpoint was at.
-StatusOr<int64_t> Resume(const TrainConfig& config, const std::string& path,
-                         const RunRanks& ranks, OffloadEngine& engine, const ParamLayout& layout,
-                         DataLoader& loader) {
+StatusOr<int64_t> Resume(const TrainConfig& config, const std::string& path, const RunRanks& ranks,
+                         OffloadEngine& engine, const ParamLayout& layout, DataLoader& loader) {
   StatusOr<CheckpointState> state =
       LoadTrainingCheckpoint(path, engine, layout, /*upload=*/ranks.comm() == nullptr);
   Status loaded = state.ok() ? loader.RestoreState(state->data_state)
@@ -435,8 +434,8 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   // Device, plan, model, engine: every allocation happens here, before any step.
   TF_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, CreateRunDevice(config, ranks, world));
   TF_ASSIGN_OR_RETURN(NvmeDirs dirs, PrepareNvmeDirs(config, /*make_given=*/true));
-  TF_ASSIGN_OR_RETURN(MachineDescription machine,
-                      DescribeMachine(TrainMachineRequest(config, *device, dirs.paths, ranks, hooks)));
+  TF_ASSIGN_OR_RETURN(MachineDescription machine, DescribeMachine(TrainMachineRequest(
+                                                      config, *device, dirs.paths, ranks, hooks)));
   TF_ASSIGN_OR_RETURN(PlannedRun run,
                       PlanThisRun(config, data, machine, dirs, ranks, world, reporter));
   TF_ASSIGN_OR_RETURN(auto model, CreateModel(config, data, *device, reporter));
@@ -444,13 +443,12 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   TF_ASSIGN_OR_RETURN(RunEngine engine, CreateRunEngine(config, run, dirs, ranks, world, hooks,
                                                         out_dir, *device, *model, trace, reporter));
   const ParamLayout& layout = model->layout();
-  RunInfo info =
-      DescribeRun(config, data, run, machine, dirs, ranks, *device, layout, out_dir);
+  RunInfo info = DescribeRun(config, data, run, machine, dirs, ranks, *device, layout, out_dir);
 
   int64_t step = 0;
   if (!outputs.resume_path.empty()) {
-    TF_ASSIGN_OR_RETURN(step, Resume(config, outputs.resume_path, ranks, *engine.engine, layout,
-                                     *data.loader));
+    TF_ASSIGN_OR_RETURN(
+        step, Resume(config, outputs.resume_path, ranks, *engine.engine, layout, *data.loader));
     info.resumed_from = outputs.resume_path;
   }
   info.start_step = step;
@@ -463,10 +461,21 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
     TF_ASSIGN_OR_RETURN(metrics, OpenFileToAppendInPlace(MetricsPathOf(config, out_dir),
                                                          /*truncate=*/step == 0, "metrics file"));
   }
-  TrainLoopParts parts{config,        reporter, stop, hooks != nullptr ? hooks->file_system : nullptr,
-                       ranks.comm(),  *device,  *engine.engine, layout, *data.loader, trace,
-                       out_dir,       outputs.lock ? &*outputs.lock : nullptr, data.source_files,
-                       info.tokens_per_step, nlohmann::json::object()};
+  TrainLoopParts parts{config,
+                       reporter,
+                       stop,
+                       hooks != nullptr ? hooks->file_system : nullptr,
+                       ranks.comm(),
+                       *device,
+                       *engine.engine,
+                       layout,
+                       *data.loader,
+                       trace,
+                       out_dir,
+                       outputs.lock ? &*outputs.lock : nullptr,
+                       data.source_files,
+                       info.tokens_per_step,
+                       nlohmann::json::object()};
   if (run.nvme_io) parts.first_record["nvme_io"] = run.nvme_io->ToJson();
   parts.first_record["plan_device_bytes"] = run.plan.device.total_bytes();
   parts.first_record["plan"] = PlanToJson(run.input, machine.hardware, run.plan, nullptr);

@@ -68,11 +68,16 @@ void ExpectPlanEqualsTrain(const Case& c) {
   ScratchDir dir("plan-eq-");
   const std::string nvme = dir.path() + "/nvme";
   ASSERT_EQ(::mkdir(nvme.c_str(), 0755), 0);
-  nlohmann::json tf = {{"model", "tiny-llama"},  {"device", c.device},
-                       {"micro_batch", 2},       {"seq_len", 32},
-                       {"steps", 1},             {"eval_every", 0},
-                       {"checkpoint_every", 0},  {"final_save", "none"},
-                       {"host_memory", "6GiB"},  {"nvme_capacity", "200GiB"},
+  nlohmann::json tf = {{"model", "tiny-llama"},
+                       {"device", c.device},
+                       {"micro_batch", 2},
+                       {"seq_len", 32},
+                       {"steps", 1},
+                       {"eval_every", 0},
+                       {"checkpoint_every", 0},
+                       {"final_save", "none"},
+                       {"host_memory", "6GiB"},
+                       {"nvme_capacity", "200GiB"},
                        {"nvme_paths", {nvme}}};
   tf.update(c.tierflow);
   nlohmann::json config = {{"tierflow", tf}};
@@ -121,15 +126,17 @@ std::vector<Case> Matrix(const std::string& device) {
   const nlohmann::json auto_placement = nlohmann::json::object();
   const nlohmann::json host = {{"offload", "host"}, {"offload_param", "none"}};
   const nlohmann::json nvme = {{"offload", "nvme"}};
-  const nlohmann::json streamed = {{"offload", "host"}, {"offload_param", "host"},
-                                   {"param_slots", 2}};
+  const nlohmann::json streamed = {
+      {"offload", "host"}, {"offload_param", "host"}, {"param_slots", 2}};
   return {{device + " 1 rank, auto", device, 1, auto_placement},
           {device + " 1 rank, host", device, 1, host},
           {device + " 1 rank, nvme", device, 1, nvme},
           {device + " 1 rank, weights streamed", device, 1, streamed},
           {device + " 1 rank, device collectives", device, 1, {{"collectives", "device"}}},
           {device + " 4 ranks, auto", device, 4, auto_placement},
-          {device + " 4 ranks, nvme, host collectives", device, 4,
+          {device + " 4 ranks, nvme, host collectives",
+           device,
+           4,
            {{"offload", "nvme"}, {"collectives", "host"}}}};
 }
 
@@ -149,9 +156,10 @@ TEST(PlanConfig, RefusesWhatWouldMakeItAnotherRun) {
   const std::string file = dir.path() + "/config.json";
   std::ofstream(file) << R"({"tierflow": {"model": "tiny-llama", "device": "cpu"}})";
   std::string text;
-  for (const std::vector<std::string>& extra :
-       {std::vector<std::string>{"--micro-batch", "8"}, {"--device", "cpu"},
-        {"--host-memory", "8GiB"}, {"--device-tflops", "100"}}) {
+  for (const std::vector<std::string>& extra : {std::vector<std::string>{"--micro-batch", "8"},
+                                                {"--device", "cpu"},
+                                                {"--host-memory", "8GiB"},
+                                                {"--device-tflops", "100"}}) {
     std::vector<std::string> args = {"plan", "--config", file};
     args.insert(args.end(), extra.begin(), extra.end());
     EXPECT_EQ(RunTierflow(args, dir.path() + "/refused.log", &text), 2) << text;
@@ -175,8 +183,9 @@ TEST(PlanConfig, RefusesWhatWouldMakeItAnotherRun) {
 TEST(PlanEqualsTrainCuda, Gpu) {
   std::string text;
   ScratchDir dir("plan-eq-probe-");
-  const int code = RunTierflow({"plan", "--device", "cuda", "--model", "tiny-llama", "--seq-len", "32"},
-                       dir.path() + "/probe.log", &text);
+  const int code =
+      RunTierflow({"plan", "--device", "cuda", "--model", "tiny-llama", "--seq-len", "32"},
+                  dir.path() + "/probe.log", &text);
   if (code != 0 && std::getenv("TIERFLOW_REQUIRE") == nullptr) {
     GTEST_SKIP() << "no GPU answers here (" << text.substr(0, 200)
                  << "); gpu-check runs this case on one";
