@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/common/mpi_environment.h"
 #include "tests/common/scratch_dir.h"
 #include "tests/common/spawn.h"
 
@@ -24,19 +25,6 @@ namespace tierflow {
 namespace {
 using testing_common::ReadWholeFile;
 using testing_common::ScratchDir;
-
-class MpiEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override {
-    setenv("OMPI_MCA_mca_base_component_disable_dlclose", "1", 1);
-    setenv("LSAN_OPTIONS",
-           ("suppressions=" + std::string(TIERFLOW_SOURCE_DIR) +
-            "/scripts/lsan-mpi.supp:print_suppressions=0")
-               .c_str(),
-           1);
-  }
-};
-const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new MpiEnvironment);
 
 struct Case {
   std::string name;

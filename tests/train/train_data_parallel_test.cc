@@ -19,6 +19,7 @@
 
 #include "checkpoint/swap_set_owner.h"
 #include "offload/swap_set.h"
+#include "tests/common/mpi_environment.h"
 #include "tests/common/scratch_dir.h"
 #include "tests/common/spawn.h"
 
@@ -27,23 +28,6 @@ namespace {
 namespace fs = std::filesystem;
 using testing_common::ReadWholeFile;
 using testing_common::ScratchDir;
-
-// Under ASan, OpenMPI's own leaks are suppressed by name, as for the other
-// MPI tests (tests/CMakeLists.txt); as root OpenMPI wants its consent
-// (which --nproc-per-node sets itself: a plain mpirun below needs it here).
-class MpiEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override {
-    setenv("OMPI_MCA_mca_base_component_disable_dlclose", "1", 1);
-    setenv("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=1:fast_unwind_on_malloc=0", 1);
-    setenv("LSAN_OPTIONS",
-           ("suppressions=" + std::string(TIERFLOW_SOURCE_DIR) +
-            "/scripts/lsan-mpi.supp:print_suppressions=0")
-               .c_str(),
-           1);
-  }
-};
-const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new MpiEnvironment);
 
 int RunCommand(const char* binary, const std::vector<std::string>& args, const std::string& log,
                std::string* text) {
