@@ -108,7 +108,7 @@ EngineOptions MakeEngineOptions(const TrainConfig& c, DType dtype,
   o.adam.eps = c.eps;
   o.adam.weight_decay = c.weight_decay;
   o.adam.bias_correction = c.bias_correction;
-  o.adam.decoupled = c.optimizer != "adam";
+  o.adam.decoupled = c.optimizer != TrainOptimizer::kAdam;
   o.clip_grad_norm = c.gradient_clipping;
   o.loss_scaler.static_scale = c.loss_scale;
   o.loss_scaler.initial_scale_power = c.initial_scale_power;
@@ -123,7 +123,7 @@ EngineOptions MakeEngineOptions(const TrainConfig& c, DType dtype,
   o.sub_group_cut = c.sub_group_cut;
   o.buffer_count = c.buffer_count;
   o.lock_host_state = c.pin_memory;
-  o.pipeline = c.pipeline == "sync" ? Pipeline::kSynchronous : Pipeline::kOverlapped;
+  o.pipeline = c.pipeline == TrainPipeline::kSync ? Pipeline::kSynchronous : Pipeline::kOverlapped;
   return o;
 }
 
@@ -352,7 +352,8 @@ StatusOr<Plan> PlanRun(const TrainConfig& c, const ModelConfig& model, DType dty
           : c.sub_group_size);
   in.sub_group_cut = c.sub_group_cut;
   in.buffer_count = c.buffer_count;
-  in.pipeline = c.pipeline == "sync" ? PipelineKind::kSynchronous : PipelineKind::kOverlapped;
+  in.pipeline =
+      c.pipeline == TrainPipeline::kSync ? PipelineKind::kSynchronous : PipelineKind::kOverlapped;
   // Bounded by ValidateTrainConfig (at most 2^40).
   if (c.speculation_params.has_value()) {
     in.speculation_params = static_cast<int64_t>(*c.speculation_params);
@@ -442,8 +443,8 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   // One rank asked for device collectives runs the data-parallel path
   // anyway, over a world of one (its collectives are copies): how one GPU
   // checks NCCL's against the plain run.
-  const bool one_rank_on_device =
-      config.collectives == "device" && (world.comm == nullptr || world.comm->world_size() == 1);
+  const bool one_rank_on_device = config.collectives == TrainCollectives::kDevice &&
+                                  (world.comm == nullptr || world.comm->world_size() == 1);
   comm::SelfCommunicator self;
   comm::Communicator* comm = one_rank_on_device                                      ? &self
                              : world.comm != nullptr && world.comm->world_size() > 1 ? world.comm
@@ -505,7 +506,7 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   if (tokenizer_spec.empty()) tokenizer_spec = model_is_dir ? config.model : "byte";
   const std::string data_path = config.data.empty() ? BundledCorpus() : config.data;
   std::unique_ptr<Tokenizer> tokenizer;
-  if (config.token_dtype.empty()) {
+  if (config.token_dtype == TrainTokenDtype::kNone) {
     TF_ASSIGN_OR_RETURN(tokenizer, LoadTokenizer(tokenizer_spec));
     if (tokenizer->vocab_size() > model_config.vocab_size) {
       return InvalidArgumentError("tokenizer '" + tokenizer_spec + "' has " +
@@ -524,19 +525,21 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   loader_options.seed = config.seed;
   loader_options.eval_fraction = config.eval_fraction;
   TF_ASSIGN_OR_RETURN(DataLoader loader, [&]() -> StatusOr<DataLoader> {
-    if (auto instruction = ParseInstructionFormat(config.data_format); instruction.ok()) {
+    if (auto instruction = ParseInstructionFormat(ChoiceName(config.data_format));
+        instruction.ok()) {
       if (config.data.empty()) {
-        return InvalidArgumentError("--format " + config.data_format +
+        return InvalidArgumentError("--format " + std::string(ChoiceName(config.data_format)) +
                                     " needs --data: a JSONL file of instruction samples");
       }
       InstructionOptions options;
       options.path = data_path;
       options.format = *instruction;
-      if (!config.chat_template.empty()) {
-        TF_ASSIGN_OR_RETURN(options.chat_template, ParseChatTemplateKind(config.chat_template));
+      if (config.chat_template != TrainChatTemplate::kTokenizers) {
+        TF_ASSIGN_OR_RETURN(options.chat_template,
+                            ParseChatTemplateKind(ChoiceName(config.chat_template)));
       }
       options.seq_len = config.seq_len;
-      options.drop_long = config.truncation == "drop";
+      options.drop_long = config.truncation == Truncation::kDrop;
       options.packing = config.packing;
       options.vocab_size = model_vocab;
       options.max_sample_bytes = config.max_sample_bytes;
@@ -553,11 +556,11 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
     dataset.path = data_path;
     dataset.text_field = config.text_field;
     dataset.vocab_size = model_vocab;
-    if (!config.data_format.empty()) {
-      TF_ASSIGN_OR_RETURN(dataset.format, ParseDataFormat(config.data_format));
+    if (config.data_format != TrainDataFormat::kByFileName) {
+      TF_ASSIGN_OR_RETURN(dataset.format, ParseDataFormat(ChoiceName(config.data_format)));
     }
-    if (!config.token_dtype.empty()) {
-      TF_ASSIGN_OR_RETURN(TokenDtype td, ParseTokenDtype(config.token_dtype));
+    if (config.token_dtype != TrainTokenDtype::kNone) {
+      TF_ASSIGN_OR_RETURN(TokenDtype td, ParseTokenDtype(ChoiceName(config.token_dtype)));
       dataset.token_dtype = td;
       dataset.format = DataFormat::kTokens;
     }
@@ -628,8 +631,9 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   const uint64_t host_memory_override = hooks != nullptr ? hooks->host_memory_bytes : 0;
   Bandwidths rates;
   // Several ranks: where they sum the gradient and gather the weights.
-  TF_ASSIGN_OR_RETURN(const bool device_collectives,
-                      ResolveDeviceCollectives(config.collectives, device->kind(), ranks));
+  TF_ASSIGN_OR_RETURN(
+      const bool device_collectives,
+      ResolveDeviceCollectives(std::string(ChoiceName(config.collectives)), device->kind(), ranks));
   const bool on_device = comm != nullptr && device_collectives;
   TF_ASSIGN_OR_RETURN(Plan plan, PlanRun(sized, model_config, dtype, *device, nvme_paths,
                                          nvme_io ? nvme_io->io.block_size_bytes : kNvmeBlockBytes,
@@ -703,8 +707,9 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
                   std::string(comm->backend()) + " on the host (norm, losses, streamed weights)"
             : "collectives: " + std::string(comm->backend()) +
                   " on the host (every rank lands its whole gradient each micro-batch)" +
-                  (config.collectives == "auto" ? "; --collectives device sums it on the devices"
-                                                : ""));
+                  (config.collectives == TrainCollectives::kAuto
+                       ? "; --collectives device sums it on the devices"
+                       : ""));
   }
   // The weights' placement the plan counted: which units stream, from where.
   const ParamPlacement& pp = plan.placement.params;
@@ -972,7 +977,7 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   }
   if (!result.stopped) {
     CancelShield shield;  // the final checkpoint and model are saved whole, or not at all
-    if (last_checkpoint != step && config.final_save == "all") {
+    if (last_checkpoint != step && config.final_save == FinalSave::kAll) {
       TF_RETURN_IF_ERROR(checkpoint(last_loss));
     }
     if (config.eval_every > 0 && step % config.eval_every != 0) {
@@ -982,7 +987,7 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
         reporter.OnEval(step, eval_loss);
       }
     }
-    if (config.final_save != "none") {
+    if (config.final_save != FinalSave::kNone) {
       FinalModelReport saved;
       TF_RETURN_IF_ERROR(lead_writes([&] {
         return SaveFinalModel(*out_lock, *engine, layout, dtype, source_files,
