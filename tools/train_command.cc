@@ -133,7 +133,26 @@ struct TrainFlags {
   double rank_timeout = 30;  // seconds
   std::string device = DeviceSpecName(TrainConfig().device);
   std::string dtype{DTypeName(TrainConfig().dtype)};
+  // Named choices (train/train_choices.h), parsed after CLI11.
+  std::string token_dtype, data_format, chat_template;
+  std::string truncation{ChoiceName(TrainConfig().truncation)};
+  std::string pipeline{ChoiceName(TrainConfig().pipeline)};
+  std::string collectives{ChoiceName(TrainConfig().collectives)};
+  std::string final_save{ChoiceName(TrainConfig().final_save)};
 };
+
+// `text`, given to `flag`, as the choice it names; false (having said why)
+// when it names none.
+template <typename E>
+bool TakeChoice(const char* flag, const std::string& text, E* dst) {
+  StatusOr<E> e = ParseChoice<E>(text);
+  if (!e.ok()) {
+    std::fprintf(stderr, "tierflow train: %s: %s\n", flag, e.status().message().c_str());
+    return false;
+  }
+  *dst = *e;
+  return true;
+}
 
 }  // namespace
 
@@ -154,18 +173,18 @@ void AddTrain(CLI::App& app, int* exit_code) {
                 "use (layers beyond num_hidden_layers, an lm_head copy beside a tied head): "
                 "train the ones it uses and list the rest, instead of refusing");
   cmd->add_option("--data", c.data, "Text, JSONL or token file (default: the bundled corpus)");
-  cmd->add_option("--token-dtype", c.token_dtype, "Pre-tokenized file: u16 | u32");
+  cmd->add_option("--token-dtype", f->token_dtype, "Pre-tokenized file: u16 | u32");
   cmd->add_option("--text-field", c.text_field, "JSONL field with the text")->capture_default_str();
-  cmd->add_option("--format", c.data_format,
+  cmd->add_option("--format", f->data_format,
                   "Data format: text | jsonl | tokens (default: by the file's name), or "
                   "instruction JSONL, trained on responses only: prompt-completion "
                   "({prompt, completion}) | alpaca ({instruction, input, output}) | chat "
                   "({messages: [{role, content}]})");
-  cmd->add_option("--chat-template", c.chat_template,
+  cmd->add_option("--chat-template", f->chat_template,
                   "Chat template for instruction data: llama3 | chatml | llama2 | mistral "
                   "(default for chat: the tokenizer's; prompt-completion and alpaca are rendered "
                   "plainly unless one is named)");
-  cmd->add_option("--truncation", c.truncation,
+  cmd->add_option("--truncation", f->truncation,
                   "Instruction samples longer than --seq-len: truncate | drop")
       ->capture_default_str();
   cmd->add_flag("--packing", c.packing,
@@ -220,8 +239,8 @@ void AddTrain(CLI::App& app, int* exit_code) {
                   "NVMe directory (repeat per drive; default: a temporary directory)");
   cmd->add_flag("--nvme-buffered", c.nvme_buffered,
                 "Buffered I/O for file systems without O_DIRECT");
-  cmd->add_option("--pipeline", c.pipeline, "overlapped | sync")->capture_default_str();
-  cmd->add_option("--collectives", c.collectives,
+  cmd->add_option("--pipeline", f->pipeline, "overlapped | sync")->capture_default_str();
+  cmd->add_option("--collectives", f->collectives,
                   "Data parallelism: where the gradient is summed and the weights gathered: "
                   "device (NCCL on GPUs, MPI over the CPU device's memory: only each rank's part "
                   "crosses PCIe), host (MPI: every rank lands the whole gradient), auto (device "
@@ -262,10 +281,9 @@ void AddTrain(CLI::App& app, int* exit_code) {
                   "Steps between checkpoints (0 = at the end)")
       ->check(AtLeast(0))
       ->capture_default_str();
-  cmd->add_option("--final-save", c.final_save,
+  cmd->add_option("--final-save", f->final_save,
                   "What the run saves after its last step: all (a checkpoint and OUT/model), "
                   "model, or none (a measurement)")
-      ->check(CLI::IsMember({"all", "model", "none"}))
       ->capture_default_str();
   cmd->add_flag(
       "--resume", c.resume,
@@ -353,11 +371,27 @@ void AddTrain(CLI::App& app, int* exit_code) {
       config.allow_unused_tensors = true;
     }
     if (given("--data", "data")) config.data = c.data;
-    if (given("--token-dtype", "token_dtype")) config.token_dtype = c.token_dtype;
+    if (given("--token-dtype", "token_dtype") &&
+        !TakeChoice("--token-dtype", f->token_dtype, &config.token_dtype)) {
+      *exit_code = 2;
+      return;
+    }
     if (given("--text-field", "text_field")) config.text_field = c.text_field;
-    if (given("--format", "data_format")) config.data_format = c.data_format;
-    if (given("--chat-template", "chat_template")) config.chat_template = c.chat_template;
-    if (given("--truncation", "truncation")) config.truncation = c.truncation;
+    if (given("--format", "data_format") &&
+        !TakeChoice("--format", f->data_format, &config.data_format)) {
+      *exit_code = 2;
+      return;
+    }
+    if (given("--chat-template", "chat_template") &&
+        !TakeChoice("--chat-template", f->chat_template, &config.chat_template)) {
+      *exit_code = 2;
+      return;
+    }
+    if (given("--truncation", "truncation") &&
+        !TakeChoice("--truncation", f->truncation, &config.truncation)) {
+      *exit_code = 2;
+      return;
+    }
     if (given("--packing", "packing")) config.packing = true;
     if (given("--max-sample-bytes", "max_sample_bytes")) {
       auto n = ParseByteSize(f->max_sample_bytes);
@@ -421,8 +455,16 @@ void AddTrain(CLI::App& app, int* exit_code) {
     if (given("--param-slots", "param_slots")) config.param_slots = f->param_slots;
     if (given("--nvme-path", "nvme_paths")) config.nvme_paths = c.nvme_paths;
     if (given("--nvme-buffered", "nvme_buffered")) config.nvme_buffered = true;
-    if (given("--pipeline", "pipeline")) config.pipeline = c.pipeline;
-    if (given("--collectives", "collectives")) config.collectives = c.collectives;
+    if (given("--pipeline", "pipeline") &&
+        !TakeChoice("--pipeline", f->pipeline, &config.pipeline)) {
+      *exit_code = 2;
+      return;
+    }
+    if (given("--collectives", "collectives") &&
+        !TakeChoice("--collectives", f->collectives, &config.collectives)) {
+      *exit_code = 2;
+      return;
+    }
     if (given("--profile", "profile")) config.profile = c.profile;
     if (given("--device", "device")) {
       auto spec = ParseDeviceSpec("--device", f->device);
@@ -436,7 +478,11 @@ void AddTrain(CLI::App& app, int* exit_code) {
     if (given("--out", "out_dir")) config.out_dir = c.out_dir;
     if (given("--checkpoint-every", "checkpoint_every"))
       config.checkpoint_every = c.checkpoint_every;
-    if (given("--final-save", "final_save")) config.final_save = c.final_save;
+    if (given("--final-save", "final_save") &&
+        !TakeChoice("--final-save", f->final_save, &config.final_save)) {
+      *exit_code = 2;
+      return;
+    }
     if (given("--resume", "resume")) config.resume = true;
     if (given("--resume-from", "resume_from")) config.resume_from = c.resume_from;
     if (given("--metrics", "metrics_path")) config.metrics_path = c.metrics_path;

@@ -31,7 +31,7 @@ namespace tierflow {
 namespace {
 
 double WarmupGamma(const LrScheduleConfig& s, int64_t iteration, int64_t warmup_steps) {
-  if (s.warmup_type == "linear") {
+  if (s.warmup_type == WarmupType::kLinear) {
     return static_cast<double>(iteration) / static_cast<double>(warmup_steps);
   }
   return std::log(static_cast<double>(iteration + 1)) / std::log(static_cast<double>(warmup_steps));
@@ -42,13 +42,13 @@ double WarmupGamma(const LrScheduleConfig& s, int64_t iteration, int64_t warmup_
 float ScheduledLr(const TrainConfig& config, int64_t step) {
   const LrScheduleConfig& s = config.scheduler;
   const double base_lr = config.lr;
-  if (s.type == "constant" || s.type.empty()) return config.lr;
+  if (s.type == LrScheduleType::kConstant) return config.lr;
   const int64_t iteration = std::max<int64_t>(step - 1, 0);
   const int64_t warmup = std::max<int64_t>(2, s.warmup_num_steps);
   const int64_t total = s.total_num_steps > 0 ? s.total_num_steps : config.steps;
   const bool warming = iteration < warmup;
 
-  if (s.type == "WarmupCosineLR") {
+  if (s.type == LrScheduleType::kWarmupCosineLR) {
     double ratio;
     if (warming) {
       ratio = s.warmup_min_ratio + (1.0 - s.warmup_min_ratio) * WarmupGamma(s, iteration, warmup);
@@ -66,7 +66,7 @@ float ScheduledLr(const TrainConfig& config, int64_t step) {
   double gamma = 1.0;
   if (warming) {
     gamma = WarmupGamma(s, iteration, warmup);
-  } else if (s.type == "WarmupDecayLR") {
+  } else if (s.type == LrScheduleType::kWarmupDecayLR) {
     gamma = std::max(0.0, static_cast<double>(total - iteration) /
                               static_cast<double>(std::max<int64_t>(1, total - warmup)));
   }
@@ -76,14 +76,17 @@ float ScheduledLr(const TrainConfig& config, int64_t step) {
 std::vector<std::string> ScheduleNotes(const TrainConfig& config) {
   const LrScheduleConfig& s = config.scheduler;
   std::vector<std::string> notes;
-  if (s.type != "WarmupDecayLR" && s.type != "WarmupCosineLR") return notes;
+  if (s.type != LrScheduleType::kWarmupDecayLR && s.type != LrScheduleType::kWarmupCosineLR) {
+    return notes;
+  }
   const int64_t warmup = std::max<int64_t>(2, s.warmup_num_steps);
   const int64_t total = s.total_num_steps > 0 ? s.total_num_steps : config.steps;
   if (total <= warmup) {
     notes.push_back("scheduler: total_num_steps " + std::to_string(total) +
                     " is not more than the warmup (" + std::to_string(warmup) + "): after it, " +
-                    (s.type == "WarmupDecayLR" ? std::string("the rate is warmup_min_lr")
-                                               : std::string("the rate stays at cos_min_ratio")) +
+                    (s.type == LrScheduleType::kWarmupDecayLR
+                         ? std::string("the rate is warmup_min_lr")
+                         : std::string("the rate stays at cos_min_ratio")) +
                     ", as in DeepSpeed");
   }
   return notes;

@@ -17,8 +17,9 @@ StatusOr<PlanInput> PlanInputFor(const TrainConfig& c, const ModelConfig& model,
                                  uint64_t nvme_block_bytes, int nvme_directories) {
   PlanInput in;
   in.model = model;
-  TF_ASSIGN_OR_RETURN(in.device_collectives,
-                      ResolveDeviceCollectives(c.collectives, kind, world.ranks));
+  TF_ASSIGN_OR_RETURN(
+      in.device_collectives,
+      ResolveDeviceCollectives(std::string(ChoiceName(c.collectives)), kind, world.ranks));
   in.gpus_per_node = std::clamp(world.gpus_per_node, 1, world.ranks);
   // Nodes of equal size; a last node with fewer ranks is planned as full.
   in.nodes = (world.ranks + in.gpus_per_node - 1) / in.gpus_per_node;
@@ -48,7 +49,8 @@ StatusOr<PlanInput> PlanInputFor(const TrainConfig& c, const ModelConfig& model,
           : c.sub_group_size);
   in.sub_group_cut = c.sub_group_cut;
   in.buffer_count = c.buffer_count;
-  in.pipeline = c.pipeline == "sync" ? PipelineKind::kSynchronous : PipelineKind::kOverlapped;
+  in.pipeline =
+      c.pipeline == TrainPipeline::kSync ? PipelineKind::kSynchronous : PipelineKind::kOverlapped;
   // Bounded by ValidateTrainConfig (at most 2^40).
   if (c.speculation_params.has_value()) {
     in.speculation_params = static_cast<int64_t>(*c.speculation_params);
@@ -154,7 +156,7 @@ EngineOptions EngineOptionsFor(const PlannedRun& run, const std::vector<std::str
   o.adam.eps = c.eps;
   o.adam.weight_decay = c.weight_decay;
   o.adam.bias_correction = c.bias_correction;
-  o.adam.decoupled = c.optimizer != "adam";
+  o.adam.decoupled = c.optimizer != TrainOptimizer::kAdam;
   o.clip_grad_norm = c.gradient_clipping;
   o.loss_scaler.static_scale = c.loss_scale;
   o.loss_scaler.initial_scale_power = c.initial_scale_power;
@@ -169,7 +171,7 @@ EngineOptions EngineOptionsFor(const PlannedRun& run, const std::vector<std::str
   o.sub_group_cut = c.sub_group_cut;
   o.buffer_count = c.buffer_count;
   o.lock_host_state = c.pin_memory;
-  o.pipeline = c.pipeline == "sync" ? Pipeline::kSynchronous : Pipeline::kOverlapped;
+  o.pipeline = c.pipeline == TrainPipeline::kSync ? Pipeline::kSynchronous : Pipeline::kOverlapped;
   // The speculation budget and the bucket size the plan counted.
   o.speculation_params = static_cast<uint64_t>(placement.speculation_params);
   o.grad_bucket_params = static_cast<uint64_t>(placement.grad_bucket_params);

@@ -85,7 +85,7 @@ Status ReadSourceFiles(const TrainConfig& config, RunData& d) {
 }
 
 Status LoadTokenizerFor(const TrainConfig& config, RunData& d) {
-  if (!config.token_dtype.empty()) return Status::Ok();
+  if (config.token_dtype != TrainTokenDtype::kNone) return Status::Ok();
   std::string spec = config.tokenizer;
   if (spec.empty()) spec = d.model_is_dir ? config.model : "byte";
   TF_ASSIGN_OR_RETURN(d.tokenizer, LoadTokenizer(spec));
@@ -103,17 +103,18 @@ StatusOr<DataLoader> LoadInstructions(const TrainConfig& config, InstructionForm
                                       int32_t vocab, const DataLoaderOptions& loader_options,
                                       const RunDataBudget& budget, RunData& d) {
   if (config.data.empty()) {
-    return InvalidArgumentError("--format " + config.data_format +
+    return InvalidArgumentError("--format " + std::string(ChoiceName(config.data_format)) +
                                 " needs --data: a JSONL file of instruction samples");
   }
   InstructionOptions options;
   options.path = config.data;
   options.format = format;
-  if (!config.chat_template.empty()) {
-    TF_ASSIGN_OR_RETURN(options.chat_template, ParseChatTemplateKind(config.chat_template));
+  if (config.chat_template != TrainChatTemplate::kTokenizers) {
+    TF_ASSIGN_OR_RETURN(options.chat_template,
+                        ParseChatTemplateKind(ChoiceName(config.chat_template)));
   }
   options.seq_len = config.seq_len;
-  options.drop_long = config.truncation == "drop";
+  options.drop_long = config.truncation == Truncation::kDrop;
   options.packing = config.packing;
   options.vocab_size = vocab;
   options.max_sample_bytes = config.max_sample_bytes;
@@ -129,11 +130,11 @@ StatusOr<DataLoader> LoadTokenStream(const TrainConfig& config, int32_t vocab,
   dataset.path = config.data.empty() ? BundledCorpus() : config.data;
   dataset.text_field = config.text_field;
   dataset.vocab_size = vocab;
-  if (!config.data_format.empty()) {
-    TF_ASSIGN_OR_RETURN(dataset.format, ParseDataFormat(config.data_format));
+  if (config.data_format != TrainDataFormat::kByFileName) {
+    TF_ASSIGN_OR_RETURN(dataset.format, ParseDataFormat(ChoiceName(config.data_format)));
   }
-  if (!config.token_dtype.empty()) {
-    TF_ASSIGN_OR_RETURN(TokenDtype td, ParseTokenDtype(config.token_dtype));
+  if (config.token_dtype != TrainTokenDtype::kNone) {
+    TF_ASSIGN_OR_RETURN(TokenDtype td, ParseTokenDtype(ChoiceName(config.token_dtype)));
     dataset.token_dtype = td;
     dataset.format = DataFormat::kTokens;
   }
@@ -157,7 +158,7 @@ StatusOr<RunData> LoadRunData(const TrainConfig& config, const RunDataBudget& bu
   loader_options.shuffle = config.shuffle;
   loader_options.seed = config.seed;
   loader_options.eval_fraction = config.eval_fraction;
-  if (auto instruction = ParseInstructionFormat(config.data_format); instruction.ok()) {
+  if (auto instruction = ParseInstructionFormat(ChoiceName(config.data_format)); instruction.ok()) {
     TF_ASSIGN_OR_RETURN(d.loader,
                         LoadInstructions(config, *instruction, vocab, loader_options, budget, d));
   } else {

@@ -62,6 +62,9 @@ std::string FormatValue(uint32_t v) { return std::to_string(v); }
 std::string FormatValue(uint64_t v) { return std::to_string(v); }
 std::string FormatValue(bool v) { return v ? "true" : "false"; }
 std::string FormatValue(const std::string& v) { return "\"" + v + "\""; }
+template <typename E>
+requires requires { ChoiceNames<E>::kTable; }
+std::string FormatValue(E v) { return FormatValue(std::string(ChoiceName(v))); }
 std::string FormatValue(DType v) { return FormatValue(std::string(DTypeName(v))); }
 std::string FormatValue(const DeviceSpec& v) { return FormatValue(DeviceSpecName(v)); }
 template <typename T>
@@ -317,6 +320,16 @@ class Parser {
     TF_RETURN_IF_ERROR(ReadString(v, path, &s));
     return Set(field, path, dst, s);
   }
+  // One of an enum's names (train/train_choices.h).
+  template <typename E>
+  Status Choice(const Json& v, const std::string& path, const std::string& field, E* dst) {
+    if (IsAuto(v, path)) return Status::Ok();
+    std::string s;
+    TF_RETURN_IF_ERROR(ReadString(v, path, &s));
+    StatusOr<E> e = ParseChoice<E>(s);
+    if (!e.ok()) return Error(path, e.status().message());
+    return Set(field, path, dst, *e);
+  }
 
   // ---- sections ----
   Status TopLevel(const Json& root) {
@@ -441,18 +454,17 @@ class Parser {
       return Error(path + ".type", "missing: name the optimizer (\"AdamW\" or \"Adam\")");
     }
     std::string t = Lower(*type);
-    std::string name;
+    TrainOptimizer name = TrainOptimizer::kAdamW;
     if (t == "adamw") {
       if (adam_w_mode && !*adam_w_mode) {
         Warn("'" + path +
              ".params.adam_w_mode' is false but type is AdamW: DeepSpeed uses "
              "decoupled weight decay for AdamW regardless; so does tierflow");
       }
-      name = "adamw";
     } else if (t == "adam") {
       // DeepSpeed: type "Adam" means AdamW (decoupled weight decay) unless
       // adam_w_mode is explicitly false (ADAM_W_MODE_DEFAULT = True).
-      name = adam_w_mode.value_or(true) ? "adamw" : "adam";
+      name = adam_w_mode.value_or(true) ? TrainOptimizer::kAdamW : TrainOptimizer::kAdam;
     } else {
       return Error(path + ".type", "optimizer '" + *type +
                                        "' is not supported; tierflow supports \"Adam\" and "
@@ -479,25 +491,25 @@ class Parser {
       return params == nullptr || !params->is_object() || !params->contains(key);
     };
     if (t == "warmuplr" || t == "warmupdecaylr") {
-      s.type = t == "warmuplr" ? "WarmupLR" : "WarmupDecayLR";
+      s.type = t == "warmuplr" ? LrScheduleType::kWarmupLR : LrScheduleType::kWarmupDecayLR;
       if (absent("warmup_min_lr")) s.warmup_min_lr = 0.0f;
       if (absent("warmup_max_lr")) s.warmup_max_lr = 0.001f;
       if (absent("warmup_num_steps")) s.warmup_num_steps = 1000;
-      if (absent("warmup_type")) s.warmup_type = "log";
+      if (absent("warmup_type")) s.warmup_type = WarmupType::kLog;
     } else if (t == "warmupcosinelr") {
-      s.type = "WarmupCosineLR";
+      s.type = LrScheduleType::kWarmupCosineLR;
       if (absent("warmup_min_ratio")) s.warmup_min_ratio = 0.0f;
       if (absent("warmup_num_steps")) s.warmup_num_steps = 1000;
       if (absent("cos_min_ratio")) s.cos_min_ratio = 0.0001f;
-      if (absent("warmup_type")) s.warmup_type = "log";
+      if (absent("warmup_type")) s.warmup_type = WarmupType::kLog;
     } else {
       return Error(path + ".type", "schedule '" + type +
                                        "' is not supported; use WarmupLR, WarmupDecayLR or "
                                        "WarmupCosineLR (or remove the scheduler block for a "
                                        "constant learning rate)");
     }
-    bool has_total = s.type != "WarmupLR";
-    bool cosine = s.type == "WarmupCosineLR";
+    bool has_total = s.type != LrScheduleType::kWarmupLR;
+    bool cosine = s.type == LrScheduleType::kWarmupCosineLR;
     for (auto it = v.begin(); it != v.end(); ++it) {
       std::string p = Join(path, it.key());
       if (it.key() == "type") continue;
@@ -513,14 +525,18 @@ class Parser {
         if (k == "warmup_num_steps") {
           TF_RETURN_IF_ERROR(Int(x, q, "scheduler.warmup_num_steps", &s.warmup_num_steps, 0));
         } else if (k == "warmup_type") {
-          TF_RETURN_IF_ERROR(String(x, q, "scheduler.warmup_type", &s.warmup_type));
-          if (s.warmup_type != "log" && s.warmup_type != "linear") {
+          if (IsAuto(x, q)) continue;
+          std::string w;
+          TF_RETURN_IF_ERROR(ReadString(x, q, &w));
+          StatusOr<WarmupType> warmup = ParseChoice<WarmupType>(w);
+          if (!warmup.ok()) {
             // DeepSpeed's schedules warn and warm up logarithmically.
-            Warn("'" + q + "' = \"" + s.warmup_type +
+            Warn("'" + q + "' = \"" + w +
                  "\" is not a warmup type: warming up with \"log\", as DeepSpeed does (use "
                  "\"log\" or \"linear\")");
-            s.warmup_type = "log";
+            warmup = WarmupType::kLog;
           }
+          TF_RETURN_IF_ERROR(Set("scheduler.warmup_type", q, &s.warmup_type, *warmup));
         } else if (!cosine && k == "warmup_min_lr") {
           TF_RETURN_IF_ERROR(Float(x, q, "scheduler.warmup_min_lr", &s.warmup_min_lr));
         } else if (!cosine && k == "warmup_max_lr") {
@@ -825,15 +841,15 @@ class Parser {
       else if (k == "data")
         s = String(x, p, k, &c_.data);
       else if (k == "token_dtype")
-        s = String(x, p, k, &c_.token_dtype);
+        s = Choice(x, p, k, &c_.token_dtype);
       else if (k == "text_field")
         s = String(x, p, k, &c_.text_field);
       else if (k == "data_format")
-        s = String(x, p, k, &c_.data_format);
+        s = Choice(x, p, k, &c_.data_format);
       else if (k == "chat_template")
-        s = String(x, p, k, &c_.chat_template);
+        s = Choice(x, p, k, &c_.chat_template);
       else if (k == "truncation")
-        s = String(x, p, k, &c_.truncation);
+        s = Choice(x, p, k, &c_.truncation);
       else if (k == "packing")
         s = Bool(x, p, k, &c_.packing);
       else if (k == "max_sample_bytes")
@@ -878,7 +894,10 @@ class Parser {
         if (IsAuto(x, p)) continue;
         std::string o;
         s = ReadString(x, p, &o);
-        if (s.ok()) s = Set(k, p, &c_.optimizer, Lower(o));
+        StatusOr<TrainOptimizer> optimizer = TrainOptimizer::kAdamW;
+        if (s.ok()) optimizer = ParseChoice<TrainOptimizer>(Lower(o));
+        if (s.ok() && !optimizer.ok()) s = Error(p, optimizer.status().message());
+        if (s.ok()) s = Set(k, p, &c_.optimizer, *optimizer);
       } else if (k == "lr")
         s = Float(x, p, k, &c_.lr);
       else if (k == "beta1")
@@ -928,9 +947,9 @@ class Parser {
       else if (k == "profile")
         s = String(x, p, k, &c_.profile);
       else if (k == "pipeline")
-        s = String(x, p, k, &c_.pipeline);
+        s = Choice(x, p, k, &c_.pipeline);
       else if (k == "collectives")
-        s = String(x, p, k, &c_.collectives);
+        s = Choice(x, p, k, &c_.collectives);
       else if (k == "speculation_params") {
         if (IsAuto(x, p)) continue;
         int64_t n = 0;
@@ -985,7 +1004,7 @@ class Parser {
       else if (k == "checkpoint_every")
         s = Int(x, p, k, &c_.checkpoint_every);
       else if (k == "final_save")
-        s = String(x, p, k, &c_.final_save);
+        s = Choice(x, p, k, &c_.final_save);
       else if (k == "resume")
         s = Bool(x, p, k, &c_.resume);
       else if (k == "metrics_path")

@@ -18,19 +18,20 @@
 #include "tierflow/placement.h"
 #include "tierflow/status.h"
 #include "tierflow/sub_group_rule.h"
+#include "train/train_choices.h"
 
 namespace tierflow {
 
 struct LrScheduleConfig {
-  // "constant", "WarmupLR", "WarmupDecayLR", "WarmupCosineLR" (DeepSpeed's names).
-  std::string type = "constant";
+  // constant, WarmupLR, WarmupDecayLR, WarmupCosineLR (DeepSpeed's names).
+  LrScheduleType type = LrScheduleType::kConstant;
   float warmup_min_lr = 0.0f;   // WarmupLR/WarmupDecayLR: warmup_min_lr
   float warmup_max_lr = -1.0f;  // <0: the optimizer's lr
   int64_t warmup_num_steps = 0;
-  std::string warmup_type = "log";  // "log" | "linear" (DeepSpeed default: log)
-  int64_t total_num_steps = 0;      // WarmupDecayLR / WarmupCosineLR; 0: the run's steps
-  float cos_min_ratio = 0.0001f;    // WarmupCosineLR: lr floor as a ratio of max
-  float warmup_min_ratio = 0.0f;    // WarmupCosineLR: start of warmup as a ratio of max
+  WarmupType warmup_type = WarmupType::kLog;  // log | linear (DeepSpeed default: log)
+  int64_t total_num_steps = 0;                // WarmupDecayLR / WarmupCosineLR; 0: the run's steps
+  float cos_min_ratio = 0.0001f;              // WarmupCosineLR: lr floor as a ratio of max
+  float warmup_min_ratio = 0.0f;              // WarmupCosineLR: start of warmup as a ratio of max
 };
 
 struct TrainConfig {
@@ -40,16 +41,18 @@ struct TrainConfig {
   // does not use (model/hf_model.h, UnusedHfTensors): train the ones it uses
   // and name the rest in the log, instead of refusing. Only with weights.
   bool allow_unused_tensors = false;
-  std::string data;                 // text/JSONL/token file; "" = the bundled corpus
-  std::string token_dtype;          // "" (text) | "u16" | "u32"
-  std::string text_field = "text";  // JSONL field
+  std::string data;  // text/JSONL/token file; "" = the bundled corpus
+  TrainTokenDtype token_dtype = TrainTokenDtype::kNone;  // "" (text) | u16 | u32
+  std::string text_field = "text";                       // JSONL field
   // "" = by file name (text, JSONL, tokens); or text | jsonl | tokens |
   // prompt-completion | alpaca | chat (instruction data, data/instruction_data.h)
-  std::string data_format;
-  std::string chat_template;            // "" = the tokenizer's; llama3 | chatml | llama2 | mistral
-  std::string truncation = "truncate";  // instruction samples over seq_len: truncate | drop
-  bool packing = false;                 // instruction data: several samples per sequence
-  std::string tokenizer;                // "" = the model's (dir) or bytes (presets)
+  TrainDataFormat data_format = TrainDataFormat::kByFileName;
+  // "" = the tokenizer's; llama3 | chatml | llama2 | mistral
+  TrainChatTemplate chat_template = TrainChatTemplate::kTokenizers;
+  // Instruction samples over seq_len: truncate | drop.
+  Truncation truncation = Truncation::kTruncate;
+  bool packing = false;   // instruction data: several samples per sequence
+  std::string tokenizer;  // "" = the model's (dir) or bytes (presets)
   bool shuffle = true;
   uint64_t seed = 1234;
   double eval_fraction = 0.05;  // held-out share of the data
@@ -78,7 +81,7 @@ struct TrainConfig {
   float min_loss_scale = 1.0f;
 
   // Optimizer.
-  std::string optimizer = "adamw";  // adamw | adam
+  TrainOptimizer optimizer = TrainOptimizer::kAdamW;  // adamw | adam
   float lr = 1e-3f;
   float beta1 = 0.9f, beta2 = 0.999f;
   float eps = 1e-8f;
@@ -128,14 +131,14 @@ struct TrainConfig {
   // its nvme_store settings build the NVMe tier and its rates feed the
   // planner's prediction. "" = none: a start-up probe picks the NVMe settings.
   std::string profile;
-  std::string pipeline = "overlapped";  // overlapped | sync
+  TrainPipeline pipeline = TrainPipeline::kOverlapped;  // overlapped | sync
   // Several ranks (tierflow.collectives, --collectives): where the gradient
   // is summed and the weights gathered. "device": on the devices (NCCL on
   // GPUs; MPI over the CPU device's memory), only each rank's part crossing
   // PCIe; "host": on the host (MPI), every rank landing the whole gradient;
   // "auto": device where NCCL serves it (a CUDA device in a build with
   // NCCL), else host.
-  std::string collectives = "auto";
+  TrainCollectives collectives = TrainCollectives::kAuto;
   // Overlapped pipeline: parameters updated speculatively per step; unset =
   // as many as the host memory the planner leaves free allows.
   std::optional<uint64_t> speculation_params;
@@ -161,7 +164,7 @@ struct TrainConfig {
   // OUT/model), "model" (OUT/model alone), "none" (nothing: a measurement,
   // e.g. gpu-check's 3B run, whose state would fill the disk). A stop
   // request's checkpoint and --checkpoint-every's are saved whatever it says.
-  std::string final_save = "all";
+  FinalSave final_save = FinalSave::kAll;
   bool resume = false;
   // A checkpoint directory to resume from explicitly (--resume-from), e.g. an
   // older one when the newest does not verify; "" = --resume's newest.

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <initializer_list>
 #include <string>
 #include <tuple>
 
@@ -35,32 +34,17 @@ std::string Num(double v) {
   return buf;
 }
 
-bool IsOneOf(const std::string& v, std::initializer_list<const char*> options) {
-  for (const char* o : options) {
-    if (v == o) return true;
-  }
-  return false;
-}
-
 Status ValidateSchedule(const TrainConfig& c) {
   const auto Bad = [&c](const std::string& setting, const std::string& what) {
     return BadSetting(c, setting, what);
   };
   const LrScheduleConfig& s = c.scheduler;
-  if (!IsOneOf(s.type, {"constant", "WarmupLR", "WarmupDecayLR", "WarmupCosineLR"})) {
-    return Bad("scheduler.type", "'" + s.type +
-                                     "' is not a schedule; use constant, WarmupLR, "
-                                     "WarmupDecayLR or WarmupCosineLR");
-  }
-  if (s.type == "constant") return Status::Ok();
-  if (!IsOneOf(s.warmup_type, {"log", "linear"})) {
-    return Bad("scheduler.warmup_type", "'" + s.warmup_type + "' is not valid; use log or linear");
-  }
+  if (s.type == LrScheduleType::kConstant) return Status::Ok();
   if (s.warmup_num_steps < 0) {
     return Bad("scheduler.warmup_num_steps",
                "is " + std::to_string(s.warmup_num_steps) + "; use 0 or more");
   }
-  if (s.type == "WarmupCosineLR") {
+  if (s.type == LrScheduleType::kWarmupCosineLR) {
     if (!(s.warmup_min_ratio >= 0.0f && s.warmup_min_ratio <= 1.0f)) {
       return Bad("scheduler.warmup_min_ratio",
                  "is " + Num(s.warmup_min_ratio) + "; use a ratio in [0, 1]");
@@ -82,7 +66,7 @@ Status ValidateSchedule(const TrainConfig& c) {
           "is " + Num(s.warmup_max_lr) + "; use a positive rate (or leave it out to use lr)");
     }
   }
-  if (s.type != "WarmupLR" && s.total_num_steps < 0) {
+  if (s.type != LrScheduleType::kWarmupLR && s.total_num_steps < 0) {
     return Bad("scheduler.total_num_steps", "is negative; use 0 (the run's steps) or more");
   }
   return Status::Ok();
@@ -110,28 +94,9 @@ Status ValidateTrainConfig(const TrainConfig& c) {
                                   "; the streamed weights' ring needs 2 to 64 device slots "
                                   "(--param-slots)");
   }
-  if (!IsOneOf(c.token_dtype, {"", "u16", "u32"})) {
-    return Bad("token_dtype", "'" + c.token_dtype +
-                                  "' is not valid; use u16, u32 or leave it "
-                                  "empty for text");
-  }
-  if (!IsOneOf(c.data_format,
-               {"", "auto", "text", "jsonl", "tokens", "prompt-completion", "alpaca", "chat"})) {
-    return Bad("data_format", "'" + c.data_format +
-                                  "' is not valid; use text, jsonl, tokens, prompt-completion, "
-                                  "alpaca or chat (or leave it empty: by the file's name)");
-  }
-  const bool instruction = IsOneOf(c.data_format, {"prompt-completion", "alpaca", "chat"});
-  if (!IsOneOf(c.chat_template, {"", "llama3", "chatml", "llama2", "mistral"})) {
-    return Bad("chat_template", "'" + c.chat_template +
-                                    "' is not valid; use llama3, chatml, llama2 or mistral (or "
-                                    "leave it empty: the tokenizer's)");
-  }
-  if (!IsOneOf(c.truncation, {"truncate", "drop"})) {
-    return Bad("truncation", "'" + c.truncation + "' is not valid; use truncate or drop");
-  }
+  const bool instruction = IsInstructionFormat(c.data_format);
   // Instruction-only settings with other data would be accepted and ignored.
-  if (!instruction && !c.chat_template.empty()) {
+  if (!instruction && c.chat_template != TrainChatTemplate::kTokenizers) {
     return Bad("chat_template",
                "applies to instruction data only; set data_format to "
                "prompt-completion, alpaca or chat");
@@ -141,7 +106,7 @@ Status ValidateTrainConfig(const TrainConfig& c) {
                "applies to instruction data only (text is always cut into full sequences); set "
                "data_format to prompt-completion, alpaca or chat");
   }
-  if (!instruction && c.truncation != "truncate") {
+  if (!instruction && c.truncation != Truncation::kTruncate) {
     return Bad("truncation",
                "applies to instruction data only; set data_format to "
                "prompt-completion, alpaca or chat");
@@ -156,7 +121,7 @@ Status ValidateTrainConfig(const TrainConfig& c) {
                "applies to instruction data only (text is tokenized whole); set data_format to "
                "prompt-completion, alpaca or chat");
   }
-  if (instruction && !c.token_dtype.empty()) {
+  if (instruction && c.token_dtype != TrainTokenDtype::kNone) {
     return Bad("token_dtype", "is for pre-tokenized files; instruction data is JSONL text");
   }
   if (!(c.eval_fraction >= 0.0 && c.eval_fraction < 1.0)) {
@@ -207,9 +172,6 @@ Status ValidateTrainConfig(const TrainConfig& c) {
     }
   }
 
-  if (!IsOneOf(c.optimizer, {"adamw", "adam"})) {
-    return Bad("optimizer", "'" + c.optimizer + "' is not supported; use adamw or adam");
-  }
   if (!std::isfinite(c.lr) || c.lr <= 0.0f) {
     return Bad("lr", "is " + Num(c.lr) + "; use a positive, finite learning rate");
   }
@@ -277,12 +239,6 @@ Status ValidateTrainConfig(const TrainConfig& c) {
     return Bad("aio_threads", "is " + std::to_string(c.aio_threads) +
                                   " (aio.thread_count); use 1..64 io_uring rings");
   }
-  if (!IsOneOf(c.collectives, {"auto", "host", "device"})) {
-    return Bad("collectives", "'" + c.collectives + "' is not valid; use auto, host or device");
-  }
-  if (!IsOneOf(c.pipeline, {"overlapped", "sync"})) {
-    return Bad("pipeline", "'" + c.pipeline + "' is not valid; use overlapped or sync");
-  }
   if (c.grad_bucket_params.has_value() &&
       (*c.grad_bucket_params < 1 || *c.grad_bucket_params > (uint64_t{1} << 40))) {
     return Bad("grad_bucket_params", "is " + std::to_string(*c.grad_bucket_params) +
@@ -295,7 +251,7 @@ Status ValidateTrainConfig(const TrainConfig& c) {
                    ", more than 2^40 parameters; any value at or above the model's parameter "
                    "count speculates on all of it");
   }
-  if (c.speculation_params.has_value() && c.pipeline == "sync") {
+  if (c.speculation_params.has_value() && c.pipeline == TrainPipeline::kSync) {
     return Bad("speculation_params",
                "is set but the sync pipeline does not speculate; drop it or use the overlapped "
                "pipeline");
@@ -303,9 +259,6 @@ Status ValidateTrainConfig(const TrainConfig& c) {
   TF_RETURN_IF_ERROR(ValidateGradTransferDType(Where(c, "grad_transfer_dtype"), c.dtype,
                                                GradTransferDType(c.dtype, c.grad_transfer_dtype)));
 
-  if (c.final_save != "all" && c.final_save != "model" && c.final_save != "none") {
-    return Bad("final_save", "is \"" + c.final_save + "\"; use all, model or none");
-  }
   if (c.checkpoint_every < 0) {
     return Bad("checkpoint_every", "is negative; use 0 (only at the end) or more steps");
   }

@@ -309,7 +309,7 @@ class TrainLoop {
   // The final checkpoint, evaluation and model, as final_save asks.
   Status FinishRun() {
     CancelShield shield;  // the final checkpoint and model are saved whole, or not at all
-    if (last_checkpoint_ != step_ && c_.final_save == "all") {
+    if (last_checkpoint_ != step_ && c_.final_save == FinalSave::kAll) {
       TF_RETURN_IF_ERROR(Checkpoint(last_loss_));
     }
     if (c_.eval_every > 0 && step_ % c_.eval_every != 0) {
@@ -319,7 +319,7 @@ class TrainLoop {
         p_.reporter.OnEval(step_, eval_loss);
       }
     }
-    if (c_.final_save == "none") return Status::Ok();
+    if (c_.final_save == FinalSave::kNone) return Status::Ok();
     FinalModelReport saved;
     TF_RETURN_IF_ERROR(LeadWrites([&] {
       return SaveFinalModel(*p_.out_lock, p_.engine, p_.layout, c_.dtype, p_.source_files,

@@ -175,8 +175,8 @@ class RunRanks {
     // One rank asked for device collectives runs the data-parallel path
     // anyway, over a world of one (its collectives are copies): how one GPU
     // checks NCCL's against the plain run.
-    one_rank_on_device_ =
-        config.collectives == "device" && (world.comm == nullptr || world.comm->world_size() == 1);
+    one_rank_on_device_ = config.collectives == TrainCollectives::kDevice &&
+                          (world.comm == nullptr || world.comm->world_size() == 1);
     comm_ = one_rank_on_device_                                     ? &self_
             : world.comm != nullptr && world.comm->world_size() > 1 ? world.comm
                                                                     : nullptr;
@@ -321,8 +321,9 @@ void ReportCollectives(const TrainConfig& config, const RunRanks& ranks,
                   host + " on the host (norm, losses, streamed weights)"
             : "collectives: " + host +
                   " on the host (every rank lands its whole gradient each micro-batch)" +
-                  (config.collectives == "auto" ? "; --collectives device sums it on the devices"
-                                                : ""));
+                  (config.collectives == TrainCollectives::kAuto
+                       ? "; --collectives device sums it on the devices"
+                       : ""));
   }
 }
 

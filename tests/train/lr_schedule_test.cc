@@ -25,11 +25,11 @@ TEST(LrSchedule, ConstantIsTheOptimizerLr) {
 
 TEST(LrSchedule, WarmupLrLogRisesAsLogOfIterationThenHolds) {
   TrainConfig c;
-  c.scheduler.type = "WarmupLR";
+  c.scheduler.type = LrScheduleType::kWarmupLR;
   c.scheduler.warmup_min_lr = 1e-4f;
   c.scheduler.warmup_max_lr = 1e-3f;
   c.scheduler.warmup_num_steps = 10;
-  c.scheduler.warmup_type = "log";
+  c.scheduler.warmup_type = WarmupType::kLog;
   // Step s runs at DeepSpeed iteration i = s - 1: gamma = log(i + 1) / log(10).
   ExpectLr(c, 1, 1e-4);                                          // log(1) = 0
   ExpectLr(c, 2, 1e-4 + 9e-4 * std::log(2.0) / std::log(10.0));  // 3.70927e-4
@@ -42,11 +42,11 @@ TEST(LrSchedule, WarmupLrLogRisesAsLogOfIterationThenHolds) {
 
 TEST(LrSchedule, WarmupLrLinearIsIterationOverWarmup) {
   TrainConfig c;
-  c.scheduler.type = "WarmupLR";
+  c.scheduler.type = LrScheduleType::kWarmupLR;
   c.scheduler.warmup_min_lr = 1e-4f;
   c.scheduler.warmup_max_lr = 1e-3f;
   c.scheduler.warmup_num_steps = 10;
-  c.scheduler.warmup_type = "linear";
+  c.scheduler.warmup_type = WarmupType::kLinear;
   ExpectLr(c, 1, 1e-4);
   ExpectLr(c, 6, 5.5e-4);  // i = 5: 1e-4 + 9e-4 * 0.5
   ExpectLr(c, 10, 1e-4 + 9e-4 * 0.9);
@@ -56,17 +56,17 @@ TEST(LrSchedule, WarmupLrLinearIsIterationOverWarmup) {
 TEST(LrSchedule, WarmupMaxLrBelowZeroMeansTheOptimizerLr) {
   TrainConfig c;
   c.lr = 2e-3f;
-  c.scheduler.type = "WarmupLR";
+  c.scheduler.type = LrScheduleType::kWarmupLR;
   c.scheduler.warmup_max_lr = -1.0f;
   c.scheduler.warmup_num_steps = 4;
-  c.scheduler.warmup_type = "linear";
+  c.scheduler.warmup_type = WarmupType::kLinear;
   ExpectLr(c, 3, 2e-3 * 0.5);
   ExpectLr(c, 9, 2e-3);
 }
 
 TEST(LrSchedule, WarmupStepsBelowTwoAreRaisedToTwoAsInDeepSpeed) {
   TrainConfig c;
-  c.scheduler.type = "WarmupLR";
+  c.scheduler.type = LrScheduleType::kWarmupLR;
   c.scheduler.warmup_min_lr = 0.0f;
   c.scheduler.warmup_max_lr = 1e-3f;
   c.scheduler.warmup_num_steps = 0;
@@ -77,12 +77,12 @@ TEST(LrSchedule, WarmupStepsBelowTwoAreRaisedToTwoAsInDeepSpeed) {
 
 TEST(LrSchedule, WarmupDecayLrDecaysLinearlyToZeroAtTotal) {
   TrainConfig c;
-  c.scheduler.type = "WarmupDecayLR";
+  c.scheduler.type = LrScheduleType::kWarmupDecayLR;
   c.scheduler.warmup_min_lr = 0.0f;
   c.scheduler.warmup_max_lr = 1e-3f;
   c.scheduler.warmup_num_steps = 10;
   c.scheduler.total_num_steps = 110;
-  c.scheduler.warmup_type = "linear";
+  c.scheduler.warmup_type = WarmupType::kLinear;
   ExpectLr(c, 1, 0.0);
   ExpectLr(c, 6, 5e-4);
   ExpectLr(c, 11, 1e-3);   // i = 10: (110 - 10) / 100
@@ -95,7 +95,7 @@ TEST(LrSchedule, WarmupDecayLrDecaysLinearlyToZeroAtTotal) {
 TEST(LrSchedule, WarmupDecayLrTotalZeroMeansTheRunsSteps) {
   TrainConfig c;
   c.steps = 110;
-  c.scheduler.type = "WarmupDecayLR";
+  c.scheduler.type = LrScheduleType::kWarmupDecayLR;
   c.scheduler.warmup_max_lr = 1e-3f;
   c.scheduler.warmup_num_steps = 10;
   c.scheduler.total_num_steps = 0;
@@ -105,12 +105,12 @@ TEST(LrSchedule, WarmupDecayLrTotalZeroMeansTheRunsSteps) {
 TEST(LrSchedule, WarmupCosineLrFollowsDeepSpeedRatios) {
   TrainConfig c;
   c.lr = 2e-3f;
-  c.scheduler.type = "WarmupCosineLR";
+  c.scheduler.type = LrScheduleType::kWarmupCosineLR;
   c.scheduler.warmup_min_ratio = 0.1f;
   c.scheduler.cos_min_ratio = 0.01f;
   c.scheduler.warmup_num_steps = 10;
   c.scheduler.total_num_steps = 110;
-  c.scheduler.warmup_type = "linear";
+  c.scheduler.warmup_type = WarmupType::kLinear;
   ExpectLr(c, 1, 2e-3 * 0.1);
   ExpectLr(c, 6, 2e-3 * 0.55);  // 0.1 + 0.9 * 5/10
   // i = 10: real_last_step = 1 of 100: 0.01 + 0.99 * (1 + cos(pi/100)) / 2
@@ -125,12 +125,12 @@ TEST(LrSchedule, WarmupCosineLrFollowsDeepSpeedRatios) {
 TEST(LrSchedule, WarmupCosineLrLogWarmup) {
   TrainConfig c;
   c.lr = 2e-3f;
-  c.scheduler.type = "WarmupCosineLR";
+  c.scheduler.type = LrScheduleType::kWarmupCosineLR;
   c.scheduler.warmup_min_ratio = 0.1f;
   c.scheduler.cos_min_ratio = 0.01f;
   c.scheduler.warmup_num_steps = 10;
   c.scheduler.total_num_steps = 110;
-  c.scheduler.warmup_type = "log";
+  c.scheduler.warmup_type = WarmupType::kLog;
   ExpectLr(c, 4, 2e-3 * (0.1 + 0.9 * std::log(4.0) / std::log(10.0)));  // 1.283708e-3
   EXPECT_NEAR(ScheduledLr(c, 4), 1.283708e-3, 1e-9);
 }
@@ -141,12 +141,12 @@ TEST(LrSchedule, WarmupCosineLrLogWarmup) {
 // says so. A total above the warmup has nothing to say.
 TEST(LrSchedule, ATotalWithinTheWarmupIsDeepSpeedsAndIsNoted) {
   TrainConfig decay;
-  decay.scheduler.type = "WarmupDecayLR";
+  decay.scheduler.type = LrScheduleType::kWarmupDecayLR;
   decay.scheduler.warmup_min_lr = 1e-5f;
   decay.scheduler.warmup_max_lr = 1e-3f;
   decay.scheduler.warmup_num_steps = 50;
   decay.scheduler.total_num_steps = 20;
-  decay.scheduler.warmup_type = "linear";
+  decay.scheduler.warmup_type = WarmupType::kLinear;
   ASSERT_TRUE(ValidateTrainConfig(decay).ok()) << ValidateTrainConfig(decay).ToString();
   ExpectLr(decay, 26, 1e-5 + (1e-3 - 1e-5) * 25.0 / 50.0);  // still warming up
   ExpectLr(decay, 51, 1e-5);                                // i = 50: (20 - 50) / 1 < 0
@@ -155,7 +155,7 @@ TEST(LrSchedule, ATotalWithinTheWarmupIsDeepSpeedsAndIsNoted) {
 
   TrainConfig cosine;
   cosine.lr = 2e-3f;
-  cosine.scheduler.type = "WarmupCosineLR";
+  cosine.scheduler.type = LrScheduleType::kWarmupCosineLR;
   cosine.scheduler.cos_min_ratio = 0.01f;
   cosine.scheduler.warmup_num_steps = 10;
   cosine.scheduler.total_num_steps = 10;

@@ -119,18 +119,19 @@ TEST(TrainConfig, ZeroInfinityDeepSpeedConfigParsesToTheRightFields) {
   EXPECT_EQ(c.micro_batch, 8);
   EXPECT_EQ(c.grad_accum, 4);
   EXPECT_FLOAT_EQ(c.gradient_clipping, 1.0f);
-  EXPECT_EQ(c.optimizer, "adamw");  // DeepSpeed's "Adam" defaults to adam_w_mode = true
+  EXPECT_EQ(c.optimizer,
+            TrainOptimizer::kAdamW);  // DeepSpeed's "Adam" defaults to adam_w_mode = true
   EXPECT_FLOAT_EQ(c.lr, 1.5e-4f);
   EXPECT_FLOAT_EQ(c.beta1, 0.9f);
   EXPECT_FLOAT_EQ(c.beta2, 0.95f);
   EXPECT_FLOAT_EQ(c.eps, 1e-8f);
   EXPECT_FLOAT_EQ(c.weight_decay, 0.01f);
-  EXPECT_EQ(c.scheduler.type, "WarmupDecayLR");
+  EXPECT_EQ(c.scheduler.type, LrScheduleType::kWarmupDecayLR);
   EXPECT_FLOAT_EQ(c.scheduler.warmup_min_lr, 0.0f);
   EXPECT_FLOAT_EQ(c.scheduler.warmup_max_lr, 1.5e-4f);
   EXPECT_EQ(c.scheduler.warmup_num_steps, 100);
   EXPECT_EQ(c.scheduler.total_num_steps, 5000);
-  EXPECT_EQ(c.scheduler.warmup_type, "linear");
+  EXPECT_EQ(c.scheduler.warmup_type, WarmupType::kLinear);
   EXPECT_EQ(c.dtype, DType::kF16);
   EXPECT_FLOAT_EQ(c.loss_scale, 0.0f);
   EXPECT_EQ(c.initial_scale_power, 12);
@@ -388,12 +389,13 @@ TEST(TrainConfig, BiasCorrectionIsRead) {
 }
 
 TEST(TrainConfig, AdamTypeFollowsDeepSpeedsAdamWMode) {
-  EXPECT_EQ(ParseOk(R"({"optimizer": {"type": "Adam"}})").optimizer, "adamw");
+  EXPECT_EQ(ParseOk(R"({"optimizer": {"type": "Adam"}})").optimizer, TrainOptimizer::kAdamW);
   EXPECT_EQ(
       ParseOk(R"({"optimizer": {"type": "adam", "params": {"adam_w_mode": false}}})").optimizer,
-      "adam");
-  EXPECT_EQ(ParseOk(R"({"optimizer": {"type": "ADAMW"}})").optimizer, "adamw");
-  EXPECT_EQ(ParseOk(R"({"optimizer": {"type": "Adam", "adam_w_mode": false}})").optimizer, "adam");
+      TrainOptimizer::kAdam);
+  EXPECT_EQ(ParseOk(R"({"optimizer": {"type": "ADAMW"}})").optimizer, TrainOptimizer::kAdamW);
+  EXPECT_EQ(ParseOk(R"({"optimizer": {"type": "Adam", "adam_w_mode": false}})").optimizer,
+            TrainOptimizer::kAdam);
 }
 
 TEST(TrainConfig, UnsupportedOptimizerNamesTheSupportedOnes) {
@@ -456,25 +458,25 @@ TEST(TrainConfig, ZeroStageZeroWithOffloadIsAContradiction) {
 
 TEST(TrainConfig, SchedulerBlocksGetDeepSpeedDefaults) {
   TrainConfig w = ParseOk(R"({"scheduler": {"type": "WarmupLR"}})");
-  EXPECT_EQ(w.scheduler.type, "WarmupLR");
+  EXPECT_EQ(w.scheduler.type, LrScheduleType::kWarmupLR);
   EXPECT_FLOAT_EQ(w.scheduler.warmup_max_lr, 0.001f);
   EXPECT_EQ(w.scheduler.warmup_num_steps, 1000);
-  EXPECT_EQ(w.scheduler.warmup_type, "log");
+  EXPECT_EQ(w.scheduler.warmup_type, WarmupType::kLog);
   TrainConfig cos = ParseOk(R"({"scheduler": {"type": "WarmupCosineLR", "params":
       {"total_num_steps": 500, "warmup_min_ratio": 0.05, "warmup_num_steps": 20,
        "cos_min_ratio": 0.1, "warmup_type": "linear"}}})");
-  EXPECT_EQ(cos.scheduler.type, "WarmupCosineLR");
+  EXPECT_EQ(cos.scheduler.type, LrScheduleType::kWarmupCosineLR);
   EXPECT_EQ(cos.scheduler.total_num_steps, 500);
   EXPECT_FLOAT_EQ(cos.scheduler.warmup_min_ratio, 0.05f);
   EXPECT_EQ(cos.scheduler.warmup_num_steps, 20);
   EXPECT_FLOAT_EQ(cos.scheduler.cos_min_ratio, 0.1f);
-  EXPECT_EQ(cos.scheduler.warmup_type, "linear");
+  EXPECT_EQ(cos.scheduler.warmup_type, WarmupType::kLinear);
   EXPECT_THAT(ParseError(R"({"scheduler": {"type": "OneCycle"}})"),
               AllOf(HasSubstr("scheduler.type"), HasSubstr("OneCycle"), HasSubstr("WarmupLR")));
   // DeepSpeed warns about an unknown warmup type and warms up with log.
   const TrainConfig cubic = ParseOk(R"({"scheduler": {"type": "WarmupLR", "params":
       {"warmup_type": "cubic"}}})");
-  EXPECT_EQ(cubic.scheduler.warmup_type, "log");
+  EXPECT_EQ(cubic.scheduler.warmup_type, WarmupType::kLog);
   EXPECT_TRUE(HasWarning(cubic, "'scheduler.params.warmup_type' = \"cubic\""));
   // A key of another schedule type is named as unknown, not silently used.
   TrainConfig wrong = ParseOk(R"({"scheduler": {"type": "WarmupLR", "params":
@@ -566,7 +568,7 @@ TEST(TrainConfig, AutoKeepsTheBaseValueAndIsNoted) {
   EXPECT_FLOAT_EQ(c->beta1, base.beta1);
   EXPECT_FLOAT_EQ(c->gradient_clipping, base.gradient_clipping);
   EXPECT_EQ(c->offload, OffloadPlacement::kHost);
-  EXPECT_EQ(c->scheduler.type, "WarmupDecayLR");
+  EXPECT_EQ(c->scheduler.type, LrScheduleType::kWarmupDecayLR);
   EXPECT_FLOAT_EQ(c->scheduler.warmup_max_lr, -1.0f);  // the optimizer's lr
   EXPECT_EQ(c->scheduler.total_num_steps, 0);          // the run's steps
   EXPECT_EQ(c->scheduler.warmup_num_steps, 0);         // base value, not DeepSpeed's 1000
@@ -623,7 +625,7 @@ TEST(TrainConfig, TierflowBlockMirrorsTheFieldNames) {
   EXPECT_EQ(c.checkpoint_every, 250);
   EXPECT_EQ(c.offload, OffloadPlacement::kHost);
   EXPECT_EQ(c.nvme_paths, (std::vector<std::string>{"/a", "/b"}));
-  EXPECT_EQ(c.pipeline, "sync");
+  EXPECT_EQ(c.pipeline, TrainPipeline::kSync);
   EXPECT_EQ(c.trace_steps, (std::vector<int64_t>{2, 3}));
   EXPECT_TRUE(c.resume);
   EXPECT_EQ(c.device_memory, "2GiB");
@@ -634,13 +636,47 @@ TEST(TrainConfig, TierflowBlockMirrorsTheFieldNames) {
 TEST(TrainConfig, InstructionDataKeysAreTierflowKeys) {
   TrainConfig c = ParseOk(R"({"tierflow": {"data_format": "chat", "chat_template": "chatml",
        "truncation": "drop", "packing": true, "max_sample_bytes": 1048576}})");
-  EXPECT_EQ(c.data_format, "chat");
-  EXPECT_EQ(c.chat_template, "chatml");
-  EXPECT_EQ(c.truncation, "drop");
+  EXPECT_EQ(c.data_format, TrainDataFormat::kChat);
+  EXPECT_EQ(c.chat_template, TrainChatTemplate::kChatMl);
+  EXPECT_EQ(c.truncation, Truncation::kDrop);
   EXPECT_TRUE(c.packing);
   EXPECT_EQ(c.max_sample_bytes, uint64_t{1} << 20);
   EXPECT_TRUE(ValidateTrainConfig(c).ok());
   EXPECT_THAT(ParseError(R"({"tierflow": {"packing": "yes"}})"), HasSubstr("tierflow.packing"));
+}
+
+// A named choice outside its names is refused where it is read, naming the
+// key and the names to use (these were strings checked by the validator).
+TEST(TrainConfig, NamedChoicesOutsideTheirNamesAreRefusedByKey) {
+  struct Case {
+    const char* key;
+    const char* value;
+    const char* names;
+  };
+  const Case cases[] = {
+      {"pipeline", "async", "overlapped or sync"},
+      {"optimizer", "sgd", "adamw or adam"},
+      {"token_dtype", "u8", "u16 or u32"},
+      {"data_format", "csv", "auto, text, jsonl, tokens, prompt-completion, alpaca or chat"},
+      {"chat_template", "vicuna", "llama3, chatml, llama2 or mistral"},
+      {"truncation", "wrap", "truncate or drop"},
+      {"collectives", "nccl", "auto, host or device"},
+      {"final_save", "some", "all, model or none"},
+  };
+  for (const Case& k : cases) {
+    const std::string json =
+        std::string(R"({"tierflow": {")") + k.key + R"(": ")" + k.value + R"("}})";
+    EXPECT_THAT(ParseError(json), HasSubstr(std::string("config.json: tierflow.") + k.key + ": '" +
+                                            k.value + "' is not valid; use " + k.names));
+  }
+  // Each name reads back as its value, "" included where it means "not given".
+  EXPECT_EQ(ParseOk(R"({"tierflow": {"data_format": ""}})").data_format,
+            TrainDataFormat::kByFileName);
+  EXPECT_EQ(ParseOk(R"({"tierflow": {"token_dtype": "u32"}})").token_dtype, TrainTokenDtype::kU32);
+  EXPECT_EQ(ParseOk(R"({"tierflow": {"collectives": "device"}})").collectives,
+            TrainCollectives::kDevice);
+  EXPECT_EQ(ParseOk(R"({"tierflow": {"final_save": "none"}})").final_save, FinalSave::kNone);
+  EXPECT_EQ(ParseOk(R"({"tierflow": {"optimizer": "ADAM"}})").optimizer, TrainOptimizer::kAdam);
 }
 
 TEST(TrainConfig, GradTransferDtypeAndSpeculationAreTierflowKeys) {
@@ -739,16 +775,13 @@ TEST(ValidateTrainConfig, EachBadSettingIsNamed) {
          c.nvme_ratio = 0.25;
        },
        "nvme_ratio:"},
-      {[](TrainConfig& c) { c.pipeline = "async"; }, "pipeline:"},
       {[](TrainConfig& c) { c.grad_transfer_dtype = DType::kF16; }, "grad_transfer_dtype:"},
       {[](TrainConfig& c) {
-         c.pipeline = "sync";
+         c.pipeline = TrainPipeline::kSync;
          c.speculation_params = 1000;
        },
        "speculation_params:"},
       {[](TrainConfig& c) { c.speculation_params = uint64_t{1} << 41; }, "speculation_params:"},
-      {[](TrainConfig& c) { c.optimizer = "sgd"; }, "optimizer:"},
-      {[](TrainConfig& c) { c.scheduler.type = "OneCycle"; }, "scheduler.type:"},
       {[](TrainConfig& c) {
          c.dtype = DType::kF16;
          c.loss_scale_window = 0;
@@ -775,40 +808,31 @@ TEST(ValidateTrainConfig, EachBadSettingIsNamed) {
        },
        "loss_scale:"},
       {[](TrainConfig& c) {
-         c.scheduler.type = "WarmupCosineLR";
+         c.scheduler.type = LrScheduleType::kWarmupCosineLR;
          c.scheduler.cos_min_ratio = 2.0f;
        },
        "scheduler.cos_min_ratio:"},
-      {[](TrainConfig& c) {
-         c.scheduler.type = "WarmupLR";
-         c.scheduler.warmup_type = "exp";
-       },
-       "scheduler.warmup_type:"},
       {[](TrainConfig& c) { c.trace_steps = {0}; }, "trace_steps:"},
       {[](TrainConfig& c) { c.checkpoint_every = -1; }, "checkpoint_every:"},
       {[](TrainConfig& c) { c.eval_fraction = 1.0; }, "eval_fraction:"},
-      {[](TrainConfig& c) { c.token_dtype = "u8"; }, "token_dtype:"},
-      {[](TrainConfig& c) { c.data_format = "csv"; }, "data_format:"},
-      {[](TrainConfig& c) { c.chat_template = "vicuna"; }, "chat_template:"},
-      {[](TrainConfig& c) { c.truncation = "wrap"; }, "truncation:"},
       // Instruction-only settings with other data would be accepted and ignored.
-      {[](TrainConfig& c) { c.chat_template = "llama3"; }, "chat_template:"},
+      {[](TrainConfig& c) { c.chat_template = TrainChatTemplate::kLlama3; }, "chat_template:"},
       {[](TrainConfig& c) { c.packing = true; }, "packing:"},
-      {[](TrainConfig& c) { c.truncation = "drop"; }, "truncation:"},
+      {[](TrainConfig& c) { c.truncation = Truncation::kDrop; }, "truncation:"},
       {[](TrainConfig& c) { c.max_sample_bytes = uint64_t{1} << 20; }, "max_sample_bytes:"},
       {[](TrainConfig& c) {
-         c.data_format = "chat";
+         c.data_format = TrainDataFormat::kChat;
          c.max_sample_bytes = 0;
        },
        "max_sample_bytes:"},
       {[](TrainConfig& c) {
-         c.data_format = "chat";
+         c.data_format = TrainDataFormat::kChat;
          c.max_sample_bytes = (uint64_t{1} << 30) + 1;
        },
        "max_sample_bytes:"},
       {[](TrainConfig& c) {
-         c.data_format = "chat";
-         c.token_dtype = "u16";
+         c.data_format = TrainDataFormat::kChat;
+         c.token_dtype = TrainTokenDtype::kU16;
        },
        "token_dtype:"},
   };

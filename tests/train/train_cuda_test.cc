@@ -35,7 +35,9 @@ TrainConfig SmallCudaRun(const std::string& out, DeviceChoice device, OffloadPla
   c.offload = offload;
   if (offload == OffloadPlacement::kNvme) c.nvme_paths = {out + "/nvme"};
   c.sub_group_size = 40000;  // several sub-groups per unit
-  c.pipeline = pipeline;
+  const StatusOr<TrainPipeline> named = ParseChoice<TrainPipeline>(pipeline);
+  EXPECT_TRUE(named.ok()) << pipeline;
+  if (named.ok()) c.pipeline = *named;
   c.checkpoint_every = 2;
   c.eval_every = 0;
   c.out_dir = out;
@@ -128,7 +130,7 @@ void ExpectOneRankOnDeviceIsPlain(DeviceChoice device, int grad_accum, bool exac
   a.grad_accum = grad_accum;
   TrainConfig b = a;
   b.out_dir = on_device.path();
-  b.collectives = "device";
+  b.collectives = TrainCollectives::kDevice;
   auto ra = RunTraining(a, quiet);
   ASSERT_TRUE(ra.ok()) << ra.status().ToString();
   auto rb = RunTraining(b, quiet);

@@ -138,7 +138,7 @@ TEST(TrainInstruction, AChatRunResumesBitExactly) {
     TrainConfig c;
     c.model = model;
     c.data = dir / "chat.jsonl";
-    c.data_format = "chat";
+    c.data_format = TrainDataFormat::kChat;
     c.packing = true;
     c.micro_batch = 1;
     c.grad_accum = 2;
@@ -200,7 +200,7 @@ TEST(TrainInstruction, TheReportedLossIsTheMeanCrossEntropyOverResponseTokensOnl
   TrainConfig c;
   c.model = model_dir;
   c.data = dir / "chat.jsonl";
-  c.data_format = "chat";
+  c.data_format = TrainDataFormat::kChat;
   c.micro_batch = 1;
   c.grad_accum = 2;  // one conversation per micro-batch, one step
   c.seq_len = kSeqLen;
@@ -297,7 +297,7 @@ TEST(TrainInstruction, MaxSampleBytesDefaultAndRangeAreTheDataLayers) {
   TrainConfig c;
   EXPECT_EQ(c.max_sample_bytes, kDefaultMaxSampleBytes);
   c.data = "samples.jsonl";
-  c.data_format = "chat";
+  c.data_format = TrainDataFormat::kChat;
   c.max_sample_bytes = kMaxSampleBytesLimit;
   EXPECT_TRUE(ValidateTrainConfig(c).ok()) << ValidateTrainConfig(c).ToString();
   c.max_sample_bytes = kMaxSampleBytesLimit + 1;
@@ -327,7 +327,7 @@ TEST(TrainInstruction, RefusesADatasetLargerThanItsHostBudget) {
   TrainConfig c;
   c.model = "tiny-llama";  // the byte tokenizer: a token a byte
   c.data = dir / "data.jsonl";
-  c.data_format = "prompt-completion";
+  c.data_format = TrainDataFormat::kPromptCompletion;
   c.seq_len = 128;
   c.steps = 1;
   c.eval_every = 0;
