@@ -15,6 +15,7 @@
 #include "common/units.h"
 #include "io/file_reader.h"
 #include "io/safetensors_writer.h"
+#include "plan/device_tier.h"
 #include "plan/param_placement.h"
 #include "plan/speculation_budget.h"
 #include "plan/step_time.h"
@@ -727,9 +728,8 @@ StatusOr<Plan> ComputePlan(const PlanInput& in, const Hardware& hw) {
 
 namespace {
 
-StatusOr<Plan> PlanOnce(const PlanInput& in, const Hardware& hw, bool scaling) {
-  TF_RETURN_IF_ERROR(ValidateInput(in, hw));
-  TF_RETURN_IF_ERROR(CheckCancel("planning " + in.model.name));
+// The plan's identity: the model, the step's tokens, the state's bytes.
+Plan StartPlan(const PlanInput& in) {
   const ModelConfig& m = in.model;
   Plan plan;
   plan.model_name = m.name;
@@ -743,173 +743,70 @@ StatusOr<Plan> PlanOnce(const PlanInput& in, const Hardware& hw, bool scaling) {
   plan.data_parallel.nodes = in.nodes;
   plan.state_bytes_per_param = OptimizerStateBytesPerParam(OptimizerMomentCount(in.optimizer));
   plan.grad_transfer_dtype = GradTransferDType(in.dtype, in.grad_transfer_dtype);
-  const uint64_t a = DTypeSize(in.dtype);
-  const uint64_t s = plan.state_bytes_per_param;
+  return plan;
+}
 
-  // ---- device ----
+// The activations as run, and with checkpointing on and off for the notes.
+void SizeActivations(const PlanInput& in, Plan& plan) {
   ActivationOptions act;
   act.micro_batch = in.micro_batch;
   act.seq_len = in.seq_len;
   act.dtype = in.dtype;
   act.checkpointing = true;
-  plan.activations_with_checkpointing_bytes = ComputeActivationBytes(m, act).total();
+  plan.activations_with_checkpointing_bytes = ComputeActivationBytes(in.model, act).total();
   act.checkpointing = false;
-  plan.activations_without_checkpointing_bytes = ComputeActivationBytes(m, act).total();
+  plan.activations_without_checkpointing_bytes = ComputeActivationBytes(in.model, act).total();
   act.checkpointing = in.checkpointing;
-  plan.activations = ComputeActivationBytes(m, act);
-  const SubGroupSummary layout = SummarizeSubGroups(m, SubGroupRuleOf(in), 0.0, s);
+  plan.activations = ComputeActivationBytes(in.model, act);
+}
 
-  const GradBucketSizes bucket_sizes = GradBucketSizesOf(m);
-  const uint64_t bucket_bytes_per_param =
-      kGradBucketBytesPerParam +
-      (plan.grad_transfer_dtype == DType::kF32 ? 0 : DTypeSize(plan.grad_transfer_dtype));
-  // The device's components as numbers (the layout search evaluates many)
-  // and as the tier (with notes) once chosen: the same sums either way.
-  struct DeviceSizes {
-    uint64_t weights = 0, slots = 0, buckets = 0, summed = 0, collective = 0, workspace = 0,
-             rounding = 0;
-    int allocations = 0;
-  };
-  // Device collectives: this rank's part of the sum (the step's running sum
-  // over several micro-batches, else one bucket's part at a time) and, on a
-  // GPU, NCCL's scratch (a bucket's contribution widened to fp32, and with
-  // accumulation the bucket's new part before it is added).
-  const bool on_device = in.device_collectives;
-  const int64_t rank_params =
-      on_device ? SummarizeSubGroups(m, SubGroupRuleOf(in), 0.0, s, in.nvme_block_bytes, in.ranks())
-                      .params
-                : 0;
-  auto device_sizes = [&](int64_t resident, int64_t slot, int slots, int64_t bucket) {
-    DeviceSizes d;
-    d.weights = Mul(U(resident), a);
-    d.slots = Mul(U(slots), U(slot), a);
-    d.buckets = Mul(U(in.grad_buckets), U(bucket), bucket_bytes_per_param);
-    if (on_device) {
-      d.summed = Mul(U(in.grad_accum > 1 ? rank_params : bucket), 4);
-      if (hw.device_is_gpu) d.collective = Mul(U(bucket), in.grad_accum > 1 ? 8 : 4);
-    }
-    if (hw.device_is_gpu) {
-      d.workspace = Mul(kGemmWorkspaceBytesPerStream, kGemmStreams);
-      // Each slot of the streamed weights' ring is an allocation of its own.
-      d.allocations = kFixedDeviceAllocations + 2 * in.grad_buckets + slots + (on_device ? 2 : 0);
-      d.rounding = Mul(kDeviceAllocationGranuleBytes, U(d.allocations));
-    }
-    return d;
-  };
-  auto device_bytes = [&](int64_t resident, int64_t slot, int slots, int64_t bucket) {
-    const DeviceSizes d = device_sizes(resident, slot, slots, bucket);
-    return Sum(d.weights, d.slots, d.buckets, d.summed, d.collective, plan.activations.total(),
-               d.workspace, d.rounding, hw.device_reserved_bytes);
-  };
-  auto device_tier = [&](int64_t bucket, const ParamPlacement& pp) {
-    const DeviceSizes d = device_sizes(pp.resident_params, pp.slot_params, pp.device_slots, bucket);
-    TierPlan t;
-    t.name = "device";
-    t.capacity_bytes = hw.device_memory_bytes;
-    const bool sliced = bucket < layout.max_unit_params;
-    const bool streams = pp.where != ParamOffload::kNone;
-    const int64_t units = m.n_layers + 2;
-    t.components = {
-        {"weights", d.weights,
-         std::to_string(a) + " B/param, " +
-             (streams ? std::to_string(units - static_cast<int64_t>(pp.streamed_units.size())) +
-                            " of " + std::to_string(units) + " units resident"
-                      : "all layers resident")},
-        {"weight_slots", d.slots,
-         streams ? std::to_string(pp.device_slots) + " slots of the largest streamed unit (" +
-                       std::to_string(pp.slot_params) + " params) for the streamed weights"
-                 : "none: no weights stream"},
-        {"gradient_buckets", d.buckets,
-         std::string(plan.grad_transfer_dtype == DType::kF32
-                         ? "fp32"
-                         : "fp32 + its " + std::string(DTypeName(plan.grad_transfer_dtype)) +
-                               " cast for D2H") +
-             ": " + std::to_string(in.grad_buckets) + " buckets of " + std::to_string(bucket) +
-             " params (" + (sliced ? "units cut in pieces" : "the largest unit") + ")"},
-        {"summed_gradient", d.summed,
-         on_device ? (in.grad_accum > 1
-                          ? "fp32: this rank's part of every unit, the step's sum over the ranks' "
-                            "micro-batches"
-                          : "fp32: this rank's part of one bucket, summed over the ranks")
-                   : "none: the gradient is summed on the host"},
-        {"collective_scratch", d.collective,
-         d.collective > 0
-             ? "NCCL's: a bucket widened to fp32" +
-                   std::string(in.grad_accum > 1 ? ", and its part before the add" : "")
-             : "none"},
-        {"activations", plan.activations.total(),
-         std::string(in.checkpointing ? "checkpointing on" : "checkpointing off") +
-             " (on: " + FormatBytes(plan.activations_with_checkpointing_bytes) +
-             ", off: " + FormatBytes(plan.activations_without_checkpointing_bytes) +
-             "), incl. logits " + FormatBytes(plan.activations.logits)},
-    };
-    if (hw.device_is_gpu) {
-      t.components.push_back({"workspace", d.workspace, "cuBLAS workspace"});
-      t.components.push_back({"allocation_rounding", d.rounding,
-                              "fragmentation headroom: " + std::to_string(d.allocations) +
-                                  " allocations, each up to a 2 MiB granule"});
-    }
-    if (hw.device_reserved_bytes > 0) {
-      t.components.push_back(
-          {"cuda_context", hw.device_reserved_bytes, "CUDA context and allocator reserve"});
-    }
-    return t;
-  };
-  // The bucket size and the streamed units (plan/param_placement.h): given
-  // or the largest bucket, with everything resident, that leaves the device
-  // its margin; else the least streaming that does.
+// The gradient bucket sizes to try: the given one, or the largest unit, a
+// block, the largest tensor, each at most the largest unit.
+std::vector<int64_t> BucketCandidates(const PlanInput& in, const GradBucketSizes& sizes,
+                                      int64_t max_unit_params) {
   std::vector<int64_t> buckets;
   if (in.grad_bucket_params.has_value()) {
-    buckets = {std::min<int64_t>(*in.grad_bucket_params, layout.max_unit_params)};
+    buckets = {std::min<int64_t>(*in.grad_bucket_params, max_unit_params)};
   } else {
-    for (int64_t candidate :
-         {bucket_sizes.whole_units, bucket_sizes.blocks, bucket_sizes.tensors}) {
-      buckets.push_back(std::min<int64_t>(candidate, layout.max_unit_params));
+    for (int64_t candidate : {sizes.whole_units, sizes.blocks, sizes.tensors}) {
+      buckets.push_back(std::min<int64_t>(candidate, max_unit_params));
     }
   }
-  const ModelUnits units = ModelUnitsOf(m);
-  const int slots = in.param_slots.value_or(kDefaultParamSlots);
-  const double device_target = static_cast<double>(hw.device_memory_bytes) * kDeviceTargetFraction;
-  // With several ranks each streams the same units through its own ring
-  // from its own whole copy (the all-gather fills it): the device layout is
-  // one GPU's, the copy is counted per rank on the node below.
-  const ParamOffload requested = in.param_offload;
-  const DeviceLayout device_layout =
-      ChooseDeviceLayout(requested, units, buckets, slots, device_target, device_bytes);
-  const int64_t bucket = device_layout.bucket_params;
-  // Where the streamed copy lives does not change the device.
-  const ParamOffload forced =
-      in.param_offload == ParamOffload::kNvme ? ParamOffload::kNvme : ParamOffload::kHost;
-  ParamPlacement params = DescribeStreaming(units, device_layout.streamed, forced, slots, a);
-  plan.device = device_tier(bucket, params);
-  const uint64_t device_tensors = plan.device.total_bytes() - hw.device_reserved_bytes;
+  return buckets;
+}
 
-  // ---- placement, host, NVMe ----
-  TF_ASSIGN_OR_RETURN(StatePlacement state,
-                      PlaceState(in, hw, plan.params, s, device_tensors, bucket, params, units));
-  if (requested == ParamOffload::kAuto && params.where != ParamOffload::kNone) {
-    // The copy goes to the host when the host holds it within its margin
-    // (before the optimizer state: it is read every micro-batch, the state
-    // once a step), else to NVMe, unless only the host copy fits at all.
-    const double host_target =
-        static_cast<double>(hw.host_memory_bytes) * kHostAutoPlacementFraction;
-    if (static_cast<double>(state.tiers.host.total_bytes()) > host_target) {
-      ParamPlacement on_nvme = params;
-      on_nvme.where = ParamOffload::kNvme;
-      TF_ASSIGN_OR_RETURN(
-          StatePlacement nvme_state,
-          PlaceState(in, hw, plan.params, s, device_tensors, bucket, on_nvme, units));
-      auto fits = [&](const StatePlacement& sp) {
-        return sp.tiers.host.total_bytes() <= hw.host_memory_bytes &&
-               sp.tiers.nvme.total_bytes() <= hw.nvme_capacity_bytes;
-      };
-      if (fits(nvme_state) || !fits(state)) {
-        params = std::move(on_nvme);
-        state = std::move(nvme_state);
-      }
-    }
+// --offload-param auto with units streaming: the copy goes to the host when
+// the host holds it within its margin (before the optimizer state: it is
+// read every micro-batch, the state once a step), else to NVMe, unless only
+// the host copy fits at all. Moves `params` and `state` there.
+Status PlaceStreamedCopy(const PlanInput& in, const Hardware& hw, const Plan& plan,
+                         uint64_t device_tensors, int64_t bucket, const ModelUnits& units,
+                         ParamPlacement& params, StatePlacement& state) {
+  if (in.param_offload != ParamOffload::kAuto || params.where == ParamOffload::kNone) {
+    return Status::Ok();
   }
-  params.chosen_by_planner = requested == ParamOffload::kAuto;
+  const double host_target = static_cast<double>(hw.host_memory_bytes) * kHostAutoPlacementFraction;
+  if (static_cast<double>(state.tiers.host.total_bytes()) <= host_target) return Status::Ok();
+  ParamPlacement on_nvme = params;
+  on_nvme.where = ParamOffload::kNvme;
+  TF_ASSIGN_OR_RETURN(StatePlacement nvme_state,
+                      PlaceState(in, hw, plan.params, plan.state_bytes_per_param, device_tensors,
+                                 bucket, on_nvme, units));
+  auto fits = [&](const StatePlacement& sp) {
+    return sp.tiers.host.total_bytes() <= hw.host_memory_bytes &&
+           sp.tiers.nvme.total_bytes() <= hw.nvme_capacity_bytes;
+  };
+  if (fits(nvme_state) || !fits(state)) {
+    params = std::move(on_nvme);
+    state = std::move(nvme_state);
+  }
+  return Status::Ok();
+}
+
+// The host and NVMe tiers and the placement the engine is given.
+void AdoptPlacement(const PlanInput& in, int64_t bucket, bool vocab_sliced, ParamPlacement params,
+                    StatePlacement state, Plan& plan) {
+  params.chosen_by_planner = in.param_offload == ParamOffload::kAuto;
   plan.host = std::move(state.tiers.host);
   plan.nvme = std::move(state.tiers.nvme);
   plan.pinned_bytes = state.tiers.pinned_bytes;
@@ -927,30 +824,85 @@ StatusOr<Plan> PlanOnce(const PlanInput& in, const Hardware& hw, bool scaling) {
   p.buffer_count = in.buffer_count;
   p.grad_buckets = in.grad_buckets;
   p.grad_bucket_params = bucket;
-  p.vocab_sliced = bucket < layout.max_unit_params && bucket < bucket_sizes.whole_units;
+  p.vocab_sliced = vocab_sliced;
   p.speculation_params = state.speculation;
   p.speculation_from = state.speculation_from;
   p.chosen_by_planner = state.chosen;
   p.params = std::move(params);
+}
+
+// A device that does not fit with every weight resident: would streaming
+// weights fit it? Plans it (one level: kAuto) and says so.
+Status SuggestStreaming(const PlanInput& in, const Hardware& hw, Plan& plan) {
+  if (plan.feasible || plan.binding_constraint != "device" ||
+      in.param_offload != ParamOffload::kNone) {
+    return Status::Ok();
+  }
+  PlanInput streamed = in;
+  streamed.param_offload = ParamOffload::kAuto;
+  TF_ASSIGN_OR_RETURN(const Plan alt, PlanOnce(streamed, hw, /*scaling=*/false));
+  const ParamPlacement& ap = alt.placement.params;
+  if (alt.feasible && ap.where != ParamOffload::kNone) {
+    plan.explanation +=
+        ". Streaming weights fits it: --offload-param auto streams " +
+        std::to_string(ap.streamed_units.size()) + " of " + std::to_string(in.model.n_layers + 2) +
+        " units' weights from " + (ap.where == ParamOffload::kHost ? "host" : "NVMe") +
+        " through " + std::to_string(ap.device_slots) + " device slots (the device then needs " +
+        FormatBytes(alt.device.total_bytes()) + " of " + FormatBytes(alt.device.capacity_bytes) +
+        "); --offload-param host or nvme says where their copy lives";
+  }
+  return Status::Ok();
+}
+
+StatusOr<Plan> PlanOnce(const PlanInput& in, const Hardware& hw, bool scaling) {
+  TF_RETURN_IF_ERROR(ValidateInput(in, hw));
+  TF_RETURN_IF_ERROR(CheckCancel("planning " + in.model.name));
+  const ModelConfig& m = in.model;
+  Plan plan = StartPlan(in);
+  const uint64_t a = DTypeSize(in.dtype);
+  const uint64_t s = plan.state_bytes_per_param;
+
+  // ---- device ----
+  SizeActivations(in, plan);
+  const SubGroupSummary layout = SummarizeSubGroups(m, SubGroupRuleOf(in), 0.0, s);
+  const GradBucketSizes bucket_sizes = GradBucketSizesOf(m);
+  const int64_t rank_params =
+      in.device_collectives
+          ? SummarizeSubGroups(m, SubGroupRuleOf(in), 0.0, s, in.nvme_block_bytes, in.ranks())
+                .params
+          : 0;
+  const DeviceTierModel device(in, hw, plan, rank_params, layout.max_unit_params);
+  // The bucket size and the streamed units (plan/param_placement.h): given
+  // or the largest bucket, with everything resident, that leaves the device
+  // its margin; else the least streaming that does.
+  const ModelUnits units = ModelUnitsOf(m);
+  const int slots = in.param_slots.value_or(kDefaultParamSlots);
+  const double device_target = static_cast<double>(hw.device_memory_bytes) * kDeviceTargetFraction;
+  // With several ranks each streams the same units through its own ring
+  // from its own whole copy (the all-gather fills it): the device layout is
+  // one GPU's, the copy is counted per rank on the node below.
+  const DeviceLayout device_layout = ChooseDeviceLayout(
+      in.param_offload, units, BucketCandidates(in, bucket_sizes, layout.max_unit_params), slots,
+      device_target, [&device](int64_t resident, int64_t slot, int n_slots, int64_t bucket) {
+        return device.Bytes(resident, slot, n_slots, bucket);
+      });
+  const int64_t bucket = device_layout.bucket_params;
+  // Where the streamed copy lives does not change the device.
+  const ParamOffload forced =
+      in.param_offload == ParamOffload::kNvme ? ParamOffload::kNvme : ParamOffload::kHost;
+  ParamPlacement params = DescribeStreaming(units, device_layout.streamed, forced, slots, a);
+  plan.device = device.Tier(bucket, params);
+  const uint64_t device_tensors = plan.device.total_bytes() - hw.device_reserved_bytes;
+
+  // ---- placement, host, NVMe ----
+  TF_ASSIGN_OR_RETURN(StatePlacement state,
+                      PlaceState(in, hw, plan.params, s, device_tensors, bucket, params, units));
+  TF_RETURN_IF_ERROR(PlaceStreamedCopy(in, hw, plan, device_tensors, bucket, units, params, state));
+  const bool vocab_sliced = bucket < layout.max_unit_params && bucket < bucket_sizes.whole_units;
+  AdoptPlacement(in, bucket, vocab_sliced, std::move(params), std::move(state), plan);
 
   Explain(in, plan);
-  if (!plan.feasible && plan.binding_constraint == "device" &&
-      in.param_offload == ParamOffload::kNone) {
-    // Would streaming weights fit it? Plan it (one level: kAuto).
-    PlanInput streamed = in;
-    streamed.param_offload = ParamOffload::kAuto;
-    TF_ASSIGN_OR_RETURN(const Plan alt, PlanOnce(streamed, hw, /*scaling=*/false));
-    const ParamPlacement& ap = alt.placement.params;
-    if (alt.feasible && ap.where != ParamOffload::kNone) {
-      plan.explanation +=
-          ". Streaming weights fits it: --offload-param auto streams " +
-          std::to_string(ap.streamed_units.size()) + " of " + std::to_string(m.n_layers + 2) +
-          " units' weights from " + (ap.where == ParamOffload::kHost ? "host" : "NVMe") +
-          " through " + std::to_string(ap.device_slots) + " device slots (the device then needs " +
-          FormatBytes(alt.device.total_bytes()) + " of " + FormatBytes(alt.device.capacity_bytes) +
-          "); --offload-param host or nvme says where their copy lives";
-    }
-  }
+  TF_RETURN_IF_ERROR(SuggestStreaming(in, hw, plan));
   PredictStepTime(in, hw, plan);
   // The table compares GPUs per node: nothing to compare with one.
   if (scaling && in.gpus_per_node > 1) TF_RETURN_IF_ERROR(PlanScaling(in, hw, plan));
