@@ -204,31 +204,70 @@ StreamedCopy StreamedCopyOf(const PlanInput& in, const ParamPlacement& pp,
   return c;
 }
 
-StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t params,
-                           uint64_t state_bytes, uint64_t device_tensor_bytes, double ratio,
-                           int64_t speculation_params, int64_t bucket_params,
-                           const ParamPlacement& pp, const ModelUnits& units) {
-  StateTiers t;
-  // With several ranks, one rank's layout (the largest parts); the tiers
-  // are the node's: every component times its ranks.
-  const int ranks = in.ranks();
+// One rank's layout of the state, which the host and NVMe tiers are sized
+// from. With several ranks, the largest part's.
+struct RankLayout {
+  const PlanInput& in;
+  const SubGroupSummary& sg;
+  uint64_t P = 0;            // the whole model: its gradient, its weights
+  uint64_t R = 0;            // the parameters whose state this rank owns
+  uint64_t a = 0;            // bytes of a weight
+  uint64_t state_bytes = 0;  // state bytes per parameter
+  uint64_t host_params = 0;
+  uint64_t wire = 0;  // bytes of a gradient crossing PCIe
+  uint64_t buffers = 0;
+  int moments = 0;
+  bool overlapped = false;
+  int64_t spec_params = 0;
   // The engine's data-parallel path: several ranks, or one with device
   // collectives (how one GPU checks them).
-  const bool dp = ranks > 1 || in.device_collectives;
-  t.sub_groups = SummarizeSubGroups(in.model, SubGroupRuleOf(in), ratio, state_bytes,
-                                    in.nvme_block_bytes, ranks);
-  const SubGroupSummary& sg = t.sub_groups;
-  const uint64_t P = U(params);     // the whole model: its gradient, its weights
-  const uint64_t R = U(sg.params);  // the parameters whose state this rank owns
-  const uint64_t a = DTypeSize(in.dtype);
-  const uint64_t host_params = R - U(sg.nvme_params);
-  const int moments = OptimizerMomentCount(in.optimizer);
-  const bool overlapped = in.pipeline == PipelineKind::kOverlapped;
-  const int64_t spec_params = overlapped ? std::min<int64_t>(speculation_params, sg.params) : 0;
-  const uint64_t wire = DTypeSize(GradTransferDType(in.dtype, in.grad_transfer_dtype));
-  const uint64_t buffers = U(in.buffer_count);
-  const std::string bc = std::to_string(in.buffer_count);
+  bool dp = false;
+  bool on_device = false;  // device collectives
+  bool landed = false;     // one micro-batch lands as it is
+  std::string bc{};        // the buffer count, for the notes
+  StreamedCopy copy{};
+  std::string streamed_units{};  // the streamed copy, for the notes
+};
 
+RankLayout RankLayoutOf(const PlanInput& in, const SubGroupSummary& sg, int64_t params,
+                        uint64_t state_bytes, int64_t speculation_params, const ParamPlacement& pp,
+                        const ModelUnits& units) {
+  RankLayout r{in, sg};
+  r.P = U(params);
+  r.R = U(sg.params);
+  r.a = DTypeSize(in.dtype);
+  r.state_bytes = state_bytes;
+  r.host_params = r.R - U(sg.nvme_params);
+  r.moments = OptimizerMomentCount(in.optimizer);
+  r.overlapped = in.pipeline == PipelineKind::kOverlapped;
+  r.spec_params = r.overlapped ? std::min<int64_t>(speculation_params, sg.params) : 0;
+  r.wire = DTypeSize(GradTransferDType(in.dtype, in.grad_transfer_dtype));
+  r.buffers = U(in.buffer_count);
+  r.bc = std::to_string(in.buffer_count);
+  r.dp = in.ranks() > 1 || in.device_collectives;
+  r.on_device = in.device_collectives;
+  r.landed = in.grad_accum == 1 && !r.on_device;
+  r.copy = StreamedCopyOf(in, pp, units);
+  r.streamed_units = std::to_string(pp.streamed_units.size()) + " streamed units' weights, " +
+                     std::to_string(r.a) + " B/param";
+  return r;
+}
+
+// The host's buffers besides the state.
+struct HostBuffers {
+  uint64_t accumulator = 0;
+  uint64_t grad_staging = 0;
+  uint64_t weight_staging = 0;
+  uint64_t spec_weights = 0;
+  uint64_t nvme_slots = 0;
+  uint64_t checkpoint = 0;
+  uint64_t load = 0;
+};
+
+HostBuffers HostBuffersOf(const RankLayout& r, int64_t bucket_params) {
+  const PlanInput& in = r.in;
+  const SubGroupSummary& sg = r.sg;
+  HostBuffers b;
   // One micro-batch: the gradients land from the device in one pinned buffer
   // of the transfer dtype, and nothing else is needed. Several: each bucket
   // lands in pinned staging and is added into a pageable fp32 accumulator
@@ -236,78 +275,94 @@ StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t para
   // sum, which adds into this rank's fp32 part instead).
   // Device collectives: nothing lands whole; this rank's part of the sum
   // crosses into a pinned buffer of its own.
-  const bool on_device = in.device_collectives;
-  const bool landed = in.grad_accum == 1 && !on_device;
-  const uint64_t accumulator = on_device ? 0
-                               : landed  ? Mul(P, wire)
-                                         : Mul(P, dp ? wire : kGradAccumulatorBytesPerParam);
-  const uint64_t grad_staging =
-      landed || on_device ? 0 : Mul(U(in.grad_buckets), U(bucket_params), wire);
+  b.accumulator = r.on_device ? 0
+                  : r.landed  ? Mul(r.P, r.wire)
+                              : Mul(r.P, r.dp ? r.wire : kGradAccumulatorBytesPerParam);
+  b.grad_staging = r.landed || r.on_device ? 0 : Mul(U(in.grad_buckets), U(bucket_params), r.wire);
   // Data parallelism: two whole units' weights for the all-gathers (in
   // place of the per-sub-group staging).
-  const uint64_t weight_staging =
-      dp ? Mul(2, U(sg.max_unit_params), a) : Mul(buffers, U(sg.max_group_params), a);
-  const uint64_t spec_weights = SpeculationPinnedBytes(spec_params, a);
-  const uint64_t nvme_slots =
-      sg.nvme_sub_groups > 0 ? Mul(buffers, RoundUp(Mul(U(sg.max_nvme_group_params), state_bytes),
-                                                    kDirectIoAlignmentBytes))
-                             : 0;
-  const StreamedCopy copy = StreamedCopyOf(in, pp, units);
-  const std::string streamed_units = std::to_string(pp.streamed_units.size()) +
-                                     " streamed units' weights, " + std::to_string(a) + " B/param";
+  b.weight_staging =
+      r.dp ? Mul(2, U(sg.max_unit_params), r.a) : Mul(r.buffers, U(sg.max_group_params), r.a);
+  b.spec_weights = SpeculationPinnedBytes(r.spec_params, r.a);
+  b.nvme_slots = sg.nvme_sub_groups > 0
+                     ? Mul(r.buffers, RoundUp(Mul(U(sg.max_nvme_group_params), r.state_bytes),
+                                              kDirectIoAlignmentBytes))
+                     : 0;
   // Start-up reads each unit whole as fp32 before the first step; it never
   // coexists with a checkpoint's buffers, so the peak counts the larger.
-  const uint64_t checkpoint = CheckpointBufferBytes(sg, P, a);
-  const uint64_t load = Mul(kMasterBytesPerParam, U(sg.max_unit_params));
-  t.host.name = "host";
-  t.host.capacity_bytes = hw.host_memory_bytes;
-  t.host.components = {
-      {"master_weights", Mul(host_params, kMasterBytesPerParam), "fp32, 4 B/param on host"},
-      {"optimizer_moments", Mul(host_params, kMomentBytesPerParam, U(moments)),
-       std::to_string(moments) + " fp32 moment(s), " + std::to_string(4 * moments) +
-           " B/param on host"},
-      {"speculation_backup",
-       SpeculationBackupBytes(spec_params, static_cast<int64_t>(host_params), state_bytes),
-       "overlapped pipeline: state backup of the speculated host-tier sub-groups (" +
-           std::to_string(spec_params) + " speculated params)"},
-      {"gradient_accumulator", accumulator,
+  b.checkpoint = CheckpointBufferBytes(sg, r.P, r.a);
+  b.load = Mul(kMasterBytesPerParam, U(sg.max_unit_params));
+  return b;
+}
+
+// The gradient's components on the host, each with its note.
+std::vector<PlanComponent> HostGradientComponents(const RankLayout& r, const HostBuffers& b) {
+  const PlanInput& in = r.in;
+  const bool dp = r.dp;
+  const bool on_device = r.on_device;
+  const bool landed = r.landed;
+  return {
+      {"gradient_accumulator", b.accumulator,
        on_device ? "none: the ranks sum the gradient on their devices"
-       : landed  ? "one micro-batch: the D2H landing, " + std::to_string(wire) +
+       : landed  ? "one micro-batch: the D2H landing, " + std::to_string(r.wire) +
                       " B/param in the transfer dtype, pinned"
-       : dp ? "each micro-batch's whole gradient for the ranks' sum, " + std::to_string(wire) +
+       : dp ? "each micro-batch's whole gradient for the ranks' sum, " + std::to_string(r.wire) +
                   " B/param, pageable"
             : "fp32, 4 B/param, pageable (no DMA touches it)"},
-      {"summed_gradient_part", dp ? Mul(R, 4) : 0,
+      {"summed_gradient_part", dp ? Mul(r.R, 4) : 0,
        on_device ? "fp32, pinned: this rank's part of the gradient summed on the devices, "
                    "landed once a step"
                  : "fp32: this rank's part of the gradient summed over the ranks"},
-      {"pinned_gradient_staging", grad_staging,
+      {"pinned_gradient_staging", b.grad_staging,
        on_device ? "none: only the summed part crosses"
        : landed  ? "none: one micro-batch's gradients land in the accumulator"
-                 : "D2H landing, " + std::to_string(wire) + " B/param: bucket size x " +
+                 : "D2H landing, " + std::to_string(r.wire) + " B/param: bucket size x " +
                       std::to_string(in.grad_buckets) + " buckets"},
-      {"pinned_weight_staging", weight_staging,
-       dp ? "H2D source: two whole units' weights (the largest unit) for the all-gathers"
-          : "H2D source: largest sub-group x " + std::to_string(a) + " B x " + bc + " slots"},
-      {"streamed_weights", copy.host_pinned,
-       "pinned: the " + streamed_units + "; each fetch uploads from here, the update writes here"},
-      {"weight_staging", copy.staging,
+  };
+}
+
+TierPlan HostTier(const RankLayout& r, const HostBuffers& b, const Hardware& hw,
+                  uint64_t device_tensor_bytes, const ParamPlacement& pp) {
+  const PlanInput& in = r.in;
+  TierPlan host;
+  host.name = "host";
+  host.capacity_bytes = hw.host_memory_bytes;
+  host.components = {
+      {"master_weights", Mul(r.host_params, kMasterBytesPerParam), "fp32, 4 B/param on host"},
+      {"optimizer_moments", Mul(r.host_params, kMomentBytesPerParam, U(r.moments)),
+       std::to_string(r.moments) + " fp32 moment(s), " + std::to_string(4 * r.moments) +
+           " B/param on host"},
+      {"speculation_backup",
+       SpeculationBackupBytes(r.spec_params, static_cast<int64_t>(r.host_params), r.state_bytes),
+       "overlapped pipeline: state backup of the speculated host-tier sub-groups (" +
+           std::to_string(r.spec_params) + " speculated params)"},
+  };
+  for (PlanComponent& c : HostGradientComponents(r, b)) host.components.push_back(std::move(c));
+  std::vector<PlanComponent> rest = {
+      {"pinned_weight_staging", b.weight_staging,
+       r.dp ? "H2D source: two whole units' weights (the largest unit) for the all-gathers"
+            : "H2D source: largest sub-group x " + std::to_string(r.a) + " B x " + r.bc + " slots"},
+      {"streamed_weights", r.copy.host_pinned,
+       "pinned: the " + r.streamed_units +
+           "; each fetch uploads from here, the update writes here"},
+      {"weight_staging", r.copy.staging,
        "pinned: " + std::to_string(pp.nvme_staging) +
            " NVMe staging buffers of one slot each (the largest streamed unit, " +
            std::to_string(pp.slot_params) + " params)"},
-      {"weight_write_back", copy.write_back,
+      {"weight_write_back", r.copy.write_back,
        std::to_string(kStreamedWriteBackBuffers) +
            " write-back buffers of one slot each (registered for the NVMe ring): a streamed "
            "unit's new weights on their way to the drive"},
-      {"pinned_speculative_weights", spec_weights,
+      {"pinned_speculative_weights", b.spec_weights,
        "overlapped pipeline: new weights of the speculated sub-groups"},
-      {"nvme_io_buffers", nvme_slots,
-       "pinned: largest NVMe sub-group x " + std::to_string(state_bytes) + " B x " + bc + " slots"},
-      {"checkpoint_buffers", checkpoint,
+      {"nvme_io_buffers", b.nvme_slots,
+       "pinned: largest NVMe sub-group x " + std::to_string(r.state_bytes) + " B x " + r.bc +
+           " slots"},
+      {"checkpoint_buffers", b.checkpoint,
        "checkpoints and the final save stream the state: one sub-group's master + moments "
        "(fp32) and the file writer's buffer"},
-      {"model_load", load > checkpoint ? load - checkpoint : 0,
-       "start-up reads each unit whole as fp32 (" + FormatBytes(load) +
+      {"model_load", b.load > b.checkpoint ? b.load - b.checkpoint : 0,
+       "start-up reads each unit whole as fp32 (" + FormatBytes(b.load) +
            ", the largest unit): what it needs beyond the checkpoint buffers, which it never "
            "coexists with"},
       {"dataset", in.dataset_bytes,
@@ -315,77 +370,107 @@ StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t para
                             : "not known here (tierflow train counts the dataset it loads)"},
       {"process_overhead", kHostProcessOverheadBytes, "code, threads, allocator slack"},
   };
+  for (PlanComponent& c : rest) host.components.push_back(std::move(c));
   if (hw.device_memory_is_host_memory) {
-    t.host.components.push_back(
+    host.components.push_back(
         {"emulated_device_memory", device_tensor_bytes, "the CPU device's memory is host RAM"});
   }
-  t.pinned_bytes =
-      Sum(landed ? accumulator : 0, on_device ? Mul(R, 4) : 0, grad_staging, weight_staging,
-          spec_weights, nvme_slots, copy.host_pinned, copy.staging, copy.write_back);
-  if (in.lock_host_state) {
-    // pin_memory: the host share of the state is page-locked too.
-    t.pinned_bytes = Sum(t.pinned_bytes, t.host.bytes_of("master_weights"),
-                         t.host.bytes_of("optimizer_moments"));
-  }
+  return host;
+}
 
-  t.nvme.name = "nvme";
-  t.nvme.capacity_bytes = hw.nvme_capacity_bytes;
-  if (sg.nvme_sub_groups > 0) {
-    const uint64_t copies = overlapped ? 2 : 1;
-    const uint64_t dirs = U(in.nvme_directories);
-    const uint64_t state_files = Mul(copies, sg.nvme_block_bytes);
-    const uint64_t block = in.nvme_block_bytes;
-    const uint64_t spare =
-        Mul(dirs, RoundUp(Mul(buffers + 1, U(sg.max_nvme_group_params), state_bytes), block));
-    // Per directory: the header (tensor table) and two block-table copies
-    // (8 bytes per logical block), together padded to where data starts.
-    const uint64_t tensors = Mul(copies, U(sg.nvme_sub_groups));
-    const uint64_t logical_blocks_per_dir = state_files / dirs / block + 1;
-    const uint64_t metadata = Mul(
-        dirs,
-        RoundUp(
-            Sum(RoundUp(Sum(kNvmeHeaderFixedBytes, Mul(kNvmeHeaderBytesPerTensor, tensors)),
-                        kDirectIoAlignmentBytes),
-                Mul(2, RoundUp(Sum(32, Mul(kNvmeBlockTableBytesPerBlock, logical_blocks_per_dir)),
-                               kDirectIoAlignmentBytes))),
-            std::min(block, kNvmeBlockBytes)));
-    t.nvme.components = {
-        {"state_files", state_files,
-         std::to_string(state_bytes) + " B/param (master + moments) x " + std::to_string(copies) +
-             (copies == 2 ? " copies (overlapped pipeline)" : " copy") + ", whole " +
-             FormatBytes(block) + " blocks"},
-        {"spare_blocks", spare,
-         "per directory: (" + bc + " slots + 1) x the largest sub-group's state"},
-        {"headers_and_block_tables", metadata,
-         "tensor table and two block tables per file, padded to the first data block"},
-    };
-  } else {
-    t.nvme.components = {{"state_files", 0, "no optimizer state on NVMe"}};
+uint64_t PinnedBytes(const RankLayout& r, const HostBuffers& b, const TierPlan& host) {
+  uint64_t pinned = Sum(r.landed ? b.accumulator : 0, r.on_device ? Mul(r.R, 4) : 0, b.grad_staging,
+                        b.weight_staging, b.spec_weights, b.nvme_slots, r.copy.host_pinned,
+                        r.copy.staging, r.copy.write_back);
+  if (r.in.lock_host_state) {
+    // pin_memory: the host share of the state is page-locked too.
+    pinned = Sum(pinned, host.bytes_of("master_weights"), host.bytes_of("optimizer_moments"));
   }
-  if (copy.nvme > 0) {
-    t.nvme.components.push_back({"streamed_weights", copy.nvme,
-                                 "the " + streamed_units + ", each unit in whole " +
-                                     FormatBytes(in.nvme_block_bytes) +
-                                     " blocks; read every fetch, written every step"});
-    t.nvme.components.push_back(
-        {"streamed_weights_spare", copy.nvme_spare,
-         "per directory: " + std::to_string(kStreamedSpareSlotsPerDirectory) +
-             " slots of spare blocks, so a unit is rewritten while its "
-             "old copy stays readable"});
+  return pinned;
+}
+
+// The state's files on NVMe: the blocks, the spare ones, and per directory
+// the header (tensor table) and two block-table copies (8 bytes per logical
+// block), together padded to where data starts.
+std::vector<PlanComponent> NvmeStateComponents(const RankLayout& r) {
+  const PlanInput& in = r.in;
+  const SubGroupSummary& sg = r.sg;
+  if (sg.nvme_sub_groups <= 0) return {{"state_files", 0, "no optimizer state on NVMe"}};
+  const uint64_t copies = r.overlapped ? 2 : 1;
+  const uint64_t dirs = U(in.nvme_directories);
+  const uint64_t state_files = Mul(copies, sg.nvme_block_bytes);
+  const uint64_t block = in.nvme_block_bytes;
+  const uint64_t spare =
+      Mul(dirs, RoundUp(Mul(r.buffers + 1, U(sg.max_nvme_group_params), r.state_bytes), block));
+  const uint64_t tensors = Mul(copies, U(sg.nvme_sub_groups));
+  const uint64_t logical_blocks_per_dir = state_files / dirs / block + 1;
+  const uint64_t metadata = Mul(
+      dirs,
+      RoundUp(Sum(RoundUp(Sum(kNvmeHeaderFixedBytes, Mul(kNvmeHeaderBytesPerTensor, tensors)),
+                          kDirectIoAlignmentBytes),
+                  Mul(2, RoundUp(Sum(32, Mul(kNvmeBlockTableBytesPerBlock, logical_blocks_per_dir)),
+                                 kDirectIoAlignmentBytes))),
+              std::min(block, kNvmeBlockBytes)));
+  return {
+      {"state_files", state_files,
+       std::to_string(r.state_bytes) + " B/param (master + moments) x " + std::to_string(copies) +
+           (copies == 2 ? " copies (overlapped pipeline)" : " copy") + ", whole " +
+           FormatBytes(block) + " blocks"},
+      {"spare_blocks", spare,
+       "per directory: (" + r.bc + " slots + 1) x the largest sub-group's state"},
+      {"headers_and_block_tables", metadata,
+       "tensor table and two block tables per file, padded to the first data block"},
+  };
+}
+
+TierPlan NvmeTier(const RankLayout& r, const Hardware& hw) {
+  TierPlan nvme;
+  nvme.name = "nvme";
+  nvme.capacity_bytes = hw.nvme_capacity_bytes;
+  nvme.components = NvmeStateComponents(r);
+  if (r.copy.nvme > 0) {
+    nvme.components.push_back({"streamed_weights", r.copy.nvme,
+                               "the " + r.streamed_units + ", each unit in whole " +
+                                   FormatBytes(r.in.nvme_block_bytes) +
+                                   " blocks; read every fetch, written every step"});
+    nvme.components.push_back({"streamed_weights_spare", r.copy.nvme_spare,
+                               "per directory: " + std::to_string(kStreamedSpareSlotsPerDirectory) +
+                                   " slots of spare blocks, so a unit is rewritten while its "
+                                   "old copy stays readable"});
   }
-  if (dp && in.gpus_per_node > 1) {
-    // The node's ranks each hold all of the above (the ranks of a node are
-    // sized by the largest part): host RAM and NVMe are shared.
-    const auto n = U(in.gpus_per_node);
-    const std::string each = " (each of the node's " + std::to_string(n) + " ranks)";
-    for (TierPlan* tier : {&t.host, &t.nvme}) {
-      for (PlanComponent& c : tier->components) {
-        c.bytes = Mul(c.bytes, n);
-        c.note += each;
-      }
+  return nvme;
+}
+
+// The node's ranks each hold all of one rank's tiers (the ranks of a node
+// are sized by the largest part): host RAM and NVMe are shared.
+void ScaleToNode(const PlanInput& in, StateTiers& t) {
+  const auto n = U(in.gpus_per_node);
+  const std::string each = " (each of the node's " + std::to_string(n) + " ranks)";
+  for (TierPlan* tier : {&t.host, &t.nvme}) {
+    for (PlanComponent& c : tier->components) {
+      c.bytes = Mul(c.bytes, n);
+      c.note += each;
     }
-    t.pinned_bytes = Mul(t.pinned_bytes, n);
   }
+  t.pinned_bytes = Mul(t.pinned_bytes, n);
+}
+
+StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t params,
+                           uint64_t state_bytes, uint64_t device_tensor_bytes, double ratio,
+                           int64_t speculation_params, int64_t bucket_params,
+                           const ParamPlacement& pp, const ModelUnits& units) {
+  StateTiers t;
+  // With several ranks, one rank's layout (the largest parts); the tiers
+  // are the node's: every component times its ranks.
+  t.sub_groups = SummarizeSubGroups(in.model, SubGroupRuleOf(in), ratio, state_bytes,
+                                    in.nvme_block_bytes, in.ranks());
+  const RankLayout r =
+      RankLayoutOf(in, t.sub_groups, params, state_bytes, speculation_params, pp, units);
+  const HostBuffers buffers = HostBuffersOf(r, bucket_params);
+  t.host = HostTier(r, buffers, hw, device_tensor_bytes, pp);
+  t.pinned_bytes = PinnedBytes(r, buffers, t.host);
+  t.nvme = NvmeTier(r, hw);
+  if (r.dp && in.gpus_per_node > 1) ScaleToNode(in, t);
   return t;
 }
 
