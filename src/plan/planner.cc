@@ -255,13 +255,10 @@ RankLayout RankLayoutOf(const PlanInput& in, const SubGroupSummary& sg, int64_t 
 
 // The host's buffers besides the state.
 struct HostBuffers {
-  uint64_t accumulator = 0;
-  uint64_t grad_staging = 0;
-  uint64_t weight_staging = 0;
-  uint64_t spec_weights = 0;
-  uint64_t nvme_slots = 0;
-  uint64_t checkpoint = 0;
-  uint64_t load = 0;
+  uint64_t accumulator = 0, grad_staging = 0;     // the gradient's landing
+  uint64_t weight_staging = 0, spec_weights = 0;  // the new weights' way out
+  uint64_t nvme_slots = 0;                        // the state's NVMe I/O
+  uint64_t checkpoint = 0, load = 0;              // saving and loading
 };
 
 HostBuffers HostBuffersOf(const RankLayout& r, int64_t bucket_params) {

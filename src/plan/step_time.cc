@@ -26,49 +26,24 @@ double Seconds(double amount, double rate) { return rate > 0 ? amount / rate : 0
 // The stage times of one step, and the figures the step's formula and the
 // advice take from them. Per rank unless said.
 struct StepCosts {
-  // The run's shape.
-  double P = 0;  // parameters
-  double a = 0;  // bytes of a weight
-  double k = 0;  // micro-batches per step
-  double s = 0;  // optimizer state bytes per parameter
-  double t = 0;  // bytes of a gradient as it leaves the device
-  double W = 0;  // ranks
-  double N = 0;  // ranks on a node
-  double G = 0;  // GPUs on a PCIe link
-  bool dp = false;
-  bool on_device = false;  // device collectives
-  double rank_params = 0;
-  double rank_tokens = 0;
-  double h2d_rate = 0;
+  // The run's shape: parameters, bytes of a weight, micro-batches per step,
+  // state bytes per parameter, bytes of a gradient as it leaves the device,
+  // ranks, ranks on a node, GPUs on a PCIe link.
+  double P = 0, a = 0, k = 0, s = 0, t = 0, W = 0, N = 0, G = 0;
+  bool dp = false, on_device = false;  // data parallel; device collectives
+  double rank_params = 0, rank_tokens = 0, h2d_rate = 0;
   // The device's phase: compute, and the gradients leaving it.
-  double compute = 0;
-  double d2h = 0;
-  double accumulate = 0;
-  double reduce_scatter = 0;
-  double all_gather = 0;
+  double compute = 0, d2h = 0, accumulate = 0, reduce_scatter = 0, all_gather = 0;
   // The update.
-  double optimizer = 0;
-  double nvme = 0;
-  double h2d = 0;
+  double optimizer = 0, nvme = 0, h2d = 0;
   // Parameter offload: the streamed units' uploads, per micro-batch, and
   // their reads and write-back on NVMe.
-  bool streams = false;
-  bool from_nvme = false;
-  double fetch_h2d = 0;
-  double fetch_read = 0;
-  double fetch_each = 0;
-  double param_writes = 0;
-  double h2d_params = 0;
-  double nvme_params_seconds = 0;
-  double forward_fetch = 0;
+  bool streams = false, from_nvme = false;
+  double fetch_h2d = 0, fetch_read = 0, fetch_each = 0, param_writes = 0;
+  double h2d_params = 0, nvme_params_seconds = 0, forward_fetch = 0;
   // The step's formula.
-  double per_micro_compute = 0;
-  double forward_share = 0;
-  double update_nvme = 0;
-  double update_slowest = 0;
-  double update_sum = 0;
-  double update = 0;
-  double once = 0;
+  double per_micro_compute = 0, forward_share = 0, once = 0;
+  double update_nvme = 0, update_slowest = 0, update_sum = 0, update = 0;
 
   // The step with `micro` micro-batches, each computing for `compute_each`
   // and transferring for `transfer`. Each phase takes its slowest stage:
