@@ -1,7 +1,8 @@
 // ComputePlan: sizes every tier's components as the engine allocates them
-// (plan/memory_model.h), places the optimizer state (host, NVMe or split),
-// checks each tier against its capacity, names the binding constraint with
-// advice, and predicts the step time (plan/step_time.h).
+// (plan/memory_model.h; the device's in plan/device_tier.h), places the
+// optimizer state (host, NVMe or split), checks each tier against its
+// capacity, names the binding constraint with advice, and predicts the step
+// time (plan/step_time.h).
 #include "plan/planner.h"
 
 #include <algorithm>
