@@ -11,7 +11,9 @@
 #include <cerrno>
 #include <filesystem>
 #include <set>
+#include <string_view>
 #include <system_error>
+#include <unordered_set>
 
 #include "common/units.h"
 #include "offload/aligned_buffer.h"
@@ -78,6 +80,15 @@ struct TicketState {
   bool verified = false;
   Status result;
 
+  // A ticket of `store` for the blocks that `num_bytes` at `offset_bytes` of
+  // tensor `id` cover, each mapped to its directory and local block.
+  static std::shared_ptr<TicketState> ForRange(StateStore& store, TensorId id, IoOpKind kind,
+                                               uint64_t offset_bytes, uint64_t num_bytes);
+  // The request of `block` (mapped, its physical block chosen): the ticket's
+  // kind, whole pages of `buffer`, at its place in its file; completing into
+  // this ticket, which `self` keeps alive until then.
+  void PrepareRequest(BlockOp& block, uint8_t* buffer, uint64_t data_offset_bytes,
+                      const std::shared_ptr<TicketState>& self);
   void OnBlockDone(BlockOp& block, Status status);
   // Waits for the I/O; for reads, verifies each block's CRC32C as soon as
   // that block has landed, overlapping the checksums with the rest of the
@@ -322,25 +333,45 @@ std::shared_ptr<TicketState> StateStore::NewTicket(TensorId id, IoOpKind kind,
   return ticket;
 }
 
+std::shared_ptr<TicketState> TicketState::ForRange(StateStore& store, TensorId id, IoOpKind kind,
+                                                   uint64_t offset_bytes, uint64_t num_bytes) {
+  const StateStore::TensorState& ts = store.tensors_[id];
+  const uint32_t num_dirs = static_cast<uint32_t>(store.dirs_.size());
+  const uint32_t bs = store.block_size_bytes_;
+  const uint64_t first = offset_bytes / bs;
+  auto ticket = store.NewTicket(id, kind, (num_bytes + bs - 1) / bs);
+  for (uint64_t i = 0; i < ticket->blocks.size(); ++i) {
+    const uint64_t k = first + i;
+    BlockOp& b = ticket->blocks[i];
+    b.tensor_block = k;
+    b.dir = BlockDirectory(ts.start_dir, k, num_dirs);
+    b.local_block = ts.first_local_block[b.dir] + k / num_dirs;
+    b.valid_bytes = static_cast<uint32_t>(std::min<uint64_t>(bs, ts.spec.num_bytes - k * bs));
+  }
+  return ticket;
+}
+
+void TicketState::PrepareRequest(BlockOp& b, uint8_t* buffer, uint64_t data_offset_bytes,
+                                 const std::shared_ptr<TicketState>& self) {
+  b.request.kind = kind;
+  b.request.file = b.dir;
+  b.request.buffer = buffer;
+  b.request.num_bytes = static_cast<uint32_t>(RoundUp(b.valid_bytes, kDirectIoAlignment));
+  b.request.offset_bytes = data_offset_bytes + uint64_t{b.physical} * block_size_bytes;
+  TicketState* t = this;
+  b.request.on_done = [keep = self, t, &b](Status s) { t->OnBlockDone(b, std::move(s)); };
+}
+
 StatusOr<IoTicket> StateStore::ReadAsync(TensorId id, void* dst, uint64_t offset_bytes,
                                          uint64_t num_bytes) {
   TF_RETURN_IF_ERROR(CheckRange(id, dst, offset_bytes, num_bytes));
-  const TensorState& ts = tensors_[id];
-  const uint32_t num_dirs = static_cast<uint32_t>(dirs_.size());
-  uint64_t first = offset_bytes / block_size_bytes_;
-  uint64_t count = (num_bytes + block_size_bytes_ - 1) / block_size_bytes_;
-  auto ticket = NewTicket(id, IoOpKind::kRead, count);
+  auto ticket = TicketState::ForRange(*this, id, IoOpKind::kRead, offset_bytes, num_bytes);
+  const uint64_t count = ticket->blocks.size();
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (closed_) return FailedPreconditionError("swap set " + run_id_ + " is closed");
     for (uint64_t i = 0; i < count; ++i) {
-      uint64_t k = first + i;
       BlockOp& b = ticket->blocks[i];
-      b.tensor_block = k;
-      b.dir = BlockDirectory(ts.start_dir, k, num_dirs);
-      b.local_block = ts.first_local_block[b.dir] + k / num_dirs;
-      b.valid_bytes = static_cast<uint32_t>(
-          std::min<uint64_t>(block_size_bytes_, ts.spec.num_bytes - k * block_size_bytes_));
       Directory& d = *dirs_[b.dir];
       uint32_t p = d.physical[b.local_block];
       if (p == kUnmappedBlock) {
@@ -353,8 +384,9 @@ StatusOr<IoTicket> StateStore::ReadAsync(TensorId id, void* dst, uint64_t offset
             free_cv_.notify_all();
           }
         }
-        return FailedPreconditionError(BlockContext(ts.spec, k, block_size_bytes_, b.valid_bytes) +
-                                       " was never written; write the tensor before reading it");
+        return FailedPreconditionError(
+            BlockContext(tensors_[id].spec, b.tensor_block, block_size_bytes_, b.valid_bytes) +
+            " was never written; write the tensor before reading it");
       }
       b.physical = p;
       b.crc = d.crc[b.local_block];
@@ -364,14 +396,8 @@ StatusOr<IoTicket> StateStore::ReadAsync(TensorId id, void* dst, uint64_t offset
   }
   for (uint64_t i = 0; i < count; ++i) {
     BlockOp& b = ticket->blocks[i];
-    const Directory& d = *dirs_[b.dir];
-    b.request.kind = IoOpKind::kRead;
-    b.request.file = b.dir;
-    b.request.buffer = static_cast<uint8_t*>(dst) + i * block_size_bytes_;
-    b.request.num_bytes = static_cast<uint32_t>(RoundUp(b.valid_bytes, kDirectIoAlignment));
-    b.request.offset_bytes = d.header.data_offset_bytes + uint64_t{b.physical} * block_size_bytes_;
-    TicketState* t = ticket.get();
-    b.request.on_done = [keep = ticket, t, &b](Status s) { t->OnBlockDone(b, std::move(s)); };
+    ticket->PrepareRequest(b, static_cast<uint8_t*>(dst) + i * block_size_bytes_,
+                           dirs_[b.dir]->header.data_offset_bytes, ticket);
   }
   std::vector<IoRequest*> requests;
   requests.reserve(count);
@@ -385,20 +411,10 @@ StatusOr<IoTicket> StateStore::WriteAsync(TensorId id, const void* src, uint64_t
   TF_RETURN_IF_ERROR(CheckRange(id, src, offset_bytes, num_bytes));
   const TensorState& ts = tensors_[id];
   const uint32_t num_dirs = static_cast<uint32_t>(dirs_.size());
-  uint64_t first = offset_bytes / block_size_bytes_;
-  uint64_t count = (num_bytes + block_size_bytes_ - 1) / block_size_bytes_;
-  auto ticket = NewTicket(id, IoOpKind::kWrite, count);
+  auto ticket = TicketState::ForRange(*this, id, IoOpKind::kWrite, offset_bytes, num_bytes);
+  const uint64_t count = ticket->blocks.size();
   std::vector<uint64_t> need(num_dirs, 0);
-  for (uint64_t i = 0; i < count; ++i) {
-    uint64_t k = first + i;
-    BlockOp& b = ticket->blocks[i];
-    b.tensor_block = k;
-    b.dir = BlockDirectory(ts.start_dir, k, num_dirs);
-    b.local_block = ts.first_local_block[b.dir] + k / num_dirs;
-    b.valid_bytes = static_cast<uint32_t>(
-        std::min<uint64_t>(block_size_bytes_, ts.spec.num_bytes - k * block_size_bytes_));
-    ++need[b.dir];
-  }
+  for (const BlockOp& b : ticket->blocks) ++need[b.dir];
   {
     std::unique_lock<std::mutex> lock(mu_);
     if (closed_) return FailedPreconditionError("swap set " + run_id_ + " is closed");
@@ -439,18 +455,11 @@ StatusOr<IoTicket> StateStore::WriteAsync(TensorId id, const void* src, uint64_t
   uint64_t batch_bytes = 0;
   for (uint64_t i = 0; i < count; ++i) {
     BlockOp& b = ticket->blocks[i];
-    const Directory& d = *dirs_[b.dir];
     uint8_t* block_src =
         const_cast<uint8_t*>(static_cast<const uint8_t*>(src)) + i * block_size_bytes_;
     // The checksum covers the tensor's bytes only, not the padding to 4096.
     b.crc = Crc32c(0, block_src, b.valid_bytes);
-    b.request.kind = IoOpKind::kWrite;
-    b.request.file = b.dir;
-    b.request.buffer = block_src;
-    b.request.num_bytes = static_cast<uint32_t>(RoundUp(b.valid_bytes, kDirectIoAlignment));
-    b.request.offset_bytes = d.header.data_offset_bytes + uint64_t{b.physical} * block_size_bytes_;
-    TicketState* t = ticket.get();
-    b.request.on_done = [keep = ticket, t, &b](Status s) { t->OnBlockDone(b, std::move(s)); };
+    ticket->PrepareRequest(b, block_src, dirs_[b.dir]->header.data_offset_bytes, ticket);
     requests[num_requests++] = &b.request;
     batch_bytes += b.request.num_bytes;
     if (num_requests == kBlocksPerBatch || batch_bytes >= kBytesPerBatch || i + 1 == count) {
@@ -589,6 +598,88 @@ Status StateStore::InitEngine() {
   return Status::Ok();
 }
 
+namespace {
+
+// The tensors of a new set, in order: each named (at most 4096 bytes),
+// not empty, its name unique.
+Status CheckTensorSpecs(const std::vector<TensorSpec>& tensors) {
+  std::unordered_set<std::string_view> names;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const TensorSpec& spec = tensors[i];
+    if (spec.name.empty() || spec.name.size() > 4096) {
+      return InvalidArgumentError("tensor " + std::to_string(i) +
+                                  " has an empty or over-long name");
+    }
+    if (spec.num_bytes == 0) return InvalidArgumentError("tensor '" + spec.name + "' has 0 bytes");
+    if (!names.insert(spec.name).second) {
+      return InvalidArgumentError("tensor name '" + spec.name +
+                                  "' appears twice; names must be unique");
+    }
+  }
+  return Status::Ok();
+}
+
+// Makes DIR/tierflow-swap/RUN for a new set: refused where DIR is missing,
+// holds a stale set, or already has the run.
+Status MakeRunDirectory(const std::string& dir, const std::string& run_id) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    return NotFoundError("state directory " + dir + " does not exist or is not a directory");
+  }
+  TF_RETURN_IF_ERROR(CheckNoStaleSwapSets(dir));
+  fs::create_directories(fs::path(dir) / kSwapRootName, ec);
+  if (ec)
+    return ErrnoStatus(ec.value(), "create directory " + (fs::path(dir) / kSwapRootName).string());
+  std::string run_dir = RunDirectory(dir, run_id);
+  if (mkdir(run_dir.c_str(), 0700) != 0) {
+    if (errno == EEXIST) {
+      return FailedPreconditionError("swap set " + run_dir +
+                                     " already exists; choose another run id");
+    }
+    return ErrnoStatus(errno, "create directory " + run_dir);
+  }
+  return Status::Ok();
+}
+
+// A new swap file's layout after its header `h` (block tables, then the
+// data from a block-aligned offset), its space reserved (a full drive is an
+// error at start, not mid-run), and the header written.
+Status WriteNewSwapFile(int fd, const std::string& path, SwapFileHeader& h) {
+  const uint32_t bs = h.block_size_bytes;
+  h.block_table_copy_num_bytes = BlockTableCopySize(h.num_logical_blocks);
+  // Offsets do not change the header's size (fixed-width fields).
+  uint64_t header_bytes = EncodeSwapHeader(h).size();
+  h.block_table_offset_bytes = header_bytes;
+  h.data_offset_bytes =
+      RoundUp(header_bytes + 2 * h.block_table_copy_num_bytes, std::min<uint64_t>(bs, 1u << 20));
+  uint64_t file_bytes = h.data_offset_bytes + h.num_physical_blocks * bs;
+  int rc = posix_fallocate(fd, 0, static_cast<off_t>(file_bytes));
+  if (rc == EOPNOTSUPP || rc == EINVAL) {
+    if (ftruncate(fd, static_cast<off_t>(file_bytes)) != 0)
+      rc = errno;
+    else
+      rc = 0;
+  }
+  if (rc != 0) {
+    return ErrnoStatus(rc, "reserve " + FormatBytes(file_bytes) + " for swap file " + path);
+  }
+  std::vector<uint8_t> encoded = EncodeSwapHeader(h);
+  TF_ASSIGN_OR_RETURN(AlignedBuffer hb, AlignedBuffer::Allocate(encoded.size()));
+  std::copy(encoded.begin(), encoded.end(), hb.data());
+  return PwriteAll(fd, hb.data(), encoded.size(), 0, path);
+}
+
+// After a failed Create or Open: closes the swap files opened so far.
+template <typename Directories>
+void CloseSwapFiles(Directories& dirs) {
+  for (auto& d : dirs) {
+    if (d->fd >= 0) close(d->fd);
+    d->fd = -1;
+  }
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<StateStore>> StateStore::Create(const StateStoreOptions& options,
                                                          const std::vector<TensorSpec>& tensors) {
   TF_RETURN_IF_ERROR(ValidateOptions(options));
@@ -601,18 +692,11 @@ StatusOr<std::unique_ptr<StateStore>> StateStore::Create(const StateStoreOptions
   const uint32_t bs = options.block_size_bytes;
 
   // Layout: tensor i starts in directory i % num_dirs, so small tensors spread too.
+  TF_RETURN_IF_ERROR(CheckTensorSpecs(tensors));
   std::vector<uint64_t> logical_blocks(num_dirs, 0);
   for (size_t i = 0; i < tensors.size(); ++i) {
     const TensorSpec& spec = tensors[i];
-    if (spec.name.empty() || spec.name.size() > 4096) {
-      return InvalidArgumentError("tensor " + std::to_string(i) +
-                                  " has an empty or over-long name");
-    }
-    if (spec.num_bytes == 0) return InvalidArgumentError("tensor '" + spec.name + "' has 0 bytes");
-    if (!store->by_name_.emplace(spec.name, static_cast<TensorId>(i)).second) {
-      return InvalidArgumentError("tensor name '" + spec.name +
-                                  "' appears twice; names must be unique");
-    }
+    store->by_name_.emplace(spec.name, static_cast<TensorId>(i));
     TensorState ts;
     ts.spec = spec;
     ts.start_dir = static_cast<uint32_t>(i % num_dirs);
@@ -631,10 +715,7 @@ StatusOr<std::unique_ptr<StateStore>> StateStore::Create(const StateStoreOptions
     bool armed = true;
     ~Cleanup() {
       if (!armed) return;
-      for (auto& d : store->dirs_) {
-        if (d->fd >= 0) close(d->fd);
-        d->fd = -1;
-      }
+      CloseSwapFiles(store->dirs_);
       for (const std::string& dir : created) (void)RemoveRunDirectory(dir, store->run_id_);
       store->closed_ = true;
     }
@@ -642,28 +723,13 @@ StatusOr<std::unique_ptr<StateStore>> StateStore::Create(const StateStoreOptions
 
   for (uint32_t d = 0; d < num_dirs; ++d) {
     const std::string& dir = options.directories[d];
-    std::error_code ec;
-    if (!fs::is_directory(dir, ec)) {
-      return NotFoundError("state directory " + dir + " does not exist or is not a directory");
-    }
-    TF_RETURN_IF_ERROR(CheckNoStaleSwapSets(dir));
-    fs::create_directories(fs::path(dir) / kSwapRootName, ec);
-    if (ec)
-      return ErrnoStatus(ec.value(),
-                         "create directory " + (fs::path(dir) / kSwapRootName).string());
-    std::string run_dir = RunDirectory(dir, store->run_id_);
-    if (mkdir(run_dir.c_str(), 0700) != 0) {
-      if (errno == EEXIST) {
-        return FailedPreconditionError("swap set " + run_dir +
-                                       " already exists; choose another run id");
-      }
-      return ErrnoStatus(errno, "create directory " + run_dir);
-    }
+    TF_RETURN_IF_ERROR(MakeRunDirectory(dir, store->run_id_));
     cleanup.created.push_back(dir);
     auto dir_state = std::make_unique<Directory>();
     dir_state->dir = dir;
     dir_state->path = SwapFilePath(dir, store->run_id_, d);
-    TF_ASSIGN_OR_RETURN(dir_state->lock, RunLock::Acquire(run_dir, /*fresh=*/true));
+    TF_ASSIGN_OR_RETURN(dir_state->lock,
+                        RunLock::Acquire(RunDirectory(dir, store->run_id_), /*fresh=*/true));
     if (!options.owner.empty())
       TF_RETURN_IF_ERROR(WriteSwapSetOwner(dir, store->run_id_, options.owner));
     store->dirs_.push_back(std::move(dir_state));
@@ -681,33 +747,12 @@ StatusOr<std::unique_ptr<StateStore>> StateStore::Create(const StateStoreOptions
     if (h.num_physical_blocks >= kUnmappedBlock) {
       return InvalidArgumentError("too many blocks for one directory; raise the block size");
     }
-    h.block_table_copy_num_bytes = BlockTableCopySize(h.num_logical_blocks);
     for (uint32_t t = 0; t < store->tensors_.size(); ++t) {
       const TensorState& ts = store->tensors_[t];
       h.tensors.push_back({ts.spec.name, ts.spec.dtype, ts.spec.num_bytes, ts.num_blocks,
                            ts.start_dir, ts.first_local_block[d]});
     }
-    // Offsets do not change the header's size (fixed-width fields).
-    uint64_t header_bytes = EncodeSwapHeader(h).size();
-    h.block_table_offset_bytes = header_bytes;
-    h.data_offset_bytes =
-        RoundUp(header_bytes + 2 * h.block_table_copy_num_bytes, std::min<uint64_t>(bs, 1u << 20));
-    uint64_t file_bytes = h.data_offset_bytes + h.num_physical_blocks * bs;
-    // Reserve the space now: a full drive is an error at start, not mid-run.
-    int rc = posix_fallocate(ds.fd, 0, static_cast<off_t>(file_bytes));
-    if (rc == EOPNOTSUPP || rc == EINVAL) {
-      if (ftruncate(ds.fd, static_cast<off_t>(file_bytes)) != 0)
-        rc = errno;
-      else
-        rc = 0;
-    }
-    if (rc != 0) {
-      return ErrnoStatus(rc, "reserve " + FormatBytes(file_bytes) + " for swap file " + ds.path);
-    }
-    std::vector<uint8_t> encoded = EncodeSwapHeader(h);
-    TF_ASSIGN_OR_RETURN(AlignedBuffer hb, AlignedBuffer::Allocate(encoded.size()));
-    std::copy(encoded.begin(), encoded.end(), hb.data());
-    TF_RETURN_IF_ERROR(PwriteAll(ds.fd, hb.data(), encoded.size(), 0, ds.path));
+    TF_RETURN_IF_ERROR(WriteNewSwapFile(ds.fd, ds.path, h));
 
     ds.physical.assign(h.num_logical_blocks, kUnmappedBlock);
     ds.crc.assign(h.num_logical_blocks, 0);
@@ -734,10 +779,7 @@ StatusOr<std::unique_ptr<StateStore>> StateStore::Open(const StateStoreOptions& 
     bool armed = true;
     ~CloseFds() {
       if (!armed) return;
-      for (auto& d : store->dirs_) {
-        if (d->fd >= 0) close(d->fd);
-        d->fd = -1;
-      }
+      CloseSwapFiles(store->dirs_);
       store->closed_ = true;  // the files stay: they are not ours to remove
     }
   } guard{store.get()};

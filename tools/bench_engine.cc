@@ -76,39 +76,35 @@ void PrintStreaming(const EngineBenchResult& r) {
       ps.device_slots, ps.prefetch_depth);
 }
 
-Status Run(const EngineBenchFlags& f, Device& device) {
-  EngineBenchOptions o;
-  o.model = f.model;
-  o.micro_batch = f.micro_batch;
-  o.seq_len = f.seq_len;
-  o.checkpointing = !f.no_checkpointing;
-  TF_ASSIGN_OR_RETURN(o.params, CountFlag("--params", f.params));
-  o.units = f.units;
-  o.tokens = f.tokens;
-  o.steps = f.steps;
-  o.rounds = f.rounds;
-  TF_ASSIGN_OR_RETURN(o.engine.offload, ParseOffloadPlacement("--offload-optimizer", f.offload));
-  if (o.engine.offload == OffloadPlacement::kAuto) {
-    // The bench measures one fixed placement; choosing one is the planner's job.
-    return InvalidArgumentError(
-        "--offload-optimizer: auto is not supported here; use host or nvme");
-  }
-  const std::string offload(OffloadPlacementName(o.engine.offload));
-  TF_ASSIGN_OR_RETURN(o.engine.params.where, ParseParamOffload("--offload-param", f.offload_param));
-  if (o.engine.params.where == ParamOffload::kNone) {
+// --offload-param and what goes with it: the ring of device slots and the
+// streamed units.
+Status ParamFlags(const EngineBenchFlags& f, ParamStreaming& params) {
+  TF_ASSIGN_OR_RETURN(params.where, ParseParamOffload("--offload-param", f.offload_param));
+  if (params.where == ParamOffload::kNone) {
     if (f.param_slots_given) {
       return InvalidArgumentError(
           "--param-slots: nothing streams with --offload-param none; add --offload-param host or "
           "nvme");
     }
   } else {
-    o.engine.params.device_slots = f.param_slots;
-    o.engine.params.prefetch_depth = f.param_slots - 1;
+    params.device_slots = f.param_slots;
+    params.prefetch_depth = f.param_slots - 1;
   }
   if (!f.streamed_units.empty()) {
-    TF_ASSIGN_OR_RETURN(o.engine.params.streamed_units,
-                        ParseUnitList("--streamed-units", f.streamed_units));
+    TF_ASSIGN_OR_RETURN(params.streamed_units, ParseUnitList("--streamed-units", f.streamed_units));
   }
+  return Status::Ok();
+}
+
+// The engine's options from the flags: placement, pipeline, dtypes, sizes.
+Status EngineFlags(const EngineBenchFlags& f, EngineBenchOptions& o) {
+  TF_ASSIGN_OR_RETURN(o.engine.offload, ParseOffloadPlacement("--offload-optimizer", f.offload));
+  if (o.engine.offload == OffloadPlacement::kAuto) {
+    // The bench measures one fixed placement; choosing one is the planner's job.
+    return InvalidArgumentError(
+        "--offload-optimizer: auto is not supported here; use host or nvme");
+  }
+  TF_RETURN_IF_ERROR(ParamFlags(f, o.engine.params));
   o.engine.nvme_paths = f.nvme_paths;
   o.engine.nvme_buffered = f.nvme_buffered;
   o.engine.pipeline = f.pipeline == "sync" ? Pipeline::kSynchronous : Pipeline::kOverlapped;
@@ -118,8 +114,6 @@ Status Run(const EngineBenchFlags& f, Device& device) {
     if (!t.ok()) return t.status().WithContext("--grad-transfer-dtype");
     o.engine.grad_transfer_dtype = *t;
   }
-  const std::string transfer(
-      DTypeName(GradTransferDType(o.engine.weights_dtype, o.engine.grad_transfer_dtype)));
   TF_ASSIGN_OR_RETURN(o.engine.sub_group_params, CountFlag("--sub-group-size", f.sub_group));
   o.engine.buffer_count = f.buffer_count;
   if (!f.speculation.empty()) {
@@ -134,85 +128,99 @@ Status Run(const EngineBenchFlags& f, Device& device) {
     TF_ASSIGN_OR_RETURN(o.engine.grad_bucket_params, CountFlag("--grad-bucket", f.grad_bucket));
   }
   o.engine.clip_grad_norm = f.clip;
-  TraceRecorder trace;
-  if (!f.trace_path.empty()) {
-    trace.SetEnabled(true);
-    o.engine.trace = &trace;
-  }
+  return Status::Ok();
+}
+
+StatusOr<EngineBenchOptions> OptionsFromFlags(const EngineBenchFlags& f) {
+  EngineBenchOptions o;
+  o.model = f.model;
+  o.micro_batch = f.micro_batch;
+  o.seq_len = f.seq_len;
+  o.checkpointing = !f.no_checkpointing;
+  TF_ASSIGN_OR_RETURN(o.params, CountFlag("--params", f.params));
+  o.units = f.units;
+  o.tokens = f.tokens;
+  o.steps = f.steps;
+  o.rounds = f.rounds;
+  TF_RETURN_IF_ERROR(EngineFlags(f, o));
   if (o.engine.offload == OffloadPlacement::kNvme && f.nvme_paths.empty()) {
     return InvalidArgumentError("--offload-optimizer nvme needs --nvme-path DIR");
   }
-  // Flag mistakes before any directory is made or model built.
-  TF_RETURN_IF_ERROR(CheckBenchStreaming(o.engine.params, o.engine.nvme_paths));
-  for (const std::string& p : f.nvme_paths) std::filesystem::create_directories(p);
-  TF_ASSIGN_OR_RETURN(EngineBenchResult r, RunEngineBench(device, o));
-  if (!f.trace_path.empty()) TF_RETURN_IF_ERROR(WriteTraceFile(trace, f.trace_path));
-  const double ratio = r.step_seconds / r.slowest_stage_seconds;
-  if (f.json) {
-    nlohmann::json j;
-    j["device"] = device.description();
-    j["model"] = r.model;
-    j["params"] = r.params;
-    j["tokens"] = r.tokens_per_step;
-    j["offload"] = offload;
-    j["pipeline"] = f.pipeline;
-    j["grad_transfer_dtype"] = transfer;
-    j["d2h_bytes_per_param"] = r.d2h_bytes_per_param;
-    j["h2d_bytes_per_param"] = r.h2d_bytes_per_param;
-    j["step_seconds"] = r.step_seconds;
-    j["slowest_stage"] = r.slowest_stage;
-    j["slowest_stage_seconds"] = r.slowest_stage_seconds;
-    j["step_to_slowest_stage"] = ratio;
-    j["median_round_step_to_slowest_stage"] = r.median_round_ratio;
-    j["overlap_efficiency"] = r.overlap_efficiency;
-    j["stages"] = r.stage_seconds;
-    nlohmann::json rounds = nlohmann::json::array();
-    for (const EngineBenchRound& round : r.rounds) {
-      rounds.push_back(
-          {{"stages", round.stage_seconds},
-           {"slowest_stage", round.slowest_stage},
-           {"slowest_stage_seconds", round.slowest_stage_seconds},
-           {"step_seconds", round.step_seconds},
-           {"step_to_slowest_stage", round.step_seconds / round.slowest_stage_seconds}});
-    }
-    j["rounds"] = rounds;
-    j["engine_stage_busy_seconds"] = r.engine_stats.stage_seconds;
-    j["speculated_groups"] = r.engine_stats.speculated_groups;
-    j["rolled_back"] = r.engine_stats.rolled_back;
-    j["nvme_read_bytes"] = r.engine_stats.nvme_read_bytes;
-    j["nvme_written_bytes"] = r.engine_stats.nvme_written_bytes;
-    const ParamStreaming& ps = r.param_streaming;
-    j["offload_param"] = std::string(ParamOffloadName(ps.where));
-    if (ps.where != ParamOffload::kNone) {
-      j["streamed_units"] = ps.streamed_units;
-      j["streamed_params"] = r.streamed_params;
-      j["param_slots"] = ps.device_slots;
-      j["prefetch_depth"] = ps.prefetch_depth;
-      j["param_h2d_bytes"] = r.param_h2d_bytes;
-      j["param_nvme_read_bytes"] = r.param_nvme_read_bytes;
-      j["param_stage_h2d_bytes"] = r.param_stage_h2d_bytes;
-      j["param_h2d_bytes_per_param"] =
-          static_cast<double>(r.param_h2d_bytes) / static_cast<double>(r.params);
-    }
-    if (r.has_prediction) {
-      nlohmann::json stages = nlohmann::json::object();
-      for (const StageTime& st : r.prediction.stages) stages[st.name] = st.seconds;
-      j["predicted"] = {{"step_seconds", r.prediction.step_seconds},
-                        {"predicted_to_measured", r.prediction.step_seconds / r.step_seconds},
-                        {"stages", stages},
-                        {"basis", r.prediction.basis}};
-    }
-    std::printf("%s\n", JsonOutput(j).c_str());
-    return Status::Ok();
+  return o;
+}
+
+// What the run was, as the report names it.
+struct RunLabels {
+  std::string offload;   // the optimizer state's tier
+  std::string transfer;  // the gradients' dtype across PCIe
+};
+
+nlohmann::json RoundsJson(const EngineBenchResult& r) {
+  nlohmann::json rounds = nlohmann::json::array();
+  for (const EngineBenchRound& round : r.rounds) {
+    const double ratio = round.step_seconds / round.slowest_stage_seconds;
+    rounds.push_back({{"stages", round.stage_seconds},
+                      {"slowest_stage", round.slowest_stage},
+                      {"slowest_stage_seconds", round.slowest_stage_seconds},
+                      {"step_seconds", round.step_seconds},
+                      {"step_to_slowest_stage", ratio}});
   }
-  std::printf(
-      "device: %s\nmodel: %s, %llu params, %lld tokens per step, %s weights (%s gradients across "
-      "PCIe), state on %s, %s pipeline\n",
-      device.description().c_str(), r.model.c_str(), static_cast<unsigned long long>(r.params),
-      static_cast<long long>(r.tokens_per_step), f.dtype.c_str(), transfer.c_str(), offload.c_str(),
-      f.pipeline.c_str());
-  PrintStreaming(r);
-  std::printf("\n");
+  return rounds;
+}
+
+nlohmann::json ResultJson(const EngineBenchFlags& f, const Device& device, const RunLabels& labels,
+                          const EngineBenchResult& r) {
+  nlohmann::json j = {
+      {"device", device.description()},
+      {"model", r.model},
+      {"params", r.params},
+      {"tokens", r.tokens_per_step},
+      {"offload", labels.offload},
+      {"pipeline", f.pipeline},
+      {"grad_transfer_dtype", labels.transfer},
+      {"d2h_bytes_per_param", r.d2h_bytes_per_param},
+      {"h2d_bytes_per_param", r.h2d_bytes_per_param},
+      {"step_seconds", r.step_seconds},
+      {"slowest_stage", r.slowest_stage},
+      {"slowest_stage_seconds", r.slowest_stage_seconds},
+      {"step_to_slowest_stage", r.step_seconds / r.slowest_stage_seconds},
+      {"median_round_step_to_slowest_stage", r.median_round_ratio},
+      {"overlap_efficiency", r.overlap_efficiency},
+      {"stages", r.stage_seconds},
+      {"rounds", RoundsJson(r)},
+      {"engine_stage_busy_seconds", r.engine_stats.stage_seconds},
+      {"speculated_groups", r.engine_stats.speculated_groups},
+      {"rolled_back", r.engine_stats.rolled_back},
+      {"nvme_read_bytes", r.engine_stats.nvme_read_bytes},
+      {"nvme_written_bytes", r.engine_stats.nvme_written_bytes},
+      {"offload_param", std::string(ParamOffloadName(r.param_streaming.where))},
+  };
+  const ParamStreaming& ps = r.param_streaming;
+  if (ps.where != ParamOffload::kNone) {
+    // The ring, and the bytes it moved.
+    j.update({{"streamed_units", ps.streamed_units},
+              {"streamed_params", r.streamed_params},
+              {"param_slots", ps.device_slots},
+              {"prefetch_depth", ps.prefetch_depth}});
+    const double per_param = static_cast<double>(r.param_h2d_bytes) / static_cast<double>(r.params);
+    j.update({{"param_h2d_bytes", r.param_h2d_bytes},
+              {"param_nvme_read_bytes", r.param_nvme_read_bytes},
+              {"param_stage_h2d_bytes", r.param_stage_h2d_bytes},
+              {"param_h2d_bytes_per_param", per_param}});
+  }
+  if (r.has_prediction) {
+    nlohmann::json stages = nlohmann::json::object();
+    for (const StageTime& st : r.prediction.stages) stages[st.name] = st.seconds;
+    j["predicted"] = {{"step_seconds", r.prediction.step_seconds},
+                      {"predicted_to_measured", r.prediction.step_seconds / r.step_seconds},
+                      {"stages", stages},
+                      {"basis", r.prediction.basis}};
+  }
+  return j;
+}
+
+// Each stage alone and the pipelined step, per round and the best.
+void PrintStageTable(const EngineBenchResult& r) {
   std::printf("%-12s", "stage alone");
   for (size_t i = 0; i < r.rounds.size(); ++i) std::printf("  round %zu", i + 1);
   std::printf("      best\n");
@@ -228,29 +236,47 @@ Status Run(const EngineBenchFlags& f, Device& device) {
   for (const EngineBenchRound& round : r.rounds) {
     std::printf(" %8.2f", round.step_seconds / round.slowest_stage_seconds);
   }
-  std::printf(
-      "\n\npipelined step (best round): %.4f s = %.2f x the slowest stage (best alone); "
-      "median over rounds %.2f x; overlap efficiency %.0f%%\n",
-      r.step_seconds, ratio, r.median_round_ratio, 100 * r.overlap_efficiency);
+}
+
+// The bytes across PCIe per step, the streamed weights' apart.
+void PrintTransfers(const EngineBenchResult& r) {
   std::printf(
       "across PCIe per step: %.2f B/param D2H (gradients, with their statistics), %.2f B/param H2D "
       "(weights",
       r.d2h_bytes_per_param, r.h2d_bytes_per_param);
   if (r.param_streaming.where == ParamOffload::kNone) {
     std::printf(")\n");
-  } else {
-    const double p = static_cast<double>(r.params);
-    std::printf(": %.2f updated, %.2f streamed)\n",
-                r.h2d_bytes_per_param - static_cast<double>(r.param_h2d_bytes) / p,
-                static_cast<double>(r.param_h2d_bytes) / p);
-    std::printf("streamed weights per step: %s uploaded (%s in the h2d_params stage alone)",
-                FormatBytes(r.param_h2d_bytes).c_str(),
-                FormatBytes(r.param_stage_h2d_bytes).c_str());
-    if (r.param_streaming.where == ParamOffload::kNvme) {
-      std::printf(", %s read from NVMe", FormatBytes(r.param_nvme_read_bytes).c_str());
-    }
-    std::printf("\n");
+    return;
   }
+  const double p = static_cast<double>(r.params);
+  std::printf(": %.2f updated, %.2f streamed)\n",
+              r.h2d_bytes_per_param - static_cast<double>(r.param_h2d_bytes) / p,
+              static_cast<double>(r.param_h2d_bytes) / p);
+  std::printf("streamed weights per step: %s uploaded (%s in the h2d_params stage alone)",
+              FormatBytes(r.param_h2d_bytes).c_str(), FormatBytes(r.param_stage_h2d_bytes).c_str());
+  if (r.param_streaming.where == ParamOffload::kNvme) {
+    std::printf(", %s read from NVMe", FormatBytes(r.param_nvme_read_bytes).c_str());
+  }
+  std::printf("\n");
+}
+
+void PrintResult(const EngineBenchFlags& f, const Device& device, const RunLabels& labels,
+                 const EngineBenchResult& r) {
+  std::printf(
+      "device: %s\nmodel: %s, %llu params, %lld tokens per step, %s weights (%s gradients across "
+      "PCIe), state on %s, %s pipeline\n",
+      device.description().c_str(), r.model.c_str(), static_cast<unsigned long long>(r.params),
+      static_cast<long long>(r.tokens_per_step), f.dtype.c_str(), labels.transfer.c_str(),
+      labels.offload.c_str(), f.pipeline.c_str());
+  PrintStreaming(r);
+  std::printf("\n");
+  PrintStageTable(r);
+  std::printf(
+      "\n\npipelined step (best round): %.4f s = %.2f x the slowest stage (best alone); "
+      "median over rounds %.2f x; overlap efficiency %.0f%%\n",
+      r.step_seconds, r.step_seconds / r.slowest_stage_seconds, r.median_round_ratio,
+      100 * r.overlap_efficiency);
+  PrintTransfers(r);
   if (r.has_prediction) {
     std::printf("\nplanner's prediction for the same inputs: %.4f s per step = %.2f x measured\n",
                 r.prediction.step_seconds, r.prediction.step_seconds / r.step_seconds);
@@ -261,6 +287,28 @@ Status Run(const EngineBenchFlags& f, Device& device) {
   }
   if (r.engine_stats.rolled_back)
     std::printf("(speculation was rolled back: clipping triggered)\n");
+}
+
+Status Run(const EngineBenchFlags& f, Device& device) {
+  TF_ASSIGN_OR_RETURN(EngineBenchOptions o, OptionsFromFlags(f));
+  const RunLabels labels{std::string(OffloadPlacementName(o.engine.offload)),
+                         std::string(DTypeName(GradTransferDType(o.engine.weights_dtype,
+                                                                 o.engine.grad_transfer_dtype)))};
+  TraceRecorder trace;
+  if (!f.trace_path.empty()) {
+    trace.SetEnabled(true);
+    o.engine.trace = &trace;
+  }
+  // Flag mistakes before any directory is made or model built.
+  TF_RETURN_IF_ERROR(CheckBenchStreaming(o.engine.params, o.engine.nvme_paths));
+  for (const std::string& p : f.nvme_paths) std::filesystem::create_directories(p);
+  TF_ASSIGN_OR_RETURN(EngineBenchResult r, RunEngineBench(device, o));
+  if (!f.trace_path.empty()) TF_RETURN_IF_ERROR(WriteTraceFile(trace, f.trace_path));
+  if (f.json) {
+    std::printf("%s\n", JsonOutput(ResultJson(f, device, labels, r)).c_str());
+  } else {
+    PrintResult(f, device, labels, r);
+  }
   return Status::Ok();
 }
 

@@ -92,6 +92,10 @@ double ProcessCpuSeconds() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
 }
 
+bool AnySettingFlag(const NvmeBenchOptions& o) {
+  return o.given_block || o.given_qd || o.given_rings || o.given_in_flight;
+}
+
 offload::IoMode Mode(const NvmeBenchOptions& o) {
   return o.buffered ? offload::IoMode::kBuffered : offload::IoMode::kDirect;
 }
@@ -241,48 +245,61 @@ void PrintTuneRow(const NvmeTunePoint& p) {
               p.SecondsPerGbBothWays());
 }
 
-Status RunNvmeBench(const NvmeBenchOptions& opt) {
+// The sizes the flags give, checked.
+struct BenchSizes {
+  uint64_t num_bytes = 0, block = 0, chunk = 0, sweep_bytes = 0;
+};
+
+StatusOr<BenchSizes> CheckFlags(const NvmeBenchOptions& opt) {
   if (opt.paths.empty())
     return InvalidArgumentError("--path is required (a directory on the drive to measure)");
-  TF_ASSIGN_OR_RETURN(uint64_t num_bytes, ParseByteSize(opt.size));
-  TF_ASSIGN_OR_RETURN(uint64_t block, ParseByteSize(opt.block_size));
-  TF_ASSIGN_OR_RETURN(uint64_t chunk, ParseByteSize(opt.chunk));
-  TF_ASSIGN_OR_RETURN(uint64_t sweep_bytes, ParseByteSize(opt.sweep_size));
-  if (block == 0 || block % 4096 != 0 || block > kNvmeIoMaxBlockBytes) {
+  BenchSizes z;
+  TF_ASSIGN_OR_RETURN(z.num_bytes, ParseByteSize(opt.size));
+  TF_ASSIGN_OR_RETURN(z.block, ParseByteSize(opt.block_size));
+  TF_ASSIGN_OR_RETURN(z.chunk, ParseByteSize(opt.chunk));
+  TF_ASSIGN_OR_RETURN(z.sweep_bytes, ParseByteSize(opt.sweep_size));
+  if (z.block == 0 || z.block % 4096 != 0 || z.block > kNvmeIoMaxBlockBytes) {
     return InvalidArgumentError("--block-size must be a multiple of 4 KiB up to 256 MiB, got " +
-                                std::to_string(block) + " bytes");
+                                std::to_string(z.block) + " bytes");
   }
-  if (chunk == 0 || chunk % 4096 != 0) {
+  if (z.chunk == 0 || z.chunk % 4096 != 0) {
     return InvalidArgumentError("--chunk must be a positive multiple of 4 KiB, got " +
-                                std::to_string(chunk) + " bytes");
+                                std::to_string(z.chunk) + " bytes");
   }
   // Sizes must not wrap when rounded up to whole blocks.
   constexpr uint64_t kMaxBenchBytes = uint64_t{1} << 50;  // 1 PiB
-  for (auto [flag, value] : {std::pair<const char*, uint64_t>{"--size", num_bytes},
-                             {"--chunk", chunk},
-                             {"--sweep-size", sweep_bytes}}) {
+  for (auto [flag, value] : {std::pair<const char*, uint64_t>{"--size", z.num_bytes},
+                             {"--chunk", z.chunk},
+                             {"--sweep-size", z.sweep_bytes}}) {
     if (value > kMaxBenchBytes) {
       return InvalidArgumentError(std::string(flag) + " is " + std::to_string(value) +
                                   " bytes, more than the 1 PiB a benchmark can use");
     }
   }
-  if (num_bytes == 0 || sweep_bytes == 0)
+  if (z.num_bytes == 0 || z.sweep_bytes == 0)
     return InvalidArgumentError("--size and --sweep-size must be positive");
   if (opt.in_flight < 1 || opt.in_flight > kMaxNvmeInFlight)
     return InvalidArgumentError("--in-flight must be 1..64");
-  const bool any_setting_flag =
-      opt.given_block || opt.given_qd || opt.given_rings || opt.given_in_flight;
-  if (opt.tune && any_setting_flag) {
+  if (opt.tune && AnySettingFlag(opt)) {
     return InvalidArgumentError(
         "--tune chooses the block size, queue depth, rings and transfers in flight; drop "
         "--block-size/--queue-depth/--rings/--in-flight, or drop --tune to measure one setting");
   }
+  return z;
+}
 
-  // The setting measured: the flags', a profile's, or the tune's choice.
-  TF_ASSIGN_OR_RETURN(const uint32_t block32, CheckedNarrow<uint32_t>(block, "--block-size"));
-  NvmeIoSettings io{block32, opt.queue_depth, opt.num_rings};
-  uint32_t in_flight = opt.in_flight;
-  std::string source = "flags (defaults where not given)";
+// The setting measured: the flags', a profile's, or the tune's choice.
+struct Setting {
+  NvmeIoSettings io;
+  uint32_t in_flight = 0;
+  std::string source;
+  std::optional<offload::NvmeTuneResult> tune;
+};
+
+StatusOr<Setting> ChooseSetting(const NvmeBenchOptions& opt, const BenchSizes& z) {
+  TF_ASSIGN_OR_RETURN(const uint32_t block32, CheckedNarrow<uint32_t>(z.block, "--block-size"));
+  Setting s{NvmeIoSettings{block32, opt.queue_depth, opt.num_rings}, opt.in_flight,
+            "flags (defaults where not given)", std::nullopt};
   if (!opt.profile.empty() && !opt.tune) {
     TF_ASSIGN_OR_RETURN(std::optional<NvmeStoreProfile> p, LoadNvmeStoreProfile(opt.profile));
     if (!p) {
@@ -291,72 +308,102 @@ Status RunNvmeBench(const NvmeBenchOptions& opt) {
                                   "nvme --tune --profile " +
                                   opt.profile + "` first");
     }
-    if (!opt.given_block) io.block_size_bytes = p->io.block_size_bytes;
-    if (!opt.given_qd) io.queue_depth = p->io.queue_depth;
-    if (!opt.given_rings) io.num_rings = p->io.num_rings;
-    if (!opt.given_in_flight) in_flight = p->in_flight;
-    source = "profile " + opt.profile + (any_setting_flag ? " (flags given override it)" : "");
+    if (!opt.given_block) s.io.block_size_bytes = p->io.block_size_bytes;
+    if (!opt.given_qd) s.io.queue_depth = p->io.queue_depth;
+    if (!opt.given_rings) s.io.num_rings = p->io.num_rings;
+    if (!opt.given_in_flight) s.in_flight = p->in_flight;
+    s.source = "profile " + opt.profile + (AnySettingFlag(opt) ? " (flags given override it)" : "");
   }
-  TF_RETURN_IF_ERROR(ValidateNvmeIoSettings(io, "the settings measured"));
-
-  std::optional<offload::NvmeTuneResult> tune;
+  TF_RETURN_IF_ERROR(ValidateNvmeIoSettings(s.io, "the settings measured"));
   if (opt.tune) {
     offload::NvmeTuneOptions to;
     to.directories = opt.paths;
     to.io_mode = Mode(opt);
-    to.bytes_per_point = sweep_bytes;
-    to.chunk_bytes = chunk;
+    to.bytes_per_point = z.sweep_bytes;
+    to.chunk_bytes = z.chunk;
     to.repeat = opt.repeat;
     to.fixed_buffers = !opt.no_fixed_buffers;
     to.on_point = [](const NvmeTunePoint& p) {
       std::fprintf(stderr, "tune: %s: write %.2f GB/s, read %.2f GB/s\n", Describe(p).c_str(),
                    p.write_gb_per_second, p.read_gb_per_second);
     };
-    TF_ASSIGN_OR_RETURN(tune, offload::TuneNvme(to));
-    io = tune->chosen.io;
-    in_flight = tune->chosen.in_flight;
-    source = "the tune's choice";
+    TF_ASSIGN_OR_RETURN(s.tune, offload::TuneNvme(to));
+    s.io = s.tune->chosen.io;
+    s.in_flight = s.tune->chosen.in_flight;
+    s.source = "the tune's choice";
   }
+  return s;
+}
 
+// Everything a run measured, for the JSON and the table.
+struct Measured {
+  BenchSizes sizes;
+  Setting setting;
+  Result main;
   std::vector<Result> main_runs;
-  TF_ASSIGN_OR_RETURN(Result main, RunMain(opt, num_bytes, chunk, io, in_flight, &main_runs));
-
-  // The drive's best: the raw loop over the block sizes tried. With --tune,
-  // its points (every block size x queue depth); otherwise a scan of
-  // --sweep-size bytes at each of the tune's block sizes, queue depth 8.
   RawBest raw_best;
-  raw_best.Add(main.raw_write_gb_per_second, main.raw_read_gb_per_second, io.block_size_bytes);
   std::vector<std::pair<uint32_t, offload::RawIoProbeResult>> raw_scan;
-  if (tune) {
-    for (const NvmeTunePoint& p : tune->points) {
-      raw_best.Add(p.raw_write_gb_per_second, p.raw_read_gb_per_second, p.io.block_size_bytes);
-    }
-  } else {
-    for (uint32_t b : offload::NvmeTuneOptions().block_sizes) {
-      offload::RawIoProbeResult best{};
-      for (uint32_t i = 0; i < std::max<uint32_t>(1, opt.repeat); ++i) {
-        TF_ASSIGN_OR_RETURN(offload::RawIoProbeResult r, Raw(opt, sweep_bytes, b, 8));
-        best.write_gb_per_second = std::max(best.write_gb_per_second, r.write_gb_per_second);
-        best.read_gb_per_second = std::max(best.read_gb_per_second, r.read_gb_per_second);
-      }
-      raw_best.Add(best.write_gb_per_second, best.read_gb_per_second, b);
-      raw_scan.emplace_back(b, best);
-    }
-  }
-  const double crc_hw = offload::Crc32cHardwareAvailable() ? MeasureCrc32c(true) : 0;
-  const double crc_sw = MeasureCrc32c(false);
+  double crc_hw = 0, crc_sw = 0;
+};
 
+// The drive's best: the raw loop over the block sizes tried. With --tune,
+// its points (every block size x queue depth); otherwise a scan of
+// --sweep-size bytes at each of the tune's block sizes, queue depth 8.
+Status FindDrivesBest(const NvmeBenchOptions& opt, Measured& m) {
+  m.raw_best.Add(m.main.raw_write_gb_per_second, m.main.raw_read_gb_per_second,
+                 m.setting.io.block_size_bytes);
+  if (m.setting.tune) {
+    for (const NvmeTunePoint& p : m.setting.tune->points) {
+      m.raw_best.Add(p.raw_write_gb_per_second, p.raw_read_gb_per_second, p.io.block_size_bytes);
+    }
+    return Status::Ok();
+  }
+  for (uint32_t b : offload::NvmeTuneOptions().block_sizes) {
+    offload::RawIoProbeResult best{};
+    for (uint32_t i = 0; i < std::max<uint32_t>(1, opt.repeat); ++i) {
+      TF_ASSIGN_OR_RETURN(offload::RawIoProbeResult r, Raw(opt, m.sizes.sweep_bytes, b, 8));
+      best.write_gb_per_second = std::max(best.write_gb_per_second, r.write_gb_per_second);
+      best.read_gb_per_second = std::max(best.read_gb_per_second, r.read_gb_per_second);
+    }
+    m.raw_best.Add(best.write_gb_per_second, best.read_gb_per_second, b);
+    m.raw_scan.emplace_back(b, best);
+  }
+  return Status::Ok();
+}
+
+// The tune's points and choice; the main run measured the chosen setting at
+// --size: its rates go to the profile.
+nlohmann::json TuneJson(const Measured& m) {
+  const offload::NvmeTuneResult& tune = *m.setting.tune;
+  nlohmann::json t;
+  t["bytes_per_point"] = m.sizes.sweep_bytes;
+  t["chunk_bytes"] = m.sizes.chunk;
+  for (const NvmeTunePoint& p : tune.points) t["points"].push_back(ToJson(p));
+  t["best_write"] = ToJson(tune.best_write);
+  t["best_read"] = ToJson(tune.best_read);
+  t["chosen"] = SettingsJson(tune.chosen.io, tune.chosen.in_flight);
+  t["chosen"]["write_gb_per_second"] = m.main.store.write_gb_per_second;
+  t["chosen"]["read_gb_per_second"] = m.main.store.read_gb_per_second;
+  t["chosen_by"] =
+      "least time to write and then read the same bytes through the store (one setting serves "
+      "both: the block size is the swap files' layout)";
+  return t;
+}
+
+nlohmann::json BenchJson(const NvmeBenchOptions& opt, const Measured& m) {
+  const Result& main = m.main;
+  const RawBest& raw_best = m.raw_best;
   nlohmann::json j = ToJson(main);
   j["paths"] = opt.paths;
   j["io_mode"] = opt.buffered ? "buffered" : "direct";
-  j["chunk_bytes"] = chunk;
-  j["settings_source"] = source;
+  j["chunk_bytes"] = m.sizes.chunk;
+  j["settings_source"] = m.setting.source;
   j["fixed_buffers"] = main.store.fixed_buffers;
   j["fixed_buffers_reason"] = main.store.fixed_buffers_reason;
   j["files_registered"] = main.store.files_registered;
   j["crc32c_hardware"] = offload::Crc32cHardwareAvailable();
-  j["crc32c_gb_per_second"] = crc_hw > 0 ? crc_hw : crc_sw;
-  j["crc32c_portable_gb_per_second"] = crc_sw;
+  j["crc32c_gb_per_second"] = m.crc_hw > 0 ? m.crc_hw : m.crc_sw;
+  j["crc32c_portable_gb_per_second"] = m.crc_sw;
   j["repeat"] = opt.repeat;
   j["raw_best"] = {{"write_gb_per_second", raw_best.write},
                    {"write_block_size_bytes", raw_best.write_block},
@@ -368,80 +415,64 @@ Status RunNvmeBench(const NvmeBenchOptions& opt) {
   j["ratio_to_raw_best"] = {{"write", main.store.write_gb_per_second / raw_best.write},
                             {"read", main.store.read_gb_per_second / raw_best.read}};
   if (opt.repeat > 1) {
-    for (const Result& r : main_runs) j["runs"].push_back(ToJson(r));
+    for (const Result& r : m.main_runs) j["runs"].push_back(ToJson(r));
   }
-  for (const auto& [b, r] : raw_scan) {
+  for (const auto& [b, r] : m.raw_scan) {
     j["raw_scan"].push_back({{"block_size_bytes", b},
                              {"queue_depth", 8},
                              {"size_bytes", r.num_bytes},
                              {"write_gb_per_second", r.write_gb_per_second},
                              {"read_gb_per_second", r.read_gb_per_second}});
   }
-  if (tune) {
-    nlohmann::json t;
-    t["bytes_per_point"] = sweep_bytes;
-    t["chunk_bytes"] = chunk;
-    for (const NvmeTunePoint& p : tune->points) t["points"].push_back(ToJson(p));
-    t["best_write"] = ToJson(tune->best_write);
-    t["best_read"] = ToJson(tune->best_read);
-    // The main run measured the chosen setting at --size: its rates go to the profile.
-    t["chosen"] = SettingsJson(tune->chosen.io, tune->chosen.in_flight);
-    t["chosen"]["write_gb_per_second"] = main.store.write_gb_per_second;
-    t["chosen"]["read_gb_per_second"] = main.store.read_gb_per_second;
-    t["chosen_by"] =
-        "least time to write and then read the same bytes through the store (one setting serves "
-        "both: the block size is the swap files' layout)";
-    j["tune"] = std::move(t);
-    if (!opt.profile.empty()) {
-      TF_RETURN_IF_ERROR(tier::WriteNvmeToProfileFile(opt.profile, j));
-      j["profile"] = opt.profile;
-    }
-  }
+  if (m.setting.tune) j["tune"] = TuneJson(m);
+  return j;
+}
 
-  if (opt.json) {
-    std::printf("%s\n", JsonOutput(j).c_str());
-    return Status::Ok();
-  }
+constexpr const char* kTableHeader = "%10s %5s %5s %6s %11s %11s %11s %11s";
+
+void PrintTune(const offload::NvmeTuneResult& tune, uint64_t sweep_bytes) {
+  std::printf(
+      "\ntune, %s each way per point (store; raw = plain io_uring loop, same block size "
+      "and queue depth):\n",
+      FormatBytes(sweep_bytes).c_str());
+  std::printf(kTableHeader, "block", "qd", "rings", "flight", "write GB/s", "raw write",
+              "read GB/s", "raw read");
+  std::printf(" %9s\n", "s/GB w+r");
+  for (const NvmeTunePoint& p : tune.points) PrintTuneRow(p);
+  std::printf("best for writes: %s (%.2f GB/s)\n", Describe(tune.best_write).c_str(),
+              tune.best_write.write_gb_per_second);
+  std::printf("best for reads:  %s (%.2f GB/s)\n", Describe(tune.best_read).c_str(),
+              tune.best_read.read_gb_per_second);
+  std::printf(
+      "chosen: %s\n  (one setting serves both, the block size being the swap files' "
+      "layout: the least time to write and then read the same bytes)\n",
+      Describe(tune.chosen).c_str());
+}
+
+void PrintReport(const NvmeBenchOptions& opt, const Measured& m, const nlohmann::json& j) {
+  const Result& main = m.main;
   std::printf("paths: ");
   for (const std::string& p : opt.paths) std::printf("%s ", p.c_str());
   std::printf("\nmode: %s, %s per transfer; fixed buffers: %s%s%s\n",
-              opt.buffered ? "buffered (page cache)" : "O_DIRECT", FormatBytes(chunk).c_str(),
-              main.store.fixed_buffers ? "yes" : "no", main.store.fixed_buffers ? "" : " - ",
-              main.store.fixed_buffers_reason.c_str());
-  std::printf("CRC32C: %.1f GB/s per core (%s), portable %.1f GB/s\n", crc_hw > 0 ? crc_hw : crc_sw,
-              crc_hw > 0 ? "SSE4.2" : "portable", crc_sw);
-  const char* header = "%10s %5s %5s %6s %11s %11s %11s %11s";
-  if (tune) {
-    std::printf(
-        "\ntune, %s each way per point (store; raw = plain io_uring loop, same block size "
-        "and queue depth):\n",
-        FormatBytes(sweep_bytes).c_str());
-    std::printf(header, "block", "qd", "rings", "flight", "write GB/s", "raw write", "read GB/s",
-                "raw read");
-    std::printf(" %9s\n", "s/GB w+r");
-    for (const NvmeTunePoint& p : tune->points) PrintTuneRow(p);
-    std::printf("best for writes: %s (%.2f GB/s)\n", Describe(tune->best_write).c_str(),
-                tune->best_write.write_gb_per_second);
-    std::printf("best for reads:  %s (%.2f GB/s)\n", Describe(tune->best_read).c_str(),
-                tune->best_read.read_gb_per_second);
-    std::printf(
-        "chosen: %s\n  (one setting serves both, the block size being the swap files' "
-        "layout: the least time to write and then read the same bytes)\n",
-        Describe(tune->chosen).c_str());
-  }
+              opt.buffered ? "buffered (page cache)" : "O_DIRECT",
+              FormatBytes(m.sizes.chunk).c_str(), main.store.fixed_buffers ? "yes" : "no",
+              main.store.fixed_buffers ? "" : " - ", main.store.fixed_buffers_reason.c_str());
+  std::printf("CRC32C: %.1f GB/s per core (%s), portable %.1f GB/s\n",
+              m.crc_hw > 0 ? m.crc_hw : m.crc_sw, m.crc_hw > 0 ? "SSE4.2" : "portable", m.crc_sw);
+  if (m.setting.tune) PrintTune(*m.setting.tune, m.sizes.sweep_bytes);
   std::printf("\n%s each way, settings from %s; raw = plain io_uring loop, same setting\n",
-              FormatBytes(main.num_bytes).c_str(), source.c_str());
-  std::printf(header, "block", "qd", "rings", "flight", "write GB/s", "raw write", "read GB/s",
-              "raw read");
+              FormatBytes(main.num_bytes).c_str(), m.setting.source.c_str());
+  std::printf(kTableHeader, "block", "qd", "rings", "flight", "write GB/s", "raw write",
+              "read GB/s", "raw read");
   std::printf("\n");
   if (opt.repeat > 1) {
-    for (const Result& r : main_runs) PrintMainRow(r);
+    for (const Result& r : m.main_runs) PrintMainRow(r);
     std::printf("best of %u:\n", opt.repeat);
   }
   PrintMainRow(main);
   std::printf("raw loop's best: write %.2f GB/s (%s blocks), read %.2f GB/s (%s blocks)\n",
-              raw_best.write, FormatBytes(raw_best.write_block).c_str(), raw_best.read,
-              FormatBytes(raw_best.read_block).c_str());
+              m.raw_best.write, FormatBytes(m.raw_best.write_block).c_str(), m.raw_best.read,
+              FormatBytes(m.raw_best.read_block).c_str());
   std::printf("store / raw at the same setting: write %.3f, read %.3f\n",
               j["ratio_to_raw_same_setting"]["write"].get<double>(),
               j["ratio_to_raw_same_setting"]["read"].get<double>());
@@ -454,13 +485,35 @@ Status RunNvmeBench(const NvmeBenchOptions& opt) {
       main.store.first_write_gb_per_second, main.raw_first_write_gb_per_second);
   std::printf("CPU time: store %.2f s, raw loop %.2f s (rewrite + read)\n", main.store.cpu_seconds,
               main.raw_cpu_seconds);
-  if (tune) {
+  if (m.setting.tune) {
     if (opt.profile.empty()) {
       std::printf("\nnot written to a profile: add --profile FILE\n");
     } else {
       std::printf("\nwrote the chosen settings (nvme_store) to %s\n", opt.profile.c_str());
     }
   }
+}
+
+Status RunNvmeBench(const NvmeBenchOptions& opt) {
+  Measured m;
+  TF_ASSIGN_OR_RETURN(m.sizes, CheckFlags(opt));
+  TF_ASSIGN_OR_RETURN(m.setting, ChooseSetting(opt, m.sizes));
+  TF_ASSIGN_OR_RETURN(m.main, RunMain(opt, m.sizes.num_bytes, m.sizes.chunk, m.setting.io,
+                                      m.setting.in_flight, &m.main_runs));
+  TF_RETURN_IF_ERROR(FindDrivesBest(opt, m));
+  m.crc_hw = offload::Crc32cHardwareAvailable() ? MeasureCrc32c(true) : 0;
+  m.crc_sw = MeasureCrc32c(false);
+
+  nlohmann::json j = BenchJson(opt, m);
+  if (m.setting.tune && !opt.profile.empty()) {
+    TF_RETURN_IF_ERROR(tier::WriteNvmeToProfileFile(opt.profile, j));
+    j["profile"] = opt.profile;
+  }
+  if (opt.json) {
+    std::printf("%s\n", JsonOutput(j).c_str());
+    return Status::Ok();
+  }
+  PrintReport(opt, m, j);
   return Status::Ok();
 }
 

@@ -103,35 +103,95 @@ int RunVerify(const std::string& path, bool json) {
   return bad == 0 ? 0 : kExitCorrupt;
 }
 
-}  // namespace
+// The flags of every `tier` subcommand (one is run).
+struct TierFlags {
+  std::string path, to, out, block_size = "1MiB";
+  std::vector<std::string> nvme_paths;
+  bool verify = false, dry_run = false, nvme_buffered = false, json = false;
+};
 
-void AddTier(CLI::App& app, int* exit_code) {
-  CLI::App* tier =
-      app.add_subcommand("tier", "Inspect, verify, move, clean and export offloaded state");
-  tier->require_subcommand(1);
+// The options `tier migrate` is given; a usage error exits 2, as the other
+// flag checks give, the rest 1.
+StatusOr<tier::MigrateOptions> MigrateOptionsOf(const TierFlags& flags, int* usage_exit) {
+  tier::MigrateOptions o;
+  auto to = ParseOffloadPlacement("--to", flags.to);
+  if (to.ok() && *to == OffloadPlacement::kAuto) {
+    to = InvalidArgumentError("--to: a checkpoint has one layout, host or nvme, not auto");
+  }
+  if (!to.ok()) {
+    *usage_exit = 2;
+    return to.status();
+  }
+  o.to = *to;
+  o.nvme_paths = flags.nvme_paths;
+  o.nvme_buffered = flags.nvme_buffered;
+  TF_ASSIGN_OR_RETURN(const uint64_t bs, ParseByteSize(flags.block_size));
+  TF_ASSIGN_OR_RETURN(o.block_size_bytes, CheckedNarrow<uint32_t>(bs, "--block-size"));
+  return o;
+}
 
-  struct Flags {
-    std::string path, to, out, block_size = "1MiB";
-    std::vector<std::string> nvme_paths;
-    bool verify = false, dry_run = false, nvme_buffered = false, json = false;
-  };
-  auto flags = std::make_shared<Flags>();
+int RunMigrate(const TierFlags& flags) {
+  int usage_exit = 1;
+  auto o = MigrateOptionsOf(flags, &usage_exit);
+  if (!o.ok()) {
+    Fail(o.status());
+    return usage_exit;
+  }
+  auto r = tier::MigrateCheckpoint(flags.path, *o);
+  if (!r.ok()) return Fail(r.status());
+  for (const auto& n : r->notes) std::printf("%s\n", n.c_str());
+  if (r->from != r->to) {
+    const bool to_nvme = r->to == OffloadPlacement::kNvme;
+    std::printf("migrated %s: %s -> %s, %s of optimizer state, verified%s%s\n", flags.path.c_str(),
+                std::string(OffloadPlacementName(r->from)).c_str(),
+                std::string(OffloadPlacementName(r->to)).c_str(),
+                FormatBytes(r->state_bytes).c_str(), to_nvme ? "; swap set " : "",
+                to_nvme ? r->run_id.c_str() : "");
+  }
+  return 0;
+}
 
-  CLI::App* ls = tier->add_subcommand(
+int RunClean(const std::string& path, bool dry_run) {
+  auto r = tier::CleanTier(path, dry_run);
+  if (!r.ok()) return Fail(r.status());
+  const char* verb = dry_run ? "would remove" : "removed";
+  for (const auto& e : r->removed) {
+    std::printf("%s %s (%s): %s\n", verb, e.path.c_str(), FormatBytes(e.num_bytes).c_str(),
+                e.why.c_str());
+  }
+  for (const auto& e : r->kept)
+    std::printf("kept %s (%s): %s\n", e.path.c_str(), FormatBytes(e.num_bytes).c_str(),
+                e.why.c_str());
+  std::printf("%s %zu item(s), %s %s\n", verb, r->removed.size(),
+              FormatBytes(r->freed_bytes).c_str(), dry_run ? "would be freed" : "freed");
+  return 0;
+}
+
+int RunExport(const std::string& ckpt, const std::string& out) {
+  auto r = tier::ExportCheckpoint(ckpt, out);
+  if (!r.ok()) return Fail(r.status());
+  std::printf("wrote %s: %llu tensors, %s (from the %s layout)\n", out.c_str(),
+              static_cast<unsigned long long>(r->num_tensors), FormatBytes(r->num_bytes).c_str(),
+              std::string(OffloadPlacementName(r->layout)).c_str());
+  return 0;
+}
+
+// ls --verify, verify, migrate and export check for cancellation per unit
+// and per file, so SIGINT/SIGTERM end them with a clear error (and migrate
+// keeps the checkpoint as it was); clean keeps the default action.
+void AddInspect(CLI::App& tier, std::shared_ptr<TierFlags> flags, int* exit_code) {
+  CLI::App* ls = tier.add_subcommand(
       "ls", "Runs, swap sets and checkpoints under PATH: tensors, sizes, tier, step, completeness");
   ls->add_option("PATH", flags->path, "Training output dir, checkpoint dir or swap directory")
       ->required();
   ls->add_flag("--verify", flags->verify, "Verify every checkpoint's checksums (reads everything)");
   ls->add_flag("--json", flags->json, "Print one JSON object");
-  // ls --verify, verify, migrate and export check for cancellation per unit
-  // and per file, so SIGINT/SIGTERM end them with a clear error (and migrate
-  // keeps the checkpoint as it was); clean keeps the default action.
   ls->callback([flags, exit_code] {
     InstallCancelSignalHandlers();
     *exit_code = RunLs(flags->path, flags->verify, flags->json);
   });
 
-  CLI::App* verify = tier->add_subcommand(
+  CLI::App* verify = tier.add_subcommand(
       "verify", "Check every header and block checksum under PATH (exit 2 on corruption)");
   verify->add_option("PATH", flags->path, "Training output dir, checkpoint dir or swap directory")
       ->required();
@@ -140,8 +200,10 @@ void AddTier(CLI::App& app, int* exit_code) {
     InstallCancelSignalHandlers();
     *exit_code = RunVerify(flags->path, flags->json);
   });
+}
 
-  CLI::App* migrate = tier->add_subcommand(
+void AddMigrate(CLI::App& tier, std::shared_ptr<TierFlags> flags, int* exit_code) {
+  CLI::App* migrate = tier.add_subcommand(
       "migrate", "Move a checkpoint's optimizer state between host files and NVMe swap files");
   migrate->add_option("CKPT", flags->path, "Checkpoint directory (OUT/checkpoints/step-N)")
       ->required();
@@ -149,94 +211,45 @@ void AddTier(CLI::App& app, int* exit_code) {
   migrate->add_option("--nvme-path", flags->nvme_paths,
                       "Directory on an NVMe drive (repeat for several drives); the set goes to "
                       "DIR/tierflow-checkpoints");
-  migrate->add_flag("--nvme-buffered", flags->nvme_buffered,
-                    "Page-cache I/O (for file systems without O_DIRECT)");
+  migrate->add_flag("--nvme-buffered", flags->nvme_buffered)
+      ->description("Page-cache I/O (for file systems without O_DIRECT)");
   migrate->add_option("--block-size", flags->block_size, "Swap block size (I/O and checksum unit)")
       ->check(ByteSizeAtLeast(kNvmeIoMinBlockBytes))
       ->capture_default_str();
   migrate->callback([flags, exit_code] {
     InstallCancelSignalHandlers();
-    tier::MigrateOptions o;
-    auto to = ParseOffloadPlacement("--to", flags->to);
-    if (to.ok() && *to == OffloadPlacement::kAuto) {
-      to = InvalidArgumentError("--to: a checkpoint has one layout, host or nvme, not auto");
-    }
-    if (!to.ok()) {
-      Fail(to.status());
-      *exit_code = 2;  // a usage error, as the other flag checks give
-      return;
-    }
-    o.to = *to;
-    o.nvme_paths = flags->nvme_paths;
-    o.nvme_buffered = flags->nvme_buffered;
-    auto bs = ParseByteSize(flags->block_size);
-    if (!bs.ok()) {
-      *exit_code = Fail(bs.status());
-      return;
-    }
-    auto narrow = CheckedNarrow<uint32_t>(*bs, "--block-size");
-    if (!narrow.ok()) {
-      *exit_code = Fail(narrow.status());
-      return;
-    }
-    o.block_size_bytes = *narrow;
-    auto r = tier::MigrateCheckpoint(flags->path, o);
-    if (!r.ok()) {
-      *exit_code = Fail(r.status());
-      return;
-    }
-    for (const auto& n : r->notes) std::printf("%s\n", n.c_str());
-    if (r->from != r->to) {
-      const bool to_nvme = r->to == OffloadPlacement::kNvme;
-      std::printf("migrated %s: %s -> %s, %s of optimizer state, verified%s%s\n",
-                  flags->path.c_str(), std::string(OffloadPlacementName(r->from)).c_str(),
-                  std::string(OffloadPlacementName(r->to)).c_str(),
-                  FormatBytes(r->state_bytes).c_str(), to_nvme ? "; swap set " : "",
-                  to_nvme ? r->run_id.c_str() : "");
-    }
-    *exit_code = 0;
+    *exit_code = RunMigrate(*flags);
   });
+}
 
-  CLI::App* clean = tier->add_subcommand(
+void AddCleanAndExport(CLI::App& tier, std::shared_ptr<TierFlags> flags, int* exit_code) {
+  CLI::App* clean = tier.add_subcommand(
       "clean", "Remove stale swap sets and leftovers of crashed runs (never a live run's)");
   clean->add_option("PATH", flags->path, "Training output dir, checkpoint dir or swap directory")
       ->required();
   clean->add_flag("--dry-run", flags->dry_run, "Only say what would be removed");
-  clean->callback([flags, exit_code] {
-    auto r = tier::CleanTier(flags->path, flags->dry_run);
-    if (!r.ok()) {
-      *exit_code = Fail(r.status());
-      return;
-    }
-    const char* verb = flags->dry_run ? "would remove" : "removed";
-    for (const auto& e : r->removed) {
-      std::printf("%s %s (%s): %s\n", verb, e.path.c_str(), FormatBytes(e.num_bytes).c_str(),
-                  e.why.c_str());
-    }
-    for (const auto& e : r->kept)
-      std::printf("kept %s (%s): %s\n", e.path.c_str(), FormatBytes(e.num_bytes).c_str(),
-                  e.why.c_str());
-    std::printf("%s %zu item(s), %s %s\n", verb, r->removed.size(),
-                FormatBytes(r->freed_bytes).c_str(), flags->dry_run ? "would be freed" : "freed");
-    *exit_code = 0;
-  });
+  clean->callback([flags, exit_code] { *exit_code = RunClean(flags->path, flags->dry_run); });
 
-  CLI::App* exp = tier->add_subcommand(
-      "export", "Write a checkpoint's optimizer state as one safetensors file");
+  CLI::App* exp =
+      tier.add_subcommand("export", "Write a checkpoint's optimizer state as one safetensors file");
   exp->add_option("CKPT", flags->path, "Checkpoint directory")->required();
   exp->add_option("--out", flags->out, "FILE.safetensors")->required();
   exp->callback([flags, exit_code] {
     InstallCancelSignalHandlers();
-    auto r = tier::ExportCheckpoint(flags->path, flags->out);
-    if (!r.ok()) {
-      *exit_code = Fail(r.status());
-      return;
-    }
-    std::printf("wrote %s: %llu tensors, %s (from the %s layout)\n", flags->out.c_str(),
-                static_cast<unsigned long long>(r->num_tensors), FormatBytes(r->num_bytes).c_str(),
-                std::string(OffloadPlacementName(r->layout)).c_str());
-    *exit_code = 0;
+    *exit_code = RunExport(flags->path, flags->out);
   });
+}
+
+}  // namespace
+
+void AddTier(CLI::App& app, int* exit_code) {
+  CLI::App* tier =
+      app.add_subcommand("tier", "Inspect, verify, move, clean and export offloaded state");
+  tier->require_subcommand(1);
+  auto flags = std::make_shared<TierFlags>();
+  AddInspect(*tier, flags, exit_code);
+  AddMigrate(*tier, flags, exit_code);
+  AddCleanAndExport(*tier, flags, exit_code);
 }
 
 }  // namespace tierflow::cli

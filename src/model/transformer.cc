@@ -320,20 +320,43 @@ Status TransformerModel::ForwardBackward(Stream& compute, const MicroBatch& batc
   return InternalError("transformer: unknown dtype");
 }
 
+// What Run's stages share for one micro-batch.
 template <typename T>
-Status TransformerModel::Run(Stream& s, const MicroBatch& batch, float dloss_scale,
-                             UnitAccess& access) {
-  const ModelConfig& c = layout_.config;
-  Dims d = MakeDims(c, batch.batch, batch.seq_len);
-  const int L = layout_.num_layers();
-  const bool tied = layout_.head.lm_head < 0;
-  Buffers& b = *buf_;
-  const size_t row_bytes = static_cast<size_t>(d.N * d.C) * sizeof(T);
-  auto residual = [&](int l) { return static_cast<T*>(b.residual[l]); };
-  auto acts = [&](int l) -> const BlockActs& {
-    return b.blocks[shape_.checkpoint_activations ? 0 : l];
-  };
+struct TransformerModel::RunState {
+  Buffers& b;
+  const MicroBatch& batch;
+  float dloss_scale = 1;
+  Dims d;
+  EmbeddingShape es;
+  bool checkpointing = false;
+  bool tied = false;  // the LM head is the embeddings' wte
+  int emb_unit = 0, head_unit = 0;
+  uint64_t emb_params = 0;
+  const T* emb = nullptr;      // the embedding unit's weights, while taken
+  const T* lm_head = nullptr;  // (V, C)
+  bool sliced = false;         // the LM head's weight gradient in vocabulary slices
+  float* g_emb = nullptr;      // the tied wte's gradient, begun by the head
+  HeadSlicing slicing{};
 
+  T* residual(int l) const { return static_cast<T*>(b.residual[l]); }
+  const BlockActs& acts(int l) const { return b.blocks[checkpointing ? 0 : l]; }
+};
+
+namespace {
+
+template <typename T>
+StatusOr<const T*> TakeWeights(UnitAccess& access, int unit) {
+  TF_ASSIGN_OR_RETURN(void* p, access.Weights(unit));
+  return static_cast<const T*>(p);
+}
+
+}  // namespace
+
+template <typename T>
+Status TransformerModel::UploadBatch(Stream& s, RunState<T>& st) {
+  Buffers& b = st.b;
+  Dims& d = st.d;
+  const MicroBatch& batch = st.batch;
   TF_RETURN_IF_ERROR(s.CopyHostToDevice(b.tokens, batch.inputs, d.N * sizeof(int32_t)));
   TF_RETURN_IF_ERROR(s.CopyHostToDevice(b.targets, batch.targets, d.N * sizeof(int32_t)));
   if (batch.positions != nullptr) {
@@ -349,74 +372,51 @@ Status TransformerModel::Run(Stream& s, const MicroBatch& batch, float dloss_sca
     d.positions = b.positions;
     d.seq_start = b.seq_start;
   }
+  return Status::Ok();
+}
 
-  // ---- forward ----
-  // Each unit's weights are taken just before its first kernel, in forward
-  // order: the engine makes the host wait until that unit's previous update
-  // is enqueued, so the next step's forward starts as soon as its first
-  // units are updated, while the optimizer still works on the rest.
-  // Each take is released as soon as its kernels are enqueued, and taken
-  // again for backward (WeightsSchedule), so a streamed unit holds a device
-  // slot only while it is used.
-  auto weights = [&](int unit) -> StatusOr<const T*> {
-    TF_ASSIGN_OR_RETURN(void* p, access.Weights(unit));
-    return static_cast<const T*>(p);
-  };
-  const int emb_unit = layout_.embedding_unit(), head_unit = layout_.head_unit();
-  TF_ASSIGN_OR_RETURN(const T* emb, weights(emb_unit));
-  const EmbeddingShape es{d.B, d.T, d.C, d.V};
-  const T* wpe = layout_.embedding.wpe >= 0 ? emb + layout_.embedding.wpe : nullptr;
-  TF_RETURN_IF_ERROR(
-      EmbeddingForward<T>(s, residual(0), b.tokens, emb + layout_.embedding.wte, wpe, es));
-  TF_RETURN_IF_ERROR(access.ReleaseWeights(emb_unit));
-  for (int l = 0; l < L; ++l) {
-    TF_ASSIGN_OR_RETURN(const T* wl, weights(layout_.layer_unit(l)));
-    TF_RETURN_IF_ERROR(model_internal::BlockForward<T>(s, d, layout_.layer, wl, residual(l),
-                                                       residual(l + 1), acts(l)));
+// Each unit's weights are taken just before its first kernel, in forward
+// order: the engine makes the host wait until that unit's previous update
+// is enqueued, so the next step's forward starts as soon as its first
+// units are updated, while the optimizer still works on the rest.
+// Each take is released as soon as its kernels are enqueued, and taken
+// again for backward (WeightsSchedule), so a streamed unit holds a device
+// slot only while it is used.
+template <typename T>
+Status TransformerModel::Forward(Stream& s, RunState<T>& st, UnitAccess& access) {
+  const Dims& d = st.d;
+  TF_ASSIGN_OR_RETURN(st.emb, TakeWeights<T>(access, st.emb_unit));
+  const T* wpe = layout_.embedding.wpe >= 0 ? st.emb + layout_.embedding.wpe : nullptr;
+  TF_RETURN_IF_ERROR(EmbeddingForward<T>(s, st.residual(0), st.b.tokens,
+                                         st.emb + layout_.embedding.wte, wpe, st.es));
+  TF_RETURN_IF_ERROR(access.ReleaseWeights(st.emb_unit));
+  for (int l = 0; l < layout_.num_layers(); ++l) {
+    TF_ASSIGN_OR_RETURN(const T* wl, TakeWeights<T>(access, layout_.layer_unit(l)));
+    TF_RETURN_IF_ERROR(model_internal::BlockForward<T>(s, d, layout_.layer, wl, st.residual(l),
+                                                       st.residual(l + 1), st.acts(l)));
     TF_RETURN_IF_ERROR(access.ReleaseWeights(layout_.layer_unit(l)));
   }
-  TF_ASSIGN_OR_RETURN(const T* head, weights(head_unit));
-  // Tied: the LM head is the embeddings' wte, taken again and held to the
-  // end (its vocabulary slices, if any, run after the blocks' backward).
-  if (tied) {
-    TF_ASSIGN_OR_RETURN(emb, weights(emb_unit));
-  }
-  // ---- head: forward, loss and backward, chunk by chunk over the rows ----
+  return Status::Ok();
+}
+
+// The head's logits, loss and their gradient, chunk by chunk over the rows;
+// `d_lm_head` null when the LM head's weight gradient comes in slices. Each
+// chunk's cross-entropy is a mean over its own valid targets; weighting it
+// by (chunk valid / all valid) makes the sum the mean over the batch.
+template <typename T>
+Status TransformerModel::HeadLossChunks(Stream& s, RunState<T>& st, float* d_lm_head) {
+  const Dims& d = st.d;
+  Buffers& b = st.b;
   T* xf = static_cast<T*>(b.xf);
   T* logits = static_cast<T*>(b.logits);
-  T* dres = static_cast<T*>(b.dres);
   T* dln = static_cast<T*>(b.scratch.dln);
-  const T* head_norm_b = layout_.head.norm_b >= 0 ? head + layout_.head.norm_b : nullptr;
-  TF_RETURN_IF_ERROR(model_internal::NormForward<T>(s, d, xf, b.xf_mean, b.xf_rstd, residual(L),
-                                                    head + layout_.head.norm_w, head_norm_b));
-  const T* lm_head = tied ? emb + layout_.embedding.wte : head + layout_.head.lm_head;
-  TF_RETURN_IF_ERROR(PlanPieces(access.GradPieceCapacity()));
-  const uint64_t head_params = layout_.units[head_unit].num_params;
-  const uint64_t emb_params = layout_.units[emb_unit].num_params;
-  // The LM head's weight gradient in vocabulary slices, after the row
-  // chunks (below): when its unit (the head, or the tied embeddings) does
-  // not fit one bucket.
-  const bool sliced = tied ? !pieces_.embedding_whole : !pieces_.head_whole;
-  float* g_head = nullptr;
-  if (pieces_.head_whole) {
-    TF_ASSIGN_OR_RETURN(g_head, access.BeginGrads(head_unit, 0, head_params));
-  }
-  float* g_emb = nullptr;
-  if (tied && !sliced) {
-    // The tied wte gets gradients from the head now and the embedding last.
-    TF_ASSIGN_OR_RETURN(g_emb, access.BeginGrads(emb_unit, 0, emb_params));
-  }
-  float* d_lm_head =
-      sliced ? nullptr : (tied ? g_emb + layout_.embedding.wte : g_head + layout_.head.lm_head);
-  // Each chunk's cross-entropy is a mean over its own valid targets; weighting
-  // it by (chunk valid / all valid) makes the sum the mean over the batch.
   const int64_t chunk_rows =
       HeadChunkRows(d.N, d.V, shape_.head_chunk_logits, shape_.head_chunk_min_rows);
   const int64_t chunks = (d.N + chunk_rows - 1) / chunk_rows;
   std::vector<int64_t> valid(static_cast<size_t>(chunks), 0);
   int64_t total_valid = 0;
   for (int64_t i = 0; i < d.N; ++i) {
-    if (batch.targets[i] != kIgnoreIndex) {
+    if (st.batch.targets[i] != kIgnoreIndex) {
       ++valid[static_cast<size_t>(i / chunk_rows)];
       ++total_valid;
     }
@@ -428,21 +428,63 @@ Status TransformerModel::Run(Stream& s, const MicroBatch& batch, float dloss_sca
     const double weight =
         total_valid > 0 ? static_cast<double>(valid[c]) / static_cast<double>(total_valid) : 0.0;
     chunk_weights_[c] = weight;
-    TF_RETURN_IF_ERROR(model_internal::LinearForward<T>(s, logits, xf + r0 * d.C, lm_head, nullptr,
-                                                        rows, d.C, d.V, false, 0.0f));
+    TF_RETURN_IF_ERROR(model_internal::LinearForward<T>(s, logits, xf + r0 * d.C, st.lm_head,
+                                                        nullptr, rows, d.C, d.V, false, 0.0f));
     CrossEntropyOptions ce;
     ce.ignore_index = kIgnoreIndex;
-    ce.grad_scale = static_cast<float>(dloss_scale * weight);
-    if (sliced) ce.row_lse = b.row_lse + r0;
+    ce.grad_scale = static_cast<float>(st.dloss_scale * weight);
+    if (st.sliced) ce.row_lse = b.row_lse + r0;
     TF_RETURN_IF_ERROR(SoftmaxCrossEntropy<T>(s, b.loss + c, b.row_losses + r0, logits, logits,
                                               b.targets + r0, CrossEntropyShape{rows, d.V, 0}, ce));
     TF_RETURN_IF_ERROR(model_internal::LinearBackward<T>(s, dln + r0 * d.C, 0.0f, d_lm_head,
-                                                         nullptr, logits, xf + r0 * d.C, lm_head,
+                                                         nullptr, logits, xf + r0 * d.C, st.lm_head,
                                                          rows, d.C, d.V, false));
   }
-  TF_RETURN_IF_ERROR(
-      s.CopyDeviceToHost(b.loss_host.data(), b.loss, static_cast<size_t>(chunks) * sizeof(float)));
-  TF_RETURN_IF_ERROR(s.Memset(dres, 0, row_bytes));
+  st.slicing = HeadSlicing{total_valid, st.dloss_scale};
+  return s.CopyDeviceToHost(b.loss_host.data(), b.loss,
+                            static_cast<size_t>(chunks) * sizeof(float));
+}
+
+// The head: the final norm, the loss and the gradient back to the residual
+// stream; the head's weight gradients (the LM head's whole, or in slices
+// after the rows).
+template <typename T>
+Status TransformerModel::Head(Stream& s, RunState<T>& st, UnitAccess& access) {
+  const Dims& d = st.d;
+  Buffers& b = st.b;
+  const int L = layout_.num_layers();
+  const int head_unit = st.head_unit;
+  TF_ASSIGN_OR_RETURN(const T* head, TakeWeights<T>(access, head_unit));
+  // Tied: the LM head is the embeddings' wte, taken again and held to the
+  // end (its vocabulary slices, if any, run after the blocks' backward).
+  if (st.tied) {
+    TF_ASSIGN_OR_RETURN(st.emb, TakeWeights<T>(access, st.emb_unit));
+  }
+  T* xf = static_cast<T*>(b.xf);
+  const T* head_norm_b = layout_.head.norm_b >= 0 ? head + layout_.head.norm_b : nullptr;
+  TF_RETURN_IF_ERROR(model_internal::NormForward<T>(s, d, xf, b.xf_mean, b.xf_rstd, st.residual(L),
+                                                    head + layout_.head.norm_w, head_norm_b));
+  st.lm_head = st.tied ? st.emb + layout_.embedding.wte : head + layout_.head.lm_head;
+  TF_RETURN_IF_ERROR(PlanPieces(access.GradPieceCapacity()));
+  const uint64_t head_params = layout_.units[head_unit].num_params;
+  // The LM head's weight gradient in vocabulary slices, after the row
+  // chunks: when its unit (the head, or the tied embeddings) does not fit
+  // one bucket.
+  st.sliced = st.tied ? !pieces_.embedding_whole : !pieces_.head_whole;
+  float* g_head = nullptr;
+  if (pieces_.head_whole) {
+    TF_ASSIGN_OR_RETURN(g_head, access.BeginGrads(head_unit, 0, head_params));
+  }
+  if (st.tied && !st.sliced) {
+    // The tied wte gets gradients from the head now and the embedding last.
+    TF_ASSIGN_OR_RETURN(st.g_emb, access.BeginGrads(st.emb_unit, 0, st.emb_params));
+  }
+  float* d_lm_head =
+      st.sliced ? nullptr
+                : (st.tied ? st.g_emb + layout_.embedding.wte : g_head + layout_.head.lm_head);
+  TF_RETURN_IF_ERROR(HeadLossChunks(s, st, d_lm_head));
+  T* dres = static_cast<T*>(b.dres);
+  TF_RETURN_IF_ERROR(s.Memset(dres, 0, static_cast<size_t>(d.N * d.C) * sizeof(T)));
   // The final norm's gradient: in the whole head's bucket, or its own piece.
   const int64_t norm_params = pieces_.head_norm.end() - pieces_.head_norm.begin();
   float* g_norm = g_head;
@@ -452,51 +494,75 @@ Status TransformerModel::Run(Stream& s, const MicroBatch& batch, float dloss_sca
   }
   TF_RETURN_IF_ERROR(model_internal::NormBackward<T>(
       s, d, dres, g_norm + layout_.head.norm_w,
-      layout_.head.norm_b >= 0 ? g_norm + layout_.head.norm_b : nullptr, dln, residual(L),
-      head + layout_.head.norm_w, b.xf_mean, b.xf_rstd));
+      layout_.head.norm_b >= 0 ? g_norm + layout_.head.norm_b : nullptr,
+      static_cast<T*>(b.scratch.dln), st.residual(L), head + layout_.head.norm_w, b.xf_mean,
+      b.xf_rstd));
   TF_RETURN_IF_ERROR(access.EndGrads(head_unit));
-  const HeadSlicing slicing{total_valid, dloss_scale};
-  if (sliced && !tied) {
-    TF_RETURN_IF_ERROR(WeightGradSlices<T>(s, d, batch, access, head_unit, layout_.head.lm_head,
-                                           lm_head, slicing, /*embedding=*/false));
+  if (st.sliced && !st.tied) {
+    TF_RETURN_IF_ERROR(WeightGradSlices<T>(s, d, st.batch, access, head_unit, layout_.head.lm_head,
+                                           st.lm_head, st.slicing,
+                                           /*embedding=*/false));
   }
   TF_RETURN_IF_ERROR(access.ReleaseWeights(head_unit));
-  if (tied && !sliced) TF_RETURN_IF_ERROR(access.ReleaseWeights(emb_unit));
+  if (st.tied && !st.sliced) TF_RETURN_IF_ERROR(access.ReleaseWeights(st.emb_unit));
+  return Status::Ok();
+}
 
-  // ---- backward: blocks, last first ----
-  for (int l = L - 1; l >= 0; --l) {
-    TF_ASSIGN_OR_RETURN(const T* wl, weights(layout_.layer_unit(l)));
-    if (shape_.checkpoint_activations) {
+// The blocks' backward, last first, then the embeddings'.
+template <typename T>
+Status TransformerModel::Backward(Stream& s, RunState<T>& st, UnitAccess& access) {
+  const Dims& d = st.d;
+  Buffers& b = st.b;
+  T* dres = static_cast<T*>(b.dres);
+  for (int l = layout_.num_layers() - 1; l >= 0; --l) {
+    TF_ASSIGN_OR_RETURN(const T* wl, TakeWeights<T>(access, layout_.layer_unit(l)));
+    if (st.checkpointing) {
       // Recompute the block's activations from its saved input. Its output
       // lands on residual(l + 1), which backward no longer needs.
-      TF_RETURN_IF_ERROR(model_internal::BlockForward<T>(s, d, layout_.layer, wl, residual(l),
-                                                         residual(l + 1), acts(l)));
+      TF_RETURN_IF_ERROR(model_internal::BlockForward<T>(s, d, layout_.layer, wl, st.residual(l),
+                                                         st.residual(l + 1), st.acts(l)));
     }
     GradPieceWriter g(access, layout_.layer_unit(l), pieces_.layer_ops, pieces_.layer);
-    TF_RETURN_IF_ERROR(model_internal::BlockBackward<T>(s, d, layout_.layer, wl, g, residual(l),
-                                                        dres, acts(l), b.scratch));
+    TF_RETURN_IF_ERROR(model_internal::BlockBackward<T>(s, d, layout_.layer, wl, g, st.residual(l),
+                                                        dres, st.acts(l), b.scratch));
     TF_RETURN_IF_ERROR(access.ReleaseWeights(layout_.layer_unit(l)));
   }
 
-  // ---- backward: embeddings ----
+  const int emb_unit = st.emb_unit;
   if (pieces_.embedding_whole) {
-    if (!tied) {
-      TF_ASSIGN_OR_RETURN(g_emb, access.BeginGrads(emb_unit, 0, emb_params));
+    if (!st.tied) {
+      TF_ASSIGN_OR_RETURN(st.g_emb, access.BeginGrads(emb_unit, 0, st.emb_params));
     }
-    float* dwpe = layout_.embedding.wpe >= 0 ? g_emb + layout_.embedding.wpe : nullptr;
+    float* dwpe = layout_.embedding.wpe >= 0 ? st.g_emb + layout_.embedding.wpe : nullptr;
     TF_RETURN_IF_ERROR(
-        EmbeddingBackward<T>(s, g_emb + layout_.embedding.wte, dwpe, dres, b.tokens, es));
+        EmbeddingBackward<T>(s, st.g_emb + layout_.embedding.wte, dwpe, dres, b.tokens, st.es));
     return access.EndGrads(emb_unit);
   }
   // wte in row slices (with the tied head's share), then the positions.
-  TF_RETURN_IF_ERROR(WeightGradSlices<T>(s, d, batch, access, emb_unit, layout_.embedding.wte,
-                                         lm_head, slicing, /*embedding=*/true));
-  if (tied) TF_RETURN_IF_ERROR(access.ReleaseWeights(emb_unit));
+  TF_RETURN_IF_ERROR(WeightGradSlices<T>(s, d, st.batch, access, emb_unit, layout_.embedding.wte,
+                                         st.lm_head, st.slicing, /*embedding=*/true));
+  if (st.tied) TF_RETURN_IF_ERROR(access.ReleaseWeights(emb_unit));
   if (layout_.embedding.wpe < 0) return Status::Ok();
-  const uint64_t wpe_params = emb_params - static_cast<uint64_t>(layout_.embedding.wpe);
+  const uint64_t wpe_params = st.emb_params - static_cast<uint64_t>(layout_.embedding.wpe);
   TF_ASSIGN_OR_RETURN(float* dwpe, access.BeginGrads(emb_unit, layout_.embedding.wpe, wpe_params));
-  TF_RETURN_IF_ERROR(EmbeddingBackward<T>(s, nullptr, dwpe, dres, b.tokens, es));
+  TF_RETURN_IF_ERROR(EmbeddingBackward<T>(s, nullptr, dwpe, dres, b.tokens, st.es));
   return access.EndGrads(emb_unit);
+}
+
+template <typename T>
+Status TransformerModel::Run(Stream& s, const MicroBatch& batch, float dloss_scale,
+                             UnitAccess& access) {
+  const Dims d = MakeDims(layout_.config, batch.batch, batch.seq_len);
+  RunState<T> st{*buf_, batch, dloss_scale, d, EmbeddingShape{d.B, d.T, d.C, d.V}};
+  st.checkpointing = shape_.checkpoint_activations;
+  st.tied = layout_.head.lm_head < 0;
+  st.emb_unit = layout_.embedding_unit();
+  st.head_unit = layout_.head_unit();
+  st.emb_params = layout_.units[st.emb_unit].num_params;
+  TF_RETURN_IF_ERROR(UploadBatch(s, st));
+  TF_RETURN_IF_ERROR(Forward(s, st, access));
+  TF_RETURN_IF_ERROR(Head(s, st, access));
+  return Backward(s, st, access);
 }
 
 template <typename T>

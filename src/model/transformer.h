@@ -143,6 +143,19 @@ class TransformerModel : public Trainable {
   Status Allocate();
   template <typename T>
   Status Run(Stream& s, const MicroBatch& batch, float dloss_scale, UnitAccess& access);
+  // Run's stages (transformer.cc), sharing one micro-batch's RunState.
+  template <typename T>
+  struct RunState;
+  template <typename T>
+  Status UploadBatch(Stream& s, RunState<T>& st);
+  template <typename T>
+  Status Forward(Stream& s, RunState<T>& st, UnitAccess& access);
+  template <typename T>
+  Status Head(Stream& s, RunState<T>& st, UnitAccess& access);
+  template <typename T>
+  Status HeadLossChunks(Stream& s, RunState<T>& st, float* d_lm_head);
+  template <typename T>
+  Status Backward(Stream& s, RunState<T>& st, UnitAccess& access);
 
   // How each unit's gradient is cut for a bucket capacity (grad_pieces.h).
   struct Pieces {

@@ -15,12 +15,9 @@ nlohmann::json TierJson(const TierPlan& tier) {
           {"components", components}};
 }
 
-}  // namespace
-
-nlohmann::json PlanToJson(const PlanInput& in, const Hardware& hw, const Plan& plan,
-                          const LargestModel* largest) {
+// What was planned for: the model, the step, the hardware.
+void AddSetup(const PlanInput& in, const Hardware& hw, const Plan& plan, nlohmann::json& j) {
   const ModelConfig& m = in.model;
-  nlohmann::json j;
   j["model"] = {{"name", m.name},
                 {"family", std::string(ModelFamilyName(m.family))},
                 {"model_type", m.model_type},
@@ -63,6 +60,10 @@ nlohmann::json PlanToJson(const PlanInput& in, const Hardware& hw, const Plan& p
                    {"device_efficiency", bw.device_efficiency},
                    {"intra_node_busbw_gb_per_second", bw.intra_node_busbw_gb_per_second},
                    {"inter_node_busbw_gb_per_second", bw.inter_node_busbw_gb_per_second}};
+}
+
+// Whether it fits: the verdict, the tiers, the activations.
+void AddTiers(const Plan& plan, nlohmann::json& j) {
   j["feasible"] = plan.feasible;
   j["binding_constraint"] = plan.binding_constraint;
   j["explanation"] = plan.explanation;
@@ -82,6 +83,10 @@ nlohmann::json PlanToJson(const PlanInput& in, const Hardware& hw, const Plan& p
                         {"inputs", plan.activations.inputs},
                         {"gradients", plan.activations.gradients},
                         {"total", plan.activations.total()}}}};
+}
+
+// Where the optimizer state and the weights go.
+void AddPlacement(const ModelConfig& m, const Plan& plan, nlohmann::json& j) {
   const Placement& p = plan.placement;
   j["placement"] = {
       {"optimizer_state", p.where()},
@@ -113,6 +118,10 @@ nlohmann::json PlanToJson(const PlanInput& in, const Hardware& hw, const Plan& p
                               {"nvme_staging", w.nvme_staging},
                               {"fetch_bytes_per_micro_batch", w.fetch_bytes_per_micro_batch},
                               {"chosen_by", w.chosen_by_planner ? "planner" : "user"}};
+}
+
+// How fast: the stages, the step, and the advice.
+void AddStepTime(const Plan& plan, nlohmann::json& j) {
   nlohmann::json stages = nlohmann::json::object();
   for (const StageTime& s : plan.stages) stages[s.name] = s.seconds;
   j["stages"] = stages;
@@ -129,6 +138,10 @@ nlohmann::json PlanToJson(const PlanInput& in, const Hardware& hw, const Plan& p
                           {"step_seconds", plan.compute_bound.step_seconds},
                           {"advice", plan.compute_bound.advice}};
   }
+}
+
+// Data parallelism: the ranks, the collectives, and the scaling table.
+void AddDataParallel(const PlanInput& in, const Plan& plan, nlohmann::json& j) {
   if (in.ranks() > 1) {
     const Plan::DataParallel& dp = plan.data_parallel;
     nlohmann::json points = nlohmann::json::array();
@@ -154,6 +167,18 @@ nlohmann::json PlanToJson(const PlanInput& in, const Hardware& hw, const Plan& p
                           {"scaling", points},
                           {"scaling_advice", dp.scaling_advice}};
   }
+}
+
+}  // namespace
+
+nlohmann::json PlanToJson(const PlanInput& in, const Hardware& hw, const Plan& plan,
+                          const LargestModel* largest) {
+  nlohmann::json j;
+  AddSetup(in, hw, plan, j);
+  AddTiers(plan, j);
+  AddPlacement(in.model, plan, j);
+  AddStepTime(plan, j);
+  AddDataParallel(in, plan, j);
   if (largest != nullptr) {
     j["max_params"] = largest->params;
     j["max_model"] = largest->description;

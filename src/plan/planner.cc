@@ -1,7 +1,8 @@
 // ComputePlan: sizes every tier's components as the engine allocates them
-// (plan/memory_model.h), places the optimizer state (host, NVMe or split),
-// checks each tier against its capacity, names the binding constraint with
-// advice, and predicts the step time (plan/step_time.h).
+// (plan/memory_model.h; the device's in plan/device_tier.h), places the
+// optimizer state (host, NVMe or split), checks each tier against its
+// capacity, names the binding constraint with advice, and predicts the step
+// time (plan/step_time.h).
 #include "plan/planner.h"
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include "common/units.h"
 #include "io/file_reader.h"
 #include "io/safetensors_writer.h"
+#include "plan/device_tier.h"
 #include "plan/param_placement.h"
 #include "plan/speculation_budget.h"
 #include "plan/step_time.h"
@@ -203,31 +205,67 @@ StreamedCopy StreamedCopyOf(const PlanInput& in, const ParamPlacement& pp,
   return c;
 }
 
-StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t params,
-                           uint64_t state_bytes, uint64_t device_tensor_bytes, double ratio,
-                           int64_t speculation_params, int64_t bucket_params,
-                           const ParamPlacement& pp, const ModelUnits& units) {
-  StateTiers t;
-  // With several ranks, one rank's layout (the largest parts); the tiers
-  // are the node's: every component times its ranks.
-  const int ranks = in.ranks();
+// One rank's layout of the state, which the host and NVMe tiers are sized
+// from. With several ranks, the largest part's.
+struct RankLayout {
+  const PlanInput& in;
+  const SubGroupSummary& sg;
+  uint64_t P = 0;            // the whole model: its gradient, its weights
+  uint64_t R = 0;            // the parameters whose state this rank owns
+  uint64_t a = 0;            // bytes of a weight
+  uint64_t state_bytes = 0;  // state bytes per parameter
+  uint64_t host_params = 0;
+  uint64_t wire = 0;  // bytes of a gradient crossing PCIe
+  uint64_t buffers = 0;
+  int moments = 0;
+  bool overlapped = false;
+  int64_t spec_params = 0;
   // The engine's data-parallel path: several ranks, or one with device
   // collectives (how one GPU checks them).
-  const bool dp = ranks > 1 || in.device_collectives;
-  t.sub_groups = SummarizeSubGroups(in.model, SubGroupRuleOf(in), ratio, state_bytes,
-                                    in.nvme_block_bytes, ranks);
-  const SubGroupSummary& sg = t.sub_groups;
-  const uint64_t P = U(params);     // the whole model: its gradient, its weights
-  const uint64_t R = U(sg.params);  // the parameters whose state this rank owns
-  const uint64_t a = DTypeSize(in.dtype);
-  const uint64_t host_params = R - U(sg.nvme_params);
-  const int moments = OptimizerMomentCount(in.optimizer);
-  const bool overlapped = in.pipeline == PipelineKind::kOverlapped;
-  const int64_t spec_params = overlapped ? std::min<int64_t>(speculation_params, sg.params) : 0;
-  const uint64_t wire = DTypeSize(GradTransferDType(in.dtype, in.grad_transfer_dtype));
-  const uint64_t buffers = U(in.buffer_count);
-  const std::string bc = std::to_string(in.buffer_count);
+  bool dp = false;
+  bool on_device = false;  // device collectives
+  bool landed = false;     // one micro-batch lands as it is
+  std::string bc{};        // the buffer count, for the notes
+  StreamedCopy copy{};
+  std::string streamed_units{};  // the streamed copy, for the notes
+};
 
+RankLayout RankLayoutOf(const PlanInput& in, const SubGroupSummary& sg, int64_t params,
+                        uint64_t state_bytes, int64_t speculation_params, const ParamPlacement& pp,
+                        const ModelUnits& units) {
+  RankLayout r{in, sg};
+  r.P = U(params);
+  r.R = U(sg.params);
+  r.a = DTypeSize(in.dtype);
+  r.state_bytes = state_bytes;
+  r.host_params = r.R - U(sg.nvme_params);
+  r.moments = OptimizerMomentCount(in.optimizer);
+  r.overlapped = in.pipeline == PipelineKind::kOverlapped;
+  r.spec_params = r.overlapped ? std::min<int64_t>(speculation_params, sg.params) : 0;
+  r.wire = DTypeSize(GradTransferDType(in.dtype, in.grad_transfer_dtype));
+  r.buffers = U(in.buffer_count);
+  r.bc = std::to_string(in.buffer_count);
+  r.dp = in.ranks() > 1 || in.device_collectives;
+  r.on_device = in.device_collectives;
+  r.landed = in.grad_accum == 1 && !r.on_device;
+  r.copy = StreamedCopyOf(in, pp, units);
+  r.streamed_units = std::to_string(pp.streamed_units.size()) + " streamed units' weights, " +
+                     std::to_string(r.a) + " B/param";
+  return r;
+}
+
+// The host's buffers besides the state.
+struct HostBuffers {
+  uint64_t accumulator = 0, grad_staging = 0;     // the gradient's landing
+  uint64_t weight_staging = 0, spec_weights = 0;  // the new weights' way out
+  uint64_t nvme_slots = 0;                        // the state's NVMe I/O
+  uint64_t checkpoint = 0, load = 0;              // saving and loading
+};
+
+HostBuffers HostBuffersOf(const RankLayout& r, int64_t bucket_params) {
+  const PlanInput& in = r.in;
+  const SubGroupSummary& sg = r.sg;
+  HostBuffers b;
   // One micro-batch: the gradients land from the device in one pinned buffer
   // of the transfer dtype, and nothing else is needed. Several: each bucket
   // lands in pinned staging and is added into a pageable fp32 accumulator
@@ -235,78 +273,94 @@ StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t para
   // sum, which adds into this rank's fp32 part instead).
   // Device collectives: nothing lands whole; this rank's part of the sum
   // crosses into a pinned buffer of its own.
-  const bool on_device = in.device_collectives;
-  const bool landed = in.grad_accum == 1 && !on_device;
-  const uint64_t accumulator = on_device ? 0
-                               : landed  ? Mul(P, wire)
-                                         : Mul(P, dp ? wire : kGradAccumulatorBytesPerParam);
-  const uint64_t grad_staging =
-      landed || on_device ? 0 : Mul(U(in.grad_buckets), U(bucket_params), wire);
+  b.accumulator = r.on_device ? 0
+                  : r.landed  ? Mul(r.P, r.wire)
+                              : Mul(r.P, r.dp ? r.wire : kGradAccumulatorBytesPerParam);
+  b.grad_staging = r.landed || r.on_device ? 0 : Mul(U(in.grad_buckets), U(bucket_params), r.wire);
   // Data parallelism: two whole units' weights for the all-gathers (in
   // place of the per-sub-group staging).
-  const uint64_t weight_staging =
-      dp ? Mul(2, U(sg.max_unit_params), a) : Mul(buffers, U(sg.max_group_params), a);
-  const uint64_t spec_weights = SpeculationPinnedBytes(spec_params, a);
-  const uint64_t nvme_slots =
-      sg.nvme_sub_groups > 0 ? Mul(buffers, RoundUp(Mul(U(sg.max_nvme_group_params), state_bytes),
-                                                    kDirectIoAlignmentBytes))
-                             : 0;
-  const StreamedCopy copy = StreamedCopyOf(in, pp, units);
-  const std::string streamed_units = std::to_string(pp.streamed_units.size()) +
-                                     " streamed units' weights, " + std::to_string(a) + " B/param";
+  b.weight_staging =
+      r.dp ? Mul(2, U(sg.max_unit_params), r.a) : Mul(r.buffers, U(sg.max_group_params), r.a);
+  b.spec_weights = SpeculationPinnedBytes(r.spec_params, r.a);
+  b.nvme_slots = sg.nvme_sub_groups > 0
+                     ? Mul(r.buffers, RoundUp(Mul(U(sg.max_nvme_group_params), r.state_bytes),
+                                              kDirectIoAlignmentBytes))
+                     : 0;
   // Start-up reads each unit whole as fp32 before the first step; it never
   // coexists with a checkpoint's buffers, so the peak counts the larger.
-  const uint64_t checkpoint = CheckpointBufferBytes(sg, P, a);
-  const uint64_t load = Mul(kMasterBytesPerParam, U(sg.max_unit_params));
-  t.host.name = "host";
-  t.host.capacity_bytes = hw.host_memory_bytes;
-  t.host.components = {
-      {"master_weights", Mul(host_params, kMasterBytesPerParam), "fp32, 4 B/param on host"},
-      {"optimizer_moments", Mul(host_params, kMomentBytesPerParam, U(moments)),
-       std::to_string(moments) + " fp32 moment(s), " + std::to_string(4 * moments) +
-           " B/param on host"},
-      {"speculation_backup",
-       SpeculationBackupBytes(spec_params, static_cast<int64_t>(host_params), state_bytes),
-       "overlapped pipeline: state backup of the speculated host-tier sub-groups (" +
-           std::to_string(spec_params) + " speculated params)"},
-      {"gradient_accumulator", accumulator,
+  b.checkpoint = CheckpointBufferBytes(sg, r.P, r.a);
+  b.load = Mul(kMasterBytesPerParam, U(sg.max_unit_params));
+  return b;
+}
+
+// The gradient's components on the host, each with its note.
+std::vector<PlanComponent> HostGradientComponents(const RankLayout& r, const HostBuffers& b) {
+  const PlanInput& in = r.in;
+  const bool dp = r.dp;
+  const bool on_device = r.on_device;
+  const bool landed = r.landed;
+  return {
+      {"gradient_accumulator", b.accumulator,
        on_device ? "none: the ranks sum the gradient on their devices"
-       : landed  ? "one micro-batch: the D2H landing, " + std::to_string(wire) +
+       : landed  ? "one micro-batch: the D2H landing, " + std::to_string(r.wire) +
                       " B/param in the transfer dtype, pinned"
-       : dp ? "each micro-batch's whole gradient for the ranks' sum, " + std::to_string(wire) +
+       : dp ? "each micro-batch's whole gradient for the ranks' sum, " + std::to_string(r.wire) +
                   " B/param, pageable"
             : "fp32, 4 B/param, pageable (no DMA touches it)"},
-      {"summed_gradient_part", dp ? Mul(R, 4) : 0,
+      {"summed_gradient_part", dp ? Mul(r.R, 4) : 0,
        on_device ? "fp32, pinned: this rank's part of the gradient summed on the devices, "
                    "landed once a step"
                  : "fp32: this rank's part of the gradient summed over the ranks"},
-      {"pinned_gradient_staging", grad_staging,
+      {"pinned_gradient_staging", b.grad_staging,
        on_device ? "none: only the summed part crosses"
        : landed  ? "none: one micro-batch's gradients land in the accumulator"
-                 : "D2H landing, " + std::to_string(wire) + " B/param: bucket size x " +
+                 : "D2H landing, " + std::to_string(r.wire) + " B/param: bucket size x " +
                       std::to_string(in.grad_buckets) + " buckets"},
-      {"pinned_weight_staging", weight_staging,
-       dp ? "H2D source: two whole units' weights (the largest unit) for the all-gathers"
-          : "H2D source: largest sub-group x " + std::to_string(a) + " B x " + bc + " slots"},
-      {"streamed_weights", copy.host_pinned,
-       "pinned: the " + streamed_units + "; each fetch uploads from here, the update writes here"},
-      {"weight_staging", copy.staging,
+  };
+}
+
+TierPlan HostTier(const RankLayout& r, const HostBuffers& b, const Hardware& hw,
+                  uint64_t device_tensor_bytes, const ParamPlacement& pp) {
+  const PlanInput& in = r.in;
+  TierPlan host;
+  host.name = "host";
+  host.capacity_bytes = hw.host_memory_bytes;
+  host.components = {
+      {"master_weights", Mul(r.host_params, kMasterBytesPerParam), "fp32, 4 B/param on host"},
+      {"optimizer_moments", Mul(r.host_params, kMomentBytesPerParam, U(r.moments)),
+       std::to_string(r.moments) + " fp32 moment(s), " + std::to_string(4 * r.moments) +
+           " B/param on host"},
+      {"speculation_backup",
+       SpeculationBackupBytes(r.spec_params, static_cast<int64_t>(r.host_params), r.state_bytes),
+       "overlapped pipeline: state backup of the speculated host-tier sub-groups (" +
+           std::to_string(r.spec_params) + " speculated params)"},
+  };
+  for (PlanComponent& c : HostGradientComponents(r, b)) host.components.push_back(std::move(c));
+  std::vector<PlanComponent> rest = {
+      {"pinned_weight_staging", b.weight_staging,
+       r.dp ? "H2D source: two whole units' weights (the largest unit) for the all-gathers"
+            : "H2D source: largest sub-group x " + std::to_string(r.a) + " B x " + r.bc + " slots"},
+      {"streamed_weights", r.copy.host_pinned,
+       "pinned: the " + r.streamed_units +
+           "; each fetch uploads from here, the update writes here"},
+      {"weight_staging", r.copy.staging,
        "pinned: " + std::to_string(pp.nvme_staging) +
            " NVMe staging buffers of one slot each (the largest streamed unit, " +
            std::to_string(pp.slot_params) + " params)"},
-      {"weight_write_back", copy.write_back,
+      {"weight_write_back", r.copy.write_back,
        std::to_string(kStreamedWriteBackBuffers) +
            " write-back buffers of one slot each (registered for the NVMe ring): a streamed "
            "unit's new weights on their way to the drive"},
-      {"pinned_speculative_weights", spec_weights,
+      {"pinned_speculative_weights", b.spec_weights,
        "overlapped pipeline: new weights of the speculated sub-groups"},
-      {"nvme_io_buffers", nvme_slots,
-       "pinned: largest NVMe sub-group x " + std::to_string(state_bytes) + " B x " + bc + " slots"},
-      {"checkpoint_buffers", checkpoint,
+      {"nvme_io_buffers", b.nvme_slots,
+       "pinned: largest NVMe sub-group x " + std::to_string(r.state_bytes) + " B x " + r.bc +
+           " slots"},
+      {"checkpoint_buffers", b.checkpoint,
        "checkpoints and the final save stream the state: one sub-group's master + moments "
        "(fp32) and the file writer's buffer"},
-      {"model_load", load > checkpoint ? load - checkpoint : 0,
-       "start-up reads each unit whole as fp32 (" + FormatBytes(load) +
+      {"model_load", b.load > b.checkpoint ? b.load - b.checkpoint : 0,
+       "start-up reads each unit whole as fp32 (" + FormatBytes(b.load) +
            ", the largest unit): what it needs beyond the checkpoint buffers, which it never "
            "coexists with"},
       {"dataset", in.dataset_bytes,
@@ -314,77 +368,107 @@ StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t para
                             : "not known here (tierflow train counts the dataset it loads)"},
       {"process_overhead", kHostProcessOverheadBytes, "code, threads, allocator slack"},
   };
+  for (PlanComponent& c : rest) host.components.push_back(std::move(c));
   if (hw.device_memory_is_host_memory) {
-    t.host.components.push_back(
+    host.components.push_back(
         {"emulated_device_memory", device_tensor_bytes, "the CPU device's memory is host RAM"});
   }
-  t.pinned_bytes =
-      Sum(landed ? accumulator : 0, on_device ? Mul(R, 4) : 0, grad_staging, weight_staging,
-          spec_weights, nvme_slots, copy.host_pinned, copy.staging, copy.write_back);
-  if (in.lock_host_state) {
-    // pin_memory: the host share of the state is page-locked too.
-    t.pinned_bytes = Sum(t.pinned_bytes, t.host.bytes_of("master_weights"),
-                         t.host.bytes_of("optimizer_moments"));
-  }
+  return host;
+}
 
-  t.nvme.name = "nvme";
-  t.nvme.capacity_bytes = hw.nvme_capacity_bytes;
-  if (sg.nvme_sub_groups > 0) {
-    const uint64_t copies = overlapped ? 2 : 1;
-    const uint64_t dirs = U(in.nvme_directories);
-    const uint64_t state_files = Mul(copies, sg.nvme_block_bytes);
-    const uint64_t block = in.nvme_block_bytes;
-    const uint64_t spare =
-        Mul(dirs, RoundUp(Mul(buffers + 1, U(sg.max_nvme_group_params), state_bytes), block));
-    // Per directory: the header (tensor table) and two block-table copies
-    // (8 bytes per logical block), together padded to where data starts.
-    const uint64_t tensors = Mul(copies, U(sg.nvme_sub_groups));
-    const uint64_t logical_blocks_per_dir = state_files / dirs / block + 1;
-    const uint64_t metadata = Mul(
-        dirs,
-        RoundUp(
-            Sum(RoundUp(Sum(kNvmeHeaderFixedBytes, Mul(kNvmeHeaderBytesPerTensor, tensors)),
-                        kDirectIoAlignmentBytes),
-                Mul(2, RoundUp(Sum(32, Mul(kNvmeBlockTableBytesPerBlock, logical_blocks_per_dir)),
-                               kDirectIoAlignmentBytes))),
-            std::min(block, kNvmeBlockBytes)));
-    t.nvme.components = {
-        {"state_files", state_files,
-         std::to_string(state_bytes) + " B/param (master + moments) x " + std::to_string(copies) +
-             (copies == 2 ? " copies (overlapped pipeline)" : " copy") + ", whole " +
-             FormatBytes(block) + " blocks"},
-        {"spare_blocks", spare,
-         "per directory: (" + bc + " slots + 1) x the largest sub-group's state"},
-        {"headers_and_block_tables", metadata,
-         "tensor table and two block tables per file, padded to the first data block"},
-    };
-  } else {
-    t.nvme.components = {{"state_files", 0, "no optimizer state on NVMe"}};
+uint64_t PinnedBytes(const RankLayout& r, const HostBuffers& b, const TierPlan& host) {
+  uint64_t pinned = Sum(r.landed ? b.accumulator : 0, r.on_device ? Mul(r.R, 4) : 0, b.grad_staging,
+                        b.weight_staging, b.spec_weights, b.nvme_slots, r.copy.host_pinned,
+                        r.copy.staging, r.copy.write_back);
+  if (r.in.lock_host_state) {
+    // pin_memory: the host share of the state is page-locked too.
+    pinned = Sum(pinned, host.bytes_of("master_weights"), host.bytes_of("optimizer_moments"));
   }
-  if (copy.nvme > 0) {
-    t.nvme.components.push_back({"streamed_weights", copy.nvme,
-                                 "the " + streamed_units + ", each unit in whole " +
-                                     FormatBytes(in.nvme_block_bytes) +
-                                     " blocks; read every fetch, written every step"});
-    t.nvme.components.push_back(
-        {"streamed_weights_spare", copy.nvme_spare,
-         "per directory: " + std::to_string(kStreamedSpareSlotsPerDirectory) +
-             " slots of spare blocks, so a unit is rewritten while its "
-             "old copy stays readable"});
+  return pinned;
+}
+
+// The state's files on NVMe: the blocks, the spare ones, and per directory
+// the header (tensor table) and two block-table copies (8 bytes per logical
+// block), together padded to where data starts.
+std::vector<PlanComponent> NvmeStateComponents(const RankLayout& r) {
+  const PlanInput& in = r.in;
+  const SubGroupSummary& sg = r.sg;
+  if (sg.nvme_sub_groups <= 0) return {{"state_files", 0, "no optimizer state on NVMe"}};
+  const uint64_t copies = r.overlapped ? 2 : 1;
+  const uint64_t dirs = U(in.nvme_directories);
+  const uint64_t state_files = Mul(copies, sg.nvme_block_bytes);
+  const uint64_t block = in.nvme_block_bytes;
+  const uint64_t spare =
+      Mul(dirs, RoundUp(Mul(r.buffers + 1, U(sg.max_nvme_group_params), r.state_bytes), block));
+  const uint64_t tensors = Mul(copies, U(sg.nvme_sub_groups));
+  const uint64_t logical_blocks_per_dir = state_files / dirs / block + 1;
+  const uint64_t metadata = Mul(
+      dirs,
+      RoundUp(Sum(RoundUp(Sum(kNvmeHeaderFixedBytes, Mul(kNvmeHeaderBytesPerTensor, tensors)),
+                          kDirectIoAlignmentBytes),
+                  Mul(2, RoundUp(Sum(32, Mul(kNvmeBlockTableBytesPerBlock, logical_blocks_per_dir)),
+                                 kDirectIoAlignmentBytes))),
+              std::min(block, kNvmeBlockBytes)));
+  return {
+      {"state_files", state_files,
+       std::to_string(r.state_bytes) + " B/param (master + moments) x " + std::to_string(copies) +
+           (copies == 2 ? " copies (overlapped pipeline)" : " copy") + ", whole " +
+           FormatBytes(block) + " blocks"},
+      {"spare_blocks", spare,
+       "per directory: (" + r.bc + " slots + 1) x the largest sub-group's state"},
+      {"headers_and_block_tables", metadata,
+       "tensor table and two block tables per file, padded to the first data block"},
+  };
+}
+
+TierPlan NvmeTier(const RankLayout& r, const Hardware& hw) {
+  TierPlan nvme;
+  nvme.name = "nvme";
+  nvme.capacity_bytes = hw.nvme_capacity_bytes;
+  nvme.components = NvmeStateComponents(r);
+  if (r.copy.nvme > 0) {
+    nvme.components.push_back({"streamed_weights", r.copy.nvme,
+                               "the " + r.streamed_units + ", each unit in whole " +
+                                   FormatBytes(r.in.nvme_block_bytes) +
+                                   " blocks; read every fetch, written every step"});
+    nvme.components.push_back({"streamed_weights_spare", r.copy.nvme_spare,
+                               "per directory: " + std::to_string(kStreamedSpareSlotsPerDirectory) +
+                                   " slots of spare blocks, so a unit is rewritten while its "
+                                   "old copy stays readable"});
   }
-  if (dp && in.gpus_per_node > 1) {
-    // The node's ranks each hold all of the above (the ranks of a node are
-    // sized by the largest part): host RAM and NVMe are shared.
-    const auto n = U(in.gpus_per_node);
-    const std::string each = " (each of the node's " + std::to_string(n) + " ranks)";
-    for (TierPlan* tier : {&t.host, &t.nvme}) {
-      for (PlanComponent& c : tier->components) {
-        c.bytes = Mul(c.bytes, n);
-        c.note += each;
-      }
+  return nvme;
+}
+
+// The node's ranks each hold all of one rank's tiers (the ranks of a node
+// are sized by the largest part): host RAM and NVMe are shared.
+void ScaleToNode(const PlanInput& in, StateTiers& t) {
+  const auto n = U(in.gpus_per_node);
+  const std::string each = " (each of the node's " + std::to_string(n) + " ranks)";
+  for (TierPlan* tier : {&t.host, &t.nvme}) {
+    for (PlanComponent& c : tier->components) {
+      c.bytes = Mul(c.bytes, n);
+      c.note += each;
     }
-    t.pinned_bytes = Mul(t.pinned_bytes, n);
   }
+  t.pinned_bytes = Mul(t.pinned_bytes, n);
+}
+
+StateTiers BuildStateTiers(const PlanInput& in, const Hardware& hw, int64_t params,
+                           uint64_t state_bytes, uint64_t device_tensor_bytes, double ratio,
+                           int64_t speculation_params, int64_t bucket_params,
+                           const ParamPlacement& pp, const ModelUnits& units) {
+  StateTiers t;
+  // With several ranks, one rank's layout (the largest parts); the tiers
+  // are the node's: every component times its ranks.
+  t.sub_groups = SummarizeSubGroups(in.model, SubGroupRuleOf(in), ratio, state_bytes,
+                                    in.nvme_block_bytes, in.ranks());
+  const RankLayout r =
+      RankLayoutOf(in, t.sub_groups, params, state_bytes, speculation_params, pp, units);
+  const HostBuffers buffers = HostBuffersOf(r, bucket_params);
+  t.host = HostTier(r, buffers, hw, device_tensor_bytes, pp);
+  t.pinned_bytes = PinnedBytes(r, buffers, t.host);
+  t.nvme = NvmeTier(r, hw);
+  if (r.dp && in.gpus_per_node > 1) ScaleToNode(in, t);
   return t;
 }
 
@@ -727,9 +811,8 @@ StatusOr<Plan> ComputePlan(const PlanInput& in, const Hardware& hw) {
 
 namespace {
 
-StatusOr<Plan> PlanOnce(const PlanInput& in, const Hardware& hw, bool scaling) {
-  TF_RETURN_IF_ERROR(ValidateInput(in, hw));
-  TF_RETURN_IF_ERROR(CheckCancel("planning " + in.model.name));
+// The plan's identity: the model, the step's tokens, the state's bytes.
+Plan StartPlan(const PlanInput& in) {
   const ModelConfig& m = in.model;
   Plan plan;
   plan.model_name = m.name;
@@ -743,173 +826,70 @@ StatusOr<Plan> PlanOnce(const PlanInput& in, const Hardware& hw, bool scaling) {
   plan.data_parallel.nodes = in.nodes;
   plan.state_bytes_per_param = OptimizerStateBytesPerParam(OptimizerMomentCount(in.optimizer));
   plan.grad_transfer_dtype = GradTransferDType(in.dtype, in.grad_transfer_dtype);
-  const uint64_t a = DTypeSize(in.dtype);
-  const uint64_t s = plan.state_bytes_per_param;
+  return plan;
+}
 
-  // ---- device ----
+// The activations as run, and with checkpointing on and off for the notes.
+void SizeActivations(const PlanInput& in, Plan& plan) {
   ActivationOptions act;
   act.micro_batch = in.micro_batch;
   act.seq_len = in.seq_len;
   act.dtype = in.dtype;
   act.checkpointing = true;
-  plan.activations_with_checkpointing_bytes = ComputeActivationBytes(m, act).total();
+  plan.activations_with_checkpointing_bytes = ComputeActivationBytes(in.model, act).total();
   act.checkpointing = false;
-  plan.activations_without_checkpointing_bytes = ComputeActivationBytes(m, act).total();
+  plan.activations_without_checkpointing_bytes = ComputeActivationBytes(in.model, act).total();
   act.checkpointing = in.checkpointing;
-  plan.activations = ComputeActivationBytes(m, act);
-  const SubGroupSummary layout = SummarizeSubGroups(m, SubGroupRuleOf(in), 0.0, s);
+  plan.activations = ComputeActivationBytes(in.model, act);
+}
 
-  const GradBucketSizes bucket_sizes = GradBucketSizesOf(m);
-  const uint64_t bucket_bytes_per_param =
-      kGradBucketBytesPerParam +
-      (plan.grad_transfer_dtype == DType::kF32 ? 0 : DTypeSize(plan.grad_transfer_dtype));
-  // The device's components as numbers (the layout search evaluates many)
-  // and as the tier (with notes) once chosen: the same sums either way.
-  struct DeviceSizes {
-    uint64_t weights = 0, slots = 0, buckets = 0, summed = 0, collective = 0, workspace = 0,
-             rounding = 0;
-    int allocations = 0;
-  };
-  // Device collectives: this rank's part of the sum (the step's running sum
-  // over several micro-batches, else one bucket's part at a time) and, on a
-  // GPU, NCCL's scratch (a bucket's contribution widened to fp32, and with
-  // accumulation the bucket's new part before it is added).
-  const bool on_device = in.device_collectives;
-  const int64_t rank_params =
-      on_device ? SummarizeSubGroups(m, SubGroupRuleOf(in), 0.0, s, in.nvme_block_bytes, in.ranks())
-                      .params
-                : 0;
-  auto device_sizes = [&](int64_t resident, int64_t slot, int slots, int64_t bucket) {
-    DeviceSizes d;
-    d.weights = Mul(U(resident), a);
-    d.slots = Mul(U(slots), U(slot), a);
-    d.buckets = Mul(U(in.grad_buckets), U(bucket), bucket_bytes_per_param);
-    if (on_device) {
-      d.summed = Mul(U(in.grad_accum > 1 ? rank_params : bucket), 4);
-      if (hw.device_is_gpu) d.collective = Mul(U(bucket), in.grad_accum > 1 ? 8 : 4);
-    }
-    if (hw.device_is_gpu) {
-      d.workspace = Mul(kGemmWorkspaceBytesPerStream, kGemmStreams);
-      // Each slot of the streamed weights' ring is an allocation of its own.
-      d.allocations = kFixedDeviceAllocations + 2 * in.grad_buckets + slots + (on_device ? 2 : 0);
-      d.rounding = Mul(kDeviceAllocationGranuleBytes, U(d.allocations));
-    }
-    return d;
-  };
-  auto device_bytes = [&](int64_t resident, int64_t slot, int slots, int64_t bucket) {
-    const DeviceSizes d = device_sizes(resident, slot, slots, bucket);
-    return Sum(d.weights, d.slots, d.buckets, d.summed, d.collective, plan.activations.total(),
-               d.workspace, d.rounding, hw.device_reserved_bytes);
-  };
-  auto device_tier = [&](int64_t bucket, const ParamPlacement& pp) {
-    const DeviceSizes d = device_sizes(pp.resident_params, pp.slot_params, pp.device_slots, bucket);
-    TierPlan t;
-    t.name = "device";
-    t.capacity_bytes = hw.device_memory_bytes;
-    const bool sliced = bucket < layout.max_unit_params;
-    const bool streams = pp.where != ParamOffload::kNone;
-    const int64_t units = m.n_layers + 2;
-    t.components = {
-        {"weights", d.weights,
-         std::to_string(a) + " B/param, " +
-             (streams ? std::to_string(units - static_cast<int64_t>(pp.streamed_units.size())) +
-                            " of " + std::to_string(units) + " units resident"
-                      : "all layers resident")},
-        {"weight_slots", d.slots,
-         streams ? std::to_string(pp.device_slots) + " slots of the largest streamed unit (" +
-                       std::to_string(pp.slot_params) + " params) for the streamed weights"
-                 : "none: no weights stream"},
-        {"gradient_buckets", d.buckets,
-         std::string(plan.grad_transfer_dtype == DType::kF32
-                         ? "fp32"
-                         : "fp32 + its " + std::string(DTypeName(plan.grad_transfer_dtype)) +
-                               " cast for D2H") +
-             ": " + std::to_string(in.grad_buckets) + " buckets of " + std::to_string(bucket) +
-             " params (" + (sliced ? "units cut in pieces" : "the largest unit") + ")"},
-        {"summed_gradient", d.summed,
-         on_device ? (in.grad_accum > 1
-                          ? "fp32: this rank's part of every unit, the step's sum over the ranks' "
-                            "micro-batches"
-                          : "fp32: this rank's part of one bucket, summed over the ranks")
-                   : "none: the gradient is summed on the host"},
-        {"collective_scratch", d.collective,
-         d.collective > 0
-             ? "NCCL's: a bucket widened to fp32" +
-                   std::string(in.grad_accum > 1 ? ", and its part before the add" : "")
-             : "none"},
-        {"activations", plan.activations.total(),
-         std::string(in.checkpointing ? "checkpointing on" : "checkpointing off") +
-             " (on: " + FormatBytes(plan.activations_with_checkpointing_bytes) +
-             ", off: " + FormatBytes(plan.activations_without_checkpointing_bytes) +
-             "), incl. logits " + FormatBytes(plan.activations.logits)},
-    };
-    if (hw.device_is_gpu) {
-      t.components.push_back({"workspace", d.workspace, "cuBLAS workspace"});
-      t.components.push_back({"allocation_rounding", d.rounding,
-                              "fragmentation headroom: " + std::to_string(d.allocations) +
-                                  " allocations, each up to a 2 MiB granule"});
-    }
-    if (hw.device_reserved_bytes > 0) {
-      t.components.push_back(
-          {"cuda_context", hw.device_reserved_bytes, "CUDA context and allocator reserve"});
-    }
-    return t;
-  };
-  // The bucket size and the streamed units (plan/param_placement.h): given
-  // or the largest bucket, with everything resident, that leaves the device
-  // its margin; else the least streaming that does.
+// The gradient bucket sizes to try: the given one, or the largest unit, a
+// block, the largest tensor, each at most the largest unit.
+std::vector<int64_t> BucketCandidates(const PlanInput& in, const GradBucketSizes& sizes,
+                                      int64_t max_unit_params) {
   std::vector<int64_t> buckets;
   if (in.grad_bucket_params.has_value()) {
-    buckets = {std::min<int64_t>(*in.grad_bucket_params, layout.max_unit_params)};
+    buckets = {std::min<int64_t>(*in.grad_bucket_params, max_unit_params)};
   } else {
-    for (int64_t candidate :
-         {bucket_sizes.whole_units, bucket_sizes.blocks, bucket_sizes.tensors}) {
-      buckets.push_back(std::min<int64_t>(candidate, layout.max_unit_params));
+    for (int64_t candidate : {sizes.whole_units, sizes.blocks, sizes.tensors}) {
+      buckets.push_back(std::min<int64_t>(candidate, max_unit_params));
     }
   }
-  const ModelUnits units = ModelUnitsOf(m);
-  const int slots = in.param_slots.value_or(kDefaultParamSlots);
-  const double device_target = static_cast<double>(hw.device_memory_bytes) * kDeviceTargetFraction;
-  // With several ranks each streams the same units through its own ring
-  // from its own whole copy (the all-gather fills it): the device layout is
-  // one GPU's, the copy is counted per rank on the node below.
-  const ParamOffload requested = in.param_offload;
-  const DeviceLayout device_layout =
-      ChooseDeviceLayout(requested, units, buckets, slots, device_target, device_bytes);
-  const int64_t bucket = device_layout.bucket_params;
-  // Where the streamed copy lives does not change the device.
-  const ParamOffload forced =
-      in.param_offload == ParamOffload::kNvme ? ParamOffload::kNvme : ParamOffload::kHost;
-  ParamPlacement params = DescribeStreaming(units, device_layout.streamed, forced, slots, a);
-  plan.device = device_tier(bucket, params);
-  const uint64_t device_tensors = plan.device.total_bytes() - hw.device_reserved_bytes;
+  return buckets;
+}
 
-  // ---- placement, host, NVMe ----
-  TF_ASSIGN_OR_RETURN(StatePlacement state,
-                      PlaceState(in, hw, plan.params, s, device_tensors, bucket, params, units));
-  if (requested == ParamOffload::kAuto && params.where != ParamOffload::kNone) {
-    // The copy goes to the host when the host holds it within its margin
-    // (before the optimizer state: it is read every micro-batch, the state
-    // once a step), else to NVMe, unless only the host copy fits at all.
-    const double host_target =
-        static_cast<double>(hw.host_memory_bytes) * kHostAutoPlacementFraction;
-    if (static_cast<double>(state.tiers.host.total_bytes()) > host_target) {
-      ParamPlacement on_nvme = params;
-      on_nvme.where = ParamOffload::kNvme;
-      TF_ASSIGN_OR_RETURN(
-          StatePlacement nvme_state,
-          PlaceState(in, hw, plan.params, s, device_tensors, bucket, on_nvme, units));
-      auto fits = [&](const StatePlacement& sp) {
-        return sp.tiers.host.total_bytes() <= hw.host_memory_bytes &&
-               sp.tiers.nvme.total_bytes() <= hw.nvme_capacity_bytes;
-      };
-      if (fits(nvme_state) || !fits(state)) {
-        params = std::move(on_nvme);
-        state = std::move(nvme_state);
-      }
-    }
+// --offload-param auto with units streaming: the copy goes to the host when
+// the host holds it within its margin (before the optimizer state: it is
+// read every micro-batch, the state once a step), else to NVMe, unless only
+// the host copy fits at all. Moves `params` and `state` there.
+Status PlaceStreamedCopy(const PlanInput& in, const Hardware& hw, const Plan& plan,
+                         uint64_t device_tensors, int64_t bucket, const ModelUnits& units,
+                         ParamPlacement& params, StatePlacement& state) {
+  if (in.param_offload != ParamOffload::kAuto || params.where == ParamOffload::kNone) {
+    return Status::Ok();
   }
-  params.chosen_by_planner = requested == ParamOffload::kAuto;
+  const double host_target = static_cast<double>(hw.host_memory_bytes) * kHostAutoPlacementFraction;
+  if (static_cast<double>(state.tiers.host.total_bytes()) <= host_target) return Status::Ok();
+  ParamPlacement on_nvme = params;
+  on_nvme.where = ParamOffload::kNvme;
+  TF_ASSIGN_OR_RETURN(StatePlacement nvme_state,
+                      PlaceState(in, hw, plan.params, plan.state_bytes_per_param, device_tensors,
+                                 bucket, on_nvme, units));
+  auto fits = [&](const StatePlacement& sp) {
+    return sp.tiers.host.total_bytes() <= hw.host_memory_bytes &&
+           sp.tiers.nvme.total_bytes() <= hw.nvme_capacity_bytes;
+  };
+  if (fits(nvme_state) || !fits(state)) {
+    params = std::move(on_nvme);
+    state = std::move(nvme_state);
+  }
+  return Status::Ok();
+}
+
+// The host and NVMe tiers and the placement the engine is given.
+void AdoptPlacement(const PlanInput& in, int64_t bucket, bool vocab_sliced, ParamPlacement params,
+                    StatePlacement state, Plan& plan) {
+  params.chosen_by_planner = in.param_offload == ParamOffload::kAuto;
   plan.host = std::move(state.tiers.host);
   plan.nvme = std::move(state.tiers.nvme);
   plan.pinned_bytes = state.tiers.pinned_bytes;
@@ -927,30 +907,85 @@ StatusOr<Plan> PlanOnce(const PlanInput& in, const Hardware& hw, bool scaling) {
   p.buffer_count = in.buffer_count;
   p.grad_buckets = in.grad_buckets;
   p.grad_bucket_params = bucket;
-  p.vocab_sliced = bucket < layout.max_unit_params && bucket < bucket_sizes.whole_units;
+  p.vocab_sliced = vocab_sliced;
   p.speculation_params = state.speculation;
   p.speculation_from = state.speculation_from;
   p.chosen_by_planner = state.chosen;
   p.params = std::move(params);
+}
+
+// A device that does not fit with every weight resident: would streaming
+// weights fit it? Plans it (one level: kAuto) and says so.
+Status SuggestStreaming(const PlanInput& in, const Hardware& hw, Plan& plan) {
+  if (plan.feasible || plan.binding_constraint != "device" ||
+      in.param_offload != ParamOffload::kNone) {
+    return Status::Ok();
+  }
+  PlanInput streamed = in;
+  streamed.param_offload = ParamOffload::kAuto;
+  TF_ASSIGN_OR_RETURN(const Plan alt, PlanOnce(streamed, hw, /*scaling=*/false));
+  const ParamPlacement& ap = alt.placement.params;
+  if (alt.feasible && ap.where != ParamOffload::kNone) {
+    plan.explanation +=
+        ". Streaming weights fits it: --offload-param auto streams " +
+        std::to_string(ap.streamed_units.size()) + " of " + std::to_string(in.model.n_layers + 2) +
+        " units' weights from " + (ap.where == ParamOffload::kHost ? "host" : "NVMe") +
+        " through " + std::to_string(ap.device_slots) + " device slots (the device then needs " +
+        FormatBytes(alt.device.total_bytes()) + " of " + FormatBytes(alt.device.capacity_bytes) +
+        "); --offload-param host or nvme says where their copy lives";
+  }
+  return Status::Ok();
+}
+
+StatusOr<Plan> PlanOnce(const PlanInput& in, const Hardware& hw, bool scaling) {
+  TF_RETURN_IF_ERROR(ValidateInput(in, hw));
+  TF_RETURN_IF_ERROR(CheckCancel("planning " + in.model.name));
+  const ModelConfig& m = in.model;
+  Plan plan = StartPlan(in);
+  const uint64_t a = DTypeSize(in.dtype);
+  const uint64_t s = plan.state_bytes_per_param;
+
+  // ---- device ----
+  SizeActivations(in, plan);
+  const SubGroupSummary layout = SummarizeSubGroups(m, SubGroupRuleOf(in), 0.0, s);
+  const GradBucketSizes bucket_sizes = GradBucketSizesOf(m);
+  const int64_t rank_params =
+      in.device_collectives
+          ? SummarizeSubGroups(m, SubGroupRuleOf(in), 0.0, s, in.nvme_block_bytes, in.ranks())
+                .params
+          : 0;
+  const DeviceTierModel device(in, hw, plan, rank_params, layout.max_unit_params);
+  // The bucket size and the streamed units (plan/param_placement.h): given
+  // or the largest bucket, with everything resident, that leaves the device
+  // its margin; else the least streaming that does.
+  const ModelUnits units = ModelUnitsOf(m);
+  const int slots = in.param_slots.value_or(kDefaultParamSlots);
+  const double device_target = static_cast<double>(hw.device_memory_bytes) * kDeviceTargetFraction;
+  // With several ranks each streams the same units through its own ring
+  // from its own whole copy (the all-gather fills it): the device layout is
+  // one GPU's, the copy is counted per rank on the node below.
+  const DeviceLayout device_layout = ChooseDeviceLayout(
+      in.param_offload, units, BucketCandidates(in, bucket_sizes, layout.max_unit_params), slots,
+      device_target, [&device](int64_t resident, int64_t slot, int n_slots, int64_t bucket) {
+        return device.Bytes(resident, slot, n_slots, bucket);
+      });
+  const int64_t bucket = device_layout.bucket_params;
+  // Where the streamed copy lives does not change the device.
+  const ParamOffload forced =
+      in.param_offload == ParamOffload::kNvme ? ParamOffload::kNvme : ParamOffload::kHost;
+  ParamPlacement params = DescribeStreaming(units, device_layout.streamed, forced, slots, a);
+  plan.device = device.Tier(bucket, params);
+  const uint64_t device_tensors = plan.device.total_bytes() - hw.device_reserved_bytes;
+
+  // ---- placement, host, NVMe ----
+  TF_ASSIGN_OR_RETURN(StatePlacement state,
+                      PlaceState(in, hw, plan.params, s, device_tensors, bucket, params, units));
+  TF_RETURN_IF_ERROR(PlaceStreamedCopy(in, hw, plan, device_tensors, bucket, units, params, state));
+  const bool vocab_sliced = bucket < layout.max_unit_params && bucket < bucket_sizes.whole_units;
+  AdoptPlacement(in, bucket, vocab_sliced, std::move(params), std::move(state), plan);
 
   Explain(in, plan);
-  if (!plan.feasible && plan.binding_constraint == "device" &&
-      in.param_offload == ParamOffload::kNone) {
-    // Would streaming weights fit it? Plan it (one level: kAuto).
-    PlanInput streamed = in;
-    streamed.param_offload = ParamOffload::kAuto;
-    TF_ASSIGN_OR_RETURN(const Plan alt, PlanOnce(streamed, hw, /*scaling=*/false));
-    const ParamPlacement& ap = alt.placement.params;
-    if (alt.feasible && ap.where != ParamOffload::kNone) {
-      plan.explanation +=
-          ". Streaming weights fits it: --offload-param auto streams " +
-          std::to_string(ap.streamed_units.size()) + " of " + std::to_string(m.n_layers + 2) +
-          " units' weights from " + (ap.where == ParamOffload::kHost ? "host" : "NVMe") +
-          " through " + std::to_string(ap.device_slots) + " device slots (the device then needs " +
-          FormatBytes(alt.device.total_bytes()) + " of " + FormatBytes(alt.device.capacity_bytes) +
-          "); --offload-param host or nvme says where their copy lives";
-    }
-  }
+  TF_RETURN_IF_ERROR(SuggestStreaming(in, hw, plan));
   PredictStepTime(in, hw, plan);
   // The table compares GPUs per node: nothing to compare with one.
   if (scaling && in.gpus_per_node > 1) TF_RETURN_IF_ERROR(PlanScaling(in, hw, plan));

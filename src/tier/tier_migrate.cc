@@ -140,31 +140,69 @@ Status RemoveSet(const std::string& ckpt, const std::vector<std::string>& dirs,
   return first;
 }
 
-StatusOr<MigrateResult> HostToNvme(const std::string& ckpt, const CheckpointOptimizerState& src,
-                                   nlohmann::json doc, const MigrateOptions& o) {
-  MigrateResult result{OffloadPlacement::kHost, OffloadPlacement::kNvme, 0, "", {}};
+// Sweeps what earlier migrations left in the NVMe paths' store directories.
+void SweepLeftovers(const std::string& ckpt, const MigrateOptions& o,
+                    std::vector<std::string>* notes) {
   std::vector<std::string> old_dirs;
   for (const std::string& p : o.nvme_paths) {
     for (const std::string& d : CheckpointStoreDirectories(Absolute(p))) old_dirs.push_back(d);
-    NoteSkippedStoreLinks(Absolute(p), &result.notes);
+    NoteSkippedStoreLinks(Absolute(p), notes);
   }
   for (const std::string& r : RemoveMigrationLeftovers(ckpt, old_dirs)) {
-    result.notes.push_back("removed leftover " + r);
+    notes->push_back("removed leftover " + r);
   }
-  const std::string run_id = std::string(kCheckpointRunIdPrefix) + "step-" +
-                             std::to_string(src.step()) + "-" + offload::MakeRunId();
-  result.run_id = run_id;
+}
+
+// The new set's store directories, one per NVMe path: what
+// trainer_state.json will say, checked as verify and resume will check it,
+// before anything is written.
+StatusOr<std::vector<std::string>> NewStoreDirs(const MigrateOptions& o,
+                                                const std::string& run_id) {
   std::vector<std::string> store_dirs;
   for (const std::string& p : o.nvme_paths) {
     store_dirs.push_back(CheckpointStoreDirectory(Absolute(p), run_id));
-    // What trainer_state.json will say, checked as verify and resume will
-    // check it, before anything is written.
     Status usable = CheckAbsolutePath(store_dirs.back(), "--nvme-path " + p);
     if (!usable.ok()) return InvalidArgumentError(usable.message() + "; name another directory");
   }
-  TF_RETURN_IF_ERROR(Step(o, "write"));
-  // The markers go first: an interrupted write leaves a set `clean` can
-  // attribute (its checkpoint does not use it, so it may go).
+  return store_dirs;
+}
+
+void RemoveMarkers(const std::vector<std::string>& store_dirs, const std::string& run_id) {
+  for (const std::string& d : store_dirs) {
+    RemoveMarker(d, run_id);
+    RemoveEmptyStoreDirectory(d);
+  }
+}
+
+// Every unit's three arrays into the open store; adds their bytes to
+// `state_bytes`.
+Status WriteUnits(const std::string& ckpt, const CheckpointOptimizerState& src,
+                  offload::StateStore& store, uint64_t* state_bytes) {
+  UnitArrays arrays;
+  for (size_t u = 0; u < src.units().size(); ++u) {
+    TF_RETURN_IF_ERROR(CheckCancelMigrating(ckpt));
+    TF_RETURN_IF_ERROR(ReadUnit(src, u, &arrays));
+    const uint64_t n = src.units()[u].num_params * 4;
+    TF_ASSIGN_OR_RETURN(
+        offload::AlignedBuffer buf,
+        offload::AlignedBuffer::Allocate(offload::RoundUp(n, offload::kDirectIoAlignment)));
+    for (int a = 0; a < 3; ++a) {
+      std::memcpy(buf.data(), arrays.a[a].data(), n);
+      TF_ASSIGN_OR_RETURN(offload::TensorId id,
+                          store.Find(OptimizerSwapTensorName(src.units()[u].name, kArrays[a])));
+      TF_RETURN_IF_ERROR(store.Write(id, buf.data()));
+      *state_bytes += n;
+    }
+  }
+  return store.CloseKeepingFiles();  // Sync()s the block map
+}
+
+// Writes the new swap set. The markers go first: an interrupted write leaves
+// a set `clean` can attribute (its checkpoint does not use it, so it may go).
+// A failed write removes the markers again.
+Status WriteSwapSet(const std::string& ckpt, const CheckpointOptimizerState& src,
+                    const MigrateOptions& o, const std::vector<std::string>& store_dirs,
+                    const std::string& run_id, uint64_t* state_bytes) {
   for (const std::string& d : store_dirs) {
     std::error_code ec;
     fs::create_directories(d, ec);
@@ -182,66 +220,75 @@ StatusOr<MigrateResult> HostToNvme(const std::string& ckpt, const CheckpointOpti
     for (const char* a : kArrays)
       specs.push_back({OptimizerSwapTensorName(unit.name, a), DType::kF32, unit.num_params * 4});
   }
-  {
-    auto store = offload::StateStore::Create(so, specs);
-    if (!store.ok()) {
-      for (const std::string& d : store_dirs) {
-        RemoveMarker(d, run_id);
-        RemoveEmptyStoreDirectory(d);
+  auto store = offload::StateStore::Create(so, specs);
+  if (!store.ok()) {
+    RemoveMarkers(store_dirs, run_id);
+    return store.status();
+  }
+  Status written = WriteUnits(ckpt, src, **store, state_bytes);
+  if (!written.ok()) {
+    (void)(*store)->Close();  // the write's error is the one to report
+    RemoveMarkers(store_dirs, run_id);
+  }
+  return written;
+}
+
+// Reads the set back through the read-only reader (checks every block's
+// CRC32C) and compares it with the checkpoint's arrays.
+Status VerifySwapSet(const std::string& ckpt, const CheckpointOptimizerState& src,
+                     const MigrateOptions& o, const std::vector<std::string>& store_dirs,
+                     const std::string& run_id) {
+  TF_RETURN_IF_ERROR(Step(o, "verify"));
+  TF_ASSIGN_OR_RETURN(auto reader, offload::SwapSetReader::Open(store_dirs, run_id));
+  UnitArrays want;
+  std::vector<float> got;
+  for (size_t u = 0; u < src.units().size(); ++u) {
+    TF_RETURN_IF_ERROR(CheckCancelMigrating(ckpt));
+    TF_RETURN_IF_ERROR(ReadUnit(src, u, &want));
+    const uint64_t n = src.units()[u].num_params;
+    got.resize(n);
+    for (int a = 0; a < 3; ++a) {
+      const std::string name = OptimizerSwapTensorName(src.units()[u].name, kArrays[a]);
+      TF_RETURN_IF_ERROR(reader->Read(name, got.data(), n * 4));
+      if (std::memcmp(got.data(), want.a[a].data(), n * 4) != 0) {
+        return DataLossError(
+            "migrated tensor '" + name + "' in swap set " + run_id +
+            " differs from the checkpoint's; the checkpoint was left in the host layout");
       }
-      return store.status();
-    }
-    Status written = [&]() -> Status {
-      UnitArrays arrays;
-      for (size_t u = 0; u < src.units().size(); ++u) {
-        TF_RETURN_IF_ERROR(CheckCancelMigrating(ckpt));
-        TF_RETURN_IF_ERROR(ReadUnit(src, u, &arrays));
-        const uint64_t n = src.units()[u].num_params * 4;
-        TF_ASSIGN_OR_RETURN(
-            offload::AlignedBuffer buf,
-            offload::AlignedBuffer::Allocate(offload::RoundUp(n, offload::kDirectIoAlignment)));
-        for (int a = 0; a < 3; ++a) {
-          std::memcpy(buf.data(), arrays.a[a].data(), n);
-          TF_ASSIGN_OR_RETURN(offload::TensorId id, (*store)->Find(OptimizerSwapTensorName(
-                                                        src.units()[u].name, kArrays[a])));
-          TF_RETURN_IF_ERROR((*store)->Write(id, buf.data()));
-          result.state_bytes += n;
-        }
-      }
-      return (*store)->CloseKeepingFiles();  // Sync()s the block map
-    }();
-    if (!written.ok()) {
-      (void)(*store)->Close();  // the write's error is the one to report
-      for (const std::string& d : store_dirs) {
-        RemoveMarker(d, run_id);
-        RemoveEmptyStoreDirectory(d);
-      }
-      return written;
     }
   }
-  // Read back through the read-only reader (checks every block's CRC32C) and compare.
-  Status verified = [&]() -> Status {
-    TF_RETURN_IF_ERROR(Step(o, "verify"));
-    TF_ASSIGN_OR_RETURN(auto reader, offload::SwapSetReader::Open(store_dirs, run_id));
-    UnitArrays want;
-    std::vector<float> got;
-    for (size_t u = 0; u < src.units().size(); ++u) {
-      TF_RETURN_IF_ERROR(CheckCancelMigrating(ckpt));
-      TF_RETURN_IF_ERROR(ReadUnit(src, u, &want));
-      const uint64_t n = src.units()[u].num_params;
-      got.resize(n);
-      for (int a = 0; a < 3; ++a) {
-        const std::string name = OptimizerSwapTensorName(src.units()[u].name, kArrays[a]);
-        TF_RETURN_IF_ERROR(reader->Read(name, got.data(), n * 4));
-        if (std::memcmp(got.data(), want.a[a].data(), n * 4) != 0) {
-          return DataLossError(
-              "migrated tensor '" + name + "' in swap set " + run_id +
-              " differs from the checkpoint's; the checkpoint was left in the host layout");
-        }
-      }
-    }
-    return Status::Ok();
-  }();
+  return Status::Ok();
+}
+
+// Points trainer_state.json at the swap set in place of the optimizer/ files.
+Status SwitchToSwapSet(const std::string& ckpt, nlohmann::json doc,
+                       const std::vector<std::string>& store_dirs, const std::string& run_id) {
+  nlohmann::json files = nlohmann::json::array();
+  for (const auto& f : doc["files"]) {
+    // Verified before the migration: every entry is an object with a string path.
+    const std::string rel = f.is_object() && f.contains("path") && f["path"].is_string()
+                                ? f["path"].get<std::string>()
+                                : std::string();
+    if (rel.rfind("optimizer/", 0) != 0) files.push_back(f);
+  }
+  doc["files"] = files;
+  doc["optimizer_layout"] = std::string(OffloadPlacementName(OffloadPlacement::kNvme));
+  doc["swap_set"] = {{"run_id", run_id}, {"directories", store_dirs}};
+  return WriteStringToFileAtomically(nullptr, ckpt + "/trainer_state.json",
+                                     SealTrainerState(std::move(doc)));
+}
+
+StatusOr<MigrateResult> HostToNvme(const std::string& ckpt, const CheckpointOptimizerState& src,
+                                   nlohmann::json doc, const MigrateOptions& o) {
+  MigrateResult result{OffloadPlacement::kHost, OffloadPlacement::kNvme, 0, "", {}};
+  SweepLeftovers(ckpt, o, &result.notes);
+  const std::string run_id = std::string(kCheckpointRunIdPrefix) + "step-" +
+                             std::to_string(src.step()) + "-" + offload::MakeRunId();
+  result.run_id = run_id;
+  TF_ASSIGN_OR_RETURN(const std::vector<std::string> store_dirs, NewStoreDirs(o, run_id));
+  TF_RETURN_IF_ERROR(Step(o, "write"));
+  TF_RETURN_IF_ERROR(WriteSwapSet(ckpt, src, o, store_dirs, run_id, &result.state_bytes));
+  Status verified = VerifySwapSet(ckpt, src, o, store_dirs, run_id);
   if (!verified.ok()) {
     if (verified.code() == StatusCode::kDataLoss)
       (void)RemoveSet(ckpt, store_dirs, run_id, nullptr);  // the mismatch is what to report
@@ -249,23 +296,7 @@ StatusOr<MigrateResult> HostToNvme(const std::string& ckpt, const CheckpointOpti
   }
   TF_RETURN_IF_ERROR(SyncNewSwapSet(store_dirs, run_id));
   TF_RETURN_IF_ERROR(Step(o, "switch"));
-  nlohmann::json files = nlohmann::json::array();
-  std::vector<std::string> old_files;
-  for (const auto& f : doc["files"]) {
-    // Verified before the migration: every entry is an object with a string path.
-    const std::string rel = f.is_object() && f.contains("path") && f["path"].is_string()
-                                ? f["path"].get<std::string>()
-                                : std::string();
-    if (rel.rfind("optimizer/", 0) == 0)
-      old_files.push_back(rel);
-    else
-      files.push_back(f);
-  }
-  doc["files"] = files;
-  doc["optimizer_layout"] = std::string(OffloadPlacementName(OffloadPlacement::kNvme));
-  doc["swap_set"] = {{"run_id", run_id}, {"directories", store_dirs}};
-  TF_RETURN_IF_ERROR(WriteStringToFileAtomically(nullptr, ckpt + "/trainer_state.json",
-                                                 SealTrainerState(std::move(doc))));
+  TF_RETURN_IF_ERROR(SwitchToSwapSet(ckpt, std::move(doc), store_dirs, run_id));
   TF_RETURN_IF_ERROR(Step(o, "remove_source"));
   std::error_code ec;
   fs::remove_all(fs::path(ckpt) / "optimizer", ec);
