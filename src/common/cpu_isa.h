@@ -59,4 +59,19 @@ Isa SelectedIsaOrExit();
 // explicit Isa check it before running anything.
 Status CheckIsaSupported(Isa isa, std::string_view what);
 
+// The table of `isa` among the three levels' tables of a hot loop
+// (common/isa_tables.h), given in ascending order.
+template <typename Table>
+const Table& TableForIsa(Isa isa, const Table& baseline, const Table& avx2, const Table& avx512) {
+  switch (isa) {
+    case Isa::kAvx512:
+      return avx512;
+    case Isa::kAvx2:
+      return avx2;
+    case Isa::kBaseline:
+      break;
+  }
+  return baseline;
+}
+
 }  // namespace tierflow

@@ -4,51 +4,23 @@
 namespace tierflow::optim_internal {
 
 const AdamKernels& AdamKernelsFor(Isa isa) {
-  switch (isa) {
-    case Isa::kAvx512:
-      return isa_avx512::kAdamKernels;
-    case Isa::kAvx2:
-      return isa_avx2::kAdamKernels;
-    case Isa::kBaseline:
-      break;
-  }
-  return isa_baseline::kAdamKernels;
+  return TableForIsa(isa, isa_baseline::kAdamKernels, isa_avx2::kAdamKernels,
+                     isa_avx512::kAdamKernels);
 }
 
 const LionKernels& LionKernelsFor(Isa isa) {
-  switch (isa) {
-    case Isa::kAvx512:
-      return isa_avx512::kLionKernels;
-    case Isa::kAvx2:
-      return isa_avx2::kLionKernels;
-    case Isa::kBaseline:
-      break;
-  }
-  return isa_baseline::kLionKernels;
+  return TableForIsa(isa, isa_baseline::kLionKernels, isa_avx2::kLionKernels,
+                     isa_avx512::kLionKernels);
 }
 
 const SgdKernels& SgdKernelsFor(Isa isa) {
-  switch (isa) {
-    case Isa::kAvx512:
-      return isa_avx512::kSgdKernels;
-    case Isa::kAvx2:
-      return isa_avx2::kSgdKernels;
-    case Isa::kBaseline:
-      break;
-  }
-  return isa_baseline::kSgdKernels;
+  return TableForIsa(isa, isa_baseline::kSgdKernels, isa_avx2::kSgdKernels,
+                     isa_avx512::kSgdKernels);
 }
 
 const GradKernels& GradKernelsFor(Isa isa) {
-  switch (isa) {
-    case Isa::kAvx512:
-      return isa_avx512::kGradKernels;
-    case Isa::kAvx2:
-      return isa_avx2::kGradKernels;
-    case Isa::kBaseline:
-      break;
-  }
-  return isa_baseline::kGradKernels;
+  return TableForIsa(isa, isa_baseline::kGradKernels, isa_avx2::kGradKernels,
+                     isa_avx512::kGradKernels);
 }
 
 }  // namespace tierflow::optim_internal
