@@ -1,6 +1,8 @@
 // The four chat templates of chat_template.h.
 #include "data/chat_template.h"
 
+#include <optional>
+
 namespace tierflow {
 namespace {
 
@@ -27,22 +29,24 @@ StatusOr<int32_t> Special(const Tokenizer& tokenizer, std::string_view text,
   return *id;
 }
 
-StatusOr<int32_t> Bos(const Tokenizer& tokenizer, ChatTemplateKind kind) {
-  if (!tokenizer.bos_token()) {
+// The special token the template `kind` uses for `use` ("starts with a BOS
+// token"), or an error saying the tokenizer names none.
+StatusOr<int32_t> TemplateToken(const Tokenizer& tokenizer, ChatTemplateKind kind,
+                                std::optional<int32_t> token, const char* use) {
+  if (!token) {
     return InvalidArgumentError("the " + std::string(ChatTemplateKindName(kind)) +
-                                " chat template starts with a BOS token, but " +
-                                tokenizer.Describe() + " names none");
+                                " chat template " + use + ", but " + tokenizer.Describe() +
+                                " names none");
   }
-  return *tokenizer.bos_token();
+  return *token;
+}
+
+StatusOr<int32_t> Bos(const Tokenizer& tokenizer, ChatTemplateKind kind) {
+  return TemplateToken(tokenizer, kind, tokenizer.bos_token(), "starts with a BOS token");
 }
 
 StatusOr<int32_t> Eos(const Tokenizer& tokenizer, ChatTemplateKind kind) {
-  if (!tokenizer.eos_token()) {
-    return InvalidArgumentError("the " + std::string(ChatTemplateKindName(kind)) +
-                                " chat template ends turns with the EOS token, but " +
-                                tokenizer.Describe() + " names none");
-  }
-  return *tokenizer.eos_token();
+  return TemplateToken(tokenizer, kind, tokenizer.eos_token(), "ends turns with the EOS token");
 }
 
 Status CheckRoles(const std::vector<ChatMessage>& messages) {
