@@ -31,8 +31,7 @@ StatusOr<DType> ParseDType(std::string_view name) {
 namespace {
 
 const convert_internal::ConvertKernels& ConvertKernelsFor(Isa isa) {
-  return TableForIsa(isa, isa_baseline::kConvertKernels, isa_avx2::kConvertKernels,
-                     isa_avx512::kConvertKernels);
+  return TF_ISA_TABLE(isa, kConvertKernels);
 }
 
 void ConvertAt(Isa isa, DType from, const void* src, DType to, void* dst, size_t n) {

@@ -53,8 +53,7 @@ GradStatsResult SumChunks(size_t n, const std::function<ChunkStats(size_t, size_
 }
 
 const GradStatsKernels& GradStatsKernelsFor(Isa isa) {
-  return TableForIsa(isa, isa_baseline::kGradStatsKernels, isa_avx2::kGradStatsKernels,
-                     isa_avx512::kGradStatsKernels);
+  return TF_ISA_TABLE(isa, kGradStatsKernels);
 }
 
 }  // namespace grad_stats_internal
