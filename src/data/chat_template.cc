@@ -85,6 +85,26 @@ StatusOr<size_t> FirstAlternatingTurn(const std::vector<ChatMessage>& messages,
   return first;
 }
 
+// What the llama2 and mistral templates both take: the BOS and EOS tokens and
+// the alternating turns (checked in that order).
+struct InstConversation {
+  int32_t bos = 0;
+  int32_t eos = 0;
+  size_t first = 0;         // the first user turn (FirstAlternatingTurn)
+  bool has_system = false;  // messages[0] is a system message
+};
+
+StatusOr<InstConversation> CheckInstConversation(const Tokenizer& tokenizer,
+                                                 const std::vector<ChatMessage>& messages,
+                                                 ChatTemplateKind kind) {
+  InstConversation c;
+  TF_ASSIGN_OR_RETURN(c.bos, Bos(tokenizer, kind));
+  TF_ASSIGN_OR_RETURN(c.eos, Eos(tokenizer, kind));
+  TF_ASSIGN_OR_RETURN(c.first, FirstAlternatingTurn(messages, kind));
+  c.has_system = c.first == 1;
+  return c;
+}
+
 void Text(std::vector<RenderedPart>* out, std::string text, bool trained = false) {
   if (!text.empty()) out->push_back({std::move(text), -1, trained});
 }
@@ -225,10 +245,9 @@ StatusOr<std::vector<RenderedPart>> RenderChat(const ChatTemplate& tmpl,
       return out;
     }
     case ChatTemplateKind::kLlama2: {
-      TF_ASSIGN_OR_RETURN(int32_t bos, Bos(tokenizer, kind));
-      TF_ASSIGN_OR_RETURN(int32_t eos, Eos(tokenizer, kind));
-      TF_ASSIGN_OR_RETURN(const size_t first, FirstAlternatingTurn(messages, kind));
-      const bool has_system = first == 1;
+      TF_ASSIGN_OR_RETURN(const InstConversation c,
+                          CheckInstConversation(tokenizer, messages, kind));
+      const auto [bos, eos, first, has_system] = c;
       for (size_t i = first; i < messages.size(); ++i) {
         const ChatMessage& m = messages[i];
         std::string content = m.content;
@@ -247,10 +266,9 @@ StatusOr<std::vector<RenderedPart>> RenderChat(const ChatTemplate& tmpl,
       return out;
     }
     case ChatTemplateKind::kMistral: {
-      TF_ASSIGN_OR_RETURN(int32_t bos, Bos(tokenizer, kind));
-      TF_ASSIGN_OR_RETURN(int32_t eos, Eos(tokenizer, kind));
-      TF_ASSIGN_OR_RETURN(const size_t first, FirstAlternatingTurn(messages, kind));
-      const bool has_system = first == 1;
+      TF_ASSIGN_OR_RETURN(const InstConversation c,
+                          CheckInstConversation(tokenizer, messages, kind));
+      const auto [bos, eos, first, has_system] = c;
       Token(&out, bos);
       for (size_t i = first; i < messages.size(); ++i) {
         const ChatMessage& m = messages[i];
