@@ -24,6 +24,13 @@ namespace tierflow::ops_internal {
 
 using FloatArray = Eigen::Array<float, Eigen::Dynamic, 1>;
 
+// CheckPositive (ops_common.h) of each (name, value), in order.
+inline Status CheckAllPositive(const char* op,
+                               std::initializer_list<std::pair<const char*, int64_t>> args) {
+  for (const auto& [name, value] : args) TF_RETURN_IF_ERROR(CheckPositive(op, name, value));
+  return Status::Ok();
+}
+
 // CheckNotNull (ops_common.h) of each (name, pointer), in order.
 inline Status CheckAllNotNull(const char* op,
                               std::initializer_list<std::pair<const char*, const void*>> args) {
