@@ -8,7 +8,9 @@
 // AVX-512 loops where the CPU has them. Every level gives the same bits.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <string_view>
 #include <vector>
 
@@ -60,18 +62,13 @@ Isa SelectedIsaOrExit();
 Status CheckIsaSupported(Isa isa, std::string_view what);
 
 // The table of `isa` among the three levels' tables of a hot loop
-// (common/isa_tables.h), given in ascending order.
+// (common/isa_tables.h), given in ascending order; the baseline's for a value
+// that is no level.
 template <typename Table>
 const Table& TableForIsa(Isa isa, const Table& baseline, const Table& avx2, const Table& avx512) {
-  switch (isa) {
-    case Isa::kAvx512:
-      return avx512;
-    case Isa::kAvx2:
-      return avx2;
-    case Isa::kBaseline:
-      break;
-  }
-  return baseline;
+  const Table* const by_level[] = {&baseline, &avx2, &avx512};  // Isa's values, ascending
+  const size_t level = static_cast<size_t>(isa);
+  return level < std::size(by_level) ? *by_level[level] : baseline;
 }
 
 }  // namespace tierflow
