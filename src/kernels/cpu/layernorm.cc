@@ -122,14 +122,9 @@ Status LayerNormBackwardCpu(T* dinp, float* dweight, float* dbias, const T* dout
                             const NormShape& s) {
   const char* op = "LayerNormBackwardCpu";
   TF_RETURN_IF_ERROR(ValidateNorm(op, s));
-  TF_RETURN_IF_ERROR(ops_internal::CheckAllNotNull(op, {{"dinp", dinp},
-                                                        {"dweight", dweight},
-                                                        {"dbias", dbias},
-                                                        {"dout", dout},
-                                                        {"inp", inp},
-                                                        {"weight", weight},
-                                                        {"mean", mean},
-                                                        {"rstd", rstd}}));
+  TF_RETURN_IF_ERROR(
+      ops_internal::CheckNormBackwardPointers(op, dinp, {{"dweight", dweight}, {"dbias", dbias}},
+                                              dout, inp, weight, {{"mean", mean}, {"rstd", rstd}}));
   FloatArray w(s.channels);
   ops_internal::WidenRow(weight, s.channels, w.data());
   ops_internal::NormBackwardRows<2>(s.rows, s.channels, dinp, dout, inp, {dweight, dbias},

@@ -7,6 +7,8 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/cpu_rows.h"
@@ -16,6 +18,19 @@ namespace tierflow::ops_internal {
 // Rows per chunk of the backward pass: each chunk keeps one partial row per
 // parameter gradient, summed in chunk order at the end.
 inline constexpr int64_t kNormBackwardChunk = 64;
+
+// The null checks of a norm's backward, in its arguments' order: dinp, the
+// parameter gradients, dout, inp, weight, then the forward's saved statistics.
+inline Status CheckNormBackwardPointers(
+    const char* op, const void* dinp,
+    std::initializer_list<std::pair<const char*, const void*>> dparams, const void* dout,
+    const void* inp, const void* weight,
+    std::initializer_list<std::pair<const char*, const void*>> stats) {
+  TF_RETURN_IF_ERROR(CheckNotNull(op, "dinp", dinp));
+  TF_RETURN_IF_ERROR(CheckAllNotNull(op, dparams));
+  TF_RETURN_IF_ERROR(CheckAllNotNull(op, {{"dout", dout}, {"inp", inp}, {"weight", weight}}));
+  return CheckAllNotNull(op, stats);
+}
 
 // One row of a norm's backward in fp32. x, g and dx hold the row's inp, dout
 // and dinp (dinp is accumulated into); n and dn are the norm's scratch.

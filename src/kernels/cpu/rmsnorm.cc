@@ -94,12 +94,8 @@ Status RmsNormBackwardCpu(T* dinp, float* dweight, const T* dout, const T* inp, 
                           const float* rstd, const NormShape& s) {
   const char* op = "RmsNormBackwardCpu";
   TF_RETURN_IF_ERROR(ValidateNorm(op, s));
-  TF_RETURN_IF_ERROR(ops_internal::CheckAllNotNull(op, {{"dinp", dinp},
-                                                        {"dweight", dweight},
-                                                        {"dout", dout},
-                                                        {"inp", inp},
-                                                        {"weight", weight},
-                                                        {"rstd", rstd}}));
+  TF_RETURN_IF_ERROR(ops_internal::CheckNormBackwardPointers(op, dinp, {{"dweight", dweight}}, dout,
+                                                             inp, weight, {{"rstd", rstd}}));
   FloatArray w(s.channels);
   ops_internal::WidenRow(weight, s.channels, w.data());
   ops_internal::NormBackwardRows<1>(s.rows, s.channels, dinp, dout, inp, {dweight},
