@@ -35,6 +35,8 @@ import subprocess
 import sys
 import time
 
+import metrics_jsonl
+
 FLOPS_NOTE = ("model FLOPs: 6 N per token plus causal attention 6 L H d T per token "
               "(forward + backward); activation recomputation not counted")
 
@@ -84,13 +86,7 @@ def attention_flops_per_token(config, seq_len):
 
 
 def read_metrics(path):
-    by_step = {}
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if line:
-                r = json.loads(line)
-                by_step[r["step"]] = r
+    by_step = metrics_jsonl.read_by_step(path)
     return [by_step[s] for s in sorted(by_step)]
 
 

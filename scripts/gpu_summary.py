@@ -25,19 +25,14 @@ import json
 import os
 import sys
 
+import metrics_jsonl
+
 
 def metrics(work, run):
     path = os.path.join(work, run, "metrics.jsonl")
     if not os.path.exists(path):
         return {}
-    by_step = {}
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if line:
-                r = json.loads(line)
-                by_step[r["step"]] = r
-    return by_step
+    return metrics_jsonl.read_by_step(path)
 
 
 def stage_json(logs, name):

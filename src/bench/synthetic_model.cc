@@ -8,6 +8,17 @@
 #include "kernels/gemm.h"
 
 namespace tierflow {
+namespace {
+
+// Runs p on `compute` with operands a and b into c.
+Status RunGemm(Stream& compute, GemmParams p, const void* a, const void* b, void* c) {
+  p.a = a;
+  p.b = b;
+  p.c = c;
+  return Gemm(compute, p);
+}
+
+}  // namespace
 
 StatusOr<std::unique_ptr<SyntheticModel>> SyntheticModel::Create(Device& device, int num_units,
                                                                  uint64_t params_per_unit,
@@ -57,11 +68,8 @@ Status SyntheticModel::ForwardBackward(Stream& compute, const MicroBatch& batch,
   for (int u = 0; u < num_units_; ++u) {
     TF_ASSIGN_OR_RETURN(void* weights, access.Weights(u));
     // y = x W^T: (tokens, d) x (d, d)^T
-    GemmParams p = PackedGemm(tokens_, d_, d_, false, true, dtype_, dtype_);
-    p.a = x_.data();
-    p.b = weights;
-    p.c = y_.data();
-    TF_RETURN_IF_ERROR(Gemm(compute, p));
+    TF_RETURN_IF_ERROR(RunGemm(compute, PackedGemm(tokens_, d_, d_, false, true, dtype_, dtype_),
+                               x_.data(), weights, y_.data()));
     TF_RETURN_IF_ERROR(access.ReleaseWeights(u));
   }
   for (int u = num_units_ - 1; u >= 0; --u) {
@@ -76,19 +84,13 @@ Status SyntheticModel::ForwardBackward(Stream& compute, const MicroBatch& batch,
     TF_ASSIGN_OR_RETURN(float* grads, access.BeginGrads(u, 0, n));
     // dW += dy^T x: (d, tokens) x (tokens, d), fp32 accumulation into the bucket.
     GemmParams dw = PackedGemm(d_, d_, tokens_, true, false, dtype_, DType::kF32);
-    dw.a = dy_.data();
-    dw.b = x_.data();
-    dw.c = grads;
     dw.beta = 1.0f;
     dw.alpha = dloss_scale * 1e-3f;
-    TF_RETURN_IF_ERROR(Gemm(compute, dw));
+    TF_RETURN_IF_ERROR(RunGemm(compute, dw, dy_.data(), x_.data(), grads));
     TF_RETURN_IF_ERROR(access.EndGrads(u));
     // dx = dy W: (tokens, d) x (d, d)
-    GemmParams dx = PackedGemm(tokens_, d_, d_, false, false, dtype_, dtype_);
-    dx.a = dy_.data();
-    dx.b = weights;
-    dx.c = y_.data();
-    TF_RETURN_IF_ERROR(Gemm(compute, dx));
+    TF_RETURN_IF_ERROR(RunGemm(compute, PackedGemm(tokens_, d_, d_, false, false, dtype_, dtype_),
+                               dy_.data(), weights, y_.data()));
     TF_RETURN_IF_ERROR(access.ReleaseWeights(u));
   }
   return Status::Ok();

@@ -30,11 +30,10 @@ Status CheckUnitRange(const CheckpointOptimizerState::Unit& unit, uint64_t offse
 }
 
 class HostOptimizerState : public CheckpointOptimizerState {
- public:
-  Status ReadUnitRange(size_t u, uint64_t offset, uint64_t count, float* master, float* exp_avg,
-                       float* exp_avg_sq) const override {
+ protected:
+  Status ReadArrayRange(size_t u, const char* array, uint64_t offset, uint64_t count,
+                        float* out) const override {
     const Unit& unit = units_.at(u);
-    TF_RETURN_IF_ERROR(CheckUnitRange(unit, offset, count));
     // The unit's file stays open across its ranges (a resume reads it sub-group by sub-group).
     if (open_unit_ != u || reader_ == nullptr) {
       reader_.reset();
@@ -42,17 +41,12 @@ class HostOptimizerState : public CheckpointOptimizerState {
                           SafetensorsReader::Open(dir_ + "/" + OptimizerUnitFileName(unit.name)));
       open_unit_ = u;
     }
-    const std::pair<const char*, float*> arrays[] = {
-        {"master", master}, {"exp_avg", exp_avg}, {"exp_avg_sq", exp_avg_sq}};
-    for (const auto& [name, out] : arrays) {
-      const SafetensorsTensorInfo* t = reader_->Find(name);
-      if (t == nullptr || t->dtype != DType::kF32 || t->num_elements != unit.num_params) {
-        return DataLossError(reader_->path() + ": no fp32 tensor '" + name + "' of " +
-                             std::to_string(unit.num_params) + " elements");
-      }
-      TF_RETURN_IF_ERROR(reader_->ReadRawRange(*t, offset * 4, out, count * 4));
+    const SafetensorsTensorInfo* t = reader_->Find(array);
+    if (t == nullptr || t->dtype != DType::kF32 || t->num_elements != unit.num_params) {
+      return DataLossError(reader_->path() + ": no fp32 tensor '" + array + "' of " +
+                           std::to_string(unit.num_params) + " elements");
     }
-    return Status::Ok();
+    return reader_->ReadRawRange(*t, offset * 4, out, count * 4);
   }
 
  private:
@@ -62,22 +56,29 @@ class HostOptimizerState : public CheckpointOptimizerState {
 
 class NvmeOptimizerState : public CheckpointOptimizerState {
  public:
-  Status ReadUnitRange(size_t u, uint64_t offset, uint64_t count, float* master, float* exp_avg,
-                       float* exp_avg_sq) const override {
-    const Unit& unit = units_.at(u);
-    TF_RETURN_IF_ERROR(CheckUnitRange(unit, offset, count));
-    const std::pair<const char*, float*> arrays[] = {
-        {"master", master}, {"exp_avg", exp_avg}, {"exp_avg_sq", exp_avg_sq}};
-    for (const auto& [name, out] : arrays) {
-      TF_RETURN_IF_ERROR(
-          reader_->ReadRange(OptimizerSwapTensorName(unit.name, name), offset * 4, out, count * 4));
-    }
-    return Status::Ok();
-  }
   std::unique_ptr<offload::SwapSetReader> reader_;
+
+ protected:
+  Status ReadArrayRange(size_t u, const char* array, uint64_t offset, uint64_t count,
+                        float* out) const override {
+    return reader_->ReadRange(OptimizerSwapTensorName(units_.at(u).name, array), offset * 4, out,
+                              count * 4);
+  }
 };
 
 }  // namespace
+
+Status CheckpointOptimizerState::ReadUnitRange(size_t u, uint64_t offset, uint64_t count,
+                                               float* master, float* exp_avg,
+                                               float* exp_avg_sq) const {
+  TF_RETURN_IF_ERROR(CheckUnitRange(units_.at(u), offset, count));
+  const std::pair<const char*, float*> arrays[] = {
+      {"master", master}, {"exp_avg", exp_avg}, {"exp_avg_sq", exp_avg_sq}};
+  for (const auto& [name, out] : arrays) {
+    TF_RETURN_IF_ERROR(ReadArrayRange(u, name, offset, count, out));
+  }
+  return Status::Ok();
+}
 
 StatusOr<std::unique_ptr<CheckpointOptimizerState>> CheckpointOptimizerState::Open(
     const std::string& checkpoint_dir) {

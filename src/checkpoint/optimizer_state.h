@@ -51,10 +51,16 @@ class CheckpointOptimizerState {
   // floats each), so a resume holds one sub-group, not a unit (an 8B
   // model's LM head is 6 GB of state). Errors: InvalidArgument for a range
   // outside the unit; as ReadUnit.
-  virtual Status ReadUnitRange(size_t u, uint64_t offset, uint64_t count, float* master,
-                               float* exp_avg, float* exp_avg_sq) const = 0;
+  Status ReadUnitRange(size_t u, uint64_t offset, uint64_t count, float* master, float* exp_avg,
+                       float* exp_avg_sq) const;
 
  protected:
+  // Reads parameters [offset, offset + count) of `array` ("master",
+  // "exp_avg" or "exp_avg_sq") of unit `u`, a range inside the unit, into
+  // `out`: the layout's part of ReadUnitRange.
+  virtual Status ReadArrayRange(size_t u, const char* array, uint64_t offset, uint64_t count,
+                                float* out) const = 0;
+
   std::string dir_;
   OffloadPlacement layout_ = OffloadPlacement::kHost;
   CheckpointSwapSet swap_set_;

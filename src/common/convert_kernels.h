@@ -8,6 +8,8 @@
 
 #include <cstddef>
 
+#include "common/isa_tables.h"
+
 namespace tierflow::convert_internal {
 
 // Converts n elements of src (dtype `from`) to dst (dtype `to`). Element i
@@ -20,12 +22,4 @@ struct ConvertKernels {
 
 }  // namespace tierflow::convert_internal
 
-namespace tierflow::isa_baseline {
-extern const convert_internal::ConvertKernels kConvertKernels;
-}
-namespace tierflow::isa_avx2 {
-extern const convert_internal::ConvertKernels kConvertKernels;
-}
-namespace tierflow::isa_avx512 {
-extern const convert_internal::ConvertKernels kConvertKernels;
-}
+TF_DECLARE_ISA_TABLES(convert_internal::ConvertKernels, kConvertKernels)

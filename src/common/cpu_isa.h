@@ -8,7 +8,9 @@
 // AVX-512 loops where the CPU has them. Every level gives the same bits.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <string_view>
 #include <vector>
 
@@ -58,5 +60,15 @@ Isa SelectedIsaOrExit();
 // the level and the levels this CPU supports. Entry points that take an
 // explicit Isa check it before running anything.
 Status CheckIsaSupported(Isa isa, std::string_view what);
+
+// The table of `isa` among the three levels' tables of a hot loop
+// (common/isa_tables.h), given in ascending order; the baseline's for a value
+// that is no level.
+template <typename Table>
+const Table& TableForIsa(Isa isa, const Table& baseline, const Table& avx2, const Table& avx512) {
+  const Table* const by_level[] = {&baseline, &avx2, &avx512};  // Isa's values, ascending
+  const size_t level = static_cast<size_t>(isa);
+  return level < std::size(by_level) ? *by_level[level] : baseline;
+}
 
 }  // namespace tierflow

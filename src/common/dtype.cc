@@ -31,15 +31,7 @@ StatusOr<DType> ParseDType(std::string_view name) {
 namespace {
 
 const convert_internal::ConvertKernels& ConvertKernelsFor(Isa isa) {
-  switch (isa) {
-    case Isa::kAvx512:
-      return isa_avx512::kConvertKernels;
-    case Isa::kAvx2:
-      return isa_avx2::kConvertKernels;
-    case Isa::kBaseline:
-      break;
-  }
-  return isa_baseline::kConvertKernels;
+  return TF_ISA_TABLE(isa, kConvertKernels);
 }
 
 void ConvertAt(Isa isa, DType from, const void* src, DType to, void* dst, size_t n) {

@@ -53,15 +53,7 @@ GradStatsResult SumChunks(size_t n, const std::function<ChunkStats(size_t, size_
 }
 
 const GradStatsKernels& GradStatsKernelsFor(Isa isa) {
-  switch (isa) {
-    case Isa::kAvx512:
-      return isa_avx512::kGradStatsKernels;
-    case Isa::kAvx2:
-      return isa_avx2::kGradStatsKernels;
-    case Isa::kBaseline:
-      break;
-  }
-  return isa_baseline::kGradStatsKernels;
+  return TF_ISA_TABLE(isa, kGradStatsKernels);
 }
 
 }  // namespace grad_stats_internal

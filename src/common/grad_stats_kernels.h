@@ -11,6 +11,8 @@
 
 #include <cstddef>
 
+#include "common/isa_tables.h"
+
 namespace tierflow::grad_stats_internal {
 
 // Gradient statistics of one chunk: the sum of squares in double and whether
@@ -37,12 +39,4 @@ struct GradStatsKernels {
 
 }  // namespace tierflow::grad_stats_internal
 
-namespace tierflow::isa_baseline {
-extern const grad_stats_internal::GradStatsKernels kGradStatsKernels;
-}
-namespace tierflow::isa_avx2 {
-extern const grad_stats_internal::GradStatsKernels kGradStatsKernels;
-}
-namespace tierflow::isa_avx512 {
-extern const grad_stats_internal::GradStatsKernels kGradStatsKernels;
-}
+TF_DECLARE_ISA_TABLES(grad_stats_internal::GradStatsKernels, kGradStatsKernels)

@@ -1,6 +1,8 @@
 // The four chat templates of chat_template.h.
 #include "data/chat_template.h"
 
+#include <optional>
+
 namespace tierflow {
 namespace {
 
@@ -27,22 +29,24 @@ StatusOr<int32_t> Special(const Tokenizer& tokenizer, std::string_view text,
   return *id;
 }
 
-StatusOr<int32_t> Bos(const Tokenizer& tokenizer, ChatTemplateKind kind) {
-  if (!tokenizer.bos_token()) {
+// The special token the template `kind` uses for `use` ("starts with a BOS
+// token"), or an error saying the tokenizer names none.
+StatusOr<int32_t> TemplateToken(const Tokenizer& tokenizer, ChatTemplateKind kind,
+                                std::optional<int32_t> token, const char* use) {
+  if (!token) {
     return InvalidArgumentError("the " + std::string(ChatTemplateKindName(kind)) +
-                                " chat template starts with a BOS token, but " +
-                                tokenizer.Describe() + " names none");
+                                " chat template " + use + ", but " + tokenizer.Describe() +
+                                " names none");
   }
-  return *tokenizer.bos_token();
+  return *token;
+}
+
+StatusOr<int32_t> Bos(const Tokenizer& tokenizer, ChatTemplateKind kind) {
+  return TemplateToken(tokenizer, kind, tokenizer.bos_token(), "starts with a BOS token");
 }
 
 StatusOr<int32_t> Eos(const Tokenizer& tokenizer, ChatTemplateKind kind) {
-  if (!tokenizer.eos_token()) {
-    return InvalidArgumentError("the " + std::string(ChatTemplateKindName(kind)) +
-                                " chat template ends turns with the EOS token, but " +
-                                tokenizer.Describe() + " names none");
-  }
-  return *tokenizer.eos_token();
+  return TemplateToken(tokenizer, kind, tokenizer.eos_token(), "ends turns with the EOS token");
 }
 
 Status CheckRoles(const std::vector<ChatMessage>& messages) {
@@ -79,6 +83,26 @@ StatusOr<size_t> FirstAlternatingTurn(const std::vector<ChatMessage>& messages,
     }
   }
   return first;
+}
+
+// What the llama2 and mistral templates both take: the BOS and EOS tokens and
+// the alternating turns (checked in that order).
+struct InstConversation {
+  int32_t bos = 0;
+  int32_t eos = 0;
+  size_t first = 0;         // the first user turn (FirstAlternatingTurn)
+  bool has_system = false;  // messages[0] is a system message
+};
+
+StatusOr<InstConversation> CheckInstConversation(const Tokenizer& tokenizer,
+                                                 const std::vector<ChatMessage>& messages,
+                                                 ChatTemplateKind kind) {
+  InstConversation c;
+  TF_ASSIGN_OR_RETURN(c.bos, Bos(tokenizer, kind));
+  TF_ASSIGN_OR_RETURN(c.eos, Eos(tokenizer, kind));
+  TF_ASSIGN_OR_RETURN(c.first, FirstAlternatingTurn(messages, kind));
+  c.has_system = c.first == 1;
+  return c;
 }
 
 void Text(std::vector<RenderedPart>* out, std::string text, bool trained = false) {
@@ -221,10 +245,9 @@ StatusOr<std::vector<RenderedPart>> RenderChat(const ChatTemplate& tmpl,
       return out;
     }
     case ChatTemplateKind::kLlama2: {
-      TF_ASSIGN_OR_RETURN(int32_t bos, Bos(tokenizer, kind));
-      TF_ASSIGN_OR_RETURN(int32_t eos, Eos(tokenizer, kind));
-      TF_ASSIGN_OR_RETURN(const size_t first, FirstAlternatingTurn(messages, kind));
-      const bool has_system = first == 1;
+      TF_ASSIGN_OR_RETURN(const InstConversation c,
+                          CheckInstConversation(tokenizer, messages, kind));
+      const auto [bos, eos, first, has_system] = c;
       for (size_t i = first; i < messages.size(); ++i) {
         const ChatMessage& m = messages[i];
         std::string content = m.content;
@@ -243,10 +266,9 @@ StatusOr<std::vector<RenderedPart>> RenderChat(const ChatTemplate& tmpl,
       return out;
     }
     case ChatTemplateKind::kMistral: {
-      TF_ASSIGN_OR_RETURN(int32_t bos, Bos(tokenizer, kind));
-      TF_ASSIGN_OR_RETURN(int32_t eos, Eos(tokenizer, kind));
-      TF_ASSIGN_OR_RETURN(const size_t first, FirstAlternatingTurn(messages, kind));
-      const bool has_system = first == 1;
+      TF_ASSIGN_OR_RETURN(const InstConversation c,
+                          CheckInstConversation(tokenizer, messages, kind));
+      const auto [bos, eos, first, has_system] = c;
       Token(&out, bos);
       for (size_t i = first; i < messages.size(); ++i) {
         const ChatMessage& m = messages[i];

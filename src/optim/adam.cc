@@ -58,14 +58,7 @@ StatusOr<StepResult> AdamStep(const AdamOptions& o, const AdamStepArgs& args,
       o.decoupled ? static_cast<float>(1.0 - static_cast<double>(o.lr) * o.weight_decay) : 1.0f;
   c.step_size = static_cast<float>(static_cast<double>(o.lr) / bc1);
 
-  const optim_internal::AdamFn kernel =
-      optim_internal::AdamKernelsFor(isa)
-          .step[optim_internal::GradIndex(spans)][optim_internal::OutIndex(spans)];
-  const optim_internal::StepStreams streams = optim_internal::ToStreams(spans);
-  StepResult result;
-  result.has_non_finite_grads = optim_internal::ParallelForChunks(
-      spans.n, [&](size_t begin, size_t end) { return kernel(c, streams, begin, end); });
-  return result;
+  return optim_internal::RunStepKernel(optim_internal::AdamKernelsFor(isa), c, spans);
 }
 
 }  // namespace tierflow

@@ -3,52 +3,12 @@
 
 namespace tierflow::optim_internal {
 
-const AdamKernels& AdamKernelsFor(Isa isa) {
-  switch (isa) {
-    case Isa::kAvx512:
-      return isa_avx512::kAdamKernels;
-    case Isa::kAvx2:
-      return isa_avx2::kAdamKernels;
-    case Isa::kBaseline:
-      break;
-  }
-  return isa_baseline::kAdamKernels;
-}
+const AdamKernels& AdamKernelsFor(Isa isa) { return TF_ISA_TABLE(isa, kAdamKernels); }
 
-const LionKernels& LionKernelsFor(Isa isa) {
-  switch (isa) {
-    case Isa::kAvx512:
-      return isa_avx512::kLionKernels;
-    case Isa::kAvx2:
-      return isa_avx2::kLionKernels;
-    case Isa::kBaseline:
-      break;
-  }
-  return isa_baseline::kLionKernels;
-}
+const LionKernels& LionKernelsFor(Isa isa) { return TF_ISA_TABLE(isa, kLionKernels); }
 
-const SgdKernels& SgdKernelsFor(Isa isa) {
-  switch (isa) {
-    case Isa::kAvx512:
-      return isa_avx512::kSgdKernels;
-    case Isa::kAvx2:
-      return isa_avx2::kSgdKernels;
-    case Isa::kBaseline:
-      break;
-  }
-  return isa_baseline::kSgdKernels;
-}
+const SgdKernels& SgdKernelsFor(Isa isa) { return TF_ISA_TABLE(isa, kSgdKernels); }
 
-const GradKernels& GradKernelsFor(Isa isa) {
-  switch (isa) {
-    case Isa::kAvx512:
-      return isa_avx512::kGradKernels;
-    case Isa::kAvx2:
-      return isa_avx2::kGradKernels;
-    case Isa::kBaseline:
-      break;
-  }
-  return isa_baseline::kGradKernels;
-}
+const GradKernels& GradKernelsFor(Isa isa) { return TF_ISA_TABLE(isa, kGradKernels); }
 
 }  // namespace tierflow::optim_internal

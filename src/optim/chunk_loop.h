@@ -57,4 +57,17 @@ bool ParallelForChunks(size_t n, const RangeFn& range_fn) {
   return any.load(std::memory_order_relaxed);
 }
 
+// One optimizer step over all of `spans`: the kernel of the spans' gradient
+// and copy-out dtypes from `kernels` (a level's AdamKernels, LionKernels or
+// SgdKernels), run with the step's constants over parallel chunks.
+template <typename Kernels, typename Constants>
+StepResult RunStepKernel(const Kernels& kernels, const Constants& c, const OptimSpans& spans) {
+  const auto kernel = kernels.step[GradIndex(spans)][OutIndex(spans)];
+  const StepStreams streams = ToStreams(spans);
+  StepResult result;
+  result.has_non_finite_grads = ParallelForChunks(
+      spans.n, [&](size_t begin, size_t end) { return kernel(c, streams, begin, end); });
+  return result;
+}
+
 }  // namespace tierflow::optim_internal

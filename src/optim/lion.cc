@@ -35,14 +35,7 @@ StatusOr<StepResult> LionStep(const LionOptions& o, const LionStepArgs& args,
   c.decay = static_cast<float>(1.0 - static_cast<double>(o.lr) * o.weight_decay);
   c.lr = o.lr;
 
-  const optim_internal::LionFn kernel =
-      optim_internal::LionKernelsFor(isa)
-          .step[optim_internal::GradIndex(spans)][optim_internal::OutIndex(spans)];
-  const optim_internal::StepStreams streams = optim_internal::ToStreams(spans);
-  StepResult result;
-  result.has_non_finite_grads = optim_internal::ParallelForChunks(
-      spans.n, [&](size_t begin, size_t end) { return kernel(c, streams, begin, end); });
-  return result;
+  return optim_internal::RunStepKernel(optim_internal::LionKernelsFor(isa), c, spans);
 }
 
 }  // namespace tierflow

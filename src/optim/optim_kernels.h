@@ -20,6 +20,7 @@
 #include <cstddef>
 
 #include "common/grad_stats_kernels.h"
+#include "common/isa_tables.h"
 
 namespace tierflow::optim_internal {
 
@@ -106,21 +107,7 @@ struct GradKernels {
 
 }  // namespace tierflow::optim_internal
 
-namespace tierflow::isa_baseline {
-extern const optim_internal::AdamKernels kAdamKernels;
-extern const optim_internal::LionKernels kLionKernels;
-extern const optim_internal::SgdKernels kSgdKernels;
-extern const optim_internal::GradKernels kGradKernels;
-}  // namespace tierflow::isa_baseline
-namespace tierflow::isa_avx2 {
-extern const optim_internal::AdamKernels kAdamKernels;
-extern const optim_internal::LionKernels kLionKernels;
-extern const optim_internal::SgdKernels kSgdKernels;
-extern const optim_internal::GradKernels kGradKernels;
-}  // namespace tierflow::isa_avx2
-namespace tierflow::isa_avx512 {
-extern const optim_internal::AdamKernels kAdamKernels;
-extern const optim_internal::LionKernels kLionKernels;
-extern const optim_internal::SgdKernels kSgdKernels;
-extern const optim_internal::GradKernels kGradKernels;
-}  // namespace tierflow::isa_avx512
+TF_DECLARE_ISA_TABLES(optim_internal::AdamKernels, kAdamKernels)
+TF_DECLARE_ISA_TABLES(optim_internal::LionKernels, kLionKernels)
+TF_DECLARE_ISA_TABLES(optim_internal::SgdKernels, kSgdKernels)
+TF_DECLARE_ISA_TABLES(optim_internal::GradKernels, kGradKernels)

@@ -44,14 +44,7 @@ StatusOr<StepResult> SgdStep(const SgdOptions& o, const SgdStepArgs& args, const
   c.momentum = o.momentum;
   c.one_minus_dampening = 1.0f - o.dampening;
 
-  const optim_internal::SgdFn kernel =
-      optim_internal::SgdKernelsFor(isa)
-          .step[optim_internal::GradIndex(spans)][optim_internal::OutIndex(spans)];
-  const optim_internal::StepStreams streams = optim_internal::ToStreams(spans);
-  StepResult result;
-  result.has_non_finite_grads = optim_internal::ParallelForChunks(
-      spans.n, [&](size_t begin, size_t end) { return kernel(c, streams, begin, end); });
-  return result;
+  return optim_internal::RunStepKernel(optim_internal::SgdKernelsFor(isa), c, spans);
 }
 
 }  // namespace tierflow

@@ -1,6 +1,6 @@
 // Device-side element access of the CUDA kernels: fp32 loads and stores of
 // the storage types (round-to-nearest-even, matching src/common/half.h), the
-// grid of a grid-stride loop, and the launch check that turns a failed
+// grid-stride loop and its grid, and the launch check that turns a failed
 // launch into a Status. The device's own kernels (grad_ops.cu) use them, and
 // kernels/cuda/cuda_ops_common.cuh builds the ops' helpers on them.
 #pragma once
@@ -40,6 +40,17 @@ inline unsigned int GridFor(int64_t n, int threads) {
   if (blocks < 1) blocks = 1;
   return static_cast<unsigned int>(blocks);
 }
+
+}  // namespace tierflow::cuda_ops
+
+// A grid-stride loop: `TF_GRID_STRIDE(i, n) { body }` runs body for every
+// int64_t i in [0, n) across the grid (GridFor's blocks), each thread taking
+// every (grid size)-th one from its global index.
+#define TF_GRID_STRIDE(i, n)                                                             \
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+namespace tierflow::cuda_ops {
 
 // Checks the launch that was just made on the calling thread.
 inline Status CheckLaunch(const char* kernel) {

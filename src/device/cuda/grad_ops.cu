@@ -17,10 +17,7 @@ constexpr int kThreads = 256;
 
 template <typename From, typename To>
 __global__ void __launch_bounds__(kThreads) CastKernel(To* dst, const From* src, int64_t n) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    Store(dst + i, Load(src + i));
-  }
+  TF_GRID_STRIDE(i, n) { Store(dst + i, Load(src + i)); }
 }
 
 template <typename From>
@@ -59,8 +56,7 @@ __global__ void __launch_bounds__(kThreads)
     PartialSquaresKernel(const T* grads, int64_t n, double* partial) {
   __shared__ double shared[kThreads];
   double sum = 0;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  TF_GRID_STRIDE(i, n) {
     const double g = Load(grads + i);
     sum = isfinite(g) ? fma(g, g, sum) : nan("");
   }

@@ -43,11 +43,11 @@ void StoreHead(const RowMatrix& m, int64_t b, int64_t head, int64_t stride, cons
 }  // namespace
 
 Status ValidateAttention(const char* op, const AttentionShape& s) {
-  TF_RETURN_IF_ERROR(ops_internal::CheckPositive(op, "batch", s.batch));
-  TF_RETURN_IF_ERROR(ops_internal::CheckPositive(op, "seq_len", s.seq_len));
-  TF_RETURN_IF_ERROR(ops_internal::CheckPositive(op, "heads", s.heads));
-  TF_RETURN_IF_ERROR(ops_internal::CheckPositive(op, "kv_heads", s.kv_heads));
-  TF_RETURN_IF_ERROR(ops_internal::CheckPositive(op, "head_size", s.head_size));
+  TF_RETURN_IF_ERROR(ops_internal::CheckAllPositive(op, {{"batch", s.batch},
+                                                         {"seq_len", s.seq_len},
+                                                         {"heads", s.heads},
+                                                         {"kv_heads", s.kv_heads},
+                                                         {"head_size", s.head_size}}));
   if (s.heads % s.kv_heads != 0) {
     return InvalidArgumentError(std::string(op) + ": kv_heads " + std::to_string(s.kv_heads) +
                                 " does not divide heads " + std::to_string(s.heads));

@@ -122,17 +122,42 @@ Status ValidateCrossEntropySlice(const char* op, const CrossEntropyShape& s, int
   return Status::Ok();
 }
 
+namespace {
+
+// The host paths' checks of a whole-row call: shape, pointers and targets.
+// Returns the number of rows whose target is not the ignore index.
+StatusOr<int64_t> CheckRowsCall(const char* op, const CrossEntropyShape& s, const float* loss,
+                                const float* row_losses, const void* logits, const int32_t* targets,
+                                const CrossEntropyOptions& o) {
+  TF_RETURN_IF_ERROR(ValidateCrossEntropy(op, s));
+  TF_RETURN_IF_ERROR(CheckPointers(op, loss, row_losses, logits, targets));
+  int64_t num_valid = 0;
+  TF_RETURN_IF_ERROR(CheckTargets(op, targets, s.rows, s.vocab, o, &num_valid));
+  return num_valid;
+}
+
+// The same for a slice call (targets index the full vocabulary).
+StatusOr<int64_t> CheckSliceCall(const char* op, const CrossEntropyShape& s, int64_t col_begin,
+                                 int64_t full_vocab, const void* dlogits, const void* logits,
+                                 const float* row_lse, const int32_t* targets,
+                                 const CrossEntropyOptions& o) {
+  TF_RETURN_IF_ERROR(ValidateCrossEntropySlice(op, s, col_begin, full_vocab));
+  TF_RETURN_IF_ERROR(CheckSlicePointers(op, dlogits, logits, row_lse, targets));
+  int64_t num_valid = 0;
+  TF_RETURN_IF_ERROR(CheckTargets(op, targets, s.rows, full_vocab, o, &num_valid));
+  return num_valid;
+}
+
+}  // namespace
+
 // ---- reference ----
 
 template <typename T>
 Status SoftmaxCrossEntropyReference(float* loss, float* row_losses, T* dlogits, const T* logits,
                                     const int32_t* targets, const CrossEntropyShape& s,
                                     const CrossEntropyOptions& o) {
-  const char* op = "SoftmaxCrossEntropyReference";
-  TF_RETURN_IF_ERROR(ValidateCrossEntropy(op, s));
-  TF_RETURN_IF_ERROR(CheckPointers(op, loss, row_losses, logits, targets));
-  int64_t num_valid = 0;
-  TF_RETURN_IF_ERROR(CheckTargets(op, targets, s.rows, s.vocab, o, &num_valid));
+  TF_ASSIGN_OR_RETURN(const int64_t num_valid, CheckRowsCall("SoftmaxCrossEntropyReference", s,
+                                                             loss, row_losses, logits, targets, o));
   const int64_t V = s.vocab, Vp = s.stride();
   const double inv_valid = num_valid > 0 ? 1.0 / static_cast<double>(num_valid) : 0.0;
   double total = 0.0;
@@ -168,11 +193,8 @@ template <typename T>
 Status SoftmaxCrossEntropyCpu(float* loss, float* row_losses, T* dlogits, const T* logits,
                               const int32_t* targets, const CrossEntropyShape& s,
                               const CrossEntropyOptions& o) {
-  const char* op = "SoftmaxCrossEntropyCpu";
-  TF_RETURN_IF_ERROR(ValidateCrossEntropy(op, s));
-  TF_RETURN_IF_ERROR(CheckPointers(op, loss, row_losses, logits, targets));
-  int64_t num_valid = 0;
-  TF_RETURN_IF_ERROR(CheckTargets(op, targets, s.rows, s.vocab, o, &num_valid));
+  TF_ASSIGN_OR_RETURN(const int64_t num_valid, CheckRowsCall("SoftmaxCrossEntropyCpu", s, loss,
+                                                             row_losses, logits, targets, o));
   const int64_t V = s.vocab, Vp = s.stride();
   const float grad_per_row = num_valid > 0 ? o.grad_scale / static_cast<float>(num_valid) : 0.0f;
   ops_internal::ForEachChunk(s.rows, ops_internal::kRowChunk, [&](int64_t, int64_t r0, int64_t r1) {
@@ -208,11 +230,9 @@ Status SoftmaxCrossEntropyGradSliceReference(T* dlogits, const T* logits, const 
                                              const int32_t* targets, const CrossEntropyShape& s,
                                              int64_t col_begin, int64_t full_vocab,
                                              const CrossEntropyOptions& o) {
-  const char* op = "SoftmaxCrossEntropyGradSliceReference";
-  TF_RETURN_IF_ERROR(ValidateCrossEntropySlice(op, s, col_begin, full_vocab));
-  TF_RETURN_IF_ERROR(CheckSlicePointers(op, dlogits, logits, row_lse, targets));
-  int64_t num_valid = 0;
-  TF_RETURN_IF_ERROR(CheckTargets(op, targets, s.rows, full_vocab, o, &num_valid));
+  TF_ASSIGN_OR_RETURN(const int64_t num_valid,
+                      CheckSliceCall("SoftmaxCrossEntropyGradSliceReference", s, col_begin,
+                                     full_vocab, dlogits, logits, row_lse, targets, o));
   const int64_t W = s.vocab, Vp = s.stride();
   const double inv_valid = num_valid > 0 ? 1.0 / static_cast<double>(num_valid) : 0.0;
   for (int64_t i = 0; i < s.rows; ++i) {
@@ -236,11 +256,9 @@ Status SoftmaxCrossEntropyGradSliceCpu(T* dlogits, const T* logits, const float*
                                        const int32_t* targets, const CrossEntropyShape& s,
                                        int64_t col_begin, int64_t full_vocab,
                                        const CrossEntropyOptions& o) {
-  const char* op = "SoftmaxCrossEntropyGradSliceCpu";
-  TF_RETURN_IF_ERROR(ValidateCrossEntropySlice(op, s, col_begin, full_vocab));
-  TF_RETURN_IF_ERROR(CheckSlicePointers(op, dlogits, logits, row_lse, targets));
-  int64_t num_valid = 0;
-  TF_RETURN_IF_ERROR(CheckTargets(op, targets, s.rows, full_vocab, o, &num_valid));
+  TF_ASSIGN_OR_RETURN(const int64_t num_valid,
+                      CheckSliceCall("SoftmaxCrossEntropyGradSliceCpu", s, col_begin, full_vocab,
+                                     dlogits, logits, row_lse, targets, o));
   const int64_t W = s.vocab, Vp = s.stride();
   // As SoftmaxCrossEntropyCpu computes them, so fp32 results match it bit for bit.
   const float grad_per_row = num_valid > 0 ? o.grad_scale / static_cast<float>(num_valid) : 0.0f;

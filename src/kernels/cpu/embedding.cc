@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/half.h"
+#include "kernels/cpu/cpu_rows.h"
 
 namespace tierflow {
 namespace {
@@ -37,10 +38,9 @@ constexpr int64_t kColumnChunk = 64;
 }  // namespace
 
 Status ValidateEmbedding(const char* op, const EmbeddingShape& s) {
-  TF_RETURN_IF_ERROR(ops_internal::CheckPositive(op, "batch", s.batch));
-  TF_RETURN_IF_ERROR(ops_internal::CheckPositive(op, "seq_len", s.seq_len));
-  TF_RETURN_IF_ERROR(ops_internal::CheckPositive(op, "channels", s.channels));
-  TF_RETURN_IF_ERROR(ops_internal::CheckPositive(op, "vocab", s.vocab));
+  TF_RETURN_IF_ERROR(ops_internal::CheckAllPositive(
+      op,
+      {{"batch", s.batch}, {"seq_len", s.seq_len}, {"channels", s.channels}, {"vocab", s.vocab}}));
   return Status::Ok();
 }
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_rows.h"
+#include "kernels/cpu/norm_backward_rows.h"
 #include "kernels/op_costs.h"
 
 namespace tierflow {
@@ -12,10 +13,6 @@ namespace {
 
 using ops_internal::CheckNotNull;
 using ops_internal::FloatArray;
-
-// Rows per chunk of the backward pass: each chunk keeps one partial
-// dweight/dbias row, summed in chunk order at the end.
-constexpr int64_t kBackwardChunk = 64;
 
 }  // namespace
 
@@ -125,42 +122,21 @@ Status LayerNormBackwardCpu(T* dinp, float* dweight, float* dbias, const T* dout
                             const NormShape& s) {
   const char* op = "LayerNormBackwardCpu";
   TF_RETURN_IF_ERROR(ValidateNorm(op, s));
-  for (auto [name, ptr] : {std::pair<const char*, const void*>{"dinp", dinp},
-                           {"dweight", dweight},
-                           {"dbias", dbias},
-                           {"dout", dout},
-                           {"inp", inp},
-                           {"weight", weight},
-                           {"mean", mean},
-                           {"rstd", rstd}}) {
-    TF_RETURN_IF_ERROR(CheckNotNull(op, name, ptr));
-  }
-  const int64_t C = s.channels;
-  const int64_t num_chunks = (s.rows + kBackwardChunk - 1) / kBackwardChunk;
-  std::vector<float> dw_partial(num_chunks * C), db_partial(num_chunks * C);
-  FloatArray w(C);
-  ops_internal::WidenRow(weight, C, w.data());
-  ops_internal::ForEachChunk(s.rows, kBackwardChunk, [&](int64_t k, int64_t r0, int64_t r1) {
-    FloatArray x(C), g(C), n(C), dn(C), dx(C);
-    Eigen::Map<FloatArray> dw(dw_partial.data() + k * C, C), db(db_partial.data() + k * C, C);
-    dw.setZero();
-    db.setZero();
-    for (int64_t i = r0; i < r1; ++i) {
-      ops_internal::WidenRow(inp + i * C, C, x.data());
-      ops_internal::WidenRow(dout + i * C, C, g.data());
-      ops_internal::WidenRow(dinp + i * C, C, dx.data());
-      n = (x - mean[i]) * rstd[i];
-      dn = w * g;
-      const float dn_mean = dn.mean();
-      const float dn_n_mean = (dn * n).mean();
-      dw += n * g;
-      db += g;
-      dx += (dn - dn_mean - n * dn_n_mean) * rstd[i];
-      ops_internal::NarrowRow(dx.data(), C, dinp + i * C);
-    }
-  });
-  ops_internal::AddPartialsInOrder(dw_partial, num_chunks, C, dweight);
-  ops_internal::AddPartialsInOrder(db_partial, num_chunks, C, dbias);
+  TF_RETURN_IF_ERROR(
+      ops_internal::CheckNormBackwardPointers(op, dinp, {{"dweight", dweight}, {"dbias", dbias}},
+                                              dout, inp, weight, {{"mean", mean}, {"rstd", rstd}}));
+  FloatArray w(s.channels);
+  ops_internal::WidenRow(weight, s.channels, w.data());
+  ops_internal::NormBackwardRows<2>(s.rows, s.channels, dinp, dout, inp, {dweight, dbias},
+                                    [&](int64_t i, ops_internal::NormBackwardRow<2>& r) {
+                                      r.n = (r.x - mean[i]) * rstd[i];
+                                      r.dn = w * r.g;
+                                      const float dn_mean = r.dn.mean();
+                                      const float dn_n_mean = (r.dn * r.n).mean();
+                                      r.Partial(0) += r.n * r.g;
+                                      r.Partial(1) += r.g;
+                                      r.dx += (r.dn - dn_mean - r.n * dn_n_mean) * rstd[i];
+                                    });
   return Status::Ok();
 }
 

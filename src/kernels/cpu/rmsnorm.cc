@@ -2,10 +2,10 @@
 #include "kernels/rmsnorm.h"
 
 #include <cmath>
-#include <utility>
 #include <vector>
 
 #include "kernels/cpu/cpu_rows.h"
+#include "kernels/cpu/norm_backward_rows.h"
 #include "kernels/op_costs.h"
 
 namespace tierflow {
@@ -13,8 +13,6 @@ namespace {
 
 using ops_internal::CheckNotNull;
 using ops_internal::FloatArray;
-
-constexpr int64_t kBackwardChunk = 64;
 
 }  // namespace
 
@@ -96,36 +94,18 @@ Status RmsNormBackwardCpu(T* dinp, float* dweight, const T* dout, const T* inp, 
                           const float* rstd, const NormShape& s) {
   const char* op = "RmsNormBackwardCpu";
   TF_RETURN_IF_ERROR(ValidateNorm(op, s));
-  for (auto [name, ptr] : {std::pair<const char*, const void*>{"dinp", dinp},
-                           {"dweight", dweight},
-                           {"dout", dout},
-                           {"inp", inp},
-                           {"weight", weight},
-                           {"rstd", rstd}}) {
-    TF_RETURN_IF_ERROR(CheckNotNull(op, name, ptr));
-  }
-  const int64_t C = s.channels;
-  const int64_t num_chunks = (s.rows + kBackwardChunk - 1) / kBackwardChunk;
-  std::vector<float> dw_partial(num_chunks * C);
-  FloatArray w(C);
-  ops_internal::WidenRow(weight, C, w.data());
-  ops_internal::ForEachChunk(s.rows, kBackwardChunk, [&](int64_t k, int64_t r0, int64_t r1) {
-    FloatArray x(C), g(C), n(C), dn(C), dx(C);
-    Eigen::Map<FloatArray> dw(dw_partial.data() + k * C, C);
-    dw.setZero();
-    for (int64_t i = r0; i < r1; ++i) {
-      ops_internal::WidenRow(inp + i * C, C, x.data());
-      ops_internal::WidenRow(dout + i * C, C, g.data());
-      ops_internal::WidenRow(dinp + i * C, C, dx.data());
-      n = x * rstd[i];
-      dn = w * g;
-      const float dn_n_mean = (dn * n).mean();
-      dw += n * g;
-      dx += (dn - n * dn_n_mean) * rstd[i];
-      ops_internal::NarrowRow(dx.data(), C, dinp + i * C);
-    }
-  });
-  ops_internal::AddPartialsInOrder(dw_partial, num_chunks, C, dweight);
+  TF_RETURN_IF_ERROR(ops_internal::CheckNormBackwardPointers(op, dinp, {{"dweight", dweight}}, dout,
+                                                             inp, weight, {{"rstd", rstd}}));
+  FloatArray w(s.channels);
+  ops_internal::WidenRow(weight, s.channels, w.data());
+  ops_internal::NormBackwardRows<1>(s.rows, s.channels, dinp, dout, inp, {dweight},
+                                    [&](int64_t i, ops_internal::NormBackwardRow<1>& r) {
+                                      r.n = r.x * rstd[i];
+                                      r.dn = w * r.g;
+                                      const float dn_n_mean = (r.dn * r.n).mean();
+                                      r.Partial(0) += r.n * r.g;
+                                      r.dx += (r.dn - r.n * dn_n_mean) * rstd[i];
+                                    });
   return Status::Ok();
 }
 

@@ -85,10 +85,10 @@ Status ValidateRope(const char* op, const RopeShape& s, const RopeFreq& f) {
                                 ") and original_max_positions > 0 (" +
                                 std::to_string(f.original_max_positions) + ")");
   }
-  TF_RETURN_IF_ERROR(ops_internal::CheckPositive(op, "batch", s.batch));
-  TF_RETURN_IF_ERROR(ops_internal::CheckPositive(op, "seq_len", s.seq_len));
-  TF_RETURN_IF_ERROR(ops_internal::CheckPositive(op, "heads", s.heads));
-  TF_RETURN_IF_ERROR(ops_internal::CheckPositive(op, "head_size", s.head_size));
+  TF_RETURN_IF_ERROR(ops_internal::CheckAllPositive(op, {{"batch", s.batch},
+                                                         {"seq_len", s.seq_len},
+                                                         {"heads", s.heads},
+                                                         {"head_size", s.head_size}}));
   if (s.head_size % 2 != 0) {
     return InvalidArgumentError(std::string(op) + ": head_size " + std::to_string(s.head_size) +
                                 " is odd; rotate-half RoPE needs an even head size");

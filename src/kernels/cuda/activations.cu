@@ -12,10 +12,6 @@ constexpr int kThreads = 256;
 constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2 / pi)
 constexpr float kGeluCube = 0.044715f;
 
-#define TF_GRID_STRIDE(i, n)                                                             \
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-
 template <typename T>
 static __global__ void __launch_bounds__(kThreads)
     GeluForwardKernel(T* out, const T* inp, int64_t n) {
@@ -56,8 +52,6 @@ static __global__ void __launch_bounds__(kThreads)
     Store(dup + i, d * g * sig);
   }
 }
-
-#undef TF_GRID_STRIDE
 
 }  // namespace
 

@@ -49,6 +49,69 @@ __device__ void StageTile(float* tile, const T* x, int64_t b, int64_t head, int6
   }
 }
 
+// The query row of the calling warp in the forward and dq kernels: one warp
+// per row i of query head h (kv head g) of batch b.
+struct QueryRow {
+  int warp, lane;
+  int64_t b, h, g;
+  int64_t i;
+  int64_t last_row;  // the block's last row below T: the keys it needs end there
+  bool active;       // i < T
+};
+
+__device__ __forceinline__ QueryRow ThisQueryRow(const Dims& d) {
+  QueryRow r;
+  r.warp = threadIdx.x / 32;
+  r.lane = threadIdx.x % 32;
+  r.b = blockIdx.z;
+  r.h = blockIdx.y;
+  r.g = r.h / (d.NH / d.NKV);
+  r.i = static_cast<int64_t>(blockIdx.x) * kWarps + r.warp;
+  r.last_row = min(d.T - 1, static_cast<int64_t>(blockIdx.x) * kWarps + kWarps - 1);
+  r.active = r.i < d.T;
+  return r;
+}
+
+// Stages the key and value tiles of kv head g from key j0 (StageTile), once
+// every warp is done with the previous ones.
+template <typename T>
+__device__ __forceinline__ void StageKeyValueTiles(float* k_tile, float* v_tile, const T* k,
+                                                   const T* v, int64_t b, int64_t g, int64_t j0,
+                                                   const Dims& d) {
+  __syncthreads();
+  StageTile(k_tile, k, b, g, d.kvs, j0, d);
+  StageTile(v_tile, v, b, g, d.kvs, j0, d);
+  __syncthreads();
+}
+
+// acc[r] += w_jj * tile[jj][lane + 32 r] over the kTile rows jj of a staged
+// tile (pitch floats apart), in order, w_jj being lane jj's w; columns below
+// hs only.
+__device__ __forceinline__ void AddTileRows(float (&acc)[kPerLane], float w, const float* tile,
+                                            int64_t pitch, int lane, int64_t hs) {
+  for (int jj = 0; jj < kTile; ++jj) {
+    const float wj = __shfl_sync(0xffffffffu, w, jj);
+    const float* row = tile + jj * pitch;
+#pragma unroll
+    for (int r = 0; r < kPerLane; ++r) {
+      const int64_t c = lane + 32 * r;
+      if (c < hs) acc[r] += wj * row[c];
+    }
+  }
+}
+
+// The backward's two dot products of a (query, key) pair over the head's hs
+// columns, in one pass in column order: s = q . k (q pre-scaled), dp = dout . v.
+__device__ __forceinline__ void ScoreAndDp(const float* qr, const float* kr, const float* dor,
+                                           const float* vr, int64_t hs, float& s, float& dp) {
+  s = 0.0f;
+  dp = 0.0f;
+  for (int64_t c = 0; c < hs; ++c) {
+    s += qr[c] * kr[c];
+    dp += dor[c] * vr[c];
+  }
+}
+
 template <typename T>
 static __global__ void __launch_bounds__(kWarps * 32)
     AttentionForwardKernel(T* out, float* lse, const T* q, const T* k, const T* v, Dims d) {
@@ -57,11 +120,7 @@ static __global__ void __launch_bounds__(kWarps * 32)
   float* k_tile = smem;                    // (kTile, HS + 1)
   float* v_tile = k_tile + kTile * pitch;  // (kTile, HS + 1)
   float* q_rows = v_tile + kTile * pitch;  // (kWarps, HS)
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t b = blockIdx.z, h = blockIdx.y, g = h / (d.NH / d.NKV);
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
-  const int64_t last_row = min(d.T - 1, static_cast<int64_t>(blockIdx.x) * kWarps + kWarps - 1);
-  const bool active = i < d.T;
+  const auto [warp, lane, b, h, g, i, last_row, active] = ThisQueryRow(d);
   float* qr = q_rows + warp * d.HS;
   for (int64_t c = lane; c < d.HS; c += 32) {
     qr[c] = active ? Load(q + (b * d.T + i) * d.qs + h * d.HS + c) * d.scale : 0.0f;
@@ -72,10 +131,8 @@ static __global__ void __launch_bounds__(kWarps * 32)
   float m = -INFINITY, l = 0.0f;
   const int64_t first = FirstKey(d, b, i);
   for (int64_t j0 = 0; j0 <= last_row; j0 += kTile) {
-    __syncthreads();  // previous tile fully used (and q_rows written, first time)
-    StageTile(k_tile, k, b, g, d.kvs, j0, d);
-    StageTile(v_tile, v, b, g, d.kvs, j0, d);
-    __syncthreads();
+    // The first wait also orders q_rows' writes before their reads.
+    StageKeyValueTiles(k_tile, v_tile, k, v, b, g, j0, d);
     // Tiles wholly before the row's sample are skipped, so the first tile
     // used holds a valid key and m is finite from then on.
     if (!active || j0 > i || j0 + kTile <= first) continue;
@@ -93,15 +150,7 @@ static __global__ void __launch_bounds__(kWarps * 32)
     l = l * correction + WarpSum(p);
 #pragma unroll
     for (int r = 0; r < kPerLane; ++r) o[r] *= correction;
-    for (int jj = 0; jj < kTile; ++jj) {
-      const float pj = __shfl_sync(0xffffffffu, p, jj);
-      const float* vr = v_tile + jj * pitch;
-#pragma unroll
-      for (int r = 0; r < kPerLane; ++r) {
-        const int64_t c = lane + 32 * r;
-        if (c < d.HS) o[r] += pj * vr[c];
-      }
-    }
+    AddTileRows(o, p, v_tile, pitch, lane, d.HS);
     m = m_new;
   }
   if (!active) return;
@@ -125,11 +174,7 @@ static __global__ void __launch_bounds__(kWarps * 32)
   float* v_tile = k_tile + kTile * pitch;
   float* q_rows = v_tile + kTile * pitch;   // (kWarps, HS), pre-scaled
   float* do_rows = q_rows + kWarps * d.HS;  // (kWarps, HS)
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t b = blockIdx.z, h = blockIdx.y, g = h / (d.NH / d.NKV);
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
-  const int64_t last_row = min(d.T - 1, static_cast<int64_t>(blockIdx.x) * kWarps + kWarps - 1);
-  const bool active = i < d.T;
+  const auto [warp, lane, b, h, g, i, last_row, active] = ThisQueryRow(d);
   float* qr = q_rows + warp * d.HS;
   float* dor = do_rows + warp * d.HS;
   float dot_do_o = 0.0f;
@@ -146,32 +191,16 @@ static __global__ void __launch_bounds__(kWarps * 32)
   for (int r = 0; r < kPerLane; ++r) acc[r] = 0.0f;
   const int64_t first = FirstKey(d, b, i);
   for (int64_t j0 = 0; j0 <= last_row; j0 += kTile) {
-    __syncthreads();
-    StageTile(k_tile, k, b, g, d.kvs, j0, d);
-    StageTile(v_tile, v, b, g, d.kvs, j0, d);
-    __syncthreads();
+    StageKeyValueTiles(k_tile, v_tile, k, v, b, g, j0, d);
     if (!active || j0 > i || j0 + kTile <= first) continue;
     const int64_t j = j0 + lane;
     float ds = 0.0f;
     if (j <= i && j >= first) {
-      const float* kr = k_tile + lane * pitch;
-      const float* vr = v_tile + lane * pitch;
-      float s = 0.0f, dp = 0.0f;
-      for (int64_t c = 0; c < d.HS; ++c) {
-        s += qr[c] * kr[c];
-        dp += dor[c] * vr[c];
-      }
+      float s, dp;
+      ScoreAndDp(qr, k_tile + lane * pitch, dor, v_tile + lane * pitch, d.HS, s, dp);
       ds = expf(s - row_lse) * (dp - D);
     }
-    for (int jj = 0; jj < kTile; ++jj) {
-      const float dsj = __shfl_sync(0xffffffffu, ds, jj);
-      const float* kr = k_tile + jj * pitch;
-#pragma unroll
-      for (int r = 0; r < kPerLane; ++r) {
-        const int64_t c = lane + 32 * r;
-        if (c < d.HS) acc[r] += dsj * kr[c];
-      }
-    }
+    AddTileRows(acc, ds, k_tile, pitch, lane, d.HS);
   }
   if (!active) return;
 #pragma unroll
@@ -239,13 +268,8 @@ static __global__ void __launch_bounds__(kWarps * 32)
       const int64_t i = i0 + lane;
       float p = 0.0f, ds = 0.0f;
       if (i >= j && i < d.T && j >= FirstKey(d, b, i)) {
-        const float* qr = q_tile + lane * pitch;
-        const float* dor = do_tile + lane * pitch;
-        float s = 0.0f, dp = 0.0f;
-        for (int64_t c = 0; c < d.HS; ++c) {
-          s += qr[c] * kr[c];
-          dp += dor[c] * vr[c];
-        }
+        float s, dp;
+        ScoreAndDp(q_tile + lane * pitch, kr, do_tile + lane * pitch, vr, d.HS, s, dp);
         p = expf(s - lse_tile[lane]);
         ds = p * (dp - d_tile[lane]);
       }

@@ -229,6 +229,81 @@ struct QueryRows {
   __device__ bool SeesB(int64_t j) const { return row_b < T && j <= row_b && j >= first_b; }
 };
 
+// The calling thread's place in a forward or dq block: its warp, the
+// fragment row g and column pair t of its lane, the block's first query row
+// q0 (the last query blocks have the most keys: they start first), batch b,
+// query head h and its kv head grp.
+struct QueryBlockThread {
+  int warp, g, t;
+  int64_t q0, b, h, grp;
+};
+
+__device__ __forceinline__ QueryBlockThread ThisQueryBlockThread(const Dims& d) {
+  QueryBlockThread p;
+  p.warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  p.g = lane >> 2;
+  p.t = lane & 3;
+  p.q0 = static_cast<int64_t>(gridDim.x - 1 - blockIdx.x) * kRows;
+  p.b = blockIdx.z;
+  p.h = blockIdx.y;
+  p.grp = p.h / (d.NH / d.NKV);
+  return p;
+}
+
+// Stages key and value tiles of kKeys rows from j0 (StageRows), once the
+// block is done with the previous ones.
+template <typename T, int HS, int kKeys>
+__device__ __forceinline__ void StageKeyValueTiles(uint16_t* k_s, uint16_t* v_s, const T* k,
+                                                   const T* v, int64_t b, int64_t grp, int64_t j0,
+                                                   const Dims& d) {
+  __syncthreads();
+  StageRows<HS, kKeys>(k_s, reinterpret_cast<const uint16_t*>(k), b, grp, d.kvs, j0, d.T);
+  StageRows<HS, kKeys>(v_s, reinterpret_cast<const uint16_t*>(v), b, grp, d.kvs, j0, d.T);
+  __syncthreads();
+}
+
+// Zeroes a warp's C fragments.
+template <int kN>
+__device__ __forceinline__ void ZeroFragments(float (&c)[kN][4]) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i) c[i][0] = c[i][1] = c[i][2] = c[i][3] = 0.0f;
+}
+
+// c[nt] += A B for the warp's 16 rows: A's fragments a[kt] (columns
+// kt * 16..), B[k][n] = tile[nt * 8 + n][kt * 16 + k] (LoadBRows): Q K^T.
+template <typename T, int kPitch, int kKT, int kNT>
+__device__ __forceinline__ void AddTimesRowsT(float (&c)[kNT][4], const uint32_t (&a)[kKT][4],
+                                              const uint16_t* tile, int g, int t) {
+#pragma unroll
+  for (int kt = 0; kt < kKT; ++kt) {
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt) {
+      uint32_t b0, b1;
+      LoadBRows<kPitch>(b0, b1, tile, nt * 8, kt * 16, g, t);
+      Mma<T>::Run(c[nt], a[kt], b0, b1);
+    }
+  }
+}
+
+// c[dt] += P B for the warp's 16 rows: P the C fragments p over kK columns,
+// rounded to T (CToA), B[k][n] = tile[k][dt * 8 + n] (LoadBCols): P V.
+template <typename T, int kPitch, int kK, int kDT>
+__device__ __forceinline__ void AddProductTimesTile(float (&c)[kDT][4], const float (&p)[kK / 8][4],
+                                                    const uint16_t* tile, int g, int t) {
+#pragma unroll
+  for (int kk = 0; kk < kK / 16; ++kk) {
+    uint32_t a[4];
+    CToA<T>(a, p[2 * kk], p[2 * kk + 1]);
+#pragma unroll
+    for (int dt = 0; dt < kDT; ++dt) {
+      uint32_t b0, b1;
+      LoadBCols<kPitch>(b0, b1, tile, kk * 16, dt * 8, g, t);
+      Mma<T>::Run(c[dt], a, b0, b1);
+    }
+  }
+}
+
 // ---- forward: a block per 64 query rows of one head, key tiles of 64 ----
 template <typename T, int HS>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -240,10 +315,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint16_t* k_s = q_s + kRows * kPitch;  // (64, pitch)
   uint16_t* v_s = k_s + kKeys * kPitch;  // (64, pitch)
   __shared__ int first_slot;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
-  // The last query blocks have the most keys: they start first.
-  const int64_t q0 = static_cast<int64_t>(gridDim.x - 1 - blockIdx.x) * kRows;
-  const int64_t b = blockIdx.z, h = blockIdx.y, grp = h / (d.NH / d.NKV);
+  const auto [warp, g, t, q0, b, h, grp] = ThisQueryBlockThread(d);
   const QueryRows rows(d, b, q0, warp, g, &first_slot);
 
   StageRows<HS, kRows>(q_s, reinterpret_cast<const uint16_t*>(q), b, h, d.qs, q0, d.T);
@@ -253,30 +325,17 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int kt = 0; kt < kKT; ++kt) LoadA<kPitch>(qa[kt], q_s, warp * 16, kt * 16, g, t);
 
   float o[kDT][4];
-#pragma unroll
-  for (int dt = 0; dt < kDT; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
+  ZeroFragments(o);
   float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f;
   const float scale_log2 = d.scale * kLog2e;
 
   for (int64_t j0 = rows.FirstTile(kKeys); j0 <= rows.block_last; j0 += kKeys) {
-    __syncthreads();  // the previous tiles are consumed
-    StageRows<HS, kKeys>(k_s, reinterpret_cast<const uint16_t*>(k), b, grp, d.kvs, j0, d.T);
-    StageRows<HS, kKeys>(v_s, reinterpret_cast<const uint16_t*>(v), b, grp, d.kvs, j0, d.T);
-    __syncthreads();
+    StageKeyValueTiles<T, HS, kKeys>(k_s, v_s, k, v, b, grp, j0, d);
     if (rows.WarpSkips(j0, kKeys)) continue;
 
     float s[kNT][4];
-#pragma unroll
-    for (int nt = 0; nt < kNT; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-#pragma unroll
-    for (int kt = 0; kt < kKT; ++kt) {
-#pragma unroll
-      for (int nt = 0; nt < kNT; ++nt) {
-        uint32_t b0, b1;
-        LoadBRows<kPitch>(b0, b1, k_s, nt * 8, kt * 16, g, t);
-        Mma<T>::Run(s[nt], qa[kt], b0, b1);
-      }
-    }
+    ZeroFragments(s);
+    AddTimesRowsT<T, kPitch>(s, qa, k_s, g, t);
     float mx_a = -INFINITY, mx_b = -INFINITY;
 #pragma unroll
     for (int nt = 0; nt < kNT; ++nt) {
@@ -317,17 +376,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       o[dt][2] *= alpha_b;
       o[dt][3] *= alpha_b;
     }
-#pragma unroll
-    for (int kk = 0; kk < kKeys / 16; ++kk) {
-      uint32_t pa[4];
-      CToA<T>(pa, s[2 * kk], s[2 * kk + 1]);
-#pragma unroll
-      for (int dt = 0; dt < kDT; ++dt) {
-        uint32_t b0, b1;
-        LoadBCols<kPitch>(b0, b1, v_s, kk * 16, dt * 8, g, t);
-        Mma<T>::Run(o[dt], pa, b0, b1);
-      }
-    }
+    AddProductTimesTile<T, kPitch, kKeys>(o, s, v_s, g, t);
   }
   l_a = GroupSum(l_a);
   l_b = GroupSum(l_b);
@@ -378,9 +427,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint16_t* v_s = k_s + kKeys * kPitch;   // (32, pitch)
   __shared__ float d_s[kRows], lse_s[kRows];
   __shared__ int first_slot;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
-  const int64_t q0 = static_cast<int64_t>(gridDim.x - 1 - blockIdx.x) * kRows;
-  const int64_t b = blockIdx.z, h = blockIdx.y, grp = h / (d.NH / d.NKV);
+  const auto [warp, g, t, q0, b, h, grp] = ThisQueryBlockThread(d);
   const QueryRows rows(d, b, q0, warp, g, &first_slot);
 
   StageRows<HS, kRows>(q_s, reinterpret_cast<const uint16_t*>(q), b, h, d.qs, q0, d.T);
@@ -397,33 +444,17 @@ __global__ void __launch_bounds__(kThreads, 1)
   const float lse_a = lse_s[warp * 16 + g], lse_b = lse_s[warp * 16 + g + 8];
   const float scale_log2 = d.scale * kLog2e;
   float acc[kDT][4];
-#pragma unroll
-  for (int dt = 0; dt < kDT; ++dt) acc[dt][0] = acc[dt][1] = acc[dt][2] = acc[dt][3] = 0.0f;
+  ZeroFragments(acc);
 
   for (int64_t j0 = rows.FirstTile(kKeys); j0 <= rows.block_last; j0 += kKeys) {
-    __syncthreads();
-    StageRows<HS, kKeys>(k_s, reinterpret_cast<const uint16_t*>(k), b, grp, d.kvs, j0, d.T);
-    StageRows<HS, kKeys>(v_s, reinterpret_cast<const uint16_t*>(v), b, grp, d.kvs, j0, d.T);
-    __syncthreads();
+    StageKeyValueTiles<T, HS, kKeys>(k_s, v_s, k, v, b, grp, j0, d);
     if (rows.WarpSkips(j0, kKeys)) continue;
 
     float s[kNT][4], dp[kNT][4];
-#pragma unroll
-    for (int nt = 0; nt < kNT; ++nt) {
-      s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-      dp[nt][0] = dp[nt][1] = dp[nt][2] = dp[nt][3] = 0.0f;
-    }
-#pragma unroll
-    for (int kt = 0; kt < kKT; ++kt) {
-#pragma unroll
-      for (int nt = 0; nt < kNT; ++nt) {
-        uint32_t b0, b1;
-        LoadBRows<kPitch>(b0, b1, k_s, nt * 8, kt * 16, g, t);
-        Mma<T>::Run(s[nt], qa[kt], b0, b1);
-        LoadBRows<kPitch>(b0, b1, v_s, nt * 8, kt * 16, g, t);
-        Mma<T>::Run(dp[nt], da[kt], b0, b1);
-      }
-    }
+    ZeroFragments(s);
+    ZeroFragments(dp);
+    AddTimesRowsT<T, kPitch>(s, qa, k_s, g, t);
+    AddTimesRowsT<T, kPitch>(dp, da, v_s, g, t);
     // dS = P (dP - D), P = exp(s * scale - lse); held in s.
 #pragma unroll
     for (int nt = 0; nt < kNT; ++nt) {
@@ -437,17 +468,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         s[nt][2 + e] = p_b * (dp[nt][2 + e] - dd_b);
       }
     }
-#pragma unroll
-    for (int kk = 0; kk < kKeys / 16; ++kk) {
-      uint32_t a[4];
-      CToA<T>(a, s[2 * kk], s[2 * kk + 1]);
-#pragma unroll
-      for (int dt = 0; dt < kDT; ++dt) {
-        uint32_t b0, b1;
-        LoadBCols<kPitch>(b0, b1, k_s, kk * 16, dt * 8, g, t);
-        Mma<T>::Run(acc[dt], a, b0, b1);
-      }
-    }
+    AddProductTimesTile<T, kPitch, kKeys>(acc, s, k_s, g, t);
   }
   StoreRows<T, HS>(dq + (b * d.T + rows.row_a) * d.qs + h * HS,
                    dq + (b * d.T + rows.row_b) * d.qs + h * HS, rows.row_a < d.T, rows.row_b < d.T,
@@ -482,11 +503,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   StageRows<HS, kRows>(v_s, reinterpret_cast<const uint16_t*>(v), b, grp, d.kvs, k0, d.T);
   const float scale_log2 = d.scale * kLog2e;
   float dk_acc[kDT][4], dv_acc[kDT][4];
-#pragma unroll
-  for (int dt = 0; dt < kDT; ++dt) {
-    dk_acc[dt][0] = dk_acc[dt][1] = dk_acc[dt][2] = dk_acc[dt][3] = 0.0f;
-    dv_acc[dt][0] = dv_acc[dt][1] = dv_acc[dt][2] = dv_acc[dt][3] = 0.0f;
-  }
+  ZeroFragments(dk_acc);
+  ZeroFragments(dv_acc);
 
   for (int64_t h = grp * group; h < (grp + 1) * group; ++h) {
     for (int64_t i0 = k0 / kQueries * kQueries; i0 < d.T; i0 += kQueries) {
@@ -513,11 +531,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (i0 + kQueries - 1 < warp_first_key || tile_first > warp_last_key) continue;
 
       float s[kNT][4], dp[kNT][4];  // transposed: rows are keys, columns queries
-#pragma unroll
-      for (int nt = 0; nt < kNT; ++nt) {
-        s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-        dp[nt][0] = dp[nt][1] = dp[nt][2] = dp[nt][3] = 0.0f;
-      }
+      ZeroFragments(s);
+      ZeroFragments(dp);
 #pragma unroll
       for (int kt = 0; kt < kKT; ++kt) {
         uint32_t ka[4], va[4];
@@ -549,20 +564,8 @@ __global__ void __launch_bounds__(kThreads, 1)
           dp[nt][2 + e] = p_b * (dp[nt][2 + e] - d_s[col]);
         }
       }
-#pragma unroll
-      for (int kk = 0; kk < kQueries / 16; ++kk) {
-        uint32_t pa[4], sa[4];
-        CToA<T>(pa, s[2 * kk], s[2 * kk + 1]);
-        CToA<T>(sa, dp[2 * kk], dp[2 * kk + 1]);
-#pragma unroll
-        for (int dt = 0; dt < kDT; ++dt) {
-          uint32_t b0, b1;
-          LoadBCols<kPitch>(b0, b1, do_s, kk * 16, dt * 8, g, t);
-          Mma<T>::Run(dv_acc[dt], pa, b0, b1);
-          LoadBCols<kPitch>(b0, b1, q_s, kk * 16, dt * 8, g, t);
-          Mma<T>::Run(dk_acc[dt], sa, b0, b1);
-        }
-      }
+      AddProductTimesTile<T, kPitch, kQueries>(dv_acc, s, do_s, g, t);  // P^T dO
+      AddProductTimesTile<T, kPitch, kQueries>(dk_acc, dp, q_s, g, t);  // dS^T Q
     }
   }
   const bool ok_a = key_a < d.T, ok_b = key_b < d.T;

@@ -18,8 +18,7 @@ static __global__ void __launch_bounds__(kThreads)
     EmbeddingForwardKernel(T* out, const int32_t* tokens, const T* wte, const T* wpe, int64_t rows,
                            int64_t T_, int64_t C, int64_t V) {
   const int64_t n = rows * C;
-  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
-       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  TF_GRID_STRIDE(idx, n) {
     const int64_t row = idx / C, c = idx % C;
     const int32_t tok = tokens[row];
     float v = (tok >= 0 && tok < V) ? Load(wte + tok * C + c) : 0.0f;

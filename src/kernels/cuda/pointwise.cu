@@ -11,10 +11,6 @@ using cuda_ops::Store;
 
 constexpr int kThreads = 256;
 
-#define TF_GRID_STRIDE(i, n)                                                             \
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-
 template <typename T>
 static __global__ void __launch_bounds__(kThreads)
     ResidualKernel(T* out, const T* a, const T* b, int64_t n) {
@@ -26,8 +22,6 @@ static __global__ void __launch_bounds__(kThreads)
     BiasAddKernel(T* out, const T* bias, int64_t n, int64_t C) {
   TF_GRID_STRIDE(i, n) { Store(out + i, Load(out + i) + Load(bias + i % C)); }
 }
-
-#undef TF_GRID_STRIDE
 
 template <typename T>
 struct GradOnly {

@@ -27,8 +27,7 @@ static __global__ void __launch_bounds__(kThreads)
                int64_t stride, const int32_t* positions, InvFreqTable freq, float sign) {
   const int64_t half = HS / 2;
   const int64_t n = rows * heads * half;
-  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
-       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  TF_GRID_STRIDE(idx, n) {
     const int64_t i = idx % half;
     const int64_t h = (idx / half) % heads;
     const int64_t row = idx / (half * heads);
