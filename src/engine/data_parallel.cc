@@ -92,10 +92,12 @@ Status OffloadEngine::InitDataParallel() {
   return Status::Ok();
 }
 
-Status OffloadEngine::CollectForReduceScatter(StepContext& ctx, int u, uint64_t n, int micro) {
-  unit_micro_params_[u] += n;
-  if (unit_micro_params_[u] < units_[u].num_params) return Status::Ok();
-  unit_micro_params_[u] = 0;
+Status OffloadEngine::CollectForReduceScatter(WorkerParts& w, StepContext& ctx, int u, uint64_t n,
+                                              int micro) {
+  uint64_t& in = w.unit_micro_params[u];
+  in += n;
+  if (in < units_[u].num_params) return Status::Ok();
+  in = 0;
   const void* send = ctx.landed ? static_cast<const void*>(LandedGrads(grad_offsets_[u]))
                                 : dp_unit_grads_.as<char>() + grad_offsets_[u] * tbytes();
   ScopedSpan span(trace_, "comm", "reduce-scatter " + units_[u].name);
@@ -221,22 +223,22 @@ Status OffloadEngine::GatherNormAndLoss(StepContext& ctx) {
   return Status::Ok();
 }
 
-Status OffloadEngine::UpdateAndGatherUnits(StepContext& ctx, int64_t adam_step, float grad_scale,
-                                           const std::vector<int64_t>& committed_out) {
+Status OffloadEngine::UpdateAndGatherUnits(WorkerParts& w, StepContext& ctx, int64_t adam_step,
+                                           float grad_scale,
+                                           const std::vector<const void*>& committed) {
   for (size_t u = 0; u < units_.size(); ++u) {
     TF_ASSIGN_OR_RETURN(char* target, UnitWeightsTarget(static_cast<int>(u)));
     for (int g : layout_.by_unit[u]) {
       const SubGroup& sg = layout_.groups[g];
       void* out = target + sg.unit_offset * wbytes();
-      if (committed_out[g] >= 0) {
-        std::memcpy(out, spec_out_.as<char>() + committed_out[g] * wbytes(),
-                    sg.num_params * wbytes());
+      if (committed[g] != nullptr) {
+        std::memcpy(out, committed[g], sg.num_params * wbytes());
         continue;
       }
-      TF_RETURN_IF_ERROR(PrefetchForward(static_cast<size_t>(g)));
+      TF_RETURN_IF_ERROR(PrefetchForward(w, static_cast<size_t>(g)));
       TF_RETURN_IF_ERROR(UpdateGroup(ctx, g, adam_step, grad_scale, out, {}));
       TF_RETURN_IF_ERROR(TierOf(g).Release(g, true));
-      group_done_[g] = 1;
+      w.group_done[g] = 1;
     }
     TF_RETURN_IF_ERROR(GatherAndUploadUnit(static_cast<int>(u), ctx.id, target));
     if (resident_offset_[u] < 0) continue;  // streamed: the next fetch uploads it

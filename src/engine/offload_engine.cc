@@ -45,7 +45,8 @@ Status OffloadEngine::Init() {
   open_piece_.assign(units_.size(), OpenPiece{});
   unit_pieces_.assign(units_.size(), {});
   unit_ready_step_.assign(units_.size(), 0);
-  worker_ = std::thread([this] { WorkerLoop(); });
+  // The worker's parts go with its thread: nothing else keeps them.
+  worker_ = std::thread([this, parts = std::move(worker_parts_)] { WorkerLoop(*parts); });
   return Status::Ok();
 }
 
@@ -203,7 +204,6 @@ Status OffloadEngine::Prepare() {
                           HostPages::AllocateResident(std::max<uint64_t>(total, 1) * 4,
                                                       "summed gradient (this rank's parts)"));
     }
-    unit_micro_params_.assign(units_.size(), 0);
     gather_.resize(2);
     for (GatherSlot& g : gather_) {
       TF_ASSIGN_OR_RETURN(g.buffer,
@@ -254,27 +254,16 @@ Status OffloadEngine::Prepare() {
   for (size_t g = 0; g < layout_.groups.size(); ++g) group_tier_[g] = host_tier_.get();
   for (int g : nvme_groups) group_tier_[g] = nvme_tier_.get();
 
-  // Speculation buffers (kOverlapped only).
-  if (options_.pipeline == Pipeline::kOverlapped) {
-    spec_capacity_params_ = std::min<uint64_t>(options_.speculation_params, total);
-    uint64_t host_params = 0;
-    for (size_t g = 0; g < layout_.groups.size(); ++g) {
-      if (group_tier_[g] == host_tier_.get()) host_params += layout_.groups[g].num_params;
-    }
-    // Room for every speculated sub-group's offset to be rounded up.
-    const uint64_t padding = layout_.groups.size() * kSpecAlignElems;
-    spec_backup_capacity_params_ =
-        host_params == 0 ? 0 : SpecAligned(std::min(spec_capacity_params_, host_params)) + padding;
-    // Resident from the start: a first write into fresh huge pages costs the
-    // kernel's zeroing (and compaction) mid-step, 100 ms per sub-group here.
-    TF_ASSIGN_OR_RETURN(
-        spec_backup_,
-        HostPages::AllocateResident(3 * spec_backup_capacity_params_ * 4, "speculation backups"));
-    TF_ASSIGN_OR_RETURN(spec_out_,
-                        device_.AllocatePinned((spec_capacity_params_ + padding) * wbytes(),
-                                               "speculative weight staging"));
-    TF_ASSIGN_OR_RETURN(spec_uploaded_, device_.CreateEvent(false));
-  }
+  // Speculation, the decision, rollback: the worker's (kOverlapped speculates).
+  Committer::Config cc;
+  cc.budget_params = options_.pipeline == Pipeline::kOverlapped ? options_.speculation_params : 0;
+  cc.weights_dtype = options_.weights_dtype;
+  cc.pause_after_clip =
+      options_.pipeline == Pipeline::kOverlapped && options_.pause_speculation_after_clip;
+  worker_parts_ = std::make_unique<WorkerParts>();
+  TF_ASSIGN_OR_RETURN(worker_parts_->committer,
+                      Committer::Create(device_, layout_, group_tier_, cc, trace_));
+  if (data_parallel()) worker_parts_->unit_micro_params.assign(units_.size(), 0);
 
   // Initial state: master weights from the model, moments zero, device weights.
   std::vector<float> master(max_unit_params_);

@@ -32,6 +32,7 @@
 #include "comm/partition.h"
 #include "common/host_memory.h"
 #include "common/trace.h"
+#include "engine/committer.h"
 #include "engine/device_spans.h"
 #include "engine/engine_options.h"
 #include "engine/loss_scaler.h"
@@ -174,26 +175,17 @@ class OffloadEngine : public UnitAccess {
     StepStats stats;
     TraceRecorder::Clock::time_point start;
   };
-  struct Speculation {
-    int group;
-    uint64_t backup_offset;  // into each array of spec_backup_ (host tier)
-    uint64_t out_offset;     // into spec_out_ (weights dtype elements)
+  // What only the optimizer worker touches. Prepare builds it before the
+  // worker starts and the worker's thread takes it (Init): no other thread
+  // holds a reference, so none can reach it but through the worker's arrivals.
+  struct WorkerParts {
+    std::unique_ptr<Committer> committer;  // speculation, decision, rollback
+    std::vector<char> group_done;          // per sub-group, this step
+    std::vector<int> unit_groups_left;     // per unit, this step
+    size_t prefetched_upto = 0;            // forward-order prefetch cursor
+    // Data parallelism: per unit, this micro-batch's parameters in.
+    std::vector<uint64_t> unit_micro_params;
   };
-  // Where a host-tier sub-group's state goes before a speculative update
-  // (null: nowhere, the update is final or its tier speculates out of place).
-  struct StateBackup {
-    float* master = nullptr;
-    float* exp_avg = nullptr;
-    float* exp_avg_sq = nullptr;
-  };
-  // Speculation offsets (into spec_backup_'s arrays and spec_out_) are
-  // multiples of this many elements, so each speculative update's backup
-  // and copy out start vector-aligned and take non-temporal stores
-  // (optim/step_loop.h); each sub-group may waste up to this many elements less one.
-  static constexpr uint64_t kSpecAlignElems = 16;
-  static uint64_t SpecAligned(uint64_t n) {
-    return (n + kSpecAlignElems - 1) / kSpecAlignElems * kSpecAlignElems;
-  }
 
   OffloadEngine(Device& device, Trainable& model, const EngineOptions& options);
   Status Init();
@@ -223,15 +215,25 @@ class OffloadEngine : public UnitAccess {
   size_t tbytes() const { return DTypeSize(transfer_dtype_); }
 
   // Worker (optimizer_worker.cc).
-  void WorkerLoop();
-  Status ProcessArrival(const Arrival& a);
+  void WorkerLoop(WorkerParts& w);
+  Status ProcessArrival(WorkerParts& w, const Arrival& a);
   // Host collectives or one process: piece `a` landed on the host (in the
   // landing buffer, or in its bucket's staging, gathered or accumulated
   // from there); frees the bucket. A whole unit's final accumulation also
   // yields its statistics in `stats`.
-  Status TakeLandedPiece(StepContext& ctx, const Arrival& a, StatusOr<GradStatsResult>* stats);
-  Status Speculate(StepContext& ctx, int g);
-  Status Decide(StepContext& ctx);
+  Status TakeLandedPiece(WorkerParts& w, StepContext& ctx, const Arrival& a,
+                         StatusOr<GradStatsResult>* stats);
+  // First piece of a step's final backward: per-step bookkeeping reset, read-ahead started.
+  Status BeginFinalBackward(WorkerParts& w);
+  // Unit u's gradient is complete: its statistics, speculation queued; the decision at the last.
+  Status UnitComplete(WorkerParts& w, StepContext& ctx, int u, bool whole_unit);
+  Status Speculate(WorkerParts& w, StepContext& ctx, int g);
+  Status Decide(WorkerParts& w, StepContext& ctx);
+  // One process, after the decision: the sub-groups in forward order
+  // (committed ones uploaded from the committer's buffer), each unit marked
+  // ready when its last is up.
+  Status UpdateInForwardOrder(WorkerParts& w, StepContext& ctx, int64_t adam_step, float grad_scale,
+                              const std::vector<const void*>& committed);
   Status UpdateGroup(StepContext& ctx, int g, int64_t adam_step, float grad_scale, void* out,
                      const StateBackup& backup);
   Status UploadGroup(StepContext& ctx, int g, const void* src);
@@ -266,7 +268,7 @@ class OffloadEngine : public UnitAccess {
   // A piece of unit u's gradient of micro-batch `micro` is in: once the
   // unit's pieces of that micro-batch all are, sum them over the ranks into
   // this rank's part (reduced_), continuing the step's running sum.
-  Status CollectForReduceScatter(StepContext& ctx, int u, uint64_t n, int micro);
+  Status CollectForReduceScatter(WorkerParts& w, StepContext& ctx, int u, uint64_t n, int micro);
   // The step's last reduce-scatter of unit u is done: its chunk sums.
   Status TakeNormChunks(StepContext& ctx, int u);
   // The global norm's chunk sums and the step's losses from every rank:
@@ -275,8 +277,8 @@ class OffloadEngine : public UnitAccess {
   // After the decision: updates this rank's sub-groups unit by unit in
   // forward order, all-gathers each unit's new weights and uploads them (a
   // streamed unit's go into its copy, which the next fetch uploads).
-  Status UpdateAndGatherUnits(StepContext& ctx, int64_t adam_step, float grad_scale,
-                              const std::vector<int64_t>& committed_out);
+  Status UpdateAndGatherUnits(WorkerParts& w, StepContext& ctx, int64_t adam_step, float grad_scale,
+                              const std::vector<const void*>& committed);
   // Where unit u's new 16-bit weights are put together: a streamed unit's
   // copy (the host copy, or its NVMe write-back buffer), else the next
   // all-gather slot once its previous upload has left it.
@@ -290,7 +292,7 @@ class OffloadEngine : public UnitAccess {
   // all-gather slot `UnitWeightsTarget` gave, all-gathers the unit on the
   // devices in place, marks it ready.
   Status UploadPartAndGather(int u, int64_t step_id);
-  Status PrefetchForward(size_t from_index);
+  Status PrefetchForward(WorkerParts& w, size_t from_index);
   // Reads ahead the sub-groups the next step needs first (backward order when
   // overlapped, forward order when synchronous), so the disk works across the
   // step boundary instead of idling until the first gradients arrive.
@@ -328,7 +330,6 @@ class OffloadEngine : public UnitAccess {
   // staging buckets (the sum runs over ranks and micro-batches in the
   // global order, so nothing is accumulated locally).
   HostPages dp_unit_grads_;
-  std::vector<uint64_t> unit_micro_params_;  // worker: per unit, this micro-batch's params in
   struct GatherSlot {
     PinnedBuffer buffer;  // (max_unit_params_,) weights dtype: a whole unit
     std::unique_ptr<Event> uploaded;
@@ -377,25 +378,8 @@ class OffloadEngine : public UnitAccess {
   std::vector<std::unique_ptr<Event>> unit_ready_;  // per unit
   std::unique_ptr<StateTier> host_tier_, nvme_tier_;
   std::vector<StateTier*> group_tier_;
-  // Backups of the speculated host-tier sub-groups: master, exp_avg,
-  // exp_avg_sq, each spec_backup_capacity_params_ long (NVMe sub-groups
-  // speculate into their second copy and need none), written by the
-  // speculative update itself (OptimSpans' backup). Huge pages.
-  HostPages spec_backup_;
-  // min(spec capacity, host-tier params), plus alignment padding per sub-group.
-  uint64_t spec_backup_capacity_params_ = 0;
-  PinnedBuffer spec_out_;  // speculative updated weights, weights dtype
-  std::unique_ptr<Event> spec_uploaded_;
-  uint64_t spec_capacity_params_ = 0;      // the budget, in parameters (spec_out_ is padded)
-  std::vector<Speculation> speculations_;  // worker only
-  uint64_t spec_used_params_ = 0;          // worker only
-  uint64_t spec_backup_used_params_ = 0;   // worker only
-  bool spec_paused_ = false;               // worker only: the last decided step clipped
-  std::vector<int> backward_order_;        // sub-groups in the order backward delivers them
-  std::vector<size_t> backward_pos_;       // sub-group -> index in backward_order_
-  std::vector<char> group_done_;           // worker only, per step
-  std::vector<int> unit_groups_left_;      // worker only, per step
-  size_t prefetched_upto_ = 0;             // worker only: forward-order prefetch cursor
+  std::vector<int> backward_order_;   // sub-groups in the order backward delivers them
+  std::vector<size_t> backward_pos_;  // sub-group -> index in backward_order_
 
   // Main-thread state of the step being issued.
   int64_t issued_step_ = 0;
@@ -410,9 +394,6 @@ class OffloadEngine : public UnitAccess {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Arrival> queue_;
-  std::deque<int> spec_pending_;  // sub-groups waiting to be speculated
-  int64_t spec_step_ = 0;         // the step they belong to
-  uint64_t spec_queued_params_ = 0;
   std::deque<StepContext> steps_;
   std::vector<int64_t> unit_ready_step_;  // per unit: step whose update is enqueued
   int64_t optimizer_step_ = 0;
@@ -420,6 +401,7 @@ class OffloadEngine : public UnitAccess {
   bool stopping_ = false;      // the destructor runs: waits for a step's losses end
   std::atomic<bool> stop_requested_{false};
   Status worker_error_;
+  std::unique_ptr<WorkerParts> worker_parts_;  // built by Prepare, taken by the worker
   std::thread worker_;
 };
 
