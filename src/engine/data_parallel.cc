@@ -98,8 +98,8 @@ Status OffloadEngine::CollectForReduceScatter(WorkerParts& w, StepContext& ctx, 
   in += n;
   if (in < units_[u].num_params) return Status::Ok();
   in = 0;
-  const void* send = ctx.landed ? static_cast<const void*>(LandedGrads(grad_offsets_[u]))
-                                : dp_unit_grads_.as<char>() + grad_offsets_[u] * tbytes();
+  const void* send =
+      ctx.landed ? inbox_->Landed(grad_offsets_[u]) : inbox_->Gathered(grad_offsets_[u]);
   ScopedSpan span(trace_, "comm", "reduce-scatter " + units_[u].name);
   // Micro-batch j adds ranks' j * world + r in rank order after the ones
   // before: the global order of one rank accumulating them all.
@@ -123,8 +123,7 @@ Status OffloadEngine::ReducePieceOnDevice(StepContext& ctx, const Arrival& a) {
   const uint64_t into = mine > 0 ? p0 + piece->begin(rank_) - part.begin(rank_) : 0;
   const bool accumulating = local_micro_ > 1;
   float* recv = device_reduced_.as<float>() + (accumulating ? layout_.unit_offsets[u] + into : 0);
-  const Bucket& bucket = buckets_[a.bucket];
-  const void* send = transfer_dtype_ == DType::kF32 ? bucket.grads.data() : bucket.wire.data();
+  const void* send = inbox_->bucket(a.bucket).sent();
   Status s = piece.status();
   if (s.ok()) {
     ScopedSpan span(trace_, "comm", "device reduce-scatter " + units_[u].name);
@@ -135,7 +134,7 @@ Status OffloadEngine::ReducePieceOnDevice(StepContext& ctx, const Arrival& a) {
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    buckets_[a.bucket].busy = false;  // the collective has read it
+    inbox_->Free(a.bucket);  // the collective has read it
   }
   cv_.notify_all();
   TF_RETURN_IF_ERROR(s);

@@ -42,8 +42,6 @@ Status OffloadEngine::Init() {
   TF_RETURN_IF_ERROR(UploadAllWeights());
 
   weights_waited_.assign(units_.size(), -1);
-  open_piece_.assign(units_.size(), OpenPiece{});
-  unit_pieces_.assign(units_.size(), {});
   unit_ready_step_.assign(units_.size(), 0);
   // The worker's parts go with its thread: nothing else keeps them.
   worker_ = std::thread([this, parts = std::move(worker_parts_)] { WorkerLoop(*parts); });
@@ -145,56 +143,29 @@ Status OffloadEngine::Prepare() {
     TF_ASSIGN_OR_RETURN(weights_, device_.Allocate(resident * wbytes(), "working weights"));
   }
   taken_.assign(units_.size(), 0);
-  bucket_params_ = options_.grad_bucket_params == 0
-                       ? max_unit_params_
-                       : std::min(options_.grad_bucket_params, max_unit_params_);
-  buckets_.resize(static_cast<size_t>(options_.grad_buckets));
-  for (Bucket& b : buckets_) {
-    TF_ASSIGN_OR_RETURN(b.grads, device_.Allocate(bucket_params_ * 4, "gradient bucket"));
-    if (transfer_dtype_ != DType::kF32) {
-      TF_ASSIGN_OR_RETURN(b.wire,
-                          device_.Allocate(bucket_params_ * tbytes(), "gradient transfer buffer"));
-    }
-    if (local_micro_ != 1 && !device_collectives()) {
-      TF_ASSIGN_OR_RETURN(b.staging,
-                          device_.AllocatePinned(bucket_params_ * tbytes(), "gradient staging"));
-    }
-    TF_ASSIGN_OR_RETURN(b.filled, device_.CreateEvent(false));
-  }
-  // Per-bucket gradient statistics, computed on the device in a step of one
-  // micro-batch (Stream::SumSquares, tierflow/device.h) and landed beside the gradients.
-  TF_ASSIGN_OR_RETURN(bucket_stats_device_, device_.Allocate(buckets_.size() * sizeof(GradSquares),
-                                                             "gradient statistics"));
-  TF_ASSIGN_OR_RETURN(stats_scratch_,
-                      device_.Allocate(kGradSquaresScratchBytes, "gradient statistics scratch"));
-  TF_ASSIGN_OR_RETURN(
-      bucket_stats_host_,
-      device_.AllocatePinned(buckets_.size() * sizeof(GradSquares), "gradient statistics"));
-  // Host: fp32 accumulator, weight staging, state tiers.
+  // The gradient buckets and how they land on the host.
+  GradInbox::Config ic;
+  ic.bucket_params = options_.grad_bucket_params == 0
+                         ? max_unit_params_
+                         : std::min(options_.grad_bucket_params, max_unit_params_);
+  ic.buckets = options_.grad_buckets;
+  ic.transfer_dtype = transfer_dtype_;
+  ic.landing = device_collectives() ? GradLanding::kNone
+               : local_micro_ == 1  ? GradLanding::kLanded
+               : data_parallel()    ? GradLanding::kGathered
+               : local_micro_ > 1   ? GradLanding::kAccumulated
+                                    : GradLanding::kEither;
+  TF_ASSIGN_OR_RETURN(inbox_, GradInbox::Create(device_, model_total, ic));
+  ledger_ = std::make_unique<PieceLedger>(units_, ic.bucket_params, ic.buckets);
   if (device_collectives()) {
     // Nothing lands whole: each rank's part is summed on the device.
-    const uint64_t n = local_micro_ > 1 ? std::max<uint64_t>(total, 1) : bucket_params_;
+    const uint64_t n = local_micro_ > 1 ? std::max<uint64_t>(total, 1) : ic.bucket_params;
     TF_ASSIGN_OR_RETURN(
         device_reduced_,
         device_.Allocate(n * 4, "summed gradient on the device (this rank's parts)"));
     TF_ASSIGN_OR_RETURN(reduced_landing_,
                         device_.AllocatePinned(std::max<uint64_t>(total, 1) * 4,
                                                "summed gradient (this rank's parts)"));
-  } else if (local_micro_ == 1) {
-    TF_ASSIGN_OR_RETURN(landed_grads_,
-                        device_.AllocatePinned(model_total * tbytes(), "gradient landing"));
-  } else if (data_parallel()) {
-    // Each micro-batch's gradients are summed over the ranks as they come
-    // (the global order): no local fp32 accumulator, a unit-gathering buffer.
-    TF_ASSIGN_OR_RETURN(
-        dp_unit_grads_,
-        HostPages::AllocateResident(model_total * tbytes(), "gradients for the ranks' sum"));
-  } else if (local_micro_ > 1) {
-    TF_ASSIGN_OR_RETURN(accumulator_,
-                        HostPages::AllocateResident(model_total * 4, "fp32 gradient accumulator"));
-  } else {
-    TF_ASSIGN_OR_RETURN(landed_grads_,
-                        device_.AllocatePinned(model_total * 4, "fp32 gradient accumulator"));
   }
   if (data_parallel()) {
     // This rank's parts of the summed gradient; whole units' weights for
@@ -440,11 +411,11 @@ StatusOr<StepStats> OffloadEngine::Step(const std::vector<MicroBatch>& micro_bat
   for (int j = 0; j < k_total; ++j) {
     const int k = j * world_ + rank_;
     current_micro_ = j;
-    for (auto& pieces : unit_pieces_) pieces.clear();
+    ledger_->BeginMicroBatch();
     TF_ASSIGN_OR_RETURN(DeviceSpans::Started span, device_spans_->Begin(*compute_));
     TF_RETURN_IF_ERROR(DrainOnError(model_.ForwardBackward(
         *compute_, micro_batches[k], static_cast<float>(loss_scale * weight[k]), *this)));
-    TF_RETURN_IF_ERROR(DrainOnError(CheckGradsComplete()));
+    TF_RETURN_IF_ERROR(DrainOnError(ledger_->CheckComplete()));
     TF_RETURN_IF_ERROR(DrainOnError(CheckWeightsReleased()));
     TF_RETURN_IF_ERROR(DrainOnError(device_spans_->End(*compute_, std::move(span), "compute",
                                                        "fwd+bwd micro " + std::to_string(k))));
@@ -585,7 +556,7 @@ StatusOr<float> OffloadEngine::EvaluateLoss(const MicroBatch& batch) {
     }
   }
   // Every bucket is free when idle; borrow the first as scratch.
-  EvalAccess access(this, buckets_[0].grads.as<float>());
+  EvalAccess access(this, inbox_->bucket(0).grads.as<float>());
   std::fill(taken_.begin(), taken_.end(), 0);
   if (streamed_) {
     TF_RETURN_IF_ERROR(
@@ -692,93 +663,41 @@ Status OffloadEngine::EndWeightsPass(int64_t step_id) {
 }
 
 StatusOr<float*> OffloadEngine::BeginGrads(int unit, uint64_t begin, uint64_t count) {
-  if (unit < 0 || static_cast<size_t>(unit) >= units_.size()) {
-    return InvalidArgumentError("BeginGrads: no unit " + std::to_string(unit));
-  }
-  const UnitInfo& u = units_[unit];
-  if (count == 0 || begin > u.num_params || count > u.num_params - begin) {
-    return InvalidArgumentError("BeginGrads(" + u.name + "): parameters [" + std::to_string(begin) +
-                                ", +" + std::to_string(count) +
-                                ") are not a non-empty range of its " +
-                                std::to_string(u.num_params));
-  }
-  if (count > bucket_params_) {
-    return InvalidArgumentError("BeginGrads(" + u.name + "): a piece of " + std::to_string(count) +
-                                " parameters exceeds the gradient buckets' " +
-                                std::to_string(bucket_params_) + " (GradPieceCapacity)");
-  }
-  if (open_piece_[unit].bucket >= 0) {
-    return InternalError("BeginGrads(" + u.name + ") while its previous piece is open");
-  }
-  for (const auto& [b0, n0] : unit_pieces_[unit]) {
-    if (begin < b0 + n0 && b0 < begin + count) {
-      return InvalidArgumentError("BeginGrads(" + u.name + "): parameters [" +
-                                  std::to_string(begin) + ", +" + std::to_string(count) +
-                                  ") overlap an earlier piece [" + std::to_string(b0) + ", +" +
-                                  std::to_string(n0) + ") of this micro-batch");
-    }
-  }
-  // Buckets held by open pieces are only freed by the model: if they are
-  // all held, waiting for one would never end.
-  int open = 0;
-  for (const OpenPiece& p : open_piece_) open += p.bucket >= 0 ? 1 : 0;
-  if (open >= static_cast<int>(buckets_.size())) {
-    return FailedPreconditionError("BeginGrads(" + u.name + "): all " +
-                                   std::to_string(buckets_.size()) +
-                                   " gradient buckets are held by open pieces; the model needs "
-                                   "more buckets (EngineOptions::grad_buckets)");
-  }
+  TF_RETURN_IF_ERROR(ledger_->CheckBegin(unit, begin, count));
   int chosen = -1;
   {
     // A bucket is free once the host has consumed its previous contents,
     // which implies its D2H (and so every device use of it) is complete.
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] {
-      if (!worker_error_.ok()) return true;
-      for (size_t b = 0; b < buckets_.size(); ++b) {
-        if (!buckets_[b].busy) {
-          chosen = static_cast<int>(b);
-          return true;
-        }
-      }
-      return false;
-    });
+    cv_.wait(lock, [&] { return !worker_error_.ok() || (chosen = inbox_->TakeFree()) >= 0; });
     if (!worker_error_.ok()) return worker_error_;
-    buckets_[chosen].busy = true;
   }
-  open_piece_[unit] = OpenPiece{chosen, begin, count};
-  unit_pieces_[unit].emplace_back(begin, count);
-  Bucket& b = buckets_[chosen];
+  ledger_->Open(unit, chosen, begin, count);
+  GradInbox::Bucket& b = inbox_->bucket(chosen);
   TF_RETURN_IF_ERROR(compute_->Memset(b.grads.data(), 0, count * 4));
   return b.grads.as<float>();
 }
 
 Status OffloadEngine::EndGrads(int unit) {
-  if (unit < 0 || static_cast<size_t>(unit) >= units_.size() || open_piece_[unit].bucket < 0) {
-    return InvalidArgumentError("EndGrads without BeginGrads for unit " + std::to_string(unit));
-  }
-  const OpenPiece piece = open_piece_[unit];
-  open_piece_[unit] = OpenPiece{};
+  TF_ASSIGN_OR_RETURN(const PieceLedger::Piece piece, ledger_->Close(unit));
   const int b = piece.bucket;
-  Bucket& bucket = buckets_[b];
+  GradInbox::Bucket& bucket = inbox_->bucket(b);
   const uint64_t n = piece.count;
   // 16-bit transfer: the fp32 bucket is cast on the compute stream, after
   // everything that writes it, into the bucket's transfer buffer; the D2H
   // copies that. A non-finite gradient stays non-finite (and a finite fp32
   // one beyond fp16's range becomes Inf), so the host's overflow check sees it.
-  const void* wire = bucket.grads.data();
   if (transfer_dtype_ != DType::kF32) {
     TF_RETURN_IF_ERROR(compute_->Cast(DType::kF32, bucket.grads.data(), transfer_dtype_,
                                       bucket.wire.data(), static_cast<int64_t>(n)));
-    wire = bucket.wire.data();
   }
+  const void* wire = bucket.sent();
   // One micro-batch: these gradients are the step's, so their statistics
   // (of exactly the values that cross) come from the device.
-  GradSquares* stats = bucket_stats_device_.as<GradSquares>() + b;
   // (With data parallelism the norm is of the sum over ranks, taken after the reduce-scatter.)
   if (landing_ && !data_parallel()) {
-    TF_RETURN_IF_ERROR(compute_->SumSquares(transfer_dtype_, wire, static_cast<int64_t>(n), stats,
-                                            stats_scratch_.as<double>()));
+    TF_RETURN_IF_ERROR(compute_->SumSquares(transfer_dtype_, wire, static_cast<int64_t>(n),
+                                            inbox_->DeviceStats(b), inbox_->StatsScratch()));
   }
   TF_RETURN_IF_ERROR(compute_->Record(*bucket.filled));
   Arrival arrival{issued_step_, unit, piece.begin, n, current_micro_, b, false};
@@ -798,11 +717,11 @@ Status OffloadEngine::EndGrads(int unit) {
   // that failed skips its callbacks, which would leave the bucket taken.
   if (device_collectives()) return d2h_->HostCallback(arrive);
   TF_ASSIGN_OR_RETURN(DeviceSpans::Started span, device_spans_->Begin(*d2h_));
-  void* dst = landing_ ? static_cast<void*>(LandedGrads(grad_offsets_[unit] + piece.begin))
+  void* dst = landing_ ? static_cast<void*>(inbox_->Landed(grad_offsets_[unit] + piece.begin))
                        : bucket.staging.data();
   TF_RETURN_IF_ERROR(d2h_->CopyDeviceToHost(dst, wire, n * tbytes()));
   if (landing_ && !data_parallel()) {
-    TF_RETURN_IF_ERROR(d2h_->CopyDeviceToHost(bucket_stats_host_.as<GradSquares>() + b, stats,
+    TF_RETURN_IF_ERROR(d2h_->CopyDeviceToHost(inbox_->HostStatsTarget(b), inbox_->DeviceStats(b),
                                               sizeof(GradSquares)));
   }
   const bool whole = n == units_[unit].num_params;
@@ -813,23 +732,6 @@ Status OffloadEngine::EndGrads(int unit) {
   // The one host callback per transfer: it wakes the optimizer worker, which
   // may be speculating and must take this arrival as soon as it lands.
   return d2h_->HostCallback(arrive);
-}
-
-Status OffloadEngine::CheckGradsComplete() const {
-  for (size_t u = 0; u < units_.size(); ++u) {
-    if (open_piece_[u].bucket >= 0) {
-      return InternalError("the model left a gradient piece of '" + units_[u].name +
-                           "' open (BeginGrads without EndGrads)");
-    }
-    uint64_t covered = 0;
-    for (const auto& piece : unit_pieces_[u]) covered += piece.second;
-    if (covered != units_[u].num_params) {
-      return InternalError("the model delivered gradients for " + std::to_string(covered) +
-                           " of the " + std::to_string(units_[u].num_params) + " parameters of '" +
-                           units_[u].name + "' in a micro-batch");
-    }
-  }
-  return Status::Ok();
 }
 
 OffloadEngine::StepContext* OffloadEngine::FindStep(int64_t id) {

@@ -35,7 +35,9 @@
 #include "engine/committer.h"
 #include "engine/device_spans.h"
 #include "engine/engine_options.h"
+#include "engine/grad_inbox.h"
 #include "engine/loss_scaler.h"
+#include "engine/piece_ledger.h"
 #include "engine/state_tier.h"
 #include "engine/streamed_weights.h"
 #include "engine/sub_groups.h"
@@ -119,23 +121,11 @@ class OffloadEngine : public UnitAccess {
   // UnitAccess, for the model during Step.
   StatusOr<void*> Weights(int unit) override;
   Status ReleaseWeights(int unit) override;
-  uint64_t GradPieceCapacity() const override { return bucket_params_; }
+  uint64_t GradPieceCapacity() const override { return inbox_->bucket_params(); }
   StatusOr<float*> BeginGrads(int unit, uint64_t begin, uint64_t count) override;
   Status EndGrads(int unit) override;
 
  private:
-  struct Bucket {
-    DeviceBuffer grads;    // (bucket_params_,) fp32 on the device
-    DeviceBuffer wire;     // (bucket_params_,) transfer dtype; empty when that is fp32
-    PinnedBuffer staging;  // (bucket_params_,) transfer dtype, D2H target
-    std::unique_ptr<Event> filled;
-    bool busy = false;  // guarded by mu_
-  };
-  // A unit's piece being written by the model (main thread).
-  struct OpenPiece {
-    int bucket = -1;  // -1: none open
-    uint64_t begin = 0, count = 0;
-  };
   struct StagingSlot {
     PinnedBuffer buffer;  // (max_group_params,) weights dtype
     std::unique_ptr<Event> uploaded;
@@ -151,8 +141,8 @@ class OffloadEngine : public UnitAccess {
   struct StepContext {
     int64_t id = 0;
     int micro_batches = 1;
-    // One micro-batch: each unit's gradients land in landed_grads_ in the transfer
-    // dtype (LandedGrads) and the optimizer reads them there.
+    // One micro-batch: each unit's gradients land in the inbox in the transfer
+    // dtype (GradInbox::Landed) and the optimizer reads them there.
     bool landed = false;
     float loss_scale = 1;
     float lr = 0;
@@ -189,9 +179,6 @@ class OffloadEngine : public UnitAccess {
 
   OffloadEngine(Device& device, Trainable& model, const EngineOptions& options);
   Status Init();
-  // After a micro-batch's ForwardBackward: every unit's pieces were ended
-  // and covered it exactly once (overlaps are refused as they are begun).
-  Status CheckGradsComplete() const;
   // After a micro-batch: the model released every unit's weights it took.
   Status CheckWeightsReleased() const;
   // Where sub-group `sg` of a resident unit lives in weights_.
@@ -204,13 +191,6 @@ class OffloadEngine : public UnitAccess {
   Status DrainOnError(Status status);
   StateTier& TierOf(int g) { return *group_tier_[g]; }
   size_t wbytes() const { return DTypeSize(options_.weights_dtype); }
-  // Where unit or sub-group elements starting at `offset` land in
-  // landed_grads_ in a step of one micro-batch (transfer dtype, packed).
-  char* LandedGrads(uint64_t offset) { return landed_grads_.as<char>() + offset * tbytes(); }
-  // The fp32 accumulator of a step of several micro-batches.
-  float* Accumulator() {
-    return accumulator_.data() != nullptr ? accumulator_.as<float>() : landed_grads_.as<float>();
-  }
   // Bytes per parameter of the gradients crossing PCIe.
   size_t tbytes() const { return DTypeSize(transfer_dtype_); }
 
@@ -323,13 +303,8 @@ class OffloadEngine : public UnitAccess {
   comm::Communicator* device_comm_ = nullptr;  // device collectives (null: none)
   // Device collectives: the sum over ranks of this rank's parts on the
   // device, fp32. Several micro-batches per rank: (local params,), the
-  // step's running sum; one: (bucket_params_,), one piece's part at a time.
+  // step's running sum; one: (a bucket,), one piece's part at a time.
   DeviceBuffer device_reduced_;
-  // Several micro-batches per rank: (model params,) transfer dtype, each
-  // unit's gradient of the micro-batch being summed, gathered from the
-  // staging buckets (the sum runs over ranks and micro-batches in the
-  // global order, so nothing is accumulated locally).
-  HostPages dp_unit_grads_;
   struct GatherSlot {
     PinnedBuffer buffer;  // (max_unit_params_,) weights dtype: a whole unit
     std::unique_ptr<Event> uploaded;
@@ -352,27 +327,8 @@ class OffloadEngine : public UnitAccess {
   std::vector<int64_t> resident_offset_;
   std::unique_ptr<StreamedWeights> streamed_;  // null: every unit resident
   std::vector<char> taken_;                    // per unit: Weights given, ReleaseWeights not yet
-  std::vector<Bucket> buckets_;
-  uint64_t bucket_params_ = 0;  // capacity of each bucket, in parameters
-  // (total_params,) fp32 gradient accumulator. In a step of one micro-batch
-  // it holds the gradients as they crossed PCIe instead, packed in the
-  // transfer dtype (LandedGrads): the D2H copies each unit straight there,
-  // so the host neither copies from staging nor widens to fp32, and the
-  // optimizer reads 2 B/param instead of 4 with 16-bit transfers. The next
-  // step's backward cannot begin before this step's last update (its forward
-  // waits for every unit's weights), so the two uses never overlap.
-  //
-  // Which buffers exist depends on EngineOptions::micro_batches_per_step:
-  // landed_grads_ is pinned (a DMA target) and holds the landed gradients (1), or
-  // is fp32 and serves as the accumulator too (0); accumulator_ is the
-  // pageable fp32 accumulator (> 1).
-  PinnedBuffer landed_grads_;
-  HostPages accumulator_;
-  // Per bucket, a step of one micro-batch: its piece's statistics on the
-  // device and as landed on the host (GradSquares, tierflow/device.h), and the
-  // device scratch of their reduction (compute stream only).
-  DeviceBuffer bucket_stats_device_, stats_scratch_;
-  PinnedBuffer bucket_stats_host_;
+  // The gradient buckets and the host landing (built by Prepare).
+  std::unique_ptr<GradInbox> inbox_;
   std::vector<StagingSlot> staging_;
   size_t next_staging_ = 0;
   std::vector<std::unique_ptr<Event>> unit_ready_;  // per unit
@@ -386,9 +342,8 @@ class OffloadEngine : public UnitAccess {
   int current_micro_ = 0;
   bool landing_ = false;  // the step being issued has one micro-batch (StepContext::landed)
   std::vector<int64_t> weights_waited_;  // per unit: step id whose wait was enqueued
-  std::vector<OpenPiece> open_piece_;    // per unit
-  // Per unit, the pieces of the micro-batch being issued (overlap and coverage checks).
-  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> unit_pieces_;
+  // The pieces of the micro-batch being issued, checked against the contract.
+  std::unique_ptr<PieceLedger> ledger_;
   LossScaler scaler_;  // worker-owned between decisions
 
   mutable std::mutex mu_;

@@ -66,7 +66,7 @@ Status OffloadEngine::ProcessArrival(WorkerParts& w, const Arrival& a) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!worker_error_.ok()) {
-      buckets_[a.bucket].busy = false;
+      inbox_->Free(a.bucket);
       cv_.notify_all();
       return Status::Ok();
     }
@@ -78,7 +78,7 @@ Status OffloadEngine::ProcessArrival(WorkerParts& w, const Arrival& a) {
   }
   if (ctx == nullptr) {
     std::lock_guard<std::mutex> lock(mu_);
-    buckets_[a.bucket].busy = false;
+    inbox_->Free(a.bucket);
     return InternalError("gradients for unknown step " + std::to_string(a.step_id));
   }
   const int u = a.unit;
@@ -132,7 +132,7 @@ Status OffloadEngine::UnitComplete(WorkerParts& w, StepContext& ctx, int u, bool
   if (data_parallel()) {
     TF_RETURN_IF_ERROR(TakeNormChunks(ctx, u));
   } else if (!ctx.landed && !whole_unit) {
-    TF_ASSIGN_OR_RETURN(GradStatsResult whole, GradStats(Accumulator() + grad_offsets_[u],
+    TF_ASSIGN_OR_RETURN(GradStatsResult whole, GradStats(inbox_->Accumulator() + grad_offsets_[u],
                                                          DType::kF32, units_[u].num_params));
     ctx.unit_sum_squares[u] = whole.sum_squares;
     ctx.unit_non_finite[u] = static_cast<char>(whole.has_non_finite);
@@ -160,17 +160,16 @@ Status OffloadEngine::TakeLandedPiece(WorkerParts& w, StepContext& ctx, const Ar
   if (ctx.landed) {
     if (!data_parallel()) {
       // Computed on the device and landed with the gradients (EndGrads).
-      const GradSquares& landed = bucket_stats_host_.as<GradSquares>()[a.bucket];
+      const GradSquares& landed = inbox_->HostStats(a.bucket);
       *stats = GradStatsResult{landed.sum_squares, landed.non_finite != 0};
     }
   } else {
     ScopedSpan span(trace_, "accumulate", "grads " + units_[u].name);
-    const void* grads = buckets_[a.bucket].staging.data();
-    float* acc = Accumulator() + grad_offsets_[u] + a.begin;
+    const void* grads = inbox_->bucket(a.bucket).staging.data();
+    float* acc = inbox_->Accumulator() + grad_offsets_[u] + a.begin;
     if (data_parallel()) {
       // Gathered for the unit's reduce-scatter; the ranks sum (below).
-      ParallelCopy(dp_unit_grads_.as<char>() + (grad_offsets_[u] + a.begin) * tbytes(), grads,
-                   n * tbytes());
+      ParallelCopy(inbox_->Gathered(grad_offsets_[u] + a.begin), grads, n * tbytes());
     } else if (last_micro && n == units_[u].num_params) {
       *stats = AccumulateGradsWithStats(acc, grads, transfer_dtype_, n, a.micro == 0);
     } else {
@@ -179,7 +178,7 @@ Status OffloadEngine::TakeLandedPiece(WorkerParts& w, StepContext& ctx, const Ar
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    buckets_[a.bucket].busy = false;
+    inbox_->Free(a.bucket);
     ctx.stats.d2h_bytes += n * tbytes() + (ctx.landed ? sizeof(GradSquares) : 0);
   }
   cv_.notify_all();
@@ -199,10 +198,10 @@ Status OffloadEngine::UpdateGroup(StepContext& ctx, int g, int64_t adam_step, fl
     spans.grads = Reduced() + sg.global_offset;  // this rank's parts, summed
     spans.grad_dtype = DType::kF32;
   } else if (ctx.landed) {
-    spans.grads = LandedGrads(sg.global_offset);
+    spans.grads = inbox_->Landed(sg.global_offset);
     spans.grad_dtype = transfer_dtype_;
   } else {
-    spans.grads = Accumulator() + sg.global_offset;
+    spans.grads = inbox_->Accumulator() + sg.global_offset;
     spans.grad_dtype = DType::kF32;
   }
   spans.out = out;
