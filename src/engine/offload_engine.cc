@@ -69,20 +69,18 @@ Status OffloadEngine::Prepare() {
     grad_offsets_.push_back(grad_offsets_.back() + unit.num_params);
     max_unit_params_ = std::max(max_unit_params_, unit.num_params);
   }
-  local_micro_ = options_.micro_batches_per_step;
-  // A world of one with device collectives runs the data-parallel path too:
-  // how one GPU checks them (its collectives are copies).
-  if (options_.comm != nullptr &&
-      (options_.comm->world_size() > 1 || options_.device_comm != nullptr)) {
-    TF_RETURN_IF_ERROR(InitDataParallel());  // this rank's parts: layout_
-  } else if (options_.device_comm != nullptr && options_.device_comm->world_size() > 1) {
-    return InvalidArgumentError(
-        "EngineOptions::device_comm without comm: the norm and the losses need host collectives");
-  } else {
-    // MakeSubGroups refuses slices of nothing and units without parameters.
-    TF_ASSIGN_OR_RETURN(layout_, MakeSubGroups(units_, SubGroupRule{options_.sub_group_cut,
-                                                                    options_.sub_group_params}));
-  }
+  // How the ranks share the step; one process is a world of one.
+  DataParallelStrategy::Options dpo;
+  dpo.comm = options_.comm;
+  dpo.device_comm = options_.device_comm;
+  dpo.micro_batches_per_step = options_.micro_batches_per_step;
+  TF_ASSIGN_OR_RETURN(DataParallelStrategy dp, DataParallelStrategy::Create(units_, dpo));
+  dp_ = std::make_unique<DataParallelStrategy>(std::move(dp));
+  const int local_micro = dp_->local_micro();
+  // This rank's parts of every unit (the whole units in a world of one).
+  // MakeSubGroups refuses slices of nothing and units without parameters.
+  TF_ASSIGN_OR_RETURN(layout_, dp_->Layout(units_, SubGroupRule{options_.sub_group_cut,
+                                                                options_.sub_group_params}));
   const uint64_t total = layout_.total_params;        // this rank's state
   const uint64_t model_total = grad_offsets_.back();  // every rank's gradients
   backward_pos_.resize(layout_.groups.size());
@@ -151,15 +149,15 @@ Status OffloadEngine::Prepare() {
   ic.buckets = options_.grad_buckets;
   ic.transfer_dtype = transfer_dtype_;
   ic.landing = device_collectives() ? GradLanding::kNone
-               : local_micro_ == 1  ? GradLanding::kLanded
+               : local_micro == 1   ? GradLanding::kLanded
                : data_parallel()    ? GradLanding::kGathered
-               : local_micro_ > 1   ? GradLanding::kAccumulated
+               : local_micro > 1    ? GradLanding::kAccumulated
                                     : GradLanding::kEither;
   TF_ASSIGN_OR_RETURN(inbox_, GradInbox::Create(device_, model_total, ic));
   ledger_ = std::make_unique<PieceLedger>(units_, ic.bucket_params, ic.buckets);
   if (device_collectives()) {
     // Nothing lands whole: each rank's part is summed on the device.
-    const uint64_t n = local_micro_ > 1 ? std::max<uint64_t>(total, 1) : ic.bucket_params;
+    const uint64_t n = local_micro > 1 ? std::max<uint64_t>(total, 1) : ic.bucket_params;
     TF_ASSIGN_OR_RETURN(
         device_reduced_,
         device_.Allocate(n * 4, "summed gradient on the device (this rank's parts)"));
@@ -351,12 +349,7 @@ StatusOr<StepStats> OffloadEngine::Step(const std::vector<MicroBatch>& micro_bat
   // With data parallelism the list is the global step's: this rank runs
   // micro-batches rank, rank + world, ... (k_total of them).
   const int k_global = static_cast<int>(micro_batches.size());
-  if (k_global % world_ != 0) {
-    return InvalidArgumentError("Step: " + std::to_string(k_global) +
-                                " micro-batches cannot be shared by " + std::to_string(world_) +
-                                " ranks; give a multiple of the world size");
-  }
-  const int k_total = k_global / world_;
+  TF_ASSIGN_OR_RETURN(const int k_total, dp_->LocalMicroBatches(k_global));
   const int64_t step_id = ++issued_step_;
   float loss_scale;
   {
@@ -373,8 +366,7 @@ StatusOr<StepStats> OffloadEngine::Step(const std::vector<MicroBatch>& micro_bat
     ctx.unit_sum_squares.assign(units_.size(), 0.0);
     ctx.unit_non_finite.assign(units_.size(), 0);
     ctx.unit_params_landed.assign(units_.size(), 0);
-    if (data_parallel())
-      ctx.chunk_sums.assign(rank_chunks_[static_cast<size_t>(rank_)].back(), 0.0);
+    if (data_parallel()) ctx.chunk_sums.assign(dp_->Chunks(dp_->rank()), 0.0);
     ctx.start = TraceRecorder::Clock::now();
     loss_scale = ctx.loss_scale;
     steps_.push_back(std::move(ctx));
@@ -409,7 +401,7 @@ StatusOr<StepStats> OffloadEngine::Step(const std::vector<MicroBatch>& micro_bat
   double loss_sum = 0;
   std::vector<double> local_losses;
   for (int j = 0; j < k_total; ++j) {
-    const int k = j * world_ + rank_;
+    const int k = dp_->GlobalMicroBatch(j);
     current_micro_ = j;
     ledger_->BeginMicroBatch();
     TF_ASSIGN_OR_RETURN(DeviceSpans::Started span, device_spans_->Begin(*compute_));

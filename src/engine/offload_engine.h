@@ -33,6 +33,7 @@
 #include "common/host_memory.h"
 #include "common/trace.h"
 #include "engine/committer.h"
+#include "engine/data_parallel_strategy.h"
 #include "engine/device_spans.h"
 #include "engine/engine_options.h"
 #include "engine/grad_inbox.h"
@@ -86,12 +87,12 @@ class OffloadEngine : public UnitAccess {
   // Parameters of the whole model (every rank's parts).
   uint64_t model_params() const { return grad_offsets_.empty() ? 0 : grad_offsets_.back(); }
   uint64_t unit_params(int u) const { return grad_offsets_[u + 1] - grad_offsets_[u]; }
-  int rank() const { return rank_; }
-  int world_size() const { return world_; }
+  int rank() const { return dp_->rank(); }
+  int world_size() const { return dp_->world(); }
   // Data parallelism: the communicator (null with one rank) and how unit u
   // is cut among the ranks.
-  comm::Communicator* communicator() const { return comm_; }
-  const comm::Partition& unit_part(int u) const { return parts_[u]; }
+  comm::Communicator* communicator() const { return dp_->comm(); }
+  const comm::Partition& unit_part(int u) const { return dp_->part(u); }
   // Reads or replaces sub-group g's state (Read: a null array is skipped, and
   // the NVMe tier then reads only the blocks of the others). REQUIRES: after
   // Finish (idle).
@@ -228,13 +229,12 @@ class OffloadEngine : public UnitAccess {
   Status EndWeightsPass(int64_t step_id);
   StepContext* FindStep(int64_t id);
   // Data parallelism (data_parallel.cc).
-  Status InitDataParallel();
   // Init up to the first collective (the initial all-gather of weights).
   Status Prepare();
-  bool data_parallel() const { return comm_ != nullptr; }
+  bool data_parallel() const { return dp_->collective(); }
   // Gradients reduce-scattered and resident weights all-gathered on the
   // devices (EngineOptions::device_comm).
-  bool device_collectives() const { return device_comm_ != nullptr; }
+  bool device_collectives() const { return dp_->device_comm() != nullptr; }
   // This rank's parts of the summed gradient, on the host: (local params,) fp32.
   float* Reduced() {
     return reduced_landing_.data() != nullptr ? reduced_landing_.as<float>() : reduced_.as<float>();
@@ -289,18 +289,12 @@ class OffloadEngine : public UnitAccess {
   std::vector<uint64_t> grad_offsets_;
   uint64_t max_unit_params_ = 0;  // of the whole units
 
-  // Data parallelism (null comm_: one process).
-  comm::Communicator* comm_ = nullptr;
-  int rank_ = 0, world_ = 1;
-  int local_micro_ = 0;                 // micro-batches this rank runs per step
-  std::vector<comm::Partition> parts_;  // per unit: the ranks' parts
-  // Per rank, (num_units + 1,) prefix sums of the chunk sums its parts yield.
-  std::vector<std::vector<uint64_t>> rank_chunks_;
+  // How the ranks share the step (a world of one: one process).
+  std::unique_ptr<DataParallelStrategy> dp_;
   // (local params,) fp32: this rank's parts of the summed gradient; with
   // device collectives, pinned instead (reduced_landing_: a D2H target).
   HostPages reduced_;
   PinnedBuffer reduced_landing_;
-  comm::Communicator* device_comm_ = nullptr;  // device collectives (null: none)
   // Device collectives: the sum over ranks of this rank's parts on the
   // device, fp32. Several micro-batches per rank: (local params,), the
   // step's running sum; one: (a bucket,), one piece's part at a time.
