@@ -49,19 +49,7 @@ Status OffloadEngine::Init() {
 }
 
 Status OffloadEngine::Prepare() {
-  TF_RETURN_IF_ERROR(ValidateAdamOptions(options_.adam));
-  if (options_.buffer_count < 2) return InvalidArgumentError("buffer_count must be >= 2");
-  if (options_.grad_buckets < 2) return InvalidArgumentError("grad_buckets must be >= 2");
-  if (options_.micro_batches_per_step < 0) {
-    return InvalidArgumentError("micro_batches_per_step must be >= 0 (0: any number)");
-  }
-  TF_RETURN_IF_ERROR(
-      ValidateGradTransferDType("grad_transfer_dtype", options_.weights_dtype, transfer_dtype_));
-  if (options_.offload != OffloadPlacement::kHost && options_.offload != OffloadPlacement::kNvme) {
-    return InvalidArgumentError("offload must be host or nvme, not " +
-                                std::string(OffloadPlacementName(options_.offload)) +
-                                " (the planner resolves auto)");
-  }
+  TF_RETURN_IF_ERROR(ValidateOptions());
   units_ = model_.Units();
   if (units_.empty()) return InvalidArgumentError("the model has no parameter units");
   grad_offsets_.assign(1, 0);
@@ -76,13 +64,10 @@ Status OffloadEngine::Prepare() {
   dpo.micro_batches_per_step = options_.micro_batches_per_step;
   TF_ASSIGN_OR_RETURN(DataParallelStrategy dp, DataParallelStrategy::Create(units_, dpo));
   dp_ = std::make_unique<DataParallelStrategy>(std::move(dp));
-  const int local_micro = dp_->local_micro();
   // This rank's parts of every unit (the whole units in a world of one).
   // MakeSubGroups refuses slices of nothing and units without parameters.
   TF_ASSIGN_OR_RETURN(layout_, dp_->Layout(units_, SubGroupRule{options_.sub_group_cut,
                                                                 options_.sub_group_params}));
-  const uint64_t total = layout_.total_params;        // this rank's state
-  const uint64_t model_total = grad_offsets_.back();  // every rank's gradients
   backward_pos_.resize(layout_.groups.size());
   for (size_t u = units_.size(); u-- > 0;) {
     for (int g : layout_.by_unit[u]) {
@@ -90,21 +75,49 @@ Status OffloadEngine::Prepare() {
       backward_order_.push_back(g);
     }
   }
+  TF_RETURN_IF_ERROR(CreateStreams());
+  TF_RETURN_IF_ERROR(CreateWorkingWeights());
+  TF_RETURN_IF_ERROR(AllocateGradients());
+  TF_RETURN_IF_ERROR(AllocateUploads());
+  TF_RETURN_IF_ERROR(CreateStateTiers());
 
-  // Device: working weights and gradient buckets.
-  TF_ASSIGN_OR_RETURN(compute_, device_.CreateStream("compute"));
-  // The compute stream's library state (cuBLAS handle and workspace on
-  // CUDA) exists before any step: the planner counts it as the workspace.
-  TF_RETURN_IF_ERROR(compute_->PrepareForKernels());
-  TF_ASSIGN_OR_RETURN(d2h_, device_.CreateStream("d2h"));
-  TF_ASSIGN_OR_RETURN(h2d_, device_.CreateStream("h2d"));
-  if (options_.device_comm != nullptr) {
-    TF_ASSIGN_OR_RETURN(part_d2h_, device_.CreateStream("summed d2h"));
+  // Speculation, the decision, rollback: the worker's (kOverlapped speculates).
+  Committer::Config cc;
+  cc.budget_params = options_.pipeline == Pipeline::kOverlapped ? options_.speculation_params : 0;
+  cc.weights_dtype = options_.weights_dtype;
+  cc.pause_after_clip =
+      options_.pipeline == Pipeline::kOverlapped && options_.pause_speculation_after_clip;
+  worker_parts_ = std::make_unique<WorkerParts>();
+  TF_ASSIGN_OR_RETURN(worker_parts_->committer,
+                      Committer::Create(device_, layout_, group_tier_, cc, trace_));
+  if (data_parallel()) worker_parts_->unit_micro_params.assign(units_.size(), 0);
+
+  // Initial state: master weights from the model, moments zero, device weights.
+  std::vector<float> master(max_unit_params_);
+  for (size_t u = 0; u < units_.size(); ++u) {
+    TF_RETURN_IF_ERROR(model_.InitialWeights(static_cast<int>(u), master.data()));
+    for (int g : layout_.by_unit[u]) {
+      const SubGroup& sg = layout_.groups[g];
+      TF_RETURN_IF_ERROR(TierOf(g).Write(g, master.data() + sg.unit_offset, nullptr, nullptr));
+    }
   }
-  device_spans_ = std::make_unique<DeviceSpans>(device_, trace_);
-  TF_RETURN_IF_ERROR(device_spans_->Anchor(*compute_));
-  // Parameter offload: the streamed units' weights live in their copy and a
-  // ring of device slots; the rest are packed in weights_.
+  return Status::Ok();
+}
+
+Status OffloadEngine::ValidateOptions() const {
+  TF_RETURN_IF_ERROR(ValidateAdamOptions(options_.adam));
+  if (options_.buffer_count < 2) return InvalidArgumentError("buffer_count must be >= 2");
+  if (options_.grad_buckets < 2) return InvalidArgumentError("grad_buckets must be >= 2");
+  if (options_.micro_batches_per_step < 0) {
+    return InvalidArgumentError("micro_batches_per_step must be >= 0 (0: any number)");
+  }
+  TF_RETURN_IF_ERROR(
+      ValidateGradTransferDType("grad_transfer_dtype", options_.weights_dtype, transfer_dtype_));
+  if (options_.offload != OffloadPlacement::kHost && options_.offload != OffloadPlacement::kNvme) {
+    return InvalidArgumentError("offload must be host or nvme, not " +
+                                std::string(OffloadPlacementName(options_.offload)) +
+                                " (the planner resolves auto)");
+  }
   const ParamStreaming& params = options_.params;
   if (params.where == ParamOffload::kAuto) {
     return InvalidArgumentError(
@@ -116,6 +129,28 @@ Status OffloadEngine::Prepare() {
                                 std::to_string(params.streamed_units.size()) +
                                 " streamed units are listed: give host or nvme");
   }
+  return Status::Ok();
+}
+
+Status OffloadEngine::CreateStreams() {
+  TF_ASSIGN_OR_RETURN(compute_, device_.CreateStream("compute"));
+  // The compute stream's library state (cuBLAS handle and workspace on
+  // CUDA) exists before any step: the planner counts it as the workspace.
+  TF_RETURN_IF_ERROR(compute_->PrepareForKernels());
+  TF_ASSIGN_OR_RETURN(d2h_, device_.CreateStream("d2h"));
+  TF_ASSIGN_OR_RETURN(h2d_, device_.CreateStream("h2d"));
+  if (options_.device_comm != nullptr) {
+    TF_ASSIGN_OR_RETURN(part_d2h_, device_.CreateStream("summed d2h"));
+  }
+  device_spans_ = std::make_unique<DeviceSpans>(device_, trace_);
+  TF_RETURN_IF_ERROR(device_spans_->Anchor(*compute_));
+  return Status::Ok();
+}
+
+Status OffloadEngine::CreateWorkingWeights() {
+  // Parameter offload: the streamed units' weights live in their copy and a
+  // ring of device slots; the rest are packed in weights_.
+  const ParamStreaming& params = options_.params;
   if (params.where != ParamOffload::kNone) {
     StreamedWeights::Config wc;
     wc.params = params;
@@ -141,6 +176,12 @@ Status OffloadEngine::Prepare() {
     TF_ASSIGN_OR_RETURN(weights_, device_.Allocate(resident * wbytes(), "working weights"));
   }
   taken_.assign(units_.size(), 0);
+  return Status::Ok();
+}
+
+Status OffloadEngine::AllocateGradients() {
+  const int local_micro = dp_->local_micro();
+  const uint64_t total = layout_.total_params;  // this rank's state
   // The gradient buckets and how they land on the host.
   GradInbox::Config ic;
   ic.bucket_params = options_.grad_bucket_params == 0
@@ -153,7 +194,7 @@ Status OffloadEngine::Prepare() {
                : data_parallel()    ? GradLanding::kGathered
                : local_micro > 1    ? GradLanding::kAccumulated
                                     : GradLanding::kEither;
-  TF_ASSIGN_OR_RETURN(inbox_, GradInbox::Create(device_, model_total, ic));
+  TF_ASSIGN_OR_RETURN(inbox_, GradInbox::Create(device_, model_params(), ic));
   ledger_ = std::make_unique<PieceLedger>(units_, ic.bucket_params, ic.buckets);
   if (device_collectives()) {
     // Nothing lands whole: each rank's part is summed on the device.
@@ -165,20 +206,23 @@ Status OffloadEngine::Prepare() {
                         device_.AllocatePinned(std::max<uint64_t>(total, 1) * 4,
                                                "summed gradient (this rank's parts)"));
   }
-  if (data_parallel()) {
-    // This rank's parts of the summed gradient; whole units' weights for
-    // the all-gathers (which replace the per-sub-group weight staging).
-    if (!device_collectives()) {
-      TF_ASSIGN_OR_RETURN(reduced_,
-                          HostPages::AllocateResident(std::max<uint64_t>(total, 1) * 4,
-                                                      "summed gradient (this rank's parts)"));
-    }
-    gather_.resize(2);
-    for (GatherSlot& g : gather_) {
-      TF_ASSIGN_OR_RETURN(g.buffer,
-                          device_.AllocatePinned(max_unit_params_ * wbytes(), "weight all-gather"));
-      TF_ASSIGN_OR_RETURN(g.uploaded, device_.CreateEvent(false));
-    }
+  if (data_parallel() && !device_collectives()) {
+    // This rank's parts of the summed gradient.
+    TF_ASSIGN_OR_RETURN(reduced_,
+                        HostPages::AllocateResident(std::max<uint64_t>(total, 1) * 4,
+                                                    "summed gradient (this rank's parts)"));
+  }
+  return Status::Ok();
+}
+
+Status OffloadEngine::AllocateUploads() {
+  // Whole units' weights for the all-gathers, which replace the per-sub-group
+  // weight staging with data parallelism.
+  gather_.resize(data_parallel() ? 2 : 0);
+  for (GatherSlot& g : gather_) {
+    TF_ASSIGN_OR_RETURN(g.buffer,
+                        device_.AllocatePinned(max_unit_params_ * wbytes(), "weight all-gather"));
+    TF_ASSIGN_OR_RETURN(g.uploaded, device_.CreateEvent(false));
   }
   staging_.resize(data_parallel() ? 0 : static_cast<size_t>(options_.buffer_count));
   for (StagingSlot& s : staging_) {
@@ -190,8 +234,12 @@ Status OffloadEngine::Prepare() {
   for (auto& e : unit_ready_) {
     TF_ASSIGN_OR_RETURN(e, device_.CreateEvent(false));
   }
+  return Status::Ok();
+}
 
+Status OffloadEngine::CreateStateTiers() {
   // Which sub-groups live on NVMe: the last nvme_ratio of the parameters.
+  const uint64_t total = layout_.total_params;
   group_tier_.assign(layout_.groups.size(), nullptr);
   std::vector<int> nvme_groups;
   if (options_.offload == OffloadPlacement::kNvme) {
@@ -222,27 +270,6 @@ Status OffloadEngine::Prepare() {
   }
   for (size_t g = 0; g < layout_.groups.size(); ++g) group_tier_[g] = host_tier_.get();
   for (int g : nvme_groups) group_tier_[g] = nvme_tier_.get();
-
-  // Speculation, the decision, rollback: the worker's (kOverlapped speculates).
-  Committer::Config cc;
-  cc.budget_params = options_.pipeline == Pipeline::kOverlapped ? options_.speculation_params : 0;
-  cc.weights_dtype = options_.weights_dtype;
-  cc.pause_after_clip =
-      options_.pipeline == Pipeline::kOverlapped && options_.pause_speculation_after_clip;
-  worker_parts_ = std::make_unique<WorkerParts>();
-  TF_ASSIGN_OR_RETURN(worker_parts_->committer,
-                      Committer::Create(device_, layout_, group_tier_, cc, trace_));
-  if (data_parallel()) worker_parts_->unit_micro_params.assign(units_.size(), 0);
-
-  // Initial state: master weights from the model, moments zero, device weights.
-  std::vector<float> master(max_unit_params_);
-  for (size_t u = 0; u < units_.size(); ++u) {
-    TF_RETURN_IF_ERROR(model_.InitialWeights(static_cast<int>(u), master.data()));
-    for (int g : layout_.by_unit[u]) {
-      const SubGroup& sg = layout_.groups[g];
-      TF_RETURN_IF_ERROR(TierOf(g).Write(g, master.data() + sg.unit_offset, nullptr, nullptr));
-    }
-  }
   return Status::Ok();
 }
 

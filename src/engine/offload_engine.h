@@ -231,6 +231,16 @@ class OffloadEngine : public UnitAccess {
   // Data parallelism (data_parallel.cc).
   // Init up to the first collective (the initial all-gather of weights).
   Status Prepare();
+  // Prepare's steps: the options alone; the streams; the working weights
+  // (resident, or streamed: parameter offload); the gradient buckets, landing
+  // and this rank's summed parts; the weights' staging, all-gather slots and
+  // readiness events; the state tiers and which sub-groups each holds.
+  Status ValidateOptions() const;
+  Status CreateStreams();
+  Status CreateWorkingWeights();
+  Status AllocateGradients();
+  Status AllocateUploads();
+  Status CreateStateTiers();
   bool data_parallel() const { return dp_->collective(); }
   // Gradients reduce-scattered and resident weights all-gathered on the
   // devices (EngineOptions::device_comm).
