@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "offload/aligned_buffer.h"
 #include "optim/parallel_copy.h"
 
 namespace tierflow {
@@ -13,9 +14,7 @@ namespace {
 // copy out start vector-aligned and take non-temporal stores
 // (optim/step_loop.h); each sub-group may waste up to this many elements less one.
 constexpr uint64_t kSpecAlignElems = 16;
-uint64_t SpecAligned(uint64_t n) {
-  return (n + kSpecAlignElems - 1) / kSpecAlignElems * kSpecAlignElems;
-}
+uint64_t SpecAligned(uint64_t n) { return offload::RoundUp(n, kSpecAlignElems); }
 }  // namespace
 
 ClipDecision DecideClip(const std::vector<double>& unit_sum_squares,

@@ -17,8 +17,16 @@
 // decision, sub-groups are updated in forward order, overlapping the next
 // step's forward.
 //
-// Thread safety: Step/Finish/Read* are called from one thread. Internally a
-// worker thread runs the host side; device streams run in parallel.
+// The engine coordinates its parts: the gradient inbox (engine/grad_inbox.h:
+// buckets and landing) with the compute thread's piece ledger
+// (engine/piece_ledger.h), the committer (engine/committer.h: speculation,
+// the decision, rollback) and the data-parallel strategy
+// (engine/data_parallel_strategy.h; one process is a world of one).
+//
+// Thread safety: Step/Finish/Read* are called from one thread (the compute
+// thread). Internally a worker thread runs the host side; device streams run
+// in parallel. What only the worker touches is in WorkerParts, which the
+// worker's thread takes at start; what both touch is under mu_.
 #pragma once
 
 #include <atomic>
@@ -174,6 +182,7 @@ class OffloadEngine : public UnitAccess {
     std::vector<char> group_done;          // per sub-group, this step
     std::vector<int> unit_groups_left;     // per unit, this step
     size_t prefetched_upto = 0;            // forward-order prefetch cursor
+    size_t next_staging = 0;               // the weight staging slot the next update takes
     // Data parallelism: per unit, this micro-batch's parameters in.
     std::vector<uint64_t> unit_micro_params;
   };
@@ -334,7 +343,6 @@ class OffloadEngine : public UnitAccess {
   // The gradient buckets and the host landing (built by Prepare).
   std::unique_ptr<GradInbox> inbox_;
   std::vector<StagingSlot> staging_;
-  size_t next_staging_ = 0;
   std::vector<std::unique_ptr<Event>> unit_ready_;  // per unit
   std::unique_ptr<StateTier> host_tier_, nvme_tier_;
   std::vector<StateTier*> group_tier_;

@@ -317,8 +317,8 @@ Status OffloadEngine::UpdateInForwardOrder(WorkerParts& w, StepContext& ctx, int
       w.group_done[g] = 1;
     } else {
       TF_RETURN_IF_ERROR(PrefetchForward(w, i));
-      StagingSlot& slot = staging_[next_staging_];
-      next_staging_ = (next_staging_ + 1) % staging_.size();
+      StagingSlot& slot = staging_[w.next_staging];
+      w.next_staging = (w.next_staging + 1) % staging_.size();
       TF_RETURN_IF_ERROR(slot.uploaded->HostWait());
       TF_RETURN_IF_ERROR(UpdateGroup(ctx, g, adam_step, grad_scale, slot.buffer.data(), {}));
       TF_RETURN_IF_ERROR(TierOf(g).Release(g, true));

@@ -11,7 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/host_state_tier.h"
-#include "tierflow/device_choice.h"
+#include "tests/engine/engine_test_util.h"
 
 namespace tierflow {
 namespace {
@@ -76,9 +76,7 @@ class RecordingTier : public StateTier {
 class CommitterTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto d = CreateDevice({.kind = DeviceChoice::kCpu, .memory_capacity_bytes = 16ull << 20});
-    ASSERT_TRUE(d.ok()) << d.status().ToString();
-    device_ = std::move(d).value();
+    device_ = testing_util::CpuDevice(16ull << 20);
     // Two units of 300 parameters in sub-groups of 100: groups 0-2 and 3-5.
     layout_ =
         MakeSubGroups({{"a", 300}, {"b", 300}}, SubGroupRule{SubGroupCut::kSlices, 100}).value();

@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/piece_ledger.h"
-#include "tierflow/device_choice.h"
+#include "tests/engine/engine_test_util.h"
 
 namespace tierflow {
 namespace {
@@ -75,11 +75,7 @@ TEST_F(PieceLedgerTest, EveryBucketHeldByOpenPiecesIsRefusedNotAwaited) {
 
 class GradInboxTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    auto d = CreateDevice({.kind = DeviceChoice::kCpu, .memory_capacity_bytes = 16ull << 20});
-    ASSERT_TRUE(d.ok()) << d.status().ToString();
-    device_ = std::move(d).value();
-  }
+  void SetUp() override { device_ = testing_util::CpuDevice(16ull << 20); }
   std::unique_ptr<GradInbox> Make(GradLanding landing, DType transfer = DType::kBF16) {
     GradInbox::Config c;
     c.bucket_params = 64;
