@@ -82,8 +82,12 @@ StatusOr<DataParallelStrategy> DataParallelStrategy::Create(const std::vector<Un
 
 StatusOr<SubGroupLayout> DataParallelStrategy::Layout(const std::vector<UnitInfo>& units,
                                                       SubGroupRule rule) const {
+  if (units.size() != parts_.size()) {
+    return InvalidArgumentError("data parallelism: a layout of " + std::to_string(units.size()) +
+                                " units from a strategy made for " + std::to_string(parts_.size()));
+  }
   std::vector<uint64_t> begin(units.size()), params(units.size());
-  for (size_t u = 0; u < units.size() && u < parts_.size(); ++u) {
+  for (size_t u = 0; u < units.size(); ++u) {
     begin[u] = parts_[u].begin(rank_);
     params[u] = parts_[u].size(rank_);
   }

@@ -97,6 +97,8 @@ TEST(DataParallelStrategy, SeveralRanksShareUnitsAtChunksAndMicroBatchesInTurn) 
       s.Layout(kUnits, SubGroupRule{SubGroupCut::kSlices, 1 << 20}).value();
   EXPECT_EQ(layout.total_params, kChunk + kChunk / 2);
   EXPECT_TRUE(Mentions(s.LocalMicroBatches(4).status(), "4 micro-batches cannot be shared by 3"));
+  EXPECT_TRUE(Mentions(s.Layout({kUnits[0]}, SubGroupRule{SubGroupCut::kSlices, 1}).status(),
+                       "a layout of 1 units from a strategy made for 2"));
 }
 
 TEST(DataParallelStrategy, TheExchangeOfOneIsItsOwnReport) {
