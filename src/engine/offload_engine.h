@@ -237,7 +237,6 @@ class OffloadEngine : public UnitAccess {
   // Ends the ring's pass and adds its transfers to step `step_id`'s stats.
   Status EndWeightsPass(int64_t step_id);
   StepContext* FindStep(int64_t id);
-  // Data parallelism (data_parallel.cc).
   // Init up to the first collective (the initial all-gather of weights).
   Status Prepare();
   // Prepare's steps: the options alone; the streams; the working weights
@@ -250,6 +249,7 @@ class OffloadEngine : public UnitAccess {
   Status AllocateGradients();
   Status AllocateUploads();
   Status CreateStateTiers();
+  // Data parallelism (data_parallel.cc): whether this run calls collectives.
   bool data_parallel() const { return dp_->collective(); }
   // Gradients reduce-scattered and resident weights all-gathered on the
   // devices (EngineOptions::device_comm).
