@@ -43,8 +43,13 @@ Status OffloadEngine::Init() {
 
   weights_waited_.assign(units_.size(), -1);
   unit_ready_step_.assign(units_.size(), 0);
-  // The worker's parts go with its thread: nothing else keeps them.
-  worker_ = std::thread([this, parts = std::move(worker_parts_)] { WorkerLoop(*parts); });
+  // The worker's parts go with its thread: nothing else holds them while it
+  // runs. At its end they come back for the destructor to free once the
+  // device is idle (an upload may still read the committer's buffer).
+  worker_ = std::thread([this, parts = std::move(worker_parts_)]() mutable {
+    WorkerLoop(*parts);
+    worker_parts_ = std::move(parts);
+  });
   return Status::Ok();
 }
 
@@ -284,7 +289,8 @@ OffloadEngine::~OffloadEngine() {
     worker_.join();
   }
   (void)device_.Synchronize();
-  streamed_.reset();  // waits for its writes, removes its swap set
+  worker_parts_.reset();  // back from the worker (joined): nothing reads its buffers now
+  streamed_.reset();      // waits for its writes, removes its swap set
   if (nvme_tier_) (void)nvme_tier_->Flush();
 }
 

@@ -175,8 +175,10 @@ class OffloadEngine : public UnitAccess {
     TraceRecorder::Clock::time_point start;
   };
   // What only the optimizer worker touches. Prepare builds it before the
-  // worker starts and the worker's thread takes it (Init): no other thread
-  // holds a reference, so none can reach it but through the worker's arrivals.
+  // worker starts and the worker's thread takes it (Init): while the worker
+  // runs no other thread holds a reference, so none can reach it but through
+  // the worker's arrivals. The thread hands it back as it ends (the
+  // destructor frees it after the device is idle).
   struct WorkerParts {
     std::unique_ptr<Committer> committer;  // speculation, decision, rollback
     std::vector<char> group_done;          // per sub-group, this step
@@ -368,7 +370,8 @@ class OffloadEngine : public UnitAccess {
   bool stopping_ = false;      // the destructor runs: waits for a step's losses end
   std::atomic<bool> stop_requested_{false};
   Status worker_error_;
-  std::unique_ptr<WorkerParts> worker_parts_;  // built by Prepare, taken by the worker
+  // Built by Prepare, taken by the worker's thread, back after its join.
+  std::unique_ptr<WorkerParts> worker_parts_;
   std::thread worker_;
 };
 
