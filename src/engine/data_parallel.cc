@@ -53,11 +53,11 @@ Status OffloadEngine::CollectForReduceScatter(WorkerParts& w, StepContext& ctx, 
   // Micro-batch j adds ranks' j * world + r in rank order after the ones
   // before: the global order of one rank accumulating them all.
   return dp_->comm()->ReduceScatterSum(send, transfer_dtype_, dp_->part(u),
-                                       Reduced() + layout_.unit_offsets[u],
+                                       w.Reduced() + layout_.unit_offsets[u],
                                        /*accumulate=*/micro > 0);
 }
 
-Status OffloadEngine::ReducePieceOnDevice(StepContext& ctx, const Arrival& a) {
+Status OffloadEngine::ReducePieceOnDevice(WorkerParts& w, StepContext& ctx, const Arrival& a) {
   const int u = a.unit;
   const comm::Partition& part = dp_->part(u);
   // The piece [p0, p1) of the unit, cut where the ranks' parts are.
@@ -71,7 +71,7 @@ Status OffloadEngine::ReducePieceOnDevice(StepContext& ctx, const Arrival& a) {
   // This rank's share of the piece starts `into` elements into its part.
   const uint64_t into = mine > 0 ? p0 + piece->begin(dp_->rank()) - part.begin(dp_->rank()) : 0;
   const bool accumulating = dp_->local_micro() > 1;
-  float* recv = device_reduced_.as<float>() + (accumulating ? layout_.unit_offsets[u] + into : 0);
+  float* recv = w.device_reduced.as<float>() + (accumulating ? layout_.unit_offsets[u] + into : 0);
   const void* send = inbox_->bucket(a.bucket).sent();
   Status s = piece.status();
   if (s.ok()) {
@@ -89,22 +89,22 @@ Status OffloadEngine::ReducePieceOnDevice(StepContext& ctx, const Arrival& a) {
   TF_RETURN_IF_ERROR(s);
   if (a.micro != ctx.micro_batches - 1 || mine == 0) return Status::Ok();
   // This rank's last micro-batch: its share of the sum goes to the host.
-  TF_ASSIGN_OR_RETURN(DeviceSpans::Started started, device_spans_->Begin(*part_d2h_));
+  TF_ASSIGN_OR_RETURN(DeviceSpans::Started started, device_spans_->Begin(*w.part_d2h));
   TF_RETURN_IF_ERROR(
-      part_d2h_->CopyDeviceToHost(Reduced() + layout_.unit_offsets[u] + into, recv, mine * 4));
+      w.part_d2h->CopyDeviceToHost(w.Reduced() + layout_.unit_offsets[u] + into, recv, mine * 4));
   TF_RETURN_IF_ERROR(
-      device_spans_->End(*part_d2h_, std::move(started), "d2h", "summed grads " + units_[u].name));
-  TF_RETURN_IF_ERROR(part_d2h_->Synchronize());
+      device_spans_->End(*w.part_d2h, std::move(started), "d2h", "summed grads " + units_[u].name));
+  TF_RETURN_IF_ERROR(w.part_d2h->Synchronize());
   TF_RETURN_IF_ERROR(device_spans_->Collect());
   std::lock_guard<std::mutex> lock(mu_);
   ctx.stats.d2h_bytes += mine * 4;
   return Status::Ok();
 }
 
-Status OffloadEngine::TakeNormChunks(StepContext& ctx, int u) {
+Status OffloadEngine::TakeNormChunks(WorkerParts& w, StepContext& ctx, int u) {
   const int rank = dp_->rank();
   const uint64_t n = dp_->part(u).size(rank);
-  const float* recv = Reduced() + layout_.unit_offsets[u];
+  const float* recv = w.Reduced() + layout_.unit_offsets[u];
   double* sums = ctx.chunk_sums.data() + dp_->ChunkBegin(rank, u);
   TF_RETURN_IF_ERROR(GradChunkSquares(recv, DType::kF32, n, sums));
   // Locally non-finite: no speculation on this unit (the step will be skipped).
@@ -146,7 +146,7 @@ Status OffloadEngine::UpdateAndGatherUnits(WorkerParts& w, StepContext& ctx, int
         continue;
       }
       TF_RETURN_IF_ERROR(PrefetchForward(w, static_cast<size_t>(g)));
-      TF_RETURN_IF_ERROR(UpdateGroup(ctx, g, adam_step, grad_scale, out, {}));
+      TF_RETURN_IF_ERROR(UpdateGroup(w, ctx, g, adam_step, grad_scale, out, {}));
       TF_RETURN_IF_ERROR(TierOf(g).Release(g, true));
       w.group_done[g] = 1;
     }

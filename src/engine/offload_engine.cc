@@ -55,6 +55,7 @@ Status OffloadEngine::Init() {
 
 Status OffloadEngine::Prepare() {
   TF_RETURN_IF_ERROR(ValidateOptions());
+  worker_parts_ = std::make_unique<WorkerParts>();  // filled below, the worker's from Init
   units_ = model_.Units();
   if (units_.empty()) return InvalidArgumentError("the model has no parameter units");
   grad_offsets_.assign(1, 0);
@@ -92,7 +93,6 @@ Status OffloadEngine::Prepare() {
   cc.weights_dtype = options_.weights_dtype;
   cc.pause_after_clip =
       options_.pipeline == Pipeline::kOverlapped && options_.pause_speculation_after_clip;
-  worker_parts_ = std::make_unique<WorkerParts>();
   TF_ASSIGN_OR_RETURN(worker_parts_->committer,
                       Committer::Create(device_, layout_, group_tier_, cc, trace_));
   if (data_parallel()) worker_parts_->unit_micro_params.assign(units_.size(), 0);
@@ -145,7 +145,7 @@ Status OffloadEngine::CreateStreams() {
   TF_ASSIGN_OR_RETURN(d2h_, device_.CreateStream("d2h"));
   TF_ASSIGN_OR_RETURN(h2d_, device_.CreateStream("h2d"));
   if (options_.device_comm != nullptr) {
-    TF_ASSIGN_OR_RETURN(part_d2h_, device_.CreateStream("summed d2h"));
+    TF_ASSIGN_OR_RETURN(worker_parts_->part_d2h, device_.CreateStream("summed d2h"));
   }
   device_spans_ = std::make_unique<DeviceSpans>(device_, trace_);
   TF_RETURN_IF_ERROR(device_spans_->Anchor(*compute_));
@@ -205,15 +205,15 @@ Status OffloadEngine::AllocateGradients() {
     // Nothing lands whole: each rank's part is summed on the device.
     const uint64_t n = local_micro > 1 ? std::max<uint64_t>(total, 1) : ic.bucket_params;
     TF_ASSIGN_OR_RETURN(
-        device_reduced_,
+        worker_parts_->device_reduced,
         device_.Allocate(n * 4, "summed gradient on the device (this rank's parts)"));
-    TF_ASSIGN_OR_RETURN(reduced_landing_,
+    TF_ASSIGN_OR_RETURN(worker_parts_->reduced_landing,
                         device_.AllocatePinned(std::max<uint64_t>(total, 1) * 4,
                                                "summed gradient (this rank's parts)"));
   }
   if (data_parallel() && !device_collectives()) {
     // This rank's parts of the summed gradient.
-    TF_ASSIGN_OR_RETURN(reduced_,
+    TF_ASSIGN_OR_RETURN(worker_parts_->reduced,
                         HostPages::AllocateResident(std::max<uint64_t>(total, 1) * 4,
                                                     "summed gradient (this rank's parts)"));
   }

@@ -187,6 +187,23 @@ class OffloadEngine : public UnitAccess {
     size_t next_staging = 0;               // the weight staging slot the next update takes
     // Data parallelism: per unit, this micro-batch's parameters in.
     std::vector<uint64_t> unit_micro_params;
+    // Data parallelism: (local params,) fp32, this rank's parts of the
+    // summed gradient; with device collectives pinned instead
+    // (reduced_landing: a D2H target).
+    HostPages reduced;
+    PinnedBuffer reduced_landing;
+    // Device collectives: the sum over ranks of this rank's parts on the
+    // device, fp32. Several micro-batches per rank: (local params,), the
+    // step's running sum; one: (a bucket,), one piece's part at a time.
+    DeviceBuffer device_reduced;
+    // Device collectives: the worker's own D2H stream for this rank's part
+    // of the summed gradient (d2h_ carries the compute thread's arrivals,
+    // each behind its bucket's event: waiting for d2h_ would wait for backward).
+    std::unique_ptr<Stream> part_d2h;
+    // This rank's parts of the summed gradient, on the host.
+    float* Reduced() {
+      return reduced_landing.data() != nullptr ? reduced_landing.as<float>() : reduced.as<float>();
+    }
   };
 
   OffloadEngine(Device& device, Trainable& model, const EngineOptions& options);
@@ -226,8 +243,8 @@ class OffloadEngine : public UnitAccess {
   // ready when its last is up.
   Status UpdateInForwardOrder(WorkerParts& w, StepContext& ctx, int64_t adam_step, float grad_scale,
                               const std::vector<const void*>& committed);
-  Status UpdateGroup(StepContext& ctx, int g, int64_t adam_step, float grad_scale, void* out,
-                     const StateBackup& backup);
+  Status UpdateGroup(WorkerParts& w, StepContext& ctx, int g, int64_t adam_step, float grad_scale,
+                     void* out, const StateBackup& backup);
   Status UploadGroup(StepContext& ctx, int g, const void* src);
   void MarkUnitReady(int unit, int64_t step_id);
   // Every sub-group of `unit` was updated this step: a streamed unit's copy
@@ -256,22 +273,18 @@ class OffloadEngine : public UnitAccess {
   // Gradients reduce-scattered and resident weights all-gathered on the
   // devices (EngineOptions::device_comm).
   bool device_collectives() const { return dp_->device_comm() != nullptr; }
-  // This rank's parts of the summed gradient, on the host: (local params,) fp32.
-  float* Reduced() {
-    return reduced_landing_.data() != nullptr ? reduced_landing_.as<float>() : reduced_.as<float>();
-  }
   // Device collectives: piece `a` of a unit's gradient (in its bucket,
   // complete: its arrival rode the d2h stream behind the bucket's event)
   // is summed over the ranks on the devices into this rank's part of it,
   // continuing the step's running sum there; in this rank's last
   // micro-batch that part crosses to the host (Reduced). Frees the bucket.
-  Status ReducePieceOnDevice(StepContext& ctx, const Arrival& a);
+  Status ReducePieceOnDevice(WorkerParts& w, StepContext& ctx, const Arrival& a);
   // A piece of unit u's gradient of micro-batch `micro` is in: once the
   // unit's pieces of that micro-batch all are, sum them over the ranks into
   // this rank's part (reduced_), continuing the step's running sum.
   Status CollectForReduceScatter(WorkerParts& w, StepContext& ctx, int u, uint64_t n, int micro);
   // The step's last reduce-scatter of unit u is done: its chunk sums.
-  Status TakeNormChunks(StepContext& ctx, int u);
+  Status TakeNormChunks(WorkerParts& w, StepContext& ctx, int u);
   // The global norm's chunk sums and the step's losses from every rank:
   // fills ctx.unit_sum_squares / unit_non_finite and ctx.stats.loss.
   Status GatherNormAndLoss(StepContext& ctx);
@@ -312,14 +325,6 @@ class OffloadEngine : public UnitAccess {
 
   // How the ranks share the step (a world of one: one process).
   std::unique_ptr<DataParallelStrategy> dp_;
-  // (local params,) fp32: this rank's parts of the summed gradient; with
-  // device collectives, pinned instead (reduced_landing_: a D2H target).
-  HostPages reduced_;
-  PinnedBuffer reduced_landing_;
-  // Device collectives: the sum over ranks of this rank's parts on the
-  // device, fp32. Several micro-batches per rank: (local params,), the
-  // step's running sum; one: (a bucket,), one piece's part at a time.
-  DeviceBuffer device_reduced_;
   struct GatherSlot {
     PinnedBuffer buffer;  // (max_unit_params_,) weights dtype: a whole unit
     std::unique_ptr<Event> uploaded;
@@ -331,10 +336,6 @@ class OffloadEngine : public UnitAccess {
   DType transfer_dtype_ = DType::kF32;  // the gradients' dtype across PCIe
 
   std::unique_ptr<Stream> compute_, d2h_, h2d_;
-  // Device collectives: the worker's own D2H stream for this rank's part of
-  // the summed gradient (d2h_ carries the main thread's arrivals, each
-  // behind its bucket's event: waiting for d2h_ would wait for backward).
-  std::unique_ptr<Stream> part_d2h_;
   // Spans of the three streams for the trace, timed by events.
   std::unique_ptr<DeviceSpans> device_spans_;
   DeviceBuffer weights_;  // the resident units' weights, packed, weights dtype

@@ -91,7 +91,7 @@ Status OffloadEngine::ProcessArrival(WorkerParts& w, const Arrival& a) {
   const bool last_micro = a.micro == ctx->micro_batches - 1;
   StatusOr<GradStatsResult> stats = GradStatsResult{};
   if (device_collectives()) {
-    TF_RETURN_IF_ERROR(ReducePieceOnDevice(*ctx, a));  // frees the bucket
+    TF_RETURN_IF_ERROR(ReducePieceOnDevice(w, *ctx, a));  // frees the bucket
   } else {
     TF_RETURN_IF_ERROR(TakeLandedPiece(w, *ctx, a, &stats));
   }
@@ -130,7 +130,7 @@ Status OffloadEngine::BeginFinalBackward(WorkerParts& w) {
 Status OffloadEngine::UnitComplete(WorkerParts& w, StepContext& ctx, int u, bool whole_unit) {
   ++ctx.units_complete;
   if (data_parallel()) {
-    TF_RETURN_IF_ERROR(TakeNormChunks(ctx, u));
+    TF_RETURN_IF_ERROR(TakeNormChunks(w, ctx, u));
   } else if (!ctx.landed && !whole_unit) {
     TF_ASSIGN_OR_RETURN(GradStatsResult whole, GradStats(inbox_->Accumulator() + grad_offsets_[u],
                                                          DType::kF32, units_[u].num_params));
@@ -185,8 +185,8 @@ Status OffloadEngine::TakeLandedPiece(WorkerParts& w, StepContext& ctx, const Ar
   return data_parallel() ? CollectForReduceScatter(w, ctx, u, n, a.micro) : Status::Ok();
 }
 
-Status OffloadEngine::UpdateGroup(StepContext& ctx, int g, int64_t adam_step, float grad_scale,
-                                  void* out, const StateBackup& backup) {
+Status OffloadEngine::UpdateGroup(WorkerParts& w, StepContext& ctx, int g, int64_t adam_step,
+                                  float grad_scale, void* out, const StateBackup& backup) {
   const SubGroup& sg = layout_.groups[g];
   TF_ASSIGN_OR_RETURN(StateView view, TierOf(g).Acquire(g));
   ScopedSpan span(trace_, "optimizer", "adam " + sg.name);
@@ -195,7 +195,7 @@ Status OffloadEngine::UpdateGroup(StepContext& ctx, int g, int64_t adam_step, fl
   spans.exp_avg = view.exp_avg;
   spans.exp_avg_sq = view.exp_avg_sq;
   if (data_parallel()) {
-    spans.grads = Reduced() + sg.global_offset;  // this rank's parts, summed
+    spans.grads = w.Reduced() + sg.global_offset;  // this rank's parts, summed
     spans.grad_dtype = DType::kF32;
   } else if (ctx.landed) {
     spans.grads = inbox_->Landed(sg.global_offset);
@@ -235,7 +235,7 @@ Status OffloadEngine::Speculate(WorkerParts& w, StepContext& ctx, int g) {
     adam_step = optimizer_step_ + 1;  // the step this one will be if it is not skipped
   }
   TF_RETURN_IF_ERROR(
-      UpdateGroup(ctx, g, adam_step, 1.0f / ctx.loss_scale, target.out, target.backup));
+      UpdateGroup(w, ctx, g, adam_step, 1.0f / ctx.loss_scale, target.out, target.backup));
   return w.committer->EndSpeculation(g);
 }
 
@@ -312,7 +312,7 @@ Status OffloadEngine::UpdateInForwardOrder(WorkerParts& w, StepContext& ctx, int
       TF_RETURN_IF_ERROR(PrefetchForward(w, i));
       TF_ASSIGN_OR_RETURN(void* out,
                           streamed_->RangeForWrite(sg.unit, sg.unit_offset, sg.num_params));
-      TF_RETURN_IF_ERROR(UpdateGroup(ctx, g, adam_step, grad_scale, out, {}));
+      TF_RETURN_IF_ERROR(UpdateGroup(w, ctx, g, adam_step, grad_scale, out, {}));
       TF_RETURN_IF_ERROR(TierOf(g).Release(g, true));
       w.group_done[g] = 1;
     } else {
@@ -320,7 +320,7 @@ Status OffloadEngine::UpdateInForwardOrder(WorkerParts& w, StepContext& ctx, int
       StagingSlot& slot = staging_[w.next_staging];
       w.next_staging = (w.next_staging + 1) % staging_.size();
       TF_RETURN_IF_ERROR(slot.uploaded->HostWait());
-      TF_RETURN_IF_ERROR(UpdateGroup(ctx, g, adam_step, grad_scale, slot.buffer.data(), {}));
+      TF_RETURN_IF_ERROR(UpdateGroup(w, ctx, g, adam_step, grad_scale, slot.buffer.data(), {}));
       TF_RETURN_IF_ERROR(TierOf(g).Release(g, true));
       TF_RETURN_IF_ERROR(UploadGroup(ctx, g, slot.buffer.data()));
       TF_RETURN_IF_ERROR(h2d_->Record(*slot.uploaded));
