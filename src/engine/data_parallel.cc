@@ -35,131 +35,83 @@
 
 #include "comm/communicator.h"
 #include "common/half.h"
+#include "engine/data_parallel_strategy.h"
 #include "engine/offload_engine.h"
 #include "optim/grad_stats.h"
 
 namespace tierflow {
 
-Status OffloadEngine::InitDataParallel() {
-  comm_ = options_.comm;
-  rank_ = comm_->rank();
-  world_ = comm_->world_size();
-  if (comm_->buffers() != comm::BufferKind::kHost) {
-    return InvalidArgumentError("EngineOptions::comm must be over host buffers, not " +
-                                std::string(comm_->backend()) +
-                                "'s device buffers: give that one as device_comm");
-  }
-  if (options_.device_comm != nullptr) {
-    comm::Communicator& d = *options_.device_comm;
-    if (d.buffers() != comm::BufferKind::kDevice) {
-      return InvalidArgumentError("EngineOptions::device_comm (" + std::string(d.backend()) +
-                                  ") is not over device buffers");
-    }
-    if (d.rank() != rank_ || d.world_size() != world_) {
-      return InvalidArgumentError("EngineOptions::device_comm is rank " + std::to_string(d.rank()) +
-                                  " of " + std::to_string(d.world_size()) + " but comm is rank " +
-                                  std::to_string(rank_) + " of " + std::to_string(world_) +
-                                  ": both must order the same ranks alike");
-    }
-    device_comm_ = &d;
-  }
-  const int m = options_.micro_batches_per_step;
-  if (m <= 0 || m % world_ != 0) {
-    return InvalidArgumentError(
-        "data parallelism over " + std::to_string(world_) +
-        " ranks needs micro_batches_per_step fixed to a multiple of the world size (each rank "
-        "runs an equal share of every step), not " +
-        std::to_string(m));
-  }
-  local_micro_ = m / world_;
-  std::vector<uint64_t> begin(units_.size()), params(units_.size());
-  rank_chunks_.assign(static_cast<size_t>(world_), std::vector<uint64_t>(1, 0));
-  for (size_t u = 0; u < units_.size(); ++u) {
-    TF_ASSIGN_OR_RETURN(comm::Partition part,
-                        comm::Partition::Even(units_[u].num_params, world_, kGradStatsChunkElems));
-    begin[u] = part.begin(rank_);
-    params[u] = part.size(rank_);
-    for (int r = 0; r < world_; ++r) {
-      std::vector<uint64_t>& chunks = rank_chunks_[static_cast<size_t>(r)];
-      chunks.push_back(chunks.back() + GradStatsChunks(part.size(r)));
-    }
-    parts_.push_back(std::move(part));
-  }
-  TF_ASSIGN_OR_RETURN(
-      layout_,
-      MakeSubGroupsOfParts(units_, SubGroupRule{options_.sub_group_cut, options_.sub_group_params},
-                           begin, params));
-  return Status::Ok();
-}
-
-Status OffloadEngine::CollectForReduceScatter(StepContext& ctx, int u, uint64_t n, int micro) {
-  unit_micro_params_[u] += n;
-  if (unit_micro_params_[u] < units_[u].num_params) return Status::Ok();
-  unit_micro_params_[u] = 0;
-  const void* send = ctx.landed ? static_cast<const void*>(LandedGrads(grad_offsets_[u]))
-                                : dp_unit_grads_.as<char>() + grad_offsets_[u] * tbytes();
+Status OffloadEngine::CollectForReduceScatter(WorkerParts& w, StepContext& ctx, int u, uint64_t n,
+                                              int micro) {
+  uint64_t& in = w.unit_micro_params[u];
+  in += n;
+  if (in < units_[u].num_params) return Status::Ok();
+  in = 0;
+  const void* send =
+      ctx.landed ? inbox_->Landed(grad_offsets_[u]) : inbox_->Gathered(grad_offsets_[u]);
   ScopedSpan span(trace_, "comm", "reduce-scatter " + units_[u].name);
   // Micro-batch j adds ranks' j * world + r in rank order after the ones
   // before: the global order of one rank accumulating them all.
-  return comm_->ReduceScatterSum(send, transfer_dtype_, parts_[u],
-                                 Reduced() + layout_.unit_offsets[u],
-                                 /*accumulate=*/micro > 0);
+  return dp_->comm()->ReduceScatterSum(send, transfer_dtype_, dp_->part(u),
+                                       w.Reduced() + layout_.unit_offsets[u],
+                                       /*accumulate=*/micro > 0);
 }
 
-Status OffloadEngine::ReducePieceOnDevice(StepContext& ctx, const Arrival& a) {
+Status OffloadEngine::ReducePieceOnDevice(WorkerParts& w, StepContext& ctx, const Arrival& a) {
   const int u = a.unit;
-  const comm::Partition& part = parts_[u];
+  const comm::Partition& part = dp_->part(u);
   // The piece [p0, p1) of the unit, cut where the ranks' parts are.
   const uint64_t p0 = a.begin, p1 = a.begin + a.count;
-  std::vector<size_t> bounds(static_cast<size_t>(world_) + 1);
-  for (int r = 0; r <= world_; ++r) {
+  std::vector<size_t> bounds(static_cast<size_t>(dp_->world()) + 1);
+  for (int r = 0; r <= dp_->world(); ++r) {
     bounds[static_cast<size_t>(r)] = std::clamp<uint64_t>(part.begin(r), p0, p1) - p0;
   }
   StatusOr<comm::Partition> piece = comm::Partition::FromBounds(std::move(bounds));
-  const uint64_t mine = piece.ok() ? piece->size(rank_) : 0;
+  const uint64_t mine = piece.ok() ? piece->size(dp_->rank()) : 0;
   // This rank's share of the piece starts `into` elements into its part.
-  const uint64_t into = mine > 0 ? p0 + piece->begin(rank_) - part.begin(rank_) : 0;
-  const bool accumulating = local_micro_ > 1;
-  float* recv = device_reduced_.as<float>() + (accumulating ? layout_.unit_offsets[u] + into : 0);
-  const Bucket& bucket = buckets_[a.bucket];
-  const void* send = transfer_dtype_ == DType::kF32 ? bucket.grads.data() : bucket.wire.data();
+  const uint64_t into = mine > 0 ? p0 + piece->begin(dp_->rank()) - part.begin(dp_->rank()) : 0;
+  const bool accumulating = dp_->local_micro() > 1;
+  float* recv = w.device_reduced.as<float>() + (accumulating ? layout_.unit_offsets[u] + into : 0);
+  const void* send = inbox_->bucket(a.bucket).sent();
   Status s = piece.status();
   if (s.ok()) {
     ScopedSpan span(trace_, "comm", "device reduce-scatter " + units_[u].name);
     // As on the host: micro-batch j adds ranks' j * world + r in rank order
     // after the ones before (the running sum stays on the device).
-    s = device_comm_->ReduceScatterSum(send, transfer_dtype_, *piece, recv,
-                                       /*accumulate=*/accumulating && a.micro > 0);
+    s = dp_->device_comm()->ReduceScatterSum(send, transfer_dtype_, *piece, recv,
+                                             /*accumulate=*/accumulating && a.micro > 0);
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    buckets_[a.bucket].busy = false;  // the collective has read it
+    inbox_->Free(a.bucket);  // the collective has read it
   }
   cv_.notify_all();
   TF_RETURN_IF_ERROR(s);
   if (a.micro != ctx.micro_batches - 1 || mine == 0) return Status::Ok();
   // This rank's last micro-batch: its share of the sum goes to the host.
-  TF_ASSIGN_OR_RETURN(DeviceSpans::Started started, device_spans_->Begin(*part_d2h_));
+  TF_ASSIGN_OR_RETURN(DeviceSpans::Started started, device_spans_->Begin(*w.part_d2h));
   TF_RETURN_IF_ERROR(
-      part_d2h_->CopyDeviceToHost(Reduced() + layout_.unit_offsets[u] + into, recv, mine * 4));
+      w.part_d2h->CopyDeviceToHost(w.Reduced() + layout_.unit_offsets[u] + into, recv, mine * 4));
   TF_RETURN_IF_ERROR(
-      device_spans_->End(*part_d2h_, std::move(started), "d2h", "summed grads " + units_[u].name));
-  TF_RETURN_IF_ERROR(part_d2h_->Synchronize());
+      device_spans_->End(*w.part_d2h, std::move(started), "d2h", "summed grads " + units_[u].name));
+  TF_RETURN_IF_ERROR(w.part_d2h->Synchronize());
   TF_RETURN_IF_ERROR(device_spans_->Collect());
   std::lock_guard<std::mutex> lock(mu_);
   ctx.stats.d2h_bytes += mine * 4;
   return Status::Ok();
 }
 
-Status OffloadEngine::TakeNormChunks(StepContext& ctx, int u) {
-  const uint64_t n = parts_[u].size(rank_);
-  const float* recv = Reduced() + layout_.unit_offsets[u];
-  const std::vector<uint64_t>& chunks = rank_chunks_[static_cast<size_t>(rank_)];
-  double* sums = ctx.chunk_sums.data() + chunks[u];
+Status OffloadEngine::TakeNormChunks(WorkerParts& w, StepContext& ctx, int u) {
+  const int rank = dp_->rank();
+  const uint64_t n = dp_->part(u).size(rank);
+  const float* recv = w.Reduced() + layout_.unit_offsets[u];
+  double* sums = ctx.chunk_sums.data() + dp_->ChunkBegin(rank, u);
   TF_RETURN_IF_ERROR(GradChunkSquares(recv, DType::kF32, n, sums));
   // Locally non-finite: no speculation on this unit (the step will be skipped).
   bool bad = false;
-  for (uint64_t c = 0; c < chunks[u + 1] - chunks[u]; ++c) bad |= std::isnan(sums[c]);
+  for (uint64_t c = 0; c < dp_->ChunkBegin(rank, u + 1) - dp_->ChunkBegin(rank, u); ++c) {
+    bad |= std::isnan(sums[c]);
+  }
   ctx.unit_non_finite[u] = static_cast<char>(bad);
   return Status::Ok();
 }
@@ -171,92 +123,52 @@ Status OffloadEngine::GatherNormAndLoss(StepContext& ctx) {
     cv_.wait(lock, [&] { return ctx.losses_posted || stopping_; });
     if (!ctx.losses_posted) return AbortedError("the engine is shutting down mid-step");
   }
-  // One all-gather: rank r sends its chunk sums (unit after unit), its
-  // losses and whether it wants to stop, as doubles.
-  const size_t per_rank_losses = static_cast<size_t>(local_micro_) + 1;
-  std::vector<size_t> bounds(1, 0);
-  for (int r = 0; r < world_; ++r) {
-    bounds.push_back(bounds.back() + rank_chunks_[static_cast<size_t>(r)].back() + per_rank_losses);
-  }
-  TF_ASSIGN_OR_RETURN(comm::Partition part, comm::Partition::FromBounds(bounds));
-  std::vector<double> all(part.total());
-  const std::vector<uint64_t>& mine = rank_chunks_[static_cast<size_t>(rank_)];
-  if (ctx.local_losses.size() + 1 != per_rank_losses) {
-    return InternalError("step posted " + std::to_string(ctx.local_losses.size()) +
-                         " losses, expected " + std::to_string(local_micro_));
-  }
-  double* own = all.data() + part.begin(rank_);
-  std::copy(ctx.chunk_sums.begin(), ctx.chunk_sums.end(), own);
-  std::copy(ctx.local_losses.begin(), ctx.local_losses.end(), own + mine.back());
-  own[mine.back() + ctx.local_losses.size()] = ctx.stop_requested ? 1.0 : 0.0;
-  {
-    ScopedSpan span(trace_, "comm", "all-gather norm and loss");
-    TF_RETURN_IF_ERROR(comm_->AllGather(own, sizeof(double), part, all.data()));
-  }
-  // Each unit's chunks in order (rank after rank), from 0: one pass's sum.
-  for (size_t u = 0; u < units_.size(); ++u) {
-    double sum = 0;
-    for (int r = 0; r < world_; ++r) {
-      const std::vector<uint64_t>& chunks = rank_chunks_[static_cast<size_t>(r)];
-      const double* c = all.data() + part.begin(r);
-      for (uint64_t i = chunks[u]; i < chunks[u + 1]; ++i) sum += c[i];
-    }
-    ctx.unit_sum_squares[u] = sum;
-    ctx.unit_non_finite[u] = static_cast<char>(std::isnan(sum));
-  }
-  // The step's loss: every micro-batch's, weighted, in global order.
-  double loss = 0;
-  for (size_t k = 0; k < ctx.micro_weights.size(); ++k) {
-    const int r = static_cast<int>(k % static_cast<size_t>(world_));
-    const size_t j = k / static_cast<size_t>(world_);
-    const double* losses = all.data() + part.begin(r) + rank_chunks_[static_cast<size_t>(r)].back();
-    loss += ctx.micro_weights[k] * losses[j];  // each an fp32 loss, exactly
-  }
-  ctx.stats.loss = static_cast<float>(loss);
-  ctx.stats.stop_requested = false;
-  for (int r = 0; r < world_; ++r) {
-    const double* flags = all.data() + part.begin(r) + rank_chunks_[static_cast<size_t>(r)].back();
-    ctx.stats.stop_requested |= flags[local_micro_] != 0.0;
-  }
+  TF_ASSIGN_OR_RETURN(DataParallelStrategy::StepTotals totals,
+                      dp_->Exchange(ctx.chunk_sums, ctx.local_losses, ctx.stop_requested,
+                                    ctx.micro_weights, trace_));
+  ctx.unit_sum_squares = std::move(totals.unit_sum_squares);
+  ctx.unit_non_finite = std::move(totals.unit_non_finite);
+  ctx.stats.loss = totals.loss;
+  ctx.stats.stop_requested = totals.stop_requested;
   return Status::Ok();
 }
 
-Status OffloadEngine::UpdateAndGatherUnits(StepContext& ctx, int64_t adam_step, float grad_scale,
-                                           const std::vector<int64_t>& committed_out) {
+Status OffloadEngine::UpdateAndGatherUnits(WorkerParts& w, StepContext& ctx, int64_t adam_step,
+                                           float grad_scale,
+                                           const std::vector<const void*>& committed) {
   for (size_t u = 0; u < units_.size(); ++u) {
     TF_ASSIGN_OR_RETURN(char* target, UnitWeightsTarget(static_cast<int>(u)));
     for (int g : layout_.by_unit[u]) {
       const SubGroup& sg = layout_.groups[g];
       void* out = target + sg.unit_offset * wbytes();
-      if (committed_out[g] >= 0) {
-        std::memcpy(out, spec_out_.as<char>() + committed_out[g] * wbytes(),
-                    sg.num_params * wbytes());
+      if (committed[g] != nullptr) {
+        std::memcpy(out, committed[g], sg.num_params * wbytes());
         continue;
       }
-      TF_RETURN_IF_ERROR(PrefetchForward(static_cast<size_t>(g)));
-      TF_RETURN_IF_ERROR(UpdateGroup(ctx, g, adam_step, grad_scale, out, {}));
+      TF_RETURN_IF_ERROR(PrefetchForward(w, static_cast<size_t>(g)));
+      TF_RETURN_IF_ERROR(UpdateGroup(w, ctx, g, adam_step, grad_scale, out, {}));
       TF_RETURN_IF_ERROR(TierOf(g).Release(g, true));
-      group_done_[g] = 1;
+      w.group_done[g] = 1;
     }
     TF_RETURN_IF_ERROR(GatherAndUploadUnit(static_cast<int>(u), ctx.id, target));
     if (resident_offset_[u] < 0) continue;  // streamed: the next fetch uploads it
     std::lock_guard<std::mutex> lock(mu_);
     // Device collectives: this rank's part goes up, the devices gather the rest.
     ctx.stats.h2d_bytes +=
-        (device_collectives() ? parts_[u].size(rank_) : units_[u].num_params) * wbytes();
+        (device_collectives() ? dp_->part(u).size(dp_->rank()) : units_[u].num_params) * wbytes();
   }
   return Status::Ok();
 }
 
 Status OffloadEngine::UploadPartAndGather(int u, int64_t step_id) {
-  const comm::Partition& part = parts_[u];
+  const comm::Partition& part = dp_->part(u);
   GatherSlot& slot = gather_[next_gather_];
   next_gather_ = (next_gather_ + 1) % gather_.size();
-  const size_t offset = part.begin(rank_) * wbytes();
+  const size_t offset = part.begin(dp_->rank()) * wbytes();
   char* unit = static_cast<char*>(weights_.data()) + resident_offset_[u] * wbytes();
   TF_ASSIGN_OR_RETURN(DeviceSpans::Started span, device_spans_->Begin(*h2d_));
   TF_RETURN_IF_ERROR(h2d_->CopyHostToDevice(unit + offset, slot.buffer.as<char>() + offset,
-                                            part.size(rank_) * wbytes()));
+                                            part.size(dp_->rank()) * wbytes()));
   TF_RETURN_IF_ERROR(
       device_spans_->End(*h2d_, std::move(span), "h2d", "weights part " + units_[u].name));
   TF_RETURN_IF_ERROR(h2d_->Record(*slot.uploaded));
@@ -265,7 +177,7 @@ Status OffloadEngine::UploadPartAndGather(int u, int64_t step_id) {
   TF_RETURN_IF_ERROR(device_spans_->Collect());
   {
     ScopedSpan gather(trace_, "comm", "device all-gather weights " + units_[u].name);
-    TF_RETURN_IF_ERROR(device_comm_->AllGather(unit + offset, wbytes(), part, unit));
+    TF_RETURN_IF_ERROR(dp_->device_comm()->AllGather(unit + offset, wbytes(), part, unit));
   }
   // The unit is whole on the device once the collective returns.
   if (step_id >= 0) {
@@ -288,12 +200,12 @@ StatusOr<char*> OffloadEngine::UnitWeightsTarget(int u) {
 }
 
 Status OffloadEngine::GatherAndUploadUnit(int u, int64_t step_id, char* target) {
-  const comm::Partition& part = parts_[u];
+  const comm::Partition& part = dp_->part(u);
   if (device_collectives() && resident_offset_[u] >= 0) return UploadPartAndGather(u, step_id);
   {
     ScopedSpan span(trace_, "comm", "all-gather weights " + units_[u].name);
-    TF_RETURN_IF_ERROR(
-        comm_->AllGather(target + part.begin(rank_) * wbytes(), wbytes(), part, target));
+    TF_RETURN_IF_ERROR(dp_->comm()->AllGather(target + part.begin(dp_->rank()) * wbytes(), wbytes(),
+                                              part, target));
   }
   if (resident_offset_[u] < 0) {
     TF_RETURN_IF_ERROR(streamed_->FinishUnit(u));

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "common/units.h"
+#include "engine/swap_store_options.h"
 
 namespace tierflow {
 namespace {
@@ -111,18 +112,12 @@ StatusOr<std::unique_ptr<NvmeStateTier>> NvmeStateTier::Create(const SubGroupLay
   }
   tier->current_.assign(layout.groups.size(), 0);
   tier->pending_.assign(layout.groups.size(), 0);
-  offload::StateStoreOptions so;
-  so.directories = options.paths;
-  so.run_id = options.run_id;
-  so.owner = options.owner;
-  so.block_size_bytes = options.block_size_bytes;
-  so.queue_depth = options.queue_depth;
-  so.num_rings = options.num_rings;
-  so.io_mode = options.buffered ? offload::IoMode::kBuffered : offload::IoMode::kDirect;
-  if (options.backend_factory) so.backend_factory = options.backend_factory;
   // Every slot may be writing at once: leave room for all of them to land on new blocks.
-  so.spare_bytes_per_directory =
-      RoundUp(static_cast<uint64_t>(options.slots + 1) * max_bytes, options.block_size_bytes);
+  const offload::StateStoreOptions so = SwapStoreOptions(
+      options.paths, options.run_id, options.owner,
+      NvmeIoSettings{options.block_size_bytes, options.queue_depth, options.num_rings},
+      options.buffered, options.backend_factory,
+      static_cast<uint64_t>(options.slots + 1) * max_bytes);
   TF_ASSIGN_OR_RETURN(tier->store_, offload::StateStore::Create(so, specs));
   tier->slot_bytes_ = RoundUp(max_bytes, kPage);
   tier->slots_.resize(static_cast<size_t>(options.slots));

@@ -42,14 +42,74 @@ Status OffloadEngine::Init() {
   TF_RETURN_IF_ERROR(UploadAllWeights());
 
   weights_waited_.assign(units_.size(), -1);
-  open_piece_.assign(units_.size(), OpenPiece{});
-  unit_pieces_.assign(units_.size(), {});
   unit_ready_step_.assign(units_.size(), 0);
-  worker_ = std::thread([this] { WorkerLoop(); });
+  // The worker's parts go with its thread: nothing else holds them while it
+  // runs. At its end they come back for the destructor to free once the
+  // device is idle (an upload may still read the committer's buffer).
+  worker_ = std::thread([this, parts = std::move(worker_parts_)]() mutable {
+    WorkerLoop(*parts);
+    worker_parts_ = std::move(parts);
+  });
   return Status::Ok();
 }
 
 Status OffloadEngine::Prepare() {
+  TF_RETURN_IF_ERROR(ValidateOptions());
+  worker_parts_ = std::make_unique<WorkerParts>();  // filled below, the worker's from Init
+  units_ = model_.Units();
+  if (units_.empty()) return InvalidArgumentError("the model has no parameter units");
+  grad_offsets_.assign(1, 0);
+  for (const UnitInfo& unit : units_) {
+    grad_offsets_.push_back(grad_offsets_.back() + unit.num_params);
+    max_unit_params_ = std::max(max_unit_params_, unit.num_params);
+  }
+  // How the ranks share the step; one process is a world of one.
+  DataParallelStrategy::Options dpo;
+  dpo.comm = options_.comm;
+  dpo.device_comm = options_.device_comm;
+  dpo.micro_batches_per_step = options_.micro_batches_per_step;
+  TF_ASSIGN_OR_RETURN(DataParallelStrategy dp, DataParallelStrategy::Create(units_, dpo));
+  dp_ = std::make_unique<DataParallelStrategy>(std::move(dp));
+  // This rank's parts of every unit (the whole units in a world of one).
+  // MakeSubGroups refuses slices of nothing and units without parameters.
+  TF_ASSIGN_OR_RETURN(layout_, dp_->Layout(units_, SubGroupRule{options_.sub_group_cut,
+                                                                options_.sub_group_params}));
+  backward_pos_.resize(layout_.groups.size());
+  for (size_t u = units_.size(); u-- > 0;) {
+    for (int g : layout_.by_unit[u]) {
+      backward_pos_[g] = backward_order_.size();
+      backward_order_.push_back(g);
+    }
+  }
+  TF_RETURN_IF_ERROR(CreateStreams());
+  TF_RETURN_IF_ERROR(CreateWorkingWeights());
+  TF_RETURN_IF_ERROR(AllocateGradients());
+  TF_RETURN_IF_ERROR(AllocateUploads());
+  TF_RETURN_IF_ERROR(CreateStateTiers());
+
+  // Speculation, the decision, rollback: the worker's (kOverlapped speculates).
+  Committer::Config cc;
+  cc.budget_params = options_.pipeline == Pipeline::kOverlapped ? options_.speculation_params : 0;
+  cc.weights_dtype = options_.weights_dtype;
+  cc.pause_after_clip =
+      options_.pipeline == Pipeline::kOverlapped && options_.pause_speculation_after_clip;
+  TF_ASSIGN_OR_RETURN(worker_parts_->committer,
+                      Committer::Create(device_, layout_, group_tier_, cc, trace_));
+  if (data_parallel()) worker_parts_->unit_micro_params.assign(units_.size(), 0);
+
+  // Initial state: master weights from the model, moments zero, device weights.
+  std::vector<float> master(max_unit_params_);
+  for (size_t u = 0; u < units_.size(); ++u) {
+    TF_RETURN_IF_ERROR(model_.InitialWeights(static_cast<int>(u), master.data()));
+    for (int g : layout_.by_unit[u]) {
+      const SubGroup& sg = layout_.groups[g];
+      TF_RETURN_IF_ERROR(TierOf(g).Write(g, master.data() + sg.unit_offset, nullptr, nullptr));
+    }
+  }
+  return Status::Ok();
+}
+
+Status OffloadEngine::ValidateOptions() const {
   TF_RETURN_IF_ERROR(ValidateAdamOptions(options_.adam));
   if (options_.buffer_count < 2) return InvalidArgumentError("buffer_count must be >= 2");
   if (options_.grad_buckets < 2) return InvalidArgumentError("grad_buckets must be >= 2");
@@ -63,51 +123,6 @@ Status OffloadEngine::Prepare() {
                                 std::string(OffloadPlacementName(options_.offload)) +
                                 " (the planner resolves auto)");
   }
-  units_ = model_.Units();
-  if (units_.empty()) return InvalidArgumentError("the model has no parameter units");
-  grad_offsets_.assign(1, 0);
-  for (const UnitInfo& unit : units_) {
-    grad_offsets_.push_back(grad_offsets_.back() + unit.num_params);
-    max_unit_params_ = std::max(max_unit_params_, unit.num_params);
-  }
-  local_micro_ = options_.micro_batches_per_step;
-  // A world of one with device collectives runs the data-parallel path too:
-  // how one GPU checks them (its collectives are copies).
-  if (options_.comm != nullptr &&
-      (options_.comm->world_size() > 1 || options_.device_comm != nullptr)) {
-    TF_RETURN_IF_ERROR(InitDataParallel());  // this rank's parts: layout_
-  } else if (options_.device_comm != nullptr && options_.device_comm->world_size() > 1) {
-    return InvalidArgumentError(
-        "EngineOptions::device_comm without comm: the norm and the losses need host collectives");
-  } else {
-    // MakeSubGroups refuses slices of nothing and units without parameters.
-    TF_ASSIGN_OR_RETURN(layout_, MakeSubGroups(units_, SubGroupRule{options_.sub_group_cut,
-                                                                    options_.sub_group_params}));
-  }
-  const uint64_t total = layout_.total_params;        // this rank's state
-  const uint64_t model_total = grad_offsets_.back();  // every rank's gradients
-  backward_pos_.resize(layout_.groups.size());
-  for (size_t u = units_.size(); u-- > 0;) {
-    for (int g : layout_.by_unit[u]) {
-      backward_pos_[g] = backward_order_.size();
-      backward_order_.push_back(g);
-    }
-  }
-
-  // Device: working weights and gradient buckets.
-  TF_ASSIGN_OR_RETURN(compute_, device_.CreateStream("compute"));
-  // The compute stream's library state (cuBLAS handle and workspace on
-  // CUDA) exists before any step: the planner counts it as the workspace.
-  TF_RETURN_IF_ERROR(compute_->PrepareForKernels());
-  TF_ASSIGN_OR_RETURN(d2h_, device_.CreateStream("d2h"));
-  TF_ASSIGN_OR_RETURN(h2d_, device_.CreateStream("h2d"));
-  if (options_.device_comm != nullptr) {
-    TF_ASSIGN_OR_RETURN(part_d2h_, device_.CreateStream("summed d2h"));
-  }
-  device_spans_ = std::make_unique<DeviceSpans>(device_, trace_);
-  TF_RETURN_IF_ERROR(device_spans_->Anchor(*compute_));
-  // Parameter offload: the streamed units' weights live in their copy and a
-  // ring of device slots; the rest are packed in weights_.
   const ParamStreaming& params = options_.params;
   if (params.where == ParamOffload::kAuto) {
     return InvalidArgumentError(
@@ -119,6 +134,28 @@ Status OffloadEngine::Prepare() {
                                 std::to_string(params.streamed_units.size()) +
                                 " streamed units are listed: give host or nvme");
   }
+  return Status::Ok();
+}
+
+Status OffloadEngine::CreateStreams() {
+  TF_ASSIGN_OR_RETURN(compute_, device_.CreateStream("compute"));
+  // The compute stream's library state (cuBLAS handle and workspace on
+  // CUDA) exists before any step: the planner counts it as the workspace.
+  TF_RETURN_IF_ERROR(compute_->PrepareForKernels());
+  TF_ASSIGN_OR_RETURN(d2h_, device_.CreateStream("d2h"));
+  TF_ASSIGN_OR_RETURN(h2d_, device_.CreateStream("h2d"));
+  if (options_.device_comm != nullptr) {
+    TF_ASSIGN_OR_RETURN(worker_parts_->part_d2h, device_.CreateStream("summed d2h"));
+  }
+  device_spans_ = std::make_unique<DeviceSpans>(device_, trace_);
+  TF_RETURN_IF_ERROR(device_spans_->Anchor(*compute_));
+  return Status::Ok();
+}
+
+Status OffloadEngine::CreateWorkingWeights() {
+  // Parameter offload: the streamed units' weights live in their copy and a
+  // ring of device slots; the rest are packed in weights_.
+  const ParamStreaming& params = options_.params;
   if (params.where != ParamOffload::kNone) {
     StreamedWeights::Config wc;
     wc.params = params;
@@ -144,72 +181,53 @@ Status OffloadEngine::Prepare() {
     TF_ASSIGN_OR_RETURN(weights_, device_.Allocate(resident * wbytes(), "working weights"));
   }
   taken_.assign(units_.size(), 0);
-  bucket_params_ = options_.grad_bucket_params == 0
-                       ? max_unit_params_
-                       : std::min(options_.grad_bucket_params, max_unit_params_);
-  buckets_.resize(static_cast<size_t>(options_.grad_buckets));
-  for (Bucket& b : buckets_) {
-    TF_ASSIGN_OR_RETURN(b.grads, device_.Allocate(bucket_params_ * 4, "gradient bucket"));
-    if (transfer_dtype_ != DType::kF32) {
-      TF_ASSIGN_OR_RETURN(b.wire,
-                          device_.Allocate(bucket_params_ * tbytes(), "gradient transfer buffer"));
-    }
-    if (local_micro_ != 1 && !device_collectives()) {
-      TF_ASSIGN_OR_RETURN(b.staging,
-                          device_.AllocatePinned(bucket_params_ * tbytes(), "gradient staging"));
-    }
-    TF_ASSIGN_OR_RETURN(b.filled, device_.CreateEvent(false));
-  }
-  // Per-bucket gradient statistics, computed on the device in a step of one
-  // micro-batch (Stream::SumSquares, tierflow/device.h) and landed beside the gradients.
-  TF_ASSIGN_OR_RETURN(bucket_stats_device_, device_.Allocate(buckets_.size() * sizeof(GradSquares),
-                                                             "gradient statistics"));
-  TF_ASSIGN_OR_RETURN(stats_scratch_,
-                      device_.Allocate(kGradSquaresScratchBytes, "gradient statistics scratch"));
-  TF_ASSIGN_OR_RETURN(
-      bucket_stats_host_,
-      device_.AllocatePinned(buckets_.size() * sizeof(GradSquares), "gradient statistics"));
-  // Host: fp32 accumulator, weight staging, state tiers.
+  return Status::Ok();
+}
+
+Status OffloadEngine::AllocateGradients() {
+  const int local_micro = dp_->local_micro();
+  const uint64_t total = layout_.total_params;  // this rank's state
+  // The gradient buckets and how they land on the host.
+  GradInbox::Config ic;
+  ic.bucket_params = options_.grad_bucket_params == 0
+                         ? max_unit_params_
+                         : std::min(options_.grad_bucket_params, max_unit_params_);
+  ic.buckets = options_.grad_buckets;
+  ic.transfer_dtype = transfer_dtype_;
+  ic.landing = device_collectives() ? GradLanding::kNone
+               : local_micro == 1   ? GradLanding::kLanded
+               : data_parallel()    ? GradLanding::kGathered
+               : local_micro > 1    ? GradLanding::kAccumulated
+                                    : GradLanding::kEither;
+  TF_ASSIGN_OR_RETURN(inbox_, GradInbox::Create(device_, model_params(), ic));
+  ledger_ = std::make_unique<PieceLedger>(units_, ic.bucket_params, ic.buckets);
   if (device_collectives()) {
     // Nothing lands whole: each rank's part is summed on the device.
-    const uint64_t n = local_micro_ > 1 ? std::max<uint64_t>(total, 1) : bucket_params_;
+    const uint64_t n = local_micro > 1 ? std::max<uint64_t>(total, 1) : ic.bucket_params;
     TF_ASSIGN_OR_RETURN(
-        device_reduced_,
+        worker_parts_->device_reduced,
         device_.Allocate(n * 4, "summed gradient on the device (this rank's parts)"));
-    TF_ASSIGN_OR_RETURN(reduced_landing_,
+    TF_ASSIGN_OR_RETURN(worker_parts_->reduced_landing,
                         device_.AllocatePinned(std::max<uint64_t>(total, 1) * 4,
                                                "summed gradient (this rank's parts)"));
-  } else if (local_micro_ == 1) {
-    TF_ASSIGN_OR_RETURN(landed_grads_,
-                        device_.AllocatePinned(model_total * tbytes(), "gradient landing"));
-  } else if (data_parallel()) {
-    // Each micro-batch's gradients are summed over the ranks as they come
-    // (the global order): no local fp32 accumulator, a unit-gathering buffer.
-    TF_ASSIGN_OR_RETURN(
-        dp_unit_grads_,
-        HostPages::AllocateResident(model_total * tbytes(), "gradients for the ranks' sum"));
-  } else if (local_micro_ > 1) {
-    TF_ASSIGN_OR_RETURN(accumulator_,
-                        HostPages::AllocateResident(model_total * 4, "fp32 gradient accumulator"));
-  } else {
-    TF_ASSIGN_OR_RETURN(landed_grads_,
-                        device_.AllocatePinned(model_total * 4, "fp32 gradient accumulator"));
   }
-  if (data_parallel()) {
-    // This rank's parts of the summed gradient; whole units' weights for
-    // the all-gathers (which replace the per-sub-group weight staging).
-    if (!device_collectives()) {
-      TF_ASSIGN_OR_RETURN(reduced_,
-                          HostPages::AllocateResident(std::max<uint64_t>(total, 1) * 4,
-                                                      "summed gradient (this rank's parts)"));
-    }
-    unit_micro_params_.assign(units_.size(), 0);
-    gather_.resize(2);
-    for (GatherSlot& g : gather_) {
-      TF_ASSIGN_OR_RETURN(g.buffer,
-                          device_.AllocatePinned(max_unit_params_ * wbytes(), "weight all-gather"));
-      TF_ASSIGN_OR_RETURN(g.uploaded, device_.CreateEvent(false));
-    }
+  if (data_parallel() && !device_collectives()) {
+    // This rank's parts of the summed gradient.
+    TF_ASSIGN_OR_RETURN(worker_parts_->reduced,
+                        HostPages::AllocateResident(std::max<uint64_t>(total, 1) * 4,
+                                                    "summed gradient (this rank's parts)"));
+  }
+  return Status::Ok();
+}
+
+Status OffloadEngine::AllocateUploads() {
+  // Whole units' weights for the all-gathers, which replace the per-sub-group
+  // weight staging with data parallelism.
+  gather_.resize(data_parallel() ? 2 : 0);
+  for (GatherSlot& g : gather_) {
+    TF_ASSIGN_OR_RETURN(g.buffer,
+                        device_.AllocatePinned(max_unit_params_ * wbytes(), "weight all-gather"));
+    TF_ASSIGN_OR_RETURN(g.uploaded, device_.CreateEvent(false));
   }
   staging_.resize(data_parallel() ? 0 : static_cast<size_t>(options_.buffer_count));
   for (StagingSlot& s : staging_) {
@@ -221,8 +239,12 @@ Status OffloadEngine::Prepare() {
   for (auto& e : unit_ready_) {
     TF_ASSIGN_OR_RETURN(e, device_.CreateEvent(false));
   }
+  return Status::Ok();
+}
 
+Status OffloadEngine::CreateStateTiers() {
   // Which sub-groups live on NVMe: the last nvme_ratio of the parameters.
+  const uint64_t total = layout_.total_params;
   group_tier_.assign(layout_.groups.size(), nullptr);
   std::vector<int> nvme_groups;
   if (options_.offload == OffloadPlacement::kNvme) {
@@ -253,38 +275,6 @@ Status OffloadEngine::Prepare() {
   }
   for (size_t g = 0; g < layout_.groups.size(); ++g) group_tier_[g] = host_tier_.get();
   for (int g : nvme_groups) group_tier_[g] = nvme_tier_.get();
-
-  // Speculation buffers (kOverlapped only).
-  if (options_.pipeline == Pipeline::kOverlapped) {
-    spec_capacity_params_ = std::min<uint64_t>(options_.speculation_params, total);
-    uint64_t host_params = 0;
-    for (size_t g = 0; g < layout_.groups.size(); ++g) {
-      if (group_tier_[g] == host_tier_.get()) host_params += layout_.groups[g].num_params;
-    }
-    // Room for every speculated sub-group's offset to be rounded up.
-    const uint64_t padding = layout_.groups.size() * kSpecAlignElems;
-    spec_backup_capacity_params_ =
-        host_params == 0 ? 0 : SpecAligned(std::min(spec_capacity_params_, host_params)) + padding;
-    // Resident from the start: a first write into fresh huge pages costs the
-    // kernel's zeroing (and compaction) mid-step, 100 ms per sub-group here.
-    TF_ASSIGN_OR_RETURN(
-        spec_backup_,
-        HostPages::AllocateResident(3 * spec_backup_capacity_params_ * 4, "speculation backups"));
-    TF_ASSIGN_OR_RETURN(spec_out_,
-                        device_.AllocatePinned((spec_capacity_params_ + padding) * wbytes(),
-                                               "speculative weight staging"));
-    TF_ASSIGN_OR_RETURN(spec_uploaded_, device_.CreateEvent(false));
-  }
-
-  // Initial state: master weights from the model, moments zero, device weights.
-  std::vector<float> master(max_unit_params_);
-  for (size_t u = 0; u < units_.size(); ++u) {
-    TF_RETURN_IF_ERROR(model_.InitialWeights(static_cast<int>(u), master.data()));
-    for (int g : layout_.by_unit[u]) {
-      const SubGroup& sg = layout_.groups[g];
-      TF_RETURN_IF_ERROR(TierOf(g).Write(g, master.data() + sg.unit_offset, nullptr, nullptr));
-    }
-  }
   return Status::Ok();
 }
 
@@ -299,7 +289,8 @@ OffloadEngine::~OffloadEngine() {
     worker_.join();
   }
   (void)device_.Synchronize();
-  streamed_.reset();  // waits for its writes, removes its swap set
+  worker_parts_.reset();  // back from the worker (joined): nothing reads its buffers now
+  streamed_.reset();      // waits for its writes, removes its swap set
   if (nvme_tier_) (void)nvme_tier_->Flush();
 }
 
@@ -391,12 +382,7 @@ StatusOr<StepStats> OffloadEngine::Step(const std::vector<MicroBatch>& micro_bat
   // With data parallelism the list is the global step's: this rank runs
   // micro-batches rank, rank + world, ... (k_total of them).
   const int k_global = static_cast<int>(micro_batches.size());
-  if (k_global % world_ != 0) {
-    return InvalidArgumentError("Step: " + std::to_string(k_global) +
-                                " micro-batches cannot be shared by " + std::to_string(world_) +
-                                " ranks; give a multiple of the world size");
-  }
-  const int k_total = k_global / world_;
+  TF_ASSIGN_OR_RETURN(const int k_total, dp_->LocalMicroBatches(k_global));
   const int64_t step_id = ++issued_step_;
   float loss_scale;
   {
@@ -413,8 +399,7 @@ StatusOr<StepStats> OffloadEngine::Step(const std::vector<MicroBatch>& micro_bat
     ctx.unit_sum_squares.assign(units_.size(), 0.0);
     ctx.unit_non_finite.assign(units_.size(), 0);
     ctx.unit_params_landed.assign(units_.size(), 0);
-    if (data_parallel())
-      ctx.chunk_sums.assign(rank_chunks_[static_cast<size_t>(rank_)].back(), 0.0);
+    if (data_parallel()) ctx.chunk_sums.assign(dp_->Chunks(dp_->rank()), 0.0);
     ctx.start = TraceRecorder::Clock::now();
     loss_scale = ctx.loss_scale;
     steps_.push_back(std::move(ctx));
@@ -449,13 +434,13 @@ StatusOr<StepStats> OffloadEngine::Step(const std::vector<MicroBatch>& micro_bat
   double loss_sum = 0;
   std::vector<double> local_losses;
   for (int j = 0; j < k_total; ++j) {
-    const int k = j * world_ + rank_;
+    const int k = dp_->GlobalMicroBatch(j);
     current_micro_ = j;
-    for (auto& pieces : unit_pieces_) pieces.clear();
+    ledger_->BeginMicroBatch();
     TF_ASSIGN_OR_RETURN(DeviceSpans::Started span, device_spans_->Begin(*compute_));
     TF_RETURN_IF_ERROR(DrainOnError(model_.ForwardBackward(
         *compute_, micro_batches[k], static_cast<float>(loss_scale * weight[k]), *this)));
-    TF_RETURN_IF_ERROR(DrainOnError(CheckGradsComplete()));
+    TF_RETURN_IF_ERROR(DrainOnError(ledger_->CheckComplete()));
     TF_RETURN_IF_ERROR(DrainOnError(CheckWeightsReleased()));
     TF_RETURN_IF_ERROR(DrainOnError(device_spans_->End(*compute_, std::move(span), "compute",
                                                        "fwd+bwd micro " + std::to_string(k))));
@@ -596,7 +581,7 @@ StatusOr<float> OffloadEngine::EvaluateLoss(const MicroBatch& batch) {
     }
   }
   // Every bucket is free when idle; borrow the first as scratch.
-  EvalAccess access(this, buckets_[0].grads.as<float>());
+  EvalAccess access(this, inbox_->bucket(0).grads.as<float>());
   std::fill(taken_.begin(), taken_.end(), 0);
   if (streamed_) {
     TF_RETURN_IF_ERROR(
@@ -703,93 +688,41 @@ Status OffloadEngine::EndWeightsPass(int64_t step_id) {
 }
 
 StatusOr<float*> OffloadEngine::BeginGrads(int unit, uint64_t begin, uint64_t count) {
-  if (unit < 0 || static_cast<size_t>(unit) >= units_.size()) {
-    return InvalidArgumentError("BeginGrads: no unit " + std::to_string(unit));
-  }
-  const UnitInfo& u = units_[unit];
-  if (count == 0 || begin > u.num_params || count > u.num_params - begin) {
-    return InvalidArgumentError("BeginGrads(" + u.name + "): parameters [" + std::to_string(begin) +
-                                ", +" + std::to_string(count) +
-                                ") are not a non-empty range of its " +
-                                std::to_string(u.num_params));
-  }
-  if (count > bucket_params_) {
-    return InvalidArgumentError("BeginGrads(" + u.name + "): a piece of " + std::to_string(count) +
-                                " parameters exceeds the gradient buckets' " +
-                                std::to_string(bucket_params_) + " (GradPieceCapacity)");
-  }
-  if (open_piece_[unit].bucket >= 0) {
-    return InternalError("BeginGrads(" + u.name + ") while its previous piece is open");
-  }
-  for (const auto& [b0, n0] : unit_pieces_[unit]) {
-    if (begin < b0 + n0 && b0 < begin + count) {
-      return InvalidArgumentError("BeginGrads(" + u.name + "): parameters [" +
-                                  std::to_string(begin) + ", +" + std::to_string(count) +
-                                  ") overlap an earlier piece [" + std::to_string(b0) + ", +" +
-                                  std::to_string(n0) + ") of this micro-batch");
-    }
-  }
-  // Buckets held by open pieces are only freed by the model: if they are
-  // all held, waiting for one would never end.
-  int open = 0;
-  for (const OpenPiece& p : open_piece_) open += p.bucket >= 0 ? 1 : 0;
-  if (open >= static_cast<int>(buckets_.size())) {
-    return FailedPreconditionError("BeginGrads(" + u.name + "): all " +
-                                   std::to_string(buckets_.size()) +
-                                   " gradient buckets are held by open pieces; the model needs "
-                                   "more buckets (EngineOptions::grad_buckets)");
-  }
+  TF_RETURN_IF_ERROR(ledger_->CheckBegin(unit, begin, count));
   int chosen = -1;
   {
     // A bucket is free once the host has consumed its previous contents,
     // which implies its D2H (and so every device use of it) is complete.
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] {
-      if (!worker_error_.ok()) return true;
-      for (size_t b = 0; b < buckets_.size(); ++b) {
-        if (!buckets_[b].busy) {
-          chosen = static_cast<int>(b);
-          return true;
-        }
-      }
-      return false;
-    });
+    cv_.wait(lock, [&] { return !worker_error_.ok() || (chosen = inbox_->TakeFree()) >= 0; });
     if (!worker_error_.ok()) return worker_error_;
-    buckets_[chosen].busy = true;
   }
-  open_piece_[unit] = OpenPiece{chosen, begin, count};
-  unit_pieces_[unit].emplace_back(begin, count);
-  Bucket& b = buckets_[chosen];
+  ledger_->Open(unit, chosen, begin, count);
+  GradInbox::Bucket& b = inbox_->bucket(chosen);
   TF_RETURN_IF_ERROR(compute_->Memset(b.grads.data(), 0, count * 4));
   return b.grads.as<float>();
 }
 
 Status OffloadEngine::EndGrads(int unit) {
-  if (unit < 0 || static_cast<size_t>(unit) >= units_.size() || open_piece_[unit].bucket < 0) {
-    return InvalidArgumentError("EndGrads without BeginGrads for unit " + std::to_string(unit));
-  }
-  const OpenPiece piece = open_piece_[unit];
-  open_piece_[unit] = OpenPiece{};
+  TF_ASSIGN_OR_RETURN(const PieceLedger::Piece piece, ledger_->Close(unit));
   const int b = piece.bucket;
-  Bucket& bucket = buckets_[b];
+  GradInbox::Bucket& bucket = inbox_->bucket(b);
   const uint64_t n = piece.count;
   // 16-bit transfer: the fp32 bucket is cast on the compute stream, after
   // everything that writes it, into the bucket's transfer buffer; the D2H
   // copies that. A non-finite gradient stays non-finite (and a finite fp32
   // one beyond fp16's range becomes Inf), so the host's overflow check sees it.
-  const void* wire = bucket.grads.data();
   if (transfer_dtype_ != DType::kF32) {
     TF_RETURN_IF_ERROR(compute_->Cast(DType::kF32, bucket.grads.data(), transfer_dtype_,
                                       bucket.wire.data(), static_cast<int64_t>(n)));
-    wire = bucket.wire.data();
   }
+  const void* wire = bucket.sent();
   // One micro-batch: these gradients are the step's, so their statistics
   // (of exactly the values that cross) come from the device.
-  GradSquares* stats = bucket_stats_device_.as<GradSquares>() + b;
   // (With data parallelism the norm is of the sum over ranks, taken after the reduce-scatter.)
   if (landing_ && !data_parallel()) {
-    TF_RETURN_IF_ERROR(compute_->SumSquares(transfer_dtype_, wire, static_cast<int64_t>(n), stats,
-                                            stats_scratch_.as<double>()));
+    TF_RETURN_IF_ERROR(compute_->SumSquares(transfer_dtype_, wire, static_cast<int64_t>(n),
+                                            inbox_->DeviceStats(b), inbox_->StatsScratch()));
   }
   TF_RETURN_IF_ERROR(compute_->Record(*bucket.filled));
   Arrival arrival{issued_step_, unit, piece.begin, n, current_micro_, b, false};
@@ -809,11 +742,11 @@ Status OffloadEngine::EndGrads(int unit) {
   // that failed skips its callbacks, which would leave the bucket taken.
   if (device_collectives()) return d2h_->HostCallback(arrive);
   TF_ASSIGN_OR_RETURN(DeviceSpans::Started span, device_spans_->Begin(*d2h_));
-  void* dst = landing_ ? static_cast<void*>(LandedGrads(grad_offsets_[unit] + piece.begin))
+  void* dst = landing_ ? static_cast<void*>(inbox_->Landed(grad_offsets_[unit] + piece.begin))
                        : bucket.staging.data();
   TF_RETURN_IF_ERROR(d2h_->CopyDeviceToHost(dst, wire, n * tbytes()));
   if (landing_ && !data_parallel()) {
-    TF_RETURN_IF_ERROR(d2h_->CopyDeviceToHost(bucket_stats_host_.as<GradSquares>() + b, stats,
+    TF_RETURN_IF_ERROR(d2h_->CopyDeviceToHost(inbox_->HostStatsTarget(b), inbox_->DeviceStats(b),
                                               sizeof(GradSquares)));
   }
   const bool whole = n == units_[unit].num_params;
@@ -824,23 +757,6 @@ Status OffloadEngine::EndGrads(int unit) {
   // The one host callback per transfer: it wakes the optimizer worker, which
   // may be speculating and must take this arrival as soon as it lands.
   return d2h_->HostCallback(arrive);
-}
-
-Status OffloadEngine::CheckGradsComplete() const {
-  for (size_t u = 0; u < units_.size(); ++u) {
-    if (open_piece_[u].bucket >= 0) {
-      return InternalError("the model left a gradient piece of '" + units_[u].name +
-                           "' open (BeginGrads without EndGrads)");
-    }
-    uint64_t covered = 0;
-    for (const auto& piece : unit_pieces_[u]) covered += piece.second;
-    if (covered != units_[u].num_params) {
-      return InternalError("the model delivered gradients for " + std::to_string(covered) +
-                           " of the " + std::to_string(units_[u].num_params) + " parameters of '" +
-                           units_[u].name + "' in a micro-batch");
-    }
-  }
-  return Status::Ok();
 }
 
 OffloadEngine::StepContext* OffloadEngine::FindStep(int64_t id) {

@@ -17,8 +17,16 @@
 // decision, sub-groups are updated in forward order, overlapping the next
 // step's forward.
 //
-// Thread safety: Step/Finish/Read* are called from one thread. Internally a
-// worker thread runs the host side; device streams run in parallel.
+// The engine coordinates its parts: the gradient inbox (engine/grad_inbox.h:
+// buckets and landing) with the compute thread's piece ledger
+// (engine/piece_ledger.h), the committer (engine/committer.h: speculation,
+// the decision, rollback) and the data-parallel strategy
+// (engine/data_parallel_strategy.h; one process is a world of one).
+//
+// Thread safety: Step/Finish/Read* are called from one thread (the compute
+// thread). Internally a worker thread runs the host side; device streams run
+// in parallel. What only the worker touches is in WorkerParts, which the
+// worker's thread takes at start; what both touch is under mu_.
 #pragma once
 
 #include <atomic>
@@ -32,9 +40,13 @@
 #include "comm/partition.h"
 #include "common/host_memory.h"
 #include "common/trace.h"
+#include "engine/committer.h"
+#include "engine/data_parallel_strategy.h"
 #include "engine/device_spans.h"
 #include "engine/engine_options.h"
+#include "engine/grad_inbox.h"
 #include "engine/loss_scaler.h"
+#include "engine/piece_ledger.h"
 #include "engine/state_tier.h"
 #include "engine/streamed_weights.h"
 #include "engine/sub_groups.h"
@@ -83,12 +95,12 @@ class OffloadEngine : public UnitAccess {
   // Parameters of the whole model (every rank's parts).
   uint64_t model_params() const { return grad_offsets_.empty() ? 0 : grad_offsets_.back(); }
   uint64_t unit_params(int u) const { return grad_offsets_[u + 1] - grad_offsets_[u]; }
-  int rank() const { return rank_; }
-  int world_size() const { return world_; }
+  int rank() const { return dp_->rank(); }
+  int world_size() const { return dp_->world(); }
   // Data parallelism: the communicator (null with one rank) and how unit u
   // is cut among the ranks.
-  comm::Communicator* communicator() const { return comm_; }
-  const comm::Partition& unit_part(int u) const { return parts_[u]; }
+  comm::Communicator* communicator() const { return dp_->comm(); }
+  const comm::Partition& unit_part(int u) const { return dp_->part(u); }
   // Reads or replaces sub-group g's state (Read: a null array is skipped, and
   // the NVMe tier then reads only the blocks of the others). REQUIRES: after
   // Finish (idle).
@@ -118,23 +130,11 @@ class OffloadEngine : public UnitAccess {
   // UnitAccess, for the model during Step.
   StatusOr<void*> Weights(int unit) override;
   Status ReleaseWeights(int unit) override;
-  uint64_t GradPieceCapacity() const override { return bucket_params_; }
+  uint64_t GradPieceCapacity() const override { return inbox_->bucket_params(); }
   StatusOr<float*> BeginGrads(int unit, uint64_t begin, uint64_t count) override;
   Status EndGrads(int unit) override;
 
  private:
-  struct Bucket {
-    DeviceBuffer grads;    // (bucket_params_,) fp32 on the device
-    DeviceBuffer wire;     // (bucket_params_,) transfer dtype; empty when that is fp32
-    PinnedBuffer staging;  // (bucket_params_,) transfer dtype, D2H target
-    std::unique_ptr<Event> filled;
-    bool busy = false;  // guarded by mu_
-  };
-  // A unit's piece being written by the model (main thread).
-  struct OpenPiece {
-    int bucket = -1;  // -1: none open
-    uint64_t begin = 0, count = 0;
-  };
   struct StagingSlot {
     PinnedBuffer buffer;  // (max_group_params,) weights dtype
     std::unique_ptr<Event> uploaded;
@@ -150,8 +150,8 @@ class OffloadEngine : public UnitAccess {
   struct StepContext {
     int64_t id = 0;
     int micro_batches = 1;
-    // One micro-batch: each unit's gradients land in landed_grads_ in the transfer
-    // dtype (LandedGrads) and the optimizer reads them there.
+    // One micro-batch: each unit's gradients land in the inbox in the transfer
+    // dtype (GradInbox::Landed) and the optimizer reads them there.
     bool landed = false;
     float loss_scale = 1;
     float lr = 0;
@@ -174,32 +174,40 @@ class OffloadEngine : public UnitAccess {
     StepStats stats;
     TraceRecorder::Clock::time_point start;
   };
-  struct Speculation {
-    int group;
-    uint64_t backup_offset;  // into each array of spec_backup_ (host tier)
-    uint64_t out_offset;     // into spec_out_ (weights dtype elements)
+  // What only the optimizer worker touches. Prepare builds it before the
+  // worker starts and the worker's thread takes it (Init): while the worker
+  // runs no other thread holds a reference, so none can reach it but through
+  // the worker's arrivals. The thread hands it back as it ends (the
+  // destructor frees it after the device is idle).
+  struct WorkerParts {
+    std::unique_ptr<Committer> committer;  // speculation, decision, rollback
+    std::vector<char> group_done;          // per sub-group, this step
+    std::vector<int> unit_groups_left;     // per unit, this step
+    size_t prefetched_upto = 0;            // forward-order prefetch cursor
+    size_t next_staging = 0;               // the weight staging slot the next update takes
+    // Data parallelism: per unit, this micro-batch's parameters in.
+    std::vector<uint64_t> unit_micro_params;
+    // Data parallelism: (local params,) fp32, this rank's parts of the
+    // summed gradient; with device collectives pinned instead
+    // (reduced_landing: a D2H target).
+    HostPages reduced;
+    PinnedBuffer reduced_landing;
+    // Device collectives: the sum over ranks of this rank's parts on the
+    // device, fp32. Several micro-batches per rank: (local params,), the
+    // step's running sum; one: (a bucket,), one piece's part at a time.
+    DeviceBuffer device_reduced;
+    // Device collectives: the worker's own D2H stream for this rank's part
+    // of the summed gradient (d2h_ carries the compute thread's arrivals,
+    // each behind its bucket's event: waiting for d2h_ would wait for backward).
+    std::unique_ptr<Stream> part_d2h;
+    // This rank's parts of the summed gradient, on the host.
+    float* Reduced() {
+      return reduced_landing.data() != nullptr ? reduced_landing.as<float>() : reduced.as<float>();
+    }
   };
-  // Where a host-tier sub-group's state goes before a speculative update
-  // (null: nowhere, the update is final or its tier speculates out of place).
-  struct StateBackup {
-    float* master = nullptr;
-    float* exp_avg = nullptr;
-    float* exp_avg_sq = nullptr;
-  };
-  // Speculation offsets (into spec_backup_'s arrays and spec_out_) are
-  // multiples of this many elements, so each speculative update's backup
-  // and copy out start vector-aligned and take non-temporal stores
-  // (optim/step_loop.h); each sub-group may waste up to this many elements less one.
-  static constexpr uint64_t kSpecAlignElems = 16;
-  static uint64_t SpecAligned(uint64_t n) {
-    return (n + kSpecAlignElems - 1) / kSpecAlignElems * kSpecAlignElems;
-  }
 
   OffloadEngine(Device& device, Trainable& model, const EngineOptions& options);
   Status Init();
-  // After a micro-batch's ForwardBackward: every unit's pieces were ended
-  // and covered it exactly once (overlaps are refused as they are begun).
-  Status CheckGradsComplete() const;
   // After a micro-batch: the model released every unit's weights it took.
   Status CheckWeightsReleased() const;
   // Where sub-group `sg` of a resident unit lives in weights_.
@@ -212,28 +220,31 @@ class OffloadEngine : public UnitAccess {
   Status DrainOnError(Status status);
   StateTier& TierOf(int g) { return *group_tier_[g]; }
   size_t wbytes() const { return DTypeSize(options_.weights_dtype); }
-  // Where unit or sub-group elements starting at `offset` land in
-  // landed_grads_ in a step of one micro-batch (transfer dtype, packed).
-  char* LandedGrads(uint64_t offset) { return landed_grads_.as<char>() + offset * tbytes(); }
-  // The fp32 accumulator of a step of several micro-batches.
-  float* Accumulator() {
-    return accumulator_.data() != nullptr ? accumulator_.as<float>() : landed_grads_.as<float>();
-  }
   // Bytes per parameter of the gradients crossing PCIe.
   size_t tbytes() const { return DTypeSize(transfer_dtype_); }
 
   // Worker (optimizer_worker.cc).
-  void WorkerLoop();
-  Status ProcessArrival(const Arrival& a);
+  void WorkerLoop(WorkerParts& w);
+  Status ProcessArrival(WorkerParts& w, const Arrival& a);
   // Host collectives or one process: piece `a` landed on the host (in the
   // landing buffer, or in its bucket's staging, gathered or accumulated
   // from there); frees the bucket. A whole unit's final accumulation also
   // yields its statistics in `stats`.
-  Status TakeLandedPiece(StepContext& ctx, const Arrival& a, StatusOr<GradStatsResult>* stats);
-  Status Speculate(StepContext& ctx, int g);
-  Status Decide(StepContext& ctx);
-  Status UpdateGroup(StepContext& ctx, int g, int64_t adam_step, float grad_scale, void* out,
-                     const StateBackup& backup);
+  Status TakeLandedPiece(WorkerParts& w, StepContext& ctx, const Arrival& a,
+                         StatusOr<GradStatsResult>* stats);
+  // First piece of a step's final backward: per-step bookkeeping reset, read-ahead started.
+  Status BeginFinalBackward(WorkerParts& w);
+  // Unit u's gradient is complete: its statistics, speculation queued; the decision at the last.
+  Status UnitComplete(WorkerParts& w, StepContext& ctx, int u, bool whole_unit);
+  Status Speculate(WorkerParts& w, StepContext& ctx, int g);
+  Status Decide(WorkerParts& w, StepContext& ctx);
+  // One process, after the decision: the sub-groups in forward order
+  // (committed ones uploaded from the committer's buffer), each unit marked
+  // ready when its last is up.
+  Status UpdateInForwardOrder(WorkerParts& w, StepContext& ctx, int64_t adam_step, float grad_scale,
+                              const std::vector<const void*>& committed);
+  Status UpdateGroup(WorkerParts& w, StepContext& ctx, int g, int64_t adam_step, float grad_scale,
+                     void* out, const StateBackup& backup);
   Status UploadGroup(StepContext& ctx, int g, const void* src);
   void MarkUnitReady(int unit, int64_t step_id);
   // Every sub-group of `unit` was updated this step: a streamed unit's copy
@@ -245,38 +256,43 @@ class OffloadEngine : public UnitAccess {
   // Ends the ring's pass and adds its transfers to step `step_id`'s stats.
   Status EndWeightsPass(int64_t step_id);
   StepContext* FindStep(int64_t id);
-  // Data parallelism (data_parallel.cc).
-  Status InitDataParallel();
   // Init up to the first collective (the initial all-gather of weights).
   Status Prepare();
-  bool data_parallel() const { return comm_ != nullptr; }
+  // Prepare's steps: the options alone; the streams; the working weights
+  // (resident, or streamed: parameter offload); the gradient buckets, landing
+  // and this rank's summed parts; the weights' staging, all-gather slots and
+  // readiness events; the state tiers and which sub-groups each holds.
+  Status ValidateOptions() const;
+  Status CreateStreams();
+  Status CreateWorkingWeights();
+  Status AllocateGradients();
+  Status AllocateUploads();
+  Status CreateStateTiers();
+  // Data parallelism (data_parallel.cc): whether this run calls collectives.
+  bool data_parallel() const { return dp_->collective(); }
   // Gradients reduce-scattered and resident weights all-gathered on the
   // devices (EngineOptions::device_comm).
-  bool device_collectives() const { return device_comm_ != nullptr; }
-  // This rank's parts of the summed gradient, on the host: (local params,) fp32.
-  float* Reduced() {
-    return reduced_landing_.data() != nullptr ? reduced_landing_.as<float>() : reduced_.as<float>();
-  }
+  bool device_collectives() const { return dp_->device_comm() != nullptr; }
   // Device collectives: piece `a` of a unit's gradient (in its bucket,
   // complete: its arrival rode the d2h stream behind the bucket's event)
   // is summed over the ranks on the devices into this rank's part of it,
   // continuing the step's running sum there; in this rank's last
   // micro-batch that part crosses to the host (Reduced). Frees the bucket.
-  Status ReducePieceOnDevice(StepContext& ctx, const Arrival& a);
+  Status ReducePieceOnDevice(WorkerParts& w, StepContext& ctx, const Arrival& a);
   // A piece of unit u's gradient of micro-batch `micro` is in: once the
   // unit's pieces of that micro-batch all are, sum them over the ranks into
   // this rank's part (reduced_), continuing the step's running sum.
-  Status CollectForReduceScatter(StepContext& ctx, int u, uint64_t n, int micro);
+  Status CollectForReduceScatter(WorkerParts& w, StepContext& ctx, int u, uint64_t n, int micro);
   // The step's last reduce-scatter of unit u is done: its chunk sums.
-  Status TakeNormChunks(StepContext& ctx, int u);
+  Status TakeNormChunks(WorkerParts& w, StepContext& ctx, int u);
   // The global norm's chunk sums and the step's losses from every rank:
   // fills ctx.unit_sum_squares / unit_non_finite and ctx.stats.loss.
   Status GatherNormAndLoss(StepContext& ctx);
   // After the decision: updates this rank's sub-groups unit by unit in
   // forward order, all-gathers each unit's new weights and uploads them (a
   // streamed unit's go into its copy, which the next fetch uploads).
-  Status UpdateAndGatherUnits(StepContext& ctx, int64_t adam_step, float grad_scale,
-                              const std::vector<int64_t>& committed_out);
+  Status UpdateAndGatherUnits(WorkerParts& w, StepContext& ctx, int64_t adam_step, float grad_scale,
+                              const std::vector<const void*>& committed);
   // Where unit u's new 16-bit weights are put together: a streamed unit's
   // copy (the host copy, or its NVMe write-back buffer), else the next
   // all-gather slot once its previous upload has left it.
@@ -290,7 +306,7 @@ class OffloadEngine : public UnitAccess {
   // all-gather slot `UnitWeightsTarget` gave, all-gathers the unit on the
   // devices in place, marks it ready.
   Status UploadPartAndGather(int u, int64_t step_id);
-  Status PrefetchForward(size_t from_index);
+  Status PrefetchForward(WorkerParts& w, size_t from_index);
   // Reads ahead the sub-groups the next step needs first (backward order when
   // overlapped, forward order when synchronous), so the disk works across the
   // step boundary instead of idling until the first gradients arrive.
@@ -307,28 +323,8 @@ class OffloadEngine : public UnitAccess {
   std::vector<uint64_t> grad_offsets_;
   uint64_t max_unit_params_ = 0;  // of the whole units
 
-  // Data parallelism (null comm_: one process).
-  comm::Communicator* comm_ = nullptr;
-  int rank_ = 0, world_ = 1;
-  int local_micro_ = 0;                 // micro-batches this rank runs per step
-  std::vector<comm::Partition> parts_;  // per unit: the ranks' parts
-  // Per rank, (num_units + 1,) prefix sums of the chunk sums its parts yield.
-  std::vector<std::vector<uint64_t>> rank_chunks_;
-  // (local params,) fp32: this rank's parts of the summed gradient; with
-  // device collectives, pinned instead (reduced_landing_: a D2H target).
-  HostPages reduced_;
-  PinnedBuffer reduced_landing_;
-  comm::Communicator* device_comm_ = nullptr;  // device collectives (null: none)
-  // Device collectives: the sum over ranks of this rank's parts on the
-  // device, fp32. Several micro-batches per rank: (local params,), the
-  // step's running sum; one: (bucket_params_,), one piece's part at a time.
-  DeviceBuffer device_reduced_;
-  // Several micro-batches per rank: (model params,) transfer dtype, each
-  // unit's gradient of the micro-batch being summed, gathered from the
-  // staging buckets (the sum runs over ranks and micro-batches in the
-  // global order, so nothing is accumulated locally).
-  HostPages dp_unit_grads_;
-  std::vector<uint64_t> unit_micro_params_;  // worker: per unit, this micro-batch's params in
+  // How the ranks share the step (a world of one: one process).
+  std::unique_ptr<DataParallelStrategy> dp_;
   struct GatherSlot {
     PinnedBuffer buffer;  // (max_unit_params_,) weights dtype: a whole unit
     std::unique_ptr<Event> uploaded;
@@ -340,10 +336,6 @@ class OffloadEngine : public UnitAccess {
   DType transfer_dtype_ = DType::kF32;  // the gradients' dtype across PCIe
 
   std::unique_ptr<Stream> compute_, d2h_, h2d_;
-  // Device collectives: the worker's own D2H stream for this rank's part of
-  // the summed gradient (d2h_ carries the main thread's arrivals, each
-  // behind its bucket's event: waiting for d2h_ would wait for backward).
-  std::unique_ptr<Stream> part_d2h_;
   // Spans of the three streams for the trace, timed by events.
   std::unique_ptr<DeviceSpans> device_spans_;
   DeviceBuffer weights_;  // the resident units' weights, packed, weights dtype
@@ -351,68 +343,27 @@ class OffloadEngine : public UnitAccess {
   std::vector<int64_t> resident_offset_;
   std::unique_ptr<StreamedWeights> streamed_;  // null: every unit resident
   std::vector<char> taken_;                    // per unit: Weights given, ReleaseWeights not yet
-  std::vector<Bucket> buckets_;
-  uint64_t bucket_params_ = 0;  // capacity of each bucket, in parameters
-  // (total_params,) fp32 gradient accumulator. In a step of one micro-batch
-  // it holds the gradients as they crossed PCIe instead, packed in the
-  // transfer dtype (LandedGrads): the D2H copies each unit straight there,
-  // so the host neither copies from staging nor widens to fp32, and the
-  // optimizer reads 2 B/param instead of 4 with 16-bit transfers. The next
-  // step's backward cannot begin before this step's last update (its forward
-  // waits for every unit's weights), so the two uses never overlap.
-  //
-  // Which buffers exist depends on EngineOptions::micro_batches_per_step:
-  // landed_grads_ is pinned (a DMA target) and holds the landed gradients (1), or
-  // is fp32 and serves as the accumulator too (0); accumulator_ is the
-  // pageable fp32 accumulator (> 1).
-  PinnedBuffer landed_grads_;
-  HostPages accumulator_;
-  // Per bucket, a step of one micro-batch: its piece's statistics on the
-  // device and as landed on the host (GradSquares, tierflow/device.h), and the
-  // device scratch of their reduction (compute stream only).
-  DeviceBuffer bucket_stats_device_, stats_scratch_;
-  PinnedBuffer bucket_stats_host_;
+  // The gradient buckets and the host landing (built by Prepare).
+  std::unique_ptr<GradInbox> inbox_;
   std::vector<StagingSlot> staging_;
-  size_t next_staging_ = 0;
   std::vector<std::unique_ptr<Event>> unit_ready_;  // per unit
   std::unique_ptr<StateTier> host_tier_, nvme_tier_;
   std::vector<StateTier*> group_tier_;
-  // Backups of the speculated host-tier sub-groups: master, exp_avg,
-  // exp_avg_sq, each spec_backup_capacity_params_ long (NVMe sub-groups
-  // speculate into their second copy and need none), written by the
-  // speculative update itself (OptimSpans' backup). Huge pages.
-  HostPages spec_backup_;
-  // min(spec capacity, host-tier params), plus alignment padding per sub-group.
-  uint64_t spec_backup_capacity_params_ = 0;
-  PinnedBuffer spec_out_;  // speculative updated weights, weights dtype
-  std::unique_ptr<Event> spec_uploaded_;
-  uint64_t spec_capacity_params_ = 0;      // the budget, in parameters (spec_out_ is padded)
-  std::vector<Speculation> speculations_;  // worker only
-  uint64_t spec_used_params_ = 0;          // worker only
-  uint64_t spec_backup_used_params_ = 0;   // worker only
-  bool spec_paused_ = false;               // worker only: the last decided step clipped
-  std::vector<int> backward_order_;        // sub-groups in the order backward delivers them
-  std::vector<size_t> backward_pos_;       // sub-group -> index in backward_order_
-  std::vector<char> group_done_;           // worker only, per step
-  std::vector<int> unit_groups_left_;      // worker only, per step
-  size_t prefetched_upto_ = 0;             // worker only: forward-order prefetch cursor
+  std::vector<int> backward_order_;   // sub-groups in the order backward delivers them
+  std::vector<size_t> backward_pos_;  // sub-group -> index in backward_order_
 
   // Main-thread state of the step being issued.
   int64_t issued_step_ = 0;
   int current_micro_ = 0;
   bool landing_ = false;  // the step being issued has one micro-batch (StepContext::landed)
   std::vector<int64_t> weights_waited_;  // per unit: step id whose wait was enqueued
-  std::vector<OpenPiece> open_piece_;    // per unit
-  // Per unit, the pieces of the micro-batch being issued (overlap and coverage checks).
-  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> unit_pieces_;
+  // The pieces of the micro-batch being issued, checked against the contract.
+  std::unique_ptr<PieceLedger> ledger_;
   LossScaler scaler_;  // worker-owned between decisions
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Arrival> queue_;
-  std::deque<int> spec_pending_;  // sub-groups waiting to be speculated
-  int64_t spec_step_ = 0;         // the step they belong to
-  uint64_t spec_queued_params_ = 0;
   std::deque<StepContext> steps_;
   std::vector<int64_t> unit_ready_step_;  // per unit: step whose update is enqueued
   int64_t optimizer_step_ = 0;
@@ -420,6 +371,8 @@ class OffloadEngine : public UnitAccess {
   bool stopping_ = false;      // the destructor runs: waits for a step's losses end
   std::atomic<bool> stop_requested_{false};
   Status worker_error_;
+  // Built by Prepare, taken by the worker's thread, back after its join.
+  std::unique_ptr<WorkerParts> worker_parts_;
   std::thread worker_;
 };
 

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "common/half.h"
+#include "engine/committer.h"
 #include "engine/offload_engine.h"
 #include "optim/grad_accumulate.h"
 #include "optim/grad_stats.h"
@@ -13,16 +14,17 @@
 
 namespace tierflow {
 
-void OffloadEngine::WorkerLoop() {
+void OffloadEngine::WorkerLoop(WorkerParts& w) {
   // Arrivals come first (accumulation frees gradient buckets, so backward
   // never stalls on the optimizer, and the clip decision comes as early as
   // possible); speculative updates fill the time between arrivals.
+  Committer& committer = *w.committer;
   for (;;) {
     Arrival a{};
     bool have_arrival = false;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return !queue_.empty() || !spec_pending_.empty(); });
+      cv_.wait(lock, [&] { return !queue_.empty() || committer.HasPending(); });
       if (!queue_.empty()) {
         a = queue_.front();
         queue_.pop_front();
@@ -32,39 +34,39 @@ void OffloadEngine::WorkerLoop() {
     if (have_arrival && a.stop) return;
     Status s;
     if (have_arrival) {
-      s = ProcessArrival(a);
+      s = ProcessArrival(w, a);
     } else {
-      const int g = spec_pending_.front();
-      spec_pending_.pop_front();
+      const int g = committer.PopPending();
       StepContext* ctx;
       {
         std::lock_guard<std::mutex> lock(mu_);
-        ctx = FindStep(spec_step_);
+        ctx = FindStep(committer.pending_step());
       }
-      if (ctx != nullptr && !ctx->decided) s = Speculate(*ctx, g);
+      if (ctx != nullptr && !ctx->decided) s = Speculate(w, *ctx, g);
     }
     if (!s.ok()) {
       {
         std::lock_guard<std::mutex> lock(mu_);
         if (worker_error_.ok()) {
           worker_error_ = s.WithContext(
-              "optimizer step " + std::to_string(have_arrival ? a.step_id : spec_step_) +
+              "optimizer step " +
+              std::to_string(have_arrival ? a.step_id : committer.pending_step()) +
               " failed; the state in memory may be partly updated: resume from the last "
               "checkpoint");
         }
-        spec_pending_.clear();
       }
+      committer.ClearPending();
       cv_.notify_all();
       // Keep draining (freeing buckets) so nothing blocks on us; later steps fail fast.
     }
   }
 }
 
-Status OffloadEngine::ProcessArrival(const Arrival& a) {
+Status OffloadEngine::ProcessArrival(WorkerParts& w, const Arrival& a) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!worker_error_.ok()) {
-      buckets_[a.bucket].busy = false;
+      inbox_->Free(a.bucket);
       cv_.notify_all();
       return Status::Ok();
     }
@@ -76,7 +78,7 @@ Status OffloadEngine::ProcessArrival(const Arrival& a) {
   }
   if (ctx == nullptr) {
     std::lock_guard<std::mutex> lock(mu_);
-    buckets_[a.bucket].busy = false;
+    inbox_->Free(a.bucket);
     return InternalError("gradients for unknown step " + std::to_string(a.step_id));
   }
   const int u = a.unit;
@@ -87,40 +89,18 @@ Status OffloadEngine::ProcessArrival(const Arrival& a) {
   // not depend on where the pieces were cut; with data parallelism they
   // come after the reduce-scatter, from the sum over ranks.)
   const bool last_micro = a.micro == ctx->micro_batches - 1;
-  const bool whole_unit = n == units_[u].num_params;
   StatusOr<GradStatsResult> stats = GradStatsResult{};
   if (device_collectives()) {
-    TF_RETURN_IF_ERROR(ReducePieceOnDevice(*ctx, a));  // frees the bucket
+    TF_RETURN_IF_ERROR(ReducePieceOnDevice(w, *ctx, a));  // frees the bucket
   } else {
-    TF_RETURN_IF_ERROR(TakeLandedPiece(*ctx, a, &stats));
+    TF_RETURN_IF_ERROR(TakeLandedPiece(w, *ctx, a, &stats));
   }
   if (!last_micro) return Status::Ok();
   TF_RETURN_IF_ERROR(stats.status());
 
   if (!ctx->final_backward_started) {
     ctx->final_backward_started = true;
-    // First piece of the final backward: reset per-step bookkeeping and make
-    // sure NVMe read-ahead is under way for what this step updates first
-    // (synchronous: the forward-order pass after the decision; overlapped:
-    // the backward-order speculation, if the end of the last step could not).
-    group_done_.assign(layout_.groups.size(), 0);
-    unit_groups_left_.resize(units_.size());
-    for (size_t v = 0; v < units_.size(); ++v) {
-      unit_groups_left_[v] = static_cast<int>(layout_.by_unit[v].size());
-    }
-    speculations_.clear();
-    spec_used_params_ = 0;
-    spec_backup_used_params_ = 0;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      spec_queued_params_ = 0;
-    }
-    prefetched_upto_ = 0;
-    if (options_.pipeline == Pipeline::kSynchronous) {
-      TF_RETURN_IF_ERROR(PrefetchForward(0));
-    } else {
-      TF_RETURN_IF_ERROR(PrefetchNextStep(/*wait_for_writes=*/false));
-    }
+    TF_RETURN_IF_ERROR(BeginFinalBackward(w));
   }
   // A unit in pieces: their sums add up in the order they land (the d2h
   // stream's order, fixed by the model), so the norm is deterministic.
@@ -128,54 +108,51 @@ Status OffloadEngine::ProcessArrival(const Arrival& a) {
   ctx->unit_non_finite[u] |= static_cast<char>(stats->has_non_finite);
   ctx->unit_params_landed[u] += n;
   if (ctx->unit_params_landed[u] < units_[u].num_params) return Status::Ok();
-  ++ctx->units_complete;
-  if (data_parallel()) {
-    TF_RETURN_IF_ERROR(TakeNormChunks(*ctx, u));
-  } else if (!ctx->landed && !whole_unit) {
-    TF_ASSIGN_OR_RETURN(GradStatsResult whole, GradStats(Accumulator() + grad_offsets_[u],
-                                                         DType::kF32, units_[u].num_params));
-    ctx->unit_sum_squares[u] = whole.sum_squares;
-    ctx->unit_non_finite[u] = static_cast<char>(whole.has_non_finite);
-  }
-
-  if (ctx->unit_non_finite[u] != 0) {
-    std::lock_guard<std::mutex> lock(mu_);
-    spec_pending_.clear();  // the step will be skipped: speculating is wasted work
-  } else if (options_.pipeline == Pipeline::kOverlapped && !spec_paused_) {
-    // Queue this unit's sub-groups for speculation, within the budget.
-    std::lock_guard<std::mutex> lock(mu_);
-    spec_step_ = ctx->id;
-    for (int g : layout_.by_unit[u]) {
-      const uint64_t gn = layout_.groups[g].num_params;
-      if (spec_queued_params_ + gn > spec_capacity_params_) break;
-      spec_queued_params_ += gn;
-      spec_pending_.push_back(g);
-    }
-  }
-  if (options_.speculate_eagerly) {
-    while (true) {
-      int g;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (spec_pending_.empty()) break;
-        g = spec_pending_.front();
-        spec_pending_.pop_front();
-      }
-      TF_RETURN_IF_ERROR(Speculate(*ctx, g));
-    }
-  }
-  if (ctx->units_complete == static_cast<int>(units_.size())) {
-    {
-      // Sub-groups not speculated yet are updated after the decision instead.
-      std::lock_guard<std::mutex> lock(mu_);
-      spec_pending_.clear();
-    }
-    return Decide(*ctx);
-  }
-  return Status::Ok();
+  return UnitComplete(w, *ctx, u, n == units_[u].num_params);
 }
 
-Status OffloadEngine::TakeLandedPiece(StepContext& ctx, const Arrival& a,
+Status OffloadEngine::BeginFinalBackward(WorkerParts& w) {
+  // Reset per-step bookkeeping and make sure NVMe read-ahead is under way
+  // for what this step updates first (synchronous: the forward-order pass
+  // after the decision; overlapped: the backward-order speculation, if the
+  // end of the last step could not).
+  w.group_done.assign(layout_.groups.size(), 0);
+  w.unit_groups_left.resize(units_.size());
+  for (size_t v = 0; v < units_.size(); ++v) {
+    w.unit_groups_left[v] = static_cast<int>(layout_.by_unit[v].size());
+  }
+  w.committer->BeginStep();
+  w.prefetched_upto = 0;
+  if (options_.pipeline == Pipeline::kSynchronous) return PrefetchForward(w, 0);
+  return PrefetchNextStep(/*wait_for_writes=*/false);
+}
+
+Status OffloadEngine::UnitComplete(WorkerParts& w, StepContext& ctx, int u, bool whole_unit) {
+  ++ctx.units_complete;
+  if (data_parallel()) {
+    TF_RETURN_IF_ERROR(TakeNormChunks(w, ctx, u));
+  } else if (!ctx.landed && !whole_unit) {
+    TF_ASSIGN_OR_RETURN(GradStatsResult whole, GradStats(inbox_->Accumulator() + grad_offsets_[u],
+                                                         DType::kF32, units_[u].num_params));
+    ctx.unit_sum_squares[u] = whole.sum_squares;
+    ctx.unit_non_finite[u] = static_cast<char>(whole.has_non_finite);
+  }
+  Committer& committer = *w.committer;
+  if (ctx.unit_non_finite[u] != 0) {
+    committer.ClearPending();  // the step will be skipped: speculating is wasted work
+  } else if (options_.pipeline == Pipeline::kOverlapped && !committer.paused()) {
+    committer.QueueUnit(ctx.id, u);  // within the budget
+  }
+  if (options_.speculate_eagerly) {
+    while (committer.HasPending()) TF_RETURN_IF_ERROR(Speculate(w, ctx, committer.PopPending()));
+  }
+  if (ctx.units_complete < static_cast<int>(units_.size())) return Status::Ok();
+  // Sub-groups not speculated yet are updated after the decision instead.
+  committer.ClearPending();
+  return Decide(w, ctx);
+}
+
+Status OffloadEngine::TakeLandedPiece(WorkerParts& w, StepContext& ctx, const Arrival& a,
                                       StatusOr<GradStatsResult>* stats) {
   const int u = a.unit;
   const uint64_t n = a.count;
@@ -183,17 +160,16 @@ Status OffloadEngine::TakeLandedPiece(StepContext& ctx, const Arrival& a,
   if (ctx.landed) {
     if (!data_parallel()) {
       // Computed on the device and landed with the gradients (EndGrads).
-      const GradSquares& landed = bucket_stats_host_.as<GradSquares>()[a.bucket];
+      const GradSquares& landed = inbox_->HostStats(a.bucket);
       *stats = GradStatsResult{landed.sum_squares, landed.non_finite != 0};
     }
   } else {
     ScopedSpan span(trace_, "accumulate", "grads " + units_[u].name);
-    const void* grads = buckets_[a.bucket].staging.data();
-    float* acc = Accumulator() + grad_offsets_[u] + a.begin;
+    const void* grads = inbox_->bucket(a.bucket).staging.data();
+    float* acc = inbox_->Accumulator() + grad_offsets_[u] + a.begin;
     if (data_parallel()) {
       // Gathered for the unit's reduce-scatter; the ranks sum (below).
-      ParallelCopy(dp_unit_grads_.as<char>() + (grad_offsets_[u] + a.begin) * tbytes(), grads,
-                   n * tbytes());
+      ParallelCopy(inbox_->Gathered(grad_offsets_[u] + a.begin), grads, n * tbytes());
     } else if (last_micro && n == units_[u].num_params) {
       *stats = AccumulateGradsWithStats(acc, grads, transfer_dtype_, n, a.micro == 0);
     } else {
@@ -202,15 +178,15 @@ Status OffloadEngine::TakeLandedPiece(StepContext& ctx, const Arrival& a,
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    buckets_[a.bucket].busy = false;
+    inbox_->Free(a.bucket);
     ctx.stats.d2h_bytes += n * tbytes() + (ctx.landed ? sizeof(GradSquares) : 0);
   }
   cv_.notify_all();
-  return data_parallel() ? CollectForReduceScatter(ctx, u, n, a.micro) : Status::Ok();
+  return data_parallel() ? CollectForReduceScatter(w, ctx, u, n, a.micro) : Status::Ok();
 }
 
-Status OffloadEngine::UpdateGroup(StepContext& ctx, int g, int64_t adam_step, float grad_scale,
-                                  void* out, const StateBackup& backup) {
+Status OffloadEngine::UpdateGroup(WorkerParts& w, StepContext& ctx, int g, int64_t adam_step,
+                                  float grad_scale, void* out, const StateBackup& backup) {
   const SubGroup& sg = layout_.groups[g];
   TF_ASSIGN_OR_RETURN(StateView view, TierOf(g).Acquire(g));
   ScopedSpan span(trace_, "optimizer", "adam " + sg.name);
@@ -219,13 +195,13 @@ Status OffloadEngine::UpdateGroup(StepContext& ctx, int g, int64_t adam_step, fl
   spans.exp_avg = view.exp_avg;
   spans.exp_avg_sq = view.exp_avg_sq;
   if (data_parallel()) {
-    spans.grads = Reduced() + sg.global_offset;  // this rank's parts, summed
+    spans.grads = w.Reduced() + sg.global_offset;  // this rank's parts, summed
     spans.grad_dtype = DType::kF32;
   } else if (ctx.landed) {
-    spans.grads = LandedGrads(sg.global_offset);
+    spans.grads = inbox_->Landed(sg.global_offset);
     spans.grad_dtype = transfer_dtype_;
   } else {
-    spans.grads = Accumulator() + sg.global_offset;
+    spans.grads = inbox_->Accumulator() + sg.global_offset;
     spans.grad_dtype = DType::kF32;
   }
   spans.out = out;
@@ -244,14 +220,8 @@ Status OffloadEngine::UpdateGroup(StepContext& ctx, int g, int64_t adam_step, fl
   return Status::Ok();
 }
 
-Status OffloadEngine::Speculate(StepContext& ctx, int g) {
-  const SubGroup& sg = layout_.groups[g];
-  StateTier& tier = TierOf(g);
-  if (speculations_.empty()) {
-    // The previous commit's uploads read spec_out_: wait before overwriting it.
-    TF_RETURN_IF_ERROR(spec_uploaded_->HostWait());
-  }
-  Speculation s{g, spec_backup_used_params_, spec_used_params_};
+Status OffloadEngine::Speculate(WorkerParts& w, StepContext& ctx, int g) {
+  TF_ASSIGN_OR_RETURN(Committer::Target target, w.committer->BeginSpeculation(g));
   // Read ahead the groups that arrive next (backward order) while this one computes.
   const size_t pos = backward_pos_[g];
   for (size_t i = pos + 1;
@@ -259,137 +229,59 @@ Status OffloadEngine::Speculate(StepContext& ctx, int g) {
        ++i) {
     TF_RETURN_IF_ERROR(TierOf(backward_order_[i]).Prefetch(backward_order_[i]));
   }
-  StateBackup backup;
-  if (!tier.SpeculatesOutOfPlace()) {
-    // The update copies the old state here in its own pass.
-    const size_t cap = spec_backup_capacity_params_;
-    float* base = spec_backup_.as<float>() + s.backup_offset;
-    backup = StateBackup{base, base + cap, base + 2 * cap};
-  }
-  void* out = static_cast<char*>(spec_out_.data()) + s.out_offset * wbytes();
   int64_t adam_step;
   {
     std::lock_guard<std::mutex> lock(mu_);
     adam_step = optimizer_step_ + 1;  // the step this one will be if it is not skipped
   }
-  TF_RETURN_IF_ERROR(UpdateGroup(ctx, g, adam_step, 1.0f / ctx.loss_scale, out, backup));
-  if (tier.SpeculatesOutOfPlace()) TF_RETURN_IF_ERROR(tier.ReleaseSpeculative(g));
-  const uint64_t padded = SpecAligned(sg.num_params);
-  spec_used_params_ += padded;
-  if (!tier.SpeculatesOutOfPlace()) spec_backup_used_params_ += padded;
-  speculations_.push_back(s);
-  return Status::Ok();
+  TF_RETURN_IF_ERROR(
+      UpdateGroup(w, ctx, g, adam_step, 1.0f / ctx.loss_scale, target.out, target.backup));
+  return w.committer->EndSpeculation(g);
 }
 
-Status OffloadEngine::Decide(StepContext& ctx) {
+Status OffloadEngine::Decide(WorkerParts& w, StepContext& ctx) {
   if (data_parallel()) TF_RETURN_IF_ERROR(GatherNormAndLoss(ctx));
-  double sum_squares = 0;
-  bool non_finite = false;
-  for (size_t u = 0; u < units_.size(); ++u) {  // unit order: same sum in every pipeline
-    sum_squares += ctx.unit_sum_squares[u];
-    non_finite |= ctx.unit_non_finite[u] != 0;
-  }
-  const double grad_norm = std::sqrt(sum_squares) / ctx.loss_scale;
-  float coef = 1.0f;
-  if (!non_finite && options_.clip_grad_norm > 0 && grad_norm > options_.clip_grad_norm) {
-    coef = static_cast<float>(options_.clip_grad_norm / (grad_norm + 1e-6));
-  }
-  const bool speculation_valid = !non_finite && coef == 1.0f;
-  ctx.stats.grad_norm = non_finite ? NAN : grad_norm;
-  ctx.stats.clip_coef = coef;
+  const ClipDecision d = DecideClip(ctx.unit_sum_squares, ctx.unit_non_finite, ctx.loss_scale,
+                                    options_.clip_grad_norm);
+  ctx.stats.grad_norm = d.grad_norm;
+  ctx.stats.clip_coef = d.coef;
   ctx.stats.loss_scale = ctx.loss_scale;
-  ctx.stats.skipped = non_finite;
-  ctx.stats.speculated_groups = static_cast<int>(speculations_.size());
-  ctx.stats.speculation_paused = spec_paused_;
-  spec_paused_ = options_.pipeline == Pipeline::kOverlapped &&
-                 options_.pause_speculation_after_clip && !speculation_valid;
-  ctx.stats.rolled_back = !speculations_.empty() && !speculation_valid;
-
+  ctx.stats.skipped = d.non_finite;
   // Commit or roll back what ran during backward. Committed sub-groups'
-  // weights wait in spec_out_ and go up in forward order with the rest below:
-  // backward speculates the model's last units, which the next forward needs
-  // last, and uploading them first held the first units' updates behind them
-  // (their staging slots wait on the H2D stream).
-  std::vector<int64_t> committed_out(layout_.groups.size(), -1);
-  for (const Speculation& s : speculations_) {
-    const SubGroup& sg = layout_.groups[s.group];
-    StateTier& tier = TierOf(s.group);
-    if (speculation_valid) {
-      if (tier.SpeculatesOutOfPlace()) TF_RETURN_IF_ERROR(tier.Commit(s.group));
-      committed_out[s.group] = static_cast<int64_t>(s.out_offset);
-      group_done_[s.group] = 1;
-    } else if (tier.SpeculatesOutOfPlace()) {
-      TF_RETURN_IF_ERROR(tier.Abort(s.group));
-    } else {
-      ScopedSpan span(trace_, "optimizer", "rollback " + sg.name);
-      TF_ASSIGN_OR_RETURN(StateView view, tier.Acquire(s.group));
-      const size_t n = sg.num_params, cap = spec_backup_capacity_params_;
-      const float* backup = spec_backup_.as<float>();
-      ParallelCopy(view.master, backup + s.backup_offset, n * 4);
-      ParallelCopy(view.exp_avg, backup + cap + s.backup_offset, n * 4);
-      ParallelCopy(view.exp_avg_sq, backup + 2 * cap + s.backup_offset, n * 4);
-      TF_RETURN_IF_ERROR(tier.Release(s.group, /*modified=*/false));
-    }
-  }
-  const bool committed = speculation_valid && !speculations_.empty();
-  speculations_.clear();
+  // weights wait in the committer's buffer and go up in forward order with
+  // the rest below: backward speculates the model's last units, which the
+  // next forward needs last, and uploading them first held the first units'
+  // updates behind them (their staging slots wait on the H2D stream).
+  std::vector<const void*> committed;
+  TF_ASSIGN_OR_RETURN(Committer::Outcome outcome,
+                      w.committer->Resolve(d, &committed, &w.group_done));
+  ctx.stats.speculated_groups = outcome.speculated;
+  ctx.stats.speculation_paused = outcome.paused;
+  ctx.stats.rolled_back = outcome.rolled_back;
 
   int64_t adam_step;
   {
     std::lock_guard<std::mutex> lock(mu_);
     adam_step = optimizer_step_ + 1;
-    if (!non_finite) optimizer_step_ = adam_step;
-    scaler_.Update(non_finite);
+    if (!d.non_finite) optimizer_step_ = adam_step;
+    scaler_.Update(d.non_finite);
     ctx.stats.step = optimizer_step_;
     ctx.decided = true;
   }
   cv_.notify_all();
 
-  if (non_finite) {
+  const float grad_scale = d.coef / ctx.loss_scale;
+  if (d.non_finite) {
     // Nothing changes: drop what was read ahead; every unit's current
     // weights stay valid for the next step.
     if (nvme_tier_) TF_RETURN_IF_ERROR(nvme_tier_->Flush());
     for (size_t u = 0; u < units_.size(); ++u) MarkUnitReady(static_cast<int>(u), ctx.id);
   } else if (data_parallel()) {
-    TF_RETURN_IF_ERROR(UpdateAndGatherUnits(ctx, adam_step, coef / ctx.loss_scale, committed_out));
+    TF_RETURN_IF_ERROR(UpdateAndGatherUnits(w, ctx, adam_step, grad_scale, committed));
   } else {
-    // The rest in forward order, so the next forward's first units land first.
-    const float grad_scale = coef / ctx.loss_scale;
-    for (size_t g = 0; g < layout_.groups.size(); ++g) {
-      if (committed_out[g] >= 0) {
-        TF_RETURN_IF_ERROR(
-            UploadGroup(ctx, static_cast<int>(g),
-                        static_cast<char*>(spec_out_.data()) + committed_out[g] * wbytes()));
-        const int u = layout_.groups[g].unit;
-        if (--unit_groups_left_[u] == 0) TF_RETURN_IF_ERROR(UnitUpdated(u, ctx.id));
-        continue;
-      }
-      TF_RETURN_IF_ERROR(PrefetchForward(g));
-      const SubGroup& sg = layout_.groups[g];
-      if (streamed_ && streamed_->streamed(sg.unit)) {
-        // A streamed unit's new weights go straight into its copy (host or
-        // write-back buffer): no staging slot, no upload, no second copy.
-        TF_ASSIGN_OR_RETURN(void* out,
-                            streamed_->RangeForWrite(sg.unit, sg.unit_offset, sg.num_params));
-        TF_RETURN_IF_ERROR(UpdateGroup(ctx, static_cast<int>(g), adam_step, grad_scale, out, {}));
-        TF_RETURN_IF_ERROR(TierOf(static_cast<int>(g)).Release(static_cast<int>(g), true));
-        group_done_[g] = 1;
-        if (--unit_groups_left_[sg.unit] == 0) TF_RETURN_IF_ERROR(UnitUpdated(sg.unit, ctx.id));
-        continue;
-      }
-      StagingSlot& slot = staging_[next_staging_];
-      next_staging_ = (next_staging_ + 1) % staging_.size();
-      TF_RETURN_IF_ERROR(slot.uploaded->HostWait());
-      TF_RETURN_IF_ERROR(
-          UpdateGroup(ctx, static_cast<int>(g), adam_step, grad_scale, slot.buffer.data(), {}));
-      TF_RETURN_IF_ERROR(TierOf(static_cast<int>(g)).Release(static_cast<int>(g), true));
-      TF_RETURN_IF_ERROR(UploadGroup(ctx, static_cast<int>(g), slot.buffer.data()));
-      TF_RETURN_IF_ERROR(h2d_->Record(*slot.uploaded));
-      group_done_[g] = 1;
-      if (--unit_groups_left_[sg.unit] == 0) TF_RETURN_IF_ERROR(UnitUpdated(sg.unit, ctx.id));
-    }
-    // The next step's first speculation waits for this before reusing spec_out_.
-    if (committed) TF_RETURN_IF_ERROR(h2d_->Record(*spec_uploaded_));
+    TF_RETURN_IF_ERROR(UpdateInForwardOrder(w, ctx, adam_step, grad_scale, committed));
+    // The next step's first speculation waits for this before reusing its buffer.
+    if (outcome.committed) TF_RETURN_IF_ERROR(w.committer->RecordUploaded(*h2d_));
   }
   // The worker would idle until the next step's gradients: start reading
   // what that step needs first (waiting for this step's writes to free slots
@@ -405,19 +297,53 @@ Status OffloadEngine::Decide(StepContext& ctx) {
   return Status::Ok();
 }
 
-Status OffloadEngine::PrefetchForward(size_t from_index) {
+Status OffloadEngine::UpdateInForwardOrder(WorkerParts& w, StepContext& ctx, int64_t adam_step,
+                                           float grad_scale,
+                                           const std::vector<const void*>& committed) {
+  // The rest in forward order, so the next forward's first units land first.
+  for (size_t i = 0; i < layout_.groups.size(); ++i) {
+    const int g = static_cast<int>(i);
+    const SubGroup& sg = layout_.groups[g];
+    if (committed[g] != nullptr) {
+      TF_RETURN_IF_ERROR(UploadGroup(ctx, g, committed[g]));
+    } else if (streamed_ && streamed_->streamed(sg.unit)) {
+      // A streamed unit's new weights go straight into its copy (host or
+      // write-back buffer): no staging slot, no upload, no second copy.
+      TF_RETURN_IF_ERROR(PrefetchForward(w, i));
+      TF_ASSIGN_OR_RETURN(void* out,
+                          streamed_->RangeForWrite(sg.unit, sg.unit_offset, sg.num_params));
+      TF_RETURN_IF_ERROR(UpdateGroup(w, ctx, g, adam_step, grad_scale, out, {}));
+      TF_RETURN_IF_ERROR(TierOf(g).Release(g, true));
+      w.group_done[g] = 1;
+    } else {
+      TF_RETURN_IF_ERROR(PrefetchForward(w, i));
+      StagingSlot& slot = staging_[w.next_staging];
+      w.next_staging = (w.next_staging + 1) % staging_.size();
+      TF_RETURN_IF_ERROR(slot.uploaded->HostWait());
+      TF_RETURN_IF_ERROR(UpdateGroup(w, ctx, g, adam_step, grad_scale, slot.buffer.data(), {}));
+      TF_RETURN_IF_ERROR(TierOf(g).Release(g, true));
+      TF_RETURN_IF_ERROR(UploadGroup(ctx, g, slot.buffer.data()));
+      TF_RETURN_IF_ERROR(h2d_->Record(*slot.uploaded));
+      w.group_done[g] = 1;
+    }
+    if (--w.unit_groups_left[sg.unit] == 0) TF_RETURN_IF_ERROR(UnitUpdated(sg.unit, ctx.id));
+  }
+  return Status::Ok();
+}
+
+Status OffloadEngine::PrefetchForward(WorkerParts& w, size_t from_index) {
   // Keep up to buffer_count - 1 sub-groups ahead of `from_index` in flight.
   const size_t limit =
       std::min(layout_.groups.size(), from_index + static_cast<size_t>(options_.buffer_count) - 1);
-  prefetched_upto_ = std::max(prefetched_upto_, from_index);
-  while (prefetched_upto_ < limit) {
-    if (!group_done_.empty() && group_done_[prefetched_upto_]) {
-      ++prefetched_upto_;
+  size_t& upto = w.prefetched_upto;
+  upto = std::max(upto, from_index);
+  while (upto < limit) {
+    if (!w.group_done.empty() && w.group_done[upto]) {
+      ++upto;
       continue;
     }
-    TF_RETURN_IF_ERROR(
-        TierOf(static_cast<int>(prefetched_upto_)).Prefetch(static_cast<int>(prefetched_upto_)));
-    ++prefetched_upto_;
+    TF_RETURN_IF_ERROR(TierOf(static_cast<int>(upto)).Prefetch(static_cast<int>(upto)));
+    ++upto;
   }
   return Status::Ok();
 }

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common/units.h"
+#include "engine/swap_store_options.h"
 #include "offload/aligned_buffer.h"
 #include "optim/parallel_copy.h"
 
@@ -19,28 +20,8 @@ std::string StreamedWeightsRunId(const std::string& run_id) { return run_id + "-
 StatusOr<std::unique_ptr<StreamedWeights>> StreamedWeights::Create(
     Device& device, const std::vector<UnitInfo>& units, const std::vector<int>& schedule,
     const Config& config) {
+  TF_RETURN_IF_ERROR(CheckConfig(config));
   const ParamStreaming& p = config.params;
-  if (p.where != ParamOffload::kHost && p.where != ParamOffload::kNvme) {
-    return InvalidArgumentError("parameter offload: streamed weights live on host or nvme, not " +
-                                std::string(ParamOffloadName(p.where)));
-  }
-  if (p.streamed_units.empty()) {
-    return InvalidArgumentError("parameter offload to " + std::string(ParamOffloadName(p.where)) +
-                                " names no streamed units");
-  }
-  if (p.device_slots < 2) {
-    return InvalidArgumentError("parameter offload needs at least 2 device slots, not " +
-                                std::to_string(p.device_slots) + " (one in use, one being filled)");
-  }
-  if (p.prefetch_depth < 1 || p.prefetch_depth > p.device_slots - 1) {
-    return InvalidArgumentError("parameter offload: prefetch depth " +
-                                std::to_string(p.prefetch_depth) + " must be 1.." +
-                                std::to_string(p.device_slots - 1) + " with " +
-                                std::to_string(p.device_slots) + " device slots");
-  }
-  if (p.where == ParamOffload::kNvme && p.nvme_staging < 1) {
-    return InvalidArgumentError("parameter offload to nvme needs at least 1 staging buffer");
-  }
   std::unique_ptr<StreamedWeights> w(new StreamedWeights(config));
   const size_t n = units.size();
   w->streamed_.assign(n, 0);
@@ -80,18 +61,55 @@ StatusOr<std::unique_ptr<StreamedWeights>> StreamedWeights::Create(
                                   " never appears in the model's weights schedule");
     }
   }
+  TF_RETURN_IF_ERROR(w->AllocateSlots(device));
+  if (p.where == ParamOffload::kHost) {
+    TF_ASSIGN_OR_RETURN(w->host_copy_, device.AllocatePinned(w->streamed_params_ * w->wbytes(),
+                                                             "streamed weights (host copy)"));
+    return w;
+  }
+  TF_RETURN_IF_ERROR(w->CreateSwapSet(device, units));
+  return w;
+}
 
-  TF_ASSIGN_OR_RETURN(w->stream_, device.CreateStream("h2d params"));
-  const uint64_t slot_bytes = w->slot_params_ * w->wbytes();
-  w->slots_.resize(static_cast<size_t>(p.device_slots));
-  for (size_t s = 0; s < w->slots_.size(); ++s) {
-    Slot& slot = w->slots_[s];
+Status StreamedWeights::CheckConfig(const Config& config) {
+  const ParamStreaming& p = config.params;
+  if (p.where != ParamOffload::kHost && p.where != ParamOffload::kNvme) {
+    return InvalidArgumentError("parameter offload: streamed weights live on host or nvme, not " +
+                                std::string(ParamOffloadName(p.where)));
+  }
+  if (p.streamed_units.empty()) {
+    return InvalidArgumentError("parameter offload to " + std::string(ParamOffloadName(p.where)) +
+                                " names no streamed units");
+  }
+  if (p.device_slots < 2) {
+    return InvalidArgumentError("parameter offload needs at least 2 device slots, not " +
+                                std::to_string(p.device_slots) + " (one in use, one being filled)");
+  }
+  if (p.prefetch_depth < 1 || p.prefetch_depth > p.device_slots - 1) {
+    return InvalidArgumentError("parameter offload: prefetch depth " +
+                                std::to_string(p.prefetch_depth) + " must be 1.." +
+                                std::to_string(p.device_slots - 1) + " with " +
+                                std::to_string(p.device_slots) + " device slots");
+  }
+  if (p.where == ParamOffload::kNvme && p.nvme_staging < 1) {
+    return InvalidArgumentError("parameter offload to nvme needs at least 1 staging buffer");
+  }
+  return Status::Ok();
+}
+
+Status StreamedWeights::AllocateSlots(Device& device) {
+  const ParamStreaming& p = config_.params;
+  TF_ASSIGN_OR_RETURN(stream_, device.CreateStream("h2d params"));
+  const uint64_t slot_bytes = slot_params_ * wbytes();
+  slots_.resize(static_cast<size_t>(p.device_slots));
+  for (size_t s = 0; s < slots_.size(); ++s) {
+    Slot& slot = slots_[s];
     StatusOr<DeviceBuffer> buffer = device.Allocate(slot_bytes, "streamed weight slot");
     if (!buffer.ok()) {
       return OutOfMemoryError(
           "parameter offload: the device has no room for its " + std::to_string(p.device_slots) +
           " weight slots of " + FormatBytes(slot_bytes) + " each (the largest streamed unit, " +
-          std::to_string(w->slot_params_) + " parameters; " + FormatBytes(s * slot_bytes) +
+          std::to_string(slot_params_) + " parameters; " + FormatBytes(s * slot_bytes) +
           " were allocated before slot " + std::to_string(s + 1) +
           " failed); use fewer slots, a smaller micro-batch, or more device memory (" +
           buffer.status().message() + ")");
@@ -100,53 +118,47 @@ StatusOr<std::unique_ptr<StreamedWeights>> StreamedWeights::Create(
     TF_ASSIGN_OR_RETURN(slot.loaded, device.CreateEvent(false));
     TF_ASSIGN_OR_RETURN(slot.released, device.CreateEvent(false));
   }
+  return Status::Ok();
+}
 
-  if (p.where == ParamOffload::kHost) {
-    TF_ASSIGN_OR_RETURN(w->host_copy_, device.AllocatePinned(w->streamed_params_ * w->wbytes(),
-                                                             "streamed weights (host copy)"));
-    return w;
-  }
+Status StreamedWeights::CreateSwapSet(Device& device, const std::vector<UnitInfo>& units) {
+  const Config& config = config_;
+  const ParamStreaming& p = config.params;
+  const uint64_t slot_bytes = slot_params_ * wbytes();
   // kNvme: one tensor per streamed unit.
   if (config.nvme_paths.empty()) {
     return InvalidArgumentError(
         "parameter offload to nvme needs at least one directory (--nvme-path DIR)");
   }
   std::vector<offload::TensorSpec> specs;
-  w->tensor_of_.assign(n, 0);
+  tensor_of_.assign(units.size(), 0);
   for (int u : p.streamed_units) {
-    w->tensor_of_[u] = static_cast<offload::TensorId>(specs.size());
-    specs.push_back({units[u].name + "/weights", config.dtype, w->UnitBytes(u)});
+    tensor_of_[u] = static_cast<offload::TensorId>(specs.size());
+    specs.push_back({units[u].name + "/weights", config.dtype, UnitBytes(u)});
   }
-  offload::StateStoreOptions so;
-  so.directories = config.nvme_paths;
-  // Its own swap set beside the optimizer state's (a run id names one set).
-  so.run_id = config.run_id.empty() ? "" : StreamedWeightsRunId(config.run_id);
-  so.owner = config.owner;
-  so.block_size_bytes = config.nvme_io.block_size_bytes;
-  so.queue_depth = config.nvme_io.queue_depth;
-  so.num_rings = config.nvme_io.num_rings;
-  so.io_mode = config.nvme_buffered ? offload::IoMode::kBuffered : offload::IoMode::kDirect;
-  if (config.nvme_backend_factory) so.backend_factory = config.nvme_backend_factory;
-  // Two units may be rewriting at once (the write-back buffers).
-  so.spare_bytes_per_directory =
-      offload::RoundUp(kStreamedSpareSlotsPerDirectory * slot_bytes, uint64_t{so.block_size_bytes});
-  TF_ASSIGN_OR_RETURN(w->store_, offload::StateStore::Create(so, specs));
+  // Its own swap set beside the optimizer state's (a run id names one set);
+  // two units may be rewriting at once (the write-back buffers).
+  const offload::StateStoreOptions so = SwapStoreOptions(
+      config.nvme_paths, config.run_id.empty() ? "" : StreamedWeightsRunId(config.run_id),
+      config.owner, config.nvme_io, config.nvme_buffered, config.nvme_backend_factory,
+      kStreamedSpareSlotsPerDirectory * slot_bytes);
+  TF_ASSIGN_OR_RETURN(store_, offload::StateStore::Create(so, specs));
   const uint64_t staged = offload::RoundUp(slot_bytes, kPage);
   std::vector<iovec> iovecs;
-  w->staging_.resize(static_cast<size_t>(p.nvme_staging));
-  for (Staging& s : w->staging_) {
+  staging_.resize(static_cast<size_t>(p.nvme_staging));
+  for (Staging& s : staging_) {
     TF_ASSIGN_OR_RETURN(s.buffer, device.AllocatePinned(staged, "streamed weight staging"));
     TF_ASSIGN_OR_RETURN(s.copied, device.CreateEvent(false));
     iovecs.push_back({s.buffer.data(), staged});
   }
-  w->write_back_.resize(kStreamedWriteBackBuffers);
-  for (WriteBack& b : w->write_back_) {
+  write_back_.resize(kStreamedWriteBackBuffers);
+  for (WriteBack& b : write_back_) {
     TF_ASSIGN_OR_RETURN(b.buffer, offload::AlignedBuffer::Allocate(staged));
     iovecs.push_back({b.buffer.data(), staged});
   }
   // A memlock refusal is kept in the store's stats; I/O goes on unregistered.
-  (void)w->store_->RegisterBuffers(iovecs);
-  return w;
+  (void)store_->RegisterBuffers(iovecs);
+  return Status::Ok();
 }
 
 StreamedWeights::~StreamedWeights() {

@@ -140,6 +140,11 @@ class StreamedWeights {
   };
 
   explicit StreamedWeights(const Config& config) : config_(config) {}
+  // Create's steps: the configuration alone; the device slots and the
+  // upload stream; with kNvme, the swap set, staging and write-back buffers.
+  static Status CheckConfig(const Config& config);
+  Status AllocateSlots(Device& device);
+  Status CreateSwapSet(Device& device, const std::vector<UnitInfo>& units);
   size_t wbytes() const { return DTypeSize(config_.dtype); }
   uint64_t UnitBytes(int unit) const { return unit_params_[unit] * wbytes(); }
   // Issues fetch `index` of the pass if a slot (and, for kNvme, staging and
