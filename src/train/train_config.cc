@@ -22,6 +22,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -31,6 +32,7 @@
 #include "io/json_reader.h"
 #include "io/json_util.h"
 #include "tierflow/nvme_io.h"
+#include "train/train_options.h"
 
 namespace tierflow {
 namespace {
@@ -826,207 +828,95 @@ class Parser {
     return Status::Ok();
   }
 
-  // tierflow's own keys mirror TrainConfig's field names.
+  // tierflow's own keys: the options table's (train/train_options.h), each
+  // read as its field's type.
   Status Tierflow(const Json& v, const std::string& path) {
     TF_RETURN_IF_ERROR(RequireObject(v, path));
     for (auto it = v.begin(); it != v.end(); ++it) {
       const std::string& k = it.key();
       const Json& x = it.value();
-      std::string p = Join(path, k);
-      Status s;
-      if (k == "model")
-        s = String(x, p, k, &c_.model);
-      else if (k == "allow_unused_tensors")
-        s = Bool(x, p, k, &c_.allow_unused_tensors);
-      else if (k == "data")
-        s = String(x, p, k, &c_.data);
-      else if (k == "token_dtype")
-        s = Choice(x, p, k, &c_.token_dtype);
-      else if (k == "text_field")
-        s = String(x, p, k, &c_.text_field);
-      else if (k == "data_format")
-        s = Choice(x, p, k, &c_.data_format);
-      else if (k == "chat_template")
-        s = Choice(x, p, k, &c_.chat_template);
-      else if (k == "truncation")
-        s = Choice(x, p, k, &c_.truncation);
-      else if (k == "packing")
-        s = Bool(x, p, k, &c_.packing);
-      else if (k == "max_sample_bytes")
-        s = Int(x, p, k, &c_.max_sample_bytes, 1);
-      else if (k == "tokenizer")
-        s = String(x, p, k, &c_.tokenizer);
-      else if (k == "shuffle")
-        s = Bool(x, p, k, &c_.shuffle);
-      else if (k == "seed")
-        s = Int(x, p, k, &c_.seed);
-      else if (k == "eval_fraction")
-        s = Double(x, p, k, &c_.eval_fraction);
-      else if (k == "eval_every")
-        s = Int(x, p, k, &c_.eval_every);
-      else if (k == "eval_batches")
-        s = Int(x, p, k, &c_.eval_batches);
-      else if (k == "micro_batch")
-        s = Int(x, p, k, &c_.micro_batch);
-      else if (k == "grad_accum")
-        s = Int(x, p, k, &c_.grad_accum);
-      else if (k == "seq_len")
-        s = Int(x, p, k, &c_.seq_len);
-      else if (k == "steps")
-        s = Int(x, p, k, &c_.steps);
-      else if (k == "activation_checkpointing")
-        s = Bool(x, p, k, &c_.activation_checkpointing);
-      else if (k == "dtype") {
+      const std::string p = Join(path, k);
+      if (k == "dtype") {  // resolved with fp16 / bf16 (ResolvePrecision)
         if (IsAuto(x, p)) continue;
-        s = ReadString(x, p, &tf_dtype_);
+        TF_RETURN_IF_ERROR(ReadString(x, p, &tf_dtype_));
         tf_dtype_path_ = p;
-      } else if (k == "loss_scale")
-        s = Float(x, p, k, &c_.loss_scale);
-      else if (k == "initial_scale_power")
-        s = Int(x, p, k, &c_.initial_scale_power);
-      else if (k == "loss_scale_window")
-        s = Int(x, p, k, &c_.loss_scale_window);
-      else if (k == "hysteresis")
-        s = Int(x, p, k, &c_.hysteresis);
-      else if (k == "min_loss_scale")
-        s = Float(x, p, k, &c_.min_loss_scale);
-      else if (k == "optimizer") {
-        if (IsAuto(x, p)) continue;
-        std::string o;
-        s = ReadString(x, p, &o);
-        StatusOr<TrainOptimizer> optimizer = TrainOptimizer::kAdamW;
-        if (s.ok()) optimizer = ParseChoice<TrainOptimizer>(Lower(o));
-        if (s.ok() && !optimizer.ok()) s = Error(p, optimizer.status().message());
-        if (s.ok()) s = Set(k, p, &c_.optimizer, *optimizer);
-      } else if (k == "lr")
-        s = Float(x, p, k, &c_.lr);
-      else if (k == "beta1")
-        s = Float(x, p, k, &c_.beta1);
-      else if (k == "beta2")
-        s = Float(x, p, k, &c_.beta2);
-      else if (k == "eps")
-        s = Float(x, p, k, &c_.eps);
-      else if (k == "weight_decay")
-        s = Float(x, p, k, &c_.weight_decay);
-      else if (k == "gradient_clipping")
-        s = Float(x, p, k, &c_.gradient_clipping);
-      else if (k == "offload") {
-        if (IsAuto(x, p)) continue;
-        std::string o;
-        s = ReadString(x, p, &o);
-        // "auto" was taken above (keeps the base value), so kAuto cannot come from here.
-        StatusOr<OffloadPlacement> placement = OffloadPlacement::kAuto;
-        if (s.ok()) placement = ParseOffloadPlacement(label_ + ": " + p, Lower(o));
-        if (s.ok()) s = placement.status();
-        if (s.ok()) s = Set(k, p, &c_.offload, *placement);
-        if (s.ok()) offload_requested_ = p;
-      } else if (k == "nvme_paths" || k == "nvme_path") {
-        if (IsAuto(x, p)) continue;
-        std::vector<std::string> paths;
-        s = ReadStringList(x, p, &paths);
-        if (s.ok()) s = Set("nvme_paths", p, &c_.nvme_paths, paths);
-      } else if (k == "nvme_buffered")
-        s = Bool(x, p, k, &c_.nvme_buffered);
-      else if (k == "nvme_ratio")
-        s = Double(x, p, k, &c_.nvme_ratio);
-      else if (k == "buffer_count")
-        s = Int(x, p, k, &c_.buffer_count, 1);
-      else if (k == "sub_group_size") {
-        s = Int(x, p, k, &c_.sub_group_size, 1);
-        if (s.ok() && !x.is_string()) {  // a string here is "auto"
-          s = Set("sub_group_rule", p, &c_.sub_group_cut, SubGroupCut::kSlices);
-        }
-      } else if (k == "pin_memory")
-        s = Bool(x, p, k, &c_.pin_memory);
-      else if (k == "aio_block_size")
-        s = Int(x, p, k, &c_.aio_block_size, 1);
-      else if (k == "aio_queue_depth")
-        s = Int(x, p, k, &c_.aio_queue_depth, 1);
-      else if (k == "aio_threads")
-        s = Int(x, p, k, &c_.aio_threads, 1);
-      else if (k == "profile")
-        s = String(x, p, k, &c_.profile);
-      else if (k == "pipeline")
-        s = Choice(x, p, k, &c_.pipeline);
-      else if (k == "collectives")
-        s = Choice(x, p, k, &c_.collectives);
-      else if (k == "speculation_params") {
-        if (IsAuto(x, p)) continue;
-        int64_t n = 0;
-        s = ReadInt(x, p, 0, std::numeric_limits<int64_t>::max(), &n);
-        if (s.ok()) {
-          s = Set(k, p, &c_.speculation_params, std::optional<uint64_t>(static_cast<uint64_t>(n)));
-        }
-      } else if (k == "offload_param") {
-        if (IsAuto(x, p)) continue;
-        std::string o;
-        s = ReadString(x, p, &o);
-        StatusOr<ParamOffload> where = ParamOffload::kAuto;
-        if (s.ok()) where = ParseParamOffload(label_ + ": " + p, Lower(o));
-        if (s.ok()) s = where.status();
-        if (s.ok()) s = Set(k, p, &c_.offload_param, *where);
-      } else if (k == "param_slots") {
-        if (IsAuto(x, p)) continue;
-        int64_t n = 0;
-        s = ReadInt(x, p, 2, 64, &n);
-        if (s.ok()) s = Set(k, p, &c_.param_slots, std::optional<int>(static_cast<int>(n)));
-      } else if (k == "grad_bucket_params") {
-        if (IsAuto(x, p)) continue;
-        int64_t n = 0;
-        s = ReadInt(x, p, 1, std::numeric_limits<int64_t>::max(), &n);
-        if (s.ok()) {
-          s = Set(k, p, &c_.grad_bucket_params, std::optional<uint64_t>(static_cast<uint64_t>(n)));
-        }
-      } else if (k == "grad_transfer_dtype") {
-        if (IsAuto(x, p)) continue;
-        std::string d;
-        s = ReadString(x, p, &d);
-        StatusOr<DType> t = DType::kF32;
-        if (s.ok()) t = ParseDType(Lower(d));
-        if (s.ok() && !t.ok()) s = Error(p, t.status().message());
-        if (s.ok()) s = Set(k, p, &c_.grad_transfer_dtype, std::optional<DType>(*t));
-      } else if (k == "device") {
-        if (IsAuto(x, p)) continue;
-        std::string d;
-        s = ReadString(x, p, &d);
-        StatusOr<DeviceSpec> spec = DeviceSpec{};
-        if (s.ok()) spec = ParseDeviceSpec(label_ + ": " + p, d);
-        if (s.ok()) s = spec.status();
-        if (s.ok()) s = Set(k, p, &c_.device, *spec);
-      } else if (k == "device_memory")
-        s = String(x, p, k, &c_.device_memory);
-      else if (k == "out_dir")
-        s = String(x, p, k, &c_.out_dir);
-      else if (k == "checkpoint_every")
-        s = Int(x, p, k, &c_.checkpoint_every);
-      else if (k == "final_save")
-        s = Choice(x, p, k, &c_.final_save);
-      else if (k == "resume")
-        s = Bool(x, p, k, &c_.resume);
-      else if (k == "metrics_path")
-        s = String(x, p, k, &c_.metrics_path);
-      else if (k == "trace_path")
-        s = String(x, p, k, &c_.trace_path);
-      else if (k == "trace_steps") {
-        if (!x.is_array()) {
-          s = TypeError(p, "an array of step numbers", x);
-        } else {
-          std::vector<int64_t> steps;
-          for (size_t i = 0; i < x.size() && s.ok(); ++i) {
-            int64_t n = 0;
-            s = ReadInt(x[i], p + "[" + std::to_string(i) + "]", 1,
-                        std::numeric_limits<int64_t>::max(), &n);
-            steps.push_back(n);
-          }
-          if (s.ok()) s = Set(k, p, &c_.trace_steps, steps);
-        }
-      } else if (k == "log_every")
-        s = Int(x, p, k, &c_.log_every);
-      else
+        continue;
+      }
+      const TrainOption* o = FindTrainOptionByKey(k == "nvme_path" ? "nvme_paths" : k);
+      if (o == nullptr) {
         Unknown(p);
-      TF_RETURN_IF_ERROR(s);
+        continue;
+      }
+      const bool is_auto = x.is_string() && Lower(x.get<std::string>()) == "auto";
+      TF_RETURN_IF_ERROR(
+          std::visit([&](auto member) { return Key(*o, x, p, &(c_.*member)); }, o->field));
+      if (k == "offload" && !is_auto) offload_requested_ = p;
+      if (k == "sub_group_size" && !is_auto) {
+        TF_RETURN_IF_ERROR(Set("sub_group_rule", p, &c_.sub_group_cut, SubGroupCut::kSlices));
+      }
     }
     return Status::Ok();
+  }
+
+  // One tierflow key into its field, by the field's type.
+  Status Key(const TrainOption& o, const Json& x, const std::string& p, std::string* dst) {
+    return String(x, p, o.name, dst);
+  }
+  Status Key(const TrainOption& o, const Json& x, const std::string& p, bool* dst) {
+    return Bool(x, p, o.name, dst);
+  }
+  Status Key(const TrainOption& o, const Json& x, const std::string& p, float* dst) {
+    return Float(x, p, o.name, dst);
+  }
+  Status Key(const TrainOption& o, const Json& x, const std::string& p, double* dst) {
+    return Double(x, p, o.name, dst);
+  }
+  template <typename T>
+  requires std::is_integral_v<T> Status Key(const TrainOption& o, const Json& x,
+                                            const std::string& p, T* dst) {
+    return Int(x, p, o.name, dst, o.json_min);
+  }
+  template <typename T>
+  requires std::is_integral_v<T> Status Key(const TrainOption& o, const Json& x,
+                                            const std::string& p, std::optional<T>* dst) {
+    if (IsAuto(x, p)) return Status::Ok();
+    int64_t n = 0;
+    TF_RETURN_IF_ERROR(
+        ReadInt(x, p, std::max<int64_t>(o.json_min, 0),
+                static_cast<int64_t>(std::min<uint64_t>(std::numeric_limits<T>::max(),
+                                                        std::numeric_limits<int64_t>::max())),
+                &n));
+    return Set(o.name, p, dst, std::optional<T>(static_cast<T>(n)));
+  }
+  Status Key(const TrainOption& o, const Json& x, const std::string& p,
+             std::vector<std::string>* dst) {
+    if (IsAuto(x, p)) return Status::Ok();
+    std::vector<std::string> paths;
+    TF_RETURN_IF_ERROR(ReadStringList(x, p, &paths));
+    return Set(o.name, p, dst, paths);
+  }
+  Status Key(const TrainOption& o, const Json& x, const std::string& p, std::vector<int64_t>* dst) {
+    if (!x.is_array()) return TypeError(p, "an array of step numbers", x);
+    std::vector<int64_t> steps;
+    for (size_t i = 0; i < x.size(); ++i) {
+      int64_t n = 0;
+      TF_RETURN_IF_ERROR(ReadInt(x[i], p + "[" + std::to_string(i) + "]", o.json_min,
+                                 std::numeric_limits<int64_t>::max(), &n));
+      steps.push_back(n);
+    }
+    return Set(o.name, p, dst, steps);
+  }
+  // A named value (a choice, a placement, a device, a dtype): its text
+  // through the table's typed parser.
+  template <typename T>
+  Status Key(const TrainOption& o, const Json& x, const std::string& p, T* dst) {
+    if (IsAuto(x, p)) return Status::Ok();
+    std::string text;
+    TF_RETURN_IF_ERROR(ReadString(x, p, &text));
+    TrainConfig parsed;
+    TF_RETURN_IF_ERROR(
+        SetOptionFromText(o, label_ + ": " + p, o.json_any_case ? Lower(text) : text, &parsed));
+    return Set(o.name, p, dst, parsed.*std::get<T TrainConfig::*>(o.field));
   }
 
   // ---- cross-key resolution ----
