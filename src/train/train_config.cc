@@ -262,6 +262,16 @@ class Parser {
     return json_.Object(v, path);
   }
 
+  // Each key of the object `v` at `path`: its name, value and JSON path.
+  template <typename F>
+  Status ForEachKey(const Json& v, const std::string& path, F&& visit) {
+    TF_RETURN_IF_ERROR(RequireObject(v, path));
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      TF_RETURN_IF_ERROR(visit(it.key(), it.value(), Join(path, it.key())));
+    }
+    return Status::Ok();
+  }
+
   // ---- assignment with contradiction detection ----
   // Records which key set each field; a second key setting it differently
   // is a contradiction naming both.
@@ -572,115 +582,110 @@ class Parser {
   }
 
   Status Fp16(const Json& v, const std::string& path) {
-    TF_RETURN_IF_ERROR(RequireObject(v, path));
-    for (auto it = v.begin(); it != v.end(); ++it) {
-      const std::string& k = it.key();
-      const Json& x = it.value();
-      std::string p = Join(path, k);
-      if (k == "enabled") {
-        if (IsAuto(x, p)) {
-          precision_auto_ = true;
-          continue;
-        }
-        bool b = false;
-        TF_RETURN_IF_ERROR(ReadBool(x, p, &b));
-        fp16_enabled_ = b;
-      } else if (k == "loss_scale") {
-        TF_RETURN_IF_ERROR(Float(x, p, "loss_scale", &c_.loss_scale));
-      } else if (k == "initial_scale_power") {
-        TF_RETURN_IF_ERROR(Int(x, p, "initial_scale_power", &c_.initial_scale_power));
-      } else if (k == "loss_scale_window") {
-        TF_RETURN_IF_ERROR(Int(x, p, "loss_scale_window", &c_.loss_scale_window));
-      } else if (k == "hysteresis") {
-        TF_RETURN_IF_ERROR(Int(x, p, "hysteresis", &c_.hysteresis));
-      } else if (k == "min_loss_scale") {
-        TF_RETURN_IF_ERROR(Float(x, p, "min_loss_scale", &c_.min_loss_scale));
-      } else if (k == "auto_cast" || k == "consecutive_hysteresis" ||
-                 k == "fp16_master_weights_and_grads" || k == "type") {
-        Ignored(p, "tierflow keeps fp32 master weights and uses the standard dynamic loss scaler");
-      } else {
-        Unknown(p);
-      }
-    }
-    return Status::Ok();
+    return ForEachKey(
+        v, path, [&](const std::string& k, const Json& x, const std::string& p) -> Status {
+          if (k == "enabled") {
+            if (IsAuto(x, p)) {
+              precision_auto_ = true;
+              return Status::Ok();
+            }
+            bool b = false;
+            TF_RETURN_IF_ERROR(ReadBool(x, p, &b));
+            fp16_enabled_ = b;
+          } else if (k == "loss_scale") {
+            TF_RETURN_IF_ERROR(Float(x, p, "loss_scale", &c_.loss_scale));
+          } else if (k == "initial_scale_power") {
+            TF_RETURN_IF_ERROR(Int(x, p, "initial_scale_power", &c_.initial_scale_power));
+          } else if (k == "loss_scale_window") {
+            TF_RETURN_IF_ERROR(Int(x, p, "loss_scale_window", &c_.loss_scale_window));
+          } else if (k == "hysteresis") {
+            TF_RETURN_IF_ERROR(Int(x, p, "hysteresis", &c_.hysteresis));
+          } else if (k == "min_loss_scale") {
+            TF_RETURN_IF_ERROR(Float(x, p, "min_loss_scale", &c_.min_loss_scale));
+          } else if (k == "auto_cast" || k == "consecutive_hysteresis" ||
+                     k == "fp16_master_weights_and_grads" || k == "type") {
+            Ignored(p,
+                    "tierflow keeps fp32 master weights and uses the standard dynamic loss scaler");
+          } else {
+            Unknown(p);
+          }
+          return Status::Ok();
+        });
   }
 
   Status Bf16(const Json& v, const std::string& path) {
-    TF_RETURN_IF_ERROR(RequireObject(v, path));
-    for (auto it = v.begin(); it != v.end(); ++it) {
-      const std::string& k = it.key();
-      std::string p = Join(path, k);
-      if (k == "enabled") {
-        if (IsAuto(it.value(), p)) {
-          precision_auto_ = true;
-          continue;
-        }
-        bool b = false;
-        TF_RETURN_IF_ERROR(ReadBool(it.value(), p, &b));
-        // DeepSpeed reads "bf16" and looks at its old spelling "bfloat16"
-        // only without it: so does tierflow, saying so.
-        if (path == "bfloat16" && bf16_path_ == "bf16" && bf16_enabled_.has_value()) {
-          Ignored(p, "'bf16' is given too, and DeepSpeed reads that one");
-          continue;
-        }
-        if (path == "bf16" && bf16_path_ == "bfloat16" && bf16_enabled_.has_value()) {
-          Ignored("bfloat16.enabled", "'bf16' is given too, and DeepSpeed reads that one");
-        }
-        bf16_enabled_ = b;
-        bf16_path_ = path;
-      } else if (k == "immediate_grad_update" || k == "check_grad_overflow" ||
-                 k == "bf16_master_weights_and_grads" || k == "bf16_optimizer_states") {
-        Ignored(p, "tierflow keeps fp32 master weights and optimizer state");
-      } else {
-        Unknown(p);
-      }
-    }
-    return Status::Ok();
+    return ForEachKey(
+        v, path, [&](const std::string& k, const Json& x, const std::string& p) -> Status {
+          if (k == "enabled") {
+            if (IsAuto(x, p)) {
+              precision_auto_ = true;
+              return Status::Ok();
+            }
+            bool b = false;
+            TF_RETURN_IF_ERROR(ReadBool(x, p, &b));
+            // DeepSpeed reads "bf16" and looks at its old spelling "bfloat16"
+            // only without it: so does tierflow, saying so.
+            if (path == "bfloat16" && bf16_path_ == "bf16" && bf16_enabled_.has_value()) {
+              Ignored(p, "'bf16' is given too, and DeepSpeed reads that one");
+              return Status::Ok();
+            }
+            if (path == "bf16" && bf16_path_ == "bfloat16" && bf16_enabled_.has_value()) {
+              Ignored("bfloat16.enabled", "'bf16' is given too, and DeepSpeed reads that one");
+            }
+            bf16_enabled_ = b;
+            bf16_path_ = path;
+          } else if (k == "immediate_grad_update" || k == "check_grad_overflow" ||
+                     k == "bf16_master_weights_and_grads" || k == "bf16_optimizer_states") {
+            Ignored(p, "tierflow keeps fp32 master weights and optimizer state");
+          } else {
+            Unknown(p);
+          }
+          return Status::Ok();
+        });
   }
 
   Status Zero(const Json& v, const std::string& path) {
-    TF_RETURN_IF_ERROR(RequireObject(v, path));
-    for (auto it = v.begin(); it != v.end(); ++it) {
-      const std::string& k = it.key();
-      const Json& x = it.value();
-      std::string p = Join(path, k);
-      if (k == "stage") {
-        if (IsAuto(x, p)) continue;
-        int64_t stage = 0;
-        TF_RETURN_IF_ERROR(ReadInt(x, p, 0, 3, &stage));
-        zero_stage_ = stage;
-      } else if (k == "offload_optimizer") {
-        TF_RETURN_IF_ERROR(OffloadOptimizer(x, p));
-      } else if (k == "cpu_offload") {
-        // DeepSpeed's older spelling of offload_optimizer.device = "cpu".
-        bool b = false;
-        if (IsAuto(x, p)) continue;
-        TF_RETURN_IF_ERROR(ReadBool(x, p, &b));
-        if (b) {
-          TF_RETURN_IF_ERROR(Set("offload", p, &c_.offload, OffloadPlacement::kHost));
-          offload_requested_ = p;
-        }
-      } else if (k == "sub_group_size") {
-        // DeepSpeed's meaning (whole tensors, at least N; 0: one tensor
-        // each) applies at stage 3 only: ResolveOffload decides.
-        if (IsAuto(x, p)) continue;
-        int64_t n = 0;
-        TF_RETURN_IF_ERROR(ReadInt(x, p, 0, std::numeric_limits<int64_t>::max(), &n));
-        ds_sub_group_ = static_cast<uint64_t>(n);
-      } else if (k == "offload_param") {
-        TF_RETURN_IF_ERROR(OffloadParam(x, p));
-      } else if (k == "cpu_offload_param") {
-        // DeepSpeed's older spelling of offload_param.device = "cpu".
-        bool on = false;
-        TF_RETURN_IF_ERROR(ReadBool(x, p, &on));
-        if (on) TF_RETURN_IF_ERROR(Set("offload_param", p, &c_.offload_param, ParamOffload::kHost));
-      } else if (IgnoredZeroKeys().count(k)) {
-        Ignored(p, "multi-GPU communication / ZeRO-3 partitioning setting, not used on one GPU");
-      } else {
-        Unknown(p);
-      }
-    }
-    return Status::Ok();
+    return ForEachKey(
+        v, path, [&](const std::string& k, const Json& x, const std::string& p) -> Status {
+          if (k == "stage") {
+            if (IsAuto(x, p)) return Status::Ok();
+            int64_t stage = 0;
+            TF_RETURN_IF_ERROR(ReadInt(x, p, 0, 3, &stage));
+            zero_stage_ = stage;
+          } else if (k == "offload_optimizer") {
+            TF_RETURN_IF_ERROR(OffloadOptimizer(x, p));
+          } else if (k == "cpu_offload") {
+            // DeepSpeed's older spelling of offload_optimizer.device = "cpu".
+            bool b = false;
+            if (IsAuto(x, p)) return Status::Ok();
+            TF_RETURN_IF_ERROR(ReadBool(x, p, &b));
+            if (b) {
+              TF_RETURN_IF_ERROR(Set("offload", p, &c_.offload, OffloadPlacement::kHost));
+              offload_requested_ = p;
+            }
+          } else if (k == "sub_group_size") {
+            // DeepSpeed's meaning (whole tensors, at least N; 0: one tensor
+            // each) applies at stage 3 only: ResolveOffload decides.
+            if (IsAuto(x, p)) return Status::Ok();
+            int64_t n = 0;
+            TF_RETURN_IF_ERROR(ReadInt(x, p, 0, std::numeric_limits<int64_t>::max(), &n));
+            ds_sub_group_ = static_cast<uint64_t>(n);
+          } else if (k == "offload_param") {
+            TF_RETURN_IF_ERROR(OffloadParam(x, p));
+          } else if (k == "cpu_offload_param") {
+            // DeepSpeed's older spelling of offload_param.device = "cpu".
+            bool on = false;
+            TF_RETURN_IF_ERROR(ReadBool(x, p, &on));
+            if (on)
+              TF_RETURN_IF_ERROR(Set("offload_param", p, &c_.offload_param, ParamOffload::kHost));
+          } else if (IgnoredZeroKeys().count(k)) {
+            Ignored(p,
+                    "multi-GPU communication / ZeRO-3 partitioning setting, not used on one GPU");
+          } else {
+            Unknown(p);
+          }
+          return Status::Ok();
+        });
   }
 
   // An offload section's nvme_path: a string or a list of non-empty directories.
@@ -697,165 +702,154 @@ class Parser {
 
   // zero_optimization.offload_param: where streamed weights live.
   Status OffloadParam(const Json& v, const std::string& path) {
-    TF_RETURN_IF_ERROR(RequireObject(v, path));
-    for (auto it = v.begin(); it != v.end(); ++it) {
-      const std::string& k = it.key();
-      const Json& x = it.value();
-      std::string p = Join(path, k);
-      if (k == "device") {
-        if (IsAuto(x, p)) continue;
-        std::string d;
-        TF_RETURN_IF_ERROR(ReadString(x, p, &d));
-        StatusOr<ParamOffload> where = ParseParamOffload(label_ + ": " + p, Lower(d));
-        TF_RETURN_IF_ERROR(where.status());
-        TF_RETURN_IF_ERROR(Set("offload_param", p, &c_.offload_param, *where));
-      } else if (k == "nvme_path") {
-        // One swap directory list serves the weights and the optimizer state.
-        TF_RETURN_IF_ERROR(NvmePath(x, p));
-      } else if (k == "pin_memory") {
-        bool pin = true;
-        TF_RETURN_IF_ERROR(Bool(x, p, "offload_param.pin_memory", &pin));
-        if (!pin) {
-          Ignored(p,
-                  "streamed weights are always in page-locked memory (they are DMA'd to the "
-                  "device every micro-batch)");
-        }
-      } else if (k == "buffer_count" || k == "buffer_size" || k == "max_in_cpu") {
-        if (IsAuto(x, p)) continue;
-        int64_t n = 0;
-        TF_RETURN_IF_ERROR(ReadInt(x, p, 0, std::numeric_limits<int64_t>::max(), &n));
-        Ignored(p,
-                "tierflow streams whole units into device slots sized by the planner; set "
-                "tierflow.param_slots (or --param-slots) to choose how many");
-      } else {
-        Unknown(p);
-      }
-    }
-    return Status::Ok();
+    return ForEachKey(
+        v, path, [&](const std::string& k, const Json& x, const std::string& p) -> Status {
+          if (k == "device") {
+            if (IsAuto(x, p)) return Status::Ok();
+            std::string d;
+            TF_RETURN_IF_ERROR(ReadString(x, p, &d));
+            StatusOr<ParamOffload> where = ParseParamOffload(label_ + ": " + p, Lower(d));
+            TF_RETURN_IF_ERROR(where.status());
+            TF_RETURN_IF_ERROR(Set("offload_param", p, &c_.offload_param, *where));
+          } else if (k == "nvme_path") {
+            // One swap directory list serves the weights and the optimizer state.
+            TF_RETURN_IF_ERROR(NvmePath(x, p));
+          } else if (k == "pin_memory") {
+            bool pin = true;
+            TF_RETURN_IF_ERROR(Bool(x, p, "offload_param.pin_memory", &pin));
+            if (!pin) {
+              Ignored(p,
+                      "streamed weights are always in page-locked memory (they are DMA'd to the "
+                      "device every micro-batch)");
+            }
+          } else if (k == "buffer_count" || k == "buffer_size" || k == "max_in_cpu") {
+            if (IsAuto(x, p)) return Status::Ok();
+            int64_t n = 0;
+            TF_RETURN_IF_ERROR(ReadInt(x, p, 0, std::numeric_limits<int64_t>::max(), &n));
+            Ignored(p,
+                    "tierflow streams whole units into device slots sized by the planner; set "
+                    "tierflow.param_slots (or --param-slots) to choose how many");
+          } else {
+            Unknown(p);
+          }
+          return Status::Ok();
+        });
   }
 
   Status OffloadOptimizer(const Json& v, const std::string& path) {
-    TF_RETURN_IF_ERROR(RequireObject(v, path));
-    for (auto it = v.begin(); it != v.end(); ++it) {
-      const std::string& k = it.key();
-      const Json& x = it.value();
-      std::string p = Join(path, k);
-      if (k == "device") {
-        if (IsAuto(x, p)) continue;
-        std::string d;
-        TF_RETURN_IF_ERROR(ReadString(x, p, &d));
-        std::string dl = Lower(d);
-        if (dl == "cpu") {
-          TF_RETURN_IF_ERROR(Set("offload", p, &c_.offload, OffloadPlacement::kHost));
-          offload_requested_ = p;
-        } else if (dl == "nvme") {
-          TF_RETURN_IF_ERROR(Set("offload", p, &c_.offload, OffloadPlacement::kNvme));
-          offload_requested_ = p;
-        } else if (dl == "none") {
-          Warn("'" + p +
-               "' is \"none\": tierflow always offloads optimizer state; using host "
-               "memory");
-          TF_RETURN_IF_ERROR(Set("offload", p, &c_.offload, OffloadPlacement::kHost));
-        } else {
-          return Error(p, "'" + d +
-                              "' is not an offload device; use \"cpu\" (host memory) or "
-                              "\"nvme\"");
-        }
-      } else if (k == "nvme_path") {
-        TF_RETURN_IF_ERROR(NvmePath(x, p));
-      } else if (k == "pin_memory") {
-        TF_RETURN_IF_ERROR(Bool(x, p, "pin_memory", &c_.pin_memory));
-      } else if (k == "buffer_count") {
-        // DeepSpeed's pool of single-tensor swap buffers; tierflow's I/O
-        // slots each hold a whole sub-group's state and are sized from the
-        // drive's profile (tierflow.buffer_count sets them).
-        if (IsAuto(x, p)) continue;
-        int64_t n = 0;
-        TF_RETURN_IF_ERROR(ReadInt(x, p, 0, std::numeric_limits<int>::max(), &n));
-        Ignored(p,
-                "DeepSpeed's pool of single-tensor NVMe swap buffers has no counterpart: "
-                "tierflow's I/O slots each hold a sub-group's whole state and follow the "
-                "drive's profile; set tierflow.buffer_count to choose them");
-      } else if (k == "ratio") {
-        // DeepSpeed: the share of optimizer state the CPU updates, the rest
-        // staying on the GPU; read at stage 3 only (ResolveOffload).
-        if (IsAuto(x, p)) continue;
-        double r = 0;
-        TF_RETURN_IF_ERROR(ReadNumber(x, p, &r));
-        if (!(r >= 0.0 && r <= 1.0))
-          return Error(p, "is " + Describe(x) + "; use a share in [0, 1]");
-        ds_ratio_ = r;
-      } else if (k == "fast_init" || k == "pipeline" || k == "pipeline_read" ||
-                 k == "pipeline_write" || k == "super_offload" || k == "cpuadam_cores_perc" ||
-                 k == "convert_grad_on_cpu") {
-        Ignored(p,
-                "tierflow always overlaps NVMe reads/writes with the step "
-                "(see tierflow.pipeline)");
-      } else {
-        Unknown(p);
-      }
-    }
-    return Status::Ok();
+    return ForEachKey(
+        v, path, [&](const std::string& k, const Json& x, const std::string& p) -> Status {
+          if (k == "device") {
+            if (IsAuto(x, p)) return Status::Ok();
+            std::string d;
+            TF_RETURN_IF_ERROR(ReadString(x, p, &d));
+            std::string dl = Lower(d);
+            if (dl == "cpu") {
+              TF_RETURN_IF_ERROR(Set("offload", p, &c_.offload, OffloadPlacement::kHost));
+              offload_requested_ = p;
+            } else if (dl == "nvme") {
+              TF_RETURN_IF_ERROR(Set("offload", p, &c_.offload, OffloadPlacement::kNvme));
+              offload_requested_ = p;
+            } else if (dl == "none") {
+              Warn("'" + p +
+                   "' is \"none\": tierflow always offloads optimizer state; using host "
+                   "memory");
+              TF_RETURN_IF_ERROR(Set("offload", p, &c_.offload, OffloadPlacement::kHost));
+            } else {
+              return Error(p, "'" + d +
+                                  "' is not an offload device; use \"cpu\" (host memory) or "
+                                  "\"nvme\"");
+            }
+          } else if (k == "nvme_path") {
+            TF_RETURN_IF_ERROR(NvmePath(x, p));
+          } else if (k == "pin_memory") {
+            TF_RETURN_IF_ERROR(Bool(x, p, "pin_memory", &c_.pin_memory));
+          } else if (k == "buffer_count") {
+            // DeepSpeed's pool of single-tensor swap buffers; tierflow's I/O
+            // slots each hold a whole sub-group's state and are sized from the
+            // drive's profile (tierflow.buffer_count sets them).
+            if (IsAuto(x, p)) return Status::Ok();
+            int64_t n = 0;
+            TF_RETURN_IF_ERROR(ReadInt(x, p, 0, std::numeric_limits<int>::max(), &n));
+            Ignored(p,
+                    "DeepSpeed's pool of single-tensor NVMe swap buffers has no counterpart: "
+                    "tierflow's I/O slots each hold a sub-group's whole state and follow the "
+                    "drive's profile; set tierflow.buffer_count to choose them");
+          } else if (k == "ratio") {
+            // DeepSpeed: the share of optimizer state the CPU updates, the rest
+            // staying on the GPU; read at stage 3 only (ResolveOffload).
+            if (IsAuto(x, p)) return Status::Ok();
+            double r = 0;
+            TF_RETURN_IF_ERROR(ReadNumber(x, p, &r));
+            if (!(r >= 0.0 && r <= 1.0))
+              return Error(p, "is " + Describe(x) + "; use a share in [0, 1]");
+            ds_ratio_ = r;
+          } else if (k == "fast_init" || k == "pipeline" || k == "pipeline_read" ||
+                     k == "pipeline_write" || k == "super_offload" || k == "cpuadam_cores_perc" ||
+                     k == "convert_grad_on_cpu") {
+            Ignored(p,
+                    "tierflow always overlaps NVMe reads/writes with the step "
+                    "(see tierflow.pipeline)");
+          } else {
+            Unknown(p);
+          }
+          return Status::Ok();
+        });
   }
 
   Status Aio(const Json& v, const std::string& path) {
-    TF_RETURN_IF_ERROR(RequireObject(v, path));
-    for (auto it = v.begin(); it != v.end(); ++it) {
-      const std::string& k = it.key();
-      const Json& x = it.value();
-      std::string p = Join(path, k);
-      if (k == "block_size") {
-        TF_RETURN_IF_ERROR(Int(x, p, "aio_block_size", &c_.aio_block_size, 1));
-      } else if (k == "queue_depth") {
-        TF_RETURN_IF_ERROR(Int(x, p, "aio_queue_depth", &c_.aio_queue_depth, 1));
-      } else if (k == "intra_op_parallelism" || k == "thread_count") {
-        // DeepSpeed's I/O threads: here io_uring rings, each with its own thread.
-        if (IsAuto(x, p)) continue;
-        int64_t n = 0;
-        TF_RETURN_IF_ERROR(ReadInt(x, p, 1, kNvmeIoMaxRings, &n));
-        TF_RETURN_IF_ERROR(Set("aio_threads", p, &c_.aio_threads, static_cast<uint32_t>(n)));
-      } else if (k == "single_submit" || k == "overlap_events") {
-        bool b = false;
-        if (IsAuto(x, p)) continue;
-        TF_RETURN_IF_ERROR(ReadBool(x, p, &b));
-        Ignored(p, "io_uring handles submission and completion");
-      } else if (k == "use_gds") {
-        Ignored(p, "GPUDirect Storage is not used; NVMe traffic goes through pinned host memory");
-      } else {
-        Unknown(p);
-      }
-    }
-    return Status::Ok();
+    return ForEachKey(
+        v, path, [&](const std::string& k, const Json& x, const std::string& p) -> Status {
+          if (k == "block_size") {
+            TF_RETURN_IF_ERROR(Int(x, p, "aio_block_size", &c_.aio_block_size, 1));
+          } else if (k == "queue_depth") {
+            TF_RETURN_IF_ERROR(Int(x, p, "aio_queue_depth", &c_.aio_queue_depth, 1));
+          } else if (k == "intra_op_parallelism" || k == "thread_count") {
+            // DeepSpeed's I/O threads: here io_uring rings, each with its own thread.
+            if (IsAuto(x, p)) return Status::Ok();
+            int64_t n = 0;
+            TF_RETURN_IF_ERROR(ReadInt(x, p, 1, kNvmeIoMaxRings, &n));
+            TF_RETURN_IF_ERROR(Set("aio_threads", p, &c_.aio_threads, static_cast<uint32_t>(n)));
+          } else if (k == "single_submit" || k == "overlap_events") {
+            bool b = false;
+            if (IsAuto(x, p)) return Status::Ok();
+            TF_RETURN_IF_ERROR(ReadBool(x, p, &b));
+            Ignored(p, "io_uring handles submission and completion");
+          } else if (k == "use_gds") {
+            Ignored(p,
+                    "GPUDirect Storage is not used; NVMe traffic goes through pinned host memory");
+          } else {
+            Unknown(p);
+          }
+          return Status::Ok();
+        });
   }
 
   // tierflow's own keys: the options table's (train/train_options.h), each
   // read as its field's type.
   Status Tierflow(const Json& v, const std::string& path) {
-    TF_RETURN_IF_ERROR(RequireObject(v, path));
-    for (auto it = v.begin(); it != v.end(); ++it) {
-      const std::string& k = it.key();
-      const Json& x = it.value();
-      const std::string p = Join(path, k);
-      if (k == "dtype") {  // resolved with fp16 / bf16 (ResolvePrecision)
-        if (IsAuto(x, p)) continue;
-        TF_RETURN_IF_ERROR(ReadString(x, p, &tf_dtype_));
-        tf_dtype_path_ = p;
-        continue;
-      }
-      const TrainOption* o = FindTrainOptionByKey(k == "nvme_path" ? "nvme_paths" : k);
-      if (o == nullptr) {
-        Unknown(p);
-        continue;
-      }
-      const bool is_auto = x.is_string() && Lower(x.get<std::string>()) == "auto";
-      TF_RETURN_IF_ERROR(
-          std::visit([&](auto member) { return Key(*o, x, p, &(c_.*member)); }, o->field));
-      if (k == "offload" && !is_auto) offload_requested_ = p;
-      if (k == "sub_group_size" && !is_auto) {
-        TF_RETURN_IF_ERROR(Set("sub_group_rule", p, &c_.sub_group_cut, SubGroupCut::kSlices));
-      }
-    }
-    return Status::Ok();
+    return ForEachKey(
+        v, path, [&](const std::string& k, const Json& x, const std::string& p) -> Status {
+          if (k == "dtype") {  // resolved with fp16 / bf16 (ResolvePrecision)
+            if (IsAuto(x, p)) return Status::Ok();
+            TF_RETURN_IF_ERROR(ReadString(x, p, &tf_dtype_));
+            tf_dtype_path_ = p;
+            return Status::Ok();
+          }
+          const TrainOption* o = FindTrainOptionByKey(k == "nvme_path" ? "nvme_paths" : k);
+          if (o == nullptr) {
+            Unknown(p);
+            return Status::Ok();
+          }
+          const bool is_auto = x.is_string() && Lower(x.get<std::string>()) == "auto";
+          TF_RETURN_IF_ERROR(
+              std::visit([&](auto member) { return Key(*o, x, p, &(c_.*member)); }, o->field));
+          if (k == "offload" && !is_auto) offload_requested_ = p;
+          if (k == "sub_group_size" && !is_auto) {
+            TF_RETURN_IF_ERROR(Set("sub_group_rule", p, &c_.sub_group_cut, SubGroupCut::kSlices));
+          }
+          return Status::Ok();
+        });
   }
 
   // One tierflow key into its field, by the field's type.
