@@ -581,17 +581,24 @@ class Parser {
     return Status::Ok();
   }
 
+  // fp16.enabled / bf16.enabled: the flag, or nullopt for "auto" (noted:
+  // the precision stays the default / command-line one).
+  StatusOr<std::optional<bool>> Enabled(const Json& x, const std::string& p) {
+    if (IsAuto(x, p)) {
+      precision_auto_ = true;
+      return std::optional<bool>();
+    }
+    bool b = false;
+    TF_RETURN_IF_ERROR(ReadBool(x, p, &b));
+    return std::optional<bool>(b);
+  }
+
   Status Fp16(const Json& v, const std::string& path) {
     return ForEachKey(
         v, path, [&](const std::string& k, const Json& x, const std::string& p) -> Status {
           if (k == "enabled") {
-            if (IsAuto(x, p)) {
-              precision_auto_ = true;
-              return Status::Ok();
-            }
-            bool b = false;
-            TF_RETURN_IF_ERROR(ReadBool(x, p, &b));
-            fp16_enabled_ = b;
+            TF_ASSIGN_OR_RETURN(const std::optional<bool> enabled, Enabled(x, p));
+            if (enabled.has_value()) fp16_enabled_ = *enabled;
           } else if (k == "loss_scale") {
             TF_RETURN_IF_ERROR(Float(x, p, "loss_scale", &c_.loss_scale));
           } else if (k == "initial_scale_power") {
@@ -617,12 +624,9 @@ class Parser {
     return ForEachKey(
         v, path, [&](const std::string& k, const Json& x, const std::string& p) -> Status {
           if (k == "enabled") {
-            if (IsAuto(x, p)) {
-              precision_auto_ = true;
-              return Status::Ok();
-            }
-            bool b = false;
-            TF_RETURN_IF_ERROR(ReadBool(x, p, &b));
+            TF_ASSIGN_OR_RETURN(const std::optional<bool> enabled, Enabled(x, p));
+            if (!enabled.has_value()) return Status::Ok();
+            const bool b = *enabled;
             // DeepSpeed reads "bf16" and looks at its old spelling "bfloat16"
             // only without it: so does tierflow, saying so.
             if (path == "bfloat16" && bf16_path_ == "bf16" && bf16_enabled_.has_value()) {
