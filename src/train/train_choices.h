@@ -121,10 +121,8 @@ struct ChoiceNames<TrainTokenDtype> {
 template <>
 struct ChoiceNames<TrainChatTemplate> {
   static constexpr NamedChoice<TrainChatTemplate> kTable[] = {
-      {"", TrainChatTemplate::kTokenizers},
-      {"llama3", TrainChatTemplate::kLlama3},
-      {"chatml", TrainChatTemplate::kChatMl},
-      {"llama2", TrainChatTemplate::kLlama2},
+      {"", TrainChatTemplate::kTokenizers},     {"llama3", TrainChatTemplate::kLlama3},
+      {"chatml", TrainChatTemplate::kChatMl},   {"llama2", TrainChatTemplate::kLlama2},
       {"mistral", TrainChatTemplate::kMistral},
   };
 };

@@ -22,6 +22,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -31,6 +32,7 @@
 #include "io/json_reader.h"
 #include "io/json_util.h"
 #include "tierflow/nvme_io.h"
+#include "train/train_options.h"
 
 namespace tierflow {
 namespace {
@@ -258,6 +260,16 @@ class Parser {
   }
   Status RequireObject(const Json& v, const std::string& path) const {
     return json_.Object(v, path);
+  }
+
+  // Each key of the object `v` at `path`: its name, value and JSON path.
+  template <typename F>
+  Status ForEachKey(const Json& v, const std::string& path, F&& visit) {
+    TF_RETURN_IF_ERROR(RequireObject(v, path));
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      TF_RETURN_IF_ERROR(visit(it.key(), it.value(), Join(path, it.key())));
+    }
+    return Status::Ok();
   }
 
   // ---- assignment with contradiction detection ----
@@ -569,116 +581,115 @@ class Parser {
     return Status::Ok();
   }
 
-  Status Fp16(const Json& v, const std::string& path) {
-    TF_RETURN_IF_ERROR(RequireObject(v, path));
-    for (auto it = v.begin(); it != v.end(); ++it) {
-      const std::string& k = it.key();
-      const Json& x = it.value();
-      std::string p = Join(path, k);
-      if (k == "enabled") {
-        if (IsAuto(x, p)) {
-          precision_auto_ = true;
-          continue;
-        }
-        bool b = false;
-        TF_RETURN_IF_ERROR(ReadBool(x, p, &b));
-        fp16_enabled_ = b;
-      } else if (k == "loss_scale") {
-        TF_RETURN_IF_ERROR(Float(x, p, "loss_scale", &c_.loss_scale));
-      } else if (k == "initial_scale_power") {
-        TF_RETURN_IF_ERROR(Int(x, p, "initial_scale_power", &c_.initial_scale_power));
-      } else if (k == "loss_scale_window") {
-        TF_RETURN_IF_ERROR(Int(x, p, "loss_scale_window", &c_.loss_scale_window));
-      } else if (k == "hysteresis") {
-        TF_RETURN_IF_ERROR(Int(x, p, "hysteresis", &c_.hysteresis));
-      } else if (k == "min_loss_scale") {
-        TF_RETURN_IF_ERROR(Float(x, p, "min_loss_scale", &c_.min_loss_scale));
-      } else if (k == "auto_cast" || k == "consecutive_hysteresis" ||
-                 k == "fp16_master_weights_and_grads" || k == "type") {
-        Ignored(p, "tierflow keeps fp32 master weights and uses the standard dynamic loss scaler");
-      } else {
-        Unknown(p);
-      }
+  // fp16.enabled / bf16.enabled: the flag, or nullopt for "auto" (noted:
+  // the precision stays the default / command-line one).
+  StatusOr<std::optional<bool>> Enabled(const Json& x, const std::string& p) {
+    if (IsAuto(x, p)) {
+      precision_auto_ = true;
+      return std::optional<bool>();
     }
-    return Status::Ok();
+    bool b = false;
+    TF_RETURN_IF_ERROR(ReadBool(x, p, &b));
+    return std::optional<bool>(b);
+  }
+
+  Status Fp16(const Json& v, const std::string& path) {
+    return ForEachKey(
+        v, path, [&](const std::string& k, const Json& x, const std::string& p) -> Status {
+          if (k == "enabled") {
+            TF_ASSIGN_OR_RETURN(const std::optional<bool> enabled, Enabled(x, p));
+            if (enabled.has_value()) fp16_enabled_ = *enabled;
+          } else if (k == "loss_scale") {
+            TF_RETURN_IF_ERROR(Float(x, p, "loss_scale", &c_.loss_scale));
+          } else if (k == "initial_scale_power") {
+            TF_RETURN_IF_ERROR(Int(x, p, "initial_scale_power", &c_.initial_scale_power));
+          } else if (k == "loss_scale_window") {
+            TF_RETURN_IF_ERROR(Int(x, p, "loss_scale_window", &c_.loss_scale_window));
+          } else if (k == "hysteresis") {
+            TF_RETURN_IF_ERROR(Int(x, p, "hysteresis", &c_.hysteresis));
+          } else if (k == "min_loss_scale") {
+            TF_RETURN_IF_ERROR(Float(x, p, "min_loss_scale", &c_.min_loss_scale));
+          } else if (k == "auto_cast" || k == "consecutive_hysteresis" ||
+                     k == "fp16_master_weights_and_grads" || k == "type") {
+            Ignored(p,
+                    "tierflow keeps fp32 master weights and uses the standard dynamic loss scaler");
+          } else {
+            Unknown(p);
+          }
+          return Status::Ok();
+        });
   }
 
   Status Bf16(const Json& v, const std::string& path) {
-    TF_RETURN_IF_ERROR(RequireObject(v, path));
-    for (auto it = v.begin(); it != v.end(); ++it) {
-      const std::string& k = it.key();
-      std::string p = Join(path, k);
-      if (k == "enabled") {
-        if (IsAuto(it.value(), p)) {
-          precision_auto_ = true;
-          continue;
-        }
-        bool b = false;
-        TF_RETURN_IF_ERROR(ReadBool(it.value(), p, &b));
-        // DeepSpeed reads "bf16" and looks at its old spelling "bfloat16"
-        // only without it: so does tierflow, saying so.
-        if (path == "bfloat16" && bf16_path_ == "bf16" && bf16_enabled_.has_value()) {
-          Ignored(p, "'bf16' is given too, and DeepSpeed reads that one");
-          continue;
-        }
-        if (path == "bf16" && bf16_path_ == "bfloat16" && bf16_enabled_.has_value()) {
-          Ignored("bfloat16.enabled", "'bf16' is given too, and DeepSpeed reads that one");
-        }
-        bf16_enabled_ = b;
-        bf16_path_ = path;
-      } else if (k == "immediate_grad_update" || k == "check_grad_overflow" ||
-                 k == "bf16_master_weights_and_grads" || k == "bf16_optimizer_states") {
-        Ignored(p, "tierflow keeps fp32 master weights and optimizer state");
-      } else {
-        Unknown(p);
-      }
-    }
-    return Status::Ok();
+    return ForEachKey(
+        v, path, [&](const std::string& k, const Json& x, const std::string& p) -> Status {
+          if (k == "enabled") {
+            TF_ASSIGN_OR_RETURN(const std::optional<bool> enabled, Enabled(x, p));
+            if (!enabled.has_value()) return Status::Ok();
+            const bool b = *enabled;
+            // DeepSpeed reads "bf16" and looks at its old spelling "bfloat16"
+            // only without it: so does tierflow, saying so.
+            if (path == "bfloat16" && bf16_path_ == "bf16" && bf16_enabled_.has_value()) {
+              Ignored(p, "'bf16' is given too, and DeepSpeed reads that one");
+              return Status::Ok();
+            }
+            if (path == "bf16" && bf16_path_ == "bfloat16" && bf16_enabled_.has_value()) {
+              Ignored("bfloat16.enabled", "'bf16' is given too, and DeepSpeed reads that one");
+            }
+            bf16_enabled_ = b;
+            bf16_path_ = path;
+          } else if (k == "immediate_grad_update" || k == "check_grad_overflow" ||
+                     k == "bf16_master_weights_and_grads" || k == "bf16_optimizer_states") {
+            Ignored(p, "tierflow keeps fp32 master weights and optimizer state");
+          } else {
+            Unknown(p);
+          }
+          return Status::Ok();
+        });
   }
 
   Status Zero(const Json& v, const std::string& path) {
-    TF_RETURN_IF_ERROR(RequireObject(v, path));
-    for (auto it = v.begin(); it != v.end(); ++it) {
-      const std::string& k = it.key();
-      const Json& x = it.value();
-      std::string p = Join(path, k);
-      if (k == "stage") {
-        if (IsAuto(x, p)) continue;
-        int64_t stage = 0;
-        TF_RETURN_IF_ERROR(ReadInt(x, p, 0, 3, &stage));
-        zero_stage_ = stage;
-      } else if (k == "offload_optimizer") {
-        TF_RETURN_IF_ERROR(OffloadOptimizer(x, p));
-      } else if (k == "cpu_offload") {
-        // DeepSpeed's older spelling of offload_optimizer.device = "cpu".
-        bool b = false;
-        if (IsAuto(x, p)) continue;
-        TF_RETURN_IF_ERROR(ReadBool(x, p, &b));
-        if (b) {
-          TF_RETURN_IF_ERROR(Set("offload", p, &c_.offload, OffloadPlacement::kHost));
-          offload_requested_ = p;
-        }
-      } else if (k == "sub_group_size") {
-        // DeepSpeed's meaning (whole tensors, at least N; 0: one tensor
-        // each) applies at stage 3 only: ResolveOffload decides.
-        if (IsAuto(x, p)) continue;
-        int64_t n = 0;
-        TF_RETURN_IF_ERROR(ReadInt(x, p, 0, std::numeric_limits<int64_t>::max(), &n));
-        ds_sub_group_ = static_cast<uint64_t>(n);
-      } else if (k == "offload_param") {
-        TF_RETURN_IF_ERROR(OffloadParam(x, p));
-      } else if (k == "cpu_offload_param") {
-        // DeepSpeed's older spelling of offload_param.device = "cpu".
-        bool on = false;
-        TF_RETURN_IF_ERROR(ReadBool(x, p, &on));
-        if (on) TF_RETURN_IF_ERROR(Set("offload_param", p, &c_.offload_param, ParamOffload::kHost));
-      } else if (IgnoredZeroKeys().count(k)) {
-        Ignored(p, "multi-GPU communication / ZeRO-3 partitioning setting, not used on one GPU");
-      } else {
-        Unknown(p);
-      }
-    }
-    return Status::Ok();
+    return ForEachKey(
+        v, path, [&](const std::string& k, const Json& x, const std::string& p) -> Status {
+          if (k == "stage") {
+            if (IsAuto(x, p)) return Status::Ok();
+            int64_t stage = 0;
+            TF_RETURN_IF_ERROR(ReadInt(x, p, 0, 3, &stage));
+            zero_stage_ = stage;
+          } else if (k == "offload_optimizer") {
+            TF_RETURN_IF_ERROR(OffloadOptimizer(x, p));
+          } else if (k == "cpu_offload") {
+            // DeepSpeed's older spelling of offload_optimizer.device = "cpu".
+            bool b = false;
+            if (IsAuto(x, p)) return Status::Ok();
+            TF_RETURN_IF_ERROR(ReadBool(x, p, &b));
+            if (b) {
+              TF_RETURN_IF_ERROR(Set("offload", p, &c_.offload, OffloadPlacement::kHost));
+              offload_requested_ = p;
+            }
+          } else if (k == "sub_group_size") {
+            // DeepSpeed's meaning (whole tensors, at least N; 0: one tensor
+            // each) applies at stage 3 only: ResolveOffload decides.
+            if (IsAuto(x, p)) return Status::Ok();
+            int64_t n = 0;
+            TF_RETURN_IF_ERROR(ReadInt(x, p, 0, std::numeric_limits<int64_t>::max(), &n));
+            ds_sub_group_ = static_cast<uint64_t>(n);
+          } else if (k == "offload_param") {
+            TF_RETURN_IF_ERROR(OffloadParam(x, p));
+          } else if (k == "cpu_offload_param") {
+            // DeepSpeed's older spelling of offload_param.device = "cpu".
+            bool on = false;
+            TF_RETURN_IF_ERROR(ReadBool(x, p, &on));
+            if (on)
+              TF_RETURN_IF_ERROR(Set("offload_param", p, &c_.offload_param, ParamOffload::kHost));
+          } else if (IgnoredZeroKeys().count(k)) {
+            Ignored(p,
+                    "multi-GPU communication / ZeRO-3 partitioning setting, not used on one GPU");
+          } else {
+            Unknown(p);
+          }
+          return Status::Ok();
+        });
   }
 
   // An offload section's nvme_path: a string or a list of non-empty directories.
@@ -695,342 +706,215 @@ class Parser {
 
   // zero_optimization.offload_param: where streamed weights live.
   Status OffloadParam(const Json& v, const std::string& path) {
-    TF_RETURN_IF_ERROR(RequireObject(v, path));
-    for (auto it = v.begin(); it != v.end(); ++it) {
-      const std::string& k = it.key();
-      const Json& x = it.value();
-      std::string p = Join(path, k);
-      if (k == "device") {
-        if (IsAuto(x, p)) continue;
-        std::string d;
-        TF_RETURN_IF_ERROR(ReadString(x, p, &d));
-        StatusOr<ParamOffload> where = ParseParamOffload(label_ + ": " + p, Lower(d));
-        TF_RETURN_IF_ERROR(where.status());
-        TF_RETURN_IF_ERROR(Set("offload_param", p, &c_.offload_param, *where));
-      } else if (k == "nvme_path") {
-        // One swap directory list serves the weights and the optimizer state.
-        TF_RETURN_IF_ERROR(NvmePath(x, p));
-      } else if (k == "pin_memory") {
-        bool pin = true;
-        TF_RETURN_IF_ERROR(Bool(x, p, "offload_param.pin_memory", &pin));
-        if (!pin) {
-          Ignored(p,
-                  "streamed weights are always in page-locked memory (they are DMA'd to the "
-                  "device every micro-batch)");
-        }
-      } else if (k == "buffer_count" || k == "buffer_size" || k == "max_in_cpu") {
-        if (IsAuto(x, p)) continue;
-        int64_t n = 0;
-        TF_RETURN_IF_ERROR(ReadInt(x, p, 0, std::numeric_limits<int64_t>::max(), &n));
-        Ignored(p,
-                "tierflow streams whole units into device slots sized by the planner; set "
-                "tierflow.param_slots (or --param-slots) to choose how many");
-      } else {
-        Unknown(p);
-      }
-    }
-    return Status::Ok();
+    return ForEachKey(
+        v, path, [&](const std::string& k, const Json& x, const std::string& p) -> Status {
+          if (k == "device") {
+            if (IsAuto(x, p)) return Status::Ok();
+            std::string d;
+            TF_RETURN_IF_ERROR(ReadString(x, p, &d));
+            StatusOr<ParamOffload> where = ParseParamOffload(label_ + ": " + p, Lower(d));
+            TF_RETURN_IF_ERROR(where.status());
+            TF_RETURN_IF_ERROR(Set("offload_param", p, &c_.offload_param, *where));
+          } else if (k == "nvme_path") {
+            // One swap directory list serves the weights and the optimizer state.
+            TF_RETURN_IF_ERROR(NvmePath(x, p));
+          } else if (k == "pin_memory") {
+            bool pin = true;
+            TF_RETURN_IF_ERROR(Bool(x, p, "offload_param.pin_memory", &pin));
+            if (!pin) {
+              Ignored(p,
+                      "streamed weights are always in page-locked memory (they are DMA'd to the "
+                      "device every micro-batch)");
+            }
+          } else if (k == "buffer_count" || k == "buffer_size" || k == "max_in_cpu") {
+            if (IsAuto(x, p)) return Status::Ok();
+            int64_t n = 0;
+            TF_RETURN_IF_ERROR(ReadInt(x, p, 0, std::numeric_limits<int64_t>::max(), &n));
+            Ignored(p,
+                    "tierflow streams whole units into device slots sized by the planner; set "
+                    "tierflow.param_slots (or --param-slots) to choose how many");
+          } else {
+            Unknown(p);
+          }
+          return Status::Ok();
+        });
   }
 
   Status OffloadOptimizer(const Json& v, const std::string& path) {
-    TF_RETURN_IF_ERROR(RequireObject(v, path));
-    for (auto it = v.begin(); it != v.end(); ++it) {
-      const std::string& k = it.key();
-      const Json& x = it.value();
-      std::string p = Join(path, k);
-      if (k == "device") {
-        if (IsAuto(x, p)) continue;
-        std::string d;
-        TF_RETURN_IF_ERROR(ReadString(x, p, &d));
-        std::string dl = Lower(d);
-        if (dl == "cpu") {
-          TF_RETURN_IF_ERROR(Set("offload", p, &c_.offload, OffloadPlacement::kHost));
-          offload_requested_ = p;
-        } else if (dl == "nvme") {
-          TF_RETURN_IF_ERROR(Set("offload", p, &c_.offload, OffloadPlacement::kNvme));
-          offload_requested_ = p;
-        } else if (dl == "none") {
-          Warn("'" + p +
-               "' is \"none\": tierflow always offloads optimizer state; using host "
-               "memory");
-          TF_RETURN_IF_ERROR(Set("offload", p, &c_.offload, OffloadPlacement::kHost));
-        } else {
-          return Error(p, "'" + d +
-                              "' is not an offload device; use \"cpu\" (host memory) or "
-                              "\"nvme\"");
-        }
-      } else if (k == "nvme_path") {
-        TF_RETURN_IF_ERROR(NvmePath(x, p));
-      } else if (k == "pin_memory") {
-        TF_RETURN_IF_ERROR(Bool(x, p, "pin_memory", &c_.pin_memory));
-      } else if (k == "buffer_count") {
-        // DeepSpeed's pool of single-tensor swap buffers; tierflow's I/O
-        // slots each hold a whole sub-group's state and are sized from the
-        // drive's profile (tierflow.buffer_count sets them).
-        if (IsAuto(x, p)) continue;
-        int64_t n = 0;
-        TF_RETURN_IF_ERROR(ReadInt(x, p, 0, std::numeric_limits<int>::max(), &n));
-        Ignored(p,
-                "DeepSpeed's pool of single-tensor NVMe swap buffers has no counterpart: "
-                "tierflow's I/O slots each hold a sub-group's whole state and follow the "
-                "drive's profile; set tierflow.buffer_count to choose them");
-      } else if (k == "ratio") {
-        // DeepSpeed: the share of optimizer state the CPU updates, the rest
-        // staying on the GPU; read at stage 3 only (ResolveOffload).
-        if (IsAuto(x, p)) continue;
-        double r = 0;
-        TF_RETURN_IF_ERROR(ReadNumber(x, p, &r));
-        if (!(r >= 0.0 && r <= 1.0))
-          return Error(p, "is " + Describe(x) + "; use a share in [0, 1]");
-        ds_ratio_ = r;
-      } else if (k == "fast_init" || k == "pipeline" || k == "pipeline_read" ||
-                 k == "pipeline_write" || k == "super_offload" || k == "cpuadam_cores_perc" ||
-                 k == "convert_grad_on_cpu") {
-        Ignored(p,
-                "tierflow always overlaps NVMe reads/writes with the step "
-                "(see tierflow.pipeline)");
-      } else {
-        Unknown(p);
-      }
-    }
-    return Status::Ok();
+    return ForEachKey(
+        v, path, [&](const std::string& k, const Json& x, const std::string& p) -> Status {
+          if (k == "device") {
+            if (IsAuto(x, p)) return Status::Ok();
+            std::string d;
+            TF_RETURN_IF_ERROR(ReadString(x, p, &d));
+            std::string dl = Lower(d);
+            if (dl == "cpu") {
+              TF_RETURN_IF_ERROR(Set("offload", p, &c_.offload, OffloadPlacement::kHost));
+              offload_requested_ = p;
+            } else if (dl == "nvme") {
+              TF_RETURN_IF_ERROR(Set("offload", p, &c_.offload, OffloadPlacement::kNvme));
+              offload_requested_ = p;
+            } else if (dl == "none") {
+              Warn("'" + p +
+                   "' is \"none\": tierflow always offloads optimizer state; using host "
+                   "memory");
+              TF_RETURN_IF_ERROR(Set("offload", p, &c_.offload, OffloadPlacement::kHost));
+            } else {
+              return Error(p, "'" + d +
+                                  "' is not an offload device; use \"cpu\" (host memory) or "
+                                  "\"nvme\"");
+            }
+          } else if (k == "nvme_path") {
+            TF_RETURN_IF_ERROR(NvmePath(x, p));
+          } else if (k == "pin_memory") {
+            TF_RETURN_IF_ERROR(Bool(x, p, "pin_memory", &c_.pin_memory));
+          } else if (k == "buffer_count") {
+            // DeepSpeed's pool of single-tensor swap buffers; tierflow's I/O
+            // slots each hold a whole sub-group's state and are sized from the
+            // drive's profile (tierflow.buffer_count sets them).
+            if (IsAuto(x, p)) return Status::Ok();
+            int64_t n = 0;
+            TF_RETURN_IF_ERROR(ReadInt(x, p, 0, std::numeric_limits<int>::max(), &n));
+            Ignored(p,
+                    "DeepSpeed's pool of single-tensor NVMe swap buffers has no counterpart: "
+                    "tierflow's I/O slots each hold a sub-group's whole state and follow the "
+                    "drive's profile; set tierflow.buffer_count to choose them");
+          } else if (k == "ratio") {
+            // DeepSpeed: the share of optimizer state the CPU updates, the rest
+            // staying on the GPU; read at stage 3 only (ResolveOffload).
+            if (IsAuto(x, p)) return Status::Ok();
+            double r = 0;
+            TF_RETURN_IF_ERROR(ReadNumber(x, p, &r));
+            if (!(r >= 0.0 && r <= 1.0))
+              return Error(p, "is " + Describe(x) + "; use a share in [0, 1]");
+            ds_ratio_ = r;
+          } else if (k == "fast_init" || k == "pipeline" || k == "pipeline_read" ||
+                     k == "pipeline_write" || k == "super_offload" || k == "cpuadam_cores_perc" ||
+                     k == "convert_grad_on_cpu") {
+            Ignored(p,
+                    "tierflow always overlaps NVMe reads/writes with the step "
+                    "(see tierflow.pipeline)");
+          } else {
+            Unknown(p);
+          }
+          return Status::Ok();
+        });
   }
 
   Status Aio(const Json& v, const std::string& path) {
-    TF_RETURN_IF_ERROR(RequireObject(v, path));
-    for (auto it = v.begin(); it != v.end(); ++it) {
-      const std::string& k = it.key();
-      const Json& x = it.value();
-      std::string p = Join(path, k);
-      if (k == "block_size") {
-        TF_RETURN_IF_ERROR(Int(x, p, "aio_block_size", &c_.aio_block_size, 1));
-      } else if (k == "queue_depth") {
-        TF_RETURN_IF_ERROR(Int(x, p, "aio_queue_depth", &c_.aio_queue_depth, 1));
-      } else if (k == "intra_op_parallelism" || k == "thread_count") {
-        // DeepSpeed's I/O threads: here io_uring rings, each with its own thread.
-        if (IsAuto(x, p)) continue;
-        int64_t n = 0;
-        TF_RETURN_IF_ERROR(ReadInt(x, p, 1, kNvmeIoMaxRings, &n));
-        TF_RETURN_IF_ERROR(Set("aio_threads", p, &c_.aio_threads, static_cast<uint32_t>(n)));
-      } else if (k == "single_submit" || k == "overlap_events") {
-        bool b = false;
-        if (IsAuto(x, p)) continue;
-        TF_RETURN_IF_ERROR(ReadBool(x, p, &b));
-        Ignored(p, "io_uring handles submission and completion");
-      } else if (k == "use_gds") {
-        Ignored(p, "GPUDirect Storage is not used; NVMe traffic goes through pinned host memory");
-      } else {
-        Unknown(p);
-      }
-    }
-    return Status::Ok();
+    return ForEachKey(
+        v, path, [&](const std::string& k, const Json& x, const std::string& p) -> Status {
+          if (k == "block_size") {
+            TF_RETURN_IF_ERROR(Int(x, p, "aio_block_size", &c_.aio_block_size, 1));
+          } else if (k == "queue_depth") {
+            TF_RETURN_IF_ERROR(Int(x, p, "aio_queue_depth", &c_.aio_queue_depth, 1));
+          } else if (k == "intra_op_parallelism" || k == "thread_count") {
+            // DeepSpeed's I/O threads: here io_uring rings, each with its own thread.
+            if (IsAuto(x, p)) return Status::Ok();
+            int64_t n = 0;
+            TF_RETURN_IF_ERROR(ReadInt(x, p, 1, kNvmeIoMaxRings, &n));
+            TF_RETURN_IF_ERROR(Set("aio_threads", p, &c_.aio_threads, static_cast<uint32_t>(n)));
+          } else if (k == "single_submit" || k == "overlap_events") {
+            bool b = false;
+            if (IsAuto(x, p)) return Status::Ok();
+            TF_RETURN_IF_ERROR(ReadBool(x, p, &b));
+            Ignored(p, "io_uring handles submission and completion");
+          } else if (k == "use_gds") {
+            Ignored(p,
+                    "GPUDirect Storage is not used; NVMe traffic goes through pinned host memory");
+          } else {
+            Unknown(p);
+          }
+          return Status::Ok();
+        });
   }
 
-  // tierflow's own keys mirror TrainConfig's field names.
+  // tierflow's own keys: the options table's (train/train_options.h), each
+  // read as its field's type.
   Status Tierflow(const Json& v, const std::string& path) {
-    TF_RETURN_IF_ERROR(RequireObject(v, path));
-    for (auto it = v.begin(); it != v.end(); ++it) {
-      const std::string& k = it.key();
-      const Json& x = it.value();
-      std::string p = Join(path, k);
-      Status s;
-      if (k == "model")
-        s = String(x, p, k, &c_.model);
-      else if (k == "allow_unused_tensors")
-        s = Bool(x, p, k, &c_.allow_unused_tensors);
-      else if (k == "data")
-        s = String(x, p, k, &c_.data);
-      else if (k == "token_dtype")
-        s = Choice(x, p, k, &c_.token_dtype);
-      else if (k == "text_field")
-        s = String(x, p, k, &c_.text_field);
-      else if (k == "data_format")
-        s = Choice(x, p, k, &c_.data_format);
-      else if (k == "chat_template")
-        s = Choice(x, p, k, &c_.chat_template);
-      else if (k == "truncation")
-        s = Choice(x, p, k, &c_.truncation);
-      else if (k == "packing")
-        s = Bool(x, p, k, &c_.packing);
-      else if (k == "max_sample_bytes")
-        s = Int(x, p, k, &c_.max_sample_bytes, 1);
-      else if (k == "tokenizer")
-        s = String(x, p, k, &c_.tokenizer);
-      else if (k == "shuffle")
-        s = Bool(x, p, k, &c_.shuffle);
-      else if (k == "seed")
-        s = Int(x, p, k, &c_.seed);
-      else if (k == "eval_fraction")
-        s = Double(x, p, k, &c_.eval_fraction);
-      else if (k == "eval_every")
-        s = Int(x, p, k, &c_.eval_every);
-      else if (k == "eval_batches")
-        s = Int(x, p, k, &c_.eval_batches);
-      else if (k == "micro_batch")
-        s = Int(x, p, k, &c_.micro_batch);
-      else if (k == "grad_accum")
-        s = Int(x, p, k, &c_.grad_accum);
-      else if (k == "seq_len")
-        s = Int(x, p, k, &c_.seq_len);
-      else if (k == "steps")
-        s = Int(x, p, k, &c_.steps);
-      else if (k == "activation_checkpointing")
-        s = Bool(x, p, k, &c_.activation_checkpointing);
-      else if (k == "dtype") {
-        if (IsAuto(x, p)) continue;
-        s = ReadString(x, p, &tf_dtype_);
-        tf_dtype_path_ = p;
-      } else if (k == "loss_scale")
-        s = Float(x, p, k, &c_.loss_scale);
-      else if (k == "initial_scale_power")
-        s = Int(x, p, k, &c_.initial_scale_power);
-      else if (k == "loss_scale_window")
-        s = Int(x, p, k, &c_.loss_scale_window);
-      else if (k == "hysteresis")
-        s = Int(x, p, k, &c_.hysteresis);
-      else if (k == "min_loss_scale")
-        s = Float(x, p, k, &c_.min_loss_scale);
-      else if (k == "optimizer") {
-        if (IsAuto(x, p)) continue;
-        std::string o;
-        s = ReadString(x, p, &o);
-        StatusOr<TrainOptimizer> optimizer = TrainOptimizer::kAdamW;
-        if (s.ok()) optimizer = ParseChoice<TrainOptimizer>(Lower(o));
-        if (s.ok() && !optimizer.ok()) s = Error(p, optimizer.status().message());
-        if (s.ok()) s = Set(k, p, &c_.optimizer, *optimizer);
-      } else if (k == "lr")
-        s = Float(x, p, k, &c_.lr);
-      else if (k == "beta1")
-        s = Float(x, p, k, &c_.beta1);
-      else if (k == "beta2")
-        s = Float(x, p, k, &c_.beta2);
-      else if (k == "eps")
-        s = Float(x, p, k, &c_.eps);
-      else if (k == "weight_decay")
-        s = Float(x, p, k, &c_.weight_decay);
-      else if (k == "gradient_clipping")
-        s = Float(x, p, k, &c_.gradient_clipping);
-      else if (k == "offload") {
-        if (IsAuto(x, p)) continue;
-        std::string o;
-        s = ReadString(x, p, &o);
-        // "auto" was taken above (keeps the base value), so kAuto cannot come from here.
-        StatusOr<OffloadPlacement> placement = OffloadPlacement::kAuto;
-        if (s.ok()) placement = ParseOffloadPlacement(label_ + ": " + p, Lower(o));
-        if (s.ok()) s = placement.status();
-        if (s.ok()) s = Set(k, p, &c_.offload, *placement);
-        if (s.ok()) offload_requested_ = p;
-      } else if (k == "nvme_paths" || k == "nvme_path") {
-        if (IsAuto(x, p)) continue;
-        std::vector<std::string> paths;
-        s = ReadStringList(x, p, &paths);
-        if (s.ok()) s = Set("nvme_paths", p, &c_.nvme_paths, paths);
-      } else if (k == "nvme_buffered")
-        s = Bool(x, p, k, &c_.nvme_buffered);
-      else if (k == "nvme_ratio")
-        s = Double(x, p, k, &c_.nvme_ratio);
-      else if (k == "buffer_count")
-        s = Int(x, p, k, &c_.buffer_count, 1);
-      else if (k == "sub_group_size") {
-        s = Int(x, p, k, &c_.sub_group_size, 1);
-        if (s.ok() && !x.is_string()) {  // a string here is "auto"
-          s = Set("sub_group_rule", p, &c_.sub_group_cut, SubGroupCut::kSlices);
-        }
-      } else if (k == "pin_memory")
-        s = Bool(x, p, k, &c_.pin_memory);
-      else if (k == "aio_block_size")
-        s = Int(x, p, k, &c_.aio_block_size, 1);
-      else if (k == "aio_queue_depth")
-        s = Int(x, p, k, &c_.aio_queue_depth, 1);
-      else if (k == "aio_threads")
-        s = Int(x, p, k, &c_.aio_threads, 1);
-      else if (k == "profile")
-        s = String(x, p, k, &c_.profile);
-      else if (k == "pipeline")
-        s = Choice(x, p, k, &c_.pipeline);
-      else if (k == "collectives")
-        s = Choice(x, p, k, &c_.collectives);
-      else if (k == "speculation_params") {
-        if (IsAuto(x, p)) continue;
-        int64_t n = 0;
-        s = ReadInt(x, p, 0, std::numeric_limits<int64_t>::max(), &n);
-        if (s.ok()) {
-          s = Set(k, p, &c_.speculation_params, std::optional<uint64_t>(static_cast<uint64_t>(n)));
-        }
-      } else if (k == "offload_param") {
-        if (IsAuto(x, p)) continue;
-        std::string o;
-        s = ReadString(x, p, &o);
-        StatusOr<ParamOffload> where = ParamOffload::kAuto;
-        if (s.ok()) where = ParseParamOffload(label_ + ": " + p, Lower(o));
-        if (s.ok()) s = where.status();
-        if (s.ok()) s = Set(k, p, &c_.offload_param, *where);
-      } else if (k == "param_slots") {
-        if (IsAuto(x, p)) continue;
-        int64_t n = 0;
-        s = ReadInt(x, p, 2, 64, &n);
-        if (s.ok()) s = Set(k, p, &c_.param_slots, std::optional<int>(static_cast<int>(n)));
-      } else if (k == "grad_bucket_params") {
-        if (IsAuto(x, p)) continue;
-        int64_t n = 0;
-        s = ReadInt(x, p, 1, std::numeric_limits<int64_t>::max(), &n);
-        if (s.ok()) {
-          s = Set(k, p, &c_.grad_bucket_params, std::optional<uint64_t>(static_cast<uint64_t>(n)));
-        }
-      } else if (k == "grad_transfer_dtype") {
-        if (IsAuto(x, p)) continue;
-        std::string d;
-        s = ReadString(x, p, &d);
-        StatusOr<DType> t = DType::kF32;
-        if (s.ok()) t = ParseDType(Lower(d));
-        if (s.ok() && !t.ok()) s = Error(p, t.status().message());
-        if (s.ok()) s = Set(k, p, &c_.grad_transfer_dtype, std::optional<DType>(*t));
-      } else if (k == "device") {
-        if (IsAuto(x, p)) continue;
-        std::string d;
-        s = ReadString(x, p, &d);
-        StatusOr<DeviceSpec> spec = DeviceSpec{};
-        if (s.ok()) spec = ParseDeviceSpec(label_ + ": " + p, d);
-        if (s.ok()) s = spec.status();
-        if (s.ok()) s = Set(k, p, &c_.device, *spec);
-      } else if (k == "device_memory")
-        s = String(x, p, k, &c_.device_memory);
-      else if (k == "host_memory")
-        s = String(x, p, k, &c_.host_memory);
-      else if (k == "nvme_capacity")
-        s = String(x, p, k, &c_.nvme_capacity);
-      else if (k == "out_dir")
-        s = String(x, p, k, &c_.out_dir);
-      else if (k == "checkpoint_every")
-        s = Int(x, p, k, &c_.checkpoint_every);
-      else if (k == "final_save")
-        s = Choice(x, p, k, &c_.final_save);
-      else if (k == "resume")
-        s = Bool(x, p, k, &c_.resume);
-      else if (k == "metrics_path")
-        s = String(x, p, k, &c_.metrics_path);
-      else if (k == "trace_path")
-        s = String(x, p, k, &c_.trace_path);
-      else if (k == "trace_steps") {
-        if (!x.is_array()) {
-          s = TypeError(p, "an array of step numbers", x);
-        } else {
-          std::vector<int64_t> steps;
-          for (size_t i = 0; i < x.size() && s.ok(); ++i) {
-            int64_t n = 0;
-            s = ReadInt(x[i], p + "[" + std::to_string(i) + "]", 1,
-                        std::numeric_limits<int64_t>::max(), &n);
-            steps.push_back(n);
+    return ForEachKey(
+        v, path, [&](const std::string& k, const Json& x, const std::string& p) -> Status {
+          if (k == "dtype") {  // resolved with fp16 / bf16 (ResolvePrecision)
+            if (IsAuto(x, p)) return Status::Ok();
+            TF_RETURN_IF_ERROR(ReadString(x, p, &tf_dtype_));
+            tf_dtype_path_ = p;
+            return Status::Ok();
           }
-          if (s.ok()) s = Set(k, p, &c_.trace_steps, steps);
-        }
-      } else if (k == "log_every")
-        s = Int(x, p, k, &c_.log_every);
-      else
-        Unknown(p);
-      TF_RETURN_IF_ERROR(s);
+          const TrainOption* o = FindTrainOptionByKey(k == "nvme_path" ? "nvme_paths" : k);
+          if (o == nullptr) {
+            Unknown(p);
+            return Status::Ok();
+          }
+          const bool is_auto = x.is_string() && Lower(x.get<std::string>()) == "auto";
+          TF_RETURN_IF_ERROR(
+              std::visit([&](auto member) { return Key(*o, x, p, &(c_.*member)); }, o->field));
+          if (k == "offload" && !is_auto) offload_requested_ = p;
+          if (k == "sub_group_size" && !is_auto) {
+            TF_RETURN_IF_ERROR(Set("sub_group_rule", p, &c_.sub_group_cut, SubGroupCut::kSlices));
+          }
+          return Status::Ok();
+        });
+  }
+
+  // One tierflow key into its field, by the field's type.
+  Status Key(const TrainOption& o, const Json& x, const std::string& p, std::string* dst) {
+    return String(x, p, o.name, dst);
+  }
+  Status Key(const TrainOption& o, const Json& x, const std::string& p, bool* dst) {
+    return Bool(x, p, o.name, dst);
+  }
+  Status Key(const TrainOption& o, const Json& x, const std::string& p, float* dst) {
+    return Float(x, p, o.name, dst);
+  }
+  Status Key(const TrainOption& o, const Json& x, const std::string& p, double* dst) {
+    return Double(x, p, o.name, dst);
+  }
+  template <typename T>
+  requires std::is_integral_v<T> Status Key(const TrainOption& o, const Json& x,
+                                            const std::string& p, T* dst) {
+    return Int(x, p, o.name, dst, o.json_min);
+  }
+  template <typename T>
+  requires std::is_integral_v<T> Status Key(const TrainOption& o, const Json& x,
+                                            const std::string& p, std::optional<T>* dst) {
+    if (IsAuto(x, p)) return Status::Ok();
+    int64_t n = 0;
+    TF_RETURN_IF_ERROR(
+        ReadInt(x, p, std::max<int64_t>(o.json_min, 0),
+                static_cast<int64_t>(std::min<uint64_t>(std::numeric_limits<T>::max(),
+                                                        std::numeric_limits<int64_t>::max())),
+                &n));
+    return Set(o.name, p, dst, std::optional<T>(static_cast<T>(n)));
+  }
+  Status Key(const TrainOption& o, const Json& x, const std::string& p,
+             std::vector<std::string>* dst) {
+    if (IsAuto(x, p)) return Status::Ok();
+    std::vector<std::string> paths;
+    TF_RETURN_IF_ERROR(ReadStringList(x, p, &paths));
+    return Set(o.name, p, dst, paths);
+  }
+  Status Key(const TrainOption& o, const Json& x, const std::string& p, std::vector<int64_t>* dst) {
+    if (!x.is_array()) return TypeError(p, "an array of step numbers", x);
+    std::vector<int64_t> steps;
+    for (size_t i = 0; i < x.size(); ++i) {
+      int64_t n = 0;
+      TF_RETURN_IF_ERROR(ReadInt(x[i], p + "[" + std::to_string(i) + "]", o.json_min,
+                                 std::numeric_limits<int64_t>::max(), &n));
+      steps.push_back(n);
     }
-    return Status::Ok();
+    return Set(o.name, p, dst, steps);
+  }
+  // A named value (a choice, a placement, a device, a dtype): its text
+  // through the table's typed parser.
+  template <typename T>
+  Status Key(const TrainOption& o, const Json& x, const std::string& p, T* dst) {
+    if (IsAuto(x, p)) return Status::Ok();
+    std::string text;
+    TF_RETURN_IF_ERROR(ReadString(x, p, &text));
+    TrainConfig parsed;
+    TF_RETURN_IF_ERROR(
+        SetOptionFromText(o, label_ + ": " + p, o.json_any_case ? Lower(text) : text, &parsed));
+    return Set(o.name, p, dst, parsed.*std::get<T TrainConfig::*>(o.field));
   }
 
   // ---- cross-key resolution ----

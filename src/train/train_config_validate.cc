@@ -7,12 +7,13 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
-#include <tuple>
+#include <utility>
 
-#include "common/units.h"
 #include "tierflow/grad_transfer.h"
 #include "tierflow/nvme_io.h"
+#include "common/units.h"
 #include "train/train_config.h"
+#include "train/train_options.h"
 
 namespace tierflow {
 namespace {
@@ -72,28 +73,11 @@ Status ValidateSchedule(const TrainConfig& c) {
   return Status::Ok();
 }
 
-}  // namespace
-
-Status ValidateTrainConfig(const TrainConfig& c) {
+// The data settings that apply to instruction data only, or to other data.
+Status ValidateData(const TrainConfig& c) {
   const auto Bad = [&c](const std::string& setting, const std::string& what) {
     return BadSetting(c, setting, what);
   };
-  if (c.model.empty()) return Bad("model", "is empty; name a preset or a model directory");
-  for (const auto& [setting, text, least] :
-       {std::tuple<const char*, const std::string&, uint64_t>{"host_memory", c.host_memory, 1},
-        {"nvme_capacity", c.nvme_capacity, 0}}) {
-    if (text.empty()) continue;
-    StatusOr<uint64_t> bytes = ParseByteSize(text);
-    if (!bytes.ok() || *bytes < least) {
-      return Bad(setting, "'" + text + "' is not a byte size" + (least > 0 ? " above 0" : "") +
-                              " (e.g. 64GiB); leave it out to use what the machine reports");
-    }
-  }
-  if (c.param_slots.has_value() && (*c.param_slots < 2 || *c.param_slots > 64)) {
-    return Bad("param_slots", "is " + std::to_string(*c.param_slots) +
-                                  "; the streamed weights' ring needs 2 to 64 device slots "
-                                  "(--param-slots)");
-  }
   const bool instruction = IsInstructionFormat(c.data_format);
   // Instruction-only settings with other data would be accepted and ignored.
   if (!instruction && c.chat_template != TrainChatTemplate::kTokenizers) {
@@ -111,11 +95,6 @@ Status ValidateTrainConfig(const TrainConfig& c) {
                "applies to instruction data only; set data_format to "
                "prompt-completion, alpaca or chat");
   }
-  // data's kMaxSampleBytesLimit (train_config_test ties them).
-  if (c.max_sample_bytes < 1 || c.max_sample_bytes > (uint64_t{1} << 30)) {
-    return Bad("max_sample_bytes", "is " + std::to_string(c.max_sample_bytes) +
-                                       " (--max-sample-bytes); use 1 byte to 1GiB");
-  }
   if (!instruction && c.max_sample_bytes != TrainConfig().max_sample_bytes) {
     return Bad("max_sample_bytes",
                "applies to instruction data only (text is tokenized whole); set data_format to "
@@ -124,73 +103,70 @@ Status ValidateTrainConfig(const TrainConfig& c) {
   if (instruction && c.token_dtype != TrainTokenDtype::kNone) {
     return Bad("token_dtype", "is for pre-tokenized files; instruction data is JSONL text");
   }
-  if (!(c.eval_fraction >= 0.0 && c.eval_fraction < 1.0)) {
-    return Bad("eval_fraction", "is " + Num(c.eval_fraction) + "; use a fraction in [0, 1)");
-  }
-  if (c.eval_every < 0) return Bad("eval_every", "is negative; use 0 (never) or more");
   if (c.eval_every > 0 && c.eval_batches < 1) {
     return Bad("eval_batches", "is " + std::to_string(c.eval_batches) + "; use 1 or more");
   }
+  return Status::Ok();
+}
 
-  if (c.micro_batch < 1) {
-    return Bad("micro_batch", "is " + std::to_string(c.micro_batch) +
-                                  " (train_micro_batch_size_per_gpu); use 1 or more");
+// fp16's loss scaler (the other dtypes do not read it).
+Status ValidateLossScaler(const TrainConfig& c) {
+  const auto Bad = [&c](const std::string& setting, const std::string& what) {
+    return BadSetting(c, setting, what);
+  };
+  if (c.dtype != DType::kF16) return Status::Ok();
+  if (!std::isfinite(c.loss_scale) || c.loss_scale < 0.0f) {
+    return Bad("loss_scale",
+               "is " + Num(c.loss_scale) + "; use 0 (dynamic) or a positive static scale");
   }
-  if (c.grad_accum < 1) {
-    return Bad("grad_accum", "is " + std::to_string(c.grad_accum) +
-                                 " (gradient_accumulation_steps); use 1 or more");
+  if (c.initial_scale_power < 0 || c.initial_scale_power > 63) {
+    return Bad("initial_scale_power", "is " + std::to_string(c.initial_scale_power) +
+                                          "; use 0..63 (the scale starts at 2^power)");
   }
-  if (c.seq_len < 2) {
-    return Bad("seq_len", "is " + std::to_string(c.seq_len) +
-                              "; use 2 or more (one input and one target token)");
+  if (c.loss_scale_window < 1) {
+    return Bad("loss_scale_window",
+               "is " + std::to_string(c.loss_scale_window) + "; use 1 or more steps");
   }
-  if (c.steps < 1) return Bad("steps", "is " + std::to_string(c.steps) + "; use 1 or more");
+  if (c.hysteresis < 1) {
+    return Bad("hysteresis", "is " + std::to_string(c.hysteresis) + "; use 1 or more");
+  }
+  if (!std::isfinite(c.min_loss_scale) || c.min_loss_scale <= 0.0f) {
+    return Bad("min_loss_scale", "is " + Num(c.min_loss_scale) + "; use a positive scale");
+  }
+  if (c.loss_scale == 0.0f && std::ldexp(1.0, c.initial_scale_power) < c.min_loss_scale) {
+    return Bad("min_loss_scale", Num(c.min_loss_scale) + " is above the initial scale 2^" +
+                                     std::to_string(c.initial_scale_power) +
+                                     "; lower it or raise initial_scale_power");
+  }
+  return Status::Ok();
+}
 
-  if (c.dtype == DType::kF16) {
-    if (!std::isfinite(c.loss_scale) || c.loss_scale < 0.0f) {
-      return Bad("loss_scale",
-                 "is " + Num(c.loss_scale) + "; use 0 (dynamic) or a positive static scale");
-    }
-    if (c.initial_scale_power < 0 || c.initial_scale_power > 63) {
-      return Bad("initial_scale_power", "is " + std::to_string(c.initial_scale_power) +
-                                            "; use 0..63 (the scale starts at 2^power)");
-    }
-    if (c.loss_scale_window < 1) {
-      return Bad("loss_scale_window",
-                 "is " + std::to_string(c.loss_scale_window) + "; use 1 or more steps");
-    }
-    if (c.hysteresis < 1) {
-      return Bad("hysteresis", "is " + std::to_string(c.hysteresis) + "; use 1 or more");
-    }
-    if (!std::isfinite(c.min_loss_scale) || c.min_loss_scale <= 0.0f) {
-      return Bad("min_loss_scale", "is " + Num(c.min_loss_scale) + "; use a positive scale");
-    }
-    if (c.loss_scale == 0.0f && std::ldexp(1.0, c.initial_scale_power) < c.min_loss_scale) {
-      return Bad("min_loss_scale", Num(c.min_loss_scale) + " is above the initial scale 2^" +
-                                       std::to_string(c.initial_scale_power) +
-                                       "; lower it or raise initial_scale_power");
-    }
-  }
+}  // namespace
 
-  if (!std::isfinite(c.lr) || c.lr <= 0.0f) {
-    return Bad("lr", "is " + Num(c.lr) + "; use a positive, finite learning rate");
+Status ValidateTrainConfig(const TrainConfig& c) {
+  const auto Bad = [&c](const std::string& setting, const std::string& what) {
+    return BadSetting(c, setting, what);
+  };
+  if (c.model.empty()) return Bad("model", "is empty; name a preset or a model directory");
+  for (const auto& [setting, text] : {std::pair<const char*, const std::string&>{
+                                          "host_memory", c.host_memory},
+                                      {"nvme_capacity", c.nvme_capacity}}) {
+    if (text.empty()) continue;
+    StatusOr<uint64_t> bytes = ParseByteSize(text);
+    if (!bytes.ok() || *bytes == 0) {
+      return Bad(setting, "'" + text +
+                              "' is not a byte size above 0 (e.g. 64GiB); leave it out to use what "
+                              "the machine reports");
+    }
   }
-  if (!(c.beta1 >= 0.0f && c.beta1 < 1.0f)) {
-    return Bad("beta1", "is " + Num(c.beta1) + "; use a value in [0, 1) (e.g. 0.9)");
+  // Each option's own range (train/train_options.h), then the combinations.
+  for (const TrainOption& option : TrainOptions()) {
+    if (std::optional<std::string> error = OptionRangeError(option, c)) {
+      return Bad(option.name, *error);
+    }
   }
-  if (!(c.beta2 >= 0.0f && c.beta2 < 1.0f)) {
-    return Bad("beta2", "is " + Num(c.beta2) + "; use a value in [0, 1) (e.g. 0.999)");
-  }
-  if (!std::isfinite(c.eps) || c.eps < 0.0f) {
-    return Bad("eps", "is " + Num(c.eps) + "; use 0 or a small positive value (e.g. 1e-8)");
-  }
-  if (!std::isfinite(c.weight_decay) || c.weight_decay < 0.0f) {
-    return Bad("weight_decay", "is " + Num(c.weight_decay) + "; use 0 or more");
-  }
-  if (!std::isfinite(c.gradient_clipping) || c.gradient_clipping < 0.0f) {
-    return Bad("gradient_clipping",
-               "is " + Num(c.gradient_clipping) + "; use 0 (off) or a positive max norm");
-  }
+  TF_RETURN_IF_ERROR(ValidateData(c));
+  TF_RETURN_IF_ERROR(ValidateLossScaler(c));
   TF_RETURN_IF_ERROR(ValidateSchedule(c));
 
   if (c.offload != OffloadPlacement::kHost && c.offload != OffloadPlacement::kNvme &&
@@ -200,10 +176,6 @@ Status ValidateTrainConfig(const TrainConfig& c) {
   }
   for (const std::string& p : c.nvme_paths) {
     if (p.empty()) return Bad("nvme_paths", "contains an empty path; name a directory");
-  }
-  if (!(c.nvme_ratio >= 0.0 && c.nvme_ratio <= 1.0)) {
-    return Bad("nvme_ratio",
-               "is " + Num(c.nvme_ratio) + " (tierflow.nvme_ratio); use a fraction in [0, 1]");
   }
   if (c.nvme_ratio != 1.0 && c.offload != OffloadPlacement::kNvme) {
     return Bad("nvme_ratio", "is " + Num(c.nvme_ratio) +
@@ -231,26 +203,6 @@ Status ValidateTrainConfig(const TrainConfig& c) {
                                      " (aio.block_size); use a multiple of 4096 (O_DIRECT "
                                      "alignment) up to 268435456 (256 MiB), e.g. 16777216");
   }
-  if (c.aio_queue_depth > kNvmeIoMaxQueueDepth) {
-    return Bad("aio_queue_depth",
-               "is " + std::to_string(c.aio_queue_depth) + " (aio.queue_depth); use 1..4096");
-  }
-  if (c.aio_threads > kNvmeIoMaxRings) {
-    return Bad("aio_threads", "is " + std::to_string(c.aio_threads) +
-                                  " (aio.thread_count); use 1..64 io_uring rings");
-  }
-  if (c.grad_bucket_params.has_value() &&
-      (*c.grad_bucket_params < 1 || *c.grad_bucket_params > (uint64_t{1} << 40))) {
-    return Bad("grad_bucket_params", "is " + std::to_string(*c.grad_bucket_params) +
-                                         " (tierflow.grad_bucket_params); use 1 to 2^40 "
-                                         "parameters, or leave it to the planner");
-  }
-  if (c.speculation_params.has_value() && *c.speculation_params > (uint64_t{1} << 40)) {
-    return Bad("speculation_params",
-               "is " + std::to_string(*c.speculation_params) +
-                   ", more than 2^40 parameters; any value at or above the model's parameter "
-                   "count speculates on all of it");
-  }
   if (c.speculation_params.has_value() && c.pipeline == TrainPipeline::kSync) {
     return Bad("speculation_params",
                "is set but the sync pipeline does not speculate; drop it or use the overlapped "
@@ -259,11 +211,6 @@ Status ValidateTrainConfig(const TrainConfig& c) {
   TF_RETURN_IF_ERROR(ValidateGradTransferDType(Where(c, "grad_transfer_dtype"), c.dtype,
                                                GradTransferDType(c.dtype, c.grad_transfer_dtype)));
 
-  if (c.checkpoint_every < 0) {
-    return Bad("checkpoint_every", "is negative; use 0 (only at the end) or more steps");
-  }
-  if (c.log_every < 1)
-    return Bad("log_every", "is " + std::to_string(c.log_every) + "; use 1 or more steps");
   for (int64_t s : c.trace_steps) {
     if (s < 1 || s > c.steps) {
       return Bad("trace_steps", "step " + std::to_string(s) + " is outside the run (1.." +
