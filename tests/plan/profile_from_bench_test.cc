@@ -3,7 +3,7 @@
 // defaults, and a bench output without its rate is refused. The NVMe tune's
 // choice becomes the profile's nvme_store (through the profile's own reader),
 // and `bench nvme --tune --profile` updates a profile file keeping the rest.
-#include "tier/bench_profile.h"
+#include "plan/profile_from_bench.h"
 
 #include <fstream>
 
@@ -12,9 +12,9 @@
 
 #include "plan/bandwidth_profile.h"
 #include "plan/nvme_profile.h"
-#include "tests/tier/tier_test_util.h"
+#include "tests/common/scratch_dir.h"
 
-namespace tierflow::tier {
+namespace tierflow {
 namespace {
 
 nlohmann::json CopyOut() {
@@ -106,7 +106,7 @@ TEST(BenchProfile, TheTunesChoiceBecomesTheProfilesNvmeStore) {
 }
 
 TEST(BenchProfile, TheTuneUpdatesAProfileFileKeepingTheRest) {
-  tier_test::TempDir dir;
+  testing_common::ScratchDir dir("tierflow-profile-");
   // No file yet: a new version-1 profile.
   ASSERT_TRUE(WriteNvmeToProfileFile(dir / "new.json", TunedNvmeOut(4u << 20)).ok());
   auto made = LoadNvmeStoreProfile(dir / "new.json");
@@ -128,7 +128,7 @@ TEST(BenchProfile, TheTuneUpdatesAProfileFileKeepingTheRest) {
   std::ofstream(dir / "other.json") << R"({"model": "x"})";
   Status s = WriteNvmeToProfileFile(dir / "other.json", TunedNvmeOut(4u << 20));
   EXPECT_THAT(s.message(), ::testing::HasSubstr("not a version-1 tierflow profile"));
-  EXPECT_EQ(tier_test::ReadFile(dir / "other.json"), R"({"model": "x"})");
+  EXPECT_EQ(testing_common::ReadWholeFile(dir / "other.json"), R"({"model": "x"})");
 }
 
 // `bench comm --profile`: the slower of reduce-scatter and all-gather at
@@ -148,7 +148,7 @@ nlohmann::json CommOut(int nodes, double rs_large, double ag_large) {
 }
 
 TEST(BenchProfile, TheCollectivesBusBandwidthGoesWhereTheRanksRan) {
-  tier_test::TempDir dir;
+  testing_common::ScratchDir dir("tierflow-profile-");
   auto full = MakeBandwidthProfile(CopyOut(), AdamOut(), NvmeOut());
   ASSERT_TRUE(full.ok());
   std::ofstream(dir / "p.json") << full->dump();
@@ -168,4 +168,4 @@ TEST(BenchProfile, TheCollectivesBusBandwidthGoesWhereTheRanksRan) {
 }
 
 }  // namespace
-}  // namespace tierflow::tier
+}  // namespace tierflow
