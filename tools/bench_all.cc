@@ -24,7 +24,7 @@
 #include "io/file_system.h"
 #include "io/json_util.h"
 #include "plan/default_profile.h"
-#include "tier/bench_profile.h"
+#include "plan/profile_from_bench.h"
 #include "tools/commands.h"
 #include "tools/flag_checks.h"
 
@@ -98,7 +98,7 @@ Status RunBenchAll(const BenchAllOptions& o) {
     if (o.nvme_buffered) args.push_back("--nvme-buffered");
     TF_ASSIGN_OR_RETURN(nvme, RunSelf(args));
   }
-  TF_ASSIGN_OR_RETURN(nlohmann::json profile, tier::MakeBandwidthProfile(copy, adam, nvme));
+  TF_ASSIGN_OR_RETURN(nlohmann::json profile, MakeBandwidthProfile(copy, adam, nvme));
   // The CPU optimizer's instruction-set level behind adam_params_per_second
   // (the planner ignores it; people comparing profiles should not).
   if (!adam.contains("isa") || !adam["isa"].is_string()) {

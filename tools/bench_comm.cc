@@ -11,7 +11,7 @@
 #include "comm/launch_env.h"
 #include "common/units.h"
 #include "io/json_util.h"
-#include "tier/bench_profile.h"
+#include "plan/profile_from_bench.h"
 #ifdef TIERFLOW_HAVE_NCCL
 #include <cuda_runtime_api.h>
 
@@ -124,7 +124,7 @@ Status Run(const CommFlags& f) {
                         {"iterations", options.iterations},
                         {"rows", rows}};
     if (!f.profile.empty()) {
-      TF_RETURN_IF_ERROR(tier::WriteCommToProfileFile(f.profile, j));
+      TF_RETURN_IF_ERROR(WriteCommToProfileFile(f.profile, j));
       std::fprintf(stderr, "bench comm: wrote the %s bus bandwidth into %s\n",
                    nodes > 1 ? "between-node" : "within-node", f.profile.c_str());
     }

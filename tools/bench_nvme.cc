@@ -28,7 +28,7 @@
 #include "offload/raw_io_probe.h"
 #include "offload/store_throughput.h"
 #include "plan/nvme_profile.h"
-#include "tier/bench_profile.h"
+#include "plan/profile_from_bench.h"
 #include "tierflow/nvme_io.h"
 #include "tools/commands.h"
 #include "tools/flag_checks.h"
@@ -506,7 +506,7 @@ Status RunNvmeBench(const NvmeBenchOptions& opt) {
 
   nlohmann::json j = BenchJson(opt, m);
   if (m.setting.tune && !opt.profile.empty()) {
-    TF_RETURN_IF_ERROR(tier::WriteNvmeToProfileFile(opt.profile, j));
+    TF_RETURN_IF_ERROR(WriteNvmeToProfileFile(opt.profile, j));
     j["profile"] = opt.profile;
   }
   if (opt.json) {

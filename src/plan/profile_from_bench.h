@@ -7,7 +7,7 @@
 
 #include "tierflow/status.h"
 
-namespace tierflow::tier {
+namespace tierflow {
 
 // {"version": 1, "h2d_gb_per_second" (copy: h2d pinned, best),
 //  "d2h_gb_per_second" (d2h pinned, best), "host_memory_gb_per_second"
@@ -44,4 +44,4 @@ StatusOr<nlohmann::json> SetCommInProfile(nlohmann::json profile, const nlohmann
 // Writes them into the profile file at `path` as WriteNvmeToProfileFile does.
 Status WriteCommToProfileFile(const std::string& path, const nlohmann::json& comm);
 
-}  // namespace tierflow::tier
+}  // namespace tierflow

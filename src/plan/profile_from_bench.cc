@@ -1,5 +1,5 @@
 // Building the bandwidth profile from the benches' JSON.
-#include "tier/bench_profile.h"
+#include "plan/profile_from_bench.h"
 
 #include <algorithm>
 #include <ctime>
@@ -13,7 +13,7 @@
 #include "io/json_util.h"
 #include "plan/nvme_profile.h"
 
-namespace tierflow::tier {
+namespace tierflow {
 namespace {
 
 StatusOr<double> Rate(const nlohmann::json& j, const char* bench, const char* key) {
@@ -156,4 +156,4 @@ Status WriteCommToProfileFile(const std::string& path, const nlohmann::json& com
   return WriteStringToFileAtomically(nullptr, path, JsonOutput(profile) + "\n");
 }
 
-}  // namespace tierflow::tier
+}  // namespace tierflow

@@ -3,18 +3,19 @@
 // defaults, and a bench output without its rate is refused. The NVMe tune's
 // choice becomes the profile's nvme_store (through the profile's own reader),
 // and `bench nvme --tune --profile` updates a profile file keeping the rest.
-#include "tier/bench_profile.h"
+#include "plan/profile_from_bench.h"
 
 #include <fstream>
+#include <utility>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "plan/bandwidth_profile.h"
 #include "plan/nvme_profile.h"
-#include "tests/tier/tier_test_util.h"
+#include "tests/common/scratch_dir.h"
 
-namespace tierflow::tier {
+namespace tierflow {
 namespace {
 
 nlohmann::json CopyOut() {
@@ -45,13 +46,17 @@ TEST(BenchProfile, RoundTripsThroughThePlannersReader) {
   const Bandwidths base = DefaultBandwidths(/*device_is_gpu=*/true, 8);
   auto b = ParseBandwidthProfile(p->dump(), "test", base);
   ASSERT_TRUE(b.ok()) << b.status().ToString();
-  EXPECT_EQ(b->h2d_gb_per_second, 21.5);
-  EXPECT_EQ(b->d2h_gb_per_second, 19.25);
-  EXPECT_EQ(b->adam_params_per_second, 1.5e9);
-  EXPECT_EQ(b->host_memory_gb_per_second, 47.0);
-  EXPECT_EQ(b->nvme_read_gb_per_second, 6.5);
-  EXPECT_EQ(b->nvme_write_gb_per_second, 4.25);
-  EXPECT_EQ(b->device_tflops, base.device_tflops);  // not measured: the default stays
+  // Each measured rate as the bench output gave it; device_tflops was not
+  // measured, so the default stays.
+  const std::pair<double Bandwidths::*, double> want[] = {
+      {&Bandwidths::h2d_gb_per_second, 21.5},
+      {&Bandwidths::d2h_gb_per_second, 19.25},
+      {&Bandwidths::adam_params_per_second, 1.5e9},
+      {&Bandwidths::host_memory_gb_per_second, 47.0},
+      {&Bandwidths::nvme_read_gb_per_second, 6.5},
+      {&Bandwidths::nvme_write_gb_per_second, 4.25},
+      {&Bandwidths::device_tflops, base.device_tflops}};
+  for (const auto& [rate, value] : want) EXPECT_EQ((*b).*rate, value);
 }
 
 TEST(BenchProfile, SkippedNvmeKeepsDefaults) {
@@ -106,7 +111,7 @@ TEST(BenchProfile, TheTunesChoiceBecomesTheProfilesNvmeStore) {
 }
 
 TEST(BenchProfile, TheTuneUpdatesAProfileFileKeepingTheRest) {
-  tier_test::TempDir dir;
+  testing_common::ScratchDir dir("tierflow-profile-");
   // No file yet: a new version-1 profile.
   ASSERT_TRUE(WriteNvmeToProfileFile(dir / "new.json", TunedNvmeOut(4u << 20)).ok());
   auto made = LoadNvmeStoreProfile(dir / "new.json");
@@ -128,7 +133,7 @@ TEST(BenchProfile, TheTuneUpdatesAProfileFileKeepingTheRest) {
   std::ofstream(dir / "other.json") << R"({"model": "x"})";
   Status s = WriteNvmeToProfileFile(dir / "other.json", TunedNvmeOut(4u << 20));
   EXPECT_THAT(s.message(), ::testing::HasSubstr("not a version-1 tierflow profile"));
-  EXPECT_EQ(tier_test::ReadFile(dir / "other.json"), R"({"model": "x"})");
+  EXPECT_EQ(testing_common::ReadWholeFile(dir / "other.json"), R"({"model": "x"})");
 }
 
 // `bench comm --profile`: the slower of reduce-scatter and all-gather at
@@ -148,7 +153,7 @@ nlohmann::json CommOut(int nodes, double rs_large, double ag_large) {
 }
 
 TEST(BenchProfile, TheCollectivesBusBandwidthGoesWhereTheRanksRan) {
-  tier_test::TempDir dir;
+  testing_common::ScratchDir dir("tierflow-profile-");
   auto full = MakeBandwidthProfile(CopyOut(), AdamOut(), NvmeOut());
   ASSERT_TRUE(full.ok());
   std::ofstream(dir / "p.json") << full->dump();
@@ -168,4 +173,4 @@ TEST(BenchProfile, TheCollectivesBusBandwidthGoesWhereTheRanksRan) {
 }
 
 }  // namespace
-}  // namespace tierflow::tier
+}  // namespace tierflow
