@@ -9,9 +9,9 @@
 #include <string>
 #include <utility>
 
+#include "common/units.h"
 #include "tierflow/grad_transfer.h"
 #include "tierflow/nvme_io.h"
-#include "common/units.h"
 #include "train/train_config.h"
 #include "train/train_options.h"
 
@@ -148,9 +148,9 @@ Status ValidateTrainConfig(const TrainConfig& c) {
     return BadSetting(c, setting, what);
   };
   if (c.model.empty()) return Bad("model", "is empty; name a preset or a model directory");
-  for (const auto& [setting, text] : {std::pair<const char*, const std::string&>{
-                                          "host_memory", c.host_memory},
-                                      {"nvme_capacity", c.nvme_capacity}}) {
+  for (const auto& [setting, text] :
+       {std::pair<const char*, const std::string&>{"host_memory", c.host_memory},
+        {"nvme_capacity", c.nvme_capacity}}) {
     if (text.empty()) continue;
     StatusOr<uint64_t> bytes = ParseByteSize(text);
     if (!bytes.ok() || *bytes == 0) {
