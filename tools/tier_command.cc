@@ -179,7 +179,7 @@ int RunExport(const std::string& ckpt, const std::string& out) {
 // ls --verify, verify, migrate and export check for cancellation per unit
 // and per file, so SIGINT/SIGTERM end them with a clear error (and migrate
 // keeps the checkpoint as it was); clean keeps the default action.
-void AddInspect(CLI::App& tier, std::shared_ptr<TierFlags> flags, int* exit_code) {
+void AddInspect(CLI::App& tier, const std::shared_ptr<TierFlags>& flags, int* exit_code) {
   CLI::App* ls = tier.add_subcommand(
       "ls", "Runs, swap sets and checkpoints under PATH: tensors, sizes, tier, step, completeness");
   ls->add_option("PATH", flags->path, "Training output dir, checkpoint dir or swap directory")
@@ -202,7 +202,7 @@ void AddInspect(CLI::App& tier, std::shared_ptr<TierFlags> flags, int* exit_code
   });
 }
 
-void AddMigrate(CLI::App& tier, std::shared_ptr<TierFlags> flags, int* exit_code) {
+void AddMigrate(CLI::App& tier, const std::shared_ptr<TierFlags>& flags, int* exit_code) {
   CLI::App* migrate = tier.add_subcommand(
       "migrate", "Move a checkpoint's optimizer state between host files and NVMe swap files");
   migrate->add_option("CKPT", flags->path, "Checkpoint directory (OUT/checkpoints/step-N)")
@@ -222,7 +222,7 @@ void AddMigrate(CLI::App& tier, std::shared_ptr<TierFlags> flags, int* exit_code
   });
 }
 
-void AddCleanAndExport(CLI::App& tier, std::shared_ptr<TierFlags> flags, int* exit_code) {
+void AddCleanAndExport(CLI::App& tier, const std::shared_ptr<TierFlags>& flags, int* exit_code) {
   CLI::App* clean = tier.add_subcommand(
       "clean", "Remove stale swap sets and leftovers of crashed runs (never a live run's)");
   clean->add_option("PATH", flags->path, "Training output dir, checkpoint dir or swap directory")
