@@ -45,7 +45,7 @@ StatusOr<std::unique_ptr<Device>> DeviceTrainWouldCreate(const TrainConfig& conf
 StatusOr<ConfigPlan> PlanForConfig(const TrainConfig& config, const ConfigPlanRequest& request) {
   TF_RETURN_IF_ERROR(ValidateTrainConfig(config));
   const RunWorldShape shape{request.gpus_per_node * request.nodes, request.gpus_per_node};
-  MachineRequest machine_request = MachineRequestFor(config);
+  TF_ASSIGN_OR_RETURN(MachineRequest machine_request, MachineRequestFor(config));
   RunDataBudget budget;
   budget.host_memory_bytes = machine_request.host_memory_bytes.value_or(0);
   budget.local_ranks = shape.gpus_per_node;

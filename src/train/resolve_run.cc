@@ -191,23 +191,24 @@ EngineOptions EngineOptionsFor(const PlannedRun& run, const std::vector<std::str
   return o;
 }
 
-MachineRequest MachineRequestFor(const TrainConfig& c) {
+StatusOr<MachineRequest> MachineRequestFor(const TrainConfig& c) {
   MachineRequest r;
   r.device = c.device;
-  auto origin = [&c](const std::string& setting, const std::string& fallback) {
+  // A given size replaces the machine's figure; its origin names it in the notes.
+  auto given = [&c](const std::string& setting, const std::string& text,
+                    std::optional<uint64_t>* bytes, std::string* origin) -> Status {
+    if (text.empty()) return Status::Ok();
     auto it = c.origins.find(setting);
-    return it != c.origins.end() ? it->second : fallback;
+    *origin = it != c.origins.end() ? it->second : setting;
+    StatusOr<uint64_t> parsed = ParseByteSize(text);
+    if (!parsed.ok()) return parsed.status().WithContext(*origin);
+    *bytes = *parsed;
+    return Status::Ok();
   };
-  if (!c.host_memory.empty()) {
-    StatusOr<uint64_t> bytes = ParseByteSize(c.host_memory);
-    r.host_memory_bytes = bytes.ok() ? *bytes : 0;
-    r.host_memory_origin = origin("host_memory", "host_memory");
-  }
-  if (!c.nvme_capacity.empty()) {
-    StatusOr<uint64_t> bytes = ParseByteSize(c.nvme_capacity);
-    r.nvme_capacity_bytes = bytes.ok() ? *bytes : 0;
-    r.nvme_capacity_origin = origin("nvme_capacity", "nvme_capacity");
-  }
+  TF_RETURN_IF_ERROR(
+      given("host_memory", c.host_memory, &r.host_memory_bytes, &r.host_memory_origin));
+  TF_RETURN_IF_ERROR(
+      given("nvme_capacity", c.nvme_capacity, &r.nvme_capacity_bytes, &r.nvme_capacity_origin));
   r.nvme_paths = c.nvme_paths;
   r.profile = c.profile;
   return r;

@@ -88,8 +88,9 @@ EngineOptions EngineOptionsFor(const PlannedRun& run, const std::vector<std::str
 
 // The machine figures the configuration gives (its device, host_memory,
 // nvme_capacity, NVMe paths and profile), each named by its setting's origin.
-// REQUIRES: ValidateTrainConfig(config).ok() (the byte sizes parse).
-MachineRequest MachineRequestFor(const TrainConfig& config);
+// Errors: a byte size that does not parse, named by its origin
+// (ValidateTrainConfig refuses those first).
+StatusOr<MachineRequest> MachineRequestFor(const TrainConfig& config);
 
 // The device the run creates (train; `plan --config` too, where it can):
 // `cuda_ordinal` picks the GPU.

@@ -241,10 +241,10 @@ StatusOr<std::unique_ptr<Device>> CreateRunDevice(const TrainConfig& config, con
 
 // The machine as the planner sees it: this rank's device, its node's host
 // memory, NVMe space and cores, the rates of the profile.
-MachineRequest TrainMachineRequest(const TrainConfig& config, const Device& device,
-                                   const std::vector<std::string>& nvme_paths,
-                                   const RunRanks& ranks, const TrainHooks* hooks) {
-  MachineRequest r = MachineRequestFor(config);
+StatusOr<MachineRequest> TrainMachineRequest(const TrainConfig& config, const Device& device,
+                                             const std::vector<std::string>& nvme_paths,
+                                             const RunRanks& ranks, const TrainHooks* hooks) {
+  TF_ASSIGN_OR_RETURN(MachineRequest r, MachineRequestFor(config));
   r.live = &device;
   // Several ranks: the launcher bound each to its share of the node's CPUs
   // (tools/train_ranks.cc); the plan is of the node.
@@ -423,10 +423,11 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   const std::string out_dir = config.out_dir.empty() ? "tierflow-out" : config.out_dir;
   TF_ASSIGN_OR_RETURN(OpenedOutputs outputs, OpenOutputs(config, out_dir, ranks, reporter));
 
+  TF_ASSIGN_OR_RETURN(const MachineRequest given, MachineRequestFor(config));
   RunDataBudget budget;
   budget.host_memory_bytes = hooks != nullptr && hooks->host_memory_bytes != 0
                                  ? hooks->host_memory_bytes
-                                 : MachineRequestFor(config).host_memory_bytes.value_or(0);
+                                 : given.host_memory_bytes.value_or(0);
   budget.local_ranks = world.local_size;
   budget.ranks = ranks.ranks();
   TF_ASSIGN_OR_RETURN(RunData data, LoadRunData(config, budget));
@@ -435,8 +436,9 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   // Device, plan, model, engine: every allocation happens here, before any step.
   TF_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, CreateRunDevice(config, ranks, world));
   TF_ASSIGN_OR_RETURN(NvmeDirs dirs, PrepareNvmeDirs(config, /*make_given=*/true));
-  TF_ASSIGN_OR_RETURN(MachineDescription machine, DescribeMachine(TrainMachineRequest(
-                                                      config, *device, dirs.paths, ranks, hooks)));
+  TF_ASSIGN_OR_RETURN(MachineRequest request,
+                      TrainMachineRequest(config, *device, dirs.paths, ranks, hooks));
+  TF_ASSIGN_OR_RETURN(MachineDescription machine, DescribeMachine(request));
   TF_ASSIGN_OR_RETURN(PlannedRun run,
                       PlanThisRun(config, data, machine, dirs, ranks, world, reporter));
   TF_ASSIGN_OR_RETURN(auto model, CreateModel(config, data, *device, reporter));
