@@ -1,5 +1,5 @@
 // `tierflow bench all --out PROFILE.json`: the copy/PCIe, CPU optimizer and
-// NVMe figures of this machine in one bandwidth profile, which `tierflow
+// NVMe figures of this machine in one hardware profile, which `tierflow
 // plan --profile` reads. Each bench runs as its own `tierflow bench X
 // --json` process (this binary), so their memory is returned between them
 // and each keeps its own flags and limits; the profile also keeps their raw
@@ -23,8 +23,7 @@
 #include "common/units.h"
 #include "io/file_system.h"
 #include "io/json_util.h"
-#include "plan/default_profile.h"
-#include "plan/profile_from_bench.h"
+#include "plan/hardware_profile.h"
 #include "tools/commands.h"
 #include "tools/flag_checks.h"
 
@@ -98,7 +97,7 @@ Status RunBenchAll(const BenchAllOptions& o) {
     if (o.nvme_buffered) args.push_back("--nvme-buffered");
     TF_ASSIGN_OR_RETURN(nvme, RunSelf(args));
   }
-  TF_ASSIGN_OR_RETURN(nlohmann::json profile, MakeBandwidthProfile(copy, adam, nvme));
+  TF_ASSIGN_OR_RETURN(nlohmann::json profile, MakeHardwareProfile(copy, adam, nvme));
   // The CPU optimizer's instruction-set level behind adam_params_per_second
   // (the planner ignores it; people comparing profiles should not).
   if (!adam.contains("isa") || !adam["isa"].is_string()) {
@@ -142,7 +141,7 @@ void AddBenchAll(CLI::App& bench, int* exit_code) {
   auto opt = std::make_shared<BenchAllOptions>();
   CLI::App* cmd = bench.add_subcommand(
       "all",
-      "Copy, CPU Adam and NVMe benches in one bandwidth profile, which `tierflow plan` and "
+      "Copy, CPU Adam and NVMe benches in one hardware profile, which `tierflow plan` and "
       "`tierflow train` use");
   cmd->add_option("--out", opt->out,
                   "Profile to write (JSON; default $XDG_CACHE_HOME/tierflow/profile.json, else "

@@ -11,7 +11,7 @@
 #include "comm/launch_env.h"
 #include "common/units.h"
 #include "io/json_util.h"
-#include "plan/profile_from_bench.h"
+#include "plan/hardware_profile.h"
 #ifdef TIERFLOW_HAVE_NCCL
 #include <cuda_runtime_api.h>
 
@@ -27,7 +27,7 @@ struct CommFlags {
   std::vector<std::string> sizes;
   int iterations = 20;
   bool json = false;
-  std::string profile;  // write the bus bandwidth into this bandwidth profile
+  std::string profile;  // write the bus bandwidth into this hardware profile
   std::string backend = "mpi";
 };
 
@@ -169,7 +169,7 @@ void AddBenchComm(CLI::App& bench, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--profile", f->profile,
                   "Write the collectives' bus bandwidth (within one node, or between nodes when "
-                  "the ranks span several) into this bandwidth profile, which `tierflow plan "
+                  "the ranks span several) into this hardware profile, which `tierflow plan "
                   "--gpus-per-node/--nodes` reads; created when missing, other keys kept");
   cmd->callback([f, exit_code] {
     if (Status s = Run(*f); !s.ok()) {

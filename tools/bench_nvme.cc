@@ -27,8 +27,7 @@
 #include "offload/nvme_tune.h"
 #include "offload/raw_io_probe.h"
 #include "offload/store_throughput.h"
-#include "plan/nvme_profile.h"
-#include "plan/profile_from_bench.h"
+#include "plan/hardware_profile.h"
 #include "tierflow/nvme_io.h"
 #include "tools/commands.h"
 #include "tools/flag_checks.h"
@@ -301,7 +300,8 @@ StatusOr<Setting> ChooseSetting(const NvmeBenchOptions& opt, const BenchSizes& z
   Setting s{NvmeIoSettings{block32, opt.queue_depth, opt.num_rings}, opt.in_flight,
             "flags (defaults where not given)", std::nullopt};
   if (!opt.profile.empty() && !opt.tune) {
-    TF_ASSIGN_OR_RETURN(std::optional<NvmeStoreProfile> p, LoadNvmeStoreProfile(opt.profile));
+    TF_ASSIGN_OR_RETURN(HardwareProfile read, LoadHardwareProfile(opt.profile, Bandwidths{}));
+    const std::optional<NvmeStoreProfile>& p = read.nvme_store;
     if (!p) {
       return InvalidArgumentError("profile '" + opt.profile +
                                   "' has no nvme_store settings (not tuned); run `tierflow bench "

@@ -5,8 +5,8 @@
 // state by it and refuses an infeasible run before allocating anything.
 //
 // Pure functions of their inputs: no I/O, no globals (detection of the
-// hardware lives in hardware_detect.h, bandwidth profiles in
-// bandwidth_profile.h). Byte counts follow the tierflow convention in
+// hardware lives in hardware_detect.h, hardware profiles in
+// hardware_profile.h). Byte counts follow the tierflow convention in
 // plan/memory_model.h and docs/PLANNER.md.
 #pragma once
 
@@ -107,7 +107,7 @@ struct PlanInput {
 };
 
 // Rates the step-time prediction uses. Defaults come from
-// DefaultBandwidths (bandwidth_profile.h); a `tierflow bench` profile
+// DefaultBandwidths (hardware_profile.h); a `tierflow bench` profile
 // replaces them.
 struct Bandwidths {
   double h2d_gb_per_second = 0;          // weights to the device (pinned)

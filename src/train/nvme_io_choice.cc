@@ -8,7 +8,7 @@
 
 #include "common/units.h"
 #include "offload/nvme_tune.h"
-#include "plan/nvme_profile.h"
+#include "plan/hardware_profile.h"
 
 namespace tierflow {
 namespace {
@@ -86,12 +86,11 @@ StatusOr<NvmeIoChoice> ChooseNvmeIo(const TrainConfig& c, const NvmeIoChoiceInpu
   const std::string capped_note =
       ", capped at the largest sub-group's state (" + FormatBytes(cap) + ")";
 
-  std::optional<NvmeStoreProfile> profile;
+  const std::optional<NvmeStoreProfile>& profile = in.tuned;
   std::string untuned;
   const std::string from_profile = "profile " + c.profile;
-  if (!c.profile.empty()) {
-    TF_ASSIGN_OR_RETURN(profile, LoadNvmeStoreProfile(c.profile));
-    if (!profile) untuned = " (profile " + c.profile + " has no nvme_store: not tuned)";
+  if (!c.profile.empty() && !profile) {
+    untuned = " (profile " + c.profile + " has no nvme_store: not tuned)";
   }
 
   // Block size.

@@ -19,11 +19,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "plan/hardware_profile.h"
 #include "tierflow/nvme_io.h"
 #include "tierflow/status.h"
 #include "train/train_config.h"
@@ -54,6 +56,9 @@ struct NvmeIoChoiceInput {
   // transfer; its chunk in the probe). REQUIRES: > 0.
   uint64_t largest_tensor_bytes = 0;
   bool buffered = false;  // page-cache I/O: no probe (it would measure RAM)
+  // The "nvme_store" of the profile at config.profile (DescribeMachine read
+  // it); nullopt when that profile is not tuned or there is none.
+  std::optional<NvmeStoreProfile> tuned;
 };
 
 // The block sizes the probe tries for sub-groups of up to
@@ -62,9 +67,7 @@ struct NvmeIoChoiceInput {
 // at least twice the largest that does (one request per transfer).
 std::vector<uint32_t> ProbeCandidates(uint64_t largest_tensor_bytes);
 
-// Errors: those of reading the profile (NotFound naming it; InvalidArgument
-// naming the file and field for an out-of-bounds setting) and of the probe
-// (space, O_DIRECT, I/O), with what was being done.
+// Errors: those of the probe (space, O_DIRECT, I/O), with what was being done.
 StatusOr<NvmeIoChoice> ChooseNvmeIo(const TrainConfig& config, const NvmeIoChoiceInput& input);
 
 }  // namespace tierflow

@@ -6,7 +6,7 @@
 
 #include "common/units.h"
 #include "io/sim_profile_file.h"
-#include "plan/default_profile.h"
+#include "plan/hardware_profile.h"
 #include "plan/memory_model.h"
 #include "train/collectives_choice.h"
 
@@ -125,14 +125,12 @@ StatusOr<PlannedRun> PlanConfiguredRun(const TrainConfig& config, const ModelCon
                                        uint64_t dataset_bytes, const NvmeDirs& dirs,
                                        const std::function<void(const std::string&)>& note) {
   TrainConfig resolved = config;
-  std::string default_profile;
-  TF_ASSIGN_OR_RETURN(std::optional<std::string> profile,
-                      ResolveProfilePath(config.profile, &default_profile));
-  resolved.profile = profile.value_or("");
+  resolved.profile = machine.profile_path;  // the one DescribeMachine read
   NvmeIoChooser choose = [&](const TrainConfig& sized) -> StatusOr<NvmeIoChoice> {
     NvmeIoChoiceInput input;
     input.nvme_paths = dirs.paths;
     input.buffered = sized.nvme_buffered;
+    input.tuned = machine.nvme_store;
     input.largest_tensor_bytes =
         LargestStateTensorBytes(model, SubGroupRule{sized.sub_group_cut, sized.sub_group_size});
     TF_ASSIGN_OR_RETURN(NvmeIoChoice choice, ChooseNvmeIo(sized, input));

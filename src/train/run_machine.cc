@@ -11,9 +11,8 @@
 
 #include "common/units.h"
 #include "io/sim_profile_file.h"
-#include "plan/bandwidth_profile.h"
-#include "plan/default_profile.h"
 #include "plan/hardware_detect.h"
+#include "plan/hardware_profile.h"
 
 namespace tierflow {
 namespace {
@@ -143,7 +142,10 @@ Status DescribeRatesOf(const MachineRequest& r, const std::optional<SimProfile>&
   TF_ASSIGN_OR_RETURN(std::optional<std::string> profile,
                       ResolveProfilePath(r.profile, &d.default_profile));
   if (profile) {
-    TF_ASSIGN_OR_RETURN(b, LoadBandwidthProfile(*profile, b));
+    TF_ASSIGN_OR_RETURN(HardwareProfile read, LoadHardwareProfile(*profile, b));
+    b = read.rates;
+    d.profile_path = read.path;
+    d.nvme_store = read.nvme_store;
   }
   if (sim) {
     // The simulated GPU's own figures: what its streams will take.

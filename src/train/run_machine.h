@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "plan/hardware_profile.h"
 #include "plan/planner.h"
 #include "tierflow/device.h"
 #include "tierflow/device_choice.h"
@@ -40,7 +41,7 @@ struct MachineRequest {
   // Counted when nvme_capacity_bytes is unset; empty: DefaultNvmeBase().
   // Paths on one filesystem count its free space once.
   std::vector<std::string> nvme_paths;
-  std::string profile;       // bandwidth profile; "" = the one `bench all` saved, if any
+  std::string profile;       // hardware profile; "" = the one `bench all` saved, if any
   double device_tflops = 0;  // > 0: overrides the device's figure
   double network_gbps = 0;   // > 0: between nodes; needs nodes >= 2
   int nodes = 1;
@@ -56,6 +57,10 @@ struct MachineDescription {
   // Where each figure came from, one line each (plan prints them).
   std::vector<std::string> notes;
   std::string default_profile;  // the saved profile's path when it was used
+  // The hardware profile read (the one read of it in a command); "" and
+  // nullopt when the built-in rates serve.
+  std::string profile_path;
+  std::optional<NvmeStoreProfile> nvme_store;  // its "nvme_store", when tuned
 };
 
 // Errors: a device that cannot be described (cuda without a GPU and no

@@ -27,7 +27,7 @@
 #include "io/temp_directory.h"
 #include "model/transformer.h"
 #include "offload/swap_set.h"
-#include "plan/default_profile.h"
+#include "plan/hardware_profile.h"
 #include "plan/plan_json.h"
 #include "plan/plan_report.h"
 #include "plan/planner.h"

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <string>
 
-#include "plan/bandwidth_profile.h"
+#include "plan/hardware_profile.h"
 #include "plan/param_placement.h"
 #include "plan/plan_json.h"
 #include "plan/plan_report.h"

@@ -3,7 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "plan/bandwidth_profile.h"
+#include "plan/hardware_profile.h"
 #include "plan/plan_json.h"
 #include "plan/plan_report.h"
 

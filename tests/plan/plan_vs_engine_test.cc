@@ -26,7 +26,7 @@
 #include "engine/offload_engine.h"
 #include "engine/streamed_weights.h"
 #include "model/transformer.h"
-#include "plan/bandwidth_profile.h"
+#include "plan/hardware_profile.h"
 #include "plan/memory_model.h"
 #include "plan/planner.h"
 #include "tierflow/device.h"

@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "plan/bandwidth_profile.h"
+#include "plan/hardware_profile.h"
 #include "plan/plan_json.h"
 #include "plan/planner.h"
 #include "plan/step_time.h"

@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "common/cancel.h"
-#include "plan/bandwidth_profile.h"
+#include "plan/hardware_profile.h"
 #include "plan/planner.h"
 #include "plan/step_time.h"
 #include "tests/plan/plan_test_util.h"

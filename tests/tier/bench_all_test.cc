@@ -1,5 +1,5 @@
 // `tierflow bench all --out PROFILE.json` end to end (small sizes): the file
-// it writes loads through LoadBandwidthProfile with every measured rate, and
+// it writes loads through LoadHardwareProfile with every measured rate, and
 // without --nvme-path the NVMe rates keep the planner's defaults; the profile
 // names the CPU optimizer's instruction-set level.
 #include <cstdio>
@@ -10,8 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/cpu_isa.h"
-#include "plan/bandwidth_profile.h"
-#include "plan/nvme_profile.h"
+#include "plan/hardware_profile.h"
 #include "tests/common/run_command.h"
 #include "tests/tier/tier_test_util.h"
 
@@ -36,30 +35,30 @@ TEST(BenchAll, WritesAProfileThePlannerLoads) {
   ASSERT_EQ(
       RunTierflow("bench all --out " + (dir / "p.json") + small + " --nvme-path " + dir.path()), 0);
   const Bandwidths base = DefaultBandwidths(false, 2);
-  auto b = LoadBandwidthProfile(dir / "p.json", base);
+  auto b = LoadHardwareProfile(dir / "p.json", base);
   ASSERT_TRUE(b.ok()) << b.status().ToString();
-  for (double rate :
-       {b->h2d_gb_per_second, b->d2h_gb_per_second, b->host_memory_gb_per_second,
-        b->adam_params_per_second, b->nvme_read_gb_per_second, b->nvme_write_gb_per_second}) {
+  for (double rate : {b->rates.h2d_gb_per_second, b->rates.d2h_gb_per_second,
+                      b->rates.host_memory_gb_per_second, b->rates.adam_params_per_second,
+                      b->rates.nvme_read_gb_per_second, b->rates.nvme_write_gb_per_second}) {
     EXPECT_GT(rate, 0);
   }
-  EXPECT_NE(b->nvme_read_gb_per_second, base.nvme_read_gb_per_second);
-  EXPECT_NE(b->adam_params_per_second, base.adam_params_per_second);
+  EXPECT_NE(b->rates.nvme_read_gb_per_second, base.nvme_read_gb_per_second);
+  EXPECT_NE(b->rates.adam_params_per_second, base.adam_params_per_second);
   // The profile names the optimizer's instruction-set level.
   const nlohmann::json profile = nlohmann::json::parse(tier_test::ReadFile(dir / "p.json"));
   ASSERT_TRUE(profile.contains("cpu_isa")) << profile;
   EXPECT_TRUE(ParseIsa(profile["cpu_isa"].get<std::string>()).ok()) << profile["cpu_isa"];
 
   // The NVMe tune's choice is in the profile, where `train --profile` reads it.
-  auto store = LoadNvmeStoreProfile(dir / "p.json");
+  auto store = LoadHardwareProfile(dir / "p.json", Bandwidths{});
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  EXPECT_TRUE(store->has_value());
+  EXPECT_TRUE(store->nvme_store.has_value());
 
   ASSERT_EQ(RunTierflow("bench all --out " + (dir / "q.json") + small), 0);
-  auto q = LoadBandwidthProfile(dir / "q.json", base);
+  auto q = LoadHardwareProfile(dir / "q.json", base);
   ASSERT_TRUE(q.ok()) << q.status().ToString();
-  EXPECT_EQ(q->nvme_read_gb_per_second, base.nvme_read_gb_per_second);
-  EXPECT_EQ(q->nvme_write_gb_per_second, base.nvme_write_gb_per_second);
+  EXPECT_EQ(q->rates.nvme_read_gb_per_second, base.nvme_read_gb_per_second);
+  EXPECT_EQ(q->rates.nvme_write_gb_per_second, base.nvme_write_gb_per_second);
 }
 
 // Without --out, bench all saves the profile where plan (and train) look for

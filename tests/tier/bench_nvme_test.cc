@@ -16,7 +16,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "plan/nvme_profile.h"
+#include "plan/hardware_profile.h"
 #include "tests/tier/tier_test_util.h"
 
 namespace tierflow {
@@ -84,19 +84,20 @@ TEST(BenchNvme, TuneReportsTheSweepAndWritesItsChoiceIntoTheProfile) {
   EXPECT_GE(j["raw_best"]["read_gb_per_second"].get<double>(),
             j["raw_read_gb_per_second"].get<double>());
 
-  auto stored = LoadNvmeStoreProfile(profile);
+  auto stored = LoadHardwareProfile(profile, Bandwidths{});
   ASSERT_TRUE(stored.ok()) << stored.status().ToString();
-  ASSERT_TRUE(stored->has_value());
-  EXPECT_EQ((*stored)->io.block_size_bytes, t["chosen"]["block_size_bytes"].get<uint32_t>());
-  EXPECT_EQ((*stored)->io.queue_depth, t["chosen"]["queue_depth"].get<uint32_t>());
-  EXPECT_EQ((*stored)->io.num_rings, t["chosen"]["num_rings"].get<uint32_t>());
-  EXPECT_EQ((*stored)->in_flight, t["chosen"]["in_flight"].get<uint32_t>());
+  ASSERT_TRUE(stored->nvme_store.has_value());
+  EXPECT_EQ(stored->nvme_store->io.block_size_bytes,
+            t["chosen"]["block_size_bytes"].get<uint32_t>());
+  EXPECT_EQ(stored->nvme_store->io.queue_depth, t["chosen"]["queue_depth"].get<uint32_t>());
+  EXPECT_EQ(stored->nvme_store->io.num_rings, t["chosen"]["num_rings"].get<uint32_t>());
+  EXPECT_EQ(stored->nvme_store->in_flight, t["chosen"]["in_flight"].get<uint32_t>());
 
   // Without --tune, --profile names the settings measured; a flag given overrides one.
   CommandRun again = Tierflow("bench nvme" + small + " --json --profile " + profile);
   ASSERT_EQ(again.exit_code, 0) << again.err;
   const nlohmann::json a = nlohmann::json::parse(again.out);
-  EXPECT_EQ(a["block_size_bytes"].get<uint32_t>(), (*stored)->io.block_size_bytes);
+  EXPECT_EQ(a["block_size_bytes"].get<uint32_t>(), stored->nvme_store->io.block_size_bytes);
   EXPECT_THAT(a["settings_source"].get<std::string>(), HasSubstr(profile));
   EXPECT_FALSE(a.contains("tune"));
   ASSERT_EQ(a["raw_scan"].size(), 4u) << "the raw loop at each block size";

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -20,7 +21,7 @@
 #include <gtest/gtest.h>
 
 #include "offload/io_uring_backend.h"
-#include "plan/nvme_profile.h"
+#include "plan/hardware_profile.h"
 #include "tests/common/scratch_dir.h"
 #include "train/trainer.h"
 
@@ -52,10 +53,13 @@ NvmeStoreProfile Tuned() {
   return p;
 }
 
-NvmeIoChoiceInput Input(const std::string& dir, uint64_t largest = 48u << 20) {
+// `tuned`: the profile's nvme_store as DescribeMachine read it.
+NvmeIoChoiceInput Input(const std::string& dir, uint64_t largest = 48u << 20,
+                        std::optional<NvmeStoreProfile> tuned = std::nullopt) {
   NvmeIoChoiceInput in;
   in.nvme_paths = {dir};
   in.largest_tensor_bytes = largest;
+  in.tuned = tuned;
   return in;
 }
 
@@ -65,7 +69,7 @@ TEST(NvmeIoChoice, AioKeysOverrideTheProfileSettingBySetting) {
   c.profile = WriteProfile(dir, Tuned());
   c.aio_block_size = 4u << 20;
   c.aio_threads = 3;
-  auto ch = ChooseNvmeIo(c, Input(dir.path()));
+  auto ch = ChooseNvmeIo(c, Input(dir.path(), 48u << 20, Tuned()));
   ASSERT_TRUE(ch.ok()) << ch.status().ToString();
   EXPECT_EQ(ch->io.block_size_bytes, 4u << 20);
   EXPECT_EQ(ch->block_source, "aio.block_size");
@@ -77,14 +81,14 @@ TEST(NvmeIoChoice, AioKeysOverrideTheProfileSettingBySetting) {
   EXPECT_FALSE(ch->probed);
   c.aio_queue_depth = 5;
   c.buffer_count = 3;
-  ch = ChooseNvmeIo(c, Input(dir.path()));
+  ch = ChooseNvmeIo(c, Input(dir.path(), 48u << 20, Tuned()));
   ASSERT_TRUE(ch.ok());
   EXPECT_EQ(ch->io.queue_depth, 5u);
   EXPECT_EQ(ch->buffer_count, 3);
   EXPECT_EQ(ch->buffer_count_source, "tierflow.buffer_count");
   // An explicit aio block size is used as given, even above the largest sub-group.
   c.aio_block_size = 64u << 20;
-  ch = ChooseNvmeIo(c, Input(dir.path(), 1u << 20));
+  ch = ChooseNvmeIo(c, Input(dir.path(), 1u << 20, Tuned()));
   ASSERT_TRUE(ch.ok());
   EXPECT_EQ(ch->io.block_size_bytes, 64u << 20);
 }
@@ -93,13 +97,13 @@ TEST(NvmeIoChoice, ATunedProfileIsUsedWithItsBlockCappedAtTheLargestSubGroup) {
   ScratchDir dir;
   TrainConfig c;
   c.profile = WriteProfile(dir, Tuned());
-  auto ch = ChooseNvmeIo(c, Input(dir.path()));
+  auto ch = ChooseNvmeIo(c, Input(dir.path(), 48u << 20, Tuned()));
   ASSERT_TRUE(ch.ok()) << ch.status().ToString();
   EXPECT_EQ(ch->io, Tuned().io);
   EXPECT_EQ(ch->in_flight, 4u);
   EXPECT_EQ(ch->block_source, "profile " + c.profile);
   EXPECT_FALSE(ch->probed);
-  ch = ChooseNvmeIo(c, Input(dir.path(), 5u << 20));  // sub-groups of 5 MiB
+  ch = ChooseNvmeIo(c, Input(dir.path(), 5u << 20, Tuned()));  // sub-groups of 5 MiB
   ASSERT_TRUE(ch.ok());
   EXPECT_EQ(ch->io.block_size_bytes, 5u << 20);
   EXPECT_THAT(ch->block_source, HasSubstr("capped at the largest sub-group's state"));
@@ -163,19 +167,6 @@ TEST(NvmeIoChoice, NothingToProbeOrBufferedMeansNoProbe) {
   ASSERT_TRUE(b.ok());
   EXPECT_FALSE(b->probed);
   EXPECT_THAT(b->block_source, HasSubstr("buffered I/O is not probed"));
-}
-
-TEST(NvmeIoChoice, ABadProfileIsRefusedNamingFileAndField) {
-  ScratchDir dir;
-  NvmeStoreProfile bad = Tuned();
-  bad.io.queue_depth = 5000;
-  TrainConfig c;
-  c.profile = WriteProfile(dir, bad);
-  auto ch = ChooseNvmeIo(c, Input(dir.path()));
-  EXPECT_THAT(ch.status().message(),
-              AllOf(HasSubstr(c.profile), HasSubstr("nvme_store.queue_depth")));
-  c.profile = dir / "missing.json";
-  EXPECT_EQ(ChooseNvmeIo(c, Input(dir.path())).status().code(), StatusCode::kNotFound);
 }
 
 // Records what the engine asks of each ring: the queue depth it is built
@@ -287,6 +278,22 @@ TEST(NvmeIoChoiceInTraining, AProfilesSettingsRunAndAreReported) {
   EXPECT_EQ(*record->op_bytes.rbegin(), 256u << 10);
   EXPECT_EQ(r->nvme_io["sources"]["block_size"], "profile " + c.profile);
   EXPECT_EQ(r->nvme_io["buffer_count"], 4);
+}
+
+// The profile is read once, where the machine is described: a bad one stops
+// the run before anything is written, naming the file and the field.
+TEST(NvmeIoChoiceInTraining, ABadProfileIsRefusedNamingFileAndField) {
+  ScratchDir out;
+  NvmeStoreProfile bad;
+  bad.io = {256u << 10, 5000, 1};
+  TrainConfig c = TinyNvmeRun(out.path());
+  c.profile = WriteProfile(out, bad);
+  TrainReporter quiet;
+  auto r = RunTraining(c, quiet, nullptr, nullptr);
+  EXPECT_THAT(r.status().message(),
+              AllOf(HasSubstr(c.profile), HasSubstr("nvme_store.queue_depth")));
+  c.profile = out / "missing.json";
+  EXPECT_EQ(RunTraining(c, quiet, nullptr, nullptr).status().code(), StatusCode::kNotFound);
 }
 
 }  // namespace

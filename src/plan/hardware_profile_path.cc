@@ -1,12 +1,9 @@
 // The default profile's location, and the line that says which rates a run uses.
-#include "plan/default_profile.h"
-
 #include <cstdlib>
 #include <filesystem>
 #include <system_error>
 
-#include "plan/bandwidth_profile.h"
-#include "plan/nvme_profile.h"
+#include "plan/hardware_profile.h"
 
 namespace tierflow {
 
@@ -33,18 +30,17 @@ StatusOr<std::optional<std::string>> ResolveProfilePath(const std::string& given
   std::error_code ec;
   const bool exists = std::filesystem::exists(*path, ec);
   if (ec) {
-    return IoError("the default bandwidth profile " + *path + ": " + ec.message() +
+    return IoError("the default hardware profile " + *path + ": " + ec.message() +
                    "; fix its directory's permissions or pass --profile");
   }
   if (!exists) return std::optional<std::string>();
   // Nobody named this file, so whoever reads the error may not know it is
   // there: read it now, and on any fault say which file it is and how to get
   // a good one (it is a cache: measured, and measurable again).
-  Status readable = LoadBandwidthProfile(*path, DefaultBandwidths(false, 1)).status();
-  if (readable.ok()) readable = LoadNvmeStoreProfile(*path).status();
+  Status readable = LoadHardwareProfile(*path, DefaultBandwidths(false, 1)).status();
   if (!readable.ok()) {
     return InvalidArgumentError(
-        "the cached bandwidth profile " + *path +
+        "the cached hardware profile " + *path +
         " (which `tierflow bench all` wrote, read because no --profile was given) cannot be "
         "used: " +
         readable.message() +

@@ -1,6 +1,4 @@
-// Building the bandwidth profile from the benches' JSON.
-#include "plan/profile_from_bench.h"
-
+// Writing the hardware profile from the benches' JSON.
 #include <algorithm>
 #include <ctime>
 #include <filesystem>
@@ -11,10 +9,14 @@
 #include "io/file_reader.h"
 #include "io/file_system.h"
 #include "io/json_util.h"
-#include "plan/nvme_profile.h"
+#include "plan/hardware_profile.h"
 
 namespace tierflow {
 namespace {
+
+constexpr char kChosenBy[] =
+    "least time to write and then read the same bytes through the store (one setting serves "
+    "both: the block size is the swap files' layout)";
 
 StatusOr<double> Rate(const nlohmann::json& j, const char* bench, const char* key) {
   if (!j.is_object() || !j.contains(key) || !j[key].is_number() || !(j[key].get<double>() > 0)) {
@@ -39,9 +41,19 @@ StatusOr<double> CopyRate(const nlohmann::json& copy, const std::string& directi
 
 }  // namespace
 
-StatusOr<nlohmann::json> MakeBandwidthProfile(const nlohmann::json& copy,
-                                              const nlohmann::json& adam,
-                                              const nlohmann::json& nvme) {
+nlohmann::json NvmeStoreProfileToJson(const NvmeStoreProfile& p) {
+  nlohmann::json j = {{"block_size_bytes", p.io.block_size_bytes},
+                      {"queue_depth", p.io.queue_depth},
+                      {"num_rings", p.io.num_rings},
+                      {"in_flight", p.in_flight},
+                      {"chosen_by", kChosenBy}};
+  if (p.write_gb_per_second > 0) j["write_gb_per_second"] = p.write_gb_per_second;
+  if (p.read_gb_per_second > 0) j["read_gb_per_second"] = p.read_gb_per_second;
+  return j;
+}
+
+StatusOr<nlohmann::json> MakeHardwareProfile(const nlohmann::json& copy, const nlohmann::json& adam,
+                                             const nlohmann::json& nvme) {
   nlohmann::json p = {{"version", 1}};
   nlohmann::json raw = nlohmann::json::object();
   if (!copy.is_null()) {

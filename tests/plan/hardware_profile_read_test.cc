@@ -3,7 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "plan/bandwidth_profile.h"
+#include "plan/hardware_profile.h"
 
 namespace tierflow {
 namespace {
@@ -27,61 +27,61 @@ TEST(BandwidthProfile, DefaultsAreStatedAndPositive) {
 }
 
 TEST(BandwidthProfile, FullProfileReplacesEveryRate) {
-  auto b = ParseBandwidthProfile(R"({"version": 1, "h2d_gb_per_second": 51.5,
+  auto b = ParseHardwareProfile(R"({"version": 1, "h2d_gb_per_second": 51.5,
       "d2h_gb_per_second": 50.0, "host_memory_gb_per_second": 80, "adam_params_per_second": 2e9,
       "nvme_read_gb_per_second": 12, "nvme_write_gb_per_second": 9, "device_tflops": 700,
       "device_efficiency": 0.5, "intra_node_busbw_gb_per_second": 21.5,
       "inter_node_busbw_gb_per_second": 23, "machine": "ignored"})",
-                                 "bench.json", DefaultBandwidths(true, 8));
+                                "bench.json", DefaultBandwidths(true, 8));
   ASSERT_TRUE(b.ok()) << b.status().ToString();
-  EXPECT_DOUBLE_EQ(b->h2d_gb_per_second, 51.5);
-  EXPECT_DOUBLE_EQ(b->adam_params_per_second, 2e9);
-  EXPECT_DOUBLE_EQ(b->device_tflops, 700);
-  EXPECT_DOUBLE_EQ(b->device_efficiency, 0.5);
-  EXPECT_DOUBLE_EQ(b->intra_node_busbw_gb_per_second, 21.5);
-  EXPECT_DOUBLE_EQ(b->inter_node_busbw_gb_per_second, 23);
-  EXPECT_THAT(b->source, HasSubstr("bench.json"));
-  EXPECT_THAT(b->source, HasSubstr("10 of 10"));
+  EXPECT_DOUBLE_EQ(b->rates.h2d_gb_per_second, 51.5);
+  EXPECT_DOUBLE_EQ(b->rates.adam_params_per_second, 2e9);
+  EXPECT_DOUBLE_EQ(b->rates.device_tflops, 700);
+  EXPECT_DOUBLE_EQ(b->rates.device_efficiency, 0.5);
+  EXPECT_DOUBLE_EQ(b->rates.intra_node_busbw_gb_per_second, 21.5);
+  EXPECT_DOUBLE_EQ(b->rates.inter_node_busbw_gb_per_second, 23);
+  EXPECT_THAT(b->rates.source, HasSubstr("bench.json"));
+  EXPECT_THAT(b->rates.source, HasSubstr("10 of 10"));
 }
 
 TEST(BandwidthProfile, PartialProfileKeepsTheBase) {
   Bandwidths base = DefaultBandwidths(true, 8);
-  auto b = ParseBandwidthProfile(R"({"version": 1, "nvme_read_gb_per_second": 7})", "p.json", base);
+  auto b = ParseHardwareProfile(R"({"version": 1, "nvme_read_gb_per_second": 7})", "p.json", base);
   ASSERT_TRUE(b.ok());
-  EXPECT_DOUBLE_EQ(b->nvme_read_gb_per_second, 7);
-  EXPECT_DOUBLE_EQ(b->h2d_gb_per_second, base.h2d_gb_per_second);
-  EXPECT_DOUBLE_EQ(b->intra_node_busbw_gb_per_second, base.intra_node_busbw_gb_per_second);
-  EXPECT_THAT(b->source, HasSubstr("1 of 10"));
-  EXPECT_THAT(b->source, HasSubstr("defaults"));
+  EXPECT_DOUBLE_EQ(b->rates.nvme_read_gb_per_second, 7);
+  EXPECT_DOUBLE_EQ(b->rates.h2d_gb_per_second, base.h2d_gb_per_second);
+  EXPECT_DOUBLE_EQ(b->rates.intra_node_busbw_gb_per_second, base.intra_node_busbw_gb_per_second);
+  EXPECT_THAT(b->rates.source, HasSubstr("1 of 10"));
+  EXPECT_THAT(b->rates.source, HasSubstr("defaults"));
 }
 
 TEST(BandwidthProfile, BadProfilesAreRefusedNamingTheKey) {
   Bandwidths base = DefaultBandwidths(false, 2);
-  auto no_version = ParseBandwidthProfile(R"({"h2d_gb_per_second": 5})", "p.json", base);
+  auto no_version = ParseHardwareProfile(R"({"h2d_gb_per_second": 5})", "p.json", base);
   ASSERT_FALSE(no_version.ok());
   EXPECT_THAT(no_version.status().message(), HasSubstr("version: must be 1"));
   auto negative =
-      ParseBandwidthProfile(R"({"version": 1, "d2h_gb_per_second": -3})", "p.json", base);
+      ParseHardwareProfile(R"({"version": 1, "d2h_gb_per_second": -3})", "p.json", base);
   ASSERT_FALSE(negative.ok());
   EXPECT_THAT(negative.status().message(),
               HasSubstr("d2h_gb_per_second: expected a positive number, got -3"));
-  auto text = ParseBandwidthProfile(R"({"version": 1, "device_tflops": "fast"})", "p.json", base);
+  auto text = ParseHardwareProfile(R"({"version": 1, "device_tflops": "fast"})", "p.json", base);
   ASSERT_FALSE(text.ok());
   EXPECT_THAT(text.status().message(), HasSubstr("device_tflops:"));
   auto efficiency =
-      ParseBandwidthProfile(R"({"version": 1, "device_efficiency": 2})", "p.json", base);
+      ParseHardwareProfile(R"({"version": 1, "device_efficiency": 2})", "p.json", base);
   EXPECT_FALSE(efficiency.ok());
-  auto broken = ParseBandwidthProfile("{", "p.json", base);
+  auto broken = ParseHardwareProfile("{", "p.json", base);
   ASSERT_FALSE(broken.ok());
   EXPECT_THAT(broken.status().message(), HasSubstr("p.json"));
-  auto missing = LoadBandwidthProfile("/nonexistent/profile.json", base);
+  auto missing = LoadHardwareProfile("/nonexistent/profile.json", base);
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
 }
 
 TEST(BandwidthProfile, DeeplyNestedJsonIsAnErrorNotAStackOverflow) {
   const Bandwidths base = DefaultBandwidths(false, 4);
-  auto b = ParseBandwidthProfile(
+  auto b = ParseHardwareProfile(
       "{\"version\": 1, \"x\": " + std::string(100000, '[') + std::string(100000, ']') + "}",
       "deep.json", base);
   ASSERT_FALSE(b.ok());
@@ -92,13 +92,13 @@ TEST(BandwidthProfile, DeeplyNestedJsonIsAnErrorNotAStackOverflow) {
 
 TEST(BandwidthProfile, DuplicateRatesAndWrappingVersionsAreRefused) {
   const Bandwidths base = DefaultBandwidths(false, 4);
-  auto dup = ParseBandwidthProfile(
+  auto dup = ParseHardwareProfile(
       R"({"version": 1, "nvme_read_gb_per_second": 7, "nvme_read_gb_per_second": 70})", "p.json",
       base);
   ASSERT_FALSE(dup.ok());
   EXPECT_THAT(dup.status().message(), HasSubstr("nvme_read_gb_per_second"));
   // 2^32 + 1 narrowed to int was 1.
-  auto wrapped = ParseBandwidthProfile(R"({"version": 4294967297})", "p.json", base);
+  auto wrapped = ParseHardwareProfile(R"({"version": 4294967297})", "p.json", base);
   ASSERT_FALSE(wrapped.ok());
   EXPECT_THAT(wrapped.status().message(), HasSubstr("version: must be 1"));
 }

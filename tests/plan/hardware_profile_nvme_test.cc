@@ -3,7 +3,7 @@
 // loads its rates, and every out-of-bounds or missing field is refused with
 // the file and the field named. Also the planner's rounding to the NVMe
 // tier's block size.
-#include "plan/nvme_profile.h"
+#include "plan/hardware_profile.h"
 
 #include <fstream>
 #include <string>
@@ -11,7 +11,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "plan/bandwidth_profile.h"
 #include "plan/memory_model.h"
 #include "plan/planner.h"
 #include "tests/common/scratch_dir.h"
@@ -49,19 +48,19 @@ TEST(NvmeProfile, AnOldProfileIsNotTunedAndItsRatesStillLoad) {
   testing_common::ScratchDir dir;
   const std::string old = dir / "old.json";
   std::ofstream(old) << R"({"version": 1, "nvme_read_gb_per_second": 3.5})";
-  auto store = LoadNvmeStoreProfile(old);
+  auto store = LoadHardwareProfile(old, Bandwidths{});
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  EXPECT_FALSE(store->has_value());
+  EXPECT_FALSE(store->nvme_store.has_value());
   // A tuned profile still loads in the planner's reader (the section is one
   // of the keys it does not know).
   const std::string tuned = dir / "tuned.json";
   std::ofstream(tuned) << WithStore(NvmeStoreProfileToJson(Tuned())).dump();
-  auto rates = LoadBandwidthProfile(tuned, DefaultBandwidths(false, 2));
+  auto rates = LoadHardwareProfile(tuned, DefaultBandwidths(false, 2));
   ASSERT_TRUE(rates.ok()) << rates.status().ToString();
-  EXPECT_EQ(rates->nvme_read_gb_per_second, 3.0);
-  auto loaded = LoadNvmeStoreProfile(tuned);
-  ASSERT_TRUE(loaded.ok() && loaded->has_value()) << loaded.status().ToString();
-  EXPECT_EQ((*loaded)->io, Tuned().io);
+  EXPECT_EQ(rates->rates.nvme_read_gb_per_second, 3.0);
+  auto loaded = LoadHardwareProfile(tuned, Bandwidths{});
+  ASSERT_TRUE(loaded.ok() && loaded->nvme_store.has_value()) << loaded.status().ToString();
+  EXPECT_EQ(loaded->nvme_store->io, Tuned().io);
 }
 
 TEST(NvmeProfile, RefusesBadFieldsNamingFileAndField) {
@@ -108,14 +107,14 @@ TEST(NvmeProfile, RefusesBadFieldsNamingFileAndField) {
 
 TEST(NvmeProfile, LoadNamesAMissingOrForeignFile) {
   testing_common::ScratchDir dir;
-  auto missing = LoadNvmeStoreProfile(dir / "none.json");
+  auto missing = LoadHardwareProfile(dir / "none.json", Bandwidths{});
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
   EXPECT_THAT(missing.status().ToString(), HasSubstr("none.json"));
   std::ofstream(dir / "v2.json") << R"({"version": 2})";
-  EXPECT_THAT(LoadNvmeStoreProfile(dir / "v2.json").status().message(),
+  EXPECT_THAT(LoadHardwareProfile(dir / "v2.json").status().message(),
               AllOf(HasSubstr("v2.json"), HasSubstr("version")));
   std::ofstream(dir / "list.json") << "[1, 2]";
-  EXPECT_THAT(LoadNvmeStoreProfile(dir / "list.json").status().message(), HasSubstr("JSON object"));
+  EXPECT_THAT(LoadHardwareProfile(dir / "list.json").status().message(), HasSubstr("JSON object"));
 }
 
 TEST(NvmeBlockInThePlan, SubGroupStateRoundsToTheTiersBlock) {

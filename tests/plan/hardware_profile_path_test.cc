@@ -1,7 +1,7 @@
 // The default profile location (XDG cache), the choice between --profile,
 // the default file and the defaults, and the line that says which rates a
 // run uses and how old they are.
-#include "plan/default_profile.h"
+#include "plan/hardware_profile.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -12,7 +12,6 @@
 #include <optional>
 #include <string>
 
-#include "plan/bandwidth_profile.h"
 #include "tests/common/scratch_dir.h"
 
 namespace tierflow {
@@ -109,7 +108,7 @@ TEST(DefaultProfile, ACorruptCachedProfileNamesTheFileAndHowToRecover) {
     ASSERT_FALSE(resolved.ok()) << text;
     EXPECT_EQ(resolved.status().code(), StatusCode::kInvalidArgument);
     const std::string& m = resolved.status().message();
-    EXPECT_THAT(m, HasSubstr("cached bandwidth profile " + path)) << text;
+    EXPECT_THAT(m, HasSubstr("cached hardware profile " + path)) << text;
     EXPECT_THAT(m, HasSubstr("Re-run `tierflow bench all`")) << text;
     EXPECT_THAT(m, HasSubstr("delete it")) << text;
     EXPECT_THAT(m, HasSubstr("--profile FILE")) << text;
@@ -125,23 +124,23 @@ TEST(DefaultProfile, SaysWhichRatesAndHowOld) {
             "defaults; no profile at /c/tierflow/profile.json: `tierflow bench all` measures this "
             "machine and writes one there");
 
-  auto b = ParseBandwidthProfile(R"({"version": 1, "measured_unix": 1000000})", "p.json", defaults);
+  auto b = ParseHardwareProfile(R"({"version": 1, "measured_unix": 1000000})", "p.json", defaults);
   ASSERT_TRUE(b.ok()) << b.status().ToString();
-  EXPECT_EQ(b->measured_unix, 1000000);
-  EXPECT_THAT(DescribeRates(*b, 1000000 + 30, ""), HasSubstr("measured 30 s ago"));
-  EXPECT_THAT(DescribeRates(*b, 1000000 + 3 * 3600 + 5, ""), HasSubstr("measured 3 h ago"));
-  EXPECT_THAT(DescribeRates(*b, 1000000 + 40 * 86400, ""), HasSubstr("measured 40 days ago"));
-  EXPECT_THAT(DescribeRates(*b, 1000000 - 50, ""), HasSubstr("in the future"));
-  EXPECT_THAT(DescribeRates(*b, 1000000, ""), HasSubstr("profile p.json"));
+  EXPECT_EQ(b->rates.measured_unix, 1000000);
+  EXPECT_THAT(DescribeRates(b->rates, 1000000 + 30, ""), HasSubstr("measured 30 s ago"));
+  EXPECT_THAT(DescribeRates(b->rates, 1000000 + 3 * 3600 + 5, ""), HasSubstr("measured 3 h ago"));
+  EXPECT_THAT(DescribeRates(b->rates, 1000000 + 40 * 86400, ""), HasSubstr("measured 40 days ago"));
+  EXPECT_THAT(DescribeRates(b->rates, 1000000 - 50, ""), HasSubstr("in the future"));
+  EXPECT_THAT(DescribeRates(b->rates, 1000000, ""), HasSubstr("profile p.json"));
 
-  auto old = ParseBandwidthProfile(R"({"version": 1})", "old.json", defaults);
+  auto old = ParseHardwareProfile(R"({"version": 1})", "old.json", defaults);
   ASSERT_TRUE(old.ok());
-  EXPECT_THAT(DescribeRates(*old, 1000, ""), HasSubstr("unknown age"));
+  EXPECT_THAT(DescribeRates(old->rates, 1000, ""), HasSubstr("unknown age"));
 
   for (const char* bad :
        {R"({"version": 1, "measured_unix": -5})", R"({"version": 1, "measured_unix": "yesterday"})",
         R"({"version": 1, "measured_unix": 1.5})"}) {
-    auto r = ParseBandwidthProfile(bad, "bad.json", defaults);
+    auto r = ParseHardwareProfile(bad, "bad.json", defaults);
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << bad;
     EXPECT_THAT(r.status().message(), HasSubstr("measured_unix")) << bad;
   }
