@@ -67,12 +67,12 @@ StatusOr<std::unique_ptr<IoEngine>> IoEngine::Create(const IoEngineOptions& opti
       ring->files_registered = s.ok();
       if (!s.ok()) {
         all_registered = false;
-        engine->files_not_registered_reason_ = s.ToString();
+        engine->noted_.files_not_registered_reason = s.ToString();
       }
     }
     engine->rings_.push_back(std::move(ring));
   }
-  engine->files_registered_ = all_registered;
+  engine->noted_.files_registered = all_registered;
   for (auto& ring : engine->rings_) {
     Ring* r = ring.get();
     IoEngine* e = engine.get();
@@ -186,7 +186,7 @@ void IoEngine::RingLoop(Ring& ring) {
       // requests cannot be failed early; record the reason and try again.
       {
         std::lock_guard<std::mutex> lock(stats_mu_);
-        reap_error_ = got.status().ToString();
+        noted_.last_reap_error = got.status().ToString();
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
       return;
@@ -301,8 +301,8 @@ Status IoEngine::ReplaceBackend(Ring& ring) {
       // This ring goes on without them (the others keep theirs); say so.
       ring.fixed.clear();
       std::lock_guard<std::mutex> lock(stats_mu_);
-      fixed_buffers_registered_ = false;
-      fixed_buffers_reason_ = s.WithContext("re-registering after a ring was remade").ToString();
+      noted_.fixed_buffers_registered = false;
+      noted_.fixed_buffers_reason = s.WithContext("re-registering after a ring was remade").ToString();
     }
   }
   return Status::Ok();
@@ -389,26 +389,24 @@ Status IoEngine::RegisterBuffers(std::vector<iovec> buffers) {
     });
   }
   std::lock_guard<std::mutex> lock(stats_mu_);
-  fixed_buffers_registered_ = first_error.ok() && !buffers.empty();
-  fixed_buffers_reason_ =
+  noted_.fixed_buffers_registered = first_error.ok() && !buffers.empty();
+  noted_.fixed_buffers_reason =
       first_error.ok() ? (buffers.empty() ? "no buffers registered" : "") : first_error.ToString();
   return first_error;
 }
 
 IoEngineStats IoEngine::stats() const {
   IoEngineStats s;
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    s = noted_;
+  }
   s.num_completed = num_completed_.load();
   s.num_failed = num_failed_.load();
   s.bytes_read = bytes_read_.load();
   s.bytes_written = bytes_written_.load();
   s.num_short_resubmits = num_short_resubmits_.load();
   s.num_eagain_retries = num_eagain_retries_.load();
-  std::lock_guard<std::mutex> lock(stats_mu_);
-  s.files_registered = files_registered_;
-  s.files_not_registered_reason = files_not_registered_reason_;
-  s.fixed_buffers_registered = fixed_buffers_registered_;
-  s.fixed_buffers_reason = fixed_buffers_reason_;
-  s.last_reap_error = reap_error_;
   return s;
 }
 

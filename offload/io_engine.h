@@ -134,11 +134,9 @@ class IoEngine {
   std::atomic<uint64_t> num_short_resubmits_{0}, num_eagain_retries_{0};
   std::atomic<uint64_t> num_submitted_{0};
   mutable std::mutex stats_mu_;
-  bool files_registered_ = false;
-  std::string files_not_registered_reason_;
-  bool fixed_buffers_registered_ = false;
-  std::string fixed_buffers_reason_;
-  std::string reap_error_;
+  // The registration and reap fields of stats() (its counters are the
+  // atomics above, left zero here). Guarded by stats_mu_.
+  IoEngineStats noted_;
 
   std::mutex drain_mu_;
   std::condition_variable drain_cv_;

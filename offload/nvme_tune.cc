@@ -13,22 +13,16 @@ namespace {
 StatusOr<NvmeTunePoint> MeasurePoint(const std::vector<std::string>& dirs, IoMode mode,
                                      uint64_t bytes, uint64_t chunk, bool fixed_buffers,
                                      const NvmeIoSettings& io, uint32_t in_flight) {
-  StoreThroughputOptions so;
-  so.directories = dirs;
-  so.io_mode = mode;
-  so.io = io;
-  so.num_bytes = bytes;
-  so.chunk_bytes = chunk;
-  so.in_flight = in_flight;
-  so.fixed_buffers = fixed_buffers;
-  NvmeTunePoint p;
-  p.io = io;
-  p.in_flight = in_flight;
-  StatusOr<StoreThroughputResult> r = MeasureStoreThroughput(so);
+  StatusOr<StoreThroughputResult> r = MeasureStoreThroughput(
+      {.directories = dirs, .io_mode = mode, .io = io, .num_bytes = bytes, .chunk_bytes = chunk,
+       .in_flight = in_flight, .fixed_buffers = fixed_buffers});
   if (!r.ok()) {
     return r.status().WithContext("measuring the store at " + DescribeNvmeIoSettings(io) + ", " +
                                   std::to_string(in_flight) + " in flight");
   }
+  NvmeTunePoint p;
+  p.io = io;
+  p.in_flight = in_flight;
   p.write_gb_per_second = r->write_gb_per_second;
   p.read_gb_per_second = r->read_gb_per_second;
   return p;

@@ -42,8 +42,10 @@ constexpr int kExitDoesNotFit = 3;
 struct PlanFlags {
   std::string model;
   // Explicit dimensions, used when --model is not given.
+  // The flags write the dimensions in place; family, vocabulary and context
+  // get their defaults in ModelFromFlags.
   std::string family = "llama";
-  int64_t layers = 0, d_model = 0, heads = 0, kv_heads = 0, d_ff = 0, vocab = 0;
+  ModelDimensions dims;
 
   int64_t micro_batch = 1;
   int64_t seq_len = 0;
@@ -117,14 +119,14 @@ constexpr const char* kRunFlags[] = {"--model",
 
 StatusOr<ModelConfig> ModelFromFlags(const PlanFlags& f) {
   if (!f.model.empty()) {
-    if (f.layers || f.d_model || f.heads) {
+    if (f.dims.n_layers || f.dims.d_model || f.dims.n_heads) {
       return InvalidArgumentError(
           "give either --model or the dimensions (--layers, --d-model, "
           "--heads, ...), not both");
     }
     return ResolveModel(f.model);
   }
-  if (!f.layers || !f.d_model || !f.heads) {
+  if (!f.dims.n_layers || !f.dims.d_model || !f.dims.n_heads) {
     return InvalidArgumentError("say which model: --model PRESET|DIR|config.json (presets: " + [] {
       std::string s;
       for (const auto& n : PresetNames()) s += (s.empty() ? "" : ", ") + n;
@@ -132,14 +134,9 @@ StatusOr<ModelConfig> ModelFromFlags(const PlanFlags& f) {
     }() + "), or --layers, --d-model and --heads (with --family)");
   }
   TF_ASSIGN_OR_RETURN(ModelFamily family, ParseModelFamily(f.family));
-  ModelDimensions d;
+  ModelDimensions d = f.dims;
   d.family = family;
-  d.n_layers = f.layers;
-  d.d_model = f.d_model;
-  d.n_heads = f.heads;
-  d.n_kv_heads = f.kv_heads;
-  d.d_ff = f.d_ff;
-  d.vocab_size = f.vocab > 0 ? f.vocab : (family == ModelFamily::kGpt2 ? 50257 : 32000);
+  if (d.vocab_size == 0) d.vocab_size = family == ModelFamily::kGpt2 ? 50257 : 32000;
   d.max_seq_len = std::max<int64_t>(f.seq_len, family == ModelFamily::kGpt2 ? 1024 : 4096);
   return MakeModelConfig(d);
 }
@@ -306,16 +303,16 @@ void AddModelFlags(CLI::App* cmd, PlanFlags* f) {
                   "Preset name, a directory with config.json, or a config.json");
   cmd->add_option("--family", f->family, "With explicit dimensions: gpt2 | llama")
       ->capture_default_str();
-  cmd->add_option("--layers", f->layers, "Explicit dimensions: number of blocks")
+  cmd->add_option("--layers", f->dims.n_layers, "Explicit dimensions: number of blocks")
       ->check(AtLeast(1));
-  cmd->add_option("--d-model", f->d_model, "Explicit dimensions: hidden size")->check(AtLeast(1));
-  cmd->add_option("--heads", f->heads, "Explicit dimensions: attention heads")->check(AtLeast(1));
-  cmd->add_option("--kv-heads", f->kv_heads,
+  cmd->add_option("--d-model", f->dims.d_model, "Explicit dimensions: hidden size")->check(AtLeast(1));
+  cmd->add_option("--heads", f->dims.n_heads, "Explicit dimensions: attention heads")->check(AtLeast(1));
+  cmd->add_option("--kv-heads", f->dims.n_kv_heads,
                   "Explicit dimensions: key/value heads (default: heads)")
       ->check(AtLeast(1));
-  cmd->add_option("--d-ff", f->d_ff, "Explicit dimensions: MLP width (default: family's)")
+  cmd->add_option("--d-ff", f->dims.d_ff, "Explicit dimensions: MLP width (default: family's)")
       ->check(AtLeast(1));
-  cmd->add_option("--vocab", f->vocab,
+  cmd->add_option("--vocab", f->dims.vocab_size,
                   "Explicit dimensions: vocabulary (default: 50257 gpt2, 32000 llama)")
       ->check(AtLeast(1));
 }

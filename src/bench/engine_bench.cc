@@ -212,8 +212,7 @@ Status MeasureNvmeStage(Device& device, const SubGroupLayout& layout, const Engi
   std::vector<int> all(layout.groups.size());
   for (size_t g = 0; g < all.size(); ++g) all[g] = static_cast<int>(g);
   NvmeTierOptions no;
-  no.paths = eo.nvme_paths;
-  no.buffered = eo.nvme_buffered;
+  no.swap = SwapSetOf(eo);  // the engine's own I/O settings, not the defaults
   no.slots = eo.buffer_count;
   no.two_copies = eo.pipeline == Pipeline::kOverlapped;
   TF_ASSIGN_OR_RETURN(auto tier, NvmeStateTier::Create(layout, all, no, device));

@@ -117,10 +117,7 @@ StatusOr<ParamStageResult> MeasureParamStage(Device& device, const std::vector<U
   StreamedWeights::Config wc;
   wc.params = eo.params;
   wc.dtype = eo.weights_dtype;
-  wc.nvme_paths = eo.nvme_paths;
-  wc.nvme_buffered = eo.nvme_buffered;
-  wc.nvme_io = eo.nvme_io;
-  if (eo.nvme_backend_factory) wc.nvme_backend_factory = eo.nvme_backend_factory;
+  wc.nvme = SwapSetOf(eo);
   TF_ASSIGN_OR_RETURN(auto ring, StreamedWeights::Create(device, units, schedule, wc));
   // The copy's contents do not change an upload's cost: zeros.
   std::vector<char> zeros(ring->slot_params() * DTypeSize(eo.weights_dtype), 0);

@@ -4,32 +4,19 @@
 #include <cmath>
 
 namespace tierflow {
-namespace {
-
-SimProfile Make(std::string name, double tensor, double vector, double hbm, double link,
-                double memory_gib) {
-  SimProfile p;
-  p.name = std::move(name);
-  p.tensor_tflops = tensor;
-  p.vector_tflops = vector;
-  p.hbm_gb_per_s = hbm;
-  p.link_gb_per_s = link;
-  p.memory_gib = memory_gib;
-  return p;
-}
-
-}  // namespace
 
 const std::vector<SimProfile>& BuiltinSimProfiles() {
   // Dense peaks (NVIDIA data sheets): bf16 tensor, fp32, memory bandwidth,
-  // host link per direction (PCIe 5.0 x16 = 64 GB/s, 4.0 x16 = 32 GB/s), memory.
+  // host link per direction (PCIe 5.0 x16 = 64 GB/s, 4.0 x16 = 32 GB/s), memory;
+  // the efficiencies are SimProfile's stated defaults.
+  // {name, tensor_tflops, vector_tflops, hbm_gb_per_s, link_gb_per_s, memory_gib}
   static const std::vector<SimProfile> kProfiles = {
-      Make("h100-sxm", 989, 67, 3350, 64, 80),
-      Make("h100-pcie", 756, 51, 2000, 64, 80),
-      Make("a100-80gb", 312, 19.5, 2039, 32, 80),
-      Make("l40s", 362, 91.6, 864, 32, 48),
+      SimProfile{"h100-sxm", 989, 67, 3350, 64, 80},
+      SimProfile{"h100-pcie", 756, 51, 2000, 64, 80},
+      SimProfile{"a100-80gb", 312, 19.5, 2039, 32, 80},
+      SimProfile{"l40s", 362, 91.6, 864, 32, 48},
       // GeForce: bf16 with fp32 accumulate runs at half the fp16-accumulate rate.
-      Make("rtx-4090", 165, 82.6, 1008, 32, 24),
+      SimProfile{"rtx-4090", 165, 82.6, 1008, 32, 24},
   };
   return kProfiles;
 }

@@ -92,7 +92,7 @@ StatusOr<std::unique_ptr<NvmeStateTier>> NvmeStateTier::Create(const SubGroupLay
                                                                const std::vector<int>& groups,
                                                                const NvmeTierOptions& options,
                                                                Device& device) {
-  if (options.paths.empty()) {
+  if (options.swap.paths.empty()) {
     return InvalidArgumentError("NVMe offload needs at least one directory (--nvme-path DIR)");
   }
   if (options.slots < 2) return InvalidArgumentError("NVMe tier needs at least 2 slots");
@@ -113,11 +113,8 @@ StatusOr<std::unique_ptr<NvmeStateTier>> NvmeStateTier::Create(const SubGroupLay
   tier->current_.assign(layout.groups.size(), 0);
   tier->pending_.assign(layout.groups.size(), 0);
   // Every slot may be writing at once: leave room for all of them to land on new blocks.
-  const offload::StateStoreOptions so = SwapStoreOptions(
-      options.paths, options.run_id, options.owner,
-      NvmeIoSettings{options.block_size_bytes, options.queue_depth, options.num_rings},
-      options.buffered, options.backend_factory,
-      static_cast<uint64_t>(options.slots + 1) * max_bytes);
+  const offload::StateStoreOptions so =
+      SwapStoreOptions(options.swap, static_cast<uint64_t>(options.slots + 1) * max_bytes);
   TF_ASSIGN_OR_RETURN(tier->store_, offload::StateStore::Create(so, specs));
   tier->slot_bytes_ = RoundUp(max_bytes, kPage);
   tier->slots_.resize(static_cast<size_t>(options.slots));

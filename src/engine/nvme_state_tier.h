@@ -21,25 +21,17 @@
 #include "common/trace.h"
 #include "engine/state_tier.h"
 #include "engine/sub_groups.h"
+#include "engine/swap_store_options.h"
 #include "offload/state_store.h"
 #include "tierflow/device.h"
 
 namespace tierflow {
 
 struct NvmeTierOptions {
-  std::vector<std::string> paths;  // one directory per drive. REQUIRES: non-empty
-  bool buffered = false;           // explicit buffered I/O (no O_DIRECT)
-  std::string run_id;              // "" = generated
-  std::string owner;               // the set's owner record ("" = none)
-  int slots = 4;                   // pinned sub-group buffers. Default: 4
-  bool two_copies = false;         // A/B copies per sub-group (speculation). Default: false
-  // The store's I/O (tierflow/nvme_io.h): request/checksum block, queue depth
-  // per ring, rings. Default: 1 MiB, 32, 1.
-  uint32_t block_size_bytes = 1u << 20;
-  uint32_t queue_depth = 32;
-  uint32_t num_rings = 1;
+  SwapSetConfig swap;            // where and how (swap.paths REQUIRES: non-empty)
+  int slots = 4;                 // pinned sub-group buffers. Default: 4
+  bool two_copies = false;       // A/B copies per sub-group (speculation). Default: false
   TraceRecorder* trace = nullptr;
-  offload::IoBackendFactory backend_factory;  // Default (empty): io_uring
 };
 
 class NvmeStateTier : public StateTier {

@@ -160,12 +160,7 @@ Status OffloadEngine::CreateWorkingWeights() {
     StreamedWeights::Config wc;
     wc.params = params;
     wc.dtype = options_.weights_dtype;
-    wc.nvme_paths = options_.nvme_paths;
-    wc.nvme_buffered = options_.nvme_buffered;
-    wc.run_id = options_.run_id;
-    wc.owner = options_.swap_owner;
-    wc.nvme_io = options_.nvme_io;
-    wc.nvme_backend_factory = options_.nvme_backend_factory;
+    wc.nvme = SwapSetOf(options_);
     wc.spans = device_spans_.get();
     TF_ASSIGN_OR_RETURN(streamed_,
                         StreamedWeights::Create(device_, units_, model_.WeightsSchedule(), wc));
@@ -260,17 +255,10 @@ Status OffloadEngine::CreateStateTiers() {
   }
   if (!nvme_groups.empty()) {
     NvmeTierOptions nopt;
-    nopt.paths = options_.nvme_paths;
-    nopt.buffered = options_.nvme_buffered;
-    nopt.run_id = options_.run_id;
-    nopt.owner = options_.swap_owner;
-    nopt.block_size_bytes = options_.nvme_io.block_size_bytes;
-    nopt.queue_depth = options_.nvme_io.queue_depth;
-    nopt.num_rings = options_.nvme_io.num_rings;
+    nopt.swap = SwapSetOf(options_);
     nopt.slots = options_.buffer_count;
     nopt.two_copies = options_.pipeline == Pipeline::kOverlapped;
     nopt.trace = trace_;
-    nopt.backend_factory = options_.nvme_backend_factory;
     TF_ASSIGN_OR_RETURN(nvme_tier_, NvmeStateTier::Create(layout_, nvme_groups, nopt, device_));
   }
   for (size_t g = 0; g < layout_.groups.size(); ++g) group_tier_[g] = host_tier_.get();

@@ -126,7 +126,7 @@ Status StreamedWeights::CreateSwapSet(Device& device, const std::vector<UnitInfo
   const ParamStreaming& p = config.params;
   const uint64_t slot_bytes = slot_params_ * wbytes();
   // kNvme: one tensor per streamed unit.
-  if (config.nvme_paths.empty()) {
+  if (config.nvme.paths.empty()) {
     return InvalidArgumentError(
         "parameter offload to nvme needs at least one directory (--nvme-path DIR)");
   }
@@ -138,10 +138,10 @@ Status StreamedWeights::CreateSwapSet(Device& device, const std::vector<UnitInfo
   }
   // Its own swap set beside the optimizer state's (a run id names one set);
   // two units may be rewriting at once (the write-back buffers).
-  const offload::StateStoreOptions so = SwapStoreOptions(
-      config.nvme_paths, config.run_id.empty() ? "" : StreamedWeightsRunId(config.run_id),
-      config.owner, config.nvme_io, config.nvme_buffered, config.nvme_backend_factory,
-      kStreamedSpareSlotsPerDirectory * slot_bytes);
+  SwapSetConfig set = config.nvme;
+  if (!set.run_id.empty()) set.run_id = StreamedWeightsRunId(set.run_id);
+  const offload::StateStoreOptions so =
+      SwapStoreOptions(set, kStreamedSpareSlotsPerDirectory * slot_bytes);
   TF_ASSIGN_OR_RETURN(store_, offload::StateStore::Create(so, specs));
   const uint64_t staged = offload::RoundUp(slot_bytes, kPage);
   std::vector<iovec> iovecs;

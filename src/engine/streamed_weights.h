@@ -34,6 +34,7 @@
 
 #include "engine/device_spans.h"
 #include "engine/engine_options.h"
+#include "engine/swap_store_options.h"
 #include "engine/trainable.h"
 #include "offload/aligned_buffer.h"
 #include "offload/state_store.h"
@@ -50,13 +51,9 @@ class StreamedWeights {
   struct Config {
     ParamStreaming params;
     DType dtype = DType::kBF16;
-    // kNvme: where and how the swap set lives (as the optimizer state's tier).
-    std::vector<std::string> nvme_paths;
-    bool nvme_buffered = false;
-    std::string run_id;  // "" = generated
-    std::string owner;   // the set's owner record ("" = none)
-    NvmeIoSettings nvme_io;
-    offload::IoBackendFactory nvme_backend_factory;
+    // kNvme: where and how the swap set lives (as the optimizer state's
+    // tier; its run_id gets "-params").
+    SwapSetConfig nvme;
     DeviceSpans* spans = nullptr;  // not owned; spans of the uploads ("h2d_params")
   };
   // Whether unit `unit`'s latest update is in its copy. With `wait`, blocks

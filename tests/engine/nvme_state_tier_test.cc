@@ -33,10 +33,10 @@ class NvmeStateTierTest : public ::testing::Test {
 
   std::unique_ptr<NvmeStateTier> MakeTier(int slots, bool two_copies) {
     NvmeTierOptions o;
-    o.paths = {dir_.path()};
+    o.swap.paths = {dir_.path()};
     o.slots = slots;
     o.two_copies = two_copies;
-    o.block_size_bytes = 4096;
+    o.swap.io.block_size_bytes = 4096;
     std::vector<int> all;
     for (int g = 0; g < kGroups; ++g) all.push_back(g);
     auto t = NvmeStateTier::Create(layout_, all, o, *device_);

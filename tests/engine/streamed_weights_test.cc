@@ -39,7 +39,7 @@ class StreamedWeightsWrites : public ::testing::TestWithParam<ParamOffload> {
     c.params.device_slots = 2;
     c.params.prefetch_depth = 1;
     c.dtype = DType::kBF16;
-    c.nvme_paths = {dir_.path()};
+    c.nvme.paths = {dir_.path()};
     auto w = StreamedWeights::Create(*device_, ThreeUnits(), {0, 1, 2, 2, 1}, c);
     ASSERT_TRUE(w.ok()) << w.status().ToString();
     weights_ = std::move(*w);

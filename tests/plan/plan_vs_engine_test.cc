@@ -313,9 +313,9 @@ TEST(PlanVsEngineStreamed, NvmeCopyIsWhatThePlanCounts) {
     wc.params.device_slots = pp.device_slots;
     wc.params.prefetch_depth = pp.prefetch_depth;
     wc.params.nvme_staging = pp.nvme_staging;
-    wc.nvme_paths = {dir.string()};
-    wc.nvme_buffered = true;
-    wc.nvme_io.block_size_bytes = static_cast<uint32_t>(in.nvme_block_bytes);
+    wc.nvme.paths = {dir.string()};
+    wc.nvme.buffered = true;
+    wc.nvme.io.block_size_bytes = static_cast<uint32_t>(in.nvme_block_bytes);
     auto w = StreamedWeights::Create(**device, (*model)->Units(), (*model)->WeightsSchedule(), wc);
     ASSERT_TRUE(w.ok()) << w.status().ToString();
     ExpectWithin10Percent(
