@@ -302,7 +302,8 @@ Status IoEngine::ReplaceBackend(Ring& ring) {
       ring.fixed.clear();
       std::lock_guard<std::mutex> lock(stats_mu_);
       noted_.fixed_buffers_registered = false;
-      noted_.fixed_buffers_reason = s.WithContext("re-registering after a ring was remade").ToString();
+      noted_.fixed_buffers_reason =
+          s.WithContext("re-registering after a ring was remade").ToString();
     }
   }
   return Status::Ok();

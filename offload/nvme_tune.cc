@@ -13,9 +13,13 @@ namespace {
 StatusOr<NvmeTunePoint> MeasurePoint(const std::vector<std::string>& dirs, IoMode mode,
                                      uint64_t bytes, uint64_t chunk, bool fixed_buffers,
                                      const NvmeIoSettings& io, uint32_t in_flight) {
-  StatusOr<StoreThroughputResult> r = MeasureStoreThroughput(
-      {.directories = dirs, .io_mode = mode, .io = io, .num_bytes = bytes, .chunk_bytes = chunk,
-       .in_flight = in_flight, .fixed_buffers = fixed_buffers});
+  StatusOr<StoreThroughputResult> r = MeasureStoreThroughput({.directories = dirs,
+                                                              .io_mode = mode,
+                                                              .io = io,
+                                                              .num_bytes = bytes,
+                                                              .chunk_bytes = chunk,
+                                                              .in_flight = in_flight,
+                                                              .fixed_buffers = fixed_buffers});
   if (!r.ok()) {
     return r.status().WithContext("measuring the store at " + DescribeNvmeIoSettings(io) + ", " +
                                   std::to_string(in_flight) + " in flight");

@@ -305,8 +305,10 @@ void AddModelFlags(CLI::App* cmd, PlanFlags* f) {
       ->capture_default_str();
   cmd->add_option("--layers", f->dims.n_layers, "Explicit dimensions: number of blocks")
       ->check(AtLeast(1));
-  cmd->add_option("--d-model", f->dims.d_model, "Explicit dimensions: hidden size")->check(AtLeast(1));
-  cmd->add_option("--heads", f->dims.n_heads, "Explicit dimensions: attention heads")->check(AtLeast(1));
+  cmd->add_option("--d-model", f->dims.d_model, "Explicit dimensions: hidden size")
+      ->check(AtLeast(1));
+  cmd->add_option("--heads", f->dims.n_heads, "Explicit dimensions: attention heads")
+      ->check(AtLeast(1));
   cmd->add_option("--kv-heads", f->dims.n_kv_heads,
                   "Explicit dimensions: key/value heads (default: heads)")
       ->check(AtLeast(1));

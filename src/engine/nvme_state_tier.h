@@ -28,9 +28,9 @@
 namespace tierflow {
 
 struct NvmeTierOptions {
-  SwapSetConfig swap;            // where and how (swap.paths REQUIRES: non-empty)
-  int slots = 4;                 // pinned sub-group buffers. Default: 4
-  bool two_copies = false;       // A/B copies per sub-group (speculation). Default: false
+  SwapSetConfig swap;       // where and how (swap.paths REQUIRES: non-empty)
+  int slots = 4;            // pinned sub-group buffers. Default: 4
+  bool two_copies = false;  // A/B copies per sub-group (speculation). Default: false
   TraceRecorder* trace = nullptr;
 };
 

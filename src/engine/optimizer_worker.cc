@@ -190,26 +190,29 @@ Status OffloadEngine::UpdateGroup(WorkerParts& w, StepContext& ctx, int g, int64
   const SubGroup& sg = layout_.groups[g];
   TF_ASSIGN_OR_RETURN(StateView view, TierOf(g).Acquire(g));
   ScopedSpan span(trace_, "optimizer", "adam " + sg.name);
-  OptimSpans spans;
-  spans.params = view.master;
-  spans.exp_avg = view.exp_avg;
-  spans.exp_avg_sq = view.exp_avg_sq;
+  // The gradient: this rank's parts, summed (data parallel); the landed
+  // transfer (one micro-batch); or the fp32 accumulator.
+  const void* grads = nullptr;
+  DType grad_dtype = DType::kF32;
   if (data_parallel()) {
-    spans.grads = w.Reduced() + sg.global_offset;  // this rank's parts, summed
-    spans.grad_dtype = DType::kF32;
+    grads = w.Reduced() + sg.global_offset;
   } else if (ctx.landed) {
-    spans.grads = inbox_->Landed(sg.global_offset);
-    spans.grad_dtype = transfer_dtype_;
+    grads = inbox_->Landed(sg.global_offset);
+    grad_dtype = transfer_dtype_;
   } else {
-    spans.grads = inbox_->Accumulator() + sg.global_offset;
-    spans.grad_dtype = DType::kF32;
+    grads = inbox_->Accumulator() + sg.global_offset;
   }
-  spans.out = out;
-  spans.out_dtype = options_.weights_dtype;
-  spans.n = sg.num_params;
-  spans.backup_params = backup.master;
-  spans.backup_exp_avg = backup.exp_avg;
-  spans.backup_exp_avg_sq = backup.exp_avg_sq;
+  const OptimSpans spans{.params = view.master,
+                         .exp_avg = view.exp_avg,
+                         .exp_avg_sq = view.exp_avg_sq,
+                         .grads = grads,
+                         .grad_dtype = grad_dtype,
+                         .out = out,
+                         .out_dtype = options_.weights_dtype,
+                         .n = sg.num_params,
+                         .backup_params = backup.master,
+                         .backup_exp_avg = backup.exp_avg,
+                         .backup_exp_avg_sq = backup.exp_avg_sq};
   AdamOptions adam = options_.adam;
   adam.lr = ctx.lr;
   AdamStepArgs args;

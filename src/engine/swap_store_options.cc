@@ -5,29 +5,26 @@
 
 namespace tierflow {
 
-SwapSetConfig SwapSetOf(const EngineOptions& options) {
-  SwapSetConfig set;
-  set.paths = options.nvme_paths;
-  set.buffered = options.nvme_buffered;
-  set.run_id = options.run_id;
-  set.owner = options.swap_owner;
-  set.io = options.nvme_io;
-  set.backend_factory = options.nvme_backend_factory;
-  return set;
+SwapSetConfig SwapSetOf(const EngineOptions& o) {
+  return SwapSetConfig{.paths = o.nvme_paths,
+                       .buffered = o.nvme_buffered,
+                       .run_id = o.run_id,
+                       .owner = o.swap_owner,
+                       .io = o.nvme_io,
+                       .backend_factory = o.nvme_backend_factory};
 }
 
 offload::StateStoreOptions SwapStoreOptions(const SwapSetConfig& set, uint64_t spare_bytes) {
-  offload::StateStoreOptions so;
-  so.directories = set.paths;
-  so.run_id = set.run_id;
-  so.owner = set.owner;
-  so.block_size_bytes = set.io.block_size_bytes;
-  so.queue_depth = set.io.queue_depth;
-  so.num_rings = set.io.num_rings;
-  so.io_mode = set.buffered ? offload::IoMode::kBuffered : offload::IoMode::kDirect;
-  if (set.backend_factory) so.backend_factory = set.backend_factory;
-  so.spare_bytes_per_directory = offload::RoundUp(spare_bytes, uint64_t{set.io.block_size_bytes});
-  return so;
+  return offload::StateStoreOptions{
+      .directories = set.paths,
+      .run_id = set.run_id,
+      .block_size_bytes = set.io.block_size_bytes,
+      .io_mode = set.buffered ? offload::IoMode::kBuffered : offload::IoMode::kDirect,
+      .queue_depth = set.io.queue_depth,
+      .num_rings = set.io.num_rings,
+      .spare_bytes_per_directory = offload::RoundUp(spare_bytes, uint64_t{set.io.block_size_bytes}),
+      .owner = set.owner,
+      .backend_factory = set.backend_factory};
 }
 
 }  // namespace tierflow

@@ -12,11 +12,20 @@ namespace tierflow {
 GemmParams PackedGemm(int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b, DType ab_type,
                       DType c_type, int64_t batch) {
   // Leading dimensions of at least 1, as BLAS requires even for empty matrices.
-  return GemmParams{.m = m, .n = n, .k = k, .trans_a = trans_a, .trans_b = trans_b,
-                    .ab_type = ab_type, .c_type = c_type,
-                    .lda = std::max<int64_t>(trans_a ? m : k, 1), .stride_a = m * k,
-                    .ldb = std::max<int64_t>(trans_b ? k : n, 1), .stride_b = k * n,
-                    .ldc = std::max<int64_t>(n, 1), .stride_c = m * n, .batch = batch};
+  return GemmParams{.m = m,
+                    .n = n,
+                    .k = k,
+                    .trans_a = trans_a,
+                    .trans_b = trans_b,
+                    .ab_type = ab_type,
+                    .c_type = c_type,
+                    .lda = std::max<int64_t>(trans_a ? m : k, 1),
+                    .stride_a = m * k,
+                    .ldb = std::max<int64_t>(trans_b ? k : n, 1),
+                    .stride_b = k * n,
+                    .ldc = std::max<int64_t>(n, 1),
+                    .stride_c = m * n,
+                    .batch = batch};
 }
 
 Status ValidateGemm(const GemmParams& p) {

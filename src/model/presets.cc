@@ -10,43 +10,61 @@
 namespace tierflow {
 namespace {
 
-ModelConfig FamilyDefaults(ModelFamily family) {
+// What a family fixes beside its dimensions.
+struct FamilyTraits {
+  const char* model_type;
+  double rope_theta;  // 0: learned positions
+  bool tie_embeddings;
+  MlpKind mlp;
+  NormKind norm;
+  bool biases;  // on q/k/v, the output projection, the MLP and the norms
+};
+constexpr FamilyTraits kGpt2Traits{"gpt2", 0, true, MlpKind::kGelu, NormKind::kLayerNorm, true};
+constexpr FamilyTraits kLlamaTraits{"llama", 10000, false, MlpKind::kSwiGlu, NormKind::kRmsNorm,
+                                    false};
+
+// The family's traits and `dims`, unvalidated: n_kv_heads 0 means n_heads,
+// d_ff 0 the family's width (GPT-2: 4C; Llama: 8C/3 up to a multiple of 256).
+ModelConfig WithDimensions(const ModelDimensions& dims) {
+  const FamilyTraits& t = dims.family == ModelFamily::kGpt2 ? kGpt2Traits : kLlamaTraits;
   ModelConfig c;
-  c.family = family;
-  if (family == ModelFamily::kGpt2) {
-    c.model_type = "gpt2";
-    c.norm_eps = 1e-5;
-    c.rope_theta = 0;
-    c.tie_embeddings = true;
-    c.mlp = MlpKind::kGelu;
-    c.norm = NormKind::kLayerNorm;
-    c.qkv_bias = c.out_proj_bias = c.mlp_bias = c.norm_bias = true;
+  c.family = dims.family;
+  c.model_type = t.model_type;
+  c.norm_eps = 1e-5;
+  c.rope_theta = t.rope_theta;
+  c.tie_embeddings = t.tie_embeddings;
+  c.mlp = t.mlp;
+  c.norm = t.norm;
+  c.qkv_bias = c.out_proj_bias = c.mlp_bias = c.norm_bias = t.biases;
+  c.vocab_size = dims.vocab_size;
+  c.max_seq_len = dims.max_seq_len;
+  c.d_model = dims.d_model;
+  c.n_layers = dims.n_layers;
+  c.n_heads = dims.n_heads;
+  c.n_kv_heads = dims.n_kv_heads > 0 ? dims.n_kv_heads : dims.n_heads;
+  c.head_dim = dims.n_heads > 0 ? dims.d_model / dims.n_heads : 0;
+  if (dims.d_ff > 0) {
+    c.d_ff = dims.d_ff;
+  } else if (dims.d_model > kMaxModelDModel || dims.d_model <= 0) {
+    c.d_ff = 1;  // ValidateModelConfig refuses d_model; 4C must not overflow first
+  } else if (dims.family == ModelFamily::kGpt2) {
+    c.d_ff = 4 * dims.d_model;
   } else {
-    c.model_type = "llama";
-    c.norm_eps = 1e-5;
-    c.rope_theta = 10000;
-    c.tie_embeddings = false;
-    c.mlp = MlpKind::kSwiGlu;
-    c.norm = NormKind::kRmsNorm;
-    c.qkv_bias = c.out_proj_bias = c.mlp_bias = c.norm_bias = false;
+    c.d_ff = (8 * dims.d_model / 3 + 255) / 256 * 256;
   }
   return c;
 }
 
 ModelConfig Gpt2(std::string name, int64_t vocab, int64_t positions, int64_t d_model,
                  int64_t layers, int64_t heads) {
-  ModelConfig c = FamilyDefaults(ModelFamily::kGpt2);
+  ModelConfig c =
+      WithDimensions({ModelFamily::kGpt2, vocab, positions, d_model, layers, heads, heads, 0});
   c.name = std::move(name);
-  c.vocab_size = vocab;
-  c.max_seq_len = positions;
-  c.d_model = d_model;
-  c.n_layers = layers;
-  c.n_heads = c.n_kv_heads = heads;
-  c.head_dim = d_model / heads;
-  c.d_ff = 4 * d_model;
   return c;
 }
 
+// A Llama shape as its config.json gives it; the first seven in
+// ModelDimensions' order.
 struct LlamaShape {
   int64_t vocab, max_positions, d_model, layers, heads, kv_heads, d_ff;
   double rope_theta;
@@ -56,16 +74,9 @@ struct LlamaShape {
 };
 
 ModelConfig Llama(std::string name, const LlamaShape& s) {
-  ModelConfig c = FamilyDefaults(ModelFamily::kLlama);
+  ModelConfig c = WithDimensions({ModelFamily::kLlama, s.vocab, s.max_positions, s.d_model,
+                                  s.layers, s.heads, s.kv_heads, s.d_ff});
   c.name = std::move(name);
-  c.vocab_size = s.vocab;
-  c.max_seq_len = s.max_positions;
-  c.d_model = s.d_model;
-  c.n_layers = s.layers;
-  c.n_heads = s.heads;
-  c.n_kv_heads = s.kv_heads;
-  c.head_dim = s.d_model / s.heads;
-  c.d_ff = s.d_ff;
   c.rope_theta = s.rope_theta;
   c.tie_embeddings = s.tied;
   c.rope_scaling_type = s.rope_scaling;
@@ -126,25 +137,9 @@ std::vector<ModelConfig> FamilyPresetLadder(ModelFamily family) {
 }
 
 StatusOr<ModelConfig> MakeModelConfig(const ModelDimensions& dims) {
-  ModelConfig c = FamilyDefaults(dims.family);
+  ModelConfig c = WithDimensions(dims);
   c.name = std::string(ModelFamilyName(dims.family)) + " (" + std::to_string(dims.n_layers) +
            " layers, d_model " + std::to_string(dims.d_model) + ")";
-  c.vocab_size = dims.vocab_size;
-  c.max_seq_len = dims.max_seq_len;
-  c.d_model = dims.d_model;
-  c.n_layers = dims.n_layers;
-  c.n_heads = dims.n_heads;
-  c.n_kv_heads = dims.n_kv_heads > 0 ? dims.n_kv_heads : dims.n_heads;
-  c.head_dim = dims.n_heads > 0 ? dims.d_model / dims.n_heads : 0;
-  if (dims.d_ff > 0) {
-    c.d_ff = dims.d_ff;
-  } else if (dims.d_model > kMaxModelDModel || dims.d_model <= 0) {
-    c.d_ff = 1;  // ValidateModelConfig refuses d_model; 4C must not overflow first
-  } else if (dims.family == ModelFamily::kGpt2) {
-    c.d_ff = 4 * dims.d_model;
-  } else {
-    c.d_ff = (8 * dims.d_model / 3 + 255) / 256 * 256;
-  }
   if (dims.n_heads > 0 && dims.d_model % dims.n_heads != 0) {
     return InvalidArgumentError("model config '" + c.name + "': d_model (" +
                                 std::to_string(dims.d_model) + ") must be divisible by n_heads (" +

@@ -148,19 +148,19 @@ EngineOptions EngineOptionsFor(const PlannedRun& run, const std::vector<std::str
   EngineOptions o;
   o.weights_dtype = c.dtype;
   o.grad_transfer_dtype = c.grad_transfer_dtype;
-  o.adam.lr = c.lr;
-  o.adam.beta1 = c.beta1;
-  o.adam.beta2 = c.beta2;
-  o.adam.eps = c.eps;
-  o.adam.weight_decay = c.weight_decay;
-  o.adam.bias_correction = c.bias_correction;
-  o.adam.decoupled = c.optimizer != TrainOptimizer::kAdam;
+  o.adam = AdamOptions{.lr = c.lr,
+                       .beta1 = c.beta1,
+                       .beta2 = c.beta2,
+                       .eps = c.eps,
+                       .weight_decay = c.weight_decay,
+                       .decoupled = c.optimizer != TrainOptimizer::kAdam,
+                       .bias_correction = c.bias_correction};
   o.clip_grad_norm = c.gradient_clipping;
-  o.loss_scaler.static_scale = c.loss_scale;
-  o.loss_scaler.initial_scale_power = c.initial_scale_power;
-  o.loss_scaler.scale_window = c.loss_scale_window;
-  o.loss_scaler.hysteresis = c.hysteresis;
-  o.loss_scaler.min_scale = c.min_loss_scale;
+  o.loss_scaler = LossScalerOptions{.static_scale = c.loss_scale,
+                                    .initial_scale_power = c.initial_scale_power,
+                                    .scale_window = c.loss_scale_window,
+                                    .hysteresis = c.hysteresis,
+                                    .min_scale = c.min_loss_scale};
   o.offload = placement.offload();
   o.nvme_ratio = placement.nvme_ratio;
   o.nvme_paths = nvme_paths;
