@@ -757,9 +757,9 @@ class Parser {
       }
       return Status::Ok();
     };
-    // One swap directory list serves the weights and the optimizer state.
     return DeepSpeedBlock(v, path, "zero_optimization.offload_param", kIgnored,
                           {{"device", device},
+                           // One swap directory list serves the weights and the optimizer state.
                            {"nvme_path", Section(&Parser::NvmePath)},
                            {"pin_memory", pin_memory}});
   }
