@@ -161,4 +161,15 @@ Status CheckIsaSupported(Isa isa, std::string_view what) {
                                  NameList(SupportedIsas()) + ")");
 }
 
+StatusOr<Isa> IsaToRun(std::optional<Isa> requested, std::string_view what) {
+  Isa isa = Isa::kBaseline;
+  if (requested.has_value()) {
+    isa = *requested;
+  } else {
+    TF_ASSIGN_OR_RETURN(isa, SelectedIsa());
+  }
+  TF_RETURN_IF_ERROR(CheckIsaSupported(isa, what));
+  return isa;
+}
+
 }  // namespace tierflow

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -60,6 +61,11 @@ Isa SelectedIsaOrExit();
 // the level and the levels this CPU supports. Entry points that take an
 // explicit Isa check it before running anything.
 Status CheckIsaSupported(Isa isa, std::string_view what);
+
+// The level an entry point that takes an optional Isa runs: `requested`, or
+// SelectedIsa() without one (its error when the choice failed), checked by
+// CheckIsaSupported(`what`).
+StatusOr<Isa> IsaToRun(std::optional<Isa> requested, std::string_view what);
 
 // The table of `isa` among the three levels' tables of a hot loop
 // (common/isa_tables.h), given in ascending order; the baseline's for a value

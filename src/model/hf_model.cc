@@ -50,6 +50,20 @@ const char* TorchDTypeName(DType dtype) {
   return "float32";
 }
 
+// ModelConfig's sizes under each family's config.json name.
+struct HfSizeName {
+  int64_t ModelConfig::*field;
+  const char* gpt2;
+  const char* llama;
+};
+constexpr HfSizeName kHfSizeNames[] = {
+    {&ModelConfig::max_seq_len, "n_positions", "max_position_embeddings"},
+    {&ModelConfig::d_model, "n_embd", "hidden_size"},
+    {&ModelConfig::n_layers, "n_layer", "num_hidden_layers"},
+    {&ModelConfig::n_heads, "n_head", "num_attention_heads"},
+    {&ModelConfig::d_ff, "n_inner", "intermediate_size"},
+};
+
 }  // namespace
 
 TensorNameOptions HfTensorNames(const ModelConfig& config) {
@@ -251,24 +265,15 @@ StatusOr<std::string> HfConfigJson(const ModelConfig& c, DType dtype,
   j["vocab_size"] = c.vocab_size;
   j["tie_word_embeddings"] = c.tie_embeddings;
   j["torch_dtype"] = TorchDTypeName(dtype);
-  if (c.family == ModelFamily::kGpt2) {
-    j["n_positions"] = c.max_seq_len;
+  const bool gpt2 = c.family == ModelFamily::kGpt2;
+  for (const HfSizeName& size : kHfSizeNames) j[gpt2 ? size.gpt2 : size.llama] = c.*size.field;
+  j[gpt2 ? "layer_norm_epsilon" : "rms_norm_eps"] = c.norm_eps;
+  if (gpt2) {
     j["n_ctx"] = c.max_seq_len;
-    j["n_embd"] = c.d_model;
-    j["n_layer"] = c.n_layers;
-    j["n_head"] = c.n_heads;
-    j["n_inner"] = c.d_ff;
-    j["layer_norm_epsilon"] = c.norm_eps;
     j["activation_function"] = "gelu_new";
   } else {
-    j["hidden_size"] = c.d_model;
-    j["intermediate_size"] = c.d_ff;
-    j["num_hidden_layers"] = c.n_layers;
-    j["num_attention_heads"] = c.n_heads;
     j["num_key_value_heads"] = c.n_kv_heads;
     j["head_dim"] = c.head_dim;
-    j["max_position_embeddings"] = c.max_seq_len;
-    j["rms_norm_eps"] = c.norm_eps;
     j["rope_theta"] = c.rope_theta;
     if (c.rope_scaling_type == "linear") {
       j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", c.rope_scaling_factor}};

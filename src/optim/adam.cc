@@ -21,15 +21,9 @@ Status ValidateAdamOptions(const AdamOptions& o) {
   return Status::Ok();
 }
 
-StatusOr<StepResult> AdamStep(const AdamOptions& options, const AdamStepArgs& args,
-                              const OptimSpans& spans) {
-  TF_ASSIGN_OR_RETURN(Isa isa, SelectedIsa());
-  return AdamStep(options, args, spans, isa);
-}
-
 StatusOr<StepResult> AdamStep(const AdamOptions& o, const AdamStepArgs& args,
-                              const OptimSpans& spans, Isa isa) {
-  TF_RETURN_IF_ERROR(CheckIsaSupported(isa, "AdamStep"));
+                              const OptimSpans& spans, std::optional<Isa> requested) {
+  TF_ASSIGN_OR_RETURN(const Isa isa, IsaToRun(requested, "AdamStep"));
   TF_RETURN_IF_ERROR(ValidateAdamOptions(o));
   if (args.step < 1) {
     return InvalidArgumentError("Adam step number " + std::to_string(args.step) +

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "common/cpu_isa.h"
 #include "optim/optim_spans.h"
@@ -45,21 +46,17 @@ struct AdamStepArgs {
 
 // Applies one step to spans.params, spans.exp_avg, spans.exp_avg_sq (all
 // required) and writes spans.out when set.
-// Runs the loops of the process's instruction-set level (SelectedIsa(),
-// common/cpu_isa.h).
+// Runs the loops of `isa` (tests, benches), or without one of the process's
+// instruction-set level (SelectedIsa(), common/cpu_isa.h); every level gives
+// the same bits.
 // Errors: InvalidArgument for bad options, step < 1, or missing spans; the
-// spans are then untouched. SelectedIsa()'s error when the level choice failed.
+// spans are then untouched. SelectedIsa()'s error when the level choice
+// failed; FailedPrecondition when this CPU cannot run `isa` (nothing runs).
 // Thread safety: re-entrant; concurrent calls on disjoint spans are fine. Runs
 // on oneTBB (the calling thread's arena). Results are bit-identical for any
 // thread count, any alignment of the spans and any instruction-set level.
 StatusOr<StepResult> AdamStep(const AdamOptions& options, const AdamStepArgs& args,
-                              const OptimSpans& spans);
-
-// The same at an explicit instruction-set level (tests, benches); every level
-// gives the same bits. Errors: also FailedPrecondition when this CPU cannot
-// run `isa` (nothing runs).
-StatusOr<StepResult> AdamStep(const AdamOptions& options, const AdamStepArgs& args,
-                              const OptimSpans& spans, Isa isa);
+                              const OptimSpans& spans, std::optional<Isa> isa = std::nullopt);
 
 // Checks the options alone (what AdamStep checks before touching memory).
 Status ValidateAdamOptions(const AdamOptions& options);

@@ -8,15 +8,9 @@
 
 namespace tierflow {
 
-StatusOr<StepResult> LionStep(const LionOptions& options, const LionStepArgs& args,
-                              const OptimSpans& spans) {
-  TF_ASSIGN_OR_RETURN(Isa isa, SelectedIsa());
-  return LionStep(options, args, spans, isa);
-}
-
 StatusOr<StepResult> LionStep(const LionOptions& o, const LionStepArgs& args,
-                              const OptimSpans& spans, Isa isa) {
-  TF_RETURN_IF_ERROR(CheckIsaSupported(isa, "LionStep"));
+                              const OptimSpans& spans, std::optional<Isa> requested) {
+  TF_ASSIGN_OR_RETURN(const Isa isa, IsaToRun(requested, "LionStep"));
   if (!std::isfinite(o.lr) || o.lr < 0 || !(o.beta1 >= 0 && o.beta1 <= 1) ||
       !(o.beta2 >= 0 && o.beta2 <= 1) || !std::isfinite(o.weight_decay) || o.weight_decay < 0) {
     return InvalidArgumentError(

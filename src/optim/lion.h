@@ -10,6 +10,8 @@
 // reference is LionReferenceStep (optim/optim_reference.h).
 #pragma once
 
+#include <optional>
+
 #include "common/cpu_isa.h"
 #include "optim/optim_spans.h"
 #include "tierflow/status.h"
@@ -27,14 +29,9 @@ struct LionStepArgs {
   float grad_scale = 1.0f;  // Default: 1. 1 / loss_scale * clip_coefficient. REQUIRES: finite.
 };
 
-// Applies one step; errors, thread safety and determinism as AdamStep.
+// Applies one step at `isa` or the selected level; errors, thread safety and
+// determinism as AdamStep.
 StatusOr<StepResult> LionStep(const LionOptions& options, const LionStepArgs& args,
-                              const OptimSpans& spans);
-
-// The same at an explicit instruction-set level (tests, benches); every level
-// gives the same bits. Errors: also FailedPrecondition when this CPU cannot
-// run `isa` (nothing runs).
-StatusOr<StepResult> LionStep(const LionOptions& options, const LionStepArgs& args,
-                              const OptimSpans& spans, Isa isa);
+                              const OptimSpans& spans, std::optional<Isa> isa = std::nullopt);
 
 }  // namespace tierflow

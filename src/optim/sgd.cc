@@ -9,15 +9,9 @@
 
 namespace tierflow {
 
-StatusOr<StepResult> SgdStep(const SgdOptions& options, const SgdStepArgs& args,
-                             const OptimSpans& spans) {
-  TF_ASSIGN_OR_RETURN(Isa isa, SelectedIsa());
-  return SgdStep(options, args, spans, isa);
-}
-
 StatusOr<StepResult> SgdStep(const SgdOptions& o, const SgdStepArgs& args, const OptimSpans& spans,
-                             Isa isa) {
-  TF_RETURN_IF_ERROR(CheckIsaSupported(isa, "SgdStep"));
+                             std::optional<Isa> requested) {
+  TF_ASSIGN_OR_RETURN(const Isa isa, IsaToRun(requested, "SgdStep"));
   if (!std::isfinite(o.lr) || o.lr < 0 || !std::isfinite(o.momentum) || o.momentum < 0 ||
       !std::isfinite(o.dampening) || !std::isfinite(o.weight_decay) || o.weight_decay < 0) {
     return InvalidArgumentError(

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "common/cpu_isa.h"
 #include "optim/optim_spans.h"
@@ -36,14 +37,9 @@ struct SgdStepArgs {
   float grad_scale = 1.0f;  // Default: 1. REQUIRES: finite.
 };
 
-// Applies one step; errors, thread safety and determinism as AdamStep.
+// Applies one step at `isa` or the selected level; errors, thread safety and
+// determinism as AdamStep.
 StatusOr<StepResult> SgdStep(const SgdOptions& options, const SgdStepArgs& args,
-                             const OptimSpans& spans);
-
-// The same at an explicit instruction-set level (tests, benches); every level
-// gives the same bits. Errors: also FailedPrecondition when this CPU cannot
-// run `isa` (nothing runs).
-StatusOr<StepResult> SgdStep(const SgdOptions& options, const SgdStepArgs& args,
-                             const OptimSpans& spans, Isa isa);
+                             const OptimSpans& spans, std::optional<Isa> isa = std::nullopt);
 
 }  // namespace tierflow

@@ -139,29 +139,26 @@ StatusOr<NvmeIoChoice> ChooseNvmeIo(const TrainConfig& c, const NvmeIoChoiceInpu
     }
   }
 
-  // Queue depth.
-  if (c.aio_queue_depth != 0) {
-    ch.io.queue_depth = c.aio_queue_depth;
-    ch.queue_depth_source = "aio.queue_depth";
-  } else if (profile) {
-    ch.io.queue_depth = profile->io.queue_depth;
-    ch.queue_depth_source = from_profile;
-  } else {
-    ch.io.queue_depth = offload::ProbeQueueDepth(ch.io.block_size_bytes);
-    ch.queue_depth_source = "paired with the block size (about 64 MiB in flight per ring)";
-  }
-
-  // Rings.
-  if (c.aio_threads != 0) {
-    ch.io.num_rings = c.aio_threads;
-    ch.rings_source = "aio.thread_count";
-  } else if (profile) {
-    ch.io.num_rings = profile->io.num_rings;
-    ch.rings_source = from_profile;
-  } else {
-    ch.io.num_rings = 1;
-    ch.rings_source = "default";
-  }
+  // Queue depth and rings: the config's aio key when set, else the profile's,
+  // else a default.
+  auto pick = [&](uint32_t NvmeIoSettings::*setting, uint32_t configured, const char* key,
+                  uint32_t fallback, const char* fallback_source, std::string* source) {
+    if (configured != 0) {
+      ch.io.*setting = configured;
+      *source = key;
+    } else if (profile) {
+      ch.io.*setting = profile->io.*setting;
+      *source = from_profile;
+    } else {
+      ch.io.*setting = fallback;
+      *source = fallback_source;
+    }
+  };
+  pick(&NvmeIoSettings::queue_depth, c.aio_queue_depth, "aio.queue_depth",
+       offload::ProbeQueueDepth(ch.io.block_size_bytes),
+       "paired with the block size (about 64 MiB in flight per ring)", &ch.queue_depth_source);
+  pick(&NvmeIoSettings::num_rings, c.aio_threads, "aio.thread_count", 1, "default",
+       &ch.rings_source);
 
   // Slots: the transfers in flight, plus the one the optimizer holds and one free.
   if (c.buffer_count != 0) {

@@ -15,10 +15,13 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <functional>
+#include <initializer_list>
 #include <limits>
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -196,6 +199,17 @@ const std::set<std::string>& IgnoredZeroKeys() {
   return kKeys;
 }
 
+// Keys of a DeepSpeed block that tierflow accepts and ignores, with the
+// reason its warning gives. A value DeepSpeed would read as a flag or a
+// count is still checked (a wrong type stays an error; "auto" is noted).
+enum class IgnoredValue : uint8_t { kAny, kBool, kCount };
+struct IgnoredKeys {
+  std::set<std::string> keys;
+  const char* why;
+  IgnoredValue value = IgnoredValue::kAny;
+  int64_t max_count = std::numeric_limits<int64_t>::max();  // kCount: 0 to this
+};
+
 class Parser {
  public:
   Parser(std::string label, const TrainConfig& base, int world_size)
@@ -343,64 +357,105 @@ class Parser {
     return Set(field, path, dst, *e);
   }
 
-  // ---- sections ----
-  Status TopLevel(const Json& root) {
-    for (auto it = root.begin(); it != root.end(); ++it) {
-      const std::string& key = it.key();
-      const Json& v = it.value();
-      if (key == "train_micro_batch_size_per_gpu") {
-        if (IsAuto(v, key)) continue;
-        int64_t i = 0;
-        TF_RETURN_IF_ERROR(ReadInt(v, key, 1, std::numeric_limits<int>::max(), &i));
-        ds_micro_ = i;
-      } else if (key == "gradient_accumulation_steps") {
-        if (IsAuto(v, key)) continue;
-        int64_t i = 0;
-        TF_RETURN_IF_ERROR(ReadInt(v, key, 1, std::numeric_limits<int>::max(), &i));
-        ds_accum_ = i;
-      } else if (key == "train_batch_size") {
-        if (IsAuto(v, key)) continue;
-        int64_t i = 0;
-        TF_RETURN_IF_ERROR(ReadInt(v, key, 1, std::numeric_limits<int>::max(), &i));
-        ds_train_batch_ = i;
-      } else if (key == "gradient_clipping") {
-        TF_RETURN_IF_ERROR(Float(v, key, "gradient_clipping", &c_.gradient_clipping));
-      } else if (key == "optimizer") {
-        TF_RETURN_IF_ERROR(Optimizer(v, key));
-      } else if (key == "scheduler") {
-        TF_RETURN_IF_ERROR(Scheduler(v, key));
-      } else if (key == "fp16") {
-        TF_RETURN_IF_ERROR(Fp16(v, key));
-      } else if (key == "bf16" || key == "bfloat16") {
-        TF_RETURN_IF_ERROR(Bf16(v, key));
-      } else if (key == "zero_optimization" && v.is_boolean()) {
-        // DeepSpeed's deprecated form: true is stage 1, false stage 0.
-        zero_stage_ = v.get<bool>() ? 1 : 0;
-        Warn("'zero_optimization' = " + std::string(v.get<bool>() ? "true" : "false") +
-             " is DeepSpeed's deprecated form of stage " + (v.get<bool>() ? "1" : "0") +
-             "; read as that stage, as DeepSpeed reads it");
-      } else if (key == "zero_optimization") {
-        TF_RETURN_IF_ERROR(Zero(v, key));
-      } else if (key == "aio") {
-        TF_RETURN_IF_ERROR(Aio(v, key));
-      } else if (key == "activation_checkpointing") {
-        Ignored(key,
-                "DeepSpeed's activation checkpointing block configures partitioning; "
-                "use tierflow.activation_checkpointing (or --activation-checkpointing) "
-                "to turn recomputation on");
-      } else if (key == "tierflow") {
-        TF_RETURN_IF_ERROR(Tierflow(v, key));
-      } else if (IgnoredTopLevelKeys().count(key)) {
-        Ignored(key, "not used by tierflow (single GPU, no DeepSpeed runtime features)");
+  // ---- DeepSpeed blocks ----
+  // A key read by code of its own: one with no options-table row, or one
+  // whose reading differs from its row's.
+  using KeyRead = std::function<Status(const Json&, const std::string&)>;
+  struct KeyReader {
+    std::string_view key;
+    KeyRead read;
+  };
+  // A section reader (Parser::Zero, ...) as a KeyRead.
+  KeyRead Section(Status (Parser::*section)(const Json&, const std::string&)) {
+    return [this, section](const Json& x, const std::string& p) { return (this->*section)(x, p); };
+  }
+
+  // The DeepSpeed block `v` at `path`, whose DeepSpeed name is `block`
+  // ("fp16", "zero_optimization.offload_optimizer"; "" for the top level).
+  // Each key is read by its reader in `readers`; else, where the options
+  // table (train/train_options.h) names it as a row's DeepSpeed key, as that
+  // row's field, like its tierflow.KEY; else it is one of `ignored`, noted;
+  // else it is unknown.
+  Status DeepSpeedBlock(const Json& v, const std::string& path, std::string_view block,
+                        std::span<const IgnoredKeys> ignored,
+                        std::initializer_list<KeyReader> readers) {
+    return ForEachKey(v, path,
+                      [&](const std::string& k, const Json& x, const std::string& p) -> Status {
+                        for (const KeyReader& r : readers) {
+                          if (r.key == k) return r.read(x, p);
+                        }
+                        if (const TrainOption* o = FindTrainOptionByDeepSpeedKey(block, k)) {
+                          return OptionKey(*o, x, p);
+                        }
+                        for (const IgnoredKeys& row : ignored) {
+                          if (row.keys.count(k) != 0) return Ignore(row, x, p);
+                        }
+                        Unknown(p);
+                        return Status::Ok();
+                      });
+  }
+
+  Status Ignore(const IgnoredKeys& row, const Json& x, const std::string& p) {
+    if (row.value != IgnoredValue::kAny) {
+      if (IsAuto(x, p)) return Status::Ok();
+      if (row.value == IgnoredValue::kBool) {
+        bool b = false;
+        TF_RETURN_IF_ERROR(ReadBool(x, p, &b));
       } else {
-        Unknown(key);
+        int64_t n = 0;
+        TF_RETURN_IF_ERROR(ReadInt(x, p, 0, row.max_count, &n));
       }
     }
+    Ignored(p, row.why);
     return Status::Ok();
   }
 
+  // ---- sections ----
+  Status TopLevel(const Json& root) {
+    static const IgnoredKeys kIgnored[] = {
+        {.keys = IgnoredTopLevelKeys(),
+         .why = "not used by tierflow (single GPU, no DeepSpeed runtime features)"},
+        {.keys = {"activation_checkpointing"},
+         .why = "DeepSpeed's activation checkpointing block configures partitioning; "
+                "use tierflow.activation_checkpointing (or --activation-checkpointing) "
+                "to turn recomputation on"}};
+    // The batch sizes, resolved together by ResolveBatch.
+    auto batch = [this](std::optional<int64_t>* dst) -> KeyRead {
+      return [this, dst](const Json& x, const std::string& p) -> Status {
+        if (IsAuto(x, p)) return Status::Ok();
+        int64_t i = 0;
+        TF_RETURN_IF_ERROR(ReadInt(x, p, 1, std::numeric_limits<int>::max(), &i));
+        *dst = i;
+        return Status::Ok();
+      };
+    };
+    auto zero = [&](const Json& x, const std::string& p) -> Status {
+      if (!x.is_boolean()) return Zero(x, p);
+      // DeepSpeed's deprecated form: true is stage 1, false stage 0.
+      zero_stage_ = x.get<bool>() ? 1 : 0;
+      Warn("'zero_optimization' = " + std::string(x.get<bool>() ? "true" : "false") +
+           " is DeepSpeed's deprecated form of stage " + (x.get<bool>() ? "1" : "0") +
+           "; read as that stage, as DeepSpeed reads it");
+      return Status::Ok();
+    };
+    return DeepSpeedBlock(root, "", "", kIgnored,
+                          {{"train_micro_batch_size_per_gpu", batch(&ds_micro_)},
+                           {"gradient_accumulation_steps", batch(&ds_accum_)},
+                           {"train_batch_size", batch(&ds_train_batch_)},
+                           {"optimizer", Section(&Parser::Optimizer)},
+                           {"scheduler", Section(&Parser::Scheduler)},
+                           {"fp16", Section(&Parser::Fp16)},
+                           {"bf16", Section(&Parser::Bf16)},
+                           {"bfloat16", Section(&Parser::Bf16)},
+                           {"zero_optimization", zero},
+                           {"aio", Section(&Parser::Aio)},
+                           {"tierflow", Section(&Parser::Tierflow)}});
+  }
+
   Status Optimizer(const Json& v, const std::string& path) {
-    TF_RETURN_IF_ERROR(RequireObject(v, path));
+    static const IgnoredKeys kIgnoredParams[] = {
+        {.keys = {"torch_adam", "fp32_optimizer_states", "set_grad_none", "fused"},
+         .why = "tierflow always uses its own offloaded Adam"}};
     std::optional<std::string> type;
     std::optional<bool> adam_w_mode;
     auto read_adam_w_mode = [&](const Json& x, const std::string& p) -> Status {
@@ -410,58 +465,47 @@ class Parser {
       adam_w_mode = b;
       return Status::Ok();
     };
-    for (auto it = v.begin(); it != v.end(); ++it) {
-      std::string p = Join(path, it.key());
-      if (it.key() == "type") {
-        std::string t;
-        TF_RETURN_IF_ERROR(ReadString(it.value(), p, &t));
-        type = t;
-      } else if (it.key() == "params") {
-        const Json& params = it.value();
-        TF_RETURN_IF_ERROR(RequireObject(params, p));
-        for (auto jt = params.begin(); jt != params.end(); ++jt) {
-          std::string q = Join(p, jt.key());
-          const Json& x = jt.value();
-          const std::string& k = jt.key();
-          if (k == "lr") {
-            TF_RETURN_IF_ERROR(Float(x, q, "lr", &c_.lr));
-          } else if (k == "betas") {
-            if (IsAuto(x, q)) continue;
-            if (!x.is_array() || x.size() != 2 || !x[0].is_number() || !x[1].is_number()) {
-              return TypeError(q, "an array of two numbers", x);
-            }
-            TF_RETURN_IF_ERROR(Float(x[0], q + "[0]", "beta1", &c_.beta1));
-            TF_RETURN_IF_ERROR(Float(x[1], q + "[1]", "beta2", &c_.beta2));
-          } else if (k == "eps") {
-            TF_RETURN_IF_ERROR(Float(x, q, "eps", &c_.eps));
-          } else if (k == "weight_decay") {
-            TF_RETURN_IF_ERROR(Float(x, q, "weight_decay", &c_.weight_decay));
-          } else if (k == "adam_w_mode") {
-            TF_RETURN_IF_ERROR(read_adam_w_mode(x, q));
-          } else if (k == "bias_correction") {
-            TF_RETURN_IF_ERROR(Bool(x, q, "bias_correction", &c_.bias_correction));
-          } else if (k == "amsgrad") {
-            bool b = false;
-            if (IsAuto(x, q)) continue;
-            TF_RETURN_IF_ERROR(ReadBool(x, q, &b));
-            if (b) return Error(q, "AMSGrad is not supported; remove the key or set it to false");
-          } else if (k == "max_grad_norm") {
-            return Error(q,
-                         "not an optimizer parameter (DeepSpeed rejects it too); use the "
-                         "top-level 'gradient_clipping' instead");
-          } else if (k == "torch_adam" || k == "fp32_optimizer_states" || k == "set_grad_none" ||
-                     k == "fused") {
-            Ignored(q, "tierflow always uses its own offloaded Adam");
-          } else {
-            Unknown(q);
-          }
-        }
-      } else if (it.key() == "adam_w_mode") {
-        TF_RETURN_IF_ERROR(read_adam_w_mode(it.value(), p));
-      } else {
-        Unknown(p);
-      }
-    }
+    auto params = [&](const Json& x, const std::string& p) -> Status {
+      return DeepSpeedBlock(
+          x, p, "optimizer.params", kIgnoredParams,
+          {{"betas",
+            [&](const Json& y, const std::string& q) -> Status {
+              if (IsAuto(y, q)) return Status::Ok();
+              if (!y.is_array() || y.size() != 2 || !y[0].is_number() || !y[1].is_number()) {
+                return TypeError(q, "an array of two numbers", y);
+              }
+              TF_RETURN_IF_ERROR(Float(y[0], q + "[0]", "beta1", &c_.beta1));
+              return Float(y[1], q + "[1]", "beta2", &c_.beta2);
+            }},
+           {"adam_w_mode", read_adam_w_mode},
+           {"bias_correction",
+            [&](const Json& y, const std::string& q) {
+              return Bool(y, q, "bias_correction", &c_.bias_correction);
+            }},
+           {"amsgrad",
+            [&](const Json& y, const std::string& q) -> Status {
+              bool b = false;
+              if (IsAuto(y, q)) return Status::Ok();
+              TF_RETURN_IF_ERROR(ReadBool(y, q, &b));
+              if (b) return Error(q, "AMSGrad is not supported; remove the key or set it to false");
+              return Status::Ok();
+            }},
+           {"max_grad_norm", [&](const Json&, const std::string& q) {
+              return Error(q,
+                           "not an optimizer parameter (DeepSpeed rejects it too); use the "
+                           "top-level 'gradient_clipping' instead");
+            }}});
+    };
+    TF_RETURN_IF_ERROR(DeepSpeedBlock(v, path, "optimizer", {},
+                                      {{"type",
+                                        [&](const Json& x, const std::string& p) -> Status {
+                                          std::string t;
+                                          TF_RETURN_IF_ERROR(ReadString(x, p, &t));
+                                          type = t;
+                                          return Status::Ok();
+                                        }},
+                                       {"params", params},
+                                       {"adam_w_mode", read_adam_w_mode}}));
     if (!type) {
       return Error(path + ".type", "missing: name the optimizer (\"AdamW\" or \"Adam\")");
     }
@@ -594,102 +638,86 @@ class Parser {
   }
 
   Status Fp16(const Json& v, const std::string& path) {
-    return ForEachKey(
-        v, path, [&](const std::string& k, const Json& x, const std::string& p) -> Status {
-          if (k == "enabled") {
-            TF_ASSIGN_OR_RETURN(const std::optional<bool> enabled, Enabled(x, p));
-            if (enabled.has_value()) fp16_enabled_ = *enabled;
-          } else if (k == "loss_scale") {
-            TF_RETURN_IF_ERROR(Float(x, p, "loss_scale", &c_.loss_scale));
-          } else if (k == "initial_scale_power") {
-            TF_RETURN_IF_ERROR(Int(x, p, "initial_scale_power", &c_.initial_scale_power));
-          } else if (k == "loss_scale_window") {
-            TF_RETURN_IF_ERROR(Int(x, p, "loss_scale_window", &c_.loss_scale_window));
-          } else if (k == "hysteresis") {
-            TF_RETURN_IF_ERROR(Int(x, p, "hysteresis", &c_.hysteresis));
-          } else if (k == "min_loss_scale") {
-            TF_RETURN_IF_ERROR(Float(x, p, "min_loss_scale", &c_.min_loss_scale));
-          } else if (k == "auto_cast" || k == "consecutive_hysteresis" ||
-                     k == "fp16_master_weights_and_grads" || k == "type") {
-            Ignored(p,
-                    "tierflow keeps fp32 master weights and uses the standard dynamic loss scaler");
-          } else {
-            Unknown(p);
-          }
-          return Status::Ok();
-        });
+    static const IgnoredKeys kIgnored[] = {
+        {.keys = {"auto_cast", "consecutive_hysteresis", "fp16_master_weights_and_grads", "type"},
+         .why = "tierflow keeps fp32 master weights and uses the standard dynamic loss scaler"}};
+    return DeepSpeedBlock(v, path, "fp16", kIgnored,
+                          {{"enabled", [&](const Json& x, const std::string& p) -> Status {
+                              TF_ASSIGN_OR_RETURN(const std::optional<bool> enabled, Enabled(x, p));
+                              if (enabled.has_value()) fp16_enabled_ = *enabled;
+                              return Status::Ok();
+                            }}});
   }
 
   Status Bf16(const Json& v, const std::string& path) {
-    return ForEachKey(
-        v, path, [&](const std::string& k, const Json& x, const std::string& p) -> Status {
-          if (k == "enabled") {
-            TF_ASSIGN_OR_RETURN(const std::optional<bool> enabled, Enabled(x, p));
-            if (!enabled.has_value()) return Status::Ok();
-            const bool b = *enabled;
-            // DeepSpeed reads "bf16" and looks at its old spelling "bfloat16"
-            // only without it: so does tierflow, saying so.
-            if (path == "bfloat16" && bf16_path_ == "bf16" && bf16_enabled_.has_value()) {
-              Ignored(p, "'bf16' is given too, and DeepSpeed reads that one");
-              return Status::Ok();
-            }
-            if (path == "bf16" && bf16_path_ == "bfloat16" && bf16_enabled_.has_value()) {
-              Ignored("bfloat16.enabled", "'bf16' is given too, and DeepSpeed reads that one");
-            }
-            bf16_enabled_ = b;
-            bf16_path_ = path;
-          } else if (k == "immediate_grad_update" || k == "check_grad_overflow" ||
-                     k == "bf16_master_weights_and_grads" || k == "bf16_optimizer_states") {
-            Ignored(p, "tierflow keeps fp32 master weights and optimizer state");
-          } else {
-            Unknown(p);
-          }
-          return Status::Ok();
-        });
+    static const IgnoredKeys kIgnored[] = {
+        {.keys = {"immediate_grad_update", "check_grad_overflow", "bf16_master_weights_and_grads",
+                  "bf16_optimizer_states"},
+         .why = "tierflow keeps fp32 master weights and optimizer state"}};
+    auto enabled = [&](const Json& x, const std::string& p) -> Status {
+      TF_ASSIGN_OR_RETURN(const std::optional<bool> on, Enabled(x, p));
+      if (!on.has_value()) return Status::Ok();
+      // DeepSpeed reads "bf16" and looks at its old spelling "bfloat16"
+      // only without it: so does tierflow, saying so.
+      if (path == "bfloat16" && bf16_path_ == "bf16" && bf16_enabled_.has_value()) {
+        Ignored(p, "'bf16' is given too, and DeepSpeed reads that one");
+        return Status::Ok();
+      }
+      if (path == "bf16" && bf16_path_ == "bfloat16" && bf16_enabled_.has_value()) {
+        Ignored("bfloat16.enabled", "'bf16' is given too, and DeepSpeed reads that one");
+      }
+      bf16_enabled_ = *on;
+      bf16_path_ = path;
+      return Status::Ok();
+    };
+    return DeepSpeedBlock(v, path, "bf16", kIgnored, {{"enabled", enabled}});
   }
 
   Status Zero(const Json& v, const std::string& path) {
-    return ForEachKey(
-        v, path, [&](const std::string& k, const Json& x, const std::string& p) -> Status {
-          if (k == "stage") {
-            if (IsAuto(x, p)) return Status::Ok();
-            int64_t stage = 0;
-            TF_RETURN_IF_ERROR(ReadInt(x, p, 0, 3, &stage));
-            zero_stage_ = stage;
-          } else if (k == "offload_optimizer") {
-            TF_RETURN_IF_ERROR(OffloadOptimizer(x, p));
-          } else if (k == "cpu_offload") {
-            // DeepSpeed's older spelling of offload_optimizer.device = "cpu".
-            bool b = false;
-            if (IsAuto(x, p)) return Status::Ok();
-            TF_RETURN_IF_ERROR(ReadBool(x, p, &b));
-            if (b) {
-              TF_RETURN_IF_ERROR(Set("offload", p, &c_.offload, OffloadPlacement::kHost));
-              offload_requested_ = p;
-            }
-          } else if (k == "sub_group_size") {
-            // DeepSpeed's meaning (whole tensors, at least N; 0: one tensor
-            // each) applies at stage 3 only: ResolveOffload decides.
-            if (IsAuto(x, p)) return Status::Ok();
-            int64_t n = 0;
-            TF_RETURN_IF_ERROR(ReadInt(x, p, 0, std::numeric_limits<int64_t>::max(), &n));
-            ds_sub_group_ = static_cast<uint64_t>(n);
-          } else if (k == "offload_param") {
-            TF_RETURN_IF_ERROR(OffloadParam(x, p));
-          } else if (k == "cpu_offload_param") {
-            // DeepSpeed's older spelling of offload_param.device = "cpu".
-            bool on = false;
-            TF_RETURN_IF_ERROR(ReadBool(x, p, &on));
-            if (on)
-              TF_RETURN_IF_ERROR(Set("offload_param", p, &c_.offload_param, ParamOffload::kHost));
-          } else if (IgnoredZeroKeys().count(k)) {
-            Ignored(p,
-                    "multi-GPU communication / ZeRO-3 partitioning setting, not used on one GPU");
-          } else {
-            Unknown(p);
-          }
-          return Status::Ok();
-        });
+    static const IgnoredKeys kIgnored[] = {
+        {.keys = IgnoredZeroKeys(),
+         .why = "multi-GPU communication / ZeRO-3 partitioning setting, not used on one GPU"}};
+    auto stage = [&](const Json& x, const std::string& p) -> Status {
+      if (IsAuto(x, p)) return Status::Ok();
+      int64_t n = 0;
+      TF_RETURN_IF_ERROR(ReadInt(x, p, 0, 3, &n));
+      zero_stage_ = n;
+      return Status::Ok();
+    };
+    // DeepSpeed's older spelling of offload_optimizer.device = "cpu".
+    auto cpu_offload = [&](const Json& x, const std::string& p) -> Status {
+      bool b = false;
+      if (IsAuto(x, p)) return Status::Ok();
+      TF_RETURN_IF_ERROR(ReadBool(x, p, &b));
+      if (b) {
+        TF_RETURN_IF_ERROR(Set("offload", p, &c_.offload, OffloadPlacement::kHost));
+        offload_requested_ = p;
+      }
+      return Status::Ok();
+    };
+    // DeepSpeed's meaning (whole tensors, at least N; 0: one tensor each)
+    // applies at stage 3 only: ResolveOffload decides.
+    auto sub_group_size = [&](const Json& x, const std::string& p) -> Status {
+      if (IsAuto(x, p)) return Status::Ok();
+      int64_t n = 0;
+      TF_RETURN_IF_ERROR(ReadInt(x, p, 0, std::numeric_limits<int64_t>::max(), &n));
+      ds_sub_group_ = static_cast<uint64_t>(n);
+      return Status::Ok();
+    };
+    // DeepSpeed's older spelling of offload_param.device = "cpu".
+    auto cpu_offload_param = [&](const Json& x, const std::string& p) -> Status {
+      bool on = false;
+      TF_RETURN_IF_ERROR(ReadBool(x, p, &on));
+      if (on) return Set("offload_param", p, &c_.offload_param, ParamOffload::kHost);
+      return Status::Ok();
+    };
+    return DeepSpeedBlock(v, path, "zero_optimization", kIgnored,
+                          {{"stage", stage},
+                           {"offload_optimizer", Section(&Parser::OffloadOptimizer)},
+                           {"cpu_offload", cpu_offload},
+                           {"sub_group_size", sub_group_size},
+                           {"offload_param", Section(&Parser::OffloadParam)},
+                           {"cpu_offload_param", cpu_offload_param}});
   }
 
   // An offload section's nvme_path: a string or a list of non-empty directories.
@@ -706,127 +734,105 @@ class Parser {
 
   // zero_optimization.offload_param: where streamed weights live.
   Status OffloadParam(const Json& v, const std::string& path) {
-    return ForEachKey(
-        v, path, [&](const std::string& k, const Json& x, const std::string& p) -> Status {
-          if (k == "device") {
-            if (IsAuto(x, p)) return Status::Ok();
-            std::string d;
-            TF_RETURN_IF_ERROR(ReadString(x, p, &d));
-            StatusOr<ParamOffload> where = ParseParamOffload(label_ + ": " + p, Lower(d));
-            TF_RETURN_IF_ERROR(where.status());
-            TF_RETURN_IF_ERROR(Set("offload_param", p, &c_.offload_param, *where));
-          } else if (k == "nvme_path") {
-            // One swap directory list serves the weights and the optimizer state.
-            TF_RETURN_IF_ERROR(NvmePath(x, p));
-          } else if (k == "pin_memory") {
-            bool pin = true;
-            TF_RETURN_IF_ERROR(Bool(x, p, "offload_param.pin_memory", &pin));
-            if (!pin) {
-              Ignored(p,
-                      "streamed weights are always in page-locked memory (they are DMA'd to the "
-                      "device every micro-batch)");
-            }
-          } else if (k == "buffer_count" || k == "buffer_size" || k == "max_in_cpu") {
-            if (IsAuto(x, p)) return Status::Ok();
-            int64_t n = 0;
-            TF_RETURN_IF_ERROR(ReadInt(x, p, 0, std::numeric_limits<int64_t>::max(), &n));
-            Ignored(p,
-                    "tierflow streams whole units into device slots sized by the planner; set "
-                    "tierflow.param_slots (or --param-slots) to choose how many");
-          } else {
-            Unknown(p);
-          }
-          return Status::Ok();
-        });
+    static const IgnoredKeys kIgnored[] = {
+        {.keys = {"buffer_count", "buffer_size", "max_in_cpu"},
+         .why = "tierflow streams whole units into device slots sized by the planner; set "
+                "tierflow.param_slots (or --param-slots) to choose how many",
+         .value = IgnoredValue::kCount}};
+    auto device = [&](const Json& x, const std::string& p) -> Status {
+      if (IsAuto(x, p)) return Status::Ok();
+      std::string d;
+      TF_RETURN_IF_ERROR(ReadString(x, p, &d));
+      StatusOr<ParamOffload> where = ParseParamOffload(label_ + ": " + p, Lower(d));
+      TF_RETURN_IF_ERROR(where.status());
+      return Set("offload_param", p, &c_.offload_param, *where);
+    };
+    auto pin_memory = [&](const Json& x, const std::string& p) -> Status {
+      bool pin = true;
+      TF_RETURN_IF_ERROR(Bool(x, p, "offload_param.pin_memory", &pin));
+      if (!pin) {
+        Ignored(p,
+                "streamed weights are always in page-locked memory (they are DMA'd to the "
+                "device every micro-batch)");
+      }
+      return Status::Ok();
+    };
+    return DeepSpeedBlock(v, path, "zero_optimization.offload_param", kIgnored,
+                          {{"device", device},
+                           // One swap directory list serves the weights and the optimizer state.
+                           {"nvme_path", Section(&Parser::NvmePath)},
+                           {"pin_memory", pin_memory}});
   }
 
   Status OffloadOptimizer(const Json& v, const std::string& path) {
-    return ForEachKey(
-        v, path, [&](const std::string& k, const Json& x, const std::string& p) -> Status {
-          if (k == "device") {
-            if (IsAuto(x, p)) return Status::Ok();
-            std::string d;
-            TF_RETURN_IF_ERROR(ReadString(x, p, &d));
-            std::string dl = Lower(d);
-            if (dl == "cpu") {
-              TF_RETURN_IF_ERROR(Set("offload", p, &c_.offload, OffloadPlacement::kHost));
-              offload_requested_ = p;
-            } else if (dl == "nvme") {
-              TF_RETURN_IF_ERROR(Set("offload", p, &c_.offload, OffloadPlacement::kNvme));
-              offload_requested_ = p;
-            } else if (dl == "none") {
-              Warn("'" + p +
-                   "' is \"none\": tierflow always offloads optimizer state; using host "
-                   "memory");
-              TF_RETURN_IF_ERROR(Set("offload", p, &c_.offload, OffloadPlacement::kHost));
-            } else {
-              return Error(p, "'" + d +
-                                  "' is not an offload device; use \"cpu\" (host memory) or "
-                                  "\"nvme\"");
-            }
-          } else if (k == "nvme_path") {
-            TF_RETURN_IF_ERROR(NvmePath(x, p));
-          } else if (k == "pin_memory") {
-            TF_RETURN_IF_ERROR(Bool(x, p, "pin_memory", &c_.pin_memory));
-          } else if (k == "buffer_count") {
-            // DeepSpeed's pool of single-tensor swap buffers; tierflow's I/O
-            // slots each hold a whole sub-group's state and are sized from the
-            // drive's profile (tierflow.buffer_count sets them).
-            if (IsAuto(x, p)) return Status::Ok();
-            int64_t n = 0;
-            TF_RETURN_IF_ERROR(ReadInt(x, p, 0, std::numeric_limits<int>::max(), &n));
-            Ignored(p,
-                    "DeepSpeed's pool of single-tensor NVMe swap buffers has no counterpart: "
-                    "tierflow's I/O slots each hold a sub-group's whole state and follow the "
-                    "drive's profile; set tierflow.buffer_count to choose them");
-          } else if (k == "ratio") {
-            // DeepSpeed: the share of optimizer state the CPU updates, the rest
-            // staying on the GPU; read at stage 3 only (ResolveOffload).
-            if (IsAuto(x, p)) return Status::Ok();
-            double r = 0;
-            TF_RETURN_IF_ERROR(ReadNumber(x, p, &r));
-            if (!(r >= 0.0 && r <= 1.0))
-              return Error(p, "is " + Describe(x) + "; use a share in [0, 1]");
-            ds_ratio_ = r;
-          } else if (k == "fast_init" || k == "pipeline" || k == "pipeline_read" ||
-                     k == "pipeline_write" || k == "super_offload" || k == "cpuadam_cores_perc" ||
-                     k == "convert_grad_on_cpu") {
-            Ignored(p,
-                    "tierflow always overlaps NVMe reads/writes with the step "
-                    "(see tierflow.pipeline)");
-          } else {
-            Unknown(p);
-          }
-          return Status::Ok();
-        });
+    static const IgnoredKeys kIgnored[] = {
+        // DeepSpeed's pool of single-tensor swap buffers; tierflow's I/O
+        // slots each hold a whole sub-group's state and are sized from the
+        // drive's profile (tierflow.buffer_count sets them).
+        {.keys = {"buffer_count"},
+         .why = "DeepSpeed's pool of single-tensor NVMe swap buffers has no counterpart: "
+                "tierflow's I/O slots each hold a sub-group's whole state and follow the "
+                "drive's profile; set tierflow.buffer_count to choose them",
+         .value = IgnoredValue::kCount,
+         .max_count = std::numeric_limits<int>::max()},
+        {.keys = {"fast_init", "pipeline", "pipeline_read", "pipeline_write", "super_offload",
+                  "cpuadam_cores_perc", "convert_grad_on_cpu"},
+         .why = "tierflow always overlaps NVMe reads/writes with the step "
+                "(see tierflow.pipeline)"}};
+    auto device = [&](const Json& x, const std::string& p) -> Status {
+      if (IsAuto(x, p)) return Status::Ok();
+      std::string d;
+      TF_RETURN_IF_ERROR(ReadString(x, p, &d));
+      std::string dl = Lower(d);
+      if (dl == "cpu") {
+        TF_RETURN_IF_ERROR(Set("offload", p, &c_.offload, OffloadPlacement::kHost));
+        offload_requested_ = p;
+      } else if (dl == "nvme") {
+        TF_RETURN_IF_ERROR(Set("offload", p, &c_.offload, OffloadPlacement::kNvme));
+        offload_requested_ = p;
+      } else if (dl == "none") {
+        Warn("'" + p +
+             "' is \"none\": tierflow always offloads optimizer state; using host "
+             "memory");
+        TF_RETURN_IF_ERROR(Set("offload", p, &c_.offload, OffloadPlacement::kHost));
+      } else {
+        return Error(p, "'" + d +
+                            "' is not an offload device; use \"cpu\" (host memory) or "
+                            "\"nvme\"");
+      }
+      return Status::Ok();
+    };
+    // DeepSpeed: the share of optimizer state the CPU updates, the rest
+    // staying on the GPU; read at stage 3 only (ResolveOffload).
+    auto ratio = [&](const Json& x, const std::string& p) -> Status {
+      if (IsAuto(x, p)) return Status::Ok();
+      double r = 0;
+      TF_RETURN_IF_ERROR(ReadNumber(x, p, &r));
+      if (!(r >= 0.0 && r <= 1.0)) return Error(p, "is " + Describe(x) + "; use a share in [0, 1]");
+      ds_ratio_ = r;
+      return Status::Ok();
+    };
+    return DeepSpeedBlock(
+        v, path, "zero_optimization.offload_optimizer", kIgnored,
+        {{"device", device}, {"nvme_path", Section(&Parser::NvmePath)}, {"ratio", ratio}});
   }
 
   Status Aio(const Json& v, const std::string& path) {
-    return ForEachKey(
-        v, path, [&](const std::string& k, const Json& x, const std::string& p) -> Status {
-          if (k == "block_size") {
-            TF_RETURN_IF_ERROR(Int(x, p, "aio_block_size", &c_.aio_block_size, 1));
-          } else if (k == "queue_depth") {
-            TF_RETURN_IF_ERROR(Int(x, p, "aio_queue_depth", &c_.aio_queue_depth, 1));
-          } else if (k == "intra_op_parallelism" || k == "thread_count") {
-            // DeepSpeed's I/O threads: here io_uring rings, each with its own thread.
-            if (IsAuto(x, p)) return Status::Ok();
-            int64_t n = 0;
-            TF_RETURN_IF_ERROR(ReadInt(x, p, 1, kNvmeIoMaxRings, &n));
-            TF_RETURN_IF_ERROR(Set("aio_threads", p, &c_.aio_threads, static_cast<uint32_t>(n)));
-          } else if (k == "single_submit" || k == "overlap_events") {
-            bool b = false;
-            if (IsAuto(x, p)) return Status::Ok();
-            TF_RETURN_IF_ERROR(ReadBool(x, p, &b));
-            Ignored(p, "io_uring handles submission and completion");
-          } else if (k == "use_gds") {
-            Ignored(p,
-                    "GPUDirect Storage is not used; NVMe traffic goes through pinned host memory");
-          } else {
-            Unknown(p);
-          }
-          return Status::Ok();
-        });
+    static const IgnoredKeys kIgnored[] = {
+        {.keys = {"single_submit", "overlap_events"},
+         .why = "io_uring handles submission and completion",
+         .value = IgnoredValue::kBool},
+        {.keys = {"use_gds"},
+         .why = "GPUDirect Storage is not used; NVMe traffic goes through pinned host memory"}};
+    // DeepSpeed's I/O threads: here io_uring rings, each with its own thread.
+    auto rings = [&](const Json& x, const std::string& p) -> Status {
+      if (IsAuto(x, p)) return Status::Ok();
+      int64_t n = 0;
+      TF_RETURN_IF_ERROR(ReadInt(x, p, 1, kNvmeIoMaxRings, &n));
+      return Set("aio_threads", p, &c_.aio_threads, static_cast<uint32_t>(n));
+    };
+    return DeepSpeedBlock(v, path, "aio", kIgnored,
+                          {{"intra_op_parallelism", rings}, {"thread_count", rings}});
   }
 
   // tierflow's own keys: the options table's (train/train_options.h), each
@@ -846,8 +852,7 @@ class Parser {
             return Status::Ok();
           }
           const bool is_auto = x.is_string() && Lower(x.get<std::string>()) == "auto";
-          TF_RETURN_IF_ERROR(
-              std::visit([&](auto member) { return Key(*o, x, p, &(c_.*member)); }, o->field));
+          TF_RETURN_IF_ERROR(OptionKey(*o, x, p));
           if (k == "offload" && !is_auto) offload_requested_ = p;
           if (k == "sub_group_size" && !is_auto) {
             TF_RETURN_IF_ERROR(Set("sub_group_rule", p, &c_.sub_group_cut, SubGroupCut::kSlices));
@@ -856,7 +861,11 @@ class Parser {
         });
   }
 
-  // One tierflow key into its field, by the field's type.
+  // A key into its options-table row's field, read as the field's type.
+  Status OptionKey(const TrainOption& o, const Json& x, const std::string& p) {
+    return std::visit([&](auto member) { return Key(o, x, p, &(c_.*member)); }, o.field);
+  }
+  // One key into its field, by the field's type.
   Status Key(const TrainOption& o, const Json& x, const std::string& p, std::string* dst) {
     return String(x, p, o.name, dst);
   }

@@ -673,6 +673,16 @@ const TrainOption* FindTrainOptionByKey(std::string_view json_key) {
   return nullptr;
 }
 
+const TrainOption* FindTrainOptionByDeepSpeedKey(std::string_view block, std::string_view key) {
+  if (key.empty() || key.find_first_of(".[") != std::string_view::npos) return nullptr;
+  const std::string path =
+      block.empty() ? std::string(key) : std::string(block) + "." + std::string(key);
+  for (const TrainOption& o : kRows) {
+    if (path == o.deepspeed) return &o;
+  }
+  return nullptr;
+}
+
 std::string OptionValueText(const TrainOption& option, const TrainConfig& config) {
   return std::visit([&](auto member) { return Text(config.*member); }, option.field);
 }

@@ -69,6 +69,10 @@ struct TrainOption {
 std::span<const TrainOption> TrainOptions();
 // The option with this tierflow.KEY, or nullptr.
 const TrainOption* FindTrainOptionByKey(std::string_view json_key);
+// The option whose DeepSpeed key is `key` inside the DeepSpeed block `block`
+// ("fp16", "zero_optimization.offload_optimizer"; "" for the top level), or
+// nullptr. A key holding a '.' or '[' names no option.
+const TrainOption* FindTrainOptionByDeepSpeedKey(std::string_view block, std::string_view key);
 
 // The field's value as a user would type it, for help and the doc table.
 std::string OptionValueText(const TrainOption& option, const TrainConfig& config);
