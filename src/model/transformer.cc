@@ -14,6 +14,7 @@
 
 #include "kernels/cross_entropy.h"
 #include "kernels/embedding.h"
+#include "model/checkpoint_offload.h"
 #include "model/grad_pieces.h"
 #include "model/hf_model.h"
 #include "model/transformer_block.h"
@@ -22,6 +23,7 @@ namespace tierflow {
 
 using model_internal::BlockActs;
 using model_internal::BlockScratch;
+using model_internal::CheckpointOffload;
 using model_internal::Dims;
 using model_internal::GradOp;
 using model_internal::GradPieceWriter;
@@ -30,7 +32,9 @@ using model_internal::MakeDims;
 struct TransformerModel::Buffers {
   DeviceBuffer memory;
   PinnedBuffer loss_host;         // (chunks) fp32, each head chunk's loss copied back
-  std::vector<void*> residual;    // L + 1 of (N, C): the input of each block, then the last output
+  // (N, C) each: the input of each block, then the last output (L + 1), or
+  // with offload_checkpoints the device ring of CheckpointOffload's slots.
+  std::vector<void*> residual;
   std::vector<BlockActs> blocks;  // L sets, or 1 shared set under checkpointing
   void* xf = nullptr;             // (N, C) final norm output
   float* xf_mean = nullptr;       // (N)
@@ -79,7 +83,10 @@ uint64_t Carve(char* base, const ModelConfig& c, const TrainShape& shape,
   Carver cv(base);
   TransformerModel::Buffers local;
   TransformerModel::Buffers& buf = b != nullptr ? *b : local;
-  buf.residual.assign(static_cast<size_t>(c.n_layers) + 1, nullptr);
+  const int L = static_cast<int>(c.n_layers);
+  buf.residual.assign(
+      static_cast<size_t>(shape.offload_checkpoints ? CheckpointOffload::DeviceSlots(L) : L + 1),
+      nullptr);
   for (void*& r : buf.residual) r = cv.Take(N * d.C * es);
   const int sets = shape.checkpoint_activations ? 1 : static_cast<int>(c.n_layers);
   buf.blocks.assign(static_cast<size_t>(sets), BlockActs{});
@@ -142,6 +149,10 @@ TransformerModel::TransformerModel(Device& device, ParamLayout layout, const Tra
 
 TransformerModel::~TransformerModel() = default;
 
+uint64_t TransformerModel::checkpoint_host_bytes() const {
+  return offload_ != nullptr ? offload_->host_bytes() : 0;
+}
+
 uint64_t TransformerModel::ActivationBytes(const ModelConfig& config, const TrainShape& shape) {
   return Carve(nullptr, config, shape, nullptr);
 }
@@ -176,6 +187,11 @@ StatusOr<std::unique_ptr<TransformerModel>> TransformerModel::Create(Device& dev
         " exceeds the sliding window (" + std::to_string(config.sliding_window) +
         "), which tierflow's attention does not apply; use a shorter seq_len");
   }
+  if (shape.offload_checkpoints && !shape.checkpoint_activations) {
+    return InvalidArgumentError("transformer '" + config.name +
+                                "': offloading the activation checkpoints needs activation "
+                                "checkpointing on (there are no checkpoints without it)");
+  }
   if (shape.seq_len > config.max_seq_len) {
     return InvalidArgumentError("transformer '" + config.name + "': seq_len " +
                                 std::to_string(shape.seq_len) + " exceeds the model's " +
@@ -209,6 +225,13 @@ Status TransformerModel::Allocate() {
   TF_ASSIGN_OR_RETURN(
       buf_->loss_host,
       device_.AllocatePinned(static_cast<size_t>(chunks) * sizeof(float), "transformer loss"));
+  if (shape_.offload_checkpoints) {
+    const uint64_t bytes_each = static_cast<uint64_t>(rows) *
+                                static_cast<uint64_t>(layout_.config.d_model) *
+                                DTypeSize(shape_.dtype);
+    TF_ASSIGN_OR_RETURN(offload_, CheckpointOffload::Create(device_, layout_.num_layers(),
+                                                            bytes_each, buf_->residual));
+  }
   return Status::Ok();
 }
 
@@ -250,6 +273,7 @@ Status TransformerModel::InitialWeights(int unit, float* out) {
 
 StatusOr<float> TransformerModel::LastLoss() {
   if (!ran_) return FailedPreconditionError("LastLoss before any ForwardBackward");
+  if (offload_ != nullptr) TF_RETURN_IF_ERROR(offload_->Check());
   // The mean over all valid targets, from each chunk's mean over its own.
   double loss = 0;
   for (size_t c = 0; c < chunk_weights_.size(); ++c) {
@@ -337,8 +361,12 @@ struct TransformerModel::RunState {
   bool sliced = false;         // the LM head's weight gradient in vocabulary slices
   float* g_emb = nullptr;      // the tied wte's gradient, begun by the head
   HeadSlicing slicing{};
+  CheckpointOffload* offload = nullptr;  // with offload_checkpoints
 
-  T* residual(int l) const { return static_cast<T*>(b.residual[l]); }
+  T* residual(int l) const {
+    return static_cast<T*>(offload != nullptr ? offload->Slot(l) : b.residual[l]);
+  }
+  uint64_t residual_bytes() const { return static_cast<uint64_t>(d.N * d.C) * sizeof(T); }
   const BlockActs& acts(int l) const { return b.blocks[checkpointing ? 0 : l]; }
 };
 
@@ -389,11 +417,16 @@ Status TransformerModel::Forward(Stream& s, RunState<T>& st, UnitAccess& access)
   const T* wpe = layout_.embedding.wpe >= 0 ? st.emb + layout_.embedding.wpe : nullptr;
   TF_RETURN_IF_ERROR(EmbeddingForward<T>(s, st.residual(0), st.b.tokens,
                                          st.emb + layout_.embedding.wte, wpe, st.es));
+  if (st.offload != nullptr) TF_RETURN_IF_ERROR(st.offload->AfterWrite(s, 0, st.residual_bytes()));
   TF_RETURN_IF_ERROR(access.ReleaseWeights(st.emb_unit));
   for (int l = 0; l < layout_.num_layers(); ++l) {
     TF_ASSIGN_OR_RETURN(const T* wl, TakeWeights<T>(access, layout_.layer_unit(l)));
+    if (st.offload != nullptr) TF_RETURN_IF_ERROR(st.offload->BeforeWrite(s, l + 1));
     TF_RETURN_IF_ERROR(model_internal::BlockForward<T>(s, d, layout_.layer, wl, st.residual(l),
                                                        st.residual(l + 1), st.acts(l)));
+    if (st.offload != nullptr) {
+      TF_RETURN_IF_ERROR(st.offload->AfterWrite(s, l + 1, st.residual_bytes()));
+    }
     TF_RETURN_IF_ERROR(access.ReleaseWeights(layout_.layer_unit(l)));
   }
   return Status::Ok();
@@ -516,6 +549,9 @@ Status TransformerModel::Backward(Stream& s, RunState<T>& st, UnitAccess& access
   T* dres = static_cast<T*>(b.dres);
   for (int l = layout_.num_layers() - 1; l >= 0; --l) {
     TF_ASSIGN_OR_RETURN(const T* wl, TakeWeights<T>(access, layout_.layer_unit(l)));
+    if (st.offload != nullptr) {
+      TF_RETURN_IF_ERROR(st.offload->BeforeBackward(s, l, st.residual_bytes()));
+    }
     if (st.checkpointing) {
       // Recompute the block's activations from its saved input. Its output
       // lands on residual(l + 1), which backward no longer needs.
@@ -559,6 +595,10 @@ Status TransformerModel::Run(Stream& s, const MicroBatch& batch, float dloss_sca
   st.emb_unit = layout_.embedding_unit();
   st.head_unit = layout_.head_unit();
   st.emb_params = layout_.units[st.emb_unit].num_params;
+  st.offload = offload_.get();
+  // The previous micro-batch's copies are done (its backward waited on
+  // them): report their errors before reusing the store.
+  if (st.offload != nullptr) TF_RETURN_IF_ERROR(st.offload->Check());
   TF_RETURN_IF_ERROR(UploadBatch(s, st));
   TF_RETURN_IF_ERROR(Forward(s, st, access));
   TF_RETURN_IF_ERROR(Head(s, st, access));

@@ -54,6 +54,7 @@ namespace tierflow {
 
 namespace model_internal {
 struct Dims;
+class CheckpointOffload;
 }  // namespace model_internal
 
 // The activation shape the model allocates for.
@@ -76,6 +77,10 @@ struct TrainShape {
   // compute what Hugging Face computes: Create fails unless this is set, and
   // then plain RoPE is used. Default: false.
   bool allow_unscaled_rope = false;
+  // The checkpoints (each block's input) in pinned host memory, the device
+  // holding a ring of three (model/checkpoint_offload.h). REQUIRES
+  // checkpoint_activations. Bit-identical to keeping them. Default: off.
+  bool offload_checkpoints = false;
 };
 
 // Where InitialWeights comes from.
@@ -130,6 +135,8 @@ class TransformerModel : public Trainable {
   const TrainShape& shape() const { return shape_; }
   // Device bytes of the activations (the whole allocation).
   uint64_t activation_bytes() const { return activation_bytes_; }
+  // Pinned host bytes of the offloaded checkpoints (0 without the offload).
+  uint64_t checkpoint_host_bytes() const;
 
   // Device activation bytes for a config and shape (what Create allocates).
   static uint64_t ActivationBytes(const ModelConfig& config, const TrainShape& shape);
@@ -189,6 +196,7 @@ class TransformerModel : public Trainable {
   std::unique_ptr<HfCheckpoint> checkpoint_;  // set when init_.weights_dir is given
   std::vector<std::string> unused_tensors_;   // of checkpoint_, when allowed
   std::unique_ptr<Buffers> buf_;
+  std::unique_ptr<model_internal::CheckpointOffload> offload_;  // with offload_checkpoints
   uint64_t activation_bytes_ = 0;
   std::vector<double> chunk_weights_;  // per head chunk: its share of the valid targets
   Pieces pieces_;
