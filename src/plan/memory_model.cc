@@ -80,7 +80,15 @@ ActivationBytes ComputeActivationBytes(const ModelConfig& m, const ActivationOpt
   const int64_t tokens = N > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(N);
 
   ActivationBytes out;
-  out.residual = Mul(Sum(L, 1), Buf(Mul(N, C, a)));
+  // The residual stream: every block's input and the last output, or with
+  // the offload a ring on the device and the rest in pinned host memory.
+  const uint64_t ring = std::min<uint64_t>(kCheckpointDeviceSlots, Sum(L, 1));
+  const bool offload = o.offload_checkpoints && o.checkpointing;
+  out.residual = Mul(offload ? ring : Sum(L, 1), Buf(Mul(N, C, a)));
+  if (offload) {
+    out.host_checkpoints = Mul(Sum(L, 1) - ring, N, C, a);
+    out.checkpoint_transfer = out.host_checkpoints;
+  }
   out.blocks = Mul(o.checkpointing ? 1 : L, BlockActivationBytes(m, tokens, o.dtype));
   out.final_norm = Sum(Buf(Mul(N, C, a)), Mul(layernorm ? 2 : 1, Buf(Mul(N, 4))));
   // One row chunk of logits (HeadChunkRows, as the model cuts them), a loss

@@ -106,6 +106,11 @@ inline constexpr uint64_t kDirectIoAlignmentBytes = 4096;
 
 // ---- activations on the device ----
 
+// Device slots of the activation checkpoints' ring when they live in host
+// memory (the model's CheckpointOffload::kSlots; plan_vs_engine_test holds
+// them equal): block l's input, its recompute's output, the next prefetch.
+inline constexpr int kCheckpointDeviceSlots = 3;
+
 // Bytes of the transformer's activation arena for micro-batches of B
 // sequences of T tokens (N = B*T), as TransformerModel allocates it: one
 // allocation, every buffer rounded up to 256 bytes, activations in the
@@ -117,6 +122,11 @@ struct ActivationBytes {
   uint64_t logits = 0;  // one row chunk of (N, V) logits, a loss per chunk, per-row losses and lse
   uint64_t inputs = 0;  // token ids, targets, packed positions and sample starts, int32
   uint64_t gradients = 0;  // activation-gradient scratch of one block's backward
+  // Pinned host memory, not the device's: the offloaded checkpoints
+  // (residuals 0..L-kCheckpointDeviceSlots, (N, C) each). Not in total().
+  uint64_t host_checkpoints = 0;
+  // Bytes each micro-batch moves down in forward and up in backward (the same).
+  uint64_t checkpoint_transfer = 0;
   // Saturates at 2^64 - 1 (as every count here does) instead of wrapping.
   uint64_t total() const {
     return SaturatingSum(residual, blocks, final_norm, logits, inputs, gradients);
@@ -128,6 +138,9 @@ struct ActivationOptions {
   int64_t seq_len = 0;         // T
   DType dtype = DType::kBF16;  // activation dtype (= the weights dtype)
   bool checkpointing = true;   // keep only block inputs; recompute into one shared set
+  // The checkpoints in pinned host memory, a ring of kCheckpointDeviceSlots
+  // on the device. REQUIRES checkpointing.
+  bool offload_checkpoints = false;
 };
 
 // Bytes of one block's saved set (excluding its input, which is a residual

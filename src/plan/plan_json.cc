@@ -35,6 +35,7 @@ void AddSetup(const PlanInput& in, const Hardware& hw, const Plan& plan, nlohman
                 {"tokens_per_step", plan.tokens_per_step},
                 {"dtype", std::string(DTypeName(in.dtype))},
                 {"checkpointing", in.checkpointing},
+                {"offload_activations", std::string(ChoiceName(in.offload_activations))},
                 {"optimizer", std::string(OptimizerKindName(in.optimizer))},
                 {"pipeline", in.pipeline == PipelineKind::kOverlapped ? "overlapped" : "sync"},
                 {"offload_optimizer", std::string(OffloadPlacementName(in.offload))},
@@ -118,6 +119,11 @@ void AddPlacement(const ModelConfig& m, const Plan& plan, nlohmann::json& j) {
                               {"nvme_staging", w.nvme_staging},
                               {"fetch_bytes_per_micro_batch", w.fetch_bytes_per_micro_batch},
                               {"chosen_by", w.chosen_by_planner ? "planner" : "user"}};
+  j["placement"]["activations"] = {
+      {"where", std::string(ChoiceName(p.activations))},
+      {"host_bytes", plan.activations.host_checkpoints},
+      {"transfer_bytes_per_micro_batch", plan.activations.checkpoint_transfer},
+      {"chosen_by", p.activations_chosen ? "planner" : "user"}};
 }
 
 // How fast: the stages, the step, and the advice.

@@ -168,6 +168,15 @@ void AppendPlacement(std::string* out, const PlanInput& in, const Plan& plan) {
             FormatUnitList(w.streamed_units).c_str(), w.device_slots, w.prefetch_depth);
     if (w.where == ParamOffload::kNvme) Appendf(out, " nvme_staging=%d", w.nvme_staging);
   }
+  Appendf(out, "\n  activation checkpoints: %s", std::string(ChoiceName(p.activations)).c_str());
+  if (p.activations == ActivationOffload::kHost) {
+    Appendf(out, " (%s pinned, %d on the device, %s each way per micro-batch)",
+            FormatBytes(plan.activations.host_checkpoints).c_str(), kCheckpointDeviceSlots,
+            FormatBytes(plan.activations.checkpoint_transfer).c_str());
+  } else {
+    *out += " (on the device)";
+  }
+  if (p.activations_chosen) *out += ", chosen by the planner";
   *out += "\n\n";
 }
 

@@ -52,6 +52,11 @@ Status ValidateInput(const PlanInput& in, const Hardware& hw) {
   TF_RETURN_IF_ERROR(ValidateModelConfig(in.model));
   if (in.micro_batch < 1) return InvalidArgumentError("micro-batch must be at least 1");
   if (in.grad_accum < 1) return InvalidArgumentError("gradient accumulation must be at least 1");
+  if (in.offload_activations == ActivationOffload::kHost && !in.checkpointing) {
+    return InvalidArgumentError(
+        "--offload-activations host moves the activation checkpoints, and checkpointing is off: "
+        "turn on --activation-checkpointing, or use --offload-activations none");
+  }
   struct Bound {
     const char* name;
     int64_t value;
@@ -156,6 +161,12 @@ Status ValidateInput(const PlanInput& in, const Hardware& hw) {
 // streams: a unit's fp32 master array) with the fp32 scratch converting
 // master weights to the model file's dtype, or the buffer that checksums
 // each file once written (at most the largest file: the model's).
+// The pinned host store of the activation checkpoints (0 unless offloaded).
+uint64_t ActivationHostBytes(const PlanInput& in) {
+  if (in.offload_activations != ActivationOffload::kHost) return 0;
+  return ComputeActivationBytes(in.model, ActivationOptionsOf(in)).host_checkpoints;
+}
+
 uint64_t CheckpointBufferBytes(const SubGroupSummary& sg, uint64_t params, uint64_t weight_bytes) {
   const uint64_t reader = Mul(3 * kMasterBytesPerParam, U(sg.max_group_params));
   const uint64_t writer = std::min<uint64_t>(kSafetensorsFillChunkBytes,
@@ -363,6 +374,11 @@ TierPlan HostTier(const RankLayout& r, const HostBuffers& b, const Hardware& hw,
        "start-up reads each unit whole as fp32 (" + FormatBytes(b.load) +
            ", the largest unit): what it needs beyond the checkpoint buffers, which it never "
            "coexists with"},
+      {"activation_checkpoints", ActivationHostBytes(in),
+       in.offload_activations == ActivationOffload::kHost
+           ? "pinned: each block's input (the residual stream) but the last " +
+                 std::to_string(kCheckpointDeviceSlots) + ", per micro-batch's rows"
+           : "none: the checkpoints stay on the device"},
       {"dataset", in.dataset_bytes,
        in.dataset_bytes > 0 ? "the tokenized dataset and its shuffled order"
                             : "not known here (tierflow train counts the dataset it loads)"},
@@ -379,7 +395,7 @@ TierPlan HostTier(const RankLayout& r, const HostBuffers& b, const Hardware& hw,
 uint64_t PinnedBytes(const RankLayout& r, const HostBuffers& b, const TierPlan& host) {
   uint64_t pinned = Sum(r.landed ? b.accumulator : 0, r.on_device ? Mul(r.R, 4) : 0, b.grad_staging,
                         b.weight_staging, b.spec_weights, b.nvme_slots, r.copy.host_pinned,
-                        r.copy.staging, r.copy.write_back);
+                        r.copy.staging, r.copy.write_back, ActivationHostBytes(r.in));
   if (r.in.lock_host_state) {
     // pin_memory: the host share of the state is page-locked too.
     pinned = Sum(pinned, host.bytes_of("master_weights"), host.bytes_of("optimizer_moments"));
@@ -806,7 +822,35 @@ Status PlanScaling(const PlanInput& in, const Hardware& hw, Plan& plan) {
 }  // namespace
 
 StatusOr<Plan> ComputePlan(const PlanInput& in, const Hardware& hw) {
-  return PlanOnce(in, hw, /*scaling=*/true);
+  if (in.offload_activations != ActivationOffload::kAuto) return PlanOnce(in, hw, true);
+  PlanInput kept = in;
+  kept.offload_activations = ActivationOffload::kNone;
+  TF_ASSIGN_OR_RETURN(Plan on_device, PlanOnce(kept, hw, /*scaling=*/true));
+  on_device.placement.activations_chosen = true;
+  const bool streams = on_device.placement.params.where != ParamOffload::kNone;
+  if (!in.checkpointing || (on_device.feasible && !streams)) return on_device;
+  PlanInput moved = in;
+  moved.offload_activations = ActivationOffload::kHost;
+  TF_ASSIGN_OR_RETURN(Plan on_host, PlanOnce(moved, hw, /*scaling=*/true));
+  on_host.placement.activations_chosen = true;
+  const bool host_better =
+      on_host.feasible && (!on_device.feasible || on_host.predicted_step_seconds <
+                                                       on_device.predicted_step_seconds);
+  // Neither fits: the one whose failure is not the device says more.
+  const bool neither_device_bound = !on_host.feasible && !on_device.feasible &&
+                                    on_device.binding_constraint == "device" &&
+                                    on_host.binding_constraint != "device";
+  return host_better || neither_device_bound ? on_host : on_device;
+}
+
+ActivationOptions ActivationOptionsOf(const PlanInput& in) {
+  ActivationOptions act;
+  act.micro_batch = in.micro_batch;
+  act.seq_len = in.seq_len;
+  act.dtype = in.dtype;
+  act.checkpointing = in.checkpointing;
+  act.offload_checkpoints = in.offload_activations == ActivationOffload::kHost;
+  return act;
 }
 
 namespace {
@@ -829,18 +873,16 @@ Plan StartPlan(const PlanInput& in) {
   return plan;
 }
 
-// The activations as run, and with checkpointing on and off for the notes.
+// The activations as run, and with checkpointing on and off (checkpoints
+// on the device) for the notes.
 void SizeActivations(const PlanInput& in, Plan& plan) {
-  ActivationOptions act;
-  act.micro_batch = in.micro_batch;
-  act.seq_len = in.seq_len;
-  act.dtype = in.dtype;
+  ActivationOptions act = ActivationOptionsOf(in);
+  plan.activations = ComputeActivationBytes(in.model, act);
+  act.offload_checkpoints = false;
   act.checkpointing = true;
   plan.activations_with_checkpointing_bytes = ComputeActivationBytes(in.model, act).total();
   act.checkpointing = false;
   plan.activations_without_checkpointing_bytes = ComputeActivationBytes(in.model, act).total();
-  act.checkpointing = in.checkpointing;
-  plan.activations = ComputeActivationBytes(in.model, act);
 }
 
 // The gradient bucket sizes to try: the given one, or the largest unit, a
@@ -912,6 +954,7 @@ void AdoptPlacement(const PlanInput& in, int64_t bucket, bool vocab_sliced, Para
   p.speculation_from = state.speculation_from;
   p.chosen_by_planner = state.chosen;
   p.params = std::move(params);
+  p.activations = in.offload_activations;
 }
 
 // A device that does not fit with every weight resident: would streaming

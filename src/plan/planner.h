@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "common/activation_offload.h"
 #include "plan/memory_model.h"
 #include "tierflow/dtype.h"
 #include "tierflow/model_config.h"
@@ -40,6 +41,7 @@ struct PlanInput {
   // default for `dtype` (itself when 16-bit, fp32 for fp32).
   std::optional<DType> grad_transfer_dtype;
   bool checkpointing = true;  // activation checkpointing (keep block inputs, recompute)
+  ActivationOffload offload_activations = ActivationOffload::kAuto;
   OptimizerKind optimizer = OptimizerKind::kAdamW;
   OffloadPlacement offload = OffloadPlacement::kAuto;
   // Fraction in [0, 1] of the parameters whose optimizer state is on NVMe
@@ -198,6 +200,10 @@ struct Placement {
   std::string speculation_from;
   bool chosen_by_planner = false;    // false when the user fixed the placement
   ParamPlacement params;             // the working weights' placement
+  // The activation checkpoints: kNone (on the device) or kHost, as run;
+  // whether the planner chose it (--offload-activations auto).
+  ActivationOffload activations = ActivationOffload::kNone;
+  bool activations_chosen = false;
   std::string where() const;         // "host", "nvme" or "split"
   OffloadPlacement offload() const;  // EngineOptions::offload: kHost or kNvme
 };
@@ -291,7 +297,16 @@ inline constexpr int kMaxPlanNodes = 4096;
 // beyond the bounds above). Aborted when cancellation is pending
 // (common/cancel.h). An infeasible budget is not an error: the Plan says
 // feasible = false and why. Byte counts saturate at 2^64 - 1, never wrap.
+//
+// --offload-activations auto plans with the checkpoints on the device, and
+// keeps that plan when it is feasible and streams no weights. Otherwise it
+// also plans with them in host memory and takes that one when it is
+// feasible and the other is not, or when it predicts a shorter step.
 StatusOr<Plan> ComputePlan(const PlanInput& input, const Hardware& hardware);
+
+// The activation sizing of a run (memory_model.h); offload_checkpoints for
+// ActivationOffload::kHost.
+ActivationOptions ActivationOptionsOf(const PlanInput& input);
 
 // OK when the plan is feasible; otherwise OutOfMemory (device or host) or
 // ResourceExhausted (NVMe) carrying the plan's explanation. What the engine

@@ -41,6 +41,9 @@ struct StepCosts {
   bool streams = false, from_nvme = false;
   double fetch_h2d = 0, fetch_read = 0, fetch_each = 0, param_writes = 0;
   double h2d_params = 0, nvme_params_seconds = 0, forward_fetch = 0;
+  // Activation checkpoints in host memory, per micro-batch: down in
+  // forward, up in backward (the same bytes each way).
+  double act_d2h = 0, act_h2d = 0;
   // The step's formula.
   double per_micro_compute = 0, forward_share = 0, once = 0;
   double update_nvme = 0, update_slowest = 0, update_sum = 0, update = 0;
@@ -53,12 +56,15 @@ struct StepCosts {
   // Device collectives: the last micro-batch also carries this rank's part
   // of the sum across, once a step.
   double Step(double compute_each, double micro, double transfer) const {
+    // The checkpoints go down beside forward (the D2H direction is free
+    // then) and come up beside backward, sharing H2D with the streamed
+    // weights and D2H with nothing but the gradients of later micro-batches.
     const double phases =
-        std::max({update, forward_share * compute_each, forward_fetch * fetch_each}) +
+        std::max({update, forward_share * compute_each, forward_fetch * fetch_each, act_d2h}) +
         std::max({(1 - forward_share) * compute_each, transfer + once,
-                  (1 - forward_fetch) * fetch_each}) +
-        (micro - 1) * std::max({compute_each, transfer, fetch_each});
-    const double link = h2d + micro * fetch_h2d;
+                  (1 - forward_fetch) * fetch_each + act_h2d}) +
+        (micro - 1) * std::max({compute_each, transfer + act_d2h, fetch_each + act_h2d});
+    const double link = h2d + micro * (fetch_h2d + act_h2d);
     const double drives = update_nvme + micro * fetch_read;
     return std::max({phases, link, drives});
   }
@@ -83,6 +89,9 @@ StepCosts RunShape(const PlanInput& in, const Hardware& hw, const Plan& plan) {
   c.rank_params = static_cast<double>(plan.data_parallel.rank_params);
   c.rank_tokens = static_cast<double>(plan.tokens_per_step) / c.W;
   c.h2d_rate = hw.bandwidths.h2d_gb_per_second * 1e9 / c.G;
+  const double act = static_cast<double>(plan.activations.checkpoint_transfer);
+  c.act_d2h = Seconds(act, hw.bandwidths.d2h_gb_per_second * 1e9 / c.G);
+  c.act_h2d = Seconds(act, c.h2d_rate);
   return c;
 }
 
@@ -221,6 +230,12 @@ std::vector<StageTime> Stages(const PlanInput& in, const Plan& plan, const StepC
        : in.grad_accum > 1 ? "fp32 gradient accumulation on the host"
                            : "none: one micro-batch's gradients land as they are, their norm "
                              "is computed on the device"},
+      {"activation_checkpoints", c.k * std::max(c.act_d2h, c.act_h2d),
+       c.act_d2h > 0
+           ? "each micro-batch's checkpoints, " +
+                 FormatBytes(plan.activations.checkpoint_transfer) +
+                 " down to pinned host memory beside forward and up again beside backward"
+           : "none: the checkpoints stay on the device"},
       {"h2d_params", c.h2d_params,
        c.streams ? FetchNote(plan.placement.params, c) : "none: every unit's weights are resident"},
       {"optimizer", c.optimizer,
@@ -293,11 +308,8 @@ void AdviseComputeBound(const PlanInput& in, const Bandwidths& bw, Plan& plan, c
   const double transfer =
       micro > 1 || c.dp || c.on_device ? transfer_micro : d2h_sequence * static_cast<double>(batch);
   plan.compute_bound.step_seconds = c.Step(micro_compute, static_cast<double>(micro), transfer);
-  ActivationOptions act;
+  ActivationOptions act = ActivationOptionsOf(in);
   act.micro_batch = batch;
-  act.seq_len = in.seq_len;
-  act.dtype = in.dtype;
-  act.checkpointing = in.checkpointing;
   const uint64_t device = plan.device.total_bytes() - plan.activations.total() +
                           ComputeActivationBytes(in.model, act).total();
   char line[768];

@@ -36,6 +36,7 @@ StatusOr<PlanInput> PlanInputFor(const TrainConfig& c, const ModelConfig& model,
   in.dtype = c.dtype;
   in.grad_transfer_dtype = c.grad_transfer_dtype;
   in.checkpointing = c.activation_checkpointing;
+  in.offload_activations = c.offload_activations;
   in.optimizer = OptimizerKind::kAdamW;
   in.offload = c.offload;
   if (c.offload == OffloadPlacement::kNvme) in.nvme_ratio = c.nvme_ratio;

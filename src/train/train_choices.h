@@ -1,11 +1,11 @@
 // The settings of `tierflow train` that take one of a fixed set of names, as
-// enums with their name tables (train/named_choice.h): ChoiceName,
+// enums with their name tables (common/named_choice.h): ChoiceName,
 // ChoiceList and ParseChoice work on each.
 #pragma once
 
 #include <cstdint>
 
-#include "train/named_choice.h"
+#include "common/named_choice.h"
 
 namespace tierflow {
 

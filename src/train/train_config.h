@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/activation_offload.h"
 #include "tierflow/device_choice.h"
 #include "tierflow/dtype.h"
 #include "tierflow/param_offload.h"
@@ -68,6 +69,10 @@ struct TrainConfig {
   int seq_len = 128;
   int64_t steps = 300;
   bool activation_checkpointing = false;
+  // Where the checkpoints live (tierflow.offload_activations,
+  // --offload-activations): auto lets the planner choose; host needs
+  // activation_checkpointing.
+  ActivationOffload offload_activations = ActivationOffload::kAuto;
 
   // Precision.
   DType dtype = DType::kBF16;  // from bf16/fp16 "enabled" (neither: fp32)

@@ -172,6 +172,14 @@ const TrainOption kRows[] = {
      .help = "Recompute blocks in backward",
      .field = &TrainConfig::activation_checkpointing,
      .show_default = false},
+    {.name = "offload_activations",
+     .json_key = "offload_activations",
+     .flag = "--offload-activations",
+     .deepspeed = "",
+     .help = "Where the activation checkpoints live: auto | none | host (auto: on the device "
+             "while the run fits there, else in pinned host memory when that fits or steps "
+             "faster than streaming weights; host needs --activation-checkpointing)",
+     .field = &TrainConfig::offload_activations},
     {.name = "dtype",
      .json_key = "dtype",
      .flag = "--dtype",

@@ -279,12 +279,14 @@ StatusOr<PlannedRun> PlanThisRun(const TrainConfig& config, const RunData& data,
 
 // The model on the device, every weight loaded or initialised.
 StatusOr<std::unique_ptr<TransformerModel>> CreateModel(const TrainConfig& config,
-                                                        const RunData& data, Device& device,
-                                                        TrainReporter& reporter) {
+                                                        const RunData& data, const Plan& plan,
+                                                        Device& device, TrainReporter& reporter) {
   TrainShape shape;
   shape.batch = config.micro_batch;
   shape.seq_len = config.seq_len;
   shape.checkpoint_activations = config.activation_checkpointing;
+  // Where the plan put the checkpoints (it chose, under auto).
+  shape.offload_checkpoints = plan.placement.activations == ActivationOffload::kHost;
   shape.dtype = config.dtype;
   TransformerInit init;
   init.seed = config.seed;
@@ -441,7 +443,7 @@ StatusOr<TrainResult> RunTraining(const TrainConfig& config, TrainReporter& repo
   TF_ASSIGN_OR_RETURN(MachineDescription machine, DescribeMachine(request));
   TF_ASSIGN_OR_RETURN(PlannedRun run,
                       PlanThisRun(config, data, machine, dirs, ranks, world, reporter));
-  TF_ASSIGN_OR_RETURN(auto model, CreateModel(config, data, *device, reporter));
+  TF_ASSIGN_OR_RETURN(auto model, CreateModel(config, data, run.plan, *device, reporter));
   TraceRecorder trace;
   TF_ASSIGN_OR_RETURN(RunEngine engine, CreateRunEngine(config, run, dirs, ranks, world, hooks,
                                                         out_dir, *device, *model, trace, reporter));

@@ -1,7 +1,7 @@
 // A setting with a fixed set of values, as an enum with one name table:
 // ChoiceNames<E>::kTable pairs each value with the text that names it in
 // config files, flags, help and messages. Text becomes the enum here, at the
-// edge (train_config.cc, tools/train_command.cc), and nowhere else.
+// edge (train_config.cc, tools/train_command.cc, plan_command.cc), and nowhere else.
 #pragma once
 
 #include <string>
