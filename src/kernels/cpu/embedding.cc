@@ -184,22 +184,20 @@ template <typename T>
 Status EmbeddingForward(Stream& stream, T* out, const int32_t* tokens, const T* wte, const T* wpe,
                         const EmbeddingShape& s) {
   TF_RETURN_IF_ERROR(ValidateEmbedding("EmbeddingForward", s));
-  return stream.Launch(
-      {"EmbeddingForward",
-       op_costs::EmbeddingForward(s.batch * s.seq_len, s.channels, sizeof(T), wpe != nullptr),
-       [=] { return EmbeddingForwardCpu(out, tokens, wte, wpe, s); },
-       TF_CUDA_KERNEL(EmbeddingForwardCuda(cuda_stream, out, tokens, wte, wpe, s))});
+  return stream.Launch(TF_OP_KERNEL(
+      EmbeddingForward,
+      op_costs::EmbeddingForward(s.batch * s.seq_len, s.channels, sizeof(T), wpe != nullptr), out,
+      tokens, wte, wpe, s));
 }
 
 template <typename T>
 Status EmbeddingBackward(Stream& stream, float* dwte, float* dwpe, const T* dout,
                          const int32_t* tokens, const EmbeddingShape& s) {
   TF_RETURN_IF_ERROR(ValidateEmbeddingBackward("EmbeddingBackward", s, dwte, dwpe));
-  return stream.Launch(
-      {"EmbeddingBackward",
-       op_costs::EmbeddingBackward(s.batch * s.seq_len, s.channels, sizeof(T), dwpe != nullptr),
-       [=] { return EmbeddingBackwardCpu(dwte, dwpe, dout, tokens, s); },
-       TF_CUDA_KERNEL(EmbeddingBackwardCuda(cuda_stream, dwte, dwpe, dout, tokens, s))});
+  return stream.Launch(TF_OP_KERNEL(
+      EmbeddingBackward,
+      op_costs::EmbeddingBackward(s.batch * s.seq_len, s.channels, sizeof(T), dwpe != nullptr),
+      dwte, dwpe, dout, tokens, s));
 }
 
 #define TF_INSTANTIATE_EMBEDDING(T)                                                       \

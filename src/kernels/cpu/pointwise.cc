@@ -19,8 +19,7 @@ constexpr int64_t kElementChunk = 4096;
 constexpr int64_t kBiasRowChunk = 64;
 
 Status CheckRowsChannels(const char* op, int64_t rows, int64_t channels) {
-  TF_RETURN_IF_ERROR(ops_internal::CheckPositive(op, "rows", rows));
-  return ops_internal::CheckPositive(op, "channels", channels);
+  return ops_internal::CheckAllPositive(op, {{"rows", rows}, {"channels", channels}});
 }
 
 }  // namespace
@@ -139,27 +138,22 @@ Status CastCpu(DType from, const void* src, DType to, void* dst, int64_t n) {
 template <typename T>
 Status ResidualForward(Stream& stream, T* out, const T* a, const T* b, int64_t n) {
   TF_RETURN_IF_ERROR(ops_internal::CheckPositive("ResidualForward", "n", n));
-  return stream.Launch({"ResidualForward", op_costs::Elementwise(n, sizeof(T), 2, 1, 1),
-                        [=] { return ResidualForwardCpu(out, a, b, n); },
-                        TF_CUDA_KERNEL(ResidualForwardCuda(cuda_stream, out, a, b, n))});
+  return stream.Launch(
+      TF_OP_KERNEL(ResidualForward, op_costs::Elementwise(n, sizeof(T), 2, 1, 1), out, a, b, n));
 }
 
 template <typename T>
 Status BiasAddForward(Stream& stream, T* out, const T* bias, int64_t rows, int64_t channels) {
   TF_RETURN_IF_ERROR(CheckRowsChannels("BiasAddForward", rows, channels));
-  return stream.Launch(
-      {"BiasAddForward", op_costs::BiasAdd(rows, channels, sizeof(T)),
-       [=] { return BiasAddForwardCpu(out, bias, rows, channels); },
-       TF_CUDA_KERNEL(BiasAddForwardCuda(cuda_stream, out, bias, rows, channels))});
+  return stream.Launch(TF_OP_KERNEL(BiasAddForward, op_costs::BiasAdd(rows, channels, sizeof(T)),
+                                    out, bias, rows, channels));
 }
 
 template <typename T>
 Status BiasBackward(Stream& stream, float* dbias, const T* dout, int64_t rows, int64_t channels) {
   TF_RETURN_IF_ERROR(CheckRowsChannels("BiasBackward", rows, channels));
-  return stream.Launch(
-      {"BiasBackward", op_costs::BiasBackward(rows, channels, sizeof(T)),
-       [=] { return BiasBackwardCpu(dbias, dout, rows, channels); },
-       TF_CUDA_KERNEL(BiasBackwardCuda(cuda_stream, dbias, dout, rows, channels))});
+  return stream.Launch(TF_OP_KERNEL(BiasBackward, op_costs::BiasBackward(rows, channels, sizeof(T)),
+                                    dbias, dout, rows, channels));
 }
 
 #define TF_INSTANTIATE_POINTWISE(T)                                             \
