@@ -84,6 +84,13 @@ inline Status CheckAllNotNull(const char* op,
   return Status::Ok();
 }
 
+// Launches an element-wise op's kernel over n elements once n > 0 (the error
+// names the op, kernel.name).
+inline Status LaunchElementwise(Stream& stream, int64_t n, Kernel kernel) {
+  TF_RETURN_IF_ERROR(CheckPositive(kernel.name, "n", n));
+  return stream.Launch(std::move(kernel));
+}
+
 }  // namespace ops_internal
 }  // namespace tierflow
 

@@ -152,31 +152,33 @@ Status SwiGluBackwardCpu(T* dgate, T* dup, const T* dout, const T* gate, const T
 
 template <typename T>
 Status GeluForward(Stream& stream, T* out, const T* inp, int64_t n) {
-  TF_RETURN_IF_ERROR(ops_internal::CheckPositive("GeluForward", "n", n));
-  return stream.Launch(
+  return ops_internal::LaunchElementwise(
+      stream, n,
       TF_OP_KERNEL(GeluForward, op_costs::Elementwise(n, sizeof(T), 1, 1, 8), out, inp, n));
 }
 
 template <typename T>
 Status GeluBackward(Stream& stream, T* dinp, const T* inp, const T* dout, int64_t n) {
-  TF_RETURN_IF_ERROR(ops_internal::CheckPositive("GeluBackward", "n", n));
-  return stream.Launch(TF_OP_KERNEL(GeluBackward, op_costs::Elementwise(n, sizeof(T), 2, 1, 16),
-                                    dinp, inp, dout, n));
+  return ops_internal::LaunchElementwise(
+      stream, n,
+      TF_OP_KERNEL(GeluBackward, op_costs::Elementwise(n, sizeof(T), 2, 1, 16), dinp, inp, dout,
+                   n));
 }
 
 template <typename T>
 Status SwiGluForward(Stream& stream, T* out, const T* gate, const T* up, int64_t n) {
-  TF_RETURN_IF_ERROR(ops_internal::CheckPositive("SwiGluForward", "n", n));
-  return stream.Launch(
+  return ops_internal::LaunchElementwise(
+      stream, n,
       TF_OP_KERNEL(SwiGluForward, op_costs::Elementwise(n, sizeof(T), 2, 1, 6), out, gate, up, n));
 }
 
 template <typename T>
 Status SwiGluBackward(Stream& stream, T* dgate, T* dup, const T* dout, const T* gate, const T* up,
                       int64_t n) {
-  TF_RETURN_IF_ERROR(ops_internal::CheckPositive("SwiGluBackward", "n", n));
-  return stream.Launch(TF_OP_KERNEL(SwiGluBackward, op_costs::Elementwise(n, sizeof(T), 3, 2, 12),
-                                    dgate, dup, dout, gate, up, n));
+  return ops_internal::LaunchElementwise(
+      stream, n,
+      TF_OP_KERNEL(SwiGluBackward, op_costs::Elementwise(n, sizeof(T), 3, 2, 12), dgate, dup, dout,
+                   gate, up, n));
 }
 
 #define TF_INSTANTIATE_ACTIVATIONS(T)                                                        \
