@@ -64,8 +64,10 @@ __device__ __forceinline__ float BlockReduce(float v, float* scratch) {
 // Column sums over rows with a fixed reduction tree: block (32, 32) owns 32
 // columns; thread (x, y) sums rows y, y+32, ... of column x in order, then
 // thread y == 0 adds the 32 partials in order. out[c] += sum_r f(r, c).
+// static: each .cu keeps its own instance, even of a functor the .cu files
+// share (GradOnly, NormTimesGrad), as a kernel defined in a header should.
 template <typename F>
-__global__ void ColumnSumKernel(float* out, int64_t rows, int64_t cols, F f) {
+static __global__ void ColumnSumKernel(float* out, int64_t rows, int64_t cols, F f) {
   __shared__ float partial[32][33];
   const int64_t c = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
   float acc = 0.0f;
