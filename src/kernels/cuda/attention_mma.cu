@@ -252,6 +252,20 @@ struct QueryRows {
   // Key j is in row_a's (row_b's) causal window within its sample.
   __device__ bool SeesA(int64_t j) const { return row_a < T && j <= row_a && j >= first_a; }
   __device__ bool SeesB(int64_t j) const { return row_b < T && j <= row_b && j >= first_b; }
+  // f(nt, e, sees_a, sees_b) for each element pair of the thread's score
+  // fragments s[kNT][4] over key tile j0: s[nt][e] (row_a) and s[nt][2 + e]
+  // (row_b) hold key j0 + nt * 8 + 2 t + e, seen by row_a / row_b or not.
+  template <int kNT, typename F>
+  __device__ __forceinline__ void ForEachScore(int64_t j0, int t, const F& f) const {
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int64_t j = j0 + nt * 8 + 2 * t + e;
+        f(nt, e, SeesA(j), SeesB(j));
+      }
+    }
+  }
 };
 
 // The calling thread's place in a forward or dq block: its warp, the
@@ -359,18 +373,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     ZeroFragments(s);
     AddTimesRowsT<T, kPitch>(s, qa, k_s, g, t);
     float mx_a = -INFINITY, mx_b = -INFINITY;
-#pragma unroll
-    for (int nt = 0; nt < kNT; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int64_t j = j0 + nt * 8 + 2 * t + e;
-        const bool ok_a = rows.SeesA(j), ok_b = rows.SeesB(j);
-        s[nt][e] = ok_a ? s[nt][e] * scale_log2 : -INFINITY;
-        s[nt][2 + e] = ok_b ? s[nt][2 + e] * scale_log2 : -INFINITY;
-        mx_a = fmaxf(mx_a, s[nt][e]);
-        mx_b = fmaxf(mx_b, s[nt][2 + e]);
-      }
-    }
+    rows.ForEachScore<kNT>(j0, t, [&](int nt, int e, bool ok_a, bool ok_b) {
+      s[nt][e] = ok_a ? s[nt][e] * scale_log2 : -INFINITY;
+      s[nt][2 + e] = ok_b ? s[nt][2 + e] * scale_log2 : -INFINITY;
+      mx_a = fmaxf(mx_a, s[nt][e]);
+      mx_b = fmaxf(mx_b, s[nt][2 + e]);
+    });
     const float new_a = fmaxf(m_a, GroupMax(mx_a)), new_b = fmaxf(m_b, GroupMax(mx_b));
     // A row with no key yet keeps zeros (exp2(-inf) = 0) and no NaN.
     const float base_a = new_a == -INFINITY ? 0.0f : new_a;
@@ -474,18 +482,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     AddTimesRowsT<T, kPitch>(s, qa, k_s, g, t);
     AddTimesRowsT<T, kPitch>(dp, da, v_s, g, t);
     // dS = P (dP - D), P = exp(s * scale - lse); held in s.
-#pragma unroll
-    for (int nt = 0; nt < kNT; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int64_t j = j0 + nt * 8 + 2 * t + e;
-        const bool ok_a = rows.SeesA(j), ok_b = rows.SeesB(j);
-        const float p_a = ok_a ? exp2f(s[nt][e] * scale_log2 - lse_a) : 0.0f;
-        const float p_b = ok_b ? exp2f(s[nt][2 + e] * scale_log2 - lse_b) : 0.0f;
-        s[nt][e] = p_a * (dp[nt][e] - dd_a);
-        s[nt][2 + e] = p_b * (dp[nt][2 + e] - dd_b);
-      }
-    }
+    rows.ForEachScore<kNT>(j0, t, [&](int nt, int e, bool ok_a, bool ok_b) {
+      const float p_a = ok_a ? exp2f(s[nt][e] * scale_log2 - lse_a) : 0.0f;
+      const float p_b = ok_b ? exp2f(s[nt][2 + e] * scale_log2 - lse_b) : 0.0f;
+      s[nt][e] = p_a * (dp[nt][e] - dd_a);
+      s[nt][2 + e] = p_b * (dp[nt][2 + e] - dd_b);
+    });
     AddProductTimesTile<T, kPitch, kKeys>(acc, s, k_s, g, t);
   }
   StoreRows<T, HS>(dq + (b * d.T + rows.row_a) * d.qs + h * HS,
