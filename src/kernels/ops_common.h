@@ -22,7 +22,9 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <utility>
 
 #include "tierflow/device.h"
 #include "tierflow/dtype.h"
@@ -68,6 +70,27 @@ inline Status CheckNotNull(const char* op, const char* name, const void* ptr) {
   return InvalidArgumentError(std::string(op) + ": " + name + " is null");
 }
 
+// CheckPositive of each (name, value), in order.
+inline Status CheckAllPositive(const char* op,
+                               std::initializer_list<std::pair<const char*, int64_t>> args) {
+  for (const auto& [name, value] : args) TF_RETURN_IF_ERROR(CheckPositive(op, name, value));
+  return Status::Ok();
+}
+
+// CheckNotNull of each (name, pointer), in order.
+inline Status CheckAllNotNull(const char* op,
+                              std::initializer_list<std::pair<const char*, const void*>> args) {
+  for (const auto& [name, ptr] : args) TF_RETURN_IF_ERROR(CheckNotNull(op, name, ptr));
+  return Status::Ok();
+}
+
+// Launches an element-wise op's kernel over n elements once n > 0 (the error
+// names the op, kernel.name).
+inline Status LaunchElementwise(Stream& stream, int64_t n, Kernel kernel) {
+  TF_RETURN_IF_ERROR(CheckPositive(kernel.name, "n", n));
+  return stream.Launch(std::move(kernel));
+}
+
 }  // namespace ops_internal
 }  // namespace tierflow
 
@@ -86,3 +109,11 @@ inline Status CheckNotNull(const char* op, const char* name, const void* ptr) {
 #else
 #define TF_CUDA_KERNEL(...) nullptr
 #endif
+
+// The Kernel of op `Name` (its bare name, as in NameCpu and NameCuda) with
+// `cost`: NameCpu(args...) on the host, NameCuda(cuda_stream, args...) on
+// CUDA (TF_CUDA_KERNEL), both with the same args. A macro: it spells the
+// name as a string and as the two entry points.
+#define TF_OP_KERNEL(Name, cost, ...)                                        \
+  (::tierflow::Kernel{#Name, (cost), [=] { return Name##Cpu(__VA_ARGS__); }, \
+                      TF_CUDA_KERNEL(Name##Cuda(cuda_stream, __VA_ARGS__))})

@@ -18,12 +18,10 @@ constexpr int64_t kElementChunk = 4096;
 constexpr double kGeluScale = 0.7978845608028654;  // sqrt(2 / pi)
 constexpr double kGeluCube = 0.044715;
 
-using NamedPointer = std::pair<const char*, const void*>;
-
-Status CheckElementwise(const char* op, int64_t n, std::initializer_list<NamedPointer> ptrs) {
+Status CheckElementwise(const char* op, int64_t n,
+                        std::initializer_list<std::pair<const char*, const void*>> ptrs) {
   TF_RETURN_IF_ERROR(ops_internal::CheckPositive(op, "n", n));
-  for (const auto& [name, p] : ptrs) TF_RETURN_IF_ERROR(ops_internal::CheckNotNull(op, name, p));
-  return Status::Ok();
+  return ops_internal::CheckAllNotNull(op, ptrs);
 }
 
 }  // namespace
@@ -154,36 +152,33 @@ Status SwiGluBackwardCpu(T* dgate, T* dup, const T* dout, const T* gate, const T
 
 template <typename T>
 Status GeluForward(Stream& stream, T* out, const T* inp, int64_t n) {
-  TF_RETURN_IF_ERROR(ops_internal::CheckPositive("GeluForward", "n", n));
-  return stream.Launch({"GeluForward", op_costs::Elementwise(n, sizeof(T), 1, 1, 8),
-                        [=] { return GeluForwardCpu(out, inp, n); },
-                        TF_CUDA_KERNEL(GeluForwardCuda(cuda_stream, out, inp, n))});
+  return ops_internal::LaunchElementwise(
+      stream, n,
+      TF_OP_KERNEL(GeluForward, op_costs::Elementwise(n, sizeof(T), 1, 1, 8), out, inp, n));
 }
 
 template <typename T>
 Status GeluBackward(Stream& stream, T* dinp, const T* inp, const T* dout, int64_t n) {
-  TF_RETURN_IF_ERROR(ops_internal::CheckPositive("GeluBackward", "n", n));
-  return stream.Launch({"GeluBackward", op_costs::Elementwise(n, sizeof(T), 2, 1, 16),
-                        [=] { return GeluBackwardCpu(dinp, inp, dout, n); },
-                        TF_CUDA_KERNEL(GeluBackwardCuda(cuda_stream, dinp, inp, dout, n))});
+  return ops_internal::LaunchElementwise(
+      stream, n,
+      TF_OP_KERNEL(GeluBackward, op_costs::Elementwise(n, sizeof(T), 2, 1, 16), dinp, inp, dout,
+                   n));
 }
 
 template <typename T>
 Status SwiGluForward(Stream& stream, T* out, const T* gate, const T* up, int64_t n) {
-  TF_RETURN_IF_ERROR(ops_internal::CheckPositive("SwiGluForward", "n", n));
-  return stream.Launch({"SwiGluForward", op_costs::Elementwise(n, sizeof(T), 2, 1, 6),
-                        [=] { return SwiGluForwardCpu(out, gate, up, n); },
-                        TF_CUDA_KERNEL(SwiGluForwardCuda(cuda_stream, out, gate, up, n))});
+  return ops_internal::LaunchElementwise(
+      stream, n,
+      TF_OP_KERNEL(SwiGluForward, op_costs::Elementwise(n, sizeof(T), 2, 1, 6), out, gate, up, n));
 }
 
 template <typename T>
 Status SwiGluBackward(Stream& stream, T* dgate, T* dup, const T* dout, const T* gate, const T* up,
                       int64_t n) {
-  TF_RETURN_IF_ERROR(ops_internal::CheckPositive("SwiGluBackward", "n", n));
-  return stream.Launch(
-      {"SwiGluBackward", op_costs::Elementwise(n, sizeof(T), 3, 2, 12),
-       [=] { return SwiGluBackwardCpu(dgate, dup, dout, gate, up, n); },
-       TF_CUDA_KERNEL(SwiGluBackwardCuda(cuda_stream, dgate, dup, dout, gate, up, n))});
+  return ops_internal::LaunchElementwise(
+      stream, n,
+      TF_OP_KERNEL(SwiGluBackward, op_costs::Elementwise(n, sizeof(T), 3, 2, 12), dgate, dup, dout,
+                   gate, up, n));
 }
 
 #define TF_INSTANTIATE_ACTIVATIONS(T)                                                        \

@@ -282,22 +282,20 @@ template <typename T>
 Status AttentionForward(Stream& stream, T* out, float* lse, const T* q, const T* k, const T* v,
                         const AttentionShape& s) {
   TF_RETURN_IF_ERROR(ValidateAttention("AttentionForward", s));
-  return stream.Launch(
-      {"AttentionForward",
-       op_costs::AttentionForward(s.batch, s.seq_len, s.heads, s.kv_heads, s.head_size, sizeof(T)),
-       [=] { return AttentionForwardCpu(out, lse, q, k, v, s); },
-       TF_CUDA_KERNEL(AttentionForwardCuda(cuda_stream, out, lse, q, k, v, s))});
+  return stream.Launch(TF_OP_KERNEL(
+      AttentionForward,
+      op_costs::AttentionForward(s.batch, s.seq_len, s.heads, s.kv_heads, s.head_size, sizeof(T)),
+      out, lse, q, k, v, s));
 }
 
 template <typename T>
 Status AttentionBackward(Stream& stream, T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k,
                          const T* v, const T* out, const float* lse, const AttentionShape& s) {
   TF_RETURN_IF_ERROR(ValidateAttention("AttentionBackward", s));
-  return stream.Launch(
-      {"AttentionBackward",
-       op_costs::AttentionBackward(s.batch, s.seq_len, s.heads, s.kv_heads, s.head_size, sizeof(T)),
-       [=] { return AttentionBackwardCpu(dq, dk, dv, dout, q, k, v, out, lse, s); },
-       TF_CUDA_KERNEL(AttentionBackwardCuda(cuda_stream, dq, dk, dv, dout, q, k, v, out, lse, s))});
+  return stream.Launch(TF_OP_KERNEL(
+      AttentionBackward,
+      op_costs::AttentionBackward(s.batch, s.seq_len, s.heads, s.kv_heads, s.head_size, sizeof(T)),
+      dq, dk, dv, dout, q, k, v, out, lse, s));
 }
 
 #define TF_INSTANTIATE_ATTENTION(T)                                                           \

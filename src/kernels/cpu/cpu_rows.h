@@ -13,8 +13,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <initializer_list>
-#include <utility>
 #include <vector>
 
 #include "common/half.h"
@@ -23,20 +21,6 @@
 namespace tierflow::ops_internal {
 
 using FloatArray = Eigen::Array<float, Eigen::Dynamic, 1>;
-
-// CheckPositive (ops_common.h) of each (name, value), in order.
-inline Status CheckAllPositive(const char* op,
-                               std::initializer_list<std::pair<const char*, int64_t>> args) {
-  for (const auto& [name, value] : args) TF_RETURN_IF_ERROR(CheckPositive(op, name, value));
-  return Status::Ok();
-}
-
-// CheckNotNull (ops_common.h) of each (name, pointer), in order.
-inline Status CheckAllNotNull(const char* op,
-                              std::initializer_list<std::pair<const char*, const void*>> args) {
-  for (const auto& [name, ptr] : args) TF_RETURN_IF_ERROR(CheckNotNull(op, name, ptr));
-  return Status::Ok();
-}
 
 template <typename T>
 inline void WidenRow(const T* src, int64_t n, float* dst) {

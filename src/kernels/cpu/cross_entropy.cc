@@ -292,12 +292,9 @@ Status SoftmaxCrossEntropy(Stream& stream, float* loss, float* row_losses, T* dl
   const char* op = "SoftmaxCrossEntropy";
   TF_RETURN_IF_ERROR(ValidateCrossEntropy(op, s));
   TF_RETURN_IF_ERROR(CheckPointers(op, loss, row_losses, logits, targets));
-  return stream.Launch(
-      {"SoftmaxCrossEntropy",
-       op_costs::CrossEntropy(s.rows, s.vocab, sizeof(T), dlogits != nullptr),
-       [=] { return SoftmaxCrossEntropyCpu(loss, row_losses, dlogits, logits, targets, s, o); },
-       TF_CUDA_KERNEL(SoftmaxCrossEntropyCuda(cuda_stream, loss, row_losses, dlogits, logits,
-                                              targets, s, o))});
+  return stream.Launch(TF_OP_KERNEL(
+      SoftmaxCrossEntropy, op_costs::CrossEntropy(s.rows, s.vocab, sizeof(T), dlogits != nullptr),
+      loss, row_losses, dlogits, logits, targets, s, o));
 }
 
 template <typename T>
@@ -308,14 +305,9 @@ Status SoftmaxCrossEntropyGradSlice(Stream& stream, T* dlogits, const T* logits,
   const char* op = "SoftmaxCrossEntropyGradSlice";
   TF_RETURN_IF_ERROR(ValidateCrossEntropySlice(op, s, col_begin, full_vocab));
   TF_RETURN_IF_ERROR(CheckSlicePointers(op, dlogits, logits, row_lse, targets));
-  return stream.Launch(
-      {"SoftmaxCrossEntropyGradSlice", op_costs::CrossEntropyGradSlice(s.rows, s.vocab, sizeof(T)),
-       [=] {
-         return SoftmaxCrossEntropyGradSliceCpu(dlogits, logits, row_lse, targets, s, col_begin,
-                                                full_vocab, o);
-       },
-       TF_CUDA_KERNEL(SoftmaxCrossEntropyGradSliceCuda(cuda_stream, dlogits, logits, row_lse,
-                                                       targets, s, col_begin, full_vocab, o))});
+  return stream.Launch(TF_OP_KERNEL(
+      SoftmaxCrossEntropyGradSlice, op_costs::CrossEntropyGradSlice(s.rows, s.vocab, sizeof(T)),
+      dlogits, logits, row_lse, targets, s, col_begin, full_vocab, o));
 }
 
 #define TF_INSTANTIATE_CROSS_ENTROPY(T)                                                            \

@@ -8,7 +8,9 @@
 #include <tbb/partitioner.h>
 
 #include <algorithm>
+#include <initializer_list>
 #include <string>
+#include <utility>
 
 #include "common/half.h"
 #include "kernels/cpu/cpu_rows.h"
@@ -16,7 +18,6 @@
 namespace tierflow {
 namespace {
 
-using ops_internal::CheckNotNull;
 using ops_internal::kRowChunk;
 
 Status CheckTokens(const char* op, const int32_t* tokens, const EmbeddingShape& s) {
@@ -29,6 +30,24 @@ Status CheckTokens(const char* op, const int32_t* tokens, const EmbeddingShape& 
     }
   }
   return Status::Ok();
+}
+
+using NamedPointers = std::initializer_list<std::pair<const char*, const void*>>;
+
+// A forward call's checks, in order: the shape, the named pointers, the tokens.
+Status CheckForwardCall(const char* op, const EmbeddingShape& s, const int32_t* tokens,
+                        NamedPointers ptrs) {
+  TF_RETURN_IF_ERROR(ValidateEmbedding(op, s));
+  TF_RETURN_IF_ERROR(ops_internal::CheckAllNotNull(op, ptrs));
+  return CheckTokens(op, tokens, s);
+}
+
+// A backward call's: the shape and gradient rows, the named pointers, the tokens.
+Status CheckBackwardCall(const char* op, const EmbeddingShape& s, const float* dwte,
+                         const float* dwpe, const int32_t* tokens, NamedPointers ptrs) {
+  TF_RETURN_IF_ERROR(ValidateEmbeddingBackward(op, s, dwte, dwpe));
+  TF_RETURN_IF_ERROR(ops_internal::CheckAllNotNull(op, ptrs));
+  return CheckTokens(op, tokens, s);
 }
 
 // Columns per task in the backward pass: each task owns whole columns of
@@ -73,9 +92,7 @@ Status ValidateEmbeddingBackward(const char* op, const EmbeddingShape& s, const 
 template <typename T>
 Status EmbeddingForwardReference(T* out, const int32_t* tokens, const T* wte, const T* wpe,
                                  const EmbeddingShape& s) {
-  const char* op = "EmbeddingForwardReference";
-  TF_RETURN_IF_ERROR(ValidateEmbedding(op, s));
-  TF_RETURN_IF_ERROR(CheckTokens(op, tokens, s));
+  TF_RETURN_IF_ERROR(CheckForwardCall("EmbeddingForwardReference", s, tokens, {}));
   const int64_t C = s.channels;
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t t = 0; t < s.seq_len; ++t) {
@@ -94,9 +111,7 @@ Status EmbeddingForwardReference(T* out, const int32_t* tokens, const T* wte, co
 template <typename T>
 Status EmbeddingBackwardReference(float* dwte, float* dwpe, const T* dout, const int32_t* tokens,
                                   const EmbeddingShape& s) {
-  const char* op = "EmbeddingBackwardReference";
-  TF_RETURN_IF_ERROR(ValidateEmbeddingBackward(op, s, dwte, dwpe));
-  TF_RETURN_IF_ERROR(CheckTokens(op, tokens, s));
+  TF_RETURN_IF_ERROR(CheckBackwardCall("EmbeddingBackwardReference", s, dwte, dwpe, tokens, {}));
   const int64_t C = s.channels, begin = s.grad_row_begin, end = s.grad_row_end();
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t t = 0; t < s.seq_len; ++t) {
@@ -118,11 +133,8 @@ Status EmbeddingBackwardReference(float* dwte, float* dwpe, const T* dout, const
 template <typename T>
 Status EmbeddingForwardCpu(T* out, const int32_t* tokens, const T* wte, const T* wpe,
                            const EmbeddingShape& s) {
-  const char* op = "EmbeddingForwardCpu";
-  TF_RETURN_IF_ERROR(ValidateEmbedding(op, s));
-  TF_RETURN_IF_ERROR(CheckNotNull(op, "out", out));
-  TF_RETURN_IF_ERROR(CheckNotNull(op, "wte", wte));
-  TF_RETURN_IF_ERROR(CheckTokens(op, tokens, s));
+  TF_RETURN_IF_ERROR(
+      CheckForwardCall("EmbeddingForwardCpu", s, tokens, {{"out", out}, {"wte", wte}}));
   const int64_t C = s.channels, rows = s.batch * s.seq_len;
   tbb::parallel_for(
       tbb::blocked_range<int64_t>(0, rows, kRowChunk),
@@ -145,10 +157,8 @@ Status EmbeddingForwardCpu(T* out, const int32_t* tokens, const T* wte, const T*
 template <typename T>
 Status EmbeddingBackwardCpu(float* dwte, float* dwpe, const T* dout, const int32_t* tokens,
                             const EmbeddingShape& s) {
-  const char* op = "EmbeddingBackwardCpu";
-  TF_RETURN_IF_ERROR(ValidateEmbeddingBackward(op, s, dwte, dwpe));
-  TF_RETURN_IF_ERROR(CheckNotNull(op, "dout", dout));
-  TF_RETURN_IF_ERROR(CheckTokens(op, tokens, s));
+  TF_RETURN_IF_ERROR(
+      CheckBackwardCall("EmbeddingBackwardCpu", s, dwte, dwpe, tokens, {{"dout", dout}}));
   const int64_t C = s.channels, rows = s.batch * s.seq_len;
   const int64_t begin = s.grad_row_begin, end = s.grad_row_end();
   tbb::parallel_for(
@@ -184,22 +194,20 @@ template <typename T>
 Status EmbeddingForward(Stream& stream, T* out, const int32_t* tokens, const T* wte, const T* wpe,
                         const EmbeddingShape& s) {
   TF_RETURN_IF_ERROR(ValidateEmbedding("EmbeddingForward", s));
-  return stream.Launch(
-      {"EmbeddingForward",
-       op_costs::EmbeddingForward(s.batch * s.seq_len, s.channels, sizeof(T), wpe != nullptr),
-       [=] { return EmbeddingForwardCpu(out, tokens, wte, wpe, s); },
-       TF_CUDA_KERNEL(EmbeddingForwardCuda(cuda_stream, out, tokens, wte, wpe, s))});
+  return stream.Launch(TF_OP_KERNEL(
+      EmbeddingForward,
+      op_costs::EmbeddingForward(s.batch * s.seq_len, s.channels, sizeof(T), wpe != nullptr), out,
+      tokens, wte, wpe, s));
 }
 
 template <typename T>
 Status EmbeddingBackward(Stream& stream, float* dwte, float* dwpe, const T* dout,
                          const int32_t* tokens, const EmbeddingShape& s) {
   TF_RETURN_IF_ERROR(ValidateEmbeddingBackward("EmbeddingBackward", s, dwte, dwpe));
-  return stream.Launch(
-      {"EmbeddingBackward",
-       op_costs::EmbeddingBackward(s.batch * s.seq_len, s.channels, sizeof(T), dwpe != nullptr),
-       [=] { return EmbeddingBackwardCpu(dwte, dwpe, dout, tokens, s); },
-       TF_CUDA_KERNEL(EmbeddingBackwardCuda(cuda_stream, dwte, dwpe, dout, tokens, s))});
+  return stream.Launch(TF_OP_KERNEL(
+      EmbeddingBackward,
+      op_costs::EmbeddingBackward(s.batch * s.seq_len, s.channels, sizeof(T), dwpe != nullptr),
+      dwte, dwpe, dout, tokens, s));
 }
 
 #define TF_INSTANTIATE_EMBEDDING(T)                                                       \

@@ -146,13 +146,10 @@ template <typename T>
 Status LayerNormForward(Stream& stream, T* out, float* mean, float* rstd, const T* inp,
                         const T* weight, const T* bias, const NormShape& s, float eps) {
   TF_RETURN_IF_ERROR(ValidateNorm("LayerNormForward", s));
-  return stream.Launch(
-      {"LayerNormForward",
-       op_costs::NormForward(s.rows, s.channels, sizeof(T), 8,
-                             (mean != nullptr) + (rstd != nullptr)),
-       [=] { return LayerNormForwardCpu(out, mean, rstd, inp, weight, bias, s, eps); },
-       TF_CUDA_KERNEL(
-           LayerNormForwardCuda(cuda_stream, out, mean, rstd, inp, weight, bias, s, eps))});
+  return stream.Launch(TF_OP_KERNEL(LayerNormForward,
+                                    op_costs::NormForward(s.rows, s.channels, sizeof(T), 8,
+                                                          (mean != nullptr) + (rstd != nullptr)),
+                                    out, mean, rstd, inp, weight, bias, s, eps));
 }
 
 template <typename T>
@@ -160,11 +157,9 @@ Status LayerNormBackward(Stream& stream, T* dinp, float* dweight, float* dbias, 
                          const T* inp, const T* weight, const float* mean, const float* rstd,
                          const NormShape& s) {
   TF_RETURN_IF_ERROR(ValidateNorm("LayerNormBackward", s));
-  return stream.Launch(
-      {"LayerNormBackward", op_costs::NormBackward(s.rows, s.channels, sizeof(T), 14, 2),
-       [=] { return LayerNormBackwardCpu(dinp, dweight, dbias, dout, inp, weight, mean, rstd, s); },
-       TF_CUDA_KERNEL(LayerNormBackwardCuda(cuda_stream, dinp, dweight, dbias, dout, inp, weight,
-                                            mean, rstd, s))});
+  return stream.Launch(TF_OP_KERNEL(LayerNormBackward,
+                                    op_costs::NormBackward(s.rows, s.channels, sizeof(T), 14, 2),
+                                    dinp, dweight, dbias, dout, inp, weight, mean, rstd, s));
 }
 
 #define TF_INSTANTIATE_LAYERNORM(T)                                                               \

@@ -3,7 +3,9 @@
 // the fast CPU path (on a stream, a cast is Stream::Cast, the device's).
 #include "kernels/pointwise.h"
 
+#include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/half.h"
@@ -18,9 +20,11 @@ using ops_internal::FloatArray;
 constexpr int64_t kElementChunk = 4096;
 constexpr int64_t kBiasRowChunk = 64;
 
-Status CheckRowsChannels(const char* op, int64_t rows, int64_t channels) {
-  TF_RETURN_IF_ERROR(ops_internal::CheckPositive(op, "rows", rows));
-  return ops_internal::CheckPositive(op, "channels", channels);
+// rows, channels > 0, and each named pointer non-null.
+Status CheckRowsChannels(const char* op, int64_t rows, int64_t channels,
+                         std::initializer_list<std::pair<const char*, const void*>> ptrs = {}) {
+  TF_RETURN_IF_ERROR(ops_internal::CheckAllPositive(op, {{"rows", rows}, {"channels", channels}}));
+  return ops_internal::CheckAllNotNull(op, ptrs);
 }
 
 }  // namespace
@@ -68,9 +72,7 @@ template <typename T>
 Status ResidualForwardCpu(T* out, const T* a, const T* b, int64_t n) {
   const char* op = "ResidualForwardCpu";
   TF_RETURN_IF_ERROR(ops_internal::CheckPositive(op, "n", n));
-  TF_RETURN_IF_ERROR(ops_internal::CheckNotNull(op, "out", out));
-  TF_RETURN_IF_ERROR(ops_internal::CheckNotNull(op, "a", a));
-  TF_RETURN_IF_ERROR(ops_internal::CheckNotNull(op, "b", b));
+  TF_RETURN_IF_ERROR(ops_internal::CheckAllNotNull(op, {{"out", out}, {"a", a}, {"b", b}}));
   ops_internal::ForEachChunk(n, kElementChunk, [&](int64_t, int64_t i0, int64_t i1) {
     FloatArray x(i1 - i0), y(i1 - i0);
     ops_internal::WidenRow(a + i0, i1 - i0, x.data());
@@ -83,10 +85,8 @@ Status ResidualForwardCpu(T* out, const T* a, const T* b, int64_t n) {
 
 template <typename T>
 Status BiasAddForwardCpu(T* out, const T* bias, int64_t rows, int64_t channels) {
-  const char* op = "BiasAddForwardCpu";
-  TF_RETURN_IF_ERROR(CheckRowsChannels(op, rows, channels));
-  TF_RETURN_IF_ERROR(ops_internal::CheckNotNull(op, "out", out));
-  TF_RETURN_IF_ERROR(ops_internal::CheckNotNull(op, "bias", bias));
+  TF_RETURN_IF_ERROR(
+      CheckRowsChannels("BiasAddForwardCpu", rows, channels, {{"out", out}, {"bias", bias}}));
   FloatArray bias_f(channels);
   ops_internal::WidenRow(bias, channels, bias_f.data());
   ops_internal::ForEachChunk(rows, ops_internal::kRowChunk, [&](int64_t, int64_t r0, int64_t r1) {
@@ -102,10 +102,8 @@ Status BiasAddForwardCpu(T* out, const T* bias, int64_t rows, int64_t channels) 
 
 template <typename T>
 Status BiasBackwardCpu(float* dbias, const T* dout, int64_t rows, int64_t channels) {
-  const char* op = "BiasBackwardCpu";
-  TF_RETURN_IF_ERROR(CheckRowsChannels(op, rows, channels));
-  TF_RETURN_IF_ERROR(ops_internal::CheckNotNull(op, "dbias", dbias));
-  TF_RETURN_IF_ERROR(ops_internal::CheckNotNull(op, "dout", dout));
+  TF_RETURN_IF_ERROR(
+      CheckRowsChannels("BiasBackwardCpu", rows, channels, {{"dbias", dbias}, {"dout", dout}}));
   const int64_t num_chunks = (rows + kBiasRowChunk - 1) / kBiasRowChunk;
   std::vector<float> partials(num_chunks * channels);
   ops_internal::ForEachChunk(rows, kBiasRowChunk, [&](int64_t k, int64_t r0, int64_t r1) {
@@ -124,8 +122,7 @@ Status BiasBackwardCpu(float* dbias, const T* dout, int64_t rows, int64_t channe
 Status CastCpu(DType from, const void* src, DType to, void* dst, int64_t n) {
   const char* op = "CastCpu";
   TF_RETURN_IF_ERROR(ops_internal::CheckPositive(op, "n", n));
-  TF_RETURN_IF_ERROR(ops_internal::CheckNotNull(op, "src", src));
-  TF_RETURN_IF_ERROR(ops_internal::CheckNotNull(op, "dst", dst));
+  TF_RETURN_IF_ERROR(ops_internal::CheckAllNotNull(op, {{"src", src}, {"dst", dst}}));
   const size_t from_size = DTypeSize(from), to_size = DTypeSize(to);
   ops_internal::ForEachChunk(n, kElementChunk, [&](int64_t, int64_t i0, int64_t i1) {
     ConvertBuffer(from, static_cast<const char*>(src) + i0 * from_size, to,
@@ -138,28 +135,23 @@ Status CastCpu(DType from, const void* src, DType to, void* dst, int64_t n) {
 
 template <typename T>
 Status ResidualForward(Stream& stream, T* out, const T* a, const T* b, int64_t n) {
-  TF_RETURN_IF_ERROR(ops_internal::CheckPositive("ResidualForward", "n", n));
-  return stream.Launch({"ResidualForward", op_costs::Elementwise(n, sizeof(T), 2, 1, 1),
-                        [=] { return ResidualForwardCpu(out, a, b, n); },
-                        TF_CUDA_KERNEL(ResidualForwardCuda(cuda_stream, out, a, b, n))});
+  return ops_internal::LaunchElementwise(
+      stream, n,
+      TF_OP_KERNEL(ResidualForward, op_costs::Elementwise(n, sizeof(T), 2, 1, 1), out, a, b, n));
 }
 
 template <typename T>
 Status BiasAddForward(Stream& stream, T* out, const T* bias, int64_t rows, int64_t channels) {
   TF_RETURN_IF_ERROR(CheckRowsChannels("BiasAddForward", rows, channels));
-  return stream.Launch(
-      {"BiasAddForward", op_costs::BiasAdd(rows, channels, sizeof(T)),
-       [=] { return BiasAddForwardCpu(out, bias, rows, channels); },
-       TF_CUDA_KERNEL(BiasAddForwardCuda(cuda_stream, out, bias, rows, channels))});
+  return stream.Launch(TF_OP_KERNEL(BiasAddForward, op_costs::BiasAdd(rows, channels, sizeof(T)),
+                                    out, bias, rows, channels));
 }
 
 template <typename T>
 Status BiasBackward(Stream& stream, float* dbias, const T* dout, int64_t rows, int64_t channels) {
   TF_RETURN_IF_ERROR(CheckRowsChannels("BiasBackward", rows, channels));
-  return stream.Launch(
-      {"BiasBackward", op_costs::BiasBackward(rows, channels, sizeof(T)),
-       [=] { return BiasBackwardCpu(dbias, dout, rows, channels); },
-       TF_CUDA_KERNEL(BiasBackwardCuda(cuda_stream, dbias, dout, rows, channels))});
+  return stream.Launch(TF_OP_KERNEL(BiasBackward, op_costs::BiasBackward(rows, channels, sizeof(T)),
+                                    dbias, dout, rows, channels));
 }
 
 #define TF_INSTANTIATE_POINTWISE(T)                                             \

@@ -116,21 +116,18 @@ Status RmsNormForward(Stream& stream, T* out, float* rstd, const T* inp, const T
                       const NormShape& s, float eps) {
   TF_RETURN_IF_ERROR(ValidateNorm("RmsNormForward", s));
   return stream.Launch(
-      {"RmsNormForward",
-       op_costs::NormForward(s.rows, s.channels, sizeof(T), 4, rstd != nullptr ? 1 : 0),
-       [=] { return RmsNormForwardCpu(out, rstd, inp, weight, s, eps); },
-       TF_CUDA_KERNEL(RmsNormForwardCuda(cuda_stream, out, rstd, inp, weight, s, eps))});
+      TF_OP_KERNEL(RmsNormForward,
+                   op_costs::NormForward(s.rows, s.channels, sizeof(T), 4, rstd != nullptr ? 1 : 0),
+                   out, rstd, inp, weight, s, eps));
 }
 
 template <typename T>
 Status RmsNormBackward(Stream& stream, T* dinp, float* dweight, const T* dout, const T* inp,
                        const T* weight, const float* rstd, const NormShape& s) {
   TF_RETURN_IF_ERROR(ValidateNorm("RmsNormBackward", s));
-  return stream.Launch(
-      {"RmsNormBackward", op_costs::NormBackward(s.rows, s.channels, sizeof(T), 8, 1),
-       [=] { return RmsNormBackwardCpu(dinp, dweight, dout, inp, weight, rstd, s); },
-       TF_CUDA_KERNEL(
-           RmsNormBackwardCuda(cuda_stream, dinp, dweight, dout, inp, weight, rstd, s))});
+  return stream.Launch(TF_OP_KERNEL(RmsNormBackward,
+                                    op_costs::NormBackward(s.rows, s.channels, sizeof(T), 8, 1),
+                                    dinp, dweight, dout, inp, weight, rstd, s));
 }
 
 #define TF_INSTANTIATE_RMSNORM(T)                                                                \

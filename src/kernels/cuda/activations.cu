@@ -8,12 +8,11 @@ namespace {
 using cuda_ops::Load;
 using cuda_ops::Store;
 
-constexpr int kThreads = 256;
 constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2 / pi)
 constexpr float kGeluCube = 0.044715f;
 
 template <typename T>
-static __global__ void __launch_bounds__(kThreads)
+static __global__ void __launch_bounds__(cuda_ops::kGridStrideThreads)
     GeluForwardKernel(T* out, const T* inp, int64_t n) {
   TF_GRID_STRIDE(i, n) {
     const float x = Load(inp + i);
@@ -22,7 +21,7 @@ static __global__ void __launch_bounds__(kThreads)
 }
 
 template <typename T>
-static __global__ void __launch_bounds__(kThreads)
+static __global__ void __launch_bounds__(cuda_ops::kGridStrideThreads)
     GeluBackwardKernel(T* dinp, const T* inp, const T* dout, int64_t n) {
   TF_GRID_STRIDE(i, n) {
     const float x = Load(inp + i);
@@ -34,7 +33,7 @@ static __global__ void __launch_bounds__(kThreads)
 }
 
 template <typename T>
-static __global__ void __launch_bounds__(kThreads)
+static __global__ void __launch_bounds__(cuda_ops::kGridStrideThreads)
     SwiGluForwardKernel(T* out, const T* gate, const T* up, int64_t n) {
   TF_GRID_STRIDE(i, n) {
     const float g = Load(gate + i);
@@ -43,7 +42,7 @@ static __global__ void __launch_bounds__(kThreads)
 }
 
 template <typename T>
-static __global__ void __launch_bounds__(kThreads)
+static __global__ void __launch_bounds__(cuda_ops::kGridStrideThreads)
     SwiGluBackwardKernel(T* dgate, T* dup, const T* dout, const T* gate, const T* up, int64_t n) {
   TF_GRID_STRIDE(i, n) {
     const float g = Load(gate + i), u = Load(up + i), d = Load(dout + i);
@@ -58,31 +57,30 @@ static __global__ void __launch_bounds__(kThreads)
 template <typename T>
 Status GeluForwardCuda(cudaStream_t stream, T* out, const T* inp, int64_t n) {
   TF_RETURN_IF_ERROR(ops_internal::CheckPositive("GeluForwardCuda", "n", n));
-  GeluForwardKernel<<<cuda_ops::GridFor(n, kThreads), kThreads, 0, stream>>>(out, inp, n);
-  return cuda_ops::CheckLaunch("GeluForwardKernel");
+  return cuda_ops::LaunchGridStride(stream, n, "GeluForwardKernel", GeluForwardKernel<T>, out, inp,
+                                    n);
 }
 
 template <typename T>
 Status GeluBackwardCuda(cudaStream_t stream, T* dinp, const T* inp, const T* dout, int64_t n) {
   TF_RETURN_IF_ERROR(ops_internal::CheckPositive("GeluBackwardCuda", "n", n));
-  GeluBackwardKernel<<<cuda_ops::GridFor(n, kThreads), kThreads, 0, stream>>>(dinp, inp, dout, n);
-  return cuda_ops::CheckLaunch("GeluBackwardKernel");
+  return cuda_ops::LaunchGridStride(stream, n, "GeluBackwardKernel", GeluBackwardKernel<T>, dinp,
+                                    inp, dout, n);
 }
 
 template <typename T>
 Status SwiGluForwardCuda(cudaStream_t stream, T* out, const T* gate, const T* up, int64_t n) {
   TF_RETURN_IF_ERROR(ops_internal::CheckPositive("SwiGluForwardCuda", "n", n));
-  SwiGluForwardKernel<<<cuda_ops::GridFor(n, kThreads), kThreads, 0, stream>>>(out, gate, up, n);
-  return cuda_ops::CheckLaunch("SwiGluForwardKernel");
+  return cuda_ops::LaunchGridStride(stream, n, "SwiGluForwardKernel", SwiGluForwardKernel<T>, out,
+                                    gate, up, n);
 }
 
 template <typename T>
 Status SwiGluBackwardCuda(cudaStream_t stream, T* dgate, T* dup, const T* dout, const T* gate,
                           const T* up, int64_t n) {
   TF_RETURN_IF_ERROR(ops_internal::CheckPositive("SwiGluBackwardCuda", "n", n));
-  SwiGluBackwardKernel<<<cuda_ops::GridFor(n, kThreads), kThreads, 0, stream>>>(dgate, dup, dout,
-                                                                                gate, up, n);
-  return cuda_ops::CheckLaunch("SwiGluBackwardKernel");
+  return cuda_ops::LaunchGridStride(stream, n, "SwiGluBackwardKernel", SwiGluBackwardKernel<T>,
+                                    dgate, dup, dout, gate, up, n);
 }
 
 #define TF_INSTANTIATE_ACTIVATIONS_CUDA(T)                                                  \

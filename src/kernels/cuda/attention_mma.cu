@@ -23,8 +23,10 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <array>
 #include <climits>
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 #include "kernels/cuda/cuda_ops_common.cuh"
@@ -40,6 +42,31 @@ constexpr int kRows = 64;      // rows a block owns: 16 per warp
 constexpr int kPad = 8;        // elements of padding per shared-memory row
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
+constexpr int kForwardKeys = 64;   // forward: key rows per tile
+constexpr int kBackwardTile = 32;  // dq: key rows per tile; dk/dv: query rows per tile
+
+// A kernel's dynamic shared memory: tiles of kTileRows rows of HS 16-bit
+// elements (pitch HS + kPad), one after another. The launch asks for kBytes;
+// the kernel takes the tiles' starts from Carve().
+template <int HS, int... kTileRows>
+struct SharedTiles {
+  static constexpr int kPitch = HS + kPad;
+  static constexpr size_t kBytes = (size_t{0} + ... + kTileRows) * kPitch * sizeof(uint16_t);
+  static __device__ __forceinline__ std::array<uint16_t*, sizeof...(kTileRows)> Carve() {
+    extern __shared__ __align__(16) uint16_t smem[];
+    std::array<uint16_t*, sizeof...(kTileRows)> tiles{};
+    uint16_t* next = smem;
+    size_t i = 0;
+    ((tiles[i++] = next, next += kTileRows * kPitch), ...);
+    return tiles;
+  }
+};
+template <int HS>
+using ForwardTiles = SharedTiles<HS, kRows, kForwardKeys, kForwardKeys>;  // q, k, v
+template <int HS>
+using DqTiles = SharedTiles<HS, kRows, kRows, kBackwardTile, kBackwardTile>;  // q, dout, k, v
+template <int HS>
+using DkvTiles = SharedTiles<HS, kRows, kRows, kBackwardTile, kBackwardTile>;  // k, v, q, dout
 
 struct Dims {
   int64_t T, NH, NKV, qs, kvs;
@@ -51,46 +78,44 @@ __device__ __forceinline__ int64_t FirstKey(const Dims& d, int64_t b, int64_t i)
   return d.seq_start != nullptr && i < d.T ? d.seq_start[b * d.T + i] : 0;
 }
 
-template <typename T>
-struct Mma;
+// c += a b on the tensor cores: mma.sync m16n8k16, fp32 accumulate, inputs of
+// PTX type `type` ("bf16" or "f16"). A macro: asm takes only a string literal.
+#define TF_MMA_M16N8K16(type, c, a, b0, b1)                          \
+  asm("mma.sync.aligned.m16n8k16.row.col.f32." type "." type         \
+      ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n" \
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])               \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
 
-template <>
-struct Mma<bf16> {
+// The tensor-core product and the packing of two fp32 values into a register
+// of T pairs, for T = bf16 or fp16.
+template <typename T>
+struct Mma {
+  static_assert(std::is_same_v<T, bf16> || std::is_same_v<T, fp16>);
+  static constexpr bool kBf16 = std::is_same_v<T, bf16>;
   static __device__ __forceinline__ void Run(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
                                              uint32_t b1) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    if constexpr (kBf16) {
+      TF_MMA_M16N8K16("bf16", c, a, b0, b1);
+    } else {
+      TF_MMA_M16N8K16("f16", c, a, b0, b1);
+    }
 #else
     __trap();  // AttentionMmaApplies refuses GPUs before sm_80
 #endif
   }
   static __device__ __forceinline__ uint32_t Pack(float lo, float hi) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
+    if constexpr (kBf16) {
+      __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+      return *reinterpret_cast<uint32_t*>(&v);
+    } else {
+      __half2 v = __floats2half2_rn(lo, hi);
+      return *reinterpret_cast<uint32_t*>(&v);
+    }
   }
 };
 
-template <>
-struct Mma<fp16> {
-  static __device__ __forceinline__ void Run(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                             uint32_t b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#else
-    __trap();
-#endif
-  }
-  static __device__ __forceinline__ uint32_t Pack(float lo, float hi) {
-    __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  }
-};
+#undef TF_MMA_M16N8K16
 
 // Stages rows [row0, row0 + kN) of head `head` of x (token stride `stride`
 // elements, batch b) into tile (pitch HS + kPad), 16 bytes per thread and
@@ -227,6 +252,20 @@ struct QueryRows {
   // Key j is in row_a's (row_b's) causal window within its sample.
   __device__ bool SeesA(int64_t j) const { return row_a < T && j <= row_a && j >= first_a; }
   __device__ bool SeesB(int64_t j) const { return row_b < T && j <= row_b && j >= first_b; }
+  // f(nt, e, sees_a, sees_b) for each element pair of the thread's score
+  // fragments s[kNT][4] over key tile j0: s[nt][e] (row_a) and s[nt][2 + e]
+  // (row_b) hold key j0 + nt * 8 + 2 t + e, seen by row_a / row_b or not.
+  template <int kNT, typename F>
+  __device__ __forceinline__ void ForEachScore(int64_t j0, int t, const F& f) const {
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int64_t j = j0 + nt * 8 + 2 * t + e;
+        f(nt, e, SeesA(j), SeesB(j));
+      }
+    }
+  }
 };
 
 // The calling thread's place in a forward or dq block: its warp, the
@@ -309,11 +348,8 @@ template <typename T, int HS>
 __global__ void __launch_bounds__(kThreads, 1)
     ForwardKernel(T* out, float* lse, const T* q, const T* k, const T* v, Dims d) {
   constexpr int kPitch = HS + kPad, kKT = HS / 16, kDT = HS / 8;
-  constexpr int kKeys = 64, kNT = kKeys / 8;
-  extern __shared__ __align__(16) uint16_t smem[];
-  uint16_t* q_s = smem;                  // (64, pitch)
-  uint16_t* k_s = q_s + kRows * kPitch;  // (64, pitch)
-  uint16_t* v_s = k_s + kKeys * kPitch;  // (64, pitch)
+  constexpr int kKeys = kForwardKeys, kNT = kKeys / 8;
+  const auto [q_s, k_s, v_s] = ForwardTiles<HS>::Carve();
   __shared__ int first_slot;
   const auto [warp, g, t, q0, b, h, grp] = ThisQueryBlockThread(d);
   const QueryRows rows(d, b, q0, warp, g, &first_slot);
@@ -337,18 +373,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     ZeroFragments(s);
     AddTimesRowsT<T, kPitch>(s, qa, k_s, g, t);
     float mx_a = -INFINITY, mx_b = -INFINITY;
-#pragma unroll
-    for (int nt = 0; nt < kNT; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int64_t j = j0 + nt * 8 + 2 * t + e;
-        const bool ok_a = rows.SeesA(j), ok_b = rows.SeesB(j);
-        s[nt][e] = ok_a ? s[nt][e] * scale_log2 : -INFINITY;
-        s[nt][2 + e] = ok_b ? s[nt][2 + e] * scale_log2 : -INFINITY;
-        mx_a = fmaxf(mx_a, s[nt][e]);
-        mx_b = fmaxf(mx_b, s[nt][2 + e]);
-      }
-    }
+    rows.ForEachScore<kNT>(j0, t, [&](int nt, int e, bool ok_a, bool ok_b) {
+      s[nt][e] = ok_a ? s[nt][e] * scale_log2 : -INFINITY;
+      s[nt][2 + e] = ok_b ? s[nt][2 + e] * scale_log2 : -INFINITY;
+      mx_a = fmaxf(mx_a, s[nt][e]);
+      mx_b = fmaxf(mx_b, s[nt][2 + e]);
+    });
     const float new_a = fmaxf(m_a, GroupMax(mx_a)), new_b = fmaxf(m_b, GroupMax(mx_b));
     // A row with no key yet keeps zeros (exp2(-inf) = 0) and no NaN.
     const float base_a = new_a == -INFINITY ? 0.0f : new_a;
@@ -419,12 +449,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     BackwardDqKernel(T* dq, const T* dout, const T* q, const T* k, const T* v, const T* out,
                      const float* lse, Dims d) {
   constexpr int kPitch = HS + kPad, kKT = HS / 16, kDT = HS / 8;
-  constexpr int kKeys = 32, kNT = kKeys / 8;
-  extern __shared__ __align__(16) uint16_t smem[];
-  uint16_t* q_s = smem;                   // (64, pitch)
-  uint16_t* do_s = q_s + kRows * kPitch;  // (64, pitch)
-  uint16_t* k_s = do_s + kRows * kPitch;  // (32, pitch)
-  uint16_t* v_s = k_s + kKeys * kPitch;   // (32, pitch)
+  constexpr int kKeys = kBackwardTile, kNT = kKeys / 8;
+  const auto [q_s, do_s, k_s, v_s] = DqTiles<HS>::Carve();
   __shared__ float d_s[kRows], lse_s[kRows];
   __shared__ int first_slot;
   const auto [warp, g, t, q0, b, h, grp] = ThisQueryBlockThread(d);
@@ -456,18 +482,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     AddTimesRowsT<T, kPitch>(s, qa, k_s, g, t);
     AddTimesRowsT<T, kPitch>(dp, da, v_s, g, t);
     // dS = P (dP - D), P = exp(s * scale - lse); held in s.
-#pragma unroll
-    for (int nt = 0; nt < kNT; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int64_t j = j0 + nt * 8 + 2 * t + e;
-        const bool ok_a = rows.SeesA(j), ok_b = rows.SeesB(j);
-        const float p_a = ok_a ? exp2f(s[nt][e] * scale_log2 - lse_a) : 0.0f;
-        const float p_b = ok_b ? exp2f(s[nt][2 + e] * scale_log2 - lse_b) : 0.0f;
-        s[nt][e] = p_a * (dp[nt][e] - dd_a);
-        s[nt][2 + e] = p_b * (dp[nt][2 + e] - dd_b);
-      }
-    }
+    rows.ForEachScore<kNT>(j0, t, [&](int nt, int e, bool ok_a, bool ok_b) {
+      const float p_a = ok_a ? exp2f(s[nt][e] * scale_log2 - lse_a) : 0.0f;
+      const float p_b = ok_b ? exp2f(s[nt][2 + e] * scale_log2 - lse_b) : 0.0f;
+      s[nt][e] = p_a * (dp[nt][e] - dd_a);
+      s[nt][2 + e] = p_b * (dp[nt][2 + e] - dd_b);
+    });
     AddProductTimesTile<T, kPitch, kKeys>(acc, s, k_s, g, t);
   }
   StoreRows<T, HS>(dq + (b * d.T + rows.row_a) * d.qs + h * HS,
@@ -482,12 +502,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     BackwardDkvKernel(T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const T* out,
                       const float* lse, Dims d) {
   constexpr int kPitch = HS + kPad, kKT = HS / 16, kDT = HS / 8;
-  constexpr int kQueries = 32, kNT = kQueries / 8;
-  extern __shared__ __align__(16) uint16_t smem[];
-  uint16_t* k_s = smem;                      // (64, pitch)
-  uint16_t* v_s = k_s + kRows * kPitch;      // (64, pitch)
-  uint16_t* q_s = v_s + kRows * kPitch;      // (32, pitch)
-  uint16_t* do_s = q_s + kQueries * kPitch;  // (32, pitch)
+  constexpr int kQueries = kBackwardTile, kNT = kQueries / 8;
+  const auto [k_s, v_s, q_s, do_s] = DkvTiles<HS>::Carve();
   __shared__ float d_s[kQueries], lse_s[kQueries];
   __shared__ int first_s[kQueries];
   __shared__ int tile_first;
@@ -581,48 +597,41 @@ Dims MakeDims(const AttentionShape& s) {
               s.seq_start};
 }
 
-template <int HS>
-constexpr size_t TileBytes(int rows) {
-  return static_cast<size_t>(rows) * (HS + kPad) * sizeof(uint16_t);
-}
-
-template <typename Kernel>
-Status PrepareLaunch(Kernel kernel, size_t smem_bytes) {
-  if (smem_bytes <= 48 * 1024) return Status::Ok();
-  TF_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               static_cast<int>(smem_bytes)));
-  return Status::Ok();
-}
-
-dim3 Grid(int64_t rows, int64_t heads, int64_t batch) {
-  return dim3(static_cast<unsigned int>((rows + kRows - 1) / kRows),
-              static_cast<unsigned int>(heads), static_cast<unsigned int>(batch));
+// Launches `kernel` with a block per kRows rows of each head and sample and
+// smem_bytes of dynamic shared memory (allowing it past 48 KiB first), and
+// checks the launch, naming `what`.
+template <typename... Params, typename... Args>
+Status LaunchTiles(cudaStream_t stream, int64_t rows, int64_t heads, int64_t batch,
+                   size_t smem_bytes, const char* what, void (*kernel)(Params...),
+                   const Args&... args) {
+  if (smem_bytes > 48 * 1024) {
+    TF_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
+        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes)));
+  }
+  const dim3 grid(static_cast<unsigned int>((rows + kRows - 1) / kRows),
+                  static_cast<unsigned int>(heads), static_cast<unsigned int>(batch));
+  kernel<<<grid, kThreads, smem_bytes, stream>>>(args...);
+  return cuda_ops::CheckLaunch(what);
 }
 
 template <typename T, int HS>
 Status Forward(cudaStream_t stream, T* out, float* lse, const T* q, const T* k, const T* v,
                const AttentionShape& s) {
-  const size_t smem = TileBytes<HS>(kRows) * 3;
-  TF_RETURN_IF_ERROR(PrepareLaunch(ForwardKernel<T, HS>, smem));
-  ForwardKernel<T, HS><<<Grid(s.seq_len, s.heads, s.batch), kThreads, smem, stream>>>(
-      out, lse, q, k, v, MakeDims(s));
-  return cuda_ops::CheckLaunch("attention ForwardKernel (tensor cores)");
+  return LaunchTiles(stream, s.seq_len, s.heads, s.batch, ForwardTiles<HS>::kBytes,
+                     "attention ForwardKernel (tensor cores)", ForwardKernel<T, HS>, out, lse, q, k,
+                     v, MakeDims(s));
 }
 
 template <typename T, int HS>
 Status Backward(cudaStream_t stream, T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k,
                 const T* v, const T* out, const float* lse, const AttentionShape& s) {
   const Dims d = MakeDims(s);
-  const size_t dq_smem = TileBytes<HS>(kRows) * 2 + TileBytes<HS>(32) * 2;
-  TF_RETURN_IF_ERROR(PrepareLaunch(BackwardDqKernel<T, HS>, dq_smem));
-  BackwardDqKernel<T, HS><<<Grid(s.seq_len, s.heads, s.batch), kThreads, dq_smem, stream>>>(
-      dq, dout, q, k, v, out, lse, d);
-  TF_RETURN_IF_ERROR(cuda_ops::CheckLaunch("attention BackwardDqKernel (tensor cores)"));
-  const size_t kv_smem = TileBytes<HS>(kRows) * 2 + TileBytes<HS>(32) * 2;
-  TF_RETURN_IF_ERROR(PrepareLaunch(BackwardDkvKernel<T, HS>, kv_smem));
-  BackwardDkvKernel<T, HS><<<Grid(s.seq_len, s.kv_heads, s.batch), kThreads, kv_smem, stream>>>(
-      dk, dv, dout, q, k, v, out, lse, d);
-  return cuda_ops::CheckLaunch("attention BackwardDkvKernel (tensor cores)");
+  TF_RETURN_IF_ERROR(LaunchTiles(stream, s.seq_len, s.heads, s.batch, DqTiles<HS>::kBytes,
+                                 "attention BackwardDqKernel (tensor cores)",
+                                 BackwardDqKernel<T, HS>, dq, dout, q, k, v, out, lse, d));
+  return LaunchTiles(stream, s.seq_len, s.kv_heads, s.batch, DkvTiles<HS>::kBytes,
+                     "attention BackwardDkvKernel (tensor cores)", BackwardDkvKernel<T, HS>, dk, dv,
+                     dout, q, k, v, out, lse, d);
 }
 
 // The current device's compute capability major (0 when it cannot be read),
@@ -650,41 +659,44 @@ bool AttentionMmaApplies(const AttentionShape& s, std::initializer_list<const vo
   return ComputeMajor() >= 8;
 }
 
+namespace {
+
+// f(std::integral_constant<int, HS>{}) for the head sizes with kernels; for
+// another, InvalidArgument naming `op`.
+template <typename F>
+Status WithHeadSize(const char* op, int64_t head_size, const F& f) {
+  switch (head_size) {
+    case 32:
+      return f(std::integral_constant<int, 32>{});
+    case 64:
+      return f(std::integral_constant<int, 64>{});
+    case 96:
+      return f(std::integral_constant<int, 96>{});
+    case 128:
+      return f(std::integral_constant<int, 128>{});
+    default:
+      return InvalidArgumentError(std::string(op) + ": head_size " + std::to_string(head_size) +
+                                  " has no tensor-core kernel");
+  }
+}
+
+}  // namespace
+
 template <typename T>
 Status AttentionForwardMma(cudaStream_t stream, T* out, float* lse, const T* q, const T* k,
                            const T* v, const AttentionShape& s) {
-  switch (s.head_size) {
-    case 32:
-      return Forward<T, 32>(stream, out, lse, q, k, v, s);
-    case 64:
-      return Forward<T, 64>(stream, out, lse, q, k, v, s);
-    case 96:
-      return Forward<T, 96>(stream, out, lse, q, k, v, s);
-    case 128:
-      return Forward<T, 128>(stream, out, lse, q, k, v, s);
-    default:
-      return InvalidArgumentError("AttentionForwardMma: head_size " + std::to_string(s.head_size) +
-                                  " has no tensor-core kernel");
-  }
+  return WithHeadSize("AttentionForwardMma", s.head_size, [&](auto hs) {
+    return Forward<T, decltype(hs)::value>(stream, out, lse, q, k, v, s);
+  });
 }
 
 template <typename T>
 Status AttentionBackwardMma(cudaStream_t stream, T* dq, T* dk, T* dv, const T* dout, const T* q,
                             const T* k, const T* v, const T* out, const float* lse,
                             const AttentionShape& s) {
-  switch (s.head_size) {
-    case 32:
-      return Backward<T, 32>(stream, dq, dk, dv, dout, q, k, v, out, lse, s);
-    case 64:
-      return Backward<T, 64>(stream, dq, dk, dv, dout, q, k, v, out, lse, s);
-    case 96:
-      return Backward<T, 96>(stream, dq, dk, dv, dout, q, k, v, out, lse, s);
-    case 128:
-      return Backward<T, 128>(stream, dq, dk, dv, dout, q, k, v, out, lse, s);
-    default:
-      return InvalidArgumentError("AttentionBackwardMma: head_size " + std::to_string(s.head_size) +
-                                  " has no tensor-core kernel");
-  }
+  return WithHeadSize("AttentionBackwardMma", s.head_size, [&](auto hs) {
+    return Backward<T, decltype(hs)::value>(stream, dq, dk, dv, dout, q, k, v, out, lse, s);
+  });
 }
 
 #define TF_INSTANTIATE_ATTENTION_MMA(T)                                                           \

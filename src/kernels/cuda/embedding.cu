@@ -10,11 +10,11 @@ namespace {
 using cuda_ops::Load;
 using cuda_ops::Store;
 
-constexpr int kThreads = 256;
+constexpr int kThreads = 256;  // of the backward kernels (a thread per column)
 constexpr int kVocabSlices = 64;
 
 template <typename T>
-static __global__ void __launch_bounds__(kThreads)
+static __global__ void __launch_bounds__(cuda_ops::kGridStrideThreads)
     EmbeddingForwardKernel(T* out, const int32_t* tokens, const T* wte, const T* wpe, int64_t rows,
                            int64_t T_, int64_t C, int64_t V) {
   const int64_t n = rows * C;
@@ -60,9 +60,9 @@ Status EmbeddingForwardCuda(cudaStream_t stream, T* out, const int32_t* tokens, 
                             const T* wpe, const EmbeddingShape& s) {
   TF_RETURN_IF_ERROR(ValidateEmbedding("EmbeddingForwardCuda", s));
   const int64_t rows = s.batch * s.seq_len;
-  EmbeddingForwardKernel<<<cuda_ops::GridFor(rows * s.channels, kThreads), kThreads, 0, stream>>>(
-      out, tokens, wte, wpe, rows, s.seq_len, s.channels, s.vocab);
-  return cuda_ops::CheckLaunch("EmbeddingForwardKernel");
+  return cuda_ops::LaunchGridStride(stream, rows * s.channels, "EmbeddingForwardKernel",
+                                    EmbeddingForwardKernel<T>, out, tokens, wte, wpe, rows,
+                                    s.seq_len, s.channels, s.vocab);
 }
 
 template <typename T>

@@ -1,22 +1,21 @@
 // LayerNorm on CUDA: one warp per row for the row work (fp32 statistics),
 // a fixed-tree column sum for dweight/dbias (deterministic, no atomics).
-#include "kernels/cuda/cuda_ops_common.cuh"
+#include "kernels/cuda/norm_rows.cuh"
 #include "kernels/layernorm.h"
 
 namespace tierflow {
 namespace {
 
 using cuda_ops::Load;
+using cuda_ops::NormRow;
 using cuda_ops::Store;
 using cuda_ops::WarpSum;
 
-constexpr int kWarpsPerBlock = 8;
-
 template <typename T>
-static __global__ void __launch_bounds__(kWarpsPerBlock * 32)
+static __global__ void __launch_bounds__(cuda_ops::kNormThreads)
     LayerNormForwardKernel(T* out, float* mean, float* rstd, const T* inp, const T* weight,
                            const T* bias, int64_t N, int64_t C, float eps) {
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  const int64_t row = NormRow();
   const int lane = threadIdx.x % 32;
   if (row >= N) return;
   const T* x = inp + row * C;
@@ -39,10 +38,10 @@ static __global__ void __launch_bounds__(kWarpsPerBlock * 32)
 }
 
 template <typename T>
-static __global__ void __launch_bounds__(kWarpsPerBlock * 32)
+static __global__ void __launch_bounds__(cuda_ops::kNormThreads)
     LayerNormBackwardInputKernel(T* dinp, const T* dout, const T* inp, const T* weight,
                                  const float* mean, const float* rstd, int64_t N, int64_t C) {
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  const int64_t row = NormRow();
   const int lane = threadIdx.x % 32;
   if (row >= N) return;
   const T* x = inp + row * C;
@@ -65,40 +64,15 @@ static __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   }
 }
 
-// dweight[c] += sum_r dout[r, c] * (inp[r, c] - mean[r]) * rstd[r].
-template <typename T>
-struct NormTimesGrad {
-  const T* dout;
-  const T* inp;
-  const float* mean;  // nullptr for RMSNorm-style (no centring)
-  const float* rstd;
-  int64_t C;
-  __device__ float operator()(int64_t r, int64_t c) const {
-    const float centre = mean != nullptr ? mean[r] : 0.0f;
-    return Load(dout + r * C + c) * (Load(inp + r * C + c) - centre) * rstd[r];
-  }
-};
-
-template <typename T>
-struct GradOnly {
-  const T* dout;
-  int64_t C;
-  __device__ float operator()(int64_t r, int64_t c) const { return Load(dout + r * C + c); }
-};
-
-unsigned int RowBlocks(int64_t N) {
-  return static_cast<unsigned int>((N + kWarpsPerBlock - 1) / kWarpsPerBlock);
-}
-
 }  // namespace
 
 template <typename T>
 Status LayerNormForwardCuda(cudaStream_t stream, T* out, float* mean, float* rstd, const T* inp,
                             const T* weight, const T* bias, const NormShape& s, float eps) {
   TF_RETURN_IF_ERROR(ValidateNorm("LayerNormForwardCuda", s));
-  LayerNormForwardKernel<<<RowBlocks(s.rows), kWarpsPerBlock * 32, 0, stream>>>(
-      out, mean, rstd, inp, weight, bias, s.rows, s.channels, eps);
-  return cuda_ops::CheckLaunch("LayerNormForwardKernel");
+  return cuda_ops::Launch(stream, cuda_ops::NormBlocks(s.rows), cuda_ops::kNormThreads,
+                          "LayerNormForwardKernel", LayerNormForwardKernel<T>, out, mean, rstd, inp,
+                          weight, bias, s.rows, s.channels, eps);
 }
 
 template <typename T>
@@ -106,14 +80,14 @@ Status LayerNormBackwardCuda(cudaStream_t stream, T* dinp, float* dweight, float
                              const T* dout, const T* inp, const T* weight, const float* mean,
                              const float* rstd, const NormShape& s) {
   TF_RETURN_IF_ERROR(ValidateNorm("LayerNormBackwardCuda", s));
-  LayerNormBackwardInputKernel<<<RowBlocks(s.rows), kWarpsPerBlock * 32, 0, stream>>>(
-      dinp, dout, inp, weight, mean, rstd, s.rows, s.channels);
-  TF_RETURN_IF_ERROR(cuda_ops::CheckLaunch("LayerNormBackwardInputKernel"));
-  TF_RETURN_IF_ERROR(cuda_ops::LaunchColumnSum(stream, dweight, s.rows, s.channels,
-                                               NormTimesGrad<T>{dout, inp, mean, rstd, s.channels},
-                                               "LayerNorm dweight"));
-  return cuda_ops::LaunchColumnSum(stream, dbias, s.rows, s.channels, GradOnly<T>{dout, s.channels},
-                                   "LayerNorm dbias");
+  TF_RETURN_IF_ERROR(cuda_ops::Launch(
+      stream, cuda_ops::NormBlocks(s.rows), cuda_ops::kNormThreads, "LayerNormBackwardInputKernel",
+      LayerNormBackwardInputKernel<T>, dinp, dout, inp, weight, mean, rstd, s.rows, s.channels));
+  TF_RETURN_IF_ERROR(cuda_ops::LaunchColumnSum(
+      stream, dweight, s.rows, s.channels,
+      cuda_ops::NormTimesGrad<T>{dout, inp, mean, rstd, s.channels}, "LayerNorm dweight"));
+  return cuda_ops::LaunchColumnSum(stream, dbias, s.rows, s.channels,
+                                   cuda_ops::GradOnly<T>{dout, s.channels}, "LayerNorm dbias");
 }
 
 #define TF_INSTANTIATE_LAYERNORM_CUDA(T)                                                         \

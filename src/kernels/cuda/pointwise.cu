@@ -9,53 +9,42 @@ namespace {
 using cuda_ops::Load;
 using cuda_ops::Store;
 
-constexpr int kThreads = 256;
-
 template <typename T>
-static __global__ void __launch_bounds__(kThreads)
+static __global__ void __launch_bounds__(cuda_ops::kGridStrideThreads)
     ResidualKernel(T* out, const T* a, const T* b, int64_t n) {
   TF_GRID_STRIDE(i, n) { Store(out + i, Load(a + i) + Load(b + i)); }
 }
 
 template <typename T>
-static __global__ void __launch_bounds__(kThreads)
+static __global__ void __launch_bounds__(cuda_ops::kGridStrideThreads)
     BiasAddKernel(T* out, const T* bias, int64_t n, int64_t C) {
   TF_GRID_STRIDE(i, n) { Store(out + i, Load(out + i) + Load(bias + i % C)); }
 }
-
-template <typename T>
-struct GradOnly {
-  const T* dout;
-  int64_t C;
-  __device__ float operator()(int64_t r, int64_t c) const { return Load(dout + r * C + c); }
-};
 
 }  // namespace
 
 template <typename T>
 Status ResidualForwardCuda(cudaStream_t stream, T* out, const T* a, const T* b, int64_t n) {
   TF_RETURN_IF_ERROR(ops_internal::CheckPositive("ResidualForwardCuda", "n", n));
-  ResidualKernel<<<cuda_ops::GridFor(n, kThreads), kThreads, 0, stream>>>(out, a, b, n);
-  return cuda_ops::CheckLaunch("ResidualKernel");
+  return cuda_ops::LaunchGridStride(stream, n, "ResidualKernel", ResidualKernel<T>, out, a, b, n);
 }
 
 template <typename T>
 Status BiasAddForwardCuda(cudaStream_t stream, T* out, const T* bias, int64_t rows,
                           int64_t channels) {
-  TF_RETURN_IF_ERROR(ops_internal::CheckPositive("BiasAddForwardCuda", "rows", rows));
-  TF_RETURN_IF_ERROR(ops_internal::CheckPositive("BiasAddForwardCuda", "channels", channels));
-  BiasAddKernel<<<cuda_ops::GridFor(rows * channels, kThreads), kThreads, 0, stream>>>(
-      out, bias, rows * channels, channels);
-  return cuda_ops::CheckLaunch("BiasAddKernel");
+  TF_RETURN_IF_ERROR(ops_internal::CheckAllPositive("BiasAddForwardCuda",
+                                                    {{"rows", rows}, {"channels", channels}}));
+  return cuda_ops::LaunchGridStride(stream, rows * channels, "BiasAddKernel", BiasAddKernel<T>, out,
+                                    bias, rows * channels, channels);
 }
 
 template <typename T>
 Status BiasBackwardCuda(cudaStream_t stream, float* dbias, const T* dout, int64_t rows,
                         int64_t channels) {
-  TF_RETURN_IF_ERROR(ops_internal::CheckPositive("BiasBackwardCuda", "rows", rows));
-  TF_RETURN_IF_ERROR(ops_internal::CheckPositive("BiasBackwardCuda", "channels", channels));
-  return cuda_ops::LaunchColumnSum(stream, dbias, rows, channels, GradOnly<T>{dout, channels},
-                                   "BiasBackward");
+  TF_RETURN_IF_ERROR(
+      ops_internal::CheckAllPositive("BiasBackwardCuda", {{"rows", rows}, {"channels", channels}}));
+  return cuda_ops::LaunchColumnSum(stream, dbias, rows, channels,
+                                   cuda_ops::GradOnly<T>{dout, channels}, "BiasBackward");
 }
 
 #define TF_INSTANTIATE_POINTWISE_CUDA(T)                                                 \

@@ -1,22 +1,21 @@
 // RMSNorm on CUDA: one warp per row (fp32 statistics), a fixed-tree column
 // sum for dweight (deterministic, no atomics).
-#include "kernels/cuda/cuda_ops_common.cuh"
+#include "kernels/cuda/norm_rows.cuh"
 #include "kernels/rmsnorm.h"
 
 namespace tierflow {
 namespace {
 
 using cuda_ops::Load;
+using cuda_ops::NormRow;
 using cuda_ops::Store;
 using cuda_ops::WarpSum;
 
-constexpr int kWarpsPerBlock = 8;
-
 template <typename T>
-static __global__ void __launch_bounds__(kWarpsPerBlock * 32)
+static __global__ void __launch_bounds__(cuda_ops::kNormThreads)
     RmsNormForwardKernel(T* out, float* rstd, const T* inp, const T* weight, int64_t N, int64_t C,
                          float eps) {
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  const int64_t row = NormRow();
   const int lane = threadIdx.x % 32;
   if (row >= N) return;
   const T* x = inp + row * C;
@@ -32,10 +31,10 @@ static __global__ void __launch_bounds__(kWarpsPerBlock * 32)
 }
 
 template <typename T>
-static __global__ void __launch_bounds__(kWarpsPerBlock * 32)
+static __global__ void __launch_bounds__(cuda_ops::kNormThreads)
     RmsNormBackwardInputKernel(T* dinp, const T* dout, const T* inp, const T* weight,
                                const float* rstd, int64_t N, int64_t C) {
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  const int64_t row = NormRow();
   const int lane = threadIdx.x % 32;
   if (row >= N) return;
   const T* x = inp + row * C;
@@ -53,41 +52,26 @@ static __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   }
 }
 
-template <typename T>
-struct RmsNormTimesGrad {
-  const T* dout;
-  const T* inp;
-  const float* rstd;
-  int64_t C;
-  __device__ float operator()(int64_t r, int64_t c) const {
-    return Load(dout + r * C + c) * Load(inp + r * C + c) * rstd[r];
-  }
-};
-
-unsigned int RowBlocks(int64_t N) {
-  return static_cast<unsigned int>((N + kWarpsPerBlock - 1) / kWarpsPerBlock);
-}
-
 }  // namespace
 
 template <typename T>
 Status RmsNormForwardCuda(cudaStream_t stream, T* out, float* rstd, const T* inp, const T* weight,
                           const NormShape& s, float eps) {
   TF_RETURN_IF_ERROR(ValidateNorm("RmsNormForwardCuda", s));
-  RmsNormForwardKernel<<<RowBlocks(s.rows), kWarpsPerBlock * 32, 0, stream>>>(
-      out, rstd, inp, weight, s.rows, s.channels, eps);
-  return cuda_ops::CheckLaunch("RmsNormForwardKernel");
+  return cuda_ops::Launch(stream, cuda_ops::NormBlocks(s.rows), cuda_ops::kNormThreads,
+                          "RmsNormForwardKernel", RmsNormForwardKernel<T>, out, rstd, inp, weight,
+                          s.rows, s.channels, eps);
 }
 
 template <typename T>
 Status RmsNormBackwardCuda(cudaStream_t stream, T* dinp, float* dweight, const T* dout,
                            const T* inp, const T* weight, const float* rstd, const NormShape& s) {
   TF_RETURN_IF_ERROR(ValidateNorm("RmsNormBackwardCuda", s));
-  RmsNormBackwardInputKernel<<<RowBlocks(s.rows), kWarpsPerBlock * 32, 0, stream>>>(
-      dinp, dout, inp, weight, rstd, s.rows, s.channels);
-  TF_RETURN_IF_ERROR(cuda_ops::CheckLaunch("RmsNormBackwardInputKernel"));
+  TF_RETURN_IF_ERROR(cuda_ops::Launch(stream, cuda_ops::NormBlocks(s.rows), cuda_ops::kNormThreads,
+                                      "RmsNormBackwardInputKernel", RmsNormBackwardInputKernel<T>,
+                                      dinp, dout, inp, weight, rstd, s.rows, s.channels));
   return cuda_ops::LaunchColumnSum(stream, dweight, s.rows, s.channels,
-                                   RmsNormTimesGrad<T>{dout, inp, rstd, s.channels},
+                                   cuda_ops::NormTimesGrad<T>{dout, inp, nullptr, rstd, s.channels},
                                    "RmsNorm dweight");
 }
 

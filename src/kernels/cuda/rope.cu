@@ -12,8 +12,6 @@ namespace {
 using cuda_ops::Load;
 using cuda_ops::Store;
 
-constexpr int kThreads = 256;
-
 // One head's inverse frequencies: HS / 2 of them, passed by value (1 KiB of
 // the 4 KiB of kernel parameters).
 constexpr int64_t kMaxPairs = 256;
@@ -22,7 +20,7 @@ struct InvFreqTable {
 };
 
 template <typename T>
-static __global__ void __launch_bounds__(kThreads)
+static __global__ void __launch_bounds__(cuda_ops::kGridStrideThreads)
     RopeKernel(T* out, const T* inp, int64_t rows, int64_t T_, int64_t heads, int64_t HS,
                int64_t stride, const int32_t* positions, InvFreqTable freq, float sign) {
   const int64_t half = HS / 2;
@@ -56,10 +54,9 @@ Status RopeCuda(cudaStream_t stream, T* out, const T* inp, const RopeShape& s, c
   InvFreqTable table{};
   for (int64_t i = 0; i < s.head_size / 2; ++i) table.v[i] = RopeInvFreq(i, s.head_size, freq);
   const int64_t rows = s.batch * s.seq_len;
-  RopeKernel<<<cuda_ops::GridFor(rows * s.heads * (s.head_size / 2), kThreads), kThreads, 0,
-               stream>>>(out, inp, rows, s.seq_len, s.heads, s.head_size, s.stride(), s.positions,
-                         table, sign);
-  return cuda_ops::CheckLaunch("RopeKernel");
+  return cuda_ops::LaunchGridStride(stream, rows * s.heads * (s.head_size / 2), "RopeKernel",
+                                    RopeKernel<T>, out, inp, rows, s.seq_len, s.heads, s.head_size,
+                                    s.stride(), s.positions, table, sign);
 }
 
 template Status RopeCuda<float>(cudaStream_t, float*, const float*, const RopeShape&,
