@@ -56,6 +56,7 @@ struct PlanFlags {
   std::string optimizer = "adamw";
   std::string offload = "auto";
   std::string offload_param = "auto";
+  std::string offload_activations = "auto";
   std::string param_slots = "auto";
   double ratio = -1;
   std::string sub_group;
@@ -97,6 +98,7 @@ constexpr const char* kRunFlags[] = {"--model",
                                      "--optimizer",
                                      "--offload-optimizer",
                                      "--offload-param",
+                                     "--offload-activations",
                                      "--param-slots",
                                      "--ratio",
                                      "--sub-group",
@@ -165,6 +167,9 @@ StatusOr<PlanInput> InputFromFlags(const PlanFlags& f) {
   TF_ASSIGN_OR_RETURN(in.offload, ParseOffloadPlacement("--offload-optimizer", f.offload));
   in.nvme_ratio = f.ratio;
   TF_ASSIGN_OR_RETURN(in.param_offload, ParseParamOffload("--offload-param", f.offload_param));
+  auto activations = ParseChoice<ActivationOffload>(f.offload_activations);
+  if (!activations.ok()) return activations.status().WithContext("--offload-activations");
+  in.offload_activations = *activations;
   if (f.param_slots != "auto") {
     // A plain integer; the planner checks its range (at least 2) and names the flag.
     char* end = nullptr;
@@ -252,13 +257,14 @@ void AddRateNotes(const MachineDescription& m, int gpus_per_node, int nodes,
 StatusOr<int> PrintPlan(const PlanFlags& f, const PlanInput& input, const Hardware& hw,
                         const Plan& plan, const std::vector<std::string>& notes) {
   TF_ASSIGN_OR_RETURN(LargestModel largest, LargestFittingModel(input, hw));
+  TF_ASSIGN_OR_RETURN(LongestContext longest, LongestFittingContext(input, hw));
   if (f.json) {
-    nlohmann::json j = PlanToJson(input, hw, plan, &largest);
+    nlohmann::json j = PlanToJson(input, hw, plan, &largest, &longest);
     j["hardware"]["notes"] = notes;
     // The model name is a path, which need not be UTF-8: JsonOutput escapes it.
     std::printf("%s\n", JsonOutput(j).c_str());
   } else {
-    std::printf("%s", FormatPlanReport(input, hw, plan, &largest, notes).c_str());
+    std::printf("%s", FormatPlanReport(input, hw, plan, &largest, notes, &longest).c_str());
   }
   return plan.feasible ? 0 : kExitDoesNotFit;
 }
@@ -343,6 +349,11 @@ void AddRunFlags(CLI::App* cmd, PlanFlags* f) {
                   "Working weights: auto (resident while they fit the device, else stream the "
                   "fewest units from host, or NVMe when the host cannot hold them) | none (all "
                   "resident) | host (or cpu) | nvme")
+      ->capture_default_str();
+  cmd->add_option("--offload-activations", f->offload_activations,
+                  "Activation checkpoints: auto (on the device while the run fits there, else in "
+                  "pinned host memory when that fits or steps faster than streaming weights) | "
+                  "none | host (needs --checkpointing on)")
       ->capture_default_str();
   cmd->add_option("--param-slots", f->param_slots,
                   "Device slots of the streamed weights' ring, each the largest streamed unit "

@@ -1,7 +1,8 @@
-// LargestFittingModel: how big a model of the same family this hardware can
-// fine-tune with the same setup, searched over realistic shapes: the
-// family's presets and the input model, each at its own width and at every
-// depth a real model of that width might have.
+// What fits: LargestFittingModel, how big a model of the same family this
+// hardware can fine-tune with the same setup, searched over realistic
+// shapes: the family's presets and the input model, each at its own width
+// and at every depth a real model of that width might have; and
+// LongestFittingContext, the longest sequence, by bisection.
 #include <algorithm>
 #include <string>
 
@@ -65,6 +66,35 @@ StatusOr<LargestModel> LargestFittingModel(const PlanInput& input, const Hardwar
                                  " layers instead of " + std::to_string(shape.n_layers);
   }
   return best;
+}
+
+StatusOr<LongestContext> LongestFittingContext(const PlanInput& input, const Hardware& hw) {
+  auto longest = [&](ActivationOffload where) -> StatusOr<int64_t> {
+    PlanInput candidate = input;
+    candidate.offload_activations = where;
+    auto fits = [&](int64_t seq_len) -> StatusOr<bool> {
+      candidate.seq_len = seq_len;
+      TF_ASSIGN_OR_RETURN(Plan plan, ComputePlan(candidate, hw));
+      return plan.feasible;
+    };
+    TF_ASSIGN_OR_RETURN(bool one_fits, fits(1));
+    if (!one_fits) return int64_t{0};
+    // Invariant: `lo` tokens fit; `hi` do not, or hi = max_seq_len + 1.
+    int64_t lo = 1, hi = input.model.max_seq_len + 1;
+    while (hi - lo > 1) {
+      TF_RETURN_IF_ERROR(CheckCancel("planning: searching for the longest context that fits"));
+      const int64_t mid = lo + (hi - lo) / 2;
+      TF_ASSIGN_OR_RETURN(bool ok, fits(mid));
+      (ok ? lo : hi) = mid;
+    }
+    return lo;
+  };
+  LongestContext out;
+  TF_ASSIGN_OR_RETURN(out.on_device, longest(ActivationOffload::kNone));
+  if (input.checkpointing) {
+    TF_ASSIGN_OR_RETURN(out.offloaded, longest(ActivationOffload::kHost));
+  }
+  return out;
 }
 
 }  // namespace tierflow

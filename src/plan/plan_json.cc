@@ -178,7 +178,7 @@ void AddDataParallel(const PlanInput& in, const Plan& plan, nlohmann::json& j) {
 }  // namespace
 
 nlohmann::json PlanToJson(const PlanInput& in, const Hardware& hw, const Plan& plan,
-                          const LargestModel* largest) {
+                          const LargestModel* largest, const LongestContext* longest) {
   nlohmann::json j;
   AddSetup(in, hw, plan, j);
   AddTiers(plan, j);
@@ -188,6 +188,10 @@ nlohmann::json PlanToJson(const PlanInput& in, const Hardware& hw, const Plan& p
   if (largest != nullptr) {
     j["max_params"] = largest->params;
     j["max_model"] = largest->description;
+  }
+  if (longest != nullptr) {
+    j["max_seq_len"] = {{"checkpoints_on_device", longest->on_device},
+                        {"checkpoints_in_host_memory", longest->offloaded}};
   }
   return j;
 }

@@ -11,8 +11,8 @@
 
 namespace tierflow {
 
-// `largest` may be null (max_params is then omitted).
+// `largest` and `longest` may be null (max_params, max_seq_len are then omitted).
 nlohmann::json PlanToJson(const PlanInput& input, const Hardware& hardware, const Plan& plan,
-                          const LargestModel* largest);
+                          const LargestModel* largest, const LongestContext* longest = nullptr);
 
 }  // namespace tierflow

@@ -184,7 +184,7 @@ void AppendPlacement(std::string* out, const PlanInput& in, const Plan& plan) {
 void AppendStepTime(std::string* out, const PlanInput& in, const Hardware& hw, const Plan& plan) {
   Appendf(out, "step time (rates: %s)\n", hw.bandwidths.source.c_str());
   for (const StageTime& s : plan.stages) {
-    Appendf(out, "  %-16s %10s  %s\n", s.name.c_str(), FormatSeconds(s.seconds).c_str(),
+    Appendf(out, "  %-22s %10s  %s\n", s.name.c_str(), FormatSeconds(s.seconds).c_str(),
             s.note.c_str());
   }
   const double tokens_per_second =
@@ -242,7 +242,8 @@ std::string FormatSeconds(double seconds) {
 
 std::string FormatPlanReport(const PlanInput& in, const Hardware& hw, const Plan& plan,
                              const LargestModel* largest,
-                             const std::vector<std::string>& hardware_notes) {
+                             const std::vector<std::string>& hardware_notes,
+                             const LongestContext* longest) {
   std::string out;
   AppendSetup(&out, in, plan, hardware_notes);
   AppendTiers(&out, plan);
@@ -261,6 +262,13 @@ std::string FormatPlanReport(const PlanInput& in, const Hardware& hw, const Plan
       Appendf(&out, "no %s model fits with this setup\n",
               std::string(ModelFamilyName(m.family)).c_str());
     }
+  }
+  if (longest != nullptr) {
+    Appendf(&out,
+            "longest context that fits with this setup: %lld tokens with the activation "
+            "checkpoints on the device, %lld with them in host memory%s\n",
+            static_cast<long long>(longest->on_device), static_cast<long long>(longest->offloaded),
+            in.checkpointing ? "" : " (which needs --checkpointing on)");
   }
   return out;
 }

@@ -17,9 +17,10 @@ std::string FormatSeconds(double seconds);
 
 // `hardware_notes`: lines describing where each hardware figure came from
 // (detected, flag, default), printed under the hardware heading. `largest`
-// may be null.
+// and `longest` may be null.
 std::string FormatPlanReport(const PlanInput& input, const Hardware& hardware, const Plan& plan,
                              const LargestModel* largest,
-                             const std::vector<std::string>& hardware_notes);
+                             const std::vector<std::string>& hardware_notes,
+                             const LongestContext* longest = nullptr);
 
 }  // namespace tierflow

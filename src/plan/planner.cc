@@ -836,11 +836,11 @@ StatusOr<Plan> ComputePlan(const PlanInput& in, const Hardware& hw) {
   const bool host_better =
       on_host.feasible && (!on_device.feasible || on_host.predicted_step_seconds <
                                                        on_device.predicted_step_seconds);
-  // Neither fits: the one whose failure is not the device says more.
-  const bool neither_device_bound = !on_host.feasible && !on_device.feasible &&
-                                    on_device.binding_constraint == "device" &&
-                                    on_host.binding_constraint != "device";
-  return host_better || neither_device_bound ? on_host : on_device;
+  // Neither fits and the device is what binds: the offloaded plan says
+  // what is still missing with everything the planner can move off it.
+  const bool neither_fits_the_device = !on_host.feasible && !on_device.feasible &&
+                                       on_device.binding_constraint == "device";
+  return host_better || neither_fits_the_device ? on_host : on_device;
 }
 
 ActivationOptions ActivationOptionsOf(const PlanInput& in) {

@@ -301,7 +301,8 @@ inline constexpr int kMaxPlanNodes = 4096;
 // --offload-activations auto plans with the checkpoints on the device, and
 // keeps that plan when it is feasible and streams no weights. Otherwise it
 // also plans with them in host memory and takes that one when it is
-// feasible and the other is not, or when it predicts a shorter step.
+// feasible and the other is not, when it predicts a shorter step, or when
+// neither fits and the device is what binds.
 StatusOr<Plan> ComputePlan(const PlanInput& input, const Hardware& hardware);
 
 // The activation sizing of a run (memory_model.h); offload_checkpoints for
@@ -327,6 +328,16 @@ struct LargestModel {
   ModelConfig config;       // the model found (valid when params > 0)
 };
 StatusOr<LargestModel> LargestFittingModel(const PlanInput& input, const Hardware& hardware);
+
+// The longest context (seq_len, 1..model.max_seq_len, the rest of the setup
+// as given) that fits, with the activation checkpoints on the device and in
+// host memory; 0 when not even one token does (offloaded: also when
+// checkpointing is off, which it needs).
+struct LongestContext {
+  int64_t on_device = 0;
+  int64_t offloaded = 0;
+};
+StatusOr<LongestContext> LongestFittingContext(const PlanInput& input, const Hardware& hardware);
 
 // The most layers in 1..max_layers with which input.model (its width
 // unchanged) fits; 0 when even one layer does not. Feasibility is monotone

@@ -230,7 +230,7 @@ std::vector<StageTime> Stages(const PlanInput& in, const Plan& plan, const StepC
        : in.grad_accum > 1 ? "fp32 gradient accumulation on the host"
                            : "none: one micro-batch's gradients land as they are, their norm "
                              "is computed on the device"},
-      {"activation_checkpoints", c.k * std::max(c.act_d2h, c.act_h2d),
+      {"activation_checkpoints", c.k * (c.act_d2h + c.act_h2d),
        c.act_d2h > 0
            ? "each micro-batch's checkpoints, " +
                  FormatBytes(plan.activations.checkpoint_transfer) +
@@ -361,7 +361,7 @@ void PredictStepTime(const PlanInput& in, const Hardware& hw, Plan& plan) {
              c.on_device ? c.reduce_scatter / c.k
                          : std::max({c.d2h, c.accumulate, c.reduce_scatter}) / c.k);
   plan.serial_step_seconds = c.compute + c.d2h + c.accumulate + c.reduce_scatter + c.h2d_params +
-                             c.k * c.fetch_read + c.update_sum;
+                             c.k * (c.fetch_read + c.act_d2h + c.act_h2d) + c.update_sum;
   AdviseComputeBound(in, hw.bandwidths, plan, c);
 }
 

@@ -25,19 +25,7 @@ using ::testing::Not;
 constexpr uint64_t kGiB = 1ull << 30;
 constexpr uint64_t kTiB = 1ull << 40;
 
-// As `tierflow plan --gpu-memory N` sees a GPU: the card's total, less the
-// CUDA context reserve.
-Hardware Gpu(uint64_t device, uint64_t host, uint64_t nvme) {
-  Hardware hw;
-  hw.device_is_gpu = true;
-  hw.device_memory_bytes = device;
-  hw.device_reserved_bytes = kCudaContextBytes;
-  hw.host_memory_bytes = host;
-  hw.nvme_capacity_bytes = nvme;
-  hw.cores = 16;
-  hw.bandwidths = DefaultBandwidths(true, hw.cores);
-  return hw;
-}
+using plan_test::Gpu;
 
 // `tierflow plan --model DIR`'s defaults: micro-batch 1, seq_len
 // min(2048, the model's positions), accumulation 1, everything else auto.

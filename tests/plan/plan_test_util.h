@@ -5,9 +5,25 @@
 
 #include <string>
 
+#include "plan/hardware_profile.h"
+#include "plan/memory_model.h"
 #include "plan/planner.h"
 
 namespace tierflow::plan_test {
+
+// As `tierflow plan --gpu-memory N` sees a GPU: the card's total, less the
+// CUDA context reserve; 16 cores, the default rates.
+inline Hardware Gpu(uint64_t device, uint64_t host, uint64_t nvme) {
+  Hardware hw;
+  hw.device_is_gpu = true;
+  hw.device_memory_bytes = device;
+  hw.device_reserved_bytes = kCudaContextBytes;
+  hw.host_memory_bytes = host;
+  hw.nvme_capacity_bytes = nvme;
+  hw.cores = 16;
+  hw.bandwidths = DefaultBandwidths(true, hw.cores);
+  return hw;
+}
 
 // ComputePlan's plan; a failed test (and an empty plan) when it errs.
 inline Plan MustPlan(const PlanInput& in, const Hardware& hw) {

@@ -25,6 +25,7 @@
 
 #include "engine/offload_engine.h"
 #include "engine/streamed_weights.h"
+#include "model/checkpoint_offload.h"
 #include "model/transformer.h"
 #include "plan/hardware_profile.h"
 #include "plan/memory_model.h"
@@ -138,7 +139,11 @@ struct Case {
   OffloadPlacement offload;  // kHost or kNvme
   int grad_accum = 1;        // micro-batches per step: 1 lands them, more accumulate
   bool sliced = false;       // buckets of the largest tensor: units streamed in pieces
+  bool offload_activations = false;  // the checkpoints in pinned host memory
 };
+
+// The planner's ring is the model's.
+static_assert(kCheckpointDeviceSlots == model_internal::CheckpointOffload::kSlots);
 
 class PlanVsEngine : public ::testing::TestWithParam<Case> {};
 
@@ -180,6 +185,8 @@ TEST_P(PlanVsEngine, MeasuredPeaksWithinTenPercentOfThePlan) {
   in.grad_accum = c.grad_accum;
   in.sub_group_params = kSubGroup;
   if (c.sliced) in.grad_bucket_params = GradBucketSizesOf(config).tensors;
+  in.offload_activations =
+      c.offload_activations ? ActivationOffload::kHost : ActivationOffload::kNone;
   const Hardware hw = TinyHardware();
   auto plan_or = ComputePlan(in, hw);
   ASSERT_TRUE(plan_or.ok()) << plan_or.status().ToString();
@@ -194,6 +201,7 @@ TEST_P(PlanVsEngine, MeasuredPeaksWithinTenPercentOfThePlan) {
   shape.seq_len = kSeqLen;
   shape.checkpoint_activations = true;
   shape.dtype = DType::kBF16;
+  shape.offload_checkpoints = c.offload_activations;
   auto model_or = TransformerModel::Create(device, config, shape);
   ASSERT_TRUE(model_or.ok()) << model_or.status().ToString();
 
@@ -246,6 +254,8 @@ TEST_P(PlanVsEngine, MeasuredPeaksWithinTenPercentOfThePlan) {
 
   ExpectWithin10Percent(stats->device_peak_bytes, plan.device.total_bytes(), "device");
   ExpectWithin10Percent(stats->pinned_peak_bytes, plan.pinned_bytes, "pinned host");
+  EXPECT_EQ((*model_or)->checkpoint_host_bytes(), plan.activations.host_checkpoints);
+  EXPECT_EQ((*model_or)->activation_bytes(), plan.activations.total());
   if (c.offload == OffloadPlacement::kHost) {
     ExpectWithin10Percent(
         stats->host_state_bytes,
@@ -338,13 +348,16 @@ INSTANTIATE_TEST_SUITE_P(TinyModels, PlanVsEngine,
                                            Case{"tiny-llama", OffloadPlacement::kNvme},
                                            Case{"tiny-llama", OffloadPlacement::kHost, 2},
                                            Case{"tiny-llama", OffloadPlacement::kHost, 1, true},
-                                           Case{"tiny-gpt2", OffloadPlacement::kNvme, 1, true}),
+                                           Case{"tiny-gpt2", OffloadPlacement::kNvme, 1, true},
+                                           Case{"tiny-llama", OffloadPlacement::kHost, 2, false,
+                                                true}),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            std::string name =
                                info.param.preset + "_" +
                                std::string(OffloadPlacementName(info.param.offload)) +
                                (info.param.grad_accum > 1 ? "_accumulating" : "") +
-                               (info.param.sliced ? "_sliced" : "");
+                               (info.param.sliced ? "_sliced" : "") +
+                               (info.param.offload_activations ? "_offloaded_checkpoints" : "");
                            for (char& ch : name) {
                              if (ch == '-') ch = '_';
                            }
