@@ -162,6 +162,10 @@ std::string DescribePlacement(const Placement& p) {
            " params, " + std::to_string(w.prefetch_depth) + " fetched ahead; " +
            FormatParamCount(w.resident_params) + " params resident";
   }
+  if (p.activations == ActivationOffload::kHost) {
+    out += "; activation checkpoints in pinned host memory (" +
+           std::to_string(kCheckpointDeviceSlots) + " on the device)";
+  }
   return out;
 }
 

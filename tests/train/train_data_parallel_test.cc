@@ -116,6 +116,25 @@ TEST(TrainDataParallel, NRanksAreOneProcessAccumulatingNBitForBit) {
   }
 }
 
+// Activation checkpoints in pinned host memory on every rank: the same bits
+// as one process keeping them on the device.
+TEST(TrainDataParallel, OffloadedCheckpointsOnTwoRanksAreOneProcessBitForBit) {
+  ScratchDir dir("tierflow-dp-act-");
+  std::string log;
+  const std::string one = dir / "one", many = dir / "ranks";
+  std::vector<std::string> kept = TrainArgs(one, 2, 2);
+  kept.insert(kept.end(), {"--activation-checkpointing", "--offload-activations", "none"});
+  ASSERT_EQ(RunCommand(TIERFLOW_BINARY, kept, one + ".log", &log), 0) << log;
+  std::vector<std::string> moved = WithRanks(2, TrainArgs(many, 1, 2));
+  moved.insert(moved.end(), {"--activation-checkpointing", "--offload-activations", "host"});
+  ASSERT_EQ(RunCommand(TIERFLOW_BINARY, moved, many + ".log", &log), 0) << log;
+  EXPECT_NE(log.find("activation checkpoints"), std::string::npos) << log;
+  EXPECT_EQ(Curve(one), Curve(many));
+  EXPECT_EQ(Curve(many).size(), 2u);
+  EXPECT_EQ(ReadWholeFile(one + "/model/model.safetensors"),
+            ReadWholeFile(many + "/model/model.safetensors"));
+}
+
 // --collectives device: each piece of the gradient is summed on the devices
 // (MPI over the CPU device's memory; NCCL on GPUs) and only each rank's
 // part crosses, the running sum of several micro-batches kept there. The
