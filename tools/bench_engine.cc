@@ -30,6 +30,7 @@ struct EngineBenchFlags {
   int micro_batch = 4;
   int seq_len = 2048;
   bool no_checkpointing = false;
+  std::string offload_activations = "none";
   std::string speculation;  // "" = the engine's default
   std::string grad_bucket;  // "" = the largest unit
   std::string params = "64Mi";
@@ -137,6 +138,7 @@ StatusOr<EngineBenchOptions> OptionsFromFlags(const EngineBenchFlags& f) {
   o.micro_batch = f.micro_batch;
   o.seq_len = f.seq_len;
   o.checkpointing = !f.no_checkpointing;
+  o.offload_checkpoints = f.offload_activations == "host";
   TF_ASSIGN_OR_RETURN(o.params, CountFlag("--params", f.params));
   o.units = f.units;
   o.tokens = f.tokens;
@@ -344,6 +346,12 @@ void AddBenchEngine(CLI::App& bench, int* exit_code) {
       ->needs(model);
   cmd->add_flag("--no-checkpointing", f->no_checkpointing,
                 "--model: keep every activation instead of recomputing each block in backward")
+      ->needs(model);
+  cmd->add_option("--offload-activations", f->offload_activations,
+                  "--model: the activation checkpoints on the device (none) or in pinned host "
+                  "memory with a ring of three on the device (host; needs checkpointing)")
+      ->check(CLI::IsMember({"none", "host"}))
+      ->capture_default_str()
       ->needs(model);
   cmd->add_option("--speculation", f->speculation,
                   "Parameters the optimizer may update during backward (default: the engine's, "

@@ -293,6 +293,7 @@ StatusOr<BenchModel> MakeBenchModel(Device& device, const EngineBenchOptions& o)
   shape.batch = o.micro_batch;
   shape.seq_len = o.seq_len;
   shape.checkpoint_activations = o.checkpointing;
+  shape.offload_checkpoints = o.offload_checkpoints;
   shape.dtype = dtype;
   // The bench times the step's shape; a scaling type the kernel does not
   // apply changes no cost.

@@ -32,6 +32,9 @@ struct EngineBenchOptions {
   int micro_batch = 4;        // Default: 4
   int seq_len = 2048;         // Default: 2048 (8Ki tokens per step)
   bool checkpointing = true;  // Default: on (what a 0.5-8B fine-tune uses)
+  // The checkpoints in pinned host memory (TrainShape::offload_checkpoints).
+  // REQUIRES checkpointing. Default: off.
+  bool offload_checkpoints = false;
   int steps = 4;              // timed steps per round, back to back (after a warm-up). Default: 4
   // Rounds of (every stage alone, then the pipelined steps through a fresh
   // engine). Shared machines and disks drift by tens of percent within

@@ -57,6 +57,8 @@ StatusOr<EngineBenchPrediction> PredictEngineStep(const Device& device, const Mo
   in.dtype = eo.weights_dtype;
   in.grad_transfer_dtype = GradTransferDType(eo.weights_dtype, eo.grad_transfer_dtype);
   in.checkpointing = o.checkpointing;
+  in.offload_activations =
+      o.offload_checkpoints ? ActivationOffload::kHost : ActivationOffload::kNone;
   in.offload = nvme ? OffloadPlacement::kNvme : OffloadPlacement::kHost;
   in.nvme_ratio = nvme ? eo.nvme_ratio : 0.0;
   in.sub_group_params = static_cast<int64_t>(eo.sub_group_params);
