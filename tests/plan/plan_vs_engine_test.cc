@@ -331,6 +331,33 @@ TEST(PlanVsEngineStreamed, NvmeCopyIsWhatThePlanCounts) {
   fs::remove_all(dir);
 }
 
+// The planner's activation arena is the model's allocation, byte for byte:
+// with checkpointing on and off, the MLP untiled and in row tiles (one that
+// divides N, one that does not, one larger than N).
+TEST(PlanVsEngineActivations, ArenaEqualsTheModelsAllocation) {
+  for (const char* preset : {"tiny-gpt2", "tiny-llama"}) {
+    const ModelConfig config = *PresetModelConfig(preset);
+    for (bool ckpt : {false, true}) {
+      for (int64_t tile : {0, 256, 512, 1 << 20}) {
+        TrainShape shape;
+        shape.batch = 3;
+        shape.seq_len = static_cast<int>(std::min<int64_t>(config.max_seq_len, 256));
+        shape.checkpoint_activations = ckpt;
+        shape.mlp_tile_rows = tile;
+        ActivationOptions o;
+        o.micro_batch = shape.batch;
+        o.seq_len = shape.seq_len;
+        o.dtype = shape.dtype;
+        o.checkpointing = ckpt;
+        o.mlp_tile_rows = tile;
+        EXPECT_EQ(ComputeActivationBytes(config, o).total(),
+                  TransformerModel::ActivationBytes(config, shape))
+            << preset << (ckpt ? " checkpointed" : "") << " tile " << tile;
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(TinyModels, PlanVsEngine,
                          ::testing::Values(Case{"tiny-gpt2", OffloadPlacement::kHost},
                                            Case{"tiny-llama", OffloadPlacement::kHost},
