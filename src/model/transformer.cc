@@ -173,11 +173,10 @@ StatusOr<std::unique_ptr<TransformerModel>> TransformerModel::Create(Device& dev
                                 std::to_string(shape.seq_len) + ") must be >= 1");
   }
   if (shape.mlp_tile_rows < 0 || shape.mlp_tile_rows % kGemmCpuKPanel != 0) {
-    return InvalidArgumentError("transformer '" + config.name + "': TrainShape::mlp_tile_rows (" +
-                                std::to_string(shape.mlp_tile_rows) +
-                                ") must be 0 (untiled) or a positive multiple of " +
-                                std::to_string(kGemmCpuKPanel) +
-                                " (kGemmCpuKPanel, the GEMM's reduction panel)");
+    return InvalidArgumentError(
+        "transformer '" + config.name + "': TrainShape::mlp_tile_rows (" +
+        std::to_string(shape.mlp_tile_rows) + ") must be 0 (untiled) or a positive multiple of " +
+        std::to_string(kGemmCpuKPanel) + " (kGemmCpuKPanel, the GEMM's reduction panel)");
   }
   if (shape.head_chunk_logits < 1 || shape.head_chunk_min_rows < 1) {
     return InvalidArgumentError("transformer '" + config.name +
@@ -672,10 +671,12 @@ Status MergeMlpOps(const ModelConfig& c, const Dims& d, const LayerOffsets& o, u
     return InternalError("transformer: the block's MLP weights are not one contiguous range");
   }
   if (static_cast<uint64_t>(sum) > capacity) {
-    return InvalidArgumentError(
-        "transformer '" + c.name + "': TrainShape::mlp_tile_rows needs gradient buckets that hold "
-        "a block's MLP weights (" + std::to_string(sum) + " parameters; the buckets hold " +
-        std::to_string(capacity) + "): use larger buckets or mlp_tile_rows = 0");
+    return InvalidArgumentError("transformer '" + c.name +
+                                "': TrainShape::mlp_tile_rows needs gradient buckets that hold "
+                                "a block's MLP weights (" +
+                                std::to_string(sum) + " parameters; the buckets hold " +
+                                std::to_string(capacity) +
+                                "): use larger buckets or mlp_tile_rows = 0");
   }
   ops.erase(ops.begin(), ops.begin() + static_cast<ptrdiff_t>(n));
   ops.insert(ops.begin(), GradOp{lo, sum, -1, 0});

@@ -151,8 +151,8 @@ Status MlpHidden(Stream& s, const Dims& d, const LayerOffsets& o, const T* w, co
                                         d.F, false, 0.0f));
     return SwiGluForward<T>(s, act, fc, up, rows * d.F);
   }
-  TF_RETURN_IF_ERROR(LinearForward<T>(s, fc, ln2_rows, w + o.fc_w, Param(w, o.fc_b), rows, d.C,
-                                      d.F, d.conv1d, 0.0f));
+  TF_RETURN_IF_ERROR(LinearForward<T>(s, fc, ln2_rows, w + o.fc_w, Param(w, o.fc_b), rows, d.C, d.F,
+                                      d.conv1d, 0.0f));
   return GeluForward<T>(s, act, fc, rows * d.F);
 }
 
@@ -161,9 +161,9 @@ Status MlpHidden(Stream& s, const Dims& d, const LayerOffsets& o, const T* w, co
 // sc.dln. `grads(w)` hands out the op's gradients for the weight at unit
 // offset w, in BlockGradOrder.
 template <typename T, typename GradsOf>
-Status MlpBackwardRows(Stream& s, const Dims& d, const LayerOffsets& o, const T* w,
-                       GradsOf&& grads, const T* dres, const BlockActs& a, const BlockScratch& sc,
-                       int64_t r0, int64_t rows) {
+Status MlpBackwardRows(Stream& s, const Dims& d, const LayerOffsets& o, const T* w, GradsOf&& grads,
+                       const T* dres, const BlockActs& a, const BlockScratch& sc, int64_t r0,
+                       int64_t rows) {
   const T* ln2 = static_cast<const T*>(a.ln2) + r0 * d.C;
   const T* fc = static_cast<const T*>(a.fc);
   const T* act = static_cast<const T*>(a.act);
@@ -183,8 +183,7 @@ Status MlpBackwardRows(Stream& s, const Dims& d, const LayerOffsets& o, const T*
     TF_RETURN_IF_ERROR(LinearBackward<T>(s, dln, 0.0f, gd.w, gd.b, dgate, ln2, w + o.gate_w, rows,
                                          d.C, d.F, false));
     TF_ASSIGN_OR_RETURN(gd, grads(o.up_w));
-    return LinearBackward<T>(s, dln, 1.0f, gd.w, gd.b, dup, ln2, w + o.up_w, rows, d.C, d.F,
-                             false);
+    return LinearBackward<T>(s, dln, 1.0f, gd.w, gd.b, dup, ln2, w + o.up_w, rows, d.C, d.F, false);
   }
   TF_RETURN_IF_ERROR(GeluBackward<T>(s, dact, fc, dact, rows * d.F));
   TF_ASSIGN_OR_RETURN(gd, grads(o.fc_w));

@@ -67,7 +67,8 @@ TEST(GemmPanels, BiasBackwardSplitAtPanelMultiplesIsBitIdentical) {
   std::vector<float> whole(channels, 0.5f), parts(channels, 0.5f);
   ASSERT_TRUE(BiasBackwardCpu<bf16>(whole.data(), d, rows, channels).ok());
   ASSERT_TRUE(BiasBackwardCpu<bf16>(parts.data(), d, split, channels).ok());
-  ASSERT_TRUE(BiasBackwardCpu<bf16>(parts.data(), d + split * channels, rows - split, channels).ok());
+  ASSERT_TRUE(
+      BiasBackwardCpu<bf16>(parts.data(), d + split * channels, rows - split, channels).ok());
   EXPECT_EQ(std::memcmp(whole.data(), parts.data(), whole.size() * sizeof(float)), 0);
 }
 

@@ -51,11 +51,11 @@ std::vector<int32_t> PackedPositions() {
 }
 
 StatusOr<RunResult> RunTiled(const ModelConfig& config, DType dtype, bool ckpt, bool packed,
-                        int64_t tile, uint64_t capacity = UINT64_MAX) {
+                             int64_t tile, uint64_t capacity = UINT64_MAX) {
   auto device = MakeCpuDevice();
   TF_ASSIGN_OR_RETURN(auto stream, device->CreateStream("compute"));
-  TrainShape shape{.batch = kBatch, .seq_len = kSeqLen, .checkpoint_activations = ckpt,
-                   .dtype = dtype};
+  TrainShape shape{
+      .batch = kBatch, .seq_len = kSeqLen, .checkpoint_activations = ckpt, .dtype = dtype};
   shape.mlp_tile_rows = tile;
   TF_ASSIGN_OR_RETURN(auto model, TransformerModel::Create(*device, config, shape));
   DirectUnitAccess access(*device, *stream, model->Units(), dtype);
@@ -103,16 +103,14 @@ TEST_P(MlpTile, TiledRunIsBitIdenticalToUntiled) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, MlpTile,
-                         ::testing::Values(TileCase{Long(TinyLlama()), false},
-                                           TileCase{Long(TinyLlama()), true},
-                                           TileCase{Long(TinyGpt2()), false}),
-                         [](const ::testing::TestParamInfo<TileCase>& info) {
-                           return std::string(info.param.config.family == ModelFamily::kGpt2
-                                                  ? "gpt2"
-                                                  : "llama") +
-                                  (info.param.packed ? "_packed" : "");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Models, MlpTile,
+    ::testing::Values(TileCase{Long(TinyLlama()), false}, TileCase{Long(TinyLlama()), true},
+                      TileCase{Long(TinyGpt2()), false}),
+    [](const ::testing::TestParamInfo<TileCase>& info) {
+      return std::string(info.param.config.family == ModelFamily::kGpt2 ? "gpt2" : "llama") +
+             (info.param.packed ? "_packed" : "");
+    });
 
 // Buckets that hold a block's MLP weights but not the whole block: the MLP is
 // one piece and the rest of the block is cut as before, with the same bits.

@@ -1,6 +1,7 @@
 // GEMM on the CPU device: Eigen for the block product, oneTBB across fixed
-// 64-row blocks of C, k summed in fixed panels (kGemmCpuKPanel). Half-precision inputs are widened to fp32 once per
-// batch, so accumulation is fp32 as on cuBLAS with CUBLAS_COMPUTE_32F.
+// 64-row blocks of C, k summed in fixed panels (kGemmCpuKPanel). Half-precision
+// inputs are widened to fp32 once per batch, so accumulation is fp32 as on
+// cuBLAS with CUBLAS_COMPUTE_32F.
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 #include <tbb/partitioner.h>
