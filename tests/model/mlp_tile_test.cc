@@ -4,6 +4,8 @@
 // without checkpointing, plain and packed rows, bf16 and fp32; its MLP
 // buffers are (tile, F); Create refuses a tile off the panel, and backward a
 // bucket that cannot hold a block's MLP weights.
+#include <bit>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -93,7 +95,7 @@ TEST_P(MlpTile, TiledRunIsBitIdenticalToUntiled) {
                      std::to_string(tile));
         auto tiled = RunTiled(c.config, dtype, ckpt, c.packed, tile);
         ASSERT_TRUE(tiled.ok()) << tiled.status().ToString();
-        EXPECT_EQ(0, std::memcmp(&base->loss, &tiled->loss, sizeof(float)))
+        EXPECT_EQ(std::bit_cast<uint32_t>(base->loss), std::bit_cast<uint32_t>(tiled->loss))
             << base->loss << " vs " << tiled->loss;
         ASSERT_EQ(base->grads.size(), tiled->grads.size());
         EXPECT_EQ(0, std::memcmp(base->grads.data(), tiled->grads.data(),

@@ -339,17 +339,10 @@ TEST(PlanVsEngineActivations, ArenaEqualsTheModelsAllocation) {
     const ModelConfig config = *PresetModelConfig(preset);
     for (bool ckpt : {false, true}) {
       for (int64_t tile : {0, 256, 512, 1 << 20}) {
-        TrainShape shape;
-        shape.batch = 3;
-        shape.seq_len = static_cast<int>(std::min<int64_t>(config.max_seq_len, 256));
-        shape.checkpoint_activations = ckpt;
-        shape.mlp_tile_rows = tile;
-        ActivationOptions o;
-        o.micro_batch = shape.batch;
-        o.seq_len = shape.seq_len;
-        o.dtype = shape.dtype;
-        o.checkpointing = ckpt;
-        o.mlp_tile_rows = tile;
+        const int seq_len = static_cast<int>(std::min<int64_t>(config.max_seq_len, 256));
+        const TrainShape shape{
+            .batch = 3, .seq_len = seq_len, .checkpoint_activations = ckpt, .mlp_tile_rows = tile};
+        const ActivationOptions o{3, seq_len, shape.dtype, ckpt, tile};
         EXPECT_EQ(ComputeActivationBytes(config, o).total(),
                   TransformerModel::ActivationBytes(config, shape))
             << preset << (ckpt ? " checkpointed" : "") << " tile " << tile;
