@@ -82,7 +82,8 @@ struct TrainShape {
   // in bf16) become (min(R, N), F), one set shared by all blocks. Backward
   // recomputes each tile's hidden activations from the saved norm2 output
   // (under checkpointing, the block's recompute skips the MLP instead, so
-  // tiling adds no FLOPs there), and all MLP weight gradients of a block are
+  // tiling adds no FLOPs there; without it, the gate/up or fc GEMMs run a
+  // second time), and all MLP weight gradients of a block are
   // one gradient piece (the buckets must hold them). REQUIRES a multiple of
   // kGemmCpuKPanel (kernels/gemm.h): then on the CPU device the tiled run is
   // bit-identical to the untiled one (on CUDA, within rounding). Default: 0.
