@@ -41,8 +41,20 @@ Status ValidateGemm(const GemmParams& p);
 // Enqueues the GEMM on `stream` (its device's implementation). Pointers are device memory.
 Status Gemm(Stream& stream, const GemmParams& p);
 
+// The CPU GEMM's reduction panel: GemmCpu sums over k in panels of this many
+// (k0 = 0, P, 2P, ...; the last may be shorter), one after another, each one
+// Eigen product of fixed shape accumulated onto the fp32 C block. The
+// contract this gives: splitting a GEMM's k at multiples of the panel into
+// calls that accumulate (beta = 1, fp32 C) performs exactly the same fp32
+// operations as the single call, so the result is bit-identical. The model's
+// row tiles (TrainShape::mlp_tile_rows) rely on it for the weight gradients,
+// whose k is the row count; BiasBackward's CPU sum reduces in the same panels.
+// (cuBLAS gives no such promise: there a k-split sum differs in rounding.)
+inline constexpr int64_t kGemmCpuKPanel = 256;
+
 // Runs now on the calling thread, host pointers: Eigen + oneTBB, deterministic
-// for any thread count (fixed row blocks, each computed by one task).
+// for any thread count (fixed 64-row blocks of C, each computed by one task;
+// k in kGemmCpuKPanel panels).
 Status GemmCpu(const GemmParams& p);
 
 // Plain triple loop with double accumulation: the reference for every GEMM.

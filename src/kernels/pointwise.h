@@ -4,7 +4,9 @@
 //   ResidualForward: out = a + b (out may alias a or b). Its backward is the
 //     identity into both inputs: the caller reuses dout (no op needed).
 //   BiasAddForward: out[i, :] += bias (in place on a GEMM output).
-//   BiasBackward: dbias += sum_i dout[i, :] (fp32, "+=", fixed chunk order).
+//   BiasBackward: dbias += sum_i dout[i, :] (fp32, "+=", fixed chunk order;
+//     on the CPU added to dbias per kGemmCpuKPanel rows, kernels/gemm.h, so
+//     splitting the rows at multiples of the panel does not change the bits).
 //   CastReference, CastCpu: dst = convert(src) with round-to-nearest-even
 //     (src/common/half.h), on the host. The cast on a stream is a device
 //     operation, Stream::Cast (tierflow/device.h): the engine casts every

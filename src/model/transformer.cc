@@ -14,6 +14,7 @@
 
 #include "kernels/cross_entropy.h"
 #include "kernels/embedding.h"
+#include "kernels/gemm.h"
 #include "model/checkpoint_offload.h"
 #include "model/grad_pieces.h"
 #include "model/hf_model.h"
@@ -89,6 +90,14 @@ uint64_t Carve(char* base, const ModelConfig& c, const TrainShape& shape,
       nullptr);
   for (void*& r : buf.residual) r = cv.Take(N * d.C * es);
   const int sets = shape.checkpoint_activations ? 1 : static_cast<int>(c.n_layers);
+  const bool tiled = shape.mlp_tile_rows > 0;
+  // The MLP's hidden rows: all N, or one tile (its buffers shared by the blocks).
+  const uint64_t mlp_rows = tiled ? std::min<uint64_t>(shape.mlp_tile_rows, N) : N;
+  auto carve_mlp = [&](BlockActs& a) {
+    a.fc = cv.Take(mlp_rows * d.F * es);
+    if (d.swiglu) a.up = cv.Take(mlp_rows * d.F * es);
+    a.act = cv.Take(mlp_rows * d.F * es);
+  };
   buf.blocks.assign(static_cast<size_t>(sets), BlockActs{});
   for (BlockActs& a : buf.blocks) {
     a.ln1 = cv.Take(N * d.C * es);
@@ -101,9 +110,16 @@ uint64_t Carve(char* base, const ModelConfig& c, const TrainShape& shape,
     a.ln2 = cv.Take(N * d.C * es);
     if (d.layernorm) a.ln2_mean = cv.Floats(N);
     a.ln2_rstd = cv.Floats(N);
-    a.fc = cv.Take(N * d.F * es);
-    if (d.swiglu) a.up = cv.Take(N * d.F * es);
-    a.act = cv.Take(N * d.F * es);
+    if (!tiled) carve_mlp(a);
+  }
+  if (tiled) {
+    BlockActs mlp;
+    carve_mlp(mlp);
+    for (BlockActs& a : buf.blocks) {
+      a.fc = mlp.fc;
+      a.up = mlp.up;
+      a.act = mlp.act;
+    }
   }
   buf.xf = cv.Take(N * d.C * es);
   if (d.layernorm) buf.xf_mean = cv.Floats(N);
@@ -122,10 +138,10 @@ uint64_t Carve(char* base, const ModelConfig& c, const TrainShape& shape,
   buf.scratch.dln = cv.Take(N * d.C * es);
   buf.scratch.datt = cv.Take(N * d.Q * es);
   buf.scratch.dqkv = cv.Take(N * (d.Q + 2 * d.KV) * es);
-  buf.scratch.dact = cv.Take(N * d.F * es);
+  buf.scratch.dact = cv.Take(mlp_rows * d.F * es);
   if (d.swiglu) {
-    buf.scratch.dgate = cv.Take(N * d.F * es);
-    buf.scratch.dup = cv.Take(N * d.F * es);
+    buf.scratch.dgate = cv.Take(mlp_rows * d.F * es);
+    buf.scratch.dup = cv.Take(mlp_rows * d.F * es);
   }
   return cv.used();
 }
@@ -166,6 +182,12 @@ StatusOr<std::unique_ptr<TransformerModel>> TransformerModel::Create(Device& dev
     return InvalidArgumentError("transformer '" + config.name + "': batch (" +
                                 std::to_string(shape.batch) + ") and seq_len (" +
                                 std::to_string(shape.seq_len) + ") must be >= 1");
+  }
+  if (shape.mlp_tile_rows < 0 || shape.mlp_tile_rows % kGemmCpuKPanel != 0) {
+    return InvalidArgumentError(
+        "transformer '" + config.name + "': TrainShape::mlp_tile_rows (" +
+        std::to_string(shape.mlp_tile_rows) + ") must be 0 (untiled) or a positive multiple of " +
+        std::to_string(kGemmCpuKPanel) + " (kGemmCpuKPanel, the GEMM's reduction panel)");
   }
   if (shape.head_chunk_logits < 1 || shape.head_chunk_min_rows < 1) {
     return InvalidArgumentError("transformer '" + config.name +
@@ -555,8 +577,10 @@ Status TransformerModel::Backward(Stream& s, RunState<T>& st, UnitAccess& access
     if (st.checkpointing) {
       // Recompute the block's activations from its saved input. Its output
       // lands on residual(l + 1), which backward no longer needs.
+      // A tiled MLP is recomputed tile by tile in BlockBackward instead.
       TF_RETURN_IF_ERROR(model_internal::BlockForward<T>(s, d, layout_.layer, wl, st.residual(l),
-                                                         st.residual(l + 1), st.acts(l)));
+                                                         st.residual(l + 1), st.acts(l),
+                                                         /*mlp=*/d.mlp_rows == 0));
     }
     GradPieceWriter g(access, layout_.layer_unit(l), pieces_.layer_ops, pieces_.layer);
     TF_RETURN_IF_ERROR(model_internal::BlockBackward<T>(s, d, layout_.layer, wl, g, st.residual(l),
@@ -588,7 +612,8 @@ Status TransformerModel::Backward(Stream& s, RunState<T>& st, UnitAccess& access
 template <typename T>
 Status TransformerModel::Run(Stream& s, const MicroBatch& batch, float dloss_scale,
                              UnitAccess& access) {
-  const Dims d = MakeDims(layout_.config, batch.batch, batch.seq_len);
+  Dims d = MakeDims(layout_.config, batch.batch, batch.seq_len);
+  d.mlp_rows = shape_.mlp_tile_rows;
   RunState<T> st{*buf_, batch, dloss_scale, d, EmbeddingShape{d.B, d.T, d.C, d.V}};
   st.checkpointing = shape_.checkpoint_activations;
   st.tied = layout_.head.lm_head < 0;
@@ -669,6 +694,37 @@ Status TransformerModel::WeightGradSlices(Stream& s, const model_internal::Dims&
   return Status::Ok();
 }
 
+namespace {
+
+// A tiled MLP adds every tile's gradients to all of the block's MLP weights,
+// so their ops (BlockGradOrder's first) become one op, in one piece.
+Status MergeMlpOps(const ModelConfig& c, const Dims& d, const LayerOffsets& o, uint64_t capacity,
+                   std::vector<GradOp>& ops) {
+  const size_t n = model_internal::BlockMlpGradOps(d);
+  int64_t lo = INT64_MAX, hi = 0, sum = 0;
+  for (size_t i = 0; i < n; ++i) {
+    lo = std::min(lo, ops[i].begin());
+    hi = std::max(hi, ops[i].end());
+    sum += ops[i].end() - ops[i].begin();
+  }
+  if (sum != hi - lo || lo != model_internal::MlpGradBegin(d, o)) {
+    return InternalError("transformer: the block's MLP weights are not one contiguous range");
+  }
+  if (static_cast<uint64_t>(sum) > capacity) {
+    return InvalidArgumentError("transformer '" + c.name +
+                                "': TrainShape::mlp_tile_rows needs gradient buckets that hold "
+                                "a block's MLP weights (" +
+                                std::to_string(sum) + " parameters; the buckets hold " +
+                                std::to_string(capacity) +
+                                "): use larger buckets or mlp_tile_rows = 0");
+  }
+  ops.erase(ops.begin(), ops.begin() + static_cast<ptrdiff_t>(n));
+  ops.insert(ops.begin(), GradOp{lo, sum, -1, 0});
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status TransformerModel::PlanPieces(uint64_t capacity) {
   if (capacity == pieces_.capacity) return Status::Ok();
   if (capacity == 0) return InvalidArgumentError("transformer: gradient piece capacity 0");
@@ -688,9 +744,13 @@ Status TransformerModel::PlanPieces(uint64_t capacity) {
   // Blocks: every block has the same layout, so one plan serves all.
   const int layer = layout_.layer_unit(0);
   if (layout_.num_layers() > 0) {
-    const model_internal::Dims d = model_internal::MakeDims(c, 1, 1);
+    model_internal::Dims d = model_internal::MakeDims(c, 1, 1);
+    d.mlp_rows = shape_.mlp_tile_rows;
     for (const auto& [w, b] : model_internal::BlockGradOrder(d, layout_.layer)) {
       p.layer_ops.push_back(GradOp{w, count(layer, w), b, count(layer, b)});
+    }
+    if (shape_.mlp_tile_rows > 0) {
+      TF_RETURN_IF_ERROR(MergeMlpOps(c, d, layout_.layer, capacity, p.layer_ops));
     }
     TF_ASSIGN_OR_RETURN(
         p.layer, model_internal::PlanGradPieces(

@@ -81,6 +81,18 @@ struct TrainShape {
   // holding a ring of three (model/checkpoint_offload.h). REQUIRES
   // checkpoint_activations. Bit-identical to keeping them. Default: off.
   bool offload_checkpoints = false;
+  // The MLP's row tile: 0 = all N rows at once; R > 0 = the MLP (forward
+  // and backward) runs over tiles of R rows, so its (N, F) hidden buffers
+  // (fc, up, act and their gradients: 3.5 GiB each at T = 131072, F = 14336
+  // in bf16) become (min(R, N), F), one set shared by all blocks. Backward
+  // recomputes each tile's hidden activations from the saved norm2 output
+  // (under checkpointing, the block's recompute skips the MLP instead, so
+  // tiling adds no FLOPs there; without it, the gate/up or fc GEMMs run a
+  // second time), and all MLP weight gradients of a block are
+  // one gradient piece (the buckets must hold them). REQUIRES a multiple of
+  // kGemmCpuKPanel (kernels/gemm.h): then on the CPU device the tiled run is
+  // bit-identical to the untiled one (on CUDA, within rounding). Default: 0.
+  int64_t mlp_tile_rows = 0;
 };
 
 // Where InitialWeights comes from.

@@ -6,6 +6,8 @@
 // backward accumulate into, as the identity branch of each residual needs.
 #include "model/transformer_block.h"
 
+#include <algorithm>
+
 #include "kernels/activations.h"
 #include "kernels/attention.h"
 #include "kernels/gemm.h"
@@ -134,17 +136,107 @@ const T* Param(const T* w, int64_t offset) {
   return offset >= 0 ? w + offset : nullptr;
 }
 
+// The MLP's hidden activations of `rows` rows of ln2 (from `ln2_rows`) into
+// the first rows of a.fc, a.up and a.act.
+template <typename T>
+Status MlpHidden(Stream& s, const Dims& d, const LayerOffsets& o, const T* w, const T* ln2_rows,
+                 const BlockActs& a, int64_t rows) {
+  T* fc = static_cast<T*>(a.fc);
+  T* act = static_cast<T*>(a.act);
+  if (d.swiglu) {
+    T* up = static_cast<T*>(a.up);
+    TF_RETURN_IF_ERROR(LinearForward<T>(s, fc, ln2_rows, w + o.gate_w, Param(w, o.gate_b), rows,
+                                        d.C, d.F, false, 0.0f));
+    TF_RETURN_IF_ERROR(LinearForward<T>(s, up, ln2_rows, w + o.up_w, Param(w, o.up_b), rows, d.C,
+                                        d.F, false, 0.0f));
+    return SwiGluForward<T>(s, act, fc, up, rows * d.F);
+  }
+  TF_RETURN_IF_ERROR(LinearForward<T>(s, fc, ln2_rows, w + o.fc_w, Param(w, o.fc_b), rows, d.C, d.F,
+                                      d.conv1d, 0.0f));
+  return GeluForward<T>(s, act, fc, rows * d.F);
+}
+
+// The MLP's backward over `rows` rows starting at r0 (their hidden
+// activations in a's MLP buffers): d(out) rows from dres, d(ln2) rows into
+// sc.dln. `grads(w)` hands out the op's gradients for the weight at unit
+// offset w, in BlockGradOrder.
+template <typename T, typename GradsOf>
+Status MlpBackwardRows(Stream& s, const Dims& d, const LayerOffsets& o, const T* w, GradsOf&& grads,
+                       const T* dres, const BlockActs& a, const BlockScratch& sc, int64_t r0,
+                       int64_t rows) {
+  const T* ln2 = static_cast<const T*>(a.ln2) + r0 * d.C;
+  const T* fc = static_cast<const T*>(a.fc);
+  const T* act = static_cast<const T*>(a.act);
+  const T* dout = dres + r0 * d.C;
+  T* dln = static_cast<T*>(sc.dln) + r0 * d.C;
+  T* dact = static_cast<T*>(sc.dact);
+  // out = mid + down(act(...)); dout = d(down output).
+  TF_ASSIGN_OR_RETURN(GradPieceWriter::Grads gd, grads(o.down_w));
+  TF_RETURN_IF_ERROR(LinearBackward<T>(s, dact, 0.0f, gd.w, gd.b, dout, act, w + o.down_w, rows,
+                                       d.F, d.C, d.conv1d));
+  if (d.swiglu) {
+    T* dgate = static_cast<T*>(sc.dgate);
+    T* dup = static_cast<T*>(sc.dup);
+    const T* up = static_cast<const T*>(a.up);
+    TF_RETURN_IF_ERROR(SwiGluBackward<T>(s, dgate, dup, dact, fc, up, rows * d.F));
+    TF_ASSIGN_OR_RETURN(gd, grads(o.gate_w));
+    TF_RETURN_IF_ERROR(LinearBackward<T>(s, dln, 0.0f, gd.w, gd.b, dgate, ln2, w + o.gate_w, rows,
+                                         d.C, d.F, false));
+    TF_ASSIGN_OR_RETURN(gd, grads(o.up_w));
+    return LinearBackward<T>(s, dln, 1.0f, gd.w, gd.b, dup, ln2, w + o.up_w, rows, d.C, d.F, false);
+  }
+  TF_RETURN_IF_ERROR(GeluBackward<T>(s, dact, fc, dact, rows * d.F));
+  TF_ASSIGN_OR_RETURN(gd, grads(o.fc_w));
+  return LinearBackward<T>(s, dln, 0.0f, gd.w, gd.b, dact, ln2, w + o.fc_w, rows, d.C, d.F,
+                           d.conv1d);
+}
+
+// The MLP's backward: at once (one tile of N rows, each weight's op from
+// `g` in turn), or tile by tile, each tile's hidden activations recomputed
+// from ln2 and its gradients added into the MLP's one op.
+template <typename T>
+Status MlpBackward(Stream& s, const Dims& d, const LayerOffsets& o, const T* w, GradPieceWriter& g,
+                   const T* dres, const BlockActs& a, const BlockScratch& sc) {
+  if (d.mlp_rows <= 0) {
+    auto op = [&](int64_t wo) { return g.Op(wo); };
+    return MlpBackwardRows<T>(s, d, o, w, op, dres, a, sc, 0, d.N);
+  }
+  const int64_t begin = MlpGradBegin(d, o);
+  TF_ASSIGN_OR_RETURN(const GradPieceWriter::Grads mlp, g.Op(begin));
+  // The op's tensors by unit offset; each weight's bias follows it.
+  auto op = [&](int64_t wo) -> StatusOr<GradPieceWriter::Grads> {
+    GradPieceWriter::Grads gd;
+    gd.w = mlp.w + (wo - begin);
+    int64_t b = -1;
+    if (wo == o.down_w) b = o.down_b;
+    if (wo == o.fc_w) b = o.fc_b;
+    if (wo == o.gate_w) b = o.gate_b;
+    if (wo == o.up_w) b = o.up_b;
+    if (b >= 0) gd.b = mlp.w + (b - begin);
+    return gd;
+  };
+  const T* ln2 = static_cast<const T*>(a.ln2);
+  for (int64_t r0 = 0; r0 < d.N; r0 += d.mlp_rows) {
+    const int64_t rows = std::min(d.mlp_rows, d.N - r0);
+    TF_RETURN_IF_ERROR(MlpHidden<T>(s, d, o, w, ln2 + r0 * d.C, a, rows));
+    TF_RETURN_IF_ERROR(MlpBackwardRows<T>(s, d, o, w, op, dres, a, sc, r0, rows));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+size_t BlockMlpGradOps(const Dims& d) { return d.swiglu ? 3 : 2; }
+
+int64_t MlpGradBegin(const Dims& d, const LayerOffsets& o) { return d.swiglu ? o.gate_w : o.fc_w; }
 
 template <typename T>
 Status BlockForward(Stream& s, const Dims& d, const LayerOffsets& o, const T* w, const T* x, T* out,
-                    const BlockActs& a) {
+                    const BlockActs& a, bool mlp) {
   T* ln1 = static_cast<T*>(a.ln1);
   T* att = static_cast<T*>(a.att);
   T* mid = static_cast<T*>(a.mid);
   T* ln2 = static_cast<T*>(a.ln2);
-  T* fc = static_cast<T*>(a.fc);
-  T* act = static_cast<T*>(a.act);
   const size_t row_bytes = static_cast<size_t>(d.N * d.C) * sizeof(T);
 
   TF_RETURN_IF_ERROR(NormForward<T>(s, d, ln1, a.ln1_mean, a.ln1_rstd, x, Param(w, o.norm1_w),
@@ -174,21 +266,20 @@ Status BlockForward(Stream& s, const Dims& d, const LayerOffsets& o, const T* w,
       LinearForward<T>(s, mid, att, w + o.o_w, Param(w, o.o_b), d.N, d.Q, d.C, d.conv1d, 1.0f));
   TF_RETURN_IF_ERROR(NormForward<T>(s, d, ln2, a.ln2_mean, a.ln2_rstd, mid, Param(w, o.norm2_w),
                                     Param(w, o.norm2_b)));
-  if (d.swiglu) {
-    T* up = static_cast<T*>(a.up);
-    TF_RETURN_IF_ERROR(
-        LinearForward<T>(s, fc, ln2, w + o.gate_w, Param(w, o.gate_b), d.N, d.C, d.F, false, 0.0f));
-    TF_RETURN_IF_ERROR(
-        LinearForward<T>(s, up, ln2, w + o.up_w, Param(w, o.up_b), d.N, d.C, d.F, false, 0.0f));
-    TF_RETURN_IF_ERROR(SwiGluForward<T>(s, act, fc, up, d.N * d.F));
-  } else {
-    TF_RETURN_IF_ERROR(
-        LinearForward<T>(s, fc, ln2, w + o.fc_w, Param(w, o.fc_b), d.N, d.C, d.F, d.conv1d, 0.0f));
-    TF_RETURN_IF_ERROR(GeluForward<T>(s, act, fc, d.N * d.F));
+  if (!mlp) return Status::Ok();
+  // The MLP over row tiles (all N rows at once untiled): each tile's hidden
+  // activations, then out rows = mid rows + down(act).
+  const T* act = static_cast<const T*>(a.act);
+  const int64_t tile = d.MlpTile();
+  for (int64_t r0 = 0; r0 < d.N; r0 += tile) {
+    const int64_t rows = std::min(tile, d.N - r0);
+    TF_RETURN_IF_ERROR(MlpHidden<T>(s, d, o, w, ln2 + r0 * d.C, a, rows));
+    TF_RETURN_IF_ERROR(s.CopyDeviceToDevice(out + r0 * d.C, mid + r0 * d.C,
+                                            static_cast<size_t>(rows * d.C) * sizeof(T)));
+    TF_RETURN_IF_ERROR(LinearForward<T>(s, out + r0 * d.C, act, w + o.down_w, Param(w, o.down_b),
+                                        rows, d.F, d.C, d.conv1d, 1.0f));
   }
-  TF_RETURN_IF_ERROR(s.CopyDeviceToDevice(out, mid, row_bytes));
-  return LinearForward<T>(s, out, act, w + o.down_w, Param(w, o.down_b), d.N, d.F, d.C, d.conv1d,
-                          1.0f);
+  return Status::Ok();
 }
 
 std::vector<std::pair<int64_t, int64_t>> BlockGradOrder(const Dims& d, const LayerOffsets& o) {
@@ -219,34 +310,11 @@ Status BlockBackward(Stream& s, const Dims& d, const LayerOffsets& o, const T* w
   const T* ln1 = static_cast<const T*>(a.ln1);
   const T* att = static_cast<const T*>(a.att);
   const T* mid = static_cast<const T*>(a.mid);
-  const T* ln2 = static_cast<const T*>(a.ln2);
-  const T* fc = static_cast<const T*>(a.fc);
-  const T* act = static_cast<const T*>(a.act);
   T* dln = static_cast<T*>(sc.dln);
   T* datt = static_cast<T*>(sc.datt);
-  T* dact = static_cast<T*>(sc.dact);
 
-  // MLP: out = mid + down(act(...)); dres is d(out) = d(down output).
-  TF_ASSIGN_OR_RETURN(GradPieceWriter::Grads gd, g.Op(o.down_w));
-  TF_RETURN_IF_ERROR(LinearBackward<T>(s, dact, 0.0f, gd.w, gd.b, dres, act, w + o.down_w, d.N, d.F,
-                                       d.C, d.conv1d));
-  if (d.swiglu) {
-    T* dgate = static_cast<T*>(sc.dgate);
-    T* dup = static_cast<T*>(sc.dup);
-    const T* up = static_cast<const T*>(a.up);
-    TF_RETURN_IF_ERROR(SwiGluBackward<T>(s, dgate, dup, dact, fc, up, d.N * d.F));
-    TF_ASSIGN_OR_RETURN(gd, g.Op(o.gate_w));
-    TF_RETURN_IF_ERROR(LinearBackward<T>(s, dln, 0.0f, gd.w, gd.b, dgate, ln2, w + o.gate_w, d.N,
-                                         d.C, d.F, false));
-    TF_ASSIGN_OR_RETURN(gd, g.Op(o.up_w));
-    TF_RETURN_IF_ERROR(
-        LinearBackward<T>(s, dln, 1.0f, gd.w, gd.b, dup, ln2, w + o.up_w, d.N, d.C, d.F, false));
-  } else {
-    TF_RETURN_IF_ERROR(GeluBackward<T>(s, dact, fc, dact, d.N * d.F));
-    TF_ASSIGN_OR_RETURN(gd, g.Op(o.fc_w));
-    TF_RETURN_IF_ERROR(LinearBackward<T>(s, dln, 0.0f, gd.w, gd.b, dact, ln2, w + o.fc_w, d.N, d.C,
-                                         d.F, d.conv1d));
-  }
+  TF_RETURN_IF_ERROR(MlpBackward<T>(s, d, o, w, g, dres, a, sc));
+  GradPieceWriter::Grads gd;
   // dres becomes d(mid): the identity branch plus norm2's input gradient.
   TF_ASSIGN_OR_RETURN(gd, g.Op(o.norm2_w));
   TF_RETURN_IF_ERROR(
@@ -290,7 +358,7 @@ Status BlockBackward(Stream& s, const Dims& d, const LayerOffsets& o, const T* w
 
 #define TF_INSTANTIATE_BLOCK(T)                                                                  \
   template Status BlockForward<T>(Stream&, const Dims&, const LayerOffsets&, const T*, const T*, \
-                                  T*, const BlockActs&);                                         \
+                                  T*, const BlockActs&, bool);                                   \
   template Status BlockBackward<T>(Stream&, const Dims&, const LayerOffsets&, const T*,          \
                                    GradPieceWriter&, const T*, T*, const BlockActs&,             \
                                    const BlockScratch&);                                         \

@@ -33,6 +33,12 @@ struct Dims {
   // for plain rows (positions 0..T-1, attention over the whole row).
   const int32_t* positions = nullptr;
   const int32_t* seq_start = nullptr;
+  // The MLP's row tile (TrainShape::mlp_tile_rows): 0 = all N rows at once;
+  // else tiles of this many rows (a multiple of kGemmCpuKPanel), the (N, F)
+  // buffers below then (tile, F), and backward recomputes each tile's
+  // fc/up/act from ln2 (BlockActs' MLP buffers hold only the last tile).
+  int64_t mlp_rows = 0;
+  int64_t MlpTile() const { return mlp_rows > 0 ? mlp_rows : N; }
 };
 
 Dims MakeDims(const ModelConfig& config, int64_t batch, int64_t seq_len);
@@ -50,9 +56,10 @@ struct BlockActs {
   void* ln2 = nullptr;        // (N, C)
   float* ln2_mean = nullptr;  // (N)
   float* ln2_rstd = nullptr;  // (N)
-  void* fc = nullptr;         // (N, F) GPT-2 c_fc output (pre-GELU) / Llama gate
-  void* up = nullptr;         // (N, F) Llama up
-  void* act = nullptr;        // (N, F) GELU(fc) / SwiGLU(gate, up)
+  // The MLP's: (N, F), or (tile, F) shared by all blocks when tiled.
+  void* fc = nullptr;   // GPT-2 c_fc output (pre-GELU) / Llama gate
+  void* up = nullptr;   // Llama up
+  void* act = nullptr;  // GELU(fc) / SwiGLU(gate, up)
 };
 
 // Backward scratch shared by all blocks.
@@ -60,19 +67,26 @@ struct BlockScratch {
   void* dln = nullptr;    // (N, C)
   void* datt = nullptr;   // (N, Q)
   void* dqkv = nullptr;   // (N, Q + 2 KV), arranged like BlockActs::qkv
-  void* dact = nullptr;   // (N, F)
-  void* dgate = nullptr;  // (N, F) Llama
-  void* dup = nullptr;    // (N, F) Llama
+  void* dact = nullptr;   // (N, F), (tile, F) when tiled
+  void* dgate = nullptr;  // the same, Llama
+  void* dup = nullptr;    // the same, Llama
 };
 
-// out (N, C) = block(x). `w` is the block unit's weights.
+// out (N, C) = block(x). `w` is the block unit's weights. With `mlp` false
+// (checkpointing's recompute of a tiled MLP, whose backward recomputes the
+// MLP tile by tile) it stops after norm2 and leaves `out` alone.
 template <typename T>
 Status BlockForward(Stream& s, const Dims& d, const LayerOffsets& o, const T* w, const T* x, T* out,
-                    const BlockActs& a);
+                    const BlockActs& a, bool mlp = true);
 
 // The block's gradient ops in the order BlockBackward writes them: (weight,
 // bias) unit offsets, bias -1 where absent.
 std::vector<std::pair<int64_t, int64_t>> BlockGradOrder(const Dims& d, const LayerOffsets& o);
+// How many of BlockGradOrder's first ops are the MLP's (down, then gate and
+// up or fc). With a tiled MLP (Dims::mlp_rows > 0) every tile adds to all
+// of them, so they must be one op, beginning at MlpGradBegin, in one piece.
+size_t BlockMlpGradOps(const Dims& d);
+int64_t MlpGradBegin(const Dims& d, const LayerOffsets& o);
 
 // dres (N, C): d(out) on entry, d(x) on return. `g` hands out the unit's
 // fp32 gradient pieces ("+=") in BlockGradOrder; BlockBackward finishes it.

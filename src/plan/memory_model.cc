@@ -47,13 +47,13 @@ StatusOr<OptimizerKind> ParseOptimizerKind(std::string_view name) {
 
 int OptimizerMomentCount(OptimizerKind kind) { return kind == OptimizerKind::kAdamW ? 2 : 1; }
 
-uint64_t BlockActivationBytes(const ModelConfig& m, int64_t tokens, DType dtype) {
+// One block's saved set without the MLP's hidden buffers.
+uint64_t BlockNonMlpBytes(const ModelConfig& m, int64_t tokens, DType dtype) {
   const uint64_t N = U(tokens);
   const uint64_t a = DTypeSize(dtype);
   const uint64_t C = U(m.d_model);
   const uint64_t Q = Mul(U(m.n_heads), U(m.head_dim));
   const uint64_t KV = Mul(U(m.n_kv_heads), U(m.head_dim));
-  const uint64_t F = U(m.d_ff);
   const bool layernorm = m.norm == NormKind::kLayerNorm;
   const uint64_t stats = Mul(layernorm ? 2 : 1, Buf(Mul(N, 4)));  // mean (LayerNorm) and rstd
   return Sum(Buf(Mul(N, C, a)), stats,                            // norm1 output
@@ -61,8 +61,16 @@ uint64_t BlockActivationBytes(const ModelConfig& m, int64_t tokens, DType dtype)
              Buf(Mul(N, Q, a)),                                   // attention output
              Buf(Mul(N, U(m.n_heads), 4)),                        // log-sum-exp, fp32
              Buf(Mul(N, C, a)),                                   // residual after attention
-             Buf(Mul(N, C, a)), stats,                            // norm2 output
-             Mul(m.mlp == MlpKind::kSwiGlu ? 3 : 2, Buf(Mul(N, F, a))));  // fc/gate, [up], act
+             Buf(Mul(N, C, a)), stats);                           // norm2 output
+}
+
+uint64_t MlpActivationBytes(const ModelConfig& m, int64_t rows, DType dtype) {
+  // fc/gate, [up], act
+  return Mul(m.mlp == MlpKind::kSwiGlu ? 3 : 2, Buf(Mul(U(rows), U(m.d_ff), DTypeSize(dtype))));
+}
+
+uint64_t BlockActivationBytes(const ModelConfig& m, int64_t tokens, DType dtype) {
+  return Sum(BlockNonMlpBytes(m, tokens, dtype), MlpActivationBytes(m, tokens, dtype));
 }
 
 ActivationBytes ComputeActivationBytes(const ModelConfig& m, const ActivationOptions& o) {
@@ -89,7 +97,13 @@ ActivationBytes ComputeActivationBytes(const ModelConfig& m, const ActivationOpt
     out.host_checkpoints = Mul(Sum(L, 1) - ring, N, C, a);
     out.checkpoint_transfer = out.host_checkpoints;
   }
-  out.blocks = Mul(o.checkpointing ? 1 : L, BlockActivationBytes(m, tokens, o.dtype));
+  // The MLP's rows: all N, or one tile whose buffers the blocks share.
+  const bool tiled = o.mlp_tile_rows > 0;
+  const int64_t mlp_rows = tiled ? std::min(o.mlp_tile_rows, tokens) : tokens;
+  const uint64_t sets = o.checkpointing ? 1 : L;
+  out.blocks = tiled ? Sum(Mul(sets, BlockNonMlpBytes(m, tokens, o.dtype)),
+                           MlpActivationBytes(m, mlp_rows, o.dtype))
+                     : Mul(sets, BlockActivationBytes(m, tokens, o.dtype));
   out.final_norm = Sum(Buf(Mul(N, C, a)), Mul(layernorm ? 2 : 1, Buf(Mul(N, 4))));
   // One row chunk of logits (HeadChunkRows, as the model cuts them), a loss
   // per chunk, per-row losses and log-sum-exps.
@@ -98,9 +112,11 @@ ActivationBytes ComputeActivationBytes(const ModelConfig& m, const ActivationOpt
   out.logits = Sum(Buf(Mul(chunk_rows, V, a)), Buf(Mul(chunks, 4)), Mul(2, Buf(Mul(N, 4))));
   // Token ids, targets, and packed samples' positions and sample starts.
   out.inputs = Mul(4, Buf(Mul(N, 4)));
-  // dres, dln (N, C); datt (N, Q); dqkv (N, Q + 2KV); dact (N, F); SwiGLU adds dgate, dup.
-  out.gradients = Sum(Mul(2, Buf(Mul(N, C, a))), Buf(Mul(N, Q, a)),
-                      Buf(Mul(N, Sum(Q, Mul(2, KV)), a)), Mul(swiglu ? 3 : 1, Buf(Mul(N, F, a))));
+  // dres, dln (N, C); datt (N, Q); dqkv (N, Q + 2KV); dact (MLP rows, F); SwiGLU adds
+  // dgate, dup.
+  out.gradients =
+      Sum(Mul(2, Buf(Mul(N, C, a))), Buf(Mul(N, Q, a)), Buf(Mul(N, Sum(Q, Mul(2, KV)), a)),
+          Mul(swiglu ? 3 : 1, Buf(Mul(U(mlp_rows), F, a))));
   return out;
 }
 

@@ -141,6 +141,10 @@ struct ActivationOptions {
   // The checkpoints in pinned host memory, a ring of kCheckpointDeviceSlots
   // on the device. REQUIRES checkpointing.
   bool offload_checkpoints = false;
+  // The MLP's row tile (TrainShape::mlp_tile_rows): 0 = untiled; R > 0 = the
+  // MLP's (N, F) buffers are one (min(R, N), F) set shared by the blocks,
+  // and its gradient scratch (min(R, N), F).
+  int64_t mlp_tile_rows = 0;
 };
 
 // Bytes of one block's saved set (excluding its input, which is a residual
@@ -149,6 +153,8 @@ struct ActivationOptions {
 // residual after attention, the MLP hidden (2F GELU / 3F SwiGLU) and the
 // norm statistics.
 uint64_t BlockActivationBytes(const ModelConfig& model, int64_t tokens, DType dtype);
+// The MLP hidden part of that for `rows` rows: (2 GELU / 3 SwiGLU) x (rows, F).
+uint64_t MlpActivationBytes(const ModelConfig& model, int64_t rows, DType dtype);
 
 ActivationBytes ComputeActivationBytes(const ModelConfig& model, const ActivationOptions& options);
 

@@ -1,6 +1,7 @@
 // The transformer on CUDA against the CPU device: the same weights and tokens
-// give the same loss and gradients within tolerance (fp32 and bf16), and
-// checkpointing does not change CUDA's gradients. Skipped, with the reason,
+// give the same loss and gradients within tolerance (fp32 and bf16),
+// checkpointing does not change CUDA's gradients, and the MLP's row tiles
+// change them only within rounding. Skipped, with the reason,
 // where no GPU is usable.
 #include <cmath>
 #include <string>
@@ -23,10 +24,14 @@ struct Outcome {
 };
 
 Outcome RunOn(Device& device, const ModelConfig& config, DType dtype, bool ckpt,
-              const std::vector<float>& weights, const testing_util::TokenBatch& tb) {
+              const std::vector<float>& weights, const testing_util::TokenBatch& tb,
+              int64_t mlp_tile_rows = 0) {
   Outcome out;
   auto stream = device.CreateStream("compute").value();
-  auto model = TransformerModel::Create(device, config, {2, 8, ckpt, dtype});
+  TrainShape shape{
+      .batch = tb.batch, .seq_len = tb.seq_len, .checkpoint_activations = ckpt, .dtype = dtype};
+  shape.mlp_tile_rows = mlp_tile_rows;
+  auto model = TransformerModel::Create(device, config, shape);
   EXPECT_TRUE(model.ok()) << model.status().ToString();
   if (!model.ok()) return out;
   DirectUnitAccess access(device, *stream, (*model)->Units(), dtype);
@@ -79,6 +84,32 @@ TEST_P(TransformerCudaTest, MatchesCpuDevice) {
     Outcome ckpt = RunOn(*cuda, config, dtype, true, weights, tb);
     EXPECT_EQ(on_cuda.loss, ckpt.loss);
     EXPECT_LT(NormalizedError(ckpt.grads, on_cuda.grads), 1e-6) << DTypeName(dtype);
+  }
+}
+
+// The MLP in row tiles on CUDA: cuBLAS sums each tile's share of a weight
+// gradient apart (on the CPU the bits are the untiled run's: mlp_tile_test),
+// so the result is the untiled one within rounding.
+TEST_P(TransformerCudaTest, TiledMlpMatchesUntiledWithinRounding) {
+  if (!CudaUnavailableReason().empty()) TIERFLOW_SKIP_WITHOUT("gpu") << CudaUnavailableReason();
+  ModelConfig config = GetParam();
+  config.max_seq_len = 512;
+  auto cuda = std::move(CreateDevice({.kind = DeviceChoice::kCuda})).value();
+  auto cpu = testing_util::MakeCpuDevice();
+  const testing_util::TokenBatch tb = testing_util::RandomTokens(2, 300, 23, 5);
+  TransformerInit init;
+  init.init_std = 0.2f;
+  auto ref_model = TransformerModel::Create(*cpu, config, {2, 300}, init).value();
+  const std::vector<float> weights = testing_util::InitialFlat(*ref_model);
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    const double tol = dtype == DType::kF32 ? 2e-3 : 5e-2;
+    for (bool ckpt : {false, true}) {
+      Outcome untiled = RunOn(*cuda, config, dtype, ckpt, weights, tb);
+      Outcome tiled = RunOn(*cuda, config, dtype, ckpt, weights, tb, 256);
+      EXPECT_NEAR(untiled.loss, tiled.loss, tol * std::abs(untiled.loss)) << DTypeName(dtype);
+      ASSERT_EQ(untiled.grads.size(), tiled.grads.size());
+      EXPECT_LT(NormalizedError(tiled.grads, untiled.grads), tol) << DTypeName(dtype);
+    }
   }
 }
 

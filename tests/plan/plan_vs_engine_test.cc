@@ -341,6 +341,26 @@ TEST(PlanVsEngineStreamed, NvmeCopyIsWhatThePlanCounts) {
   fs::remove_all(dir);
 }
 
+// The planner's activation arena is the model's allocation, byte for byte:
+// with checkpointing on and off, the MLP untiled and in row tiles (one that
+// divides N, one that does not, one larger than N).
+TEST(PlanVsEngineActivations, ArenaEqualsTheModelsAllocation) {
+  for (const char* preset : {"tiny-gpt2", "tiny-llama"}) {
+    const ModelConfig config = *PresetModelConfig(preset);
+    for (bool ckpt : {false, true}) {
+      for (int64_t tile : {0, 256, 512, 1 << 20}) {
+        const int seq_len = static_cast<int>(std::min<int64_t>(config.max_seq_len, 256));
+        const TrainShape shape{
+            .batch = 3, .seq_len = seq_len, .checkpoint_activations = ckpt, .mlp_tile_rows = tile};
+        const ActivationOptions o{3, seq_len, shape.dtype, ckpt, tile};
+        EXPECT_EQ(ComputeActivationBytes(config, o).total(),
+                  TransformerModel::ActivationBytes(config, shape))
+            << preset << (ckpt ? " checkpointed" : "") << " tile " << tile;
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(TinyModels, PlanVsEngine,
                          ::testing::Values(Case{"tiny-gpt2", OffloadPlacement::kHost},
                                            Case{"tiny-llama", OffloadPlacement::kHost},

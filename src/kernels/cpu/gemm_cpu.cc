@@ -1,11 +1,13 @@
 // GEMM on the CPU device: Eigen for the block product, oneTBB across fixed
-// 64-row blocks of C. Half-precision inputs are widened to fp32 once per
-// batch, so accumulation is fp32 as on cuBLAS with CUBLAS_COMPUTE_32F.
+// 64-row blocks of C, k summed in fixed panels (kGemmCpuKPanel). Half-precision
+// inputs are widened to fp32 once per batch, so accumulation is fp32 as on
+// cuBLAS with CUBLAS_COMPUTE_32F.
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 #include <tbb/partitioner.h>
 #include <Eigen/Core>
 
+#include <algorithm>
 #include <vector>
 
 #include "common/half.h"
@@ -72,17 +74,19 @@ Status GemmCpu(const GemmParams& p) {
             } else {
               c_block.setZero();
             }
-            if (p.k > 0) {
-              auto b_op = [&](const auto& a_rows_op) {
+            // k in fixed panels, in order (kGemmCpuKPanel's contract).
+            for (int64_t k0 = 0; k0 < p.k; k0 += kGemmCpuKPanel) {
+              const int64_t kp = std::min(kGemmCpuKPanel, p.k - k0);
+              auto b_op = [&](const auto& a_panel) {
                 if (p.trans_b)
-                  c_block.noalias() += p.alpha * (a_rows_op * b.transpose());
+                  c_block.noalias() += p.alpha * (a_panel * b.middleCols(k0, kp).transpose());
                 else
-                  c_block.noalias() += p.alpha * (a_rows_op * b);
+                  c_block.noalias() += p.alpha * (a_panel * b.middleRows(k0, kp));
               };
               if (p.trans_a)
-                b_op(a.middleCols(i0, rows).transpose());
+                b_op(a.block(k0, i0, kp, rows).transpose());
               else
-                b_op(a.middleRows(i0, rows));
+                b_op(a.block(i0, k0, rows, kp));
             }
             for (int64_t r = 0; r < rows; ++r) {
               ConvertBuffer(DType::kF32, c_block.row(r).data(), p.c_type,

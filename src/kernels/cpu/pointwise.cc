@@ -3,6 +3,7 @@
 // the fast CPU path (on a stream, a cast is Stream::Cast, the device's).
 #include "kernels/pointwise.h"
 
+#include <algorithm>
 #include <initializer_list>
 #include <string>
 #include <utility>
@@ -10,6 +11,7 @@
 
 #include "common/half.h"
 #include "kernels/cpu/cpu_rows.h"
+#include "kernels/gemm.h"
 #include "kernels/op_costs.h"
 
 namespace tierflow {
@@ -19,6 +21,11 @@ using ops_internal::FloatArray;
 
 constexpr int64_t kElementChunk = 4096;
 constexpr int64_t kBiasRowChunk = 64;
+// BiasBackward adds its row chunks' sums to dbias one kGemmCpuKPanel-row
+// panel at a time, so a sum split at panel multiples into "+=" calls (the
+// model's MLP row tiles) gives the same bits as one call.
+constexpr int64_t kBiasChunksPerPanel = kGemmCpuKPanel / kBiasRowChunk;
+static_assert(kGemmCpuKPanel % kBiasRowChunk == 0, "bias panels are whole row chunks");
 
 // rows, channels > 0, and each named pointer non-null.
 Status CheckRowsChannels(const char* op, int64_t rows, int64_t channels,
@@ -115,7 +122,16 @@ Status BiasBackwardCpu(float* dbias, const T* dout, int64_t rows, int64_t channe
       acc += g;
     }
   });
-  ops_internal::AddPartialsInOrder(partials, num_chunks, channels, dbias);
+  ops_internal::ForEachChunk(channels, 256, [&](int64_t, int64_t c0, int64_t c1) {
+    for (int64_t k0 = 0; k0 < num_chunks; k0 += kBiasChunksPerPanel) {
+      const int64_t k1 = std::min(num_chunks, k0 + kBiasChunksPerPanel);
+      for (int64_t c = c0; c < c1; ++c) {
+        float sum = 0.0f;
+        for (int64_t k = k0; k < k1; ++k) sum += partials[k * channels + c];
+        dbias[c] += sum;
+      }
+    }
+  });
   return Status::Ok();
 }
 
