@@ -57,6 +57,7 @@ struct PlanFlags {
   std::string offload = "auto";
   std::string offload_param = "auto";
   std::string offload_activations = "auto";
+  std::string mlp_tile_rows = "auto";
   std::string param_slots = "auto";
   double ratio = -1;
   std::string sub_group;
@@ -99,6 +100,7 @@ constexpr const char* kRunFlags[] = {"--model",
                                      "--offload-optimizer",
                                      "--offload-param",
                                      "--offload-activations",
+                                     "--mlp-tile-rows",
                                      "--param-slots",
                                      "--ratio",
                                      "--sub-group",
@@ -170,6 +172,10 @@ StatusOr<PlanInput> InputFromFlags(const PlanFlags& f) {
   auto activations = ParseChoice<ActivationOffload>(f.offload_activations);
   if (!activations.ok()) return activations.status().WithContext("--offload-activations");
   in.offload_activations = *activations;
+  if (f.mlp_tile_rows != "auto") {
+    TF_ASSIGN_OR_RETURN(const uint64_t tile, CountFlag("--mlp-tile-rows", f.mlp_tile_rows));
+    in.mlp_tile_rows = static_cast<int64_t>(std::min<uint64_t>(tile, uint64_t{1} << 40));
+  }
   if (f.param_slots != "auto") {
     // A plain integer; the planner checks its range (at least 2) and names the flag.
     char* end = nullptr;
@@ -354,6 +360,10 @@ void AddRunFlags(CLI::App* cmd, PlanFlags* f) {
                   "Activation checkpoints: auto (on the device while the run fits there, else in "
                   "pinned host memory when that fits or steps faster than streaming weights) | "
                   "none | host (needs --checkpointing on)")
+      ->capture_default_str();
+  cmd->add_option("--mlp-tile-rows", f->mlp_tile_rows,
+                  "The MLP in row tiles of this many rows (a multiple of 256; 0 untiled), or auto "
+                  "(untiled while the run fits so, else 4096, with checkpointing)")
       ->capture_default_str();
   cmd->add_option("--param-slots", f->param_slots,
                   "Device slots of the streamed weights' ring, each the largest streamed unit "

@@ -35,7 +35,7 @@ struct EngineBenchOptions {
   // The checkpoints in pinned host memory (TrainShape::offload_checkpoints).
   // REQUIRES checkpointing. Default: off.
   bool offload_checkpoints = false;
-  int steps = 4;              // timed steps per round, back to back (after a warm-up). Default: 4
+  int steps = 4;  // timed steps per round, back to back (after a warm-up). Default: 4
   // Rounds of (every stage alone, then the pipelined steps through a fresh
   // engine). Shared machines and disks drift by tens of percent within
   // seconds, so the limit and the pipeline are measured side by side, several

@@ -29,8 +29,8 @@ StatusOr<std::unique_ptr<CheckpointOffload>> CheckpointOffload::Create(Device& d
   o->slots_ = std::move(slots);
   o->host_bytes_ = static_cast<uint64_t>(o->host_checkpoints_) * bytes_each;
   if (o->host_bytes_ > 0) {
-    TF_ASSIGN_OR_RETURN(o->host_, device.AllocatePinned(o->host_bytes_,
-                                                        "activation checkpoints (host store)"));
+    TF_ASSIGN_OR_RETURN(
+        o->host_, device.AllocatePinned(o->host_bytes_, "activation checkpoints (host store)"));
   }
   TF_ASSIGN_OR_RETURN(o->d2h_, device.CreateStream("activation checkpoints d2h"));
   TF_ASSIGN_OR_RETURN(o->h2d_, device.CreateStream("activation checkpoints h2d"));

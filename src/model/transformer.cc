@@ -32,7 +32,7 @@ using model_internal::MakeDims;
 
 struct TransformerModel::Buffers {
   DeviceBuffer memory;
-  PinnedBuffer loss_host;         // (chunks) fp32, each head chunk's loss copied back
+  PinnedBuffer loss_host;  // (chunks) fp32, each head chunk's loss copied back
   // (N, C) each: the input of each block, then the last output (L + 1), or
   // with offload_checkpoints the device ring of CheckpointOffload's slots.
   std::vector<void*> residual;

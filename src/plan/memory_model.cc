@@ -258,6 +258,11 @@ GradBucketSizes GradBucketSizesOf(const ModelConfig& m) {
       out.tensors = std::max(out.tensors, op);
     }
     out.blocks = std::max(out.blocks, rest);
+    int64_t mlp = 0;
+    for (const ParamTensor& t : g.tensors) {
+      if (t.name.find(".mlp.") != std::string::npos) mlp += t.num_elements;
+    }
+    out.mlp = std::max(out.mlp, mlp);
   }
   // A vocabulary slice holds at least one row.
   out.tensors = std::max(out.tensors, m.d_model);

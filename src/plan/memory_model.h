@@ -106,6 +106,13 @@ inline constexpr uint64_t kDirectIoAlignmentBytes = 4096;
 
 // ---- activations on the device ----
 
+// The MLP's row tiles are multiples of this (the CPU GEMM's k-panel,
+// kGemmCpuKPanel, which makes them bit-identical to the untiled MLP;
+// plan_vs_engine_test holds them equal). The tile --offload-activations auto
+// takes when only a tiled MLP fits is kAutoMlpTileRows.
+inline constexpr int64_t kMlpTileQuantum = 256;
+inline constexpr int64_t kAutoMlpTileRows = 4096;
+
 // Device slots of the activation checkpoints' ring when they live in host
 // memory (the model's CheckpointOffload::kSlots; plan_vs_engine_test holds
 // them equal): block l's input, its recompute's output, the next prefetch.
@@ -207,6 +214,9 @@ struct GradBucketSizes {
   int64_t whole_units = 0;  // the largest unit
   int64_t blocks = 0;       // the largest unit once the vocabulary matrices are sliced
   int64_t tensors = 0;      // the largest weight (with its bias) outside those matrices
+  // A block's MLP weights and biases: one gradient piece when the MLP runs
+  // in row tiles (every tile adds to all of them), so the least bucket then.
+  int64_t mlp = 0;
 };
 GradBucketSizes GradBucketSizesOf(const ModelConfig& model);
 

@@ -123,6 +123,7 @@ void AddPlacement(const ModelConfig& m, const Plan& plan, nlohmann::json& j) {
       {"where", std::string(ChoiceName(p.activations))},
       {"host_bytes", plan.activations.host_checkpoints},
       {"transfer_bytes_per_micro_batch", plan.activations.checkpoint_transfer},
+      {"mlp_tile_rows", p.mlp_tile_rows},
       {"chosen_by", p.activations_chosen ? "planner" : "user"}};
 }
 

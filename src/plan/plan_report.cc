@@ -176,6 +176,8 @@ void AppendPlacement(std::string* out, const PlanInput& in, const Plan& plan) {
   } else {
     *out += " (on the device)";
   }
+  if (p.mlp_tile_rows > 0)
+    Appendf(out, "; the MLP in tiles of %lld rows", static_cast<long long>(p.mlp_tile_rows));
   if (p.activations_chosen) *out += ", chosen by the planner";
   *out += "\n\n";
 }

@@ -52,6 +52,20 @@ Status ValidateInput(const PlanInput& in, const Hardware& hw) {
   TF_RETURN_IF_ERROR(ValidateModelConfig(in.model));
   if (in.micro_batch < 1) return InvalidArgumentError("micro-batch must be at least 1");
   if (in.grad_accum < 1) return InvalidArgumentError("gradient accumulation must be at least 1");
+  if (in.mlp_tile_rows.has_value() &&
+      (*in.mlp_tile_rows < 0 || *in.mlp_tile_rows % kMlpTileQuantum != 0)) {
+    return InvalidArgumentError("the MLP's row tile is " + std::to_string(*in.mlp_tile_rows) +
+                                ": give 0 (untiled) or a positive multiple of " +
+                                std::to_string(kMlpTileQuantum));
+  }
+  if (in.mlp_tile_rows.value_or(0) > 0 && in.grad_bucket_params.has_value() &&
+      *in.grad_bucket_params < GradBucketSizesOf(in.model).mlp) {
+    return InvalidArgumentError(
+        "a tiled MLP adds every tile to all of a block's MLP weights, so a gradient bucket "
+        "must hold them (" +
+        std::to_string(GradBucketSizesOf(in.model).mlp) + " parameters; --grad-bucket is " +
+        std::to_string(*in.grad_bucket_params) + "): raise --grad-bucket or untile the MLP");
+  }
   if (in.offload_activations == ActivationOffload::kHost && !in.checkpointing) {
     return InvalidArgumentError(
         "--offload-activations host moves the activation checkpoints, and checkpointing is off: "
@@ -821,26 +835,55 @@ Status PlanScaling(const PlanInput& in, const Hardware& hw, Plan& plan) {
 
 }  // namespace
 
+namespace {
+
+// The activation layouts auto may choose from, the least moved first:
+// checkpoints on the device or in host memory, the MLP whole or in tiles.
+std::vector<PlanInput> ActivationCandidates(const PlanInput& in) {
+  std::vector<ActivationOffload> wheres = {in.offload_activations};
+  if (in.offload_activations == ActivationOffload::kAuto) {
+    wheres = {ActivationOffload::kNone};
+    if (in.checkpointing) wheres.push_back(ActivationOffload::kHost);
+  }
+  std::vector<int64_t> tiles = {in.mlp_tile_rows.value_or(0)};
+  const int64_t rows = in.micro_batch * in.seq_len;
+  // Auto tiles only under checkpointing, where tiling adds no FLOPs.
+  if (!in.mlp_tile_rows.has_value() && in.checkpointing && rows > kAutoMlpTileRows) {
+    tiles.push_back(kAutoMlpTileRows);
+  }
+  std::vector<PlanInput> out;
+  for (int64_t tile : tiles) {
+    for (ActivationOffload where : wheres) {
+      PlanInput c = in;
+      c.offload_activations = where;
+      c.mlp_tile_rows = tile;
+      out.push_back(std::move(c));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 StatusOr<Plan> ComputePlan(const PlanInput& in, const Hardware& hw) {
-  if (in.offload_activations != ActivationOffload::kAuto) return PlanOnce(in, hw, true);
-  PlanInput kept = in;
-  kept.offload_activations = ActivationOffload::kNone;
-  TF_ASSIGN_OR_RETURN(Plan on_device, PlanOnce(kept, hw, /*scaling=*/true));
-  on_device.placement.activations_chosen = true;
-  const bool streams = on_device.placement.params.where != ParamOffload::kNone;
-  if (!in.checkpointing || (on_device.feasible && !streams)) return on_device;
-  PlanInput moved = in;
-  moved.offload_activations = ActivationOffload::kHost;
-  TF_ASSIGN_OR_RETURN(Plan on_host, PlanOnce(moved, hw, /*scaling=*/true));
-  on_host.placement.activations_chosen = true;
-  const bool host_better =
-      on_host.feasible && (!on_device.feasible || on_host.predicted_step_seconds <
-                                                       on_device.predicted_step_seconds);
-  // Neither fits and the device is what binds: the offloaded plan says
-  // what is still missing with everything the planner can move off it.
-  const bool neither_fits_the_device = !on_host.feasible && !on_device.feasible &&
-                                       on_device.binding_constraint == "device";
-  return host_better || neither_fits_the_device ? on_host : on_device;
+  const std::vector<PlanInput> candidates = ActivationCandidates(in);
+  const bool chosen = candidates.size() > 1;
+  std::optional<Plan> best;
+  for (const PlanInput& c : candidates) {
+    TF_ASSIGN_OR_RETURN(Plan plan, PlanOnce(c, hw, /*scaling=*/true));
+    plan.placement.activations_chosen = chosen;
+    const bool streams = plan.placement.params.where != ParamOffload::kNone;
+    // The first that fits without streaming weights; else the fastest that
+    // fits; neither fitting and the device binding, the one that moves the
+    // most off it (the last), which says what is still missing.
+    if (plan.feasible && !streams && !best.has_value()) return plan;
+    const bool better = !best.has_value() ||
+                        (plan.feasible && (!best->feasible || plan.predicted_step_seconds <
+                                                                  best->predicted_step_seconds)) ||
+                        (!plan.feasible && !best->feasible && best->binding_constraint == "device");
+    if (better) best = std::move(plan);
+  }
+  return std::move(*best);
 }
 
 ActivationOptions ActivationOptionsOf(const PlanInput& in) {
@@ -850,6 +893,7 @@ ActivationOptions ActivationOptionsOf(const PlanInput& in) {
   act.dtype = in.dtype;
   act.checkpointing = in.checkpointing;
   act.offload_checkpoints = in.offload_activations == ActivationOffload::kHost;
+  act.mlp_tile_rows = in.mlp_tile_rows.value_or(0);
   return act;
 }
 
@@ -893,8 +937,10 @@ std::vector<int64_t> BucketCandidates(const PlanInput& in, const GradBucketSizes
   if (in.grad_bucket_params.has_value()) {
     buckets = {std::min<int64_t>(*in.grad_bucket_params, max_unit_params)};
   } else {
+    // A tiled MLP's weights are one piece: no bucket below them.
+    const int64_t least = in.mlp_tile_rows.value_or(0) > 0 ? sizes.mlp : 0;
     for (int64_t candidate : {sizes.whole_units, sizes.blocks, sizes.tensors}) {
-      buckets.push_back(std::min<int64_t>(candidate, max_unit_params));
+      buckets.push_back(std::min<int64_t>(std::max(candidate, least), max_unit_params));
     }
   }
   return buckets;
@@ -955,6 +1001,7 @@ void AdoptPlacement(const PlanInput& in, int64_t bucket, bool vocab_sliced, Para
   p.chosen_by_planner = state.chosen;
   p.params = std::move(params);
   p.activations = in.offload_activations;
+  p.mlp_tile_rows = in.mlp_tile_rows.value_or(0);
 }
 
 // A device that does not fit with every weight resident: would streaming

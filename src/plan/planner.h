@@ -42,6 +42,11 @@ struct PlanInput {
   std::optional<DType> grad_transfer_dtype;
   bool checkpointing = true;  // activation checkpointing (keep block inputs, recompute)
   ActivationOffload offload_activations = ActivationOffload::kAuto;
+  // The MLP's row tile (TrainShape::mlp_tile_rows): 0 untiled; R > 0, a
+  // multiple of kMlpTileQuantum; unset: the planner's (untiled while the run
+  // fits so, else kAutoMlpTileRows). Tiled, the gradient buckets hold at
+  // least a block's MLP weights (GradBucketSizes::mlp).
+  std::optional<int64_t> mlp_tile_rows;
   OptimizerKind optimizer = OptimizerKind::kAdamW;
   OffloadPlacement offload = OffloadPlacement::kAuto;
   // Fraction in [0, 1] of the parameters whose optimizer state is on NVMe
@@ -198,12 +203,13 @@ struct Placement {
   // from: "free host memory", "input", or "none: synchronous pipeline" (0).
   int64_t speculation_params = 0;
   std::string speculation_from;
-  bool chosen_by_planner = false;    // false when the user fixed the placement
-  ParamPlacement params;             // the working weights' placement
+  bool chosen_by_planner = false;  // false when the user fixed the placement
+  ParamPlacement params;           // the working weights' placement
   // The activation checkpoints: kNone (on the device) or kHost, as run;
   // whether the planner chose it (--offload-activations auto).
   ActivationOffload activations = ActivationOffload::kNone;
   bool activations_chosen = false;
+  int64_t mlp_tile_rows = 0;         // TrainShape::mlp_tile_rows: 0 untiled
   std::string where() const;         // "host", "nvme" or "split"
   OffloadPlacement offload() const;  // EngineOptions::offload: kHost or kNvme
 };

@@ -111,6 +111,16 @@ std::string Interconnect(const PlanInput& in, bool dp, bool on_device) {
 void GradientPhase(const PlanInput& in, const Bandwidths& bw, Plan& plan, StepCosts& c) {
   plan.flops_per_step = TrainingFlopsPerToken(in.model, in.seq_len, in.checkpointing) *
                         static_cast<double>(plan.tokens_per_step);
+  // A tiled MLP without checkpointing recomputes each tile's gate and up
+  // (GELU: fc) projections in backward; under checkpointing the block's
+  // recompute skips the MLP instead, so tiling costs nothing there.
+  if (in.mlp_tile_rows.value_or(0) > 0 && !in.checkpointing) {
+    const double projections = in.model.mlp == MlpKind::kSwiGlu ? 2 : 1;
+    plan.flops_per_step += 2.0 * projections * static_cast<double>(in.model.n_layers) *
+                           static_cast<double>(in.model.d_model) *
+                           static_cast<double>(in.model.d_ff) *
+                           static_cast<double>(plan.tokens_per_step);
+  }
   // Vocabulary slices: the head recomputes its logits for the weight gradient.
   if (plan.placement.vocab_sliced) {
     plan.flops_per_step += 2.0 * static_cast<double>(in.model.vocab_size) *
@@ -231,11 +241,10 @@ std::vector<StageTime> Stages(const PlanInput& in, const Plan& plan, const StepC
                            : "none: one micro-batch's gradients land as they are, their norm "
                              "is computed on the device"},
       {"activation_checkpoints", c.k * (c.act_d2h + c.act_h2d),
-       c.act_d2h > 0
-           ? "each micro-batch's checkpoints, " +
-                 FormatBytes(plan.activations.checkpoint_transfer) +
-                 " down to pinned host memory beside forward and up again beside backward"
-           : "none: the checkpoints stay on the device"},
+       c.act_d2h > 0 ? "each micro-batch's checkpoints, " +
+                           FormatBytes(plan.activations.checkpoint_transfer) +
+                           " down to pinned host memory beside forward and up again beside backward"
+                     : "none: the checkpoints stay on the device"},
       {"h2d_params", c.h2d_params,
        c.streams ? FetchNote(plan.placement.params, c) : "none: every unit's weights are resident"},
       {"optimizer", c.optimizer,

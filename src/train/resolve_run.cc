@@ -37,6 +37,7 @@ StatusOr<PlanInput> PlanInputFor(const TrainConfig& c, const ModelConfig& model,
   in.grad_transfer_dtype = c.grad_transfer_dtype;
   in.checkpointing = c.activation_checkpointing;
   in.offload_activations = c.offload_activations;
+  if (c.mlp_tile_rows.has_value()) in.mlp_tile_rows = static_cast<int64_t>(*c.mlp_tile_rows);
   in.optimizer = OptimizerKind::kAdamW;
   in.offload = c.offload;
   if (c.offload == OffloadPlacement::kNvme) in.nvme_ratio = c.nvme_ratio;

@@ -73,6 +73,9 @@ struct TrainConfig {
   // --offload-activations): auto lets the planner choose; host needs
   // activation_checkpointing.
   ActivationOffload offload_activations = ActivationOffload::kAuto;
+  // tierflow.mlp_tile_rows / --mlp-tile-rows: the MLP in row tiles of this
+  // many rows (a multiple of 256; 0 untiled). Unset: the planner's choice.
+  std::optional<uint64_t> mlp_tile_rows;
 
   // Precision.
   DType dtype = DType::kBF16;  // from bf16/fp16 "enabled" (neither: fp32)

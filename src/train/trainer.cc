@@ -166,6 +166,8 @@ std::string DescribePlacement(const Placement& p) {
     out += "; activation checkpoints in pinned host memory (" +
            std::to_string(kCheckpointDeviceSlots) + " on the device)";
   }
+  if (p.mlp_tile_rows > 0)
+    out += "; the MLP in tiles of " + std::to_string(p.mlp_tile_rows) + " rows";
   return out;
 }
 
@@ -291,6 +293,7 @@ StatusOr<std::unique_ptr<TransformerModel>> CreateModel(const TrainConfig& confi
   shape.checkpoint_activations = config.activation_checkpointing;
   // Where the plan put the checkpoints (it chose, under auto).
   shape.offload_checkpoints = plan.placement.activations == ActivationOffload::kHost;
+  shape.mlp_tile_rows = plan.placement.mlp_tile_rows;
   shape.dtype = config.dtype;
   TransformerInit init;
   init.seed = config.seed;

@@ -86,10 +86,8 @@ std::vector<RunResult> RunAll(const OffloadCase& c, bool offload, uint64_t* host
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     if (r.ok()) out.push_back(*r);
   }
-  MicroBatch packed{.inputs = feed.packed_in.data(),
-                    .targets = feed.packed_tg.data(),
-                    .batch = 1,
-                    .seq_len = 8};
+  MicroBatch packed{
+      .inputs = feed.packed_in.data(), .targets = feed.packed_tg.data(), .batch = 1, .seq_len = 8};
   packed.positions = feed.packed_pos.data();
   if (c.config.family == ModelFamily::kLlama) {  // GPT-2's learned positions refuse packing
     auto r = testing_util::RunForwardBackward(**model, access, *stream, packed);

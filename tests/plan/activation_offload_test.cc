@@ -32,6 +32,7 @@ PlanInput Llama8b(int64_t seq_len) {
 TEST(ActivationOffload, AutoMovesTheCheckpointsWhereOnlyThatFits) {
   const Hardware hw = Gpu(24 * kGiB, 256 * kGiB, 2 * kTiB);
   PlanInput in = Llama8b(65536);
+  in.mlp_tile_rows = 0;  // the checkpoints alone; tiles below
   in.offload_activations = ActivationOffload::kNone;
   const Plan kept = MustPlan(in, hw);
   EXPECT_FALSE(kept.feasible);
@@ -53,6 +54,35 @@ TEST(ActivationOffload, AutoMovesTheCheckpointsWhereOnlyThatFits) {
   // Down in forward and up in backward, at the default 25 GB/s each way.
   EXPECT_DOUBLE_EQ(Stage(plan, "activation_checkpoints"), 2.0 * 30 * residual / 25e9);
   EXPECT_EQ(Stage(kept, "activation_checkpoints"), 0.0);
+  EXPECT_EQ(plan.placement.mlp_tile_rows, 0);
+}
+
+// Llama-3-8B at 128K on 24 GiB (the target): only with the
+// checkpoints in host memory and the MLP in row tiles; auto finds that, and
+// the buckets then hold a block's MLP weights.
+TEST(ActivationOffload, AutoTilesTheMlpAt128K) {
+  const Hardware hw = Gpu(24 * kGiB, 256 * kGiB, 2 * kTiB);
+  PlanInput in = Llama8b(131072);
+  const Plan plan = MustPlan(in, hw);
+  ASSERT_TRUE(plan.feasible) << plan.explanation;
+  EXPECT_EQ(plan.placement.activations, ActivationOffload::kHost);
+  EXPECT_EQ(plan.placement.mlp_tile_rows, kAutoMlpTileRows);
+  EXPECT_GE(plan.placement.grad_bucket_params, GradBucketSizesOf(in.model).mlp);
+  EXPECT_EQ(GradBucketSizesOf(in.model).mlp, 3 * 4096 * 14336);
+  for (auto [where, tile] : {std::pair{ActivationOffload::kNone, int64_t{kAutoMlpTileRows}},
+                             std::pair{ActivationOffload::kHost, int64_t{0}}}) {
+    in.offload_activations = where;
+    in.mlp_tile_rows = tile;
+    EXPECT_FALSE(MustPlan(in, hw).feasible) << ChoiceName(where) << " tile " << tile;
+  }
+  // A tile off the quantum, and buckets below the MLP's weights, are refused.
+  in.mlp_tile_rows = 1000;
+  EXPECT_FALSE(ComputePlan(in, hw).ok());
+  in.mlp_tile_rows = 4096;
+  in.grad_bucket_params = GradBucketSizesOf(in.model).tensors;
+  auto small = ComputePlan(in, hw);
+  ASSERT_FALSE(small.ok());
+  EXPECT_THAT(small.status().message(), HasSubstr("MLP weights"));
 }
 
 TEST(ActivationOffload, AutoKeepsThemOnTheDeviceWhenEverythingFits) {
@@ -109,8 +139,10 @@ TEST(ActivationOffload, LongestContextIsTheEdgeOfFitting) {
     in.offload_activations = where;
     in.seq_len = edge;
     EXPECT_TRUE(MustPlan(in, hw).feasible) << edge;
-    in.seq_len = edge + 1;
-    EXPECT_FALSE(MustPlan(in, hw).feasible) << edge + 1;
+    if (edge < in.model.max_seq_len) {
+      in.seq_len = edge + 1;
+      EXPECT_FALSE(MustPlan(in, hw).feasible) << edge + 1;
+    }
   }
   in.checkpointing = false;
   in.offload_activations = ActivationOffload::kAuto;

@@ -136,9 +136,9 @@ uint64_t BytesUnder(const fs::path& dir) {
 
 struct Case {
   std::string preset;
-  OffloadPlacement offload;  // kHost or kNvme
-  int grad_accum = 1;        // micro-batches per step: 1 lands them, more accumulate
-  bool sliced = false;       // buckets of the largest tensor: units streamed in pieces
+  OffloadPlacement offload;          // kHost or kNvme
+  int grad_accum = 1;                // micro-batches per step: 1 lands them, more accumulate
+  bool sliced = false;               // buckets of the largest tensor: units streamed in pieces
   bool offload_activations = false;  // the checkpoints in pinned host memory
 };
 
@@ -352,7 +352,11 @@ TEST(PlanVsEngineActivations, ArenaEqualsTheModelsAllocation) {
         const int seq_len = static_cast<int>(std::min<int64_t>(config.max_seq_len, 256));
         const TrainShape shape{
             .batch = 3, .seq_len = seq_len, .checkpoint_activations = ckpt, .mlp_tile_rows = tile};
-        const ActivationOptions o{3, seq_len, shape.dtype, ckpt, tile};
+        const ActivationOptions o{.micro_batch = 3,
+                                  .seq_len = seq_len,
+                                  .dtype = shape.dtype,
+                                  .checkpointing = ckpt,
+                                  .mlp_tile_rows = tile};
         EXPECT_EQ(ComputeActivationBytes(config, o).total(),
                   TransformerModel::ActivationBytes(config, shape))
             << preset << (ckpt ? " checkpointed" : "") << " tile " << tile;

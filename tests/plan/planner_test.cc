@@ -394,6 +394,7 @@ TEST(Planner, DeviceTooSmallForActivationsSuggestsCheckpointing) {
   PlanInput in = Input("gpt2", 1024);
   in.micro_batch = 8;
   in.checkpointing = false;
+  in.mlp_tile_rows = 0;
   Hardware hw = Machine(2 * kGiB, 64 * kGiB, kTiB, true);
   Plan plan = MustPlan(in, hw);
   ASSERT_FALSE(plan.feasible);

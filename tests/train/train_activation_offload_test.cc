@@ -46,7 +46,7 @@ std::string Qwen2Config(const fs::path& dir) {
 }
 
 TrainConfig SmallRun(const std::string& model, const std::string& out, int steps,
-                ActivationOffload where) {
+                     ActivationOffload where) {
   TrainConfig c;
   c.model = model;
   c.micro_batch = 2;
@@ -116,8 +116,34 @@ TEST_P(TrainActivationOffload, SameBitsAsCheckpointsOnTheDeviceThroughAResume) {
   EXPECT_EQ(ReadWholeFile(resumed + model_file), reference_model);
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, TrainActivationOffload,
-                         ::testing::Values("small-llama", "qwen2"));
+INSTANTIATE_TEST_SUITE_P(Shapes, TrainActivationOffload, ::testing::Values("small-llama", "qwen2"));
+
+// With the MLP in row tiles as well (two tiles of 256 of the 512 rows), and
+// the offload: still the bits of the plain run.
+TEST(TrainActivationOffloadTiles, TiledMlpAndOffloadedCheckpointsAreThePlainRunsBits) {
+  ScratchDir dir("tierflow-train-tiles-");
+  TrainReporter quiet;
+  auto config = [&](const std::string& out, ActivationOffload where, uint64_t tile) {
+    TrainConfig c = SmallRun("small-llama", out, 2, where);
+    c.seq_len = 256;
+    c.grad_accum = 1;
+    c.mlp_tile_rows = tile;
+    return c;
+  };
+  const std::string plain = dir / "plain", tiled = dir / "tiled";
+  auto a = RunTraining(config(plain, ActivationOffload::kNone, 0), quiet);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  auto b = RunTraining(config(tiled, ActivationOffload::kHost, 256), quiet);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  std::ifstream in(tiled + "/metrics.jsonl");
+  std::string first;
+  std::getline(in, first);
+  EXPECT_EQ(nlohmann::json::parse(first)["plan"]["placement"]["activations"]["mlp_tile_rows"], 256);
+  EXPECT_EQ(Losses(plain), Losses(tiled));
+  EXPECT_EQ(Losses(tiled).size(), 2u);
+  EXPECT_EQ(ReadWholeFile(plain + "/model/model.safetensors"),
+            ReadWholeFile(tiled + "/model/model.safetensors"));
+}
 
 TEST(TrainActivationOffloadRefusal, HostWithoutCheckpointingIsRefusedBeforeAnyStep) {
   ScratchDir dir("tierflow-train-act-refused-");
