@@ -44,6 +44,10 @@
 #                      beside PyTorch on the same GPU with the same shape
 #                      (scripts/pytorch_peer.py); tokens/s, model TFLOP/s,
 #                      step / slowest stage alone, device peak / plan;
+#         long_ctx_kept / long_ctx_host
+#                      bench engine on the 0.5B model, 8 x 4096 tokens, the
+#                      activation checkpoints on the device, then in pinned
+#                      host memory (issue 43: the offload's cost of the step);
 #         host_sim     bench engine on the 0.5B model with its state in host
 #                      RAM on the sim's H100-PCIe, this machine's 16 cores
 #                      as its host (#13's overlap figure).
@@ -237,6 +241,13 @@ run() {
   local engine=(bench engine --model "$top/data/llama-0.5b" --offload-param host --json)
   stage param_sim 100 "$tf" "${engine[@]}" --device sim:h100-pcie --rounds 3
   stage param_cuda 80 "$tf" "${engine[@]}" --device cuda --rounds 2
+  # Long contexts (#43): the 0.5B model at 32K tokens a micro-batch (its
+  # positions stop at 4096: 8 sequences) with the activation
+  # checkpoints on the device and in pinned host memory, on the GPU.
+  local long=(bench engine --model "$top/data/llama-0.5b" --micro-batch 8 --seq-len 4096
+    --rounds 2 --json --device cuda)
+  stage long_ctx_kept 90 "$tf" "${long[@]}" --offload-activations none
+  stage long_ctx_host 90 "$tf" "${long[@]}" --offload-activations host
   # The host-state overlap (#13) at the sim's proportions on 16 host cores.
   stage host_sim 60 "$tf" bench engine --model "$top/data/llama-0.5b" --device sim:h100-pcie \
     --rounds 3 --json
