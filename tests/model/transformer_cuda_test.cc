@@ -1,7 +1,8 @@
 // The transformer on CUDA against the CPU device: the same weights and tokens
 // give the same loss and gradients within tolerance (fp32 and bf16),
-// checkpointing does not change CUDA's gradients, and the MLP's row tiles
-// change them only within rounding. Skipped, with the reason,
+// checkpointing (with the checkpoints on the device or in host memory) does
+// not change CUDA's gradients, and the MLP's row tiles change them only
+// within rounding. Skipped, with the reason,
 // where no GPU is usable.
 #include <cmath>
 #include <string>
@@ -25,12 +26,13 @@ struct Outcome {
 
 Outcome RunOn(Device& device, const ModelConfig& config, DType dtype, bool ckpt,
               const std::vector<float>& weights, const testing_util::TokenBatch& tb,
-              int64_t mlp_tile_rows = 0) {
+              int64_t mlp_tile_rows = 0, bool offload_checkpoints = false) {
   Outcome out;
   auto stream = device.CreateStream("compute").value();
   TrainShape shape{
       .batch = tb.batch, .seq_len = tb.seq_len, .checkpoint_activations = ckpt, .dtype = dtype};
   shape.mlp_tile_rows = mlp_tile_rows;
+  shape.offload_checkpoints = offload_checkpoints;
   auto model = TransformerModel::Create(device, config, shape);
   EXPECT_TRUE(model.ok()) << model.status().ToString();
   if (!model.ok()) return out;
@@ -110,6 +112,29 @@ TEST_P(TransformerCudaTest, TiledMlpMatchesUntiledWithinRounding) {
       ASSERT_EQ(untiled.grads.size(), tiled.grads.size());
       EXPECT_LT(NormalizedError(tiled.grads, untiled.grads), tol) << DTypeName(dtype);
     }
+  }
+}
+
+// The checkpoints in pinned host memory on CUDA: the copies move bits, the
+// kernels are the same, so the run is the one that keeps them (six blocks:
+// four of the seven residuals leave the device).
+TEST_P(TransformerCudaTest, OffloadedCheckpointsGiveTheKeptRunsResult) {
+  if (!CudaUnavailableReason().empty()) TIERFLOW_SKIP_WITHOUT("gpu") << CudaUnavailableReason();
+  ModelConfig config = GetParam();
+  config.n_layers = 6;
+  auto cuda = std::move(CreateDevice({.kind = DeviceChoice::kCuda})).value();
+  auto cpu = testing_util::MakeCpuDevice();
+  const testing_util::TokenBatch tb = testing_util::RandomTokens(2, 8, 23, 6);
+  TransformerInit init;
+  init.init_std = 0.2f;
+  auto ref_model = TransformerModel::Create(*cpu, config, {2, 8}, init).value();
+  const std::vector<float> weights = testing_util::InitialFlat(*ref_model);
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    Outcome kept = RunOn(*cuda, config, dtype, true, weights, tb);
+    Outcome moved = RunOn(*cuda, config, dtype, true, weights, tb, 0, /*offload=*/true);
+    EXPECT_EQ(kept.loss, moved.loss) << DTypeName(dtype);
+    ASSERT_EQ(kept.grads.size(), moved.grads.size());
+    EXPECT_LT(NormalizedError(moved.grads, kept.grads), 1e-6) << DTypeName(dtype);
   }
 }
 
