@@ -6,6 +6,9 @@
 // where no GPU is usable.
 #include <cmath>
 #include <string>
+#include <vector>
+#include <tuple>
+#include <memory>
 
 #include <gtest/gtest.h>
 
@@ -62,6 +65,25 @@ double NormalizedError(const std::vector<float>& a, const std::vector<float>& b)
 
 class TransformerCudaTest : public ::testing::TestWithParam<ModelConfig> {};
 
+// A CUDA device, random tokens of (batch, seq_len) and seeded weights for
+// `config` (made on the CPU device).
+struct CudaCase {
+  std::unique_ptr<Device> cuda;
+  testing_util::TokenBatch tb;
+  std::vector<float> weights;
+};
+CudaCase MakeCudaCase(const ModelConfig& config, int batch, int seq_len, uint32_t seed) {
+  CudaCase c;
+  c.cuda = std::move(CreateDevice({.kind = DeviceChoice::kCuda})).value();
+  auto cpu = testing_util::MakeCpuDevice();
+  c.tb = testing_util::RandomTokens(batch, seq_len, 23, seed);
+  TransformerInit init;
+  init.init_std = 0.2f;
+  auto ref_model = TransformerModel::Create(*cpu, config, {batch, seq_len}, init).value();
+  c.weights = testing_util::InitialFlat(*ref_model);
+  return c;
+}
+
 TEST_P(TransformerCudaTest, MatchesCpuDevice) {
   if (!CudaUnavailableReason().empty()) TIERFLOW_SKIP_WITHOUT("gpu") << CudaUnavailableReason();
   const ModelConfig config = GetParam();
@@ -96,18 +118,14 @@ TEST_P(TransformerCudaTest, TiledMlpMatchesUntiledWithinRounding) {
   if (!CudaUnavailableReason().empty()) TIERFLOW_SKIP_WITHOUT("gpu") << CudaUnavailableReason();
   ModelConfig config = GetParam();
   config.max_seq_len = 512;
-  auto cuda = std::move(CreateDevice({.kind = DeviceChoice::kCuda})).value();
-  auto cpu = testing_util::MakeCpuDevice();
-  const testing_util::TokenBatch tb = testing_util::RandomTokens(2, 300, 23, 5);
-  TransformerInit init;
-  init.init_std = 0.2f;
-  auto ref_model = TransformerModel::Create(*cpu, config, {2, 300}, init).value();
-  const std::vector<float> weights = testing_util::InitialFlat(*ref_model);
+  const CudaCase c = MakeCudaCase(config, 2, 300, 5);
+  Device& cuda = *c.cuda;
+  const auto& [tb, weights] = std::tie(c.tb, c.weights);
   for (DType dtype : {DType::kF32, DType::kBF16}) {
     const double tol = dtype == DType::kF32 ? 2e-3 : 5e-2;
     for (bool ckpt : {false, true}) {
-      Outcome untiled = RunOn(*cuda, config, dtype, ckpt, weights, tb);
-      Outcome tiled = RunOn(*cuda, config, dtype, ckpt, weights, tb, 256);
+      Outcome untiled = RunOn(cuda, config, dtype, ckpt, weights, tb);
+      Outcome tiled = RunOn(cuda, config, dtype, ckpt, weights, tb, 256);
       EXPECT_NEAR(untiled.loss, tiled.loss, tol * std::abs(untiled.loss)) << DTypeName(dtype);
       ASSERT_EQ(untiled.grads.size(), tiled.grads.size());
       EXPECT_LT(NormalizedError(tiled.grads, untiled.grads), tol) << DTypeName(dtype);
@@ -122,16 +140,10 @@ TEST_P(TransformerCudaTest, OffloadedCheckpointsGiveTheKeptRunsResult) {
   if (!CudaUnavailableReason().empty()) TIERFLOW_SKIP_WITHOUT("gpu") << CudaUnavailableReason();
   ModelConfig config = GetParam();
   config.n_layers = 6;
-  auto cuda = std::move(CreateDevice({.kind = DeviceChoice::kCuda})).value();
-  auto cpu = testing_util::MakeCpuDevice();
-  const testing_util::TokenBatch tb = testing_util::RandomTokens(2, 8, 23, 6);
-  TransformerInit init;
-  init.init_std = 0.2f;
-  auto ref_model = TransformerModel::Create(*cpu, config, {2, 8}, init).value();
-  const std::vector<float> weights = testing_util::InitialFlat(*ref_model);
+  const CudaCase c = MakeCudaCase(config, 2, 8, 6);
   for (DType dtype : {DType::kF32, DType::kBF16}) {
-    Outcome kept = RunOn(*cuda, config, dtype, true, weights, tb);
-    Outcome moved = RunOn(*cuda, config, dtype, true, weights, tb, 0, /*offload=*/true);
+    Outcome kept = RunOn(*c.cuda, config, dtype, true, c.weights, c.tb);
+    Outcome moved = RunOn(*c.cuda, config, dtype, true, c.weights, c.tb, 0, /*offload=*/true);
     EXPECT_EQ(kept.loss, moved.loss) << DTypeName(dtype);
     ASSERT_EQ(kept.grads.size(), moved.grads.size());
     EXPECT_LT(NormalizedError(moved.grads, kept.grads), 1e-6) << DTypeName(dtype);

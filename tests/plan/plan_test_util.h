@@ -12,15 +12,15 @@
 namespace tierflow::plan_test {
 
 // As `tierflow plan --gpu-memory N` sees a GPU: the card's total, less the
-// CUDA context reserve; 16 cores, the default rates.
-inline Hardware Gpu(uint64_t device, uint64_t host, uint64_t nvme) {
+// CUDA context reserve; `cores` host cores, the default rates.
+inline Hardware Gpu(uint64_t device, uint64_t host, uint64_t nvme, int cores = 16) {
   Hardware hw;
   hw.device_is_gpu = true;
   hw.device_memory_bytes = device;
   hw.device_reserved_bytes = kCudaContextBytes;
   hw.host_memory_bytes = host;
   hw.nvme_capacity_bytes = nvme;
-  hw.cores = 16;
+  hw.cores = cores;
   hw.bandwidths = DefaultBandwidths(true, hw.cores);
   return hw;
 }

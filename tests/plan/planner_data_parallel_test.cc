@@ -22,15 +22,7 @@ constexpr uint64_t kGiB = 1ull << 30;
 constexpr uint64_t kTiB = 1ull << 40;
 
 Hardware Gpus(uint64_t device, uint64_t host, uint64_t nvme, int cores = 32) {
-  Hardware hw;
-  hw.device_is_gpu = true;
-  hw.device_memory_bytes = device;
-  hw.device_reserved_bytes = kCudaContextBytes;
-  hw.host_memory_bytes = host;
-  hw.nvme_capacity_bytes = nvme;
-  hw.cores = cores;
-  hw.bandwidths = DefaultBandwidths(true, cores);
-  return hw;
+  return plan_test::Gpu(device, host, nvme, cores);
 }
 
 PlanInput Input(const std::string& preset, int64_t seq_len, int gpus_per_node, int nodes = 1) {
