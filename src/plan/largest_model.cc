@@ -79,8 +79,9 @@ StatusOr<LongestContext> LongestFittingContext(const PlanInput& input, const Har
     };
     TF_ASSIGN_OR_RETURN(bool one_fits, fits(1));
     if (!one_fits) return int64_t{0};
-    // Invariant: `lo` tokens fit; `hi` do not, or hi = max_seq_len + 1.
-    int64_t lo = 1, hi = input.model.max_seq_len + 1;
+    // Invariant: `lo` tokens fit; `hi` do not, or hi = the bound + 1: the
+    // model's positions, or the asked length when longer.
+    int64_t lo = 1, hi = std::max(input.model.max_seq_len, input.seq_len) + 1;
     while (hi - lo > 1) {
       TF_RETURN_IF_ERROR(CheckCancel("planning: searching for the longest context that fits"));
       const int64_t mid = lo + (hi - lo) / 2;

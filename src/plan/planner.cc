@@ -92,10 +92,12 @@ Status ValidateInput(const PlanInput& in, const Hardware& hw) {
                                   ", more than the planner's limit of " + std::to_string(b.max));
     }
   }
-  if (in.seq_len < 1 || in.seq_len > in.model.max_seq_len) {
+  // Beyond the model's positions is a plan (what fits); the verdict says
+  // that training it needs a config that extends them.
+  if (in.seq_len < 1 || in.seq_len > kMaxPlanSeqLen) {
     return InvalidArgumentError("sequence length " + std::to_string(in.seq_len) +
-                                " is outside 1.." + std::to_string(in.model.max_seq_len) +
-                                " (the positions of model '" + in.model.name + "')");
+                                " is outside 1.." + std::to_string(kMaxPlanSeqLen) +
+                                ", the planner's limit");
   }
   if (in.nvme_ratio > 1 || std::isnan(in.nvme_ratio)) {
     return InvalidArgumentError("the NVMe ratio must be in [0, 1], got " +
@@ -653,17 +655,29 @@ std::string StreamedCopyAdvice(const PlanInput& in, const Plan& plan) {
                                                   : "");
 }
 
+// The checkpoints in host memory, when they are there: their share, and how
+// to do without.
+std::string CheckpointAdvice(const PlanInput& in, const Plan& plan) {
+  const uint64_t bytes = plan.host.bytes_of("activation_checkpoints");
+  if (bytes == 0) return "";
+  return "; the activation checkpoints in host memory take " + FormatBytes(bytes) +
+         " of it (shorten --seq-len or --micro-batch, now " + std::to_string(in.seq_len) + " x " +
+         std::to_string(in.micro_batch) + ", or keep them on the device with "
+         "--offload-activations none where it has room)";
+}
+
 std::string HostAdvice(const PlanInput& in, const Plan& plan) {
   const Placement& p = plan.placement;
-  std::string ranks;
+  std::string ranks = CheckpointAdvice(in, plan);
   if (in.gpus_per_node > 1 && in.device_collectives) {
-    ranks = "; the node's " + std::to_string(in.gpus_per_node) +
-            " ranks each hold their part of the state and its buffers: more nodes need less of it";
+    ranks += "; the node's " + std::to_string(in.gpus_per_node) +
+             " ranks each hold their part of the state and its buffers: more nodes need less of "
+             "it";
   } else if (in.gpus_per_node > 1) {
     // Every rank lands the whole gradient and holds its buffers: the
     // node's host memory grows with its GPUs, not only with the model.
-    ranks = "; the node's " + std::to_string(in.gpus_per_node) +
-            " ranks each land the whole gradient (" +
+    ranks += "; the node's " + std::to_string(in.gpus_per_node) +
+             " ranks each land the whole gradient (" +
             FormatBytes(plan.host.bytes_of("gradient_accumulator") / U(in.gpus_per_node)) +
             " per rank): fewer GPUs per node (--gpus-per-node) or more nodes need less of it, "
             "and so does summing it on the devices (--collectives device)";
@@ -733,6 +747,15 @@ void Explain(const PlanInput& in, Plan& plan) {
           ? "optimizer state on NVMe"
           : "optimizer state split, " +
                 std::to_string(static_cast<int>(std::lround(p.nvme_ratio * 100))) + "% on NVMe";
+  if (p.activations == ActivationOffload::kHost) {
+    state_where = "activation checkpoints in host memory" +
+                  (p.mlp_tile_rows > 0
+                       ? " (the MLP in " + std::to_string(p.mlp_tile_rows) + "-row tiles)"
+                       : std::string()) +
+                  ", " + state_where;
+  } else if (p.mlp_tile_rows > 0) {
+    state_where = "the MLP in " + std::to_string(p.mlp_tile_rows) + "-row tiles, " + state_where;
+  }
   const ParamPlacement& pp = p.params;
   if (pp.where != ParamOffload::kNone) {
     state_where = std::to_string(pp.streamed_units.size()) + " of " +
@@ -744,6 +767,12 @@ void Explain(const PlanInput& in, Plan& plan) {
                        TierName(binding->name) + " (" + FormatBytes(binding->total_bytes()) +
                        " of " + FormatBytes(binding->capacity_bytes) + ", " +
                        Percent(binding->total_bytes(), binding->capacity_bytes) + ")";
+    if (in.seq_len > in.model.max_seq_len) {
+      plan.explanation += ". The sequence is longer than the model's " +
+                          std::to_string(in.model.max_seq_len) +
+                          " positions: training it needs a config.json that extends them "
+                          "(max_position_embeddings, rope_scaling)";
+    }
     return;
   }
   std::string advice = binding->name == "device" ? DeviceAdvice(in, plan)

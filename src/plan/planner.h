@@ -34,7 +34,8 @@ enum class PipelineKind : uint8_t {
 struct PlanInput {
   ModelConfig model;
   int64_t micro_batch = 1;     // sequences per micro-batch (B). REQUIRES >= 1
-  int64_t seq_len = 0;         // tokens per sequence (T). REQUIRES 1..model.max_seq_len
+  int64_t seq_len = 0;         // tokens per sequence (T). REQUIRES 1..kMaxPlanSeqLen (past
+                               // the model's positions: the verdict says so)
   int64_t grad_accum = 1;      // micro-batches per optimizer step. REQUIRES >= 1
   DType dtype = DType::kBF16;  // working weights and activations on the device
   // The dtype gradients cross PCIe in (tierflow/grad_transfer.h); unset: the
@@ -296,6 +297,7 @@ inline constexpr int64_t kMaxPlanParams = int64_t{1} << 40;  // sub-group, specu
 inline constexpr int64_t kMaxPlanSlots = 1024;  // buffers, gradient buckets, NVMe directories
 inline constexpr int kMaxPlanGpusPerNode = 64;
 inline constexpr int kMaxPlanNodes = 4096;
+inline constexpr int64_t kMaxPlanSeqLen = int64_t{1} << 24;  // tokens per sequence
 
 // The plan. InvalidArgument when the input is inconsistent (the model config
 // invalid or beyond its bounds, seq_len beyond the model's positions, ratio
@@ -335,7 +337,7 @@ struct LargestModel {
 };
 StatusOr<LargestModel> LargestFittingModel(const PlanInput& input, const Hardware& hardware);
 
-// The longest context (seq_len, 1..model.max_seq_len, the rest of the setup
+// The longest context (seq_len, 1..max(model.max_seq_len, input.seq_len), the rest of the setup
 // as given) that fits, with the activation checkpoints on the device and in
 // host memory; 0 when not even one token does (offloaded: also when
 // checkpointing is off, which it needs).

@@ -75,6 +75,9 @@ TEST(ActivationOffload, AutoTilesTheMlpAt128K) {
     in.mlp_tile_rows = tile;
     EXPECT_FALSE(MustPlan(in, hw).feasible) << ChoiceName(where) << " tile " << tile;
   }
+  // The verdict says where the checkpoints are and how many units stream.
+  EXPECT_THAT(plan.explanation, HasSubstr("activation checkpoints in host memory"));
+  EXPECT_THAT(plan.explanation, HasSubstr("units' weights streamed"));
   // A tile off the quantum, and buckets below the MLP's weights, are refused.
   in.mlp_tile_rows = 1000;
   EXPECT_FALSE(ComputePlan(in, hw).ok());
@@ -83,6 +86,24 @@ TEST(ActivationOffload, AutoTilesTheMlpAt128K) {
   auto small = ComputePlan(in, hw);
   ASSERT_FALSE(small.ok());
   EXPECT_THAT(small.status().message(), HasSubstr("MLP weights"));
+}
+
+// The second target: 512K tokens on 80 GiB / 512 GiB / 4 TiB, past
+// the model's positions (the verdict says so); and a host too small for the
+// checkpoints is named with what to change.
+TEST(ActivationOffload, HalfAMillionTokensOn80GiBAndAShortHostIsNamed) {
+  PlanInput in = Llama8b(524288);
+  const Plan plan = MustPlan(in, Gpu(80 * kGiB, 512 * kGiB, 4 * kTiB));
+  ASSERT_TRUE(plan.feasible) << plan.explanation;
+  EXPECT_EQ(plan.placement.activations, ActivationOffload::kHost);
+  EXPECT_THAT(plan.explanation, HasSubstr("longer than the model's 131072 positions"));
+  in = Llama8b(131072);
+  in.offload_activations = ActivationOffload::kHost;
+  const Plan short_host = MustPlan(in, Gpu(24 * kGiB, 48 * kGiB, 2 * kTiB));
+  ASSERT_FALSE(short_host.feasible);
+  EXPECT_EQ(short_host.binding_constraint, "host");
+  EXPECT_THAT(short_host.explanation, HasSubstr("activation checkpoints in host memory take"));
+  EXPECT_THAT(short_host.explanation, HasSubstr("--offload-activations none"));
 }
 
 TEST(ActivationOffload, AutoKeepsThemOnTheDeviceWhenEverythingFits) {

@@ -468,10 +468,17 @@ TEST(Planner, CudaContextReserveIsOnTheDevice) {
 
 TEST(Planner, InvalidInputsAreErrors) {
   Hardware hw = Machine(8 * kGiB, 64 * kGiB, kTiB, true);
-  PlanInput in = Input("gpt2", 2048);  // GPT-2 has 1024 positions
+  // Past GPT-2's 1024 positions is a plan that says so; past the planner's
+  // limit an error.
+  PlanInput in = Input("gpt2", 2048);
+  auto beyond = ComputePlan(in, hw);
+  ASSERT_TRUE(beyond.ok()) << beyond.status().ToString();
+  ASSERT_TRUE(beyond->feasible);
+  EXPECT_THAT(beyond->explanation, HasSubstr("longer than the model's 1024 positions"));
+  in.seq_len = kMaxPlanSeqLen + 1;
   auto plan = ComputePlan(in, hw);
   ASSERT_FALSE(plan.ok());
-  EXPECT_THAT(plan.status().message(), HasSubstr("1024"));
+  EXPECT_THAT(plan.status().message(), HasSubstr(std::to_string(kMaxPlanSeqLen)));
   in = Input("gpt2", 512);
   in.offload = OffloadPlacement::kHost;
   in.nvme_ratio = 0.5;
