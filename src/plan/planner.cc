@@ -662,7 +662,8 @@ std::string CheckpointAdvice(const PlanInput& in, const Plan& plan) {
   if (bytes == 0) return "";
   return "; the activation checkpoints in host memory take " + FormatBytes(bytes) +
          " of it (shorten --seq-len or --micro-batch, now " + std::to_string(in.seq_len) + " x " +
-         std::to_string(in.micro_batch) + ", or keep them on the device with "
+         std::to_string(in.micro_batch) +
+         ", or keep them on the device with "
          "--offload-activations none where it has room)";
 }
 
@@ -678,9 +679,9 @@ std::string HostAdvice(const PlanInput& in, const Plan& plan) {
     // node's host memory grows with its GPUs, not only with the model.
     ranks += "; the node's " + std::to_string(in.gpus_per_node) +
              " ranks each land the whole gradient (" +
-            FormatBytes(plan.host.bytes_of("gradient_accumulator") / U(in.gpus_per_node)) +
-            " per rank): fewer GPUs per node (--gpus-per-node) or more nodes need less of it, "
-            "and so does summing it on the devices (--collectives device)";
+             FormatBytes(plan.host.bytes_of("gradient_accumulator") / U(in.gpus_per_node)) +
+             " per rank): fewer GPUs per node (--gpus-per-node) or more nodes need less of it, "
+             "and so does summing it on the devices (--collectives device)";
   }
   if (p.nvme_state_params < plan.sub_groups.params) {
     std::string how = in.offload == OffloadPlacement::kHost
@@ -748,11 +749,11 @@ void Explain(const PlanInput& in, Plan& plan) {
           : "optimizer state split, " +
                 std::to_string(static_cast<int>(std::lround(p.nvme_ratio * 100))) + "% on NVMe";
   if (p.activations == ActivationOffload::kHost) {
-    state_where = "activation checkpoints in host memory" +
-                  (p.mlp_tile_rows > 0
-                       ? " (the MLP in " + std::to_string(p.mlp_tile_rows) + "-row tiles)"
-                       : std::string()) +
-                  ", " + state_where;
+    state_where =
+        "activation checkpoints in host memory" +
+        (p.mlp_tile_rows > 0 ? " (the MLP in " + std::to_string(p.mlp_tile_rows) + "-row tiles)"
+                             : std::string()) +
+        ", " + state_where;
   } else if (p.mlp_tile_rows > 0) {
     state_where = "the MLP in " + std::to_string(p.mlp_tile_rows) + "-row tiles, " + state_where;
   }

@@ -5,10 +5,10 @@
 // within rounding. Skipped, with the reason,
 // where no GPU is usable.
 #include <cmath>
-#include <string>
-#include <vector>
-#include <tuple>
 #include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
 
 #include <gtest/gtest.h>
 
