@@ -897,7 +897,9 @@ std::vector<PlanInput> ActivationCandidates(const PlanInput& in) {
 
 StatusOr<Plan> ComputePlan(const PlanInput& in, const Hardware& hw) {
   const std::vector<PlanInput> candidates = ActivationCandidates(in);
-  const bool chosen = candidates.size() > 1;
+  // Auto, even when only one layout was possible (checkpointing off).
+  const bool chosen =
+      in.offload_activations == ActivationOffload::kAuto || !in.mlp_tile_rows.has_value();
   std::optional<Plan> best;
   for (const PlanInput& c : candidates) {
     TF_ASSIGN_OR_RETURN(Plan plan, PlanOnce(c, hw, /*scaling=*/true));

@@ -117,6 +117,7 @@ TEST(ActivationOffload, AutoKeepsThemOnTheDeviceWhenEverythingFits) {
   EXPECT_EQ(plan.host.bytes_of("activation_checkpoints"), 0u);
   // Forced: the ring, and the store, even where it is not needed.
   in.offload_activations = ActivationOffload::kHost;
+  in.mlp_tile_rows = 0;
   const Plan forced = MustPlan(in, Gpu(24 * kGiB, 64 * kGiB, kTiB));
   EXPECT_EQ(forced.placement.activations, ActivationOffload::kHost);
   EXPECT_FALSE(forced.placement.activations_chosen);

@@ -41,12 +41,14 @@ int RunTierflow(const std::vector<std::string>& args, const std::string& log, st
   return code;
 }
 
-// What the two commands print of one plan: plan's "largest model" search
-// and its notes on where each figure came from are plan's alone.
+// What the two commands print of one plan: plan's "largest model" and
+// "longest context" searches and its notes on where each figure came from
+// are plan's alone.
 nlohmann::json Comparable(nlohmann::json plan) {
   plan.erase("largest_model");
   plan.erase("max_params");
   plan.erase("max_model");
+  plan.erase("max_seq_len");
   if (plan.contains("hardware")) plan["hardware"].erase("notes");
   return plan;
 }
