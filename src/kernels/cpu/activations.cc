@@ -24,59 +24,61 @@ Status CheckElementwise(const char* op, int64_t n,
   return ops_internal::CheckAllNotNull(op, ptrs);
 }
 
+// A reference's shape: the arguments checked, then `fn(i)` for each element
+// in order (in double, rounded once per output).
+template <typename Fn>
+Status EachElement(const char* op, int64_t n,
+                   std::initializer_list<std::pair<const char*, const void*>> ptrs, Fn fn) {
+  TF_RETURN_IF_ERROR(CheckElementwise(op, n, ptrs));
+  for (int64_t i = 0; i < n; ++i) fn(i);
+  return Status::Ok();
+}
+
 }  // namespace
 
 // ---- reference ----
 
 template <typename T>
 Status GeluForwardReference(T* out, const T* inp, int64_t n) {
-  TF_RETURN_IF_ERROR(CheckElementwise("GeluForwardReference", n, {{"out", out}, {"inp", inp}}));
-  for (int64_t i = 0; i < n; ++i) {
+  return EachElement("GeluForwardReference", n, {{"out", out}, {"inp", inp}}, [&](int64_t i) {
     const double x = ToFloat(inp[i]);
     const double y = 0.5 * x * (1.0 + std::tanh(kGeluScale * (x + kGeluCube * x * x * x)));
     out[i] = FromFloat<T>(static_cast<float>(y));
-  }
-  return Status::Ok();
+  });
 }
 
 template <typename T>
 Status GeluBackwardReference(T* dinp, const T* inp, const T* dout, int64_t n) {
-  TF_RETURN_IF_ERROR(
-      CheckElementwise("GeluBackwardReference", n, {{"dinp", dinp}, {"inp", inp}, {"dout", dout}}));
-  for (int64_t i = 0; i < n; ++i) {
-    const double x = ToFloat(inp[i]);
-    const double th = std::tanh(kGeluScale * (x + kGeluCube * x * x * x));
-    const double grad =
-        0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * kGeluScale * (1.0 + 3.0 * kGeluCube * x * x);
-    dinp[i] = FromFloat<T>(static_cast<float>(grad * ToFloat(dout[i])));
-  }
-  return Status::Ok();
+  return EachElement(
+      "GeluBackwardReference", n, {{"dinp", dinp}, {"inp", inp}, {"dout", dout}}, [&](int64_t i) {
+        const double x = ToFloat(inp[i]);
+        const double th = std::tanh(kGeluScale * (x + kGeluCube * x * x * x));
+        const double grad = 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * kGeluScale *
+                                                   (1.0 + 3.0 * kGeluCube * x * x);
+        dinp[i] = FromFloat<T>(static_cast<float>(grad * ToFloat(dout[i])));
+      });
 }
 
 template <typename T>
 Status SwiGluForwardReference(T* out, const T* gate, const T* up, int64_t n) {
-  TF_RETURN_IF_ERROR(
-      CheckElementwise("SwiGluForwardReference", n, {{"out", out}, {"gate", gate}, {"up", up}}));
-  for (int64_t i = 0; i < n; ++i) {
-    const double g = ToFloat(gate[i]);
-    out[i] = FromFloat<T>(static_cast<float>(g / (1.0 + std::exp(-g)) * ToFloat(up[i])));
-  }
-  return Status::Ok();
+  return EachElement(
+      "SwiGluForwardReference", n, {{"out", out}, {"gate", gate}, {"up", up}}, [&](int64_t i) {
+        const double g = ToFloat(gate[i]);
+        out[i] = FromFloat<T>(static_cast<float>(g / (1.0 + std::exp(-g)) * ToFloat(up[i])));
+      });
 }
 
 template <typename T>
 Status SwiGluBackwardReference(T* dgate, T* dup, const T* dout, const T* gate, const T* up,
                                int64_t n) {
-  TF_RETURN_IF_ERROR(CheckElementwise(
+  return EachElement(
       "SwiGluBackwardReference", n,
-      {{"dgate", dgate}, {"dup", dup}, {"dout", dout}, {"gate", gate}, {"up", up}}));
-  for (int64_t i = 0; i < n; ++i) {
-    const double g = ToFloat(gate[i]), u = ToFloat(up[i]), d = ToFloat(dout[i]);
-    const double sig = 1.0 / (1.0 + std::exp(-g));
-    dgate[i] = FromFloat<T>(static_cast<float>(d * u * sig * (1.0 + g * (1.0 - sig))));
-    dup[i] = FromFloat<T>(static_cast<float>(d * g * sig));
-  }
-  return Status::Ok();
+      {{"dgate", dgate}, {"dup", dup}, {"dout", dout}, {"gate", gate}, {"up", up}}, [&](int64_t i) {
+        const double g = ToFloat(gate[i]), u = ToFloat(up[i]), d = ToFloat(dout[i]);
+        const double sig = 1.0 / (1.0 + std::exp(-g));
+        dgate[i] = FromFloat<T>(static_cast<float>(d * u * sig * (1.0 + g * (1.0 - sig))));
+        dup[i] = FromFloat<T>(static_cast<float>(d * g * sig));
+      });
 }
 
 // ---- fast CPU path ----

@@ -1,4 +1,4 @@
-// What the CUDA norms (layernorm.cu, rmsnorm.cu) share: a warp per row,
+// What the CUDA norms (norms.cu: LayerNorm and RMSNorm) share: a warp per row,
 // kNormWarpsPerBlock rows per block, and the column-sum term of dweight.
 #pragma once
 
