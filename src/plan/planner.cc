@@ -54,9 +54,10 @@ Status ValidateInput(const PlanInput& in, const Hardware& hw) {
   if (in.grad_accum < 1) return InvalidArgumentError("gradient accumulation must be at least 1");
   if (in.mlp_tile_rows.has_value() &&
       (*in.mlp_tile_rows < 0 || *in.mlp_tile_rows % kMlpTileQuantum != 0)) {
-    return InvalidArgumentError("the MLP's row tile is " + std::to_string(*in.mlp_tile_rows) +
-                                ": give 0 (untiled) or a positive multiple of " +
-                                std::to_string(kMlpTileQuantum));
+    return InvalidArgumentError("the MLP's row tile (--mlp-tile-rows) is " +
+                                std::to_string(*in.mlp_tile_rows) +
+                                ": give 0 (untiled), a positive multiple of " +
+                                std::to_string(kMlpTileQuantum) + ", or auto");
   }
   if (in.mlp_tile_rows.value_or(0) > 0 && in.grad_bucket_params.has_value() &&
       *in.grad_bucket_params < GradBucketSizesOf(in.model).mlp) {
@@ -818,7 +819,7 @@ OffloadPlacement Placement::offload() const {
 
 namespace {
 
-StatusOr<Plan> PlanOnce(const PlanInput& in, const Hardware& hw, bool scaling);
+StatusOr<Plan> PlanOnce(const PlanInput& in, const Hardware& hw);
 
 // Adding GPUs per node at the same global batch (a user keeps the batch
 // the learning rate was tuned for): the input planned with 1, 2, 4, ... of
@@ -845,7 +846,7 @@ Status PlanScaling(const PlanInput& in, const Hardware& hw, Plan& plan) {
       // Past the planner's bound on accumulation there is no point to plan.
       if (fewer.grad_accum > kMaxPlanGradAccum) continue;
       fewer.gpus_per_pcie_link = std::min(in.gpus_per_pcie_link, n);
-      TF_ASSIGN_OR_RETURN(other, PlanOnce(fewer, hw, /*scaling=*/false));
+      TF_ASSIGN_OR_RETURN(other, PlanOnce(fewer, hw));
       at = &other;
     }
     point.feasible = at->feasible;
@@ -900,21 +901,32 @@ StatusOr<Plan> ComputePlan(const PlanInput& in, const Hardware& hw) {
   // Auto, even when only one layout was possible (checkpointing off).
   const bool chosen =
       in.offload_activations == ActivationOffload::kAuto || !in.mlp_tile_rows.has_value();
+  // Each layout is planned without the GPUs-per-node table; the chosen one
+  // gets it once.
   std::optional<Plan> best;
-  for (const PlanInput& c : candidates) {
-    TF_ASSIGN_OR_RETURN(Plan plan, PlanOnce(c, hw, /*scaling=*/true));
+  size_t best_at = 0;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    TF_ASSIGN_OR_RETURN(Plan plan, PlanOnce(candidates[i], hw));
     plan.placement.activations_chosen = chosen;
     const bool streams = plan.placement.params.where != ParamOffload::kNone;
     // The first that fits without streaming weights; else the fastest that
     // fits; neither fitting and the device binding, the one that moves the
     // most off it (the last), which says what is still missing.
-    if (plan.feasible && !streams && !best.has_value()) return plan;
+    if (plan.feasible && !streams && !best.has_value()) {
+      best = std::move(plan);
+      break;
+    }
     const bool better = !best.has_value() ||
                         (plan.feasible && (!best->feasible || plan.predicted_step_seconds <
                                                                   best->predicted_step_seconds)) ||
                         (!plan.feasible && !best->feasible && best->binding_constraint == "device");
-    if (better) best = std::move(plan);
+    if (better) {
+      best = std::move(plan);
+      best_at = i;
+    }
   }
+  // The table compares GPUs per node: nothing to compare with one.
+  if (in.gpus_per_node > 1) TF_RETURN_IF_ERROR(PlanScaling(candidates[best_at], hw, *best));
   return std::move(*best);
 }
 
@@ -1045,7 +1057,7 @@ Status SuggestStreaming(const PlanInput& in, const Hardware& hw, Plan& plan) {
   }
   PlanInput streamed = in;
   streamed.param_offload = ParamOffload::kAuto;
-  TF_ASSIGN_OR_RETURN(const Plan alt, PlanOnce(streamed, hw, /*scaling=*/false));
+  TF_ASSIGN_OR_RETURN(const Plan alt, PlanOnce(streamed, hw));
   const ParamPlacement& ap = alt.placement.params;
   if (alt.feasible && ap.where != ParamOffload::kNone) {
     plan.explanation +=
@@ -1059,7 +1071,7 @@ Status SuggestStreaming(const PlanInput& in, const Hardware& hw, Plan& plan) {
   return Status::Ok();
 }
 
-StatusOr<Plan> PlanOnce(const PlanInput& in, const Hardware& hw, bool scaling) {
+StatusOr<Plan> PlanOnce(const PlanInput& in, const Hardware& hw) {
   TF_RETURN_IF_ERROR(ValidateInput(in, hw));
   TF_RETURN_IF_ERROR(CheckCancel("planning " + in.model.name));
   const ModelConfig& m = in.model;
@@ -1109,8 +1121,6 @@ StatusOr<Plan> PlanOnce(const PlanInput& in, const Hardware& hw, bool scaling) {
   Explain(in, plan);
   TF_RETURN_IF_ERROR(SuggestStreaming(in, hw, plan));
   PredictStepTime(in, hw, plan);
-  // The table compares GPUs per node: nothing to compare with one.
-  if (scaling && in.gpus_per_node > 1) TF_RETURN_IF_ERROR(PlanScaling(in, hw, plan));
   return plan;
 }
 
