@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/grad_offload.h"
 #include "engine/loss_scaler.h"
 #include "offload/io_backend.h"
 #include "optim/adam.h"
@@ -64,6 +65,14 @@ struct EngineOptions {
   // Default (unset): the weights dtype when 16-bit (2 B/param), fp32 with
   // fp32 weights.
   std::optional<DType> grad_transfer_dtype;
+  // Where the step's gradients wait for the decision (common/grad_offload.h):
+  // kHost (the whole model's, in host memory) or kNvme (grad_spill_slots
+  // pinned sub-group buffers; each sub-group's gradient, fp32 when
+  // accumulating, in the NVMe state store beside its state). kNvme needs
+  // offload kNvme with nvme_ratio 1, one process, and micro_batches_per_step
+  // >= 1. kAuto is the planner's to resolve: Init refuses it. Default: kHost.
+  GradOffload grad_offload = GradOffload::kHost;
+  int grad_spill_slots = 4;  // kNvme: pinned sub-group gradient slots (>= 2). Default: 4
 
   // Optimizer state: kHost or kNvme (kAuto is the planner's to resolve:
   // Init refuses it).
