@@ -58,7 +58,7 @@ Status GradInbox::AllocateLanding(Device& device, uint64_t model_params) {
     TF_ASSIGN_OR_RETURN(landed_,
                         device.AllocatePinned(model_params * 4, "fp32 gradient accumulator"));
   }
-  return Status::Ok();  // kNone: nothing lands whole
+  return Status::Ok();  // kStaged, kNone: nothing lands whole
 }
 
 int GradInbox::TakeFree() {

@@ -10,6 +10,8 @@
 //                 the landing with one micro-batch and the accumulator with more
 //   kGathered     data parallelism, several per rank: staging, gathered whole
 //                 per unit (transfer dtype) for the ranks' sum
+//   kStaged       gradients on the drives (engine/grad_spill.h): each bucket
+//                 lands in its pinned staging and nothing whole is kept
 //   kNone         device collectives: summed where backward leaves it
 //
 // Threads: the compute thread takes a free bucket (BeginGrads) and enqueues
@@ -28,7 +30,7 @@
 
 namespace tierflow {
 
-enum class GradLanding { kLanded, kAccumulated, kEither, kGathered, kNone };
+enum class GradLanding { kLanded, kAccumulated, kEither, kGathered, kStaged, kNone };
 
 class GradInbox {
  public:

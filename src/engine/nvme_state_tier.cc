@@ -110,11 +110,27 @@ StatusOr<std::unique_ptr<NvmeStateTier>> NvmeStateTier::Create(const SubGroupLay
     }
     max_bytes = std::max(max_bytes, tier->TensorBytes(g));
   }
+  uint64_t max_grad_bytes = 0;
+  if (options.grad_dtype.has_value()) {
+    if (groups.size() != layout.groups.size()) {
+      return InvalidArgumentError(
+          "gradients on NVMe need every sub-group's state on NVMe (nvme_ratio 1)");
+    }
+    tier->grad_tensor_of_.assign(layout.groups.size(), 0);
+    for (int g : groups) {
+      tier->grad_tensor_of_[g] = static_cast<offload::TensorId>(specs.size());
+      const uint64_t bytes = layout.groups[g].num_params * DTypeSize(*options.grad_dtype);
+      specs.push_back({layout.groups[g].name + "/grad", *options.grad_dtype, bytes});
+      max_grad_bytes = std::max(max_grad_bytes, bytes);
+    }
+  }
   tier->current_.assign(layout.groups.size(), 0);
   tier->pending_.assign(layout.groups.size(), 0);
   // Every slot may be writing at once: leave room for all of them to land on new blocks.
-  const offload::StateStoreOptions so =
-      SwapStoreOptions(options.swap, static_cast<uint64_t>(options.slots + 1) * max_bytes);
+  // And the gradient slots' writes beside them.
+  const offload::StateStoreOptions so = SwapStoreOptions(
+      options.swap, static_cast<uint64_t>(options.slots + 1) * max_bytes +
+                        static_cast<uint64_t>(std::max(options.grad_slots, 0)) * max_grad_bytes);
   TF_ASSIGN_OR_RETURN(tier->store_, offload::StateStore::Create(so, specs));
   tier->slot_bytes_ = RoundUp(max_bytes, kPage);
   tier->slots_.resize(static_cast<size_t>(options.slots));

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,11 @@ struct NvmeTierOptions {
   SwapSetConfig swap;       // where and how (swap.paths REQUIRES: non-empty)
   int slots = 4;            // pinned sub-group buffers. Default: 4
   bool two_copies = false;  // A/B copies per sub-group (speculation). Default: false
+  // Gradients on the drives (engine/grad_spill.h): a "<sub-group>/grad"
+  // tensor per sub-group of num_params x DTypeSize(*grad_dtype) bytes, and
+  // spare blocks for `grad_slots` of them in flight. Default: none.
+  std::optional<DType> grad_dtype;
+  int grad_slots = 0;
   TraceRecorder* trace = nullptr;
 };
 
@@ -60,6 +66,9 @@ class NvmeStateTier : public StateTier {
   TierStats Stats() const override;
 
   offload::StateStore& store() { return *store_; }
+  // Per sub-group (indexed as layout.groups), its gradient tensor; empty
+  // without grad_dtype.
+  const std::vector<offload::TensorId>& grad_tensors() const { return grad_tensor_of_; }
 
  private:
   enum class SlotState { kFree, kReading, kHeld, kWriting };
@@ -91,8 +100,9 @@ class NvmeStateTier : public StateTier {
   NvmeTierOptions options_;
   std::unique_ptr<offload::StateStore> store_;
   std::vector<offload::TensorId> tensor_of_;  // per sub-group: copy 0; copy 1 follows
-  std::vector<int> current_;                  // per sub-group: the current copy
-  std::vector<char> pending_;                 // per sub-group: a speculative copy awaits Commit
+  std::vector<offload::TensorId> grad_tensor_of_;
+  std::vector<int> current_;   // per sub-group: the current copy
+  std::vector<char> pending_;  // per sub-group: a speculative copy awaits Commit
   std::vector<Slot> slots_;
   std::unique_ptr<CompletionWatcher> watcher_;
   uint64_t bytes_read_ = 0, bytes_written_ = 0, slot_bytes_ = 0;

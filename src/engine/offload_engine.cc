@@ -123,6 +123,23 @@ Status OffloadEngine::ValidateOptions() const {
                                 std::string(OffloadPlacementName(options_.offload)) +
                                 " (the planner resolves auto)");
   }
+  if (options_.grad_offload == GradOffload::kAuto) {
+    return InvalidArgumentError(
+        "gradient offload auto is the planner's to resolve: give host or nvme");
+  }
+  if (options_.grad_offload == GradOffload::kNvme) {
+    std::string why;
+    if (options_.offload != OffloadPlacement::kNvme || options_.nvme_ratio < 1.0) {
+      why = "the whole optimizer state on NVMe (offload nvme, ratio 1): the gradients go beside it";
+    } else if (options_.comm != nullptr && options_.comm->world_size() > 1) {
+      why = "one process (data parallelism keeps each rank's summed part in host memory)";
+    } else if (options_.micro_batches_per_step < 1) {
+      why = "a fixed number of micro-batches per step (micro_batches_per_step >= 1)";
+    } else if (options_.grad_spill_slots < 2) {
+      why = "at least 2 gradient slots (grad_spill_slots)";
+    }
+    if (!why.empty()) return InvalidArgumentError("gradients on NVMe need " + why);
+  }
   const ParamStreaming& params = options_.params;
   if (params.where == ParamOffload::kAuto) {
     return InvalidArgumentError(
@@ -189,11 +206,12 @@ Status OffloadEngine::AllocateGradients() {
                          : std::min(options_.grad_bucket_params, max_unit_params_);
   ic.buckets = options_.grad_buckets;
   ic.transfer_dtype = transfer_dtype_;
-  ic.landing = device_collectives() ? GradLanding::kNone
-               : local_micro == 1   ? GradLanding::kLanded
-               : data_parallel()    ? GradLanding::kGathered
-               : local_micro > 1    ? GradLanding::kAccumulated
-                                    : GradLanding::kEither;
+  ic.landing = device_collectives()                          ? GradLanding::kNone
+               : options_.grad_offload == GradOffload::kNvme ? GradLanding::kStaged
+               : local_micro == 1                            ? GradLanding::kLanded
+               : data_parallel()                             ? GradLanding::kGathered
+               : local_micro > 1                             ? GradLanding::kAccumulated
+                                                             : GradLanding::kEither;
   TF_ASSIGN_OR_RETURN(inbox_, GradInbox::Create(device_, model_params(), ic));
   ledger_ = std::make_unique<PieceLedger>(units_, ic.bucket_params, ic.buckets);
   if (device_collectives()) {
@@ -259,10 +277,23 @@ Status OffloadEngine::CreateStateTiers() {
     nopt.slots = options_.buffer_count;
     nopt.two_copies = options_.pipeline == Pipeline::kOverlapped;
     nopt.trace = trace_;
+    if (options_.grad_offload == GradOffload::kNvme) {
+      nopt.grad_dtype = GradSpillDType();
+      nopt.grad_slots = options_.grad_spill_slots;
+    }
     TF_ASSIGN_OR_RETURN(nvme_tier_, NvmeStateTier::Create(layout_, nvme_groups, nopt, device_));
   }
   for (size_t g = 0; g < layout_.groups.size(); ++g) group_tier_[g] = host_tier_.get();
   for (int g : nvme_groups) group_tier_[g] = nvme_tier_.get();
+  return CreateGradSpill();
+}
+
+Status OffloadEngine::CreateGradSpill() {
+  if (options_.grad_offload != GradOffload::kNvme) return Status::Ok();
+  auto& tier = static_cast<NvmeStateTier&>(*nvme_tier_);
+  const GradSpill::Config config{.dtype = GradSpillDType(), .slots = options_.grad_spill_slots};
+  TF_ASSIGN_OR_RETURN(
+      grad_spill_, GradSpill::Create(device_, layout_, tier.store(), tier.grad_tensors(), config));
   return Status::Ok();
 }
 
@@ -498,6 +529,10 @@ StatusOr<StepStats> OffloadEngine::Finish() {
     stats.nvme_read_bytes = ns.bytes_read;
     stats.nvme_written_bytes = ns.bytes_written;
   }
+  if (grad_spill_) {
+    stats.nvme_read_bytes += grad_spill_->bytes_read();
+    stats.nvme_written_bytes += grad_spill_->bytes_written();
+  }
   stats.nvme_read_bytes += stats.param_nvme_read_bytes;
   // Keep only the last step's context; busy times restart for the next Finish.
   while (steps_.size() > 1) steps_.pop_front();
@@ -730,8 +765,9 @@ Status OffloadEngine::EndGrads(int unit) {
   // that failed skips its callbacks, which would leave the bucket taken.
   if (device_collectives()) return d2h_->HostCallback(arrive);
   TF_ASSIGN_OR_RETURN(DeviceSpans::Started span, device_spans_->Begin(*d2h_));
-  void* dst = landing_ ? static_cast<void*>(inbox_->Landed(grad_offsets_[unit] + piece.begin))
-                       : bucket.staging.data();
+  void* dst = landing_ && !grad_spill_
+                  ? static_cast<void*>(inbox_->Landed(grad_offsets_[unit] + piece.begin))
+                  : bucket.staging.data();
   TF_RETURN_IF_ERROR(d2h_->CopyDeviceToHost(dst, wire, n * tbytes()));
   if (landing_ && !data_parallel()) {
     TF_RETURN_IF_ERROR(d2h_->CopyDeviceToHost(inbox_->HostStatsTarget(b), inbox_->DeviceStats(b),

@@ -45,6 +45,7 @@
 #include "engine/device_spans.h"
 #include "engine/engine_options.h"
 #include "engine/grad_inbox.h"
+#include "engine/grad_spill.h"
 #include "engine/loss_scaler.h"
 #include "engine/piece_ledger.h"
 #include "engine/state_tier.h"
@@ -222,6 +223,11 @@ class OffloadEngine : public UnitAccess {
   size_t wbytes() const { return DTypeSize(options_.weights_dtype); }
   // Bytes per parameter of the gradients crossing PCIe.
   size_t tbytes() const { return DTypeSize(transfer_dtype_); }
+  // What the gradient spill's slots and files hold: the transfer dtype when
+  // each step is one micro-batch, else the fp32 sum.
+  DType GradSpillDType() const {
+    return options_.micro_batches_per_step == 1 ? transfer_dtype_ : DType::kF32;
+  }
 
   // Worker (optimizer_worker.cc).
   void WorkerLoop(WorkerParts& w);
@@ -246,6 +252,7 @@ class OffloadEngine : public UnitAccess {
   Status UpdateGroup(WorkerParts& w, StepContext& ctx, int g, int64_t adam_step, float grad_scale,
                      void* out, const StateBackup& backup);
   Status UploadGroup(StepContext& ctx, int g, const void* src);
+  Status CreateGradSpill();
   void MarkUnitReady(int unit, int64_t step_id);
   // Every sub-group of `unit` was updated this step: a streamed unit's copy
   // is finished, then the unit is marked ready.
@@ -348,6 +355,9 @@ class OffloadEngine : public UnitAccess {
   std::vector<StagingSlot> staging_;
   std::vector<std::unique_ptr<Event>> unit_ready_;  // per unit
   std::unique_ptr<StateTier> host_tier_, nvme_tier_;
+  // Gradients on the drives (grad_offload kNvme), in nvme_tier_'s store:
+  // declared after it, so it goes first.
+  std::unique_ptr<GradSpill> grad_spill_;
   std::vector<StateTier*> group_tier_;
   std::vector<int> backward_order_;   // sub-groups in the order backward delivers them
   std::vector<size_t> backward_pos_;  // sub-group -> index in backward_order_

@@ -131,6 +131,11 @@ Status OffloadEngine::UnitComplete(WorkerParts& w, StepContext& ctx, int u, bool
   ++ctx.units_complete;
   if (data_parallel()) {
     TF_RETURN_IF_ERROR(TakeNormChunks(w, ctx, u));
+  } else if (grad_spill_ && !ctx.landed) {
+    // Summed in the spill's slots: the same bits as over a whole accumulator.
+    TF_ASSIGN_OR_RETURN(GradStatsResult whole, grad_spill_->UnitStats(u));
+    ctx.unit_sum_squares[u] = whole.sum_squares;
+    ctx.unit_non_finite[u] = static_cast<char>(whole.has_non_finite);
   } else if (!ctx.landed && !whole_unit) {
     TF_ASSIGN_OR_RETURN(GradStatsResult whole, GradStats(inbox_->Accumulator() + grad_offsets_[u],
                                                          DType::kF32, units_[u].num_params));
@@ -157,7 +162,17 @@ Status OffloadEngine::TakeLandedPiece(WorkerParts& w, StepContext& ctx, const Ar
   const int u = a.unit;
   const uint64_t n = a.count;
   const bool last_micro = a.micro == ctx.micro_batches - 1;
-  if (ctx.landed) {
+  if (grad_spill_) {
+    // Bounded slots, then the drives (engine/grad_spill.h); with several
+    // micro-batches the spill takes the unit's statistics (UnitComplete).
+    ScopedSpan span(trace_, "accumulate", "grads to NVMe " + units_[u].name);
+    TF_RETURN_IF_ERROR(grad_spill_->Take(u, a.begin, inbox_->bucket(a.bucket).staging.data(),
+                                         transfer_dtype_, n, a.micro, ctx.micro_batches));
+    if (ctx.landed) {
+      const GradSquares& landed = inbox_->HostStats(a.bucket);
+      *stats = GradStatsResult{landed.sum_squares, landed.non_finite != 0};
+    }
+  } else if (ctx.landed) {
     if (!data_parallel()) {
       // Computed on the device and landed with the gradients (EndGrads).
       const GradSquares& landed = inbox_->HostStats(a.bucket);
@@ -194,7 +209,10 @@ Status OffloadEngine::UpdateGroup(WorkerParts& w, StepContext& ctx, int g, int64
   // transfer (one micro-batch); or the fp32 accumulator.
   const void* grads = nullptr;
   DType grad_dtype = DType::kF32;
-  if (data_parallel()) {
+  if (grad_spill_) {
+    TF_ASSIGN_OR_RETURN(grads, grad_spill_->Acquire(g));
+    grad_dtype = grad_spill_->dtype();
+  } else if (data_parallel()) {
     grads = w.Reduced() + sg.global_offset;
   } else if (ctx.landed) {
     grads = inbox_->Landed(sg.global_offset);
@@ -218,9 +236,10 @@ Status OffloadEngine::UpdateGroup(WorkerParts& w, StepContext& ctx, int g, int64
   AdamStepArgs args;
   args.step = adam_step;
   args.grad_scale = grad_scale;
-  TF_ASSIGN_OR_RETURN(StepResult r, AdamStep(adam, args, spans));
-  (void)r;  // non-finite gradients were ruled out by the decision (or speculation guard)
-  return Status::Ok();
+  StatusOr<StepResult> r = AdamStep(adam, args, spans);
+  if (grad_spill_) grad_spill_->Release(g);
+  // Non-finite gradients were ruled out by the decision (or speculation guard).
+  return r.status();
 }
 
 Status OffloadEngine::Speculate(WorkerParts& w, StepContext& ctx, int g) {
@@ -278,6 +297,7 @@ Status OffloadEngine::Decide(WorkerParts& w, StepContext& ctx) {
     // Nothing changes: drop what was read ahead; every unit's current
     // weights stay valid for the next step.
     if (nvme_tier_) TF_RETURN_IF_ERROR(nvme_tier_->Flush());
+    if (grad_spill_) TF_RETURN_IF_ERROR(grad_spill_->EndStep());
     for (size_t u = 0; u < units_.size(); ++u) MarkUnitReady(static_cast<int>(u), ctx.id);
   } else if (data_parallel()) {
     TF_RETURN_IF_ERROR(UpdateAndGatherUnits(w, ctx, adam_step, grad_scale, committed));
@@ -285,6 +305,8 @@ Status OffloadEngine::Decide(WorkerParts& w, StepContext& ctx) {
     TF_RETURN_IF_ERROR(UpdateInForwardOrder(w, ctx, adam_step, grad_scale, committed));
     // The next step's first speculation waits for this before reusing its buffer.
     if (outcome.committed) TF_RETURN_IF_ERROR(w.committer->RecordUploaded(*h2d_));
+    // Every gradient written must have landed: a failed write fails this step.
+    if (grad_spill_) TF_RETURN_IF_ERROR(grad_spill_->EndStep());
   }
   // The worker would idle until the next step's gradients: start reading
   // what that step needs first (waiting for this step's writes to free slots
@@ -346,6 +368,7 @@ Status OffloadEngine::PrefetchForward(WorkerParts& w, size_t from_index) {
       continue;
     }
     TF_RETURN_IF_ERROR(TierOf(static_cast<int>(upto)).Prefetch(static_cast<int>(upto)));
+    if (grad_spill_) TF_RETURN_IF_ERROR(grad_spill_->Prefetch(static_cast<int>(upto)));
     ++upto;
   }
   return Status::Ok();

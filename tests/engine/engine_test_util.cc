@@ -67,6 +67,7 @@ RunResult Train(const EngineOptions& options, const Data& data, int micro_batche
   }
   auto fin = engine->Finish();
   EXPECT_TRUE(fin.ok()) << fin.status().ToString();
+  if (fin.ok()) result.finish = *fin;
   for (size_t g = 0; g < engine->layout().groups.size(); ++g) {
     const size_t n = engine->layout().groups[g].num_params;
     std::vector<float> m(n), a(n), v(n);

@@ -32,6 +32,7 @@ struct RunResult {
   // Every sub-group's master, exp_avg, exp_avg_sq, concatenated in sub-group order.
   std::vector<float> state;
   std::vector<StepStats> stats;
+  StepStats finish;                   // Finish()'s: the run's NVMe bytes, peaks and stage times
   std::vector<float> device_weights;  // the device working weights, as fp32
 };
 
