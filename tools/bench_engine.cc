@@ -11,6 +11,7 @@
 
 #include "bench/engine_bench.h"
 #include "bench/engine_bench_params.h"
+#include "common/grad_offload.h"
 #include "common/trace.h"
 #include "common/units.h"
 #include "io/json_util.h"
@@ -31,6 +32,7 @@ struct EngineBenchFlags {
   int seq_len = 2048;
   bool no_checkpointing = false;
   std::string offload_activations = "none";
+  std::string offload_gradients = "host";
   std::string speculation;  // "" = the engine's default
   std::string grad_bucket;  // "" = the largest unit
   std::string params = "64Mi";
@@ -129,6 +131,18 @@ Status EngineFlags(const EngineBenchFlags& f, EngineBenchOptions& o) {
     TF_ASSIGN_OR_RETURN(o.engine.grad_bucket_params, CountFlag("--grad-bucket", f.grad_bucket));
   }
   o.engine.clip_grad_norm = f.clip;
+  auto grads = ParseChoice<GradOffload>(f.offload_gradients);
+  if (!grads.ok()) return grads.status().WithContext("--offload-gradients");
+  if (*grads == GradOffload::kAuto) {
+    return InvalidArgumentError(
+        "--offload-gradients: auto is not supported here; use host or nvme");
+  }
+  if (*grads == GradOffload::kNvme && o.engine.offload != OffloadPlacement::kNvme) {
+    return InvalidArgumentError(
+        "--offload-gradients nvme puts the gradients beside the optimizer state: add "
+        "--offload-optimizer nvme");
+  }
+  o.engine.grad_offload = *grads;
   return Status::Ok();
 }
 
@@ -180,6 +194,7 @@ nlohmann::json ResultJson(const EngineBenchFlags& f, const Device& device, const
       {"offload", labels.offload},
       {"pipeline", f.pipeline},
       {"grad_transfer_dtype", labels.transfer},
+      {"gradients", f.offload_gradients},
       {"d2h_bytes_per_param", r.d2h_bytes_per_param},
       {"h2d_bytes_per_param", r.h2d_bytes_per_param},
       {"step_seconds", r.step_seconds},
@@ -266,10 +281,10 @@ void PrintResult(const EngineBenchFlags& f, const Device& device, const RunLabel
                  const EngineBenchResult& r) {
   std::printf(
       "device: %s\nmodel: %s, %llu params, %lld tokens per step, %s weights (%s gradients across "
-      "PCIe), state on %s, %s pipeline\n",
+      "PCIe), state on %s, gradients on %s, %s pipeline\n",
       device.description().c_str(), r.model.c_str(), static_cast<unsigned long long>(r.params),
       static_cast<long long>(r.tokens_per_step), f.dtype.c_str(), labels.transfer.c_str(),
-      labels.offload.c_str(), f.pipeline.c_str());
+      labels.offload.c_str(), f.offload_gradients.c_str(), f.pipeline.c_str());
   PrintStreaming(r);
   std::printf("\n");
   PrintStageTable(r);
@@ -347,6 +362,11 @@ void AddBenchEngine(CLI::App& bench, int* exit_code) {
   cmd->add_flag("--no-checkpointing", f->no_checkpointing,
                 "--model: keep every activation instead of recomputing each block in backward")
       ->needs(model);
+  cmd->add_option("--offload-gradients", f->offload_gradients,
+                  "Where the step's gradients wait for the update: host (the whole model's in "
+                  "host memory) | nvme (bounded pinned slots, each sub-group's on the drives "
+                  "beside its state; needs --offload-optimizer nvme)")
+      ->capture_default_str();
   cmd->add_option("--offload-activations", f->offload_activations,
                   "--model: the activation checkpoints on the device (none) or in pinned host "
                   "memory with a ring of three on the device (host; needs checkpointing)")
