@@ -47,6 +47,7 @@ Status OffloadEngine::CollectForReduceScatter(WorkerParts& w, StepContext& ctx, 
   in += n;
   if (in < units_[u].num_params) return Status::Ok();
   in = 0;
+  if (grad_spill_) return ReduceScatterToSpill(w, ctx, u, micro);
   const void* send =
       ctx.landed ? inbox_->Landed(grad_offsets_[u]) : inbox_->Gathered(grad_offsets_[u]);
   ScopedSpan span(trace_, "comm", "reduce-scatter " + units_[u].name);
@@ -55,6 +56,55 @@ Status OffloadEngine::CollectForReduceScatter(WorkerParts& w, StepContext& ctx, 
   return dp_->comm()->ReduceScatterSum(send, transfer_dtype_, dp_->part(u),
                                        w.Reduced() + layout_.unit_offsets[u],
                                        /*accumulate=*/micro > 0);
+}
+
+StatusOr<char*> OffloadEngine::UnitGatherFor(WorkerParts& w, int u) {
+  WorkerParts::UnitGather* free = nullptr;
+  for (WorkerParts::UnitGather& g : w.unit_gathers) {
+    if (g.unit == u) return g.buffer.as<char>();
+    if (g.unit < 0 && free == nullptr) free = &g;
+  }
+  if (free == nullptr) {
+    return ResourceExhaustedError(
+        "gradients on NVMe: more than " + std::to_string(w.unit_gathers.size()) +
+        " units' gradients in flight at once for the ranks' sum (the model interleaves its "
+        "units' pieces)");
+  }
+  free->unit = u;
+  return free->buffer.as<char>();
+}
+
+// Gradients on the drives: the unit's running sum comes back from the
+// spill (after the first micro-batch), the ranks add this micro-batch to it
+// in the collective's order, and the part goes back to the spill; the
+// final micro-batch's part also gives the norm's chunks (TakeNormChunks).
+Status OffloadEngine::ReduceScatterToSpill(WorkerParts& w, StepContext& ctx, int u, int micro) {
+  float* part = w.part_sum.as<float>();
+  const uint64_t part_begin = layout_.part_begins[u];
+  if (micro > 0) {
+    for (int g : layout_.by_unit[u]) {
+      const SubGroup& sg = layout_.groups[g];
+      TF_RETURN_IF_ERROR(grad_spill_->ReadInto(g, part + (sg.unit_offset - part_begin)));
+    }
+  }
+  char* send = nullptr;
+  for (WorkerParts::UnitGather& g : w.unit_gathers) {
+    if (g.unit == u) {
+      send = g.buffer.as<char>();
+      g.unit = -1;  // free once the collective below has read it
+    }
+  }
+  if (send == nullptr) return InternalError("no gathered gradient of " + units_[u].name);
+  {
+    ScopedSpan span(trace_, "comm", "reduce-scatter " + units_[u].name);
+    TF_RETURN_IF_ERROR(dp_->comm()->ReduceScatterSum(send, transfer_dtype_, dp_->part(u), part,
+                                                     /*accumulate=*/micro > 0));
+  }
+  const uint64_t n = dp_->part(u).size(dp_->rank());
+  if (n == 0) return Status::Ok();
+  ScopedSpan span(trace_, "accumulate", "grads to NVMe " + units_[u].name);
+  return grad_spill_->Take(u, part_begin, part, DType::kF32, n, micro, ctx.micro_batches,
+                           /*summed=*/true);
 }
 
 Status OffloadEngine::ReducePieceOnDevice(WorkerParts& w, StepContext& ctx, const Arrival& a) {
@@ -104,7 +154,8 @@ Status OffloadEngine::ReducePieceOnDevice(WorkerParts& w, StepContext& ctx, cons
 Status OffloadEngine::TakeNormChunks(WorkerParts& w, StepContext& ctx, int u) {
   const int rank = dp_->rank();
   const uint64_t n = dp_->part(u).size(rank);
-  const float* recv = w.Reduced() + layout_.unit_offsets[u];
+  // With gradients on the drives the part's sum is still in part_sum.
+  const float* recv = grad_spill_ ? w.part_sum.as<float>() : w.Reduced() + layout_.unit_offsets[u];
   double* sums = ctx.chunk_sums.data() + dp_->ChunkBegin(rank, u);
   TF_RETURN_IF_ERROR(GradChunkSquares(recv, DType::kF32, n, sums));
   // Locally non-finite: no speculation on this unit (the step will be skipped).

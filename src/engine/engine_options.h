@@ -68,9 +68,11 @@ struct EngineOptions {
   // Where the step's gradients wait for the decision (common/grad_offload.h):
   // kHost (the whole model's, in host memory) or kNvme (grad_spill_slots
   // pinned sub-group buffers; each sub-group's gradient, fp32 when
-  // accumulating, in the NVMe state store beside its state). kNvme needs
-  // offload kNvme with nvme_ratio 1, one process, and micro_batches_per_step
-  // >= 1. kAuto is the planner's to resolve: Init refuses it. Default: kHost.
+  // accumulating, in the NVMe state store beside its state; with data
+  // parallelism each rank's part of every unit's fp32 running sum). kNvme
+  // needs offload kNvme with nvme_ratio 1, micro_batches_per_step >= 1, and
+  // host collectives (no device_comm). kAuto is the planner's to resolve:
+  // Init refuses it. Default: kHost.
   GradOffload grad_offload = GradOffload::kHost;
   int grad_spill_slots = 4;  // kNvme: pinned sub-group gradient slots (>= 2). Default: 4
 

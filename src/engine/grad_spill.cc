@@ -138,12 +138,12 @@ Status GradSpill::StartRead(int g, int slot, int micro) {
   return Status::Ok();
 }
 
-StatusOr<int> GradSpill::SlotForTake(int g, int micro) {
+StatusOr<int> GradSpill::SlotForTake(int g, int micro, bool add_to_previous) {
   int i = SlotOf(g);
   if (i >= 0) {
     Slot& s = slots_[static_cast<size_t>(i)];
     if (s.filling && s.micro == micro) return i;  // more of this micro-batch's pieces
-    if (micro > 0 && s.micro == micro - 1 && !s.filling) {
+    if (add_to_previous && s.micro == micro - 1 && !s.filling) {
       // The sum through the last micro-batch is here: add to it once its
       // write has landed (the buffer must not change under the write).
       TF_RETURN_IF_ERROR(SettleWrite(s));
@@ -163,7 +163,7 @@ StatusOr<int> GradSpill::SlotForTake(int g, int micro) {
   }
   TF_ASSIGN_OR_RETURN(i, FreeSlot(/*wait=*/true));
   Slot& s = slots_[static_cast<size_t>(i)];
-  if (micro > 0) {
+  if (add_to_previous) {
     // The running sum went to the drive: read it back to add to it.
     TF_RETURN_IF_ERROR(StartRead(g, i, micro - 1));
     TF_RETURN_IF_ERROR(SettleRead(s));
@@ -177,11 +177,11 @@ StatusOr<int> GradSpill::SlotForTake(int g, int micro) {
 }
 
 Status GradSpill::Take(int u, uint64_t begin, const void* src, DType src_dtype, uint64_t n,
-                       int micro, int micro_batches) {
+                       int micro, int micro_batches, bool summed) {
   final_micro_ = micro_batches - 1;
-  const bool accumulate = micro_batches > 1;
+  const bool accumulate = micro_batches > 1 && !summed;
   if (!accumulate && src_dtype != config_.dtype) {
-    return InternalError("gradient spill: one micro-batch lands in " +
+    return InternalError("gradient spill: a copied gradient lands in " +
                          std::string(DTypeName(config_.dtype)) + ", got " +
                          std::string(DTypeName(src_dtype)));
   }
@@ -191,7 +191,7 @@ Status GradSpill::Take(int u, uint64_t begin, const void* src, DType src_dtype, 
     const uint64_t a = std::max(begin, sg.unit_offset);
     const uint64_t b = std::min(end, sg.unit_offset + sg.num_params);
     if (a >= b) continue;
-    TF_ASSIGN_OR_RETURN(const int i, SlotForTake(g, micro));
+    TF_ASSIGN_OR_RETURN(const int i, SlotForTake(g, micro, accumulate && micro > 0));
     Slot& s = slots_[static_cast<size_t>(i)];
     const char* from = static_cast<const char*>(src) + (a - begin) * DTypeSize(src_dtype);
     const uint64_t at = a - sg.unit_offset;
@@ -203,7 +203,8 @@ Status GradSpill::Take(int u, uint64_t begin, const void* src, DType src_dtype, 
     }
     s.filled += b - a;
     s.last_use = ++clock_;
-    if (s.filled == sg.num_params) TF_RETURN_IF_ERROR(Complete(g, s, micro_batches));
+    if (s.filled == sg.num_params)
+      TF_RETURN_IF_ERROR(Complete(g, s, accumulate ? micro_batches : 1));
   }
   return Status::Ok();
 }
@@ -252,6 +253,23 @@ Status GradSpill::Prefetch(int g) {
   TF_ASSIGN_OR_RETURN(const int i, FreeSlot(/*wait=*/false));
   if (i < 0) return Status::Ok();
   return StartRead(g, i, final_micro_);
+}
+
+Status GradSpill::ReadInto(int g, void* dst) {
+  int i = SlotOf(g);
+  if (i >= 0 && slots_[static_cast<size_t>(i)].filling) {
+    return InternalError("gradient spill: sub-group " + layout_.groups[g].name +
+                         " read while it is being summed");
+  }
+  if (i < 0) {
+    TF_ASSIGN_OR_RETURN(i, FreeSlot(/*wait=*/true));
+    TF_RETURN_IF_ERROR(StartRead(g, i, -1));
+  }
+  Slot& s = slots_[static_cast<size_t>(i)];
+  TF_RETURN_IF_ERROR(SettleRead(s));
+  std::memcpy(dst, s.buffer.data(), GroupBytes(g));
+  s.last_use = ++clock_;
+  return Status::Ok();
 }
 
 StatusOr<const void*> GradSpill::Acquire(int g) {

@@ -53,8 +53,14 @@ class GradSpill {
   // A piece [begin, begin + n) of unit u's gradient in `src_dtype`, for
   // micro-batch `micro` (0-based) of `micro_batches`. In one micro-batch a
   // unit's pieces are disjoint and cover it (PieceLedger checks that first).
+  // `summed`: src is already the sum through `micro` (data parallelism: the
+  // ranks' reduce-scatter adds into the running sum, ReadInto), so it is
+  // copied, in dtype(), and no unit statistics are taken.
   Status Take(int u, uint64_t begin, const void* src, DType src_dtype, uint64_t n, int micro,
-              int micro_batches);
+              int micro_batches, bool summed = false);
+  // Copies sub-group g's latest sum (the micro-batch before the one being
+  // summed) into `dst` (num_params of dtype()): from its slot, else the drive.
+  Status ReadInto(int g, void* dst);
   // Several micro-batches: unit u's statistics over its summed gradient,
   // once the final micro-batch has taken all of it.
   StatusOr<GradStatsResult> UnitStats(int u) const;
@@ -94,7 +100,7 @@ class GradSpill {
   StatusOr<int> FreeSlot(bool wait);
   Status StartRead(int g, int slot, int micro);
   // The slot that sums sub-group g for micro-batch `micro`.
-  StatusOr<int> SlotForTake(int g, int micro);
+  StatusOr<int> SlotForTake(int g, int micro, bool add_to_previous);
   Status Complete(int g, Slot& s, int micro_batches);
   void ResetUnitSums();
 

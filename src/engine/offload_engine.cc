@@ -131,8 +131,10 @@ Status OffloadEngine::ValidateOptions() const {
     std::string why;
     if (options_.offload != OffloadPlacement::kNvme || options_.nvme_ratio < 1.0) {
       why = "the whole optimizer state on NVMe (offload nvme, ratio 1): the gradients go beside it";
-    } else if (options_.comm != nullptr && options_.comm->world_size() > 1) {
-      why = "one process (data parallelism keeps each rank's summed part in host memory)";
+    } else if (options_.device_comm != nullptr) {
+      why =
+          "host collectives (device collectives sum each rank's part on the device; give "
+          "--collectives host)";
     } else if (options_.micro_batches_per_step < 1) {
       why = "a fixed number of micro-batches per step (micro_batches_per_step >= 1)";
     } else if (options_.grad_spill_slots < 2) {
@@ -224,7 +226,19 @@ Status OffloadEngine::AllocateGradients() {
                         device_.AllocatePinned(std::max<uint64_t>(total, 1) * 4,
                                                "summed gradient (this rank's parts)"));
   }
-  if (data_parallel() && !device_collectives()) {
+  if (data_parallel() && options_.grad_offload == GradOffload::kNvme) {
+    // Units gathered for their reduce-scatter, and one unit's part of the sum.
+    worker_parts_->unit_gathers.resize(3);
+    for (WorkerParts::UnitGather& g : worker_parts_->unit_gathers) {
+      TF_ASSIGN_OR_RETURN(g.buffer,
+                          HostPages::AllocateResident(max_unit_params_ * tbytes(),
+                                                      "unit gradient for the ranks' sum"));
+    }
+    TF_ASSIGN_OR_RETURN(
+        worker_parts_->part_sum,
+        HostPages::AllocateResident(std::max<uint64_t>(layout_.max_unit_params, 1) * 4,
+                                    "summed gradient of one unit's part"));
+  } else if (data_parallel() && !device_collectives()) {
     // This rank's parts of the summed gradient.
     TF_ASSIGN_OR_RETURN(worker_parts_->reduced,
                         HostPages::AllocateResident(std::max<uint64_t>(total, 1) * 4,

@@ -192,6 +192,15 @@ class OffloadEngine : public UnitAccess {
     // summed gradient; with device collectives pinned instead
     // (reduced_landing: a D2H target).
     HostPages reduced;
+    // Gradients on the drives with data parallelism (host collectives): the
+    // units being gathered for their reduce-scatter (a few in flight, never
+    // the model), and this rank's part of one unit's running sum.
+    struct UnitGather {
+      int unit = -1;
+      HostPages buffer;  // (max_unit_params_,) transfer dtype
+    };
+    std::vector<UnitGather> unit_gathers;
+    HostPages part_sum;  // (largest part,) fp32
     PinnedBuffer reduced_landing;
     // Device collectives: the sum over ranks of this rank's parts on the
     // device, fp32. Several micro-batches per rank: (local params,), the
@@ -226,8 +235,12 @@ class OffloadEngine : public UnitAccess {
   // What the gradient spill's slots and files hold: the transfer dtype when
   // each step is one micro-batch, else the fp32 sum.
   DType GradSpillDType() const {
-    return options_.micro_batches_per_step == 1 ? transfer_dtype_ : DType::kF32;
+    const bool summed_in_fp32 = options_.micro_batches_per_step != 1 ||
+                                (options_.comm != nullptr && options_.comm->world_size() > 1);
+    return summed_in_fp32 ? DType::kF32 : transfer_dtype_;
   }
+  StatusOr<char*> UnitGatherFor(WorkerParts& w, int u);
+  Status ReduceScatterToSpill(WorkerParts& w, StepContext& ctx, int u, int micro);
 
   // Worker (optimizer_worker.cc).
   void WorkerLoop(WorkerParts& w);

@@ -162,7 +162,11 @@ Status OffloadEngine::TakeLandedPiece(WorkerParts& w, StepContext& ctx, const Ar
   const int u = a.unit;
   const uint64_t n = a.count;
   const bool last_micro = a.micro == ctx.micro_batches - 1;
-  if (grad_spill_) {
+  if (grad_spill_ && data_parallel()) {
+    // Gathered per unit for its reduce-scatter (ReduceScatterToSpill).
+    TF_ASSIGN_OR_RETURN(char* unit, UnitGatherFor(w, u));
+    ParallelCopy(unit + a.begin * tbytes(), inbox_->bucket(a.bucket).staging.data(), n * tbytes());
+  } else if (grad_spill_) {
     // Bounded slots, then the drives (engine/grad_spill.h); with several
     // micro-batches the spill takes the unit's statistics (UnitComplete).
     ScopedSpan span(trace_, "accumulate", "grads to NVMe " + units_[u].name);
