@@ -48,6 +48,11 @@
 #                      bench engine on the 0.5B model, 8 x 4096 tokens, the
 #                      activation checkpoints on the device, then in pinned
 #                      host memory (issue 43: the offload's cost of the step);
+#         grads_host / grads_nvme
+#                      bench engine on the 0.5B model with its state on this
+#                      machine's NVMe, the gradients in host memory, then on
+#                      the drives (issue 45: the step grows by at most the
+#                      added bytes' share of the NVMe traffic plus 5%);
 #         host_sim     bench engine on the 0.5B model with its state in host
 #                      RAM on the sim's H100-PCIe, this machine's 16 cores
 #                      as its host (#13's overlap figure).
@@ -248,6 +253,13 @@ run() {
     --rounds 2 --json --device cuda)
   stage long_ctx_kept 90 "$tf" "${long[@]}" --offload-activations none
   stage long_ctx_host 90 "$tf" "${long[@]}" --offload-activations host
+  # Gradients on the drives (#45): the state on NVMe, the gradients in host
+  # memory, then beside the state on the drive.
+  local grads=(bench engine --model "$top/data/llama-0.5b" --device cuda --rounds 2 --json
+    --offload-optimizer nvme --nvme-path "$scratch/nvme-grads")
+  mkdir -p "$scratch/nvme-grads"
+  stage grads_host 70 "$tf" "${grads[@]}" --offload-gradients host
+  stage grads_nvme 70 "$tf" "${grads[@]}" --offload-gradients nvme
   # The host-state overlap (#13) at the sim's proportions on 16 host cores.
   stage host_sim 60 "$tf" bench engine --model "$top/data/llama-0.5b" --device sim:h100-pcie \
     --rounds 3 --json

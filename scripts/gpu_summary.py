@@ -88,10 +88,21 @@ def summarize(gpu, stages, work, logs, commit):
             "device_peak_bytes": peak, "plan_device_bytes": plan,
             "peak_over_plan": peak / plan if plan else None}
     for name in ("bench_copy", "bench_kernels", "bench_engine", "param_sim", "param_cuda",
-                 "e2e_3b", "host_sim"):
+                 "e2e_3b", "host_sim", "long_ctx_kept", "long_ctx_host", "grads_host",
+                 "grads_nvme"):
         j = stage_json(logs, name)
         if j is not None:
             summary[name] = j
+    host, nvme = summary.get("grads_host"), summary.get("grads_nvme")
+    if host and nvme and host.get("step_seconds"):
+        # Issue 45's figure: the step with gradients on the drives over the
+        # step with them in host memory, beside the bytes they add.
+        written = nvme.get("nvme_written_bytes", 0) - host.get("nvme_written_bytes", 0)
+        read = nvme.get("nvme_read_bytes", 0) - host.get("nvme_read_bytes", 0)
+        base = host.get("nvme_written_bytes", 0) + host.get("nvme_read_bytes", 0)
+        summary["grads_on_nvme"] = {
+            "step_ratio": nvme["step_seconds"] / host["step_seconds"],
+            "added_bytes_share": (written + read) / base if base else None}
     summary["figures"] = figures(summary)
     return summary
 
