@@ -89,8 +89,8 @@ void ExpectCounted(int64_t k) {
   EXPECT_EQ(nvme.host.bytes_of("gradient_accumulator"), 0u);
   EXPECT_EQ(nvme.host.bytes_of("pinned_gradient_staging"), staging);
   EXPECT_EQ(nvme.host.bytes_of("gradient_spill_slots"), slots);
-  EXPECT_EQ(nvme.host.total_bytes() + P * waits, host.host.total_bytes() + staging + slots -
-                                                     (k > 1 ? staging : 0));
+  EXPECT_EQ(nvme.host.total_bytes() + P * waits,
+            host.host.total_bytes() + staging + slots - (k > 1 ? staging : 0));
   // Pinned: the landing is (k = 1); the accumulator is not; staging and
   // slots always are.
   EXPECT_EQ(nvme.pinned_bytes + (k > 1 ? 0 : P * waits),
@@ -111,8 +111,7 @@ void ExpectCounted(int64_t k) {
   EXPECT_EQ(nvme.nvme.bytes_of("gradient_spare_blocks"),
             RoundUpTo(state_spare + 4 * max_group * waits, kMiB) - RoundUpTo(state_spare, kMiB));
   EXPECT_EQ(nvme.nvme.bytes_of("state_files"), host.nvme.bytes_of("state_files"));
-  EXPECT_EQ(nvme.gradients.nvme_bytes,
-            files + nvme.nvme.bytes_of("gradient_spare_blocks"));
+  EXPECT_EQ(nvme.gradients.nvme_bytes, files + nvme.nvme.bytes_of("gradient_spare_blocks"));
 
   // The step: each micro-batch's fp32 sum written and read back (k > 1),
   // or the one gradient in the transfer dtype; on the drives the state uses.
@@ -120,8 +119,9 @@ void ExpectCounted(int64_t k) {
   EXPECT_EQ(nvme.gradients.nvme_write_bytes_per_step, traffic);
   EXPECT_EQ(nvme.gradients.nvme_read_bytes_per_step, traffic);
   EXPECT_EQ(host.gradients.nvme_write_bytes_per_step, 0u);
-  const double seconds = static_cast<double>(traffic) / (hw.bandwidths.nvme_read_gb_per_second * 1e9) +
-                         static_cast<double>(traffic) / (hw.bandwidths.nvme_write_gb_per_second * 1e9);
+  const double seconds =
+      static_cast<double>(traffic) / (hw.bandwidths.nvme_read_gb_per_second * 1e9) +
+      static_cast<double>(traffic) / (hw.bandwidths.nvme_write_gb_per_second * 1e9);
   EXPECT_NEAR(nvme.gradients.nvme_seconds_per_step, seconds, 1e-9 * seconds);
   EXPECT_NEAR(Stage(nvme, "nvme_io") - Stage(host, "nvme_io"), seconds, 1e-6 * seconds);
   EXPECT_GT(nvme.predicted_step_seconds, host.predicted_step_seconds);
@@ -304,8 +304,8 @@ TEST(GradOffload, JsonAndReportSayWhereAndWhatTheyAdd) {
   EXPECT_EQ(g["chosen_by"], "planner");
   EXPECT_EQ(g["spill_slots"], kDefaultGradSpillSlots);
   EXPECT_EQ(g["host_bytes"], plan.gradients.host_bytes);
-  EXPECT_EQ(g["nvme_bytes"], plan.nvme.bytes_of("gradient_files") +
-                                 plan.nvme.bytes_of("gradient_spare_blocks"));
+  EXPECT_EQ(g["nvme_bytes"],
+            plan.nvme.bytes_of("gradient_files") + plan.nvme.bytes_of("gradient_spare_blocks"));
   EXPECT_EQ(g["nvme_write_bytes_per_step"], static_cast<uint64_t>(plan.params) * 2);
   EXPECT_EQ(g["nvme_read_bytes_per_step"], static_cast<uint64_t>(plan.params) * 2);
   EXPECT_GT(g["nvme_seconds_per_step"].get<double>(), 0);
@@ -349,8 +349,8 @@ TEST(GradOffload, ComputeBoundAdviceWeighsAccumulationsTraffic) {
   const Plan held = MustPlan(in, small);
   ASSERT_GT(spilled.compute_bound.grad_accum, 1);
   ASSERT_GT(held.compute_bound.grad_accum, 1);
-  const double per_token_spilled =
-      spilled.compute_bound.step_seconds / static_cast<double>(spilled.compute_bound.tokens_per_step);
+  const double per_token_spilled = spilled.compute_bound.step_seconds /
+                                   static_cast<double>(spilled.compute_bound.tokens_per_step);
   const double per_token_held =
       held.compute_bound.step_seconds / static_cast<double>(held.compute_bound.tokens_per_step);
   EXPECT_GT(per_token_spilled, 1.5 * per_token_held);
