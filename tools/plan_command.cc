@@ -57,6 +57,7 @@ struct PlanFlags {
   std::string offload = "auto";
   std::string offload_param = "auto";
   std::string offload_activations = "auto";
+  std::string offload_gradients = "auto";
   std::string mlp_tile_rows = "auto";
   std::string param_slots = "auto";
   double ratio = -1;
@@ -100,6 +101,7 @@ constexpr const char* kRunFlags[] = {"--model",
                                      "--offload-optimizer",
                                      "--offload-param",
                                      "--offload-activations",
+                                     "--offload-gradients",
                                      "--mlp-tile-rows",
                                      "--param-slots",
                                      "--ratio",
@@ -172,6 +174,9 @@ StatusOr<PlanInput> InputFromFlags(const PlanFlags& f) {
   auto activations = ParseChoice<ActivationOffload>(f.offload_activations);
   if (!activations.ok()) return activations.status().WithContext("--offload-activations");
   in.offload_activations = *activations;
+  auto gradients = ParseChoice<GradOffload>(f.offload_gradients);
+  if (!gradients.ok()) return gradients.status().WithContext("--offload-gradients");
+  in.offload_gradients = *gradients;
   if (f.mlp_tile_rows != "auto") {
     TF_ASSIGN_OR_RETURN(const uint64_t tile, CountFlag("--mlp-tile-rows", f.mlp_tile_rows));
     in.mlp_tile_rows = static_cast<int64_t>(std::min<uint64_t>(tile, uint64_t{1} << 40));
@@ -360,6 +365,12 @@ void AddRunFlags(CLI::App* cmd, PlanFlags* f) {
                   "Activation checkpoints: auto (on the device while the run fits there, else in "
                   "pinned host memory when that fits or steps faster than streaming weights) | "
                   "none | host (needs --checkpointing on)")
+      ->capture_default_str();
+  cmd->add_option("--offload-gradients", f->offload_gradients,
+                  "Where the step's gradients wait for its decision: auto (host memory while the "
+                  "host holds them, else the drives) | host | nvme (a few pinned sub-group slots, "
+                  "the rest on NVMe beside the optimizer state, which goes wholly there; one "
+                  "process)")
       ->capture_default_str();
   cmd->add_option("--mlp-tile-rows", f->mlp_tile_rows,
                   "The MLP in row tiles of this many rows (a multiple of 256; 0 untiled), or auto "

@@ -60,6 +60,10 @@ StatusOr<EngineBenchPrediction> PredictEngineStep(const Device& device, const Mo
   in.offload_activations =
       o.offload_checkpoints ? ActivationOffload::kHost : ActivationOffload::kNone;
   in.offload = nvme ? OffloadPlacement::kNvme : OffloadPlacement::kHost;
+  // Where the engine keeps the gradients (the planner's auto is not asked).
+  in.offload_gradients =
+      eo.grad_offload == GradOffload::kNvme ? GradOffload::kNvme : GradOffload::kHost;
+  in.grad_spill_slots = eo.grad_spill_slots;
   in.nvme_ratio = nvme ? eo.nvme_ratio : 0.0;
   in.sub_group_params = static_cast<int64_t>(eo.sub_group_params);
   in.buffer_count = eo.buffer_count;

@@ -57,6 +57,11 @@ constexpr uint64_t OptimizerStateBytesPerParam(int num_moments) {
 inline constexpr int64_t kDefaultSubGroupParams = int64_t{4} << 20;  // sub_group_params
 inline constexpr int kDefaultBufferCount = 4;  // weight staging slots = NVMe I/O slots
 inline constexpr int kDefaultGradBuckets = 3;  // device gradient buckets (+ pinned staging each)
+// Pinned sub-group gradient slots when the gradients wait on NVMe
+// (grad_spill_slots, GradOffload::kNvme): each the largest sub-group's
+// gradient (fp32 with several micro-batches, else the transfer dtype),
+// rounded up to 4 KiB.
+inline constexpr int kDefaultGradSpillSlots = 4;
 // The speculation budget (speculation_params) is not a constant: the plan
 // derives it from free host memory (plan/speculation_budget.h).
 

@@ -36,6 +36,7 @@ void AddSetup(const PlanInput& in, const Hardware& hw, const Plan& plan, nlohman
                 {"dtype", std::string(DTypeName(in.dtype))},
                 {"checkpointing", in.checkpointing},
                 {"offload_activations", std::string(ChoiceName(in.offload_activations))},
+                {"offload_gradients", std::string(ChoiceName(in.offload_gradients))},
                 {"optimizer", std::string(OptimizerKindName(in.optimizer))},
                 {"pipeline", in.pipeline == PipelineKind::kOverlapped ? "overlapped" : "sync"},
                 {"offload_optimizer", std::string(OffloadPlacementName(in.offload))},
@@ -125,6 +126,15 @@ void AddPlacement(const ModelConfig& m, const Plan& plan, nlohmann::json& j) {
       {"transfer_bytes_per_micro_batch", plan.activations.checkpoint_transfer},
       {"mlp_tile_rows", p.mlp_tile_rows},
       {"chosen_by", p.activations_chosen ? "planner" : "user"}};
+  const Plan::Gradients& g = plan.gradients;
+  j["placement"]["gradients"] = {{"where", std::string(ChoiceName(p.gradients))},
+                                 {"chosen_by", p.gradients_chosen ? "planner" : "user"},
+                                 {"spill_slots", p.grad_spill_slots},
+                                 {"host_bytes", g.host_bytes},
+                                 {"nvme_bytes", g.nvme_bytes},
+                                 {"nvme_write_bytes_per_step", g.nvme_write_bytes_per_step},
+                                 {"nvme_read_bytes_per_step", g.nvme_read_bytes_per_step},
+                                 {"nvme_seconds_per_step", g.nvme_seconds_per_step}};
 }
 
 // How fast: the stages, the step, and the advice.

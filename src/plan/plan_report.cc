@@ -124,6 +124,33 @@ void AppendTiers(std::string* out, const Plan& plan) {
   *out += "\n";
 }
 
+// Where the step's gradients wait for its decision, what they hold there,
+// and what they add to the drives' traffic.
+void AppendGradients(std::string* out, const PlanInput& in, const Plan& plan) {
+  const Placement& p = plan.placement;
+  const Plan::Gradients& g = plan.gradients;
+  Appendf(out, "  gradients: %s", std::string(ChoiceName(p.gradients)).c_str());
+  if (p.gradients == GradOffload::kNvme) {
+    Appendf(out,
+            " (%s pinned on the host: %d spill slots and the buckets' staging; %s on the drives; "
+            "per step %s written and %s read, %s of NVMe I/O)",
+            FormatBytes(g.host_bytes).c_str(), p.grad_spill_slots,
+            FormatBytes(g.nvme_bytes).c_str(), FormatBytes(g.nvme_write_bytes_per_step).c_str(),
+            FormatBytes(g.nvme_read_bytes_per_step).c_str(),
+            FormatSeconds(g.nvme_seconds_per_step).c_str());
+  } else {
+    Appendf(out, " (%s in host memory: %s; nothing on the drives)",
+            FormatBytes(g.host_bytes).c_str(),
+            in.ranks() > 1 || in.device_collectives ? "the ranks' sum and its staging"
+            : in.grad_accum > 1                     ? "the fp32 accumulator and its staging"
+                                                    : "the whole model's D2H landing");
+  }
+  if (p.gradients_chosen) *out += ", chosen by the planner";
+  *out += "\n  engine options: grad_offload=" + std::string(ChoiceName(p.gradients));
+  if (p.gradients == GradOffload::kNvme) Appendf(out, " grad_spill_slots=%d", p.grad_spill_slots);
+  *out += "\n";
+}
+
 // Where the optimizer state and the weights go, and the engine's options.
 void AppendPlacement(std::string* out, const PlanInput& in, const Plan& plan) {
   const Placement& p = plan.placement;
@@ -179,7 +206,9 @@ void AppendPlacement(std::string* out, const PlanInput& in, const Plan& plan) {
   if (p.mlp_tile_rows > 0)
     Appendf(out, "; the MLP in tiles of %lld rows", static_cast<long long>(p.mlp_tile_rows));
   if (p.activations_chosen) *out += ", chosen by the planner";
-  *out += "\n\n";
+  *out += "\n";
+  AppendGradients(out, in, plan);
+  *out += "\n";
 }
 
 // How fast: the stages, the step, and with several GPUs per node the scaling.

@@ -48,6 +48,36 @@ double Utilization(const TierPlan& tier) {
   return static_cast<double>(used) / static_cast<double>(tier.capacity_bytes);
 }
 
+}  // namespace
+
+std::string GradSpillBlocker(const PlanInput& in, const Hardware& hw) {
+  if (in.ranks() > 1) {
+    return "the engine spills the gradients of one process only, and this run has " +
+           std::to_string(in.ranks()) + " data-parallel ranks";
+  }
+  if (in.device_collectives) {
+    return "the engine spills the gradients of one process only, and device collectives "
+           "(--collectives device) run the data-parallel path";
+  }
+  if (in.offload == OffloadPlacement::kHost) {
+    return "the gradients wait beside the optimizer state, which must be wholly on NVMe, and "
+           "--offload-optimizer host keeps it in host memory (use nvme or auto)";
+  }
+  if (in.nvme_ratio >= 0 && in.nvme_ratio < 1) {
+    return "the gradients wait beside the optimizer state, which must be wholly on NVMe, and "
+           "--ratio puts " +
+           std::to_string(static_cast<int>(std::lround((1 - in.nvme_ratio) * 100))) +
+           "% of it in host memory (use --ratio 1, or leave it out)";
+  }
+  if (hw.nvme_capacity_bytes == 0) {
+    return "the gradients go to the drives, and no NVMe path has free space (give one with "
+           "--nvme-path, or --nvme-capacity)";
+  }
+  return "";
+}
+
+namespace {
+
 Status ValidateInput(const PlanInput& in, const Hardware& hw) {
   TF_RETURN_IF_ERROR(ValidateModelConfig(in.model));
   if (in.micro_batch < 1) return InvalidArgumentError("micro-batch must be at least 1");
@@ -71,6 +101,17 @@ Status ValidateInput(const PlanInput& in, const Hardware& hw) {
     return InvalidArgumentError(
         "--offload-activations host moves the activation checkpoints, and checkpointing is off: "
         "turn on --activation-checkpointing, or use --offload-activations none");
+  }
+  if (in.offload_gradients == GradOffload::kNvme) {
+    if (const std::string why = GradSpillBlocker(in, hw); !why.empty()) {
+      return InvalidArgumentError("--offload-gradients nvme cannot run here: " + why +
+                                  "; use --offload-gradients host (or auto)");
+    }
+  }
+  if (in.grad_spill_slots < 2) {
+    return InvalidArgumentError("the gradients' spill slots are " +
+                                std::to_string(in.grad_spill_slots) +
+                                ": the engine needs at least 2 (one filling while one is written)");
   }
   struct Bound {
     const char* name;
@@ -253,7 +294,14 @@ struct RankLayout {
   bool dp = false;
   bool on_device = false;  // device collectives
   bool landed = false;     // one micro-batch lands as it is
-  std::string bc{};        // the buffer count, for the notes
+  // The gradients wait on NVMe (GradOffload::kNvme): bytes of a parameter's
+  // spilled gradient (fp32 when accumulating, else the transfer dtype), the
+  // sub-groups' gradient tensors in whole blocks, and the largest one.
+  bool spill = false;
+  uint64_t spill_bytes = 0;
+  uint64_t grad_files = 0;
+  uint64_t grad_tensor = 0;
+  std::string bc{};  // the buffer count, for the notes
   StreamedCopy copy{};
   std::string streamed_units{};  // the streamed copy, for the notes
 };
@@ -275,7 +323,17 @@ RankLayout RankLayoutOf(const PlanInput& in, const SubGroupSummary& sg, int64_t 
   r.bc = std::to_string(in.buffer_count);
   r.dp = in.ranks() > 1 || in.device_collectives;
   r.on_device = in.device_collectives;
-  r.landed = in.grad_accum == 1 && !r.on_device;
+  r.spill = in.offload_gradients == GradOffload::kNvme;
+  r.landed = in.grad_accum == 1 && !r.on_device && !r.spill;
+  if (r.spill) {
+    r.spill_bytes = in.grad_accum > 1 ? kGradAccumulatorBytesPerParam : r.wire;
+    // One tensor "<sub-group>/grad" per sub-group (the state is wholly on
+    // NVMe: every sub-group), each rounded up to whole blocks like the state's.
+    r.grad_files =
+        SummarizeSubGroups(in.model, SubGroupRuleOf(in), 1.0, r.spill_bytes, in.nvme_block_bytes)
+            .nvme_block_bytes;
+    r.grad_tensor = Mul(U(sg.max_group_params), r.spill_bytes);
+  }
   r.copy = StreamedCopyOf(in, pp, units);
   r.streamed_units = std::to_string(pp.streamed_units.size()) + " streamed units' weights, " +
                      std::to_string(r.a) + " B/param";
@@ -285,6 +343,7 @@ RankLayout RankLayoutOf(const PlanInput& in, const SubGroupSummary& sg, int64_t 
 // The host's buffers besides the state.
 struct HostBuffers {
   uint64_t accumulator = 0, grad_staging = 0;     // the gradient's landing
+  uint64_t grad_spill = 0;                        // its pinned slots on the way to NVMe
   uint64_t weight_staging = 0, spec_weights = 0;  // the new weights' way out
   uint64_t nvme_slots = 0;                        // the state's NVMe I/O
   uint64_t checkpoint = 0, load = 0;              // saving and loading
@@ -301,10 +360,15 @@ HostBuffers HostBuffersOf(const RankLayout& r, int64_t bucket_params) {
   // sum, which adds into this rank's fp32 part instead).
   // Device collectives: nothing lands whole; this rank's part of the sum
   // crosses into a pinned buffer of its own.
-  b.accumulator = r.on_device ? 0
-                  : r.landed  ? Mul(r.P, r.wire)
-                              : Mul(r.P, r.dp ? r.wire : kGradAccumulatorBytesPerParam);
+  // On NVMe: nothing whole; each bucket lands in pinned staging and is
+  // copied (or added, in fp32) into grad_spill_slots pinned sub-group slots,
+  // each written to the drives once complete.
+  b.accumulator = r.on_device || r.spill ? 0
+                  : r.landed             ? Mul(r.P, r.wire)
+                                         : Mul(r.P, r.dp ? r.wire : kGradAccumulatorBytesPerParam);
   b.grad_staging = r.landed || r.on_device ? 0 : Mul(U(in.grad_buckets), U(bucket_params), r.wire);
+  b.grad_spill =
+      r.spill ? Mul(U(in.grad_spill_slots), RoundUp(r.grad_tensor, kDirectIoAlignmentBytes)) : 0;
   // Data parallelism: two whole units' weights for the all-gathers (in
   // place of the per-sub-group staging).
   b.weight_staging =
@@ -329,8 +393,9 @@ std::vector<PlanComponent> HostGradientComponents(const RankLayout& r, const Hos
   const bool landed = r.landed;
   return {
       {"gradient_accumulator", b.accumulator,
-       on_device ? "none: the ranks sum the gradient on their devices"
-       : landed  ? "one micro-batch: the D2H landing, " + std::to_string(r.wire) +
+       r.spill     ? "none: the gradients wait on NVMe (--offload-gradients nvme)"
+       : on_device ? "none: the ranks sum the gradient on their devices"
+       : landed    ? "one micro-batch: the D2H landing, " + std::to_string(r.wire) +
                       " B/param in the transfer dtype, pinned"
        : dp ? "each micro-batch's whole gradient for the ranks' sum, " + std::to_string(r.wire) +
                   " B/param, pageable"
@@ -344,6 +409,12 @@ std::vector<PlanComponent> HostGradientComponents(const RankLayout& r, const Hos
        : landed  ? "none: one micro-batch's gradients land in the accumulator"
                  : "D2H landing, " + std::to_string(r.wire) + " B/param: bucket size x " +
                       std::to_string(in.grad_buckets) + " buckets"},
+      {"gradient_spill_slots", b.grad_spill,
+       "pinned: " + std::to_string(in.grad_spill_slots) +
+           " sub-group slots of the largest sub-group's gradient (" +
+           std::to_string(r.spill_bytes) + " B/param, " +
+           (in.grad_accum > 1 ? "fp32, the running sum" : "the transfer dtype") +
+           ", whole 4 KiB pages), each written to NVMe once complete"},
   };
 }
 
@@ -410,9 +481,10 @@ TierPlan HostTier(const RankLayout& r, const HostBuffers& b, const Hardware& hw,
 }
 
 uint64_t PinnedBytes(const RankLayout& r, const HostBuffers& b, const TierPlan& host) {
-  uint64_t pinned = Sum(r.landed ? b.accumulator : 0, r.on_device ? Mul(r.R, 4) : 0, b.grad_staging,
-                        b.weight_staging, b.spec_weights, b.nvme_slots, r.copy.host_pinned,
-                        r.copy.staging, r.copy.write_back, ActivationHostBytes(r.in));
+  uint64_t pinned =
+      Sum(r.landed ? b.accumulator : 0, r.on_device ? Mul(r.R, 4) : 0, b.grad_staging, b.grad_spill,
+          b.weight_staging, b.spec_weights, b.nvme_slots, r.copy.host_pinned, r.copy.staging,
+          r.copy.write_back, ActivationHostBytes(r.in));
   if (r.in.lock_host_state) {
     // pin_memory: the host share of the state is page-locked too.
     pinned = Sum(pinned, host.bytes_of("master_weights"), host.bytes_of("optimizer_moments"));
@@ -431,10 +503,17 @@ std::vector<PlanComponent> NvmeStateComponents(const RankLayout& r) {
   const uint64_t dirs = U(in.nvme_directories);
   const uint64_t state_files = Mul(copies, sg.nvme_block_bytes);
   const uint64_t block = in.nvme_block_bytes;
-  const uint64_t spare =
-      Mul(dirs, RoundUp(Mul(r.buffers + 1, U(sg.max_nvme_group_params), r.state_bytes), block));
-  const uint64_t tensors = Mul(copies, U(sg.nvme_sub_groups));
-  const uint64_t logical_blocks_per_dir = state_files / dirs / block + 1;
+  // Each directory's spare blocks: (slots + 1) state tensors, and with the
+  // gradients on NVMe grad_spill_slots of the largest gradient tensor more,
+  // rounded up to a block together (the engine's spare_bytes_per_directory).
+  const uint64_t state_spare = Mul(r.buffers + 1, U(sg.max_nvme_group_params), r.state_bytes);
+  const uint64_t grad_spare = r.spill ? Mul(U(in.grad_spill_slots), r.grad_tensor) : 0;
+  const uint64_t spare = Mul(dirs, RoundUp(state_spare, block));
+  const uint64_t spare_with_grads = Mul(dirs, RoundUp(Sum(state_spare, grad_spare), block));
+  // One "<sub-group>/grad" tensor per sub-group beside the state's.
+  const uint64_t tensors =
+      Sum(Mul(copies, U(sg.nvme_sub_groups)), r.spill ? U(sg.nvme_sub_groups) : 0);
+  const uint64_t logical_blocks_per_dir = Sum(state_files, r.grad_files) / dirs / block + 1;
   const uint64_t metadata = Mul(
       dirs,
       RoundUp(Sum(RoundUp(Sum(kNvmeHeaderFixedBytes, Mul(kNvmeHeaderBytesPerTensor, tensors)),
@@ -451,6 +530,15 @@ std::vector<PlanComponent> NvmeStateComponents(const RankLayout& r) {
        "per directory: (" + r.bc + " slots + 1) x the largest sub-group's state"},
       {"headers_and_block_tables", metadata,
        "tensor table and two block tables per file, padded to the first data block"},
+      {"gradient_files", r.grad_files,
+       r.spill ? "the step's gradient, one tensor per sub-group, " + std::to_string(r.spill_bytes) +
+                     " B/param (" +
+                     (in.grad_accum > 1 ? "fp32, the running sum" : "the transfer dtype") +
+                     "), whole " + FormatBytes(block) + " blocks"
+               : "none: the gradients wait in host memory"},
+      {"gradient_spare_blocks", spare_with_grads - spare,
+       "per directory: " + std::to_string(in.grad_spill_slots) +
+           " x the largest sub-group's gradient more spare blocks"},
   };
 }
 
@@ -514,6 +602,11 @@ StatusOr<double> ChooseRatio(const PlanInput& in, const Hardware& hw, int64_t pa
                              const ModelUnits& units, bool* chosen_by_planner) {
   *chosen_by_planner = false;
   if (in.nvme_ratio >= 0) return in.nvme_ratio;
+  // The gradients on NVMe wait beside the state, all of it there.
+  if (in.offload_gradients == GradOffload::kNvme) {
+    *chosen_by_planner = in.offload == OffloadPlacement::kAuto;
+    return 1.0;
+  }
   if (in.offload == OffloadPlacement::kHost) return 0;
   if (in.offload == OffloadPlacement::kNvme) return 1;
   *chosen_by_planner = true;
@@ -668,9 +761,29 @@ std::string CheckpointAdvice(const PlanInput& in, const Plan& plan) {
          "--offload-activations none where it has room)";
 }
 
-std::string HostAdvice(const PlanInput& in, const Plan& plan) {
+// The gradients in host memory, when they are there and large: their
+// share, and how to do without (on the drives, where the engine can).
+std::string GradientAdvice(const PlanInput& in, const Hardware& hw, const Plan& plan) {
   const Placement& p = plan.placement;
-  std::string ranks = CheckpointAdvice(in, plan);
+  if (p.gradients != GradOffload::kHost || plan.gradients.host_bytes == 0) return "";
+  std::string s = "; the gradient waiting for the step's decision takes " +
+                  FormatBytes(plan.gradients.host_bytes) + " of it (" +
+                  (in.grad_accum > 1 ? "the fp32 accumulator" : "the whole model's D2H landing") +
+                  " and its staging)";
+  const std::string blocker = GradSpillBlocker(in, hw);
+  if (!blocker.empty()) {
+    return s + "; it could wait on the drives (--offload-gradients nvme) but " + blocker;
+  }
+  return s + ": --offload-gradients nvme keeps it on the drives instead (" +
+         (in.offload_gradients == GradOffload::kHost ? "--offload-gradients host holds it here; "
+                                                     : "") +
+         "the optimizer state goes wholly to NVMe beside it), or use a host with at least " +
+         FormatBytes(plan.host.total_bytes());
+}
+
+std::string HostAdvice(const PlanInput& in, const Hardware& hw, const Plan& plan) {
+  const Placement& p = plan.placement;
+  std::string ranks = GradientAdvice(in, hw, plan) + CheckpointAdvice(in, plan);
   if (in.gpus_per_node > 1 && in.device_collectives) {
     ranks += "; the node's " + std::to_string(in.gpus_per_node) +
              " ranks each hold their part of the state and its buffers: more nodes need less of "
@@ -695,7 +808,12 @@ std::string HostAdvice(const PlanInput& in, const Plan& plan) {
            StreamedCopyAdvice(in, plan) + ranks;
   }
   std::string s =
-      in.device_collectives
+      p.gradients == GradOffload::kNvme
+          ? "even with all optimizer state and the gradients on NVMe the host needs the "
+            "gradients' pinned staging (" +
+                FormatBytes(plan.gradients.host_bytes) +
+                "), the weights' staging and the I/O buffers"
+      : in.device_collectives
           ? "even with all optimizer state on NVMe the host needs the ranks' parts of the summed "
             "gradient (" +
                 FormatBytes(plan.host.bytes_of("summed_gradient_part")) +
@@ -732,7 +850,7 @@ std::string TierName(const std::string& tier) {
   return "NVMe capacity";
 }
 
-void Explain(const PlanInput& in, Plan& plan) {
+void Explain(const PlanInput& in, const Hardware& hw, Plan& plan) {
   TierPlan* tiers[] = {&plan.device, &plan.host, &plan.nvme};
   TierPlan* binding = tiers[0];
   for (TierPlan* t : tiers) {
@@ -758,6 +876,7 @@ void Explain(const PlanInput& in, Plan& plan) {
   } else if (p.mlp_tile_rows > 0) {
     state_where = "the MLP in " + std::to_string(p.mlp_tile_rows) + "-row tiles, " + state_where;
   }
+  if (p.gradients == GradOffload::kNvme) state_where = "gradients on NVMe, " + state_where;
   const ParamPlacement& pp = p.params;
   if (pp.where != ParamOffload::kNone) {
     state_where = std::to_string(pp.streamed_units.size()) + " of " +
@@ -778,7 +897,7 @@ void Explain(const PlanInput& in, Plan& plan) {
     return;
   }
   std::string advice = binding->name == "device" ? DeviceAdvice(in, plan)
-                       : binding->name == "host" ? HostAdvice(in, plan)
+                       : binding->name == "host" ? HostAdvice(in, hw, plan)
                                                  : NvmeAdvice(in, plan);
   plan.explanation = "does not fit: the binding constraint is " + TierName(binding->name) +
                      ": needs " + FormatBytes(binding->total_bytes()) + ", has " +
@@ -1045,7 +1164,15 @@ void AdoptPlacement(const PlanInput& in, int64_t bucket, bool vocab_sliced, Para
   p.chosen_by_planner = state.chosen;
   p.params = std::move(params);
   p.activations = in.offload_activations;
+  p.gradients =
+      in.offload_gradients == GradOffload::kNvme ? GradOffload::kNvme : GradOffload::kHost;
+  p.grad_spill_slots = p.gradients == GradOffload::kNvme ? in.grad_spill_slots : 0;
   p.mlp_tile_rows = in.mlp_tile_rows.value_or(0);
+  plan.gradients.host_bytes = Sum(
+      plan.host.bytes_of("gradient_accumulator"), plan.host.bytes_of("summed_gradient_part"),
+      plan.host.bytes_of("pinned_gradient_staging"), plan.host.bytes_of("gradient_spill_slots"));
+  plan.gradients.nvme_bytes =
+      Sum(plan.nvme.bytes_of("gradient_files"), plan.nvme.bytes_of("gradient_spare_blocks"));
 }
 
 // A device that does not fit with every weight resident: would streaming
@@ -1071,7 +1198,9 @@ Status SuggestStreaming(const PlanInput& in, const Hardware& hw, Plan& plan) {
   return Status::Ok();
 }
 
-StatusOr<Plan> PlanOnce(const PlanInput& in, const Hardware& hw) {
+// The plan with the gradients where in.offload_gradients says (kHost or
+// kNvme; kAuto plans them on the host).
+StatusOr<Plan> PlanWithGradients(const PlanInput& in, const Hardware& hw) {
   TF_RETURN_IF_ERROR(ValidateInput(in, hw));
   TF_RETURN_IF_ERROR(CheckCancel("planning " + in.model.name));
   const ModelConfig& m = in.model;
@@ -1118,10 +1247,35 @@ StatusOr<Plan> PlanOnce(const PlanInput& in, const Hardware& hw) {
   const bool vocab_sliced = bucket < layout.max_unit_params && bucket < bucket_sizes.whole_units;
   AdoptPlacement(in, bucket, vocab_sliced, std::move(params), std::move(state), plan);
 
-  Explain(in, plan);
+  Explain(in, hw, plan);
   TF_RETURN_IF_ERROR(SuggestStreaming(in, hw, plan));
   PredictStepTime(in, hw, plan);
   return plan;
+}
+
+}  // namespace
+
+namespace {
+
+// --offload-gradients auto: on the host while the host holds them with
+// everything else; else on the drives, where the engine can spill them
+// (GradSpillBlocker), with the state moved wholly to NVMe beside them.
+StatusOr<Plan> PlanOnce(const PlanInput& in, const Hardware& hw) {
+  if (in.offload_gradients != GradOffload::kAuto) return PlanWithGradients(in, hw);
+  PlanInput on_host = in;
+  on_host.offload_gradients = GradOffload::kHost;
+  TF_ASSIGN_OR_RETURN(Plan plan, PlanWithGradients(on_host, hw));
+  plan.placement.gradients_chosen = true;
+  if (plan.host.total_bytes() <= plan.host.capacity_bytes || !GradSpillBlocker(in, hw).empty()) {
+    return plan;
+  }
+  PlanInput on_nvme = in;
+  on_nvme.offload_gradients = GradOffload::kNvme;
+  TF_ASSIGN_OR_RETURN(Plan spilled, PlanWithGradients(on_nvme, hw));
+  spilled.placement.gradients_chosen = true;
+  // The host did not hold them: the drives' plan, which fits or says what
+  // is still missing once they are off the host.
+  return spilled;
 }
 
 }  // namespace

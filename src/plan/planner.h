@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/activation_offload.h"
+#include "common/grad_offload.h"
 #include "plan/memory_model.h"
 #include "tierflow/dtype.h"
 #include "tierflow/model_config.h"
@@ -43,6 +44,14 @@ struct PlanInput {
   std::optional<DType> grad_transfer_dtype;
   bool checkpointing = true;  // activation checkpointing (keep block inputs, recompute)
   ActivationOffload offload_activations = ActivationOffload::kAuto;
+  // Where the step's gradients wait for its clip/overflow decision
+  // (EngineOptions::grad_offload): kHost, the whole model's in host memory;
+  // kNvme, grad_spill_slots pinned sub-group slots and the rest on the drives
+  // beside the state (needs the state wholly on NVMe, one rank, and NVMe);
+  // kAuto, on the host while the host plan fits with them there, else on
+  // the drives where that is possible (moving the state wholly to NVMe).
+  GradOffload offload_gradients = GradOffload::kAuto;
+  int grad_spill_slots = kDefaultGradSpillSlots;  // kNvme's pinned slots. REQUIRES >= 2
   // The MLP's row tile (TrainShape::mlp_tile_rows): 0 untiled; R > 0, a
   // multiple of kMlpTileQuantum; unset: the planner's (untiled while the run
   // fits so, else kAutoMlpTileRows). Tiled, the gradient buckets hold at
@@ -210,6 +219,12 @@ struct Placement {
   // whether the planner chose it (--offload-activations auto).
   ActivationOffload activations = ActivationOffload::kNone;
   bool activations_chosen = false;
+  // Where the step's gradients wait (EngineOptions::grad_offload): kHost or
+  // kNvme, as run; whether the planner chose it (--offload-gradients auto);
+  // EngineOptions::grad_spill_slots (kNvme).
+  GradOffload gradients = GradOffload::kHost;
+  bool gradients_chosen = false;
+  int grad_spill_slots = 0;
   int64_t mlp_tile_rows = 0;         // TrainShape::mlp_tile_rows: 0 untiled
   std::string where() const;         // "host", "nvme" or "split"
   OffloadPlacement offload() const;  // EngineOptions::offload: kHost or kNvme
@@ -244,6 +259,18 @@ struct Plan {
   std::string explanation;
 
   Placement placement;
+  // What the gradients waiting for the step's decision cost, wherever they
+  // are (placement.gradients): host bytes (the landing or accumulator, the
+  // staging, the spill slots), bytes on the drives (the sub-groups'
+  // gradient tensors and their spare blocks), and the NVMe traffic they add
+  // to each step (0 on the host), which the nvme_io stage includes.
+  struct Gradients {
+    uint64_t host_bytes = 0;
+    uint64_t nvme_bytes = 0;
+    uint64_t nvme_write_bytes_per_step = 0;
+    uint64_t nvme_read_bytes_per_step = 0;
+    double nvme_seconds_per_step = 0;
+  } gradients;
   std::vector<StageTime> stages;
   // When the update (optimizer, NVMe or H2D) is the slowest stage: the
   // micro-batches per step at which compute would be (0 when compute
@@ -311,7 +338,17 @@ inline constexpr int64_t kMaxPlanSeqLen = int64_t{1} << 24;  // tokens per seque
 // also plans with them in host memory and takes that one when it is
 // feasible and the other is not, when it predicts a shorter step, or when
 // neither fits and the device is what binds.
+//
+// --offload-gradients auto plans the gradients in host memory and keeps that
+// plan when the host holds it; else, where GradSpillBlocker allows, plans
+// them on NVMe (the optimizer state wholly there) and takes that one.
 StatusOr<Plan> ComputePlan(const PlanInput& input, const Hardware& hardware);
+
+// Why the engine cannot keep this run's gradients on NVMe
+// (GradOffload::kNvme), in words; "" when it can: one process (no data
+// parallelism, no device collectives), the optimizer state wholly on NVMe
+// (offload not host, no ratio below 1) and an NVMe path with free space.
+std::string GradSpillBlocker(const PlanInput& input, const Hardware& hardware);
 
 // The activation sizing of a run (memory_model.h); offload_checkpoints for
 // ActivationOffload::kHost.

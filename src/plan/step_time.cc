@@ -44,9 +44,41 @@ struct StepCosts {
   // Activation checkpoints in host memory, per micro-batch: down in
   // forward, up in backward (the same bytes each way).
   double act_d2h = 0, act_h2d = 0;
+  // The gradients on NVMe (GradOffload::kNvme): drive rates, and the
+  // seconds their writes and reads add to the step's NVMe traffic.
+  bool spill = false;
+  double nvme_read_rate = 0, nvme_write_rate = 0, grad_nvme = 0;
   // The step's formula.
-  double per_micro_compute = 0, forward_share = 0, once = 0;
+  double per_micro_compute = 0, forward_share = 0, once = 0, groups = 1;
   double update_nvme = 0, update_slowest = 0, update_sum = 0, update = 0;
+
+  // Bytes the gradients on NVMe move each way per step with `micro`
+  // micro-batches: one lands in the transfer dtype, written once and read
+  // back for the update; several accumulate in fp32, each micro-batch's
+  // sum written, and read back by the next micro-batch or the update.
+  double GradNvmeBytes(double micro) const {
+    if (!spill) return 0;
+    return micro > 1 ? micro * 4.0 * P : P * t;
+  }
+  double GradNvmeSeconds(double micro) const {
+    const double bytes = GradNvmeBytes(micro);
+    return Seconds(bytes, nvme_read_rate) + Seconds(bytes, nvme_write_rate);
+  }
+  // The update's times from its stages (the drives' share given).
+  void SetUpdate(double optimizer_s, double nvme_s, double h2d_s, double gather_s) {
+    update_nvme = nvme_s;
+    update_slowest = std::max({optimizer_s, update_nvme, h2d_s, gather_s});
+    update_sum = optimizer_s + update_nvme + h2d_s + gather_s;
+    update = update_slowest + (update_sum - update_slowest) / groups;
+  }
+  // These costs with `micro` micro-batches a step instead: the gradients'
+  // NVMe traffic follows the count (the rest of the update does not).
+  StepCosts WithMicroBatches(double micro) const {
+    StepCosts other = *this;
+    other.SetUpdate(optimizer, update_nvme - grad_nvme + GradNvmeSeconds(micro), h2d, all_gather);
+    other.grad_nvme = GradNvmeSeconds(micro);
+    return other;
+  }
 
   // The step with `micro` micro-batches, each computing for `compute_each`
   // and transferring for `transfer`. Each phase takes its slowest stage:
@@ -89,6 +121,9 @@ StepCosts RunShape(const PlanInput& in, const Hardware& hw, const Plan& plan) {
   c.rank_params = static_cast<double>(plan.data_parallel.rank_params);
   c.rank_tokens = static_cast<double>(plan.tokens_per_step) / c.W;
   c.h2d_rate = hw.bandwidths.h2d_gb_per_second * 1e9 / c.G;
+  c.spill = plan.placement.gradients == GradOffload::kNvme;
+  c.nvme_read_rate = hw.bandwidths.nvme_read_gb_per_second * 1e9;
+  c.nvme_write_rate = hw.bandwidths.nvme_write_gb_per_second * 1e9;
   const double act = static_cast<double>(plan.activations.checkpoint_transfer);
   c.act_d2h = Seconds(act, hw.bandwidths.d2h_gb_per_second * 1e9 / c.G);
   c.act_h2d = Seconds(act, c.h2d_rate);
@@ -133,9 +168,12 @@ void GradientPhase(const PlanInput& in, const Bandwidths& bw, Plan& plan, StepCo
   const double d2h_rate = bw.d2h_gb_per_second * 1e9 / c.G;
   c.d2h = c.on_device ? Seconds(c.rank_params * 4, d2h_rate) : Seconds(c.k * c.P * c.t, d2h_rate);
   // Several ranks: nothing is accumulated locally; the reduce-scatter adds.
-  c.accumulate = c.dp || c.on_device ? 0
-                                     : Seconds(c.P * AccumulateBytesPerParam(in.grad_accum, c.t),
-                                               bw.host_memory_gb_per_second * 1e9);
+  // On NVMe with one micro-batch the worker still copies each piece from
+  // its staging into a spill slot (read and write).
+  const double taken_in =
+      c.spill && in.grad_accum == 1 ? 2.0 * c.t : AccumulateBytesPerParam(in.grad_accum, c.t);
+  c.accumulate =
+      c.dp || c.on_device ? 0 : Seconds(c.P * taken_in, bw.host_memory_gb_per_second * 1e9);
   // Collectives over W ranks move S (W - 1) / W bytes at the bus bandwidth;
   // between nodes the slower of shared memory and the network sets it.
   // On the devices (NCCL), within a node over PCIe (its peer-to-peer rate
@@ -162,6 +200,9 @@ void UpdateAndParams(const PlanInput& in, const Bandwidths& bw, const Plan& plan
   const double nvme_params = static_cast<double>(plan.placement.nvme_state_params) * c.N;
   c.nvme = Seconds(nvme_params * c.s, bw.nvme_read_gb_per_second * 1e9) +
            Seconds(nvme_params * c.s, bw.nvme_write_gb_per_second * 1e9);
+  // The gradients on NVMe share the drives with the state: their bytes add.
+  c.grad_nvme = c.GradNvmeSeconds(c.k);
+  c.nvme += c.grad_nvme;
   // Parameter offload: every micro-batch uploads the streamed units into the
   // device slots (from pinned host memory, or read from NVMe into pinned
   // staging first: the reads and the uploads pipeline, the slower one sets
@@ -195,11 +236,8 @@ void UpdateAndParams(const PlanInput& in, const Bandwidths& bw, const Plan& plan
 void Overlap(const PlanInput& in, const Plan& plan, StepCosts& c) {
   c.forward_share = in.checkpointing ? 0.25 : 1.0 / 3.0;  // 2N of 8N or 6N
   // The streamed units' write-back shares the drives with the state's I/O.
-  c.update_nvme = c.nvme + c.param_writes;
-  c.update_slowest = std::max({c.optimizer, c.update_nvme, c.h2d, c.all_gather});
-  c.update_sum = c.optimizer + c.update_nvme + c.h2d + c.all_gather;
-  const double groups = static_cast<double>(std::max<int64_t>(plan.placement.num_sub_groups, 1));
-  c.update = c.update_slowest + (c.update_sum - c.update_slowest) / groups;
+  c.groups = static_cast<double>(std::max<int64_t>(plan.placement.num_sub_groups, 1));
+  c.SetUpdate(c.optimizer, c.nvme + c.param_writes, c.h2d, c.all_gather);
   c.once = c.on_device ? c.d2h : 0;
 }
 
@@ -237,7 +275,10 @@ std::vector<StageTime> Stages(const PlanInput& in, const Plan& plan, const StepC
            link},
       {"host_accumulate", c.accumulate,
        dp                  ? "none: the reduce-scatter adds the ranks' micro-batches in order"
-       : in.grad_accum > 1 ? "fp32 gradient accumulation on the host"
+       : in.grad_accum > 1 ? (c.spill ? "fp32 gradient accumulation on the host, into the "
+                                        "spill slots (the running sum read back from NVMe)"
+                                      : "fp32 gradient accumulation on the host")
+       : c.spill           ? "each piece copied from its staging into a spill slot"
                            : "none: one micro-batch's gradients land as they are, their norm "
                              "is computed on the device"},
       {"activation_checkpoints", c.k * (c.act_d2h + c.act_h2d),
@@ -252,8 +293,11 @@ std::vector<StageTime> Stages(const PlanInput& in, const Plan& plan, const StepC
                 " ranks' parts (each rank's 1/" + std::to_string(in.ranks()) + " of every unit)"
           : "CPU optimizer over all parameters"},
       {"nvme_io", c.nvme,
-       dp ? "optimizer state read + written for the NVMe share of the node's ranks"
-          : "optimizer state read + written for the NVMe share"},
+       dp        ? "optimizer state read + written for the NVMe share of the node's ranks"
+       : c.spill ? "optimizer state read + written for the NVMe share, and the gradients: " +
+                       FormatBytes(static_cast<uint64_t>(c.GradNvmeBytes(c.k))) +
+                       " written and read back (" + FormatSeconds(c.grad_nvme) + ")"
+                 : "optimizer state read + written for the NVMe share"},
       {"nvme_params", c.nvme_params_seconds,
        c.from_nvme ? "streamed weights read every micro-batch, their new values written once a "
                      "step (the same drives as the state)"
@@ -278,10 +322,21 @@ std::vector<StageTime> Stages(const PlanInput& in, const Plan& plan, const StepC
 }
 
 // Advice: the tokens per step at which compute outlasts the update, and
-// the smallest micro-batch and accumulation that reach them. Accumulating
-// micro-batches helps only while each computes longer than its gradients
-// take to cross and be added in fp32 on the host (they overlap); a larger
-// micro-batch computes longer per transfer, if its activations fit.
+// the micro-batch size and accumulation that reach them fastest. Each
+// candidate, the micro-batch as given (or the least that computes longer
+// than its transfers, which accumulation needs) accumulated up to those
+// tokens and larger micro-batches (doubling, up to all of them in one)
+// accumulating less, is predicted by the step's formula, with the
+// gradients' NVMe traffic of its accumulation where they wait on the
+// drives; the fastest per token that the device holds is advised (on a tie
+// the one accumulating least), never accumulation by default.
+struct ComputeBoundCandidate {
+  int64_t batch = 0, micro = 0, tokens = 0;
+  double step = 0, rate = 0;
+  uint64_t device = 0;
+  bool fits = false;
+};
+
 void AdviseComputeBound(const PlanInput& in, const Bandwidths& bw, Plan& plan, const StepCosts& c) {
   plan.compute_bound = {};
   if (c.update_slowest <= c.compute || c.per_micro_compute <= 0 || plan.tokens_per_step <= 0) {
@@ -293,53 +348,105 @@ void AdviseComputeBound(const PlanInput& in, const Bandwidths& bw, Plan& plan, c
                                                                   : "the weights' all-gather";
   // Per rank: its sequences, and each micro-batch's transfers.
   const double per_sequence = c.compute / c.rank_tokens * static_cast<double>(in.seq_len);
-  const auto sequences = static_cast<int64_t>(std::ceil(c.update_slowest / per_sequence));
+  // The update to outlast: with the gradients on NVMe, one micro-batch's
+  // traffic (each accumulated micro-batch adds its own, which the
+  // candidates below count).
+  const double to_outlast = c.spill ? c.WithMicroBatches(1).update_slowest : c.update_slowest;
+  const auto sequences =
+      std::max<int64_t>(1, static_cast<int64_t>(std::ceil(to_outlast / per_sequence)));
   const double d2h_sequence = c.d2h / c.k / static_cast<double>(in.micro_batch);
   const double transfer_micro =
       c.on_device ? c.reduce_scatter / c.k
                   : std::max(c.d2h / c.k,
                              c.dp ? c.reduce_scatter / c.k
                                   : Seconds(c.P * (c.t + 8.0), bw.host_memory_gb_per_second * 1e9));
-  // The micro-batch: as given while it computes longer than a transfer
-  // (accumulation then works), else the least that does, else all in one.
-  int64_t batch = in.micro_batch;
-  if (static_cast<double>(batch) * per_sequence <= transfer_micro) {
-    batch = std::min<int64_t>(sequences,
+  // The least micro-batch: as given while it computes longer than a
+  // transfer (accumulation then works), else the least that does.
+  int64_t least = in.micro_batch;
+  if (static_cast<double>(least) * per_sequence <= transfer_micro) {
+    least = std::min<int64_t>(sequences,
                               static_cast<int64_t>(std::floor(transfer_micro / per_sequence)) + 1);
   }
-  batch = std::max<int64_t>(batch, 1);
-  const int64_t micro = std::max<int64_t>(1, (sequences + batch - 1) / batch);
-  plan.compute_bound.grad_accum = micro;
-  plan.compute_bound.tokens_per_step =
-      SaturatingMul(SaturatingMul(SaturatingMul(batch, in.seq_len), micro), in.ranks());
-  // That step, by the formula above with the new micro-batch's compute.
-  const double micro_compute = per_sequence * static_cast<double>(batch);
-  const double transfer =
-      micro > 1 || c.dp || c.on_device ? transfer_micro : d2h_sequence * static_cast<double>(batch);
-  plan.compute_bound.step_seconds = c.Step(micro_compute, static_cast<double>(micro), transfer);
-  ActivationOptions act = ActivationOptionsOf(in);
-  act.micro_batch = batch;
-  const uint64_t device = plan.device.total_bytes() - plan.activations.total() +
-                          ComputeActivationBytes(in.model, act).total();
-  char line[768];
+  least = std::max<int64_t>(least, 1);
+  const uint64_t device_without = plan.device.total_bytes() - plan.activations.total();
+  std::vector<ComputeBoundCandidate> candidates;
+  // Every micro-batch count from the least micro-batch's down to one (about
+  // 2 sqrt(sequences) of them), each with its sequences spread evenly: every
+  // candidate steps about the same tokens.
+  for (int64_t b = least;;) {
+    ComputeBoundCandidate k;
+    k.micro = std::max<int64_t>(1, (sequences + b - 1) / b);
+    const int64_t batch = std::max(least, (sequences + k.micro - 1) / k.micro);
+    k.batch = batch;
+    k.tokens = SaturatingMul(SaturatingMul(SaturatingMul(batch, in.seq_len), k.micro), in.ranks());
+    const double micro_compute = per_sequence * static_cast<double>(batch);
+    const double transfer = k.micro > 1 || c.dp || c.on_device
+                                ? transfer_micro
+                                : d2h_sequence * static_cast<double>(batch);
+    const auto micro = static_cast<double>(k.micro);
+    k.step = c.WithMicroBatches(micro).Step(micro_compute, micro, transfer);
+    k.rate = k.step > 0 ? static_cast<double>(k.tokens) / k.step : 0;
+    ActivationOptions act = ActivationOptionsOf(in);
+    act.micro_batch = batch;
+    k.device = device_without + ComputeActivationBytes(in.model, act).total();
+    k.fits = k.device <= plan.device.capacity_bytes;
+    candidates.push_back(k);
+    if (k.micro <= 1) break;
+    b = (sequences + k.micro - 2) / (k.micro - 1);  // the least batch of one micro-batch fewer
+  }
+  // The fastest per token the device holds (else the fastest); on a tie,
+  // the larger micro-batch (less accumulation). Then the best of the other
+  // kind (one micro-batch against accumulation), to say what it would give.
+  auto better = [](const ComputeBoundCandidate& x, const ComputeBoundCandidate* y) {
+    if (y == nullptr) return true;
+    if (x.fits != y->fits) return x.fits;
+    if (x.rate != y->rate) return x.rate > y->rate;
+    return x.batch > y->batch;
+  };
+  const ComputeBoundCandidate* best = nullptr;
+  for (const ComputeBoundCandidate& k : candidates) {
+    if (better(k, best)) best = &k;
+  }
+  const ComputeBoundCandidate* other = nullptr;
+  for (const ComputeBoundCandidate& k : candidates) {
+    if ((k.micro > 1) != (best->micro > 1) && better(k, other)) other = &k;
+  }
+  plan.compute_bound.grad_accum = best->micro;
+  plan.compute_bound.tokens_per_step = best->tokens;
+  plan.compute_bound.step_seconds = best->step;
+  std::string against;
+  if (other != nullptr) {
+    char alt[256];
+    std::snprintf(
+        alt, sizeof alt, "; --micro-batch %lld --grad-accum %lld would give %.0f tokens/s%s",
+        static_cast<long long>(other->batch), static_cast<long long>(other->micro), other->rate,
+        other->fits ? "" : " if the device held it (it needs more than it has)");
+    against = alt;
+  }
+  if (c.spill && (best->micro > 1 || (other != nullptr && other->micro > 1))) {
+    against += "; with the gradients on NVMe each accumulated micro-batch writes and reads " +
+               FormatBytes(static_cast<uint64_t>(4.0 * c.P)) + " of fp32 sum";
+  }
+  char line[1024];
   std::snprintf(
       line, sizeof line,
       "%s (%.3g s) is the slowest stage; compute would outlast it from about %lld tokens/step "
       "(now %lld): --micro-batch %lld --grad-accum %lld, a step of about %.3g s, %.0f tokens/s "
-      "(now %.0f). The device then needs %.2f GiB of %.2f (%s)%s",
+      "(now %.0f). The device then needs %.2f GiB of %.2f (%s)%s%s",
       slowest.c_str(), c.update_slowest,
       static_cast<long long>(SaturatingMul(SaturatingMul(sequences, in.seq_len), in.ranks())),
-      static_cast<long long>(plan.tokens_per_step), static_cast<long long>(batch),
-      static_cast<long long>(micro), plan.compute_bound.step_seconds,
-      static_cast<double>(plan.compute_bound.tokens_per_step) / plan.compute_bound.step_seconds,
+      static_cast<long long>(plan.tokens_per_step), static_cast<long long>(best->batch),
+      static_cast<long long>(best->micro), best->step, best->rate,
       static_cast<double>(plan.tokens_per_step) / plan.predicted_step_seconds,
-      static_cast<double>(device) / (1ull << 30),
+      static_cast<double>(best->device) / (1ull << 30),
       static_cast<double>(plan.device.capacity_bytes) / (1ull << 30),
-      device <= plan.device.capacity_bytes ? "fits" : "does not fit",
-      c.dp        ? "; plan with these to see they fit"
-      : micro > 1 ? "; the host accumulates in fp32 (4 B/param, pageable): plan with these to see "
-                    "they fit"
-                  : "");
+      best->fits ? "fits" : "does not fit", against.c_str(),
+      c.dp              ? "; plan with these to see they fit"
+      : best->micro > 1 ? (c.spill ? "; the gradients accumulate in fp32 (4 B/param) on NVMe: "
+                                     "plan with these to see they fit"
+                                   : "; the host accumulates in fp32 (4 B/param, pageable): "
+                                     "plan with these to see they fit")
+                        : "");
   plan.compute_bound.advice = line;
 }
 
@@ -371,6 +478,9 @@ void PredictStepTime(const PlanInput& in, const Hardware& hw, Plan& plan) {
                          : std::max({c.d2h, c.accumulate, c.reduce_scatter}) / c.k);
   plan.serial_step_seconds = c.compute + c.d2h + c.accumulate + c.reduce_scatter + c.h2d_params +
                              c.k * (c.fetch_read + c.act_d2h + c.act_h2d) + c.update_sum;
+  plan.gradients.nvme_write_bytes_per_step = static_cast<uint64_t>(c.GradNvmeBytes(c.k));
+  plan.gradients.nvme_read_bytes_per_step = static_cast<uint64_t>(c.GradNvmeBytes(c.k));
+  plan.gradients.nvme_seconds_per_step = c.grad_nvme;
   AdviseComputeBound(in, hw.bandwidths, plan, c);
 }
 

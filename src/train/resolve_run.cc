@@ -37,6 +37,7 @@ StatusOr<PlanInput> PlanInputFor(const TrainConfig& c, const ModelConfig& model,
   in.grad_transfer_dtype = c.grad_transfer_dtype;
   in.checkpointing = c.activation_checkpointing;
   in.offload_activations = c.offload_activations;
+  in.offload_gradients = c.offload_gradients;
   if (c.mlp_tile_rows.has_value()) in.mlp_tile_rows = static_cast<int64_t>(*c.mlp_tile_rows);
   in.optimizer = OptimizerKind::kAdamW;
   in.offload = c.offload;
@@ -187,6 +188,9 @@ EngineOptions EngineOptionsFor(const PlannedRun& run, const std::vector<std::str
     o.params.prefetch_depth = pp.prefetch_depth;
     o.params.nvme_staging = pp.nvme_staging;
   }
+  // Where the plan put the gradients (it chose, under auto), and its slots.
+  o.grad_offload = placement.gradients;
+  if (placement.gradients == GradOffload::kNvme) o.grad_spill_slots = placement.grad_spill_slots;
   if (run.nvme_io) o.nvme_io = run.nvme_io->io;
   return o;
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/activation_offload.h"
+#include "common/grad_offload.h"
 #include "tierflow/device_choice.h"
 #include "tierflow/dtype.h"
 #include "tierflow/param_offload.h"
@@ -73,6 +74,11 @@ struct TrainConfig {
   // --offload-activations): auto lets the planner choose; host needs
   // activation_checkpointing.
   ActivationOffload offload_activations = ActivationOffload::kAuto;
+  // Where the step's gradients wait for its decision
+  // (tierflow.offload_gradients, --offload-gradients): auto lets the
+  // planner choose; nvme needs the optimizer state wholly on NVMe and one
+  // process.
+  GradOffload offload_gradients = GradOffload::kAuto;
   // tierflow.mlp_tile_rows / --mlp-tile-rows: the MLP in row tiles of this
   // many rows (a multiple of 256; 0 untiled). Unset: the planner's choice.
   std::optional<uint64_t> mlp_tile_rows;

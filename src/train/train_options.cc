@@ -180,6 +180,15 @@ const TrainOption kRows[] = {
              "while the run fits there, else in pinned host memory when that fits or steps "
              "faster than streaming weights; host needs --activation-checkpointing)",
      .field = &TrainConfig::offload_activations},
+    {.name = "offload_gradients",
+     .json_key = "offload_gradients",
+     .flag = "--offload-gradients",
+     .deepspeed = "",
+     .help = "Where the step's gradients wait for its clip/overflow decision: auto | host | nvme "
+             "(auto: in host memory while the host holds them, else on NVMe; nvme: a few pinned "
+             "sub-group slots, the rest on the drives beside the optimizer state, which must be "
+             "wholly on NVMe; one process)",
+     .field = &TrainConfig::offload_gradients},
     {.name = "mlp_tile_rows",
      .json_key = "mlp_tile_rows",
      .flag = "--mlp-tile-rows",

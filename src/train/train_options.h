@@ -30,7 +30,7 @@ using OptionField = std::variant<
     std::vector<int64_t> TrainConfig::*, TrainOptimizer TrainConfig::*,
     TrainPipeline TrainConfig::*, TrainCollectives TrainConfig::*, FinalSave TrainConfig::*,
     Truncation TrainConfig::*, TrainDataFormat TrainConfig::*, TrainTokenDtype TrainConfig::*,
-    TrainChatTemplate TrainConfig::*, ActivationOffload TrainConfig::*>;
+    TrainChatTemplate TrainConfig::*, ActivationOffload TrainConfig::*, GradOffload TrainConfig::*>;
 
 // How a flag's text reads (a config key holds the number itself).
 enum class FlagText : uint8_t {

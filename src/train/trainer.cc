@@ -168,6 +168,10 @@ std::string DescribePlacement(const Placement& p) {
   }
   if (p.mlp_tile_rows > 0)
     out += "; the MLP in tiles of " + std::to_string(p.mlp_tile_rows) + " rows";
+  if (p.gradients == GradOffload::kNvme) {
+    out += "; the step's gradients wait on NVMe (" + std::to_string(p.grad_spill_slots) +
+           " pinned sub-group slots" + (p.gradients_chosen ? ", chosen by the planner" : "") + ")";
+  }
   return out;
 }
 

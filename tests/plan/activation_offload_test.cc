@@ -99,6 +99,8 @@ TEST(ActivationOffload, HalfAMillionTokensOn80GiBAndAShortHostIsNamed) {
   EXPECT_THAT(plan.explanation, HasSubstr("longer than the model's 131072 positions"));
   in = Llama8b(131072);
   in.offload_activations = ActivationOffload::kHost;
+  // The gradients held in host memory too (auto would move them to the drives).
+  in.offload_gradients = GradOffload::kHost;
   const Plan short_host = MustPlan(in, Gpu(24 * kGiB, 48 * kGiB, 2 * kTiB));
   ASSERT_FALSE(short_host.feasible);
   EXPECT_EQ(short_host.binding_constraint, "host");

@@ -425,8 +425,11 @@ TEST(Planner, HostTooSmallWithStateOnHostIsRefusedNamingHost) {
 }
 
 TEST(Planner, HostTooSmallEvenWithEverythingOnNvme) {
-  // The host needs 13.8 GiB with every byte of state on NVMe.
-  Plan plan = MustPlan(Input("llama-7b", 2048), Machine(24 * kGiB, 12 * kGiB, kTiB, true));
+  // The host needs 13.8 GiB with every byte of state on NVMe, the gradients
+  // held there (auto would move them to the drives: grad_offload_test).
+  PlanInput in = Input("llama-7b", 2048);
+  in.offload_gradients = GradOffload::kHost;
+  Plan plan = MustPlan(in, Machine(24 * kGiB, 12 * kGiB, kTiB, true));
   EXPECT_FALSE(plan.feasible);
   EXPECT_EQ(plan.binding_constraint, "host");
   EXPECT_EQ(plan.placement.where(), "nvme");

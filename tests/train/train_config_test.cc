@@ -661,6 +661,7 @@ TEST(TrainConfig, NamedChoicesOutsideTheirNamesAreRefusedByKey) {
       {"chat_template", "vicuna", "llama3, chatml, llama2 or mistral"},
       {"truncation", "wrap", "truncate or drop"},
       {"collectives", "nccl", "auto, host or device"},
+      {"offload_gradients", "disk", "auto, host or nvme"},
       {"final_save", "some", "all, model or none"},
   };
   for (const Case& k : cases) {
@@ -676,6 +677,8 @@ TEST(TrainConfig, NamedChoicesOutsideTheirNamesAreRefusedByKey) {
   EXPECT_EQ(ParseOk(R"({"tierflow": {"collectives": "device"}})").collectives,
             TrainCollectives::kDevice);
   EXPECT_EQ(ParseOk(R"({"tierflow": {"final_save": "none"}})").final_save, FinalSave::kNone);
+  EXPECT_EQ(ParseOk(R"({"tierflow": {"offload_gradients": "nvme"}})").offload_gradients,
+            GradOffload::kNvme);
   EXPECT_EQ(ParseOk(R"({"tierflow": {"optimizer": "ADAM"}})").optimizer, TrainOptimizer::kAdam);
 }
 
