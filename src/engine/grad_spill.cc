@@ -39,6 +39,7 @@ StatusOr<std::unique_ptr<GradSpill>> GradSpill::Create(Device& device, const Sub
   }
   // A memlock refusal is reported by the store (stats) and I/O goes on unregistered.
   (void)store.RegisterBuffers(iovecs);
+  spill->complete_.assign(layout.groups.size(), 0);
   spill->unit_sums_.resize(layout.by_unit.size());
   spill->ResetUnitSums();
   return spill;
@@ -212,6 +213,7 @@ Status GradSpill::Take(int u, uint64_t begin, const void* src, DType src_dtype, 
 Status GradSpill::Complete(int g, Slot& s, int micro_batches) {
   const SubGroup& sg = layout_.groups[g];
   s.filling = false;
+  if (s.micro == final_micro_) complete_[g] = 1;
   if (micro_batches > 1 && s.micro == micro_batches - 1) {
     TF_RETURN_IF_ERROR(unit_sums_[static_cast<size_t>(sg.unit)].Add(
         sg.unit_offset, s.buffer.as<float>(), sg.num_params));
@@ -244,7 +246,7 @@ StatusOr<GradStatsResult> GradSpill::UnitStats(int u) const {
 }
 
 Status GradSpill::Prefetch(int g) {
-  if (SlotOf(g) >= 0) return Status::Ok();
+  if (!complete_[g] || SlotOf(g) >= 0) return Status::Ok();
   // Keep a slot for an Acquire that was not read ahead: read only when two
   // are idle.
   int idle = 0;
@@ -281,6 +283,10 @@ StatusOr<const void*> GradSpill::Acquire(int g) {
                            " asked for before its gradient is complete");
     }
   } else {
+    if (!complete_[g]) {
+      return InternalError("gradient spill: sub-group " + layout_.groups[g].name +
+                           " asked for before this step's gradient of it is complete");
+    }
     TF_ASSIGN_OR_RETURN(i, FreeSlot(/*wait=*/true));
     TF_RETURN_IF_ERROR(StartRead(g, i, final_micro_));
   }
@@ -309,6 +315,7 @@ Status GradSpill::EndStep() {
     s.micro = -1;
   }
   ResetUnitSums();
+  std::fill(complete_.begin(), complete_.end(), 0);
   return first;
 }
 

@@ -66,7 +66,8 @@ class GradSpill {
   StatusOr<GradStatsResult> UnitStats(int u) const;
 
   // Starts reading sub-group g's gradient (this step's whole) into a free
-  // slot; does nothing where it is in one already or no slot is free.
+  // slot; does nothing where it is in one already, no slot is free, or this
+  // step's gradient of g is not complete yet.
   Status Prefetch(int g);
   // This step's gradient of sub-group g, in dtype(); valid until Release(g).
   StatusOr<const void*> Acquire(int g);
@@ -112,6 +113,9 @@ class GradSpill {
   uint64_t slot_bytes_ = 0, clock_ = 0;
   uint64_t bytes_read_ = 0, bytes_written_ = 0;
   int final_micro_ = 0;  // this step's last micro-batch: its sums are the step's gradient
+  // Per sub-group: this step's gradient is complete (written, or being
+  // written); before that its file holds an older one, which nothing may read.
+  std::vector<char> complete_;
   std::vector<UnitChunkSums> unit_sums_;  // per unit, the final micro-batch's
 };
 

@@ -51,13 +51,9 @@ double Utilization(const TierPlan& tier) {
 }  // namespace
 
 std::string GradSpillBlocker(const PlanInput& in, const Hardware& hw) {
-  if (in.ranks() > 1) {
-    return "the engine spills the gradients of one process only, and this run has " +
-           std::to_string(in.ranks()) + " data-parallel ranks";
-  }
   if (in.device_collectives) {
-    return "the engine spills the gradients of one process only, and device collectives "
-           "(--collectives device) run the data-parallel path";
+    return "device collectives (--collectives device) sum each rank's part on the device, and "
+           "the engine spills the host collectives' running sums only (use --collectives host)";
   }
   if (in.offload == OffloadPlacement::kHost) {
     return "the gradients wait beside the optimizer state, which must be wholly on NVMe, and "
@@ -301,6 +297,7 @@ struct RankLayout {
   uint64_t spill_bytes = 0;
   uint64_t grad_files = 0;
   uint64_t grad_tensor = 0;
+  uint64_t largest_unit = 0;  // whole, as data parallelism gathers it for the ranks' sum
   std::string bc{};  // the buffer count, for the notes
   StreamedCopy copy{};
   std::string streamed_units{};  // the streamed copy, for the notes
@@ -325,13 +322,17 @@ RankLayout RankLayoutOf(const PlanInput& in, const SubGroupSummary& sg, int64_t 
   r.on_device = in.device_collectives;
   r.spill = in.offload_gradients == GradOffload::kNvme;
   r.landed = in.grad_accum == 1 && !r.on_device && !r.spill;
+  r.largest_unit = U(std::max({units.embeddings, units.block, units.head}));
   if (r.spill) {
-    r.spill_bytes = in.grad_accum > 1 ? kGradAccumulatorBytesPerParam : r.wire;
+    // fp32 when accumulating, and with data parallelism (the ranks' running
+    // sum is fp32 from the first micro-batch).
+    r.spill_bytes = in.grad_accum > 1 || r.dp ? kGradAccumulatorBytesPerParam : r.wire;
     // One tensor "<sub-group>/grad" per sub-group (the state is wholly on
-    // NVMe: every sub-group), each rounded up to whole blocks like the state's.
-    r.grad_files =
-        SummarizeSubGroups(in.model, SubGroupRuleOf(in), 1.0, r.spill_bytes, in.nvme_block_bytes)
-            .nvme_block_bytes;
+    // NVMe: every sub-group of the rank's parts), each rounded up to whole
+    // blocks like the state's.
+    r.grad_files = SummarizeSubGroups(in.model, SubGroupRuleOf(in), 1.0, r.spill_bytes,
+                                      in.nvme_block_bytes, in.ranks())
+                       .nvme_block_bytes;
     r.grad_tensor = Mul(U(sg.max_group_params), r.spill_bytes);
   }
   r.copy = StreamedCopyOf(in, pp, units);
@@ -344,6 +345,7 @@ RankLayout RankLayoutOf(const PlanInput& in, const SubGroupSummary& sg, int64_t 
 struct HostBuffers {
   uint64_t accumulator = 0, grad_staging = 0;     // the gradient's landing
   uint64_t grad_spill = 0;                        // its pinned slots on the way to NVMe
+  uint64_t unit_gathers = 0;                      // data parallelism on NVMe: units for the sum
   uint64_t weight_staging = 0, spec_weights = 0;  // the new weights' way out
   uint64_t nvme_slots = 0;                        // the state's NVMe I/O
   uint64_t checkpoint = 0, load = 0;              // saving and loading
@@ -369,6 +371,10 @@ HostBuffers HostBuffersOf(const RankLayout& r, int64_t bucket_params) {
   b.grad_staging = r.landed || r.on_device ? 0 : Mul(U(in.grad_buckets), U(bucket_params), r.wire);
   b.grad_spill =
       r.spill ? Mul(U(in.grad_spill_slots), RoundUp(r.grad_tensor, kDirectIoAlignmentBytes)) : 0;
+  // Data parallelism with the gradients on NVMe: three whole units gathered
+  // for their reduce-scatter (OffloadEngine's unit_gathers), in place of the
+  // whole model's.
+  b.unit_gathers = r.spill && r.dp ? Mul(3, r.largest_unit, r.wire) : 0;
   // Data parallelism: two whole units' weights for the all-gathers (in
   // place of the per-sub-group staging).
   b.weight_staging =
@@ -400,10 +406,14 @@ std::vector<PlanComponent> HostGradientComponents(const RankLayout& r, const Hos
        : dp ? "each micro-batch's whole gradient for the ranks' sum, " + std::to_string(r.wire) +
                   " B/param, pageable"
             : "fp32, 4 B/param, pageable (no DMA touches it)"},
-      {"summed_gradient_part", dp ? Mul(r.R, 4) : 0,
+      {"summed_gradient_part", !dp ? 0 : r.spill ? Mul(U(r.sg.max_unit_params), 4) : Mul(r.R, 4),
        on_device ? "fp32, pinned: this rank's part of the gradient summed on the devices, "
                    "landed once a step"
+       : r.spill ? "fp32: one unit's part of the running sum over the ranks (the rest on NVMe)"
                  : "fp32: this rank's part of the gradient summed over the ranks"},
+      {"unit_gradient_gathers", b.unit_gathers,
+       "3 whole units' gradients (the largest unit, " + std::to_string(r.wire) +
+           " B/param) gathered for their reduce-scatter"},
       {"pinned_gradient_staging", b.grad_staging,
        on_device ? "none: only the summed part crosses"
        : landed  ? "none: one micro-batch's gradients land in the accumulator"
@@ -1170,7 +1180,8 @@ void AdoptPlacement(const PlanInput& in, int64_t bucket, bool vocab_sliced, Para
   p.mlp_tile_rows = in.mlp_tile_rows.value_or(0);
   plan.gradients.host_bytes = Sum(
       plan.host.bytes_of("gradient_accumulator"), plan.host.bytes_of("summed_gradient_part"),
-      plan.host.bytes_of("pinned_gradient_staging"), plan.host.bytes_of("gradient_spill_slots"));
+      plan.host.bytes_of("pinned_gradient_staging"), plan.host.bytes_of("gradient_spill_slots"),
+      plan.host.bytes_of("unit_gradient_gathers"));
   plan.gradients.nvme_bytes =
       Sum(plan.nvme.bytes_of("gradient_files"), plan.nvme.bytes_of("gradient_spare_blocks"));
 }

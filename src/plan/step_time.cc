@@ -56,8 +56,11 @@ struct StepCosts {
   // micro-batches: one lands in the transfer dtype, written once and read
   // back for the update; several accumulate in fp32, each micro-batch's
   // sum written, and read back by the next micro-batch or the update.
+  // With data parallelism each rank moves its parts' fp32 running sum,
+  // every micro-batch of its own (the ranks' sum is fp32 from the first).
   double GradNvmeBytes(double micro) const {
     if (!spill) return 0;
+    if (dp) return micro * 4.0 * rank_params;
     return micro > 1 ? micro * 4.0 * P : P * t;
   }
   double GradNvmeSeconds(double micro) const {

@@ -172,14 +172,42 @@ TEST(GradOffload, AutoStaysOnTheHostWhereTheEngineCannotSpill) {
 
   in = Preset("llama-7b");
   in.gpus_per_node = 2;
+  in.device_collectives = true;
   plan = MustPlan(in, small);
   EXPECT_EQ(plan.placement.gradients, GradOffload::kHost);
-  EXPECT_THAT(plan.explanation, HasSubstr("one process only"));
+  EXPECT_THAT(plan.explanation, HasSubstr("device collectives"));
 
   in = Preset("llama-7b");
   in.nvme_ratio = 0.5;
   plan = MustPlan(in, small);
   EXPECT_EQ(plan.placement.gradients, GradOffload::kHost);
+}
+
+// Data parallelism (host collectives): each rank spills its parts' fp32
+// running sum; the host holds three whole units gathered for the ranks' sum
+// and one unit's part, never the model's gradient or a rank's whole part.
+TEST(GradOffload, DataParallelRanksSpillTheirPartsRunningSum) {
+  const Hardware hw = Target(24 * kGiB, 64 * kGiB, 4 * kTiB);
+  PlanInput in = Preset("llama-7b");
+  in.gpus_per_node = 2;
+  in.offload_gradients = GradOffload::kNvme;
+  const Plan plan = MustPlan(in, hw);
+  ASSERT_EQ(plan.placement.gradients, GradOffload::kNvme);
+  const uint64_t rank_params = static_cast<uint64_t>(plan.data_parallel.rank_params);
+  const uint64_t summed = plan.host.bytes_of("summed_gradient_part");
+  EXPECT_GT(summed, 0u);
+  EXPECT_LT(summed, 2 * rank_params * 4 / 4);  // one unit's part per rank, not the rank's
+  const uint64_t gathers = plan.host.bytes_of("unit_gradient_gathers");
+  EXPECT_GT(gathers, 0u);
+  EXPECT_EQ(plan.host.bytes_of("gradient_accumulator"), 0u);
+  // Each rank writes and reads its parts' fp32 sum once a micro-batch.
+  EXPECT_EQ(plan.gradients.nvme_write_bytes_per_step, rank_params * 4);
+  // The host side with the gradients at home holds each rank's whole part
+  // (the node's two).
+  in.offload_gradients = GradOffload::kHost;
+  const Plan at_home = MustPlan(in, hw);
+  EXPECT_EQ(at_home.host.bytes_of("summed_gradient_part"), 2 * rank_params * 4);
+  EXPECT_EQ(at_home.host.bytes_of("unit_gradient_gathers"), 0u);
 }
 
 // The targets: each fits with the gradients on NVMe.
@@ -274,8 +302,6 @@ TEST(GradOffload, NvmeWhereTheEngineCannotIsRefused) {
   cases.back().in.offload = OffloadPlacement::kHost;
   cases.push_back({"--ratio", base, hw});
   cases.back().in.nvme_ratio = 0.5;
-  cases.push_back({"4 data-parallel ranks", base, hw});
-  cases.back().in.gpus_per_node = 4;
   cases.push_back({"device collectives", base, hw});
   cases.back().in.device_collectives = true;
   cases.push_back({"no NVMe path", base, Target(24 * kGiB, 256 * kGiB, 0)});

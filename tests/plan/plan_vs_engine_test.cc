@@ -140,6 +140,7 @@ struct Case {
   int grad_accum = 1;                // micro-batches per step: 1 lands them, more accumulate
   bool sliced = false;               // buckets of the largest tensor: units streamed in pieces
   bool offload_activations = false;  // the checkpoints in pinned host memory
+  bool grads_on_nvme = false;        // the gradients beside the state on NVMe (needs kNvme)
 };
 
 // The planner's ring is the model's.
@@ -187,6 +188,7 @@ TEST_P(PlanVsEngine, MeasuredPeaksWithinTenPercentOfThePlan) {
   if (c.sliced) in.grad_bucket_params = GradBucketSizesOf(config).tensors;
   in.offload_activations =
       c.offload_activations ? ActivationOffload::kHost : ActivationOffload::kNone;
+  in.offload_gradients = c.grads_on_nvme ? GradOffload::kNvme : GradOffload::kHost;
   const Hardware hw = TinyHardware();
   auto plan_or = ComputePlan(in, hw);
   ASSERT_TRUE(plan_or.ok()) << plan_or.status().ToString();
@@ -222,6 +224,11 @@ TEST_P(PlanVsEngine, MeasuredPeaksWithinTenPercentOfThePlan) {
   options.speculation_params = static_cast<uint64_t>(plan.placement.speculation_params);
   options.grad_transfer_dtype = plan.grad_transfer_dtype;
   options.micro_batches_per_step = c.grad_accum;
+  options.grad_offload = plan.placement.gradients;
+  if (c.grads_on_nvme) {
+    ASSERT_EQ(plan.placement.gradients, GradOffload::kNvme);
+    options.grad_spill_slots = plan.placement.grad_spill_slots;
+  }
   auto engine_or = OffloadEngine::Create(device, **model_or, options);
   if (!engine_or.ok() && engine_or.status().code() == StatusCode::kUnavailable) {
     fs::remove_all(dir);
@@ -374,14 +381,19 @@ INSTANTIATE_TEST_SUITE_P(TinyModels, PlanVsEngine,
                                            Case{"tiny-llama", OffloadPlacement::kHost, 1, true},
                                            Case{"tiny-gpt2", OffloadPlacement::kNvme, 1, true},
                                            Case{"tiny-llama", OffloadPlacement::kHost, 2, false,
-                                                true}),
+                                                true},
+                                           Case{"tiny-llama", OffloadPlacement::kNvme, 1, false,
+                                                false, true},
+                                           Case{"tiny-gpt2", OffloadPlacement::kNvme, 3, false,
+                                                false, true}),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            std::string name =
                                info.param.preset + "_" +
                                std::string(OffloadPlacementName(info.param.offload)) +
                                (info.param.grad_accum > 1 ? "_accumulating" : "") +
                                (info.param.sliced ? "_sliced" : "") +
-                               (info.param.offload_activations ? "_offloaded_checkpoints" : "");
+                               (info.param.offload_activations ? "_offloaded_checkpoints" : "") +
+                               (info.param.grads_on_nvme ? "_grads_on_nvme" : "");
                            for (char& ch : name) {
                              if (ch == '-') ch = '_';
                            }

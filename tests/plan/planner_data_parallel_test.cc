@@ -75,6 +75,7 @@ TEST(PlannerDataParallel, AHostTooSmallForFourRanksSaysWhatBinds) {
 TEST(PlannerDataParallel, DeviceCollectivesLandOnlyEachRanksPart) {
   const Hardware hw = Gpus(24 * kGiB, 64 * kGiB, kTiB);
   PlanInput in = Input("llama-8b", 2048, 4);
+  in.offload_gradients = GradOffload::kHost;  // the host path's whole landing (not spilled)
   const Plan host = MustPlan(in, hw);
   in.device_collectives = true;
   const Plan device = MustPlan(in, hw);

@@ -40,13 +40,15 @@ pid_t Spawn(const std::vector<std::string>& args, const std::string& log) {
 
 int WaitExit(pid_t pid) { return tierflow::testing_common::WaitExitCode(pid); }
 
-std::vector<std::string> TrainArgs(const std::string& dir, bool resume) {
+std::vector<std::string> TrainArgs(const std::string& dir, bool resume,
+                                   const std::vector<std::string>& extra = {}) {
   std::vector<std::string> a = {
       "train", "--model",      "tiny-llama",  "--steps",      "6",         "--micro-batch",
       "2",     "--seq-len",    "32",          "--grad-accum", "2",         "--checkpoint-every",
       "1",     "--eval-every", "0",           "--device",     "cpu",       "--sub-group-size",
       "40000", "--nvme-path",  dir + "/nvme", "--out",        dir + "/out"};
   if (resume) a.push_back("--resume");
+  a.insert(a.end(), extra.begin(), extra.end());
   return a;
 }
 
@@ -93,6 +95,53 @@ TEST(CrashTest, KilledRunsResumeToTheSameWeights) {
     ASSERT_TRUE(sets.ok());
     EXPECT_TRUE(sets->empty()) << "iteration " << it << ": " << sets->size() << " swap sets left";
   }
+  fs::remove_all(root);
+}
+
+// The same with the gradients on the drives (issue 45): killed mid-step,
+// mid-checkpoint or while gradient files are written, then resumed, the run
+// ends with the weights of an uninterrupted run keeping them in host memory,
+// and the killed runs' swap sets (gradient files included) are cleaned up.
+TEST(CrashTest, KilledRunsWithGradientsOnTheDrivesResumeToTheSameWeights) {
+  const std::string root =
+      (fs::temp_directory_path() / ("tierflow-crash-grads-" + std::to_string(getpid()))).string();
+  fs::remove_all(root);
+  fs::create_directories(root);
+  const std::vector<std::string> host = {"--offload-optimizer", "nvme", "--offload-gradients",
+                                         "host"};
+  const std::vector<std::string> nvme = {"--offload-optimizer", "nvme", "--offload-gradients",
+                                         "nvme"};
+  const std::string ref = root + "/reference";
+  fs::create_directories(ref);
+  auto t0 = Clock::now();
+  pid_t pid = Spawn(TrainArgs(ref, false, host), ref + "/log.txt");
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(WaitExit(pid), 0) << ReadFile(ref + "/log.txt");
+  const double run_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  const std::string expected = ReadFile(ref + "/out/model/model.safetensors");
+  ASSERT_FALSE(expected.empty());
+  const unsigned seed = static_cast<unsigned>(std::random_device{}());
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> when(0.05 * run_seconds, 0.95 * run_seconds);
+  const std::string dir = root + "/run";
+  fs::create_directories(dir);
+  for (int kill_no = 0; kill_no < 2; ++kill_no) {
+    pid = Spawn(TrainArgs(dir, kill_no > 0, nvme), dir + "/log.txt");
+    ASSERT_GT(pid, 0);
+    const double delay = when(rng);
+    std::this_thread::sleep_for(std::chrono::duration<double>(delay));
+    kill(pid, SIGKILL);
+    WaitExit(pid);
+    std::ofstream(dir + "/log.txt", std::ios::app) << "\n== killed after " << delay << " s ==\n";
+  }
+  pid = Spawn(TrainArgs(dir, true, nvme), dir + "/log.txt");
+  ASSERT_EQ(WaitExit(pid), 0) << "seed " << seed << "\n" << ReadFile(dir + "/log.txt");
+  EXPECT_EQ(ReadFile(dir + "/out/model/model.safetensors"), expected)
+      << "seed " << seed << ": other weights\n"
+      << ReadFile(dir + "/log.txt");
+  auto sets = tierflow::offload::ListSwapSets(dir + "/nvme");
+  ASSERT_TRUE(sets.ok());
+  EXPECT_TRUE(sets->empty()) << sets->size() << " swap sets left";
   fs::remove_all(root);
 }
 

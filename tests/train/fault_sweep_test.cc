@@ -26,8 +26,10 @@ namespace fs = std::filesystem;
 
 std::string ReadFile(const std::string& path) { return testing_common::ReadWholeFile(path); }
 
-TrainConfig SweepConfig(const std::string& out, int64_t steps, bool resume) {
+TrainConfig SweepConfig(const std::string& out, int64_t steps, bool resume,
+                        GradOffload grads = GradOffload::kAuto) {
   TrainConfig c;
+  c.offload_gradients = grads;
   c.model = "tiny-llama";
   c.micro_batch = 2;
   c.seq_len = 32;
@@ -46,6 +48,10 @@ TrainConfig SweepConfig(const std::string& out, int64_t steps, bool resume) {
 struct FaultCase {
   const char* name;
   offload::FaultRule rule;
+  // kNvme: the gradient files share the drive and the faults (the run is
+  // bit-identical to the gradients in host memory, so the clean weights are
+  // the same).
+  GradOffload grads = GradOffload::kAuto;
 };
 
 class FaultSweepTest : public testing::TestWithParam<FaultCase> {
@@ -68,14 +74,14 @@ TEST_P(FaultSweepTest, EndsInAClearErrorOrARetryAndTheLastCheckpointHolds) {
   const std::string out = root_ + "/" + fc.name;
   TrainReporter quiet;
   // Steps 1-4 without faults: checkpoints at 2 and 4.
-  ASSERT_TRUE(RunTraining(SweepConfig(out, 4, false), quiet).ok());
+  ASSERT_TRUE(RunTraining(SweepConfig(out, 4, false, fc.grads), quiet).ok());
   // Steps 5-8 with the fault.
   auto plan = std::make_shared<offload::FaultPlan>();
   plan->Add(fc.rule);
   TrainHooks hooks;
   hooks.nvme_backend_factory =
       offload::FaultInjectingBackendFactory(plan, offload::IoUringBackendFactory());
-  auto faulted = RunTraining(SweepConfig(out, 8, true), quiet, nullptr, &hooks);
+  auto faulted = RunTraining(SweepConfig(out, 8, true, fc.grads), quiet, nullptr, &hooks);
   ASSERT_GT(plan->num_injected(), 0u) << "the fault never fired: the sweep point is past the run";
   if (faulted.ok()) {
     // A retried fault must leave no trace in the result.
@@ -89,7 +95,7 @@ TEST_P(FaultSweepTest, EndsInAClearErrorOrARetryAndTheLastCheckpointHolds) {
   auto list = ListCheckpoints(out);
   ASSERT_FALSE(list.empty());
   EXPECT_TRUE(list[0].verified) << list[0].problem;
-  auto resumed = RunTraining(SweepConfig(out, 8, true), quiet);
+  auto resumed = RunTraining(SweepConfig(out, 8, true, fc.grads), quiet);
   ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
   EXPECT_EQ(ReadFile(out + "/model/model.safetensors"), clean_weights_) << fc.name;
 }
@@ -119,7 +125,19 @@ INSTANTIATE_TEST_SUITE_P(
         FaultCase{"short_write_4", Rule(FaultKind::kShortTransfer, IoOpKind::kWrite, 4)},
         FaultCase{"short_read_6", Rule(FaultKind::kShortTransfer, IoOpKind::kRead, 6)},
         FaultCase{"flipped_bit_read_8", Rule(FaultKind::kFlipBit, IoOpKind::kRead, 8)},
-        FaultCase{"flipped_bit_write_12", Rule(FaultKind::kFlipBit, IoOpKind::kWrite, 12)}),
+        FaultCase{"flipped_bit_write_12", Rule(FaultKind::kFlipBit, IoOpKind::kWrite, 12)},
+        // The same run with the gradients on the drives: its files take
+        // their share of the faults.
+        FaultCase{"grads_eio_write_3", Rule(FaultKind::kErrno, IoOpKind::kWrite, 3),
+                  GradOffload::kNvme},
+        FaultCase{"grads_enospc_write_25", Rule(FaultKind::kErrno, IoOpKind::kWrite, 25, ENOSPC),
+                  GradOffload::kNvme},
+        FaultCase{"grads_short_write_7", Rule(FaultKind::kShortTransfer, IoOpKind::kWrite, 7),
+                  GradOffload::kNvme},
+        FaultCase{"grads_eio_read_9", Rule(FaultKind::kErrno, IoOpKind::kRead, 9),
+                  GradOffload::kNvme},
+        FaultCase{"grads_flipped_bit_read_4", Rule(FaultKind::kFlipBit, IoOpKind::kRead, 4),
+                  GradOffload::kNvme}),
     [](const testing::TestParamInfo<FaultCase>& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -135,6 +135,35 @@ TEST(TrainDataParallel, OffloadedCheckpointsOnTwoRanksAreOneProcessBitForBit) {
             ReadWholeFile(many + "/model/model.safetensors"));
 }
 
+// Gradients on the drives on every rank (each its parts' running sum, in
+// its own swap set beside its state): the same bits as one process keeping
+// them in host memory, with accumulation.
+TEST(TrainDataParallel, GradientsOnTheDrivesOnTwoRanksAreOneProcessBitForBit) {
+  ScratchDir dir("tierflow-dp-grads-");
+  std::string log;
+  const std::string one = dir / "one", many = dir / "ranks";
+  auto on_nvme = [&](std::vector<std::string> args, const std::string& grads) {
+    for (size_t i = 0; i + 1 < args.size(); ++i) {
+      if (args[i] == "--offload-optimizer") args[i + 1] = "nvme";
+    }
+    args.insert(args.end(), {"--nvme-path", dir / "nvme", "--nvme-buffered", "--offload-gradients",
+                             grads, "--collectives", "host", "--sub-group-size", "30000"});
+    return args;
+  };
+  ASSERT_EQ(RunCommand(TIERFLOW_BINARY, on_nvme(TrainArgs(one, 4, 3), "host"), one + ".log", &log),
+            0)
+      << log;
+  ASSERT_EQ(RunCommand(TIERFLOW_BINARY, on_nvme(WithRanks(2, TrainArgs(many, 2, 3)), "nvme"),
+                       many + ".log", &log),
+            0)
+      << log;
+  EXPECT_NE(log.find("the step's gradients wait on NVMe"), std::string::npos) << log;
+  EXPECT_EQ(Curve(one), Curve(many));
+  EXPECT_EQ(Curve(many).size(), 3u);
+  EXPECT_EQ(ReadWholeFile(one + "/model/model.safetensors"),
+            ReadWholeFile(many + "/model/model.safetensors"));
+}
+
 // --collectives device: each piece of the gradient is summed on the devices
 // (MPI over the CPU device's memory; NCCL on GPUs) and only each rank's
 // part crosses, the running sum of several micro-batches kept there. The
