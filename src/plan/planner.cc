@@ -423,7 +423,7 @@ std::vector<PlanComponent> HostGradientComponents(const RankLayout& r, const Hos
        "pinned: " + std::to_string(in.grad_spill_slots) +
            " sub-group slots of the largest sub-group's gradient (" +
            std::to_string(r.spill_bytes) + " B/param, " +
-           (in.grad_accum > 1 ? "fp32, the running sum" : "the transfer dtype") +
+           (in.grad_accum > 1 || r.dp ? "fp32, the running sum" : "the transfer dtype") +
            ", whole 4 KiB pages), each written to NVMe once complete"},
   };
 }
@@ -543,7 +543,7 @@ std::vector<PlanComponent> NvmeStateComponents(const RankLayout& r) {
       {"gradient_files", r.grad_files,
        r.spill ? "the step's gradient, one tensor per sub-group, " + std::to_string(r.spill_bytes) +
                      " B/param (" +
-                     (in.grad_accum > 1 ? "fp32, the running sum" : "the transfer dtype") +
+                     (in.grad_accum > 1 || r.dp ? "fp32, the running sum" : "the transfer dtype") +
                      "), whole " + FormatBytes(block) + " blocks"
                : "none: the gradients wait in host memory"},
       {"gradient_spare_blocks", spare_with_grads - spare,
