@@ -298,7 +298,7 @@ struct RankLayout {
   uint64_t grad_files = 0;
   uint64_t grad_tensor = 0;
   uint64_t largest_unit = 0;  // whole, as data parallelism gathers it for the ranks' sum
-  std::string bc{};  // the buffer count, for the notes
+  std::string bc{};           // the buffer count, for the notes
   StreamedCopy copy{};
   std::string streamed_units{};  // the streamed copy, for the notes
 };
@@ -406,7 +406,10 @@ std::vector<PlanComponent> HostGradientComponents(const RankLayout& r, const Hos
        : dp ? "each micro-batch's whole gradient for the ranks' sum, " + std::to_string(r.wire) +
                   " B/param, pageable"
             : "fp32, 4 B/param, pageable (no DMA touches it)"},
-      {"summed_gradient_part", !dp ? 0 : r.spill ? Mul(U(r.sg.max_unit_params), 4) : Mul(r.R, 4),
+      {"summed_gradient_part",
+       !dp       ? 0
+       : r.spill ? Mul(U(r.sg.max_unit_params), 4)
+                 : Mul(r.R, 4),
        on_device ? "fp32, pinned: this rank's part of the gradient summed on the devices, "
                    "landed once a step"
        : r.spill ? "fp32: one unit's part of the running sum over the ranks (the rest on NVMe)"
@@ -1178,10 +1181,10 @@ void AdoptPlacement(const PlanInput& in, int64_t bucket, bool vocab_sliced, Para
       in.offload_gradients == GradOffload::kNvme ? GradOffload::kNvme : GradOffload::kHost;
   p.grad_spill_slots = p.gradients == GradOffload::kNvme ? in.grad_spill_slots : 0;
   p.mlp_tile_rows = in.mlp_tile_rows.value_or(0);
-  plan.gradients.host_bytes = Sum(
-      plan.host.bytes_of("gradient_accumulator"), plan.host.bytes_of("summed_gradient_part"),
-      plan.host.bytes_of("pinned_gradient_staging"), plan.host.bytes_of("gradient_spill_slots"),
-      plan.host.bytes_of("unit_gradient_gathers"));
+  plan.gradients.host_bytes =
+      Sum(plan.host.bytes_of("gradient_accumulator"), plan.host.bytes_of("summed_gradient_part"),
+          plan.host.bytes_of("pinned_gradient_staging"), plan.host.bytes_of("gradient_spill_slots"),
+          plan.host.bytes_of("unit_gradient_gathers"));
   plan.gradients.nvme_bytes =
       Sum(plan.nvme.bytes_of("gradient_files"), plan.nvme.bytes_of("gradient_spare_blocks"));
 }

@@ -103,9 +103,10 @@ INSTANTIATE_TEST_SUITE_P(Cases, GradSpillTest,
                                          Case{3, 0.0f, Pipeline::kOverlapped, 2},
                                          Case{3, 0.01f, Pipeline::kOverlapped, 2},
                                          Case{3, 0.01f, Pipeline::kSynchronous, 3},
-                    // Slots to spare: the update's read-ahead must not read a
-                    // gradient file before this step's write of it.
-                    Case{1, 0.0f, Pipeline::kSynchronous, 8}, Case{2, 0.0f, Pipeline::kSynchronous, 8},
+                                         // Slots to spare: the update's read-ahead must not read a
+                                         // gradient file before this step's write of it.
+                                         Case{1, 0.0f, Pipeline::kSynchronous, 8},
+                                         Case{2, 0.0f, Pipeline::kSynchronous, 8},
                                          Case{2, 0.5f, Pipeline::kOverlapped, 8}));
 
 TEST(GradSpill, Bf16TransfersAndStreamedWeightsFromHostAndNvme) {

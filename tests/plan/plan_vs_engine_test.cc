@@ -372,33 +372,30 @@ TEST(PlanVsEngineActivations, ArenaEqualsTheModelsAllocation) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(TinyModels, PlanVsEngine,
-                         ::testing::Values(Case{"tiny-gpt2", OffloadPlacement::kHost},
-                                           Case{"tiny-llama", OffloadPlacement::kHost},
-                                           Case{"tiny-gpt2", OffloadPlacement::kNvme},
-                                           Case{"tiny-llama", OffloadPlacement::kNvme},
-                                           Case{"tiny-llama", OffloadPlacement::kHost, 2},
-                                           Case{"tiny-llama", OffloadPlacement::kHost, 1, true},
-                                           Case{"tiny-gpt2", OffloadPlacement::kNvme, 1, true},
-                                           Case{"tiny-llama", OffloadPlacement::kHost, 2, false,
-                                                true},
-                                           Case{"tiny-llama", OffloadPlacement::kNvme, 1, false,
-                                                false, true},
-                                           Case{"tiny-gpt2", OffloadPlacement::kNvme, 3, false,
-                                                false, true}),
-                         [](const ::testing::TestParamInfo<Case>& info) {
-                           std::string name =
-                               info.param.preset + "_" +
-                               std::string(OffloadPlacementName(info.param.offload)) +
-                               (info.param.grad_accum > 1 ? "_accumulating" : "") +
-                               (info.param.sliced ? "_sliced" : "") +
-                               (info.param.offload_activations ? "_offloaded_checkpoints" : "") +
-                               (info.param.grads_on_nvme ? "_grads_on_nvme" : "");
-                           for (char& ch : name) {
-                             if (ch == '-') ch = '_';
-                           }
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    TinyModels, PlanVsEngine,
+    ::testing::Values(Case{"tiny-gpt2", OffloadPlacement::kHost},
+                      Case{"tiny-llama", OffloadPlacement::kHost},
+                      Case{"tiny-gpt2", OffloadPlacement::kNvme},
+                      Case{"tiny-llama", OffloadPlacement::kNvme},
+                      Case{"tiny-llama", OffloadPlacement::kHost, 2},
+                      Case{"tiny-llama", OffloadPlacement::kHost, 1, true},
+                      Case{"tiny-gpt2", OffloadPlacement::kNvme, 1, true},
+                      Case{"tiny-llama", OffloadPlacement::kHost, 2, false, true},
+                      Case{"tiny-llama", OffloadPlacement::kNvme, 1, false, false, true},
+                      Case{"tiny-gpt2", OffloadPlacement::kNvme, 3, false, false, true}),
+    [](const ::testing::TestParamInfo<Case>& info) {
+      std::string name = info.param.preset + "_" +
+                         std::string(OffloadPlacementName(info.param.offload)) +
+                         (info.param.grad_accum > 1 ? "_accumulating" : "") +
+                         (info.param.sliced ? "_sliced" : "") +
+                         (info.param.offload_activations ? "_offloaded_checkpoints" : "") +
+                         (info.param.grads_on_nvme ? "_grads_on_nvme" : "");
+      for (char& ch : name) {
+        if (ch == '-') ch = '_';
+      }
+      return name;
+    });
 
 }  // namespace
 }  // namespace tierflow

@@ -119,8 +119,7 @@ INSTANTIATE_TEST_SUITE_P(
                 }},
         Variant{"weights_streamed_from_nvme",
                 [](TrainConfig& c) { c.offload_param = ParamOffload::kNvme; }},
-        Variant{"synchronous_pipeline",
-                [](TrainConfig& c) { c.pipeline = TrainPipeline::kSync; }}),
+        Variant{"synchronous_pipeline", [](TrainConfig& c) { c.pipeline = TrainPipeline::kSync; }}),
     [](const testing::TestParamInfo<Variant>& info) { return info.param.name; });
 
 // A checkpoint written with the gradients in host memory resumes with them
