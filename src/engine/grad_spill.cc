@@ -62,28 +62,19 @@ int GradSpill::SlotOf(int g) const {
   return -1;
 }
 
-Status GradSpill::SettleWrite(Slot& s) {
-  if (!s.writing) return Status::Ok();
-  s.writing = false;
-  Status st = s.write.Wait();
-  s.write = offload::IoTicket();
+Status GradSpill::Settle(Slot& s, bool write) {
+  bool& busy = write ? s.writing : s.reading;
+  offload::IoTicket& ticket = write ? s.write : s.read;
+  if (!busy) return Status::Ok();
+  busy = false;
+  Status st = ticket.Wait();
+  ticket = offload::IoTicket();
   if (st.ok()) return st;
   const int g = s.group;
-  s.group = -1;  // what it held is not on disk: nobody may take it for the file's
-  return st.WithContext("writing the gradient of sub-group " + layout_.groups[g].name + " to NVMe" +
+  s.group = -1;  // what it held is not (or not surely) the file's: nobody may take it for it
+  return st.WithContext(std::string(write ? "writing" : "reading") + " the gradient of sub-group " +
+                        layout_.groups[g].name + (write ? " to NVMe" : " back from NVMe") +
                         kWhatToDo);
-}
-
-Status GradSpill::SettleRead(Slot& s) {
-  if (!s.reading) return Status::Ok();
-  s.reading = false;
-  Status st = s.read.Wait();
-  s.read = offload::IoTicket();
-  if (st.ok()) return st;
-  const int g = s.group;
-  s.group = -1;
-  return st.WithContext("reading the gradient of sub-group " + layout_.groups[g].name +
-                        " back from NVMe" + kWhatToDo);
 }
 
 StatusOr<int> GradSpill::FreeSlot(bool wait) {

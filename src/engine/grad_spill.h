@@ -94,8 +94,11 @@ class GradSpill {
   uint64_t GroupBytes(int g) const;
   int SlotOf(int g) const;
   bool Busy(const Slot& s) const { return s.filling || s.holds > 0 || s.writing || s.reading; }
-  Status SettleWrite(Slot& s);
-  Status SettleRead(Slot& s);
+  // Waits for the slot's write (or read); a failure names the sub-group and
+  // what to do, and the slot no longer counts as holding it.
+  Status Settle(Slot& s, bool write);
+  Status SettleWrite(Slot& s) { return Settle(s, /*write=*/true); }
+  Status SettleRead(Slot& s) { return Settle(s, /*write=*/false); }
   // A slot to reuse: empty, else the least recently used idle one; waits
   // for a write to land when `wait` (-1: none without waiting).
   StatusOr<int> FreeSlot(bool wait);
