@@ -12,8 +12,10 @@ with issue 41's acceptance figures, each null where its stage did not run:
   attention_fwd_tflops_t4096, attention_bwd_tflops_t4096
       bench kernels' attention at T = 4096 (B=1, H=32, KV=8, d=128, bf16);
   min_elementwise_ratio_to_copy
-      the lowest bandwidth kernel's GB/s against the device copy measured in
-      the same bench kernels run (kernels with no TFLOP/s figure);
+      the lowest bandwidth-bound kernel's GB/s against the device copy
+      measured in the same bench kernels run ("bound": "memory": every
+      kernel of the blocks and the loss but the GEMMs and attention; the
+      summary's "bandwidth_kernels" lists them all, slowest first);
   e2e_3b_ratio_to_pytorch, e2e_3b_model_tflops
       the 3B run's tokens/s against PyTorch's on the same GPU, and its model
       TFLOP/s (scripts/e2e_compare.py says how they are counted).
@@ -45,6 +47,17 @@ def stage_json(logs, name):
     return j if isinstance(j, dict) else None
 
 
+def bandwidth_kernels(kernels):
+    """bench kernels' bandwidth-bound cases ("bound": "memory"; a run from
+    before that field: those with no TFLOP/s figure), lowest ratio first."""
+    def memory_bound(k):
+        if "bound" in k:
+            return k["bound"] == "memory"
+        return not k.get("tflops") and bool(k.get("gb_per_s"))
+    found = [k for k in kernels if memory_bound(k) and "ratio_to_peak" in k]
+    return sorted(found, key=lambda k: k["ratio_to_peak"])
+
+
 def figures(summary):
     out = {"attention_fwd_tflops_t4096": None, "attention_bwd_tflops_t4096": None,
            "min_elementwise_ratio_to_copy": None, "e2e_3b_ratio_to_pytorch": None,
@@ -55,8 +68,7 @@ def figures(summary):
             out["attention_fwd_tflops_t4096"] = k.get("tflops")
         elif k.get("name") == "attention_bwd_t4096":
             out["attention_bwd_tflops_t4096"] = k.get("tflops")
-    bandwidth = [k["ratio_to_peak"] for k in kernels
-                 if not k.get("tflops") and k.get("gb_per_s") and "ratio_to_peak" in k]
+    bandwidth = [k["ratio_to_peak"] for k in bandwidth_kernels(kernels)]
     if bandwidth:
         out["min_elementwise_ratio_to_copy"] = min(bandwidth)
     e2e = (summary.get("e2e_3b") or {}).get("figures") or {}
@@ -104,6 +116,10 @@ def summarize(gpu, stages, work, logs, commit):
             "step_ratio": nvme["step_seconds"] / host["step_seconds"],
             "added_bytes_share": (written + read) / base if base else None}
     summary["figures"] = figures(summary)
+    kernels = (summary.get("bench_kernels") or {}).get("kernels") or []
+    # Which kernels hold the bandwidth figure down, slowest first.
+    summary["bandwidth_kernels"] = [[k["name"], k["ratio_to_peak"]]
+                                    for k in bandwidth_kernels(kernels)]
     return summary
 
 

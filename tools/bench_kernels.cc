@@ -34,6 +34,7 @@ void Print(const KernelBenchResult& r, bool json) {
                               {"seconds", f.seconds},
                               {"tflops", f.tflops},
                               {"gb_per_s", f.gb_per_s},
+                              {"bound", f.memory_bound ? "memory" : "compute"},
                               {"ratio_to_peak", f.ratio}});
     }
     std::printf("%s\n", JsonOutput(j).c_str());
@@ -41,10 +42,10 @@ void Print(const KernelBenchResult& r, bool json) {
   }
   std::printf("device: %s\npeak: %.1f TFLOP/s, %.0f GB/s (%s)\n\n", r.device.c_str(), r.peak_tflops,
               r.peak_gb_per_s, r.peak_source.c_str());
-  std::printf("%-22s %12s %10s %10s %8s  %s\n", "kernel", "seconds", "TFLOP/s", "GB/s", "ratio",
+  std::printf("%-26s %12s %10s %10s %8s  %s\n", "kernel", "seconds", "TFLOP/s", "GB/s", "ratio",
               "shape");
   for (const KernelFigure& f : r.figures) {
-    std::printf("%-22s %12.6f %10.2f %10.1f %8.3f  %s\n", f.name.c_str(), f.seconds, f.tflops,
+    std::printf("%-26s %12.6f %10.2f %10.1f %8.3f  %s\n", f.name.c_str(), f.seconds, f.tflops,
                 f.gb_per_s, f.ratio, f.shape.c_str());
   }
 }
@@ -56,7 +57,8 @@ void AddBenchKernels(CLI::App& bench, int* exit_code) {
   CLI::App* cmd = bench.add_subcommand(
       "kernels",
       "Achieved TFLOP/s of a bf16 GEMM, causal attention (forward, backward), the LM head chunk, "
-      "and GB/s of an elementwise op, each against the device's peak");
+      "and GB/s of every other kernel of the Llama and GPT-2 blocks and the loss, each against "
+      "the device's peak (compute: the fastest GEMM; bandwidth: a device copy in the same run)");
   f->device.Add(*cmd);
   cmd->add_flag("--small", f->bench.small, "Every dimension 1/16 (a quick look; tests)");
   cmd->add_option("--iterations", f->bench.iterations, "Timed runs per kernel (the best counts)")

@@ -2,14 +2,13 @@
 #include "bench/kernel_bench.h"
 
 #include <algorithm>
-#include <chrono>
-#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "common/half.h"
+#include "bench/kernel_timing.h"
+#include "bench/layer_kernel_bench.h"
 #include "kernels/attention.h"
 #include "kernels/gemm.h"
 #include "kernels/op_costs.h"
@@ -20,62 +19,9 @@
 namespace tierflow {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-// Fills device memory with small, finite bf16 values (a repeating pattern
-// from one pinned buffer): timing on zeros flatters some GPUs. The sim runs
-// no kernels, so there it writes nothing.
-Status FillBf16(Device& device, Stream& stream, void* dst, size_t elems) {
-  if (device.sim_profile() != nullptr) return Status::Ok();
-  constexpr size_t kChunk = size_t{4} << 20;  // elements
-  TF_ASSIGN_OR_RETURN(PinnedBuffer pattern,
-                      device.AllocatePinned(std::min(elems, kChunk) * 2, "bench kernels fill"));
-  auto* p = static_cast<bf16*>(pattern.data());
-  for (size_t i = 0; i < std::min(elems, kChunk); ++i) {
-    p[i] = FloatToBf16(0.01f * static_cast<float>(static_cast<int>(i * 7919 % 201) - 100) / 100.0f);
-  }
-  for (size_t at = 0; at < elems; at += kChunk) {
-    const size_t n = std::min(kChunk, elems - at);
-    TF_RETURN_IF_ERROR(stream.CopyHostToDevice(static_cast<char*>(dst) + at * 2, p, n * 2));
-  }
-  return stream.Synchronize();
-}
-
-// Best seconds over `iterations` runs of `enqueue`, after one untimed run.
-StatusOr<double> BestSeconds(Stream& stream, int iterations,
-                             const std::function<Status()>& enqueue) {
-  TF_RETURN_IF_ERROR(enqueue());
-  TF_RETURN_IF_ERROR(stream.Synchronize());
-  double best = 0;
-  for (int i = 0; i < iterations; ++i) {
-    const auto t0 = Clock::now();
-    TF_RETURN_IF_ERROR(enqueue());
-    TF_RETURN_IF_ERROR(stream.Synchronize());
-    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    if (i == 0 || s < best) best = s;
-  }
-  return best;
-}
-
-KernelFigure Figure(std::string name, std::string shape, double seconds, const KernelCost& cost) {
-  KernelFigure f;
-  f.name = std::move(name);
-  f.shape = std::move(shape);
-  f.seconds = seconds;
-  // Matrix FLOPs where there are any (what a TFLOP/s figure counts), the
-  // vector ones otherwise.
-  f.tflops = (cost.tensor_flops > 0 ? cost.tensor_flops : cost.vector_flops) / seconds / 1e12;
-  f.gb_per_s = cost.bytes / seconds / 1e9;
-  return f;
-}
-
-std::string Dims(const std::vector<std::pair<const char*, int64_t>>& dims) {
-  std::string out;
-  for (const auto& [name, value] : dims) {
-    out += (out.empty() ? "" : " ") + std::string(name) + "=" + std::to_string(value);
-  }
-  return out;
-}
+using kernel_timing::BestSeconds;
+using kernel_timing::Dims;
+using kernel_timing::Figure;
 
 class Runner {
  public:
@@ -84,7 +30,7 @@ class Runner {
 
   StatusOr<DeviceBuffer> Bf16Buffer(size_t elems, const char* what) {
     TF_ASSIGN_OR_RETURN(DeviceBuffer b, device_.Allocate(elems * 2, what));
-    TF_RETURN_IF_ERROR(FillBf16(device_, stream_, b.data(), elems));
+    TF_RETURN_IF_ERROR(kernel_timing::FillBf16(device_, stream_, b.data(), elems));
     return b;
   }
 
@@ -165,6 +111,7 @@ class Runner {
     KernelFigure f = Figure("elementwise", Dims({{"n", n}}) + " bf16 a += b", s,
                             op_costs::Elementwise(n, 2, 2, 1, 1.0));
     f.tflops = 0;
+    f.memory_bound = true;
     // The measured bandwidth peak: a copy of the same bytes (read + written).
     if (device_.sim_profile() == nullptr) {
       TF_ASSIGN_OR_RETURN(double copy, BestSeconds(stream_, o_.iterations, [&] {
@@ -213,6 +160,7 @@ StatusOr<KernelBenchResult> RunKernelBench(Device& device, const KernelBenchOpti
   r.figures.push_back(dw);
   TF_ASSIGN_OR_RETURN(KernelFigure ew, run.Elementwise((int64_t{256} << 20) / (div * div)));
   r.figures.push_back(ew);
+  TF_RETURN_IF_ERROR(RunLayerKernelBench(device, *stream, o, &r.figures));
 
   if (const SimProfile* sim = device.sim_profile()) {
     r.peak_source = "sim profile " + sim->name + " (spec)";
@@ -224,7 +172,7 @@ StatusOr<KernelBenchResult> RunKernelBench(Device& device, const KernelBenchOpti
     r.peak_gb_per_s = run.copy_gb_per_s();
   }
   for (KernelFigure& f : r.figures) {
-    f.ratio = f.name == "elementwise" ? f.gb_per_s / r.peak_gb_per_s : f.tflops / r.peak_tflops;
+    f.ratio = f.memory_bound ? f.gb_per_s / r.peak_gb_per_s : f.tflops / r.peak_tflops;
   }
   return r;
 }

@@ -10,6 +10,8 @@
 //                 (k = the chunk's rows)
 //   elementwise   a bf16 residual add over 256 Mi elements: bytes read and
 //                 written per second
+//   the layers'   every other kernel of the Llama and GPT-2 blocks, the loss
+//   kernels       and the gradient's cast, in GB/s (bench/layer_kernel_bench.h)
 // FLOPs and bytes are op_costs' (kernels/op_costs.h), the counts the
 // simulated accelerator times, so a figure and the sim's model of it use the
 // same numerator.
@@ -42,9 +44,12 @@ struct KernelFigure {
   std::string name;   // "gemm", "attention_fwd_t2048", "lm_head_dw", "elementwise", ...
   std::string shape;  // e.g. "m=4096 n=4096 k=4096 bf16"
   double seconds = 0;
-  double tflops = 0;    // achieved; 0 for the elementwise case
+  double tflops = 0;    // achieved; 0 for the bandwidth-bound cases
   double gb_per_s = 0;  // achieved device-memory bytes per second (op_costs' bytes)
-  double ratio = 0;     // to the compute peak (elementwise: to the bandwidth peak)
+  // A bandwidth-bound case (elementwise and the layer kernels): its ratio is
+  // to the bandwidth peak, every other case's to the compute peak.
+  bool memory_bound = false;
+  double ratio = 0;
 };
 
 struct KernelBenchResult {

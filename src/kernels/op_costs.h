@@ -53,8 +53,9 @@ inline KernelCost BiasBackward(int64_t rows, int64_t channels, size_t elem) {
 }
 
 // Normalization over rows of `channels`: forward reads the input and writes
-// the output (plus fp32 row statistics); backward also reads the upstream
-// gradient and writes the input gradient, and adds into fp32 weight grads.
+// the output (plus fp32 row statistics); backward reads the input and the
+// upstream gradient, adds into the input gradient (read and written: the
+// residual stream's gradient accumulates there), and into fp32 weight grads.
 inline KernelCost NormForward(int64_t rows, int64_t channels, size_t elem, double flops_per_elem,
                               int stats) {
   const double n = D(rows) * D(channels);
@@ -64,7 +65,7 @@ inline KernelCost NormBackward(int64_t rows, int64_t channels, size_t elem, doub
                                int param_grads) {
   const double n = D(rows) * D(channels);
   return Cost(0, flops_per_elem * n,
-              3.0 * n * D(elem) + 8.0 * param_grads * D(channels) + 8.0 * D(rows));
+              4.0 * n * D(elem) + 8.0 * param_grads * D(channels) + 8.0 * D(rows));
 }
 
 // Rotary embedding of n = B*T*heads*HS elements: the rotation (3 FLOPs per

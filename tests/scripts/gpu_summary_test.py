@@ -16,8 +16,11 @@ import unittest
 ARGS = None
 
 
-def kernel(name, tflops, gb_per_s, ratio):
-    return {"name": name, "tflops": tflops, "gb_per_s": gb_per_s, "ratio_to_peak": ratio}
+def kernel(name, tflops, gb_per_s, ratio, bound=None):
+    k = {"name": name, "tflops": tflops, "gb_per_s": gb_per_s, "ratio_to_peak": ratio}
+    if bound is not None:
+        k["bound"] = bound
+    return k
 
 
 class GpuSummary(unittest.TestCase):
@@ -73,9 +76,23 @@ class GpuSummary(unittest.TestCase):
         self.assertEqual(f["min_elementwise_ratio_to_copy"], 0.81)
         self.assertEqual(f["e2e_3b_ratio_to_pytorch"], 0.93)
         self.assertEqual(f["e2e_3b_model_tflops"], 261.0)
+        self.assertEqual(s["bandwidth_kernels"], [["rmsnorm", 0.81], ["elementwise", 0.86]])
         t = s["tiny_llama_50"]
         self.assertEqual(t["steps"], 3)
         self.assertAlmostEqual(t["max_abs_loss_diff"], 0.1)
+
+    def test_bound_names_the_bandwidth_kernels(self):
+        # A memory-bound kernel is one bench kernels marks so, whatever its
+        # other fields; a compute-bound one with a low ratio never counts.
+        self.write("bench_kernels", {"kernels": [
+            kernel("gemm", 700.0, 10.0, 1.0, "compute"),
+            kernel("attention_bwd_t4096", 40.0, 5.0, 0.05, "compute"),
+            kernel("rope_fwd", 0.0, 2800.0, 0.7, "memory"),
+            kernel("swiglu_bwd", 0.0, 3400.0, 0.84, "memory"),
+        ]})
+        s = self.summarize()
+        self.assertEqual(s["figures"]["min_elementwise_ratio_to_copy"], 0.7)
+        self.assertEqual([k for k, _ in s["bandwidth_kernels"]], ["rope_fwd", "swiglu_bwd"])
 
     def test_a_stage_that_did_not_run_leaves_its_figures_null(self):
         self.write("bench_kernels", "not JSON at all")
