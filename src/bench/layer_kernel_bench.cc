@@ -45,9 +45,8 @@ class Cases {
   }
   StatusOr<DeviceBuffer> Indices(int64_t elems, int32_t bound, const char* what) {
     TF_ASSIGN_OR_RETURN(DeviceBuffer b, device_.Allocate(static_cast<size_t>(elems) * 4, what));
-    TF_RETURN_IF_ERROR(
-        kernel_timing::FillIndices(device_, stream_, b.as<int32_t>(), static_cast<size_t>(elems),
-                                   bound));
+    TF_RETURN_IF_ERROR(kernel_timing::FillIndices(device_, stream_, b.as<int32_t>(),
+                                                  static_cast<size_t>(elems), bound));
     return b;
   }
 
@@ -120,9 +119,8 @@ Status Rope(Cases& c, int64_t N, int64_t heads, int64_t head_size) {
   TF_RETURN_IF_ERROR(c.Time("rope_fwd", dims, op_costs::Rope(n, 2), [&] {
     return RopeForward<bf16>(st, b.as<bf16>(), a.as<bf16>(), s, freq);
   }));
-  return c.Time("rope_bwd", dims, op_costs::Rope(n, 2), [&] {
-    return RopeBackward<bf16>(st, a.as<bf16>(), b.as<bf16>(), s, freq);
-  });
+  return c.Time("rope_bwd", dims, op_costs::Rope(n, 2),
+                [&] { return RopeBackward<bf16>(st, a.as<bf16>(), b.as<bf16>(), s, freq); });
 }
 
 Status SwiGlu(Cases& c, int64_t N, int64_t F) {
@@ -153,18 +151,16 @@ Status GeluAndBias(Cases& c, int64_t N, int64_t F) {
   TF_ASSIGN_OR_RETURN(DeviceBuffer bias, c.Bf16(F, "bench bias"));
   TF_ASSIGN_OR_RETURN(DeviceBuffer dbias, c.F32(F, "bench dbias"));
   Stream& st = c.stream();
-  TF_RETURN_IF_ERROR(c.Time("gelu_fwd", dims, op_costs::Elementwise(n, 2, 1, 1, 8), [&] {
-    return GeluForward<bf16>(st, y.as<bf16>(), x.as<bf16>(), n);
-  }));
+  TF_RETURN_IF_ERROR(c.Time("gelu_fwd", dims, op_costs::Elementwise(n, 2, 1, 1, 8),
+                            [&] { return GeluForward<bf16>(st, y.as<bf16>(), x.as<bf16>(), n); }));
   TF_RETURN_IF_ERROR(c.Time("gelu_bwd", dims, op_costs::Elementwise(n, 2, 2, 1, 16), [&] {
     return GeluBackward<bf16>(st, dx.as<bf16>(), x.as<bf16>(), y.as<bf16>(), n);
   }));
   TF_RETURN_IF_ERROR(c.Time("bias_add", dims, op_costs::BiasAdd(N, F, 2), [&] {
     return BiasAddForward<bf16>(st, y.as<bf16>(), bias.as<bf16>(), N, F);
   }));
-  return c.Time("bias_bwd", dims, op_costs::BiasBackward(N, F, 2), [&] {
-    return BiasBackward<bf16>(st, dbias.as<float>(), y.as<bf16>(), N, F);
-  });
+  return c.Time("bias_bwd", dims, op_costs::BiasBackward(N, F, 2),
+                [&] { return BiasBackward<bf16>(st, dbias.as<float>(), y.as<bf16>(), N, F); });
 }
 
 Status Embedding(Cases& c, int64_t N, int64_t C, int64_t vocab) {
@@ -174,13 +170,14 @@ Status Embedding(Cases& c, int64_t N, int64_t C, int64_t vocab) {
   s.channels = C;
   s.vocab = vocab;
   const std::string dims = Dims({{"N", N}, {"C", C}, {"V", vocab}});
-  TF_ASSIGN_OR_RETURN(DeviceBuffer tokens, c.Indices(N, static_cast<int32_t>(vocab), "bench tokens"));
+  TF_ASSIGN_OR_RETURN(DeviceBuffer tokens,
+                      c.Indices(N, static_cast<int32_t>(vocab), "bench tokens"));
   TF_ASSIGN_OR_RETURN(DeviceBuffer wte, c.Bf16(vocab * C, "bench embedding table"));
   TF_ASSIGN_OR_RETURN(DeviceBuffer out, c.Bf16(N * C, "bench embedding out"));
   Stream& st = c.stream();
   TF_RETURN_IF_ERROR(c.Time("embedding_fwd", dims, op_costs::EmbeddingForward(N, C, 2, false), [&] {
-    return EmbeddingForward<bf16>(st, out.as<bf16>(), tokens.as<int32_t>(), wte.as<bf16>(),
-                                  nullptr, s);
+    return EmbeddingForward<bf16>(st, out.as<bf16>(), tokens.as<int32_t>(), wte.as<bf16>(), nullptr,
+                                  s);
   }));
   wte = DeviceBuffer();
   TF_ASSIGN_OR_RETURN(DeviceBuffer dwte, c.F32(vocab * C, "bench embedding dwte"));

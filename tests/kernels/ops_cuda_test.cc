@@ -1,12 +1,26 @@
 // The CUDA kernels of the training ops against the fast CPU paths (which are
 // themselves pinned to the references), within a few units of rounding of
 // the storage type; plus run-to-run bit-identity on the GPU. Skipped, with
-// the reason, where no GPU is usable.
+// the reason, where no GPU is usable. Compiled again as cuda_emulation_test,
+// the same cases run the same kernels on the CUDA emulator, in CI.
+#include <type_traits>
+
 #include <gtest/gtest.h>
 
 #include "tests/common/require.h"
 
 #include "tests/kernels/ops_runners.h"
+
+#ifdef TIERFLOW_CUDA_EMULATION
+// cuda_emulation_test: the same cases on the CUDA emulator
+// (device/cuda/emulator.h), under their own name, at the shapes it runs in
+// seconds.
+#include "tests/kernels/emulation/emulated_cuda_device.h"
+#define OpsCuda OpsCudaEmulated
+constexpr bool kEmulated = true;
+#else
+constexpr bool kEmulated = false;
+#endif
 
 namespace tierflow {
 namespace {
@@ -21,6 +35,11 @@ template <typename T>
 class OpsCuda : public ::testing::Test {
  protected:
   void SetUp() override {
+#ifdef TIERFLOW_CUDA_EMULATION
+    dev_ = MakeEmulatedCudaDevice();
+    ASSERT_NE(dev_, nullptr);
+    return;
+#endif
     std::string why = CudaUnavailableReason();
     if (!why.empty()) TIERFLOW_SKIP_WITHOUT("gpu") << "no GPU: " << why;
     DeviceOptions o;
@@ -132,6 +151,10 @@ TYPED_TEST(OpsCuda, AttentionShapes) {
 // packed samples (a sample of one token among them).
 TYPED_TEST(OpsCuda, AttentionAtModelShapes) {
   using T = TypeParam;
+  if (kEmulated && std::is_same_v<T, float>) {
+    GTEST_SKIP() << "fp32 runs the scalar kernels, which AttentionShapes checks; at these shapes "
+                    "they take the emulator minutes";
+  }
   const AttentionShape shapes[] = {
       {.batch = 2, .seq_len = 129, .heads = 4, .kv_heads = 4, .head_size = 64},
       {.batch = 1, .seq_len = 1000, .heads = 8, .kv_heads = 2, .head_size = 128},
@@ -148,6 +171,8 @@ TYPED_TEST(OpsCuda, AttentionAtModelShapes) {
       {.batch = 1, .seq_len = 200, .heads = 6, .kv_heads = 2, .head_size = 96},
   };
   for (const AttentionShape& s : shapes) {
+    // The emulator takes minutes per thousand query rows of a head at HS 128.
+    if (kEmulated && s.batch * s.seq_len * s.heads > 2400) continue;
     const Outputs cpu = RunAttention<T>(Impl::kFast, nullptr, s);
     ExpectSumsClose<T>(
         cpu, RunAttention<T>(Impl::kDevice, this->dev_.get(), s, nullptr, &cpu), kUlps,
@@ -164,24 +189,31 @@ TYPED_TEST(OpsCuda, AttentionAtModelShapes) {
       start += n;
     }
   }
-  const AttentionShape p{.batch = 2, .seq_len = 300, .heads = 8, .kv_heads = 2, .head_size = 128};
+  const AttentionShape p{
+      .batch = 2, .seq_len = 300, .heads = kEmulated ? 4 : 8, .kv_heads = 2, .head_size = 128};
   const Outputs cpu = RunAttention<T>(Impl::kFast, nullptr, p, &starts);
   ExpectSumsClose<T>(cpu, RunAttention<T>(Impl::kDevice, this->dev_.get(), p, &starts, &cpu), kUlps,
                      "packed attention HS=128");
 }
 
+// 5000 elements are whole 16-byte packs of every type; 5003 leave a tail.
 TYPED_TEST(OpsCuda, Activations) {
   using T = TypeParam;
-  ExpectOutputsClose<T>(RunActivations<T>(Impl::kFast, nullptr, 5000),
-                        RunActivations<T>(Impl::kDevice, this->dev_.get(), 5000), kUlps,
-                        "activations");
+  for (int64_t n : {5000, 5003}) {
+    ExpectOutputsClose<T>(RunActivations<T>(Impl::kFast, nullptr, n),
+                          RunActivations<T>(Impl::kDevice, this->dev_.get(), n), kUlps,
+                          "activations n=" + std::to_string(n));
+  }
 }
 
+// 64 channels: the bias add in packs; 33: one element at a time.
 TYPED_TEST(OpsCuda, ResidualAndBias) {
   using T = TypeParam;
-  ExpectOutputsClose<T>(RunPointwise<T>(Impl::kFast, nullptr, 130, 33),
-                        RunPointwise<T>(Impl::kDevice, this->dev_.get(), 130, 33), kUlps,
-                        "pointwise");
+  for (int64_t channels : {33, 64}) {
+    ExpectOutputsClose<T>(RunPointwise<T>(Impl::kFast, nullptr, 130, channels),
+                          RunPointwise<T>(Impl::kDevice, this->dev_.get(), 130, channels), kUlps,
+                          "pointwise C=" + std::to_string(channels));
+  }
 }
 
 TYPED_TEST(OpsCuda, CrossEntropy) {

@@ -15,23 +15,45 @@ constexpr int kThreads = 256;
 
 // ---- cast ----
 
-template <typename From, typename To>
+// Packs of kN elements (4: 16 bytes of fp32 on one side), then the tail.
+template <int kN, typename From, typename To>
 __global__ void __launch_bounds__(kThreads) CastKernel(To* dst, const From* src, int64_t n) {
-  TF_GRID_STRIDE(i, n) { Store(dst + i, Load(src + i)); }
+  const int64_t packs = n / kN;
+  TF_GRID_STRIDE(p, packs) {
+    const cuda_ops::Pack<From, kN> x = cuda_ops::LoadPack<kN>(src + p * kN);
+    cuda_ops::Pack<To, kN> y;
+#pragma unroll
+    for (int j = 0; j < kN; ++j) Store(&y.v[j], Load(&x.v[j]));
+    cuda_ops::StorePack<kN>(dst + p * kN, y);
+  }
+  TF_GRID_STRIDE(t, n - packs * kN) { Store(dst + packs * kN + t, Load(src + packs * kN + t)); }
+}
+
+template <typename From, typename To>
+void LaunchCast(cudaStream_t stream, To* dst, const From* src, int64_t n) {
+  constexpr int kN = 4;
+  if (n >= kN && cuda_ops::AlignedTo(src, sizeof(From) * kN) &&
+      cuda_ops::AlignedTo(dst, sizeof(To) * kN)) {
+    TF_CUDA_LAUNCH(cuda_ops::GridFor(n / kN, kThreads), kThreads, 0, stream,
+                   CastKernel<kN, From, To>)
+    (dst, src, n);
+  } else {
+    TF_CUDA_LAUNCH(cuda_ops::GridFor(n, kThreads), kThreads, 0, stream, CastKernel<1, From, To>)
+    (dst, src, n);
+  }
 }
 
 template <typename From>
 Status CastFrom(cudaStream_t stream, const From* src, DType to, void* dst, int64_t n) {
-  const unsigned int grid = cuda_ops::GridFor(n, kThreads);
   switch (to) {
     case DType::kF32:
-      CastKernel<<<grid, kThreads, 0, stream>>>(static_cast<float*>(dst), src, n);
+      LaunchCast(stream, static_cast<float*>(dst), src, n);
       break;
     case DType::kBF16:
-      CastKernel<<<grid, kThreads, 0, stream>>>(static_cast<bf16*>(dst), src, n);
+      LaunchCast(stream, static_cast<bf16*>(dst), src, n);
       break;
     case DType::kF16:
-      CastKernel<<<grid, kThreads, 0, stream>>>(static_cast<fp16*>(dst), src, n);
+      LaunchCast(stream, static_cast<fp16*>(dst), src, n);
       break;
   }
   return cuda_ops::CheckLaunch("CastKernel");
@@ -42,7 +64,7 @@ Status CastFrom(cudaStream_t stream, const From* src, DType to, void* dst, int64
 __device__ double BlockSumDouble(double v, double* shared) {
   shared[threadIdx.x] = v;
   __syncthreads();
-  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+  for (unsigned stride = blockDim.x / 2; stride > 0; stride /= 2) {
     if (threadIdx.x < stride) shared[threadIdx.x] += shared[threadIdx.x + stride];
     __syncthreads();
   }
@@ -81,9 +103,10 @@ __global__ void __launch_bounds__(kThreads)
 template <typename T>
 Status LaunchSquares(cudaStream_t stream, const T* grads, int64_t n, GradSquares* out,
                      double* scratch) {
-  PartialSquaresKernel<<<kGradSquaresBlocks, kThreads, 0, stream>>>(grads, n, scratch);
+  TF_CUDA_LAUNCH(kGradSquaresBlocks, kThreads, 0, stream, PartialSquaresKernel<T>)
+  (grads, n, scratch);
   TF_RETURN_IF_ERROR(cuda_ops::CheckLaunch("PartialSquaresKernel"));
-  FinalSquaresKernel<<<1, kThreads, 0, stream>>>(scratch, kGradSquaresBlocks, out);
+  TF_CUDA_LAUNCH(1, kThreads, 0, stream, FinalSquaresKernel)(scratch, kGradSquaresBlocks, out);
   return cuda_ops::CheckLaunch("FinalSquaresKernel");
 }
 

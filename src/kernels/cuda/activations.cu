@@ -1,86 +1,78 @@
-// GELU (tanh) and SwiGLU on CUDA: grid-stride element-wise kernels, fp32 math.
+// GELU (tanh) and SwiGLU on CUDA: element-wise maps over 16-byte packs
+// (cuda_ops::MapKernel), fp32 math; each backward is one pass.
 #include "kernels/activations.h"
 #include "kernels/cuda/cuda_ops_common.cuh"
 
 namespace tierflow {
 namespace {
 
-using cuda_ops::Load;
-using cuda_ops::Store;
-
 constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2 / pi)
 constexpr float kGeluCube = 0.044715f;
 
-template <typename T>
-static __global__ void __launch_bounds__(cuda_ops::kGridStrideThreads)
-    GeluForwardKernel(T* out, const T* inp, int64_t n) {
-  TF_GRID_STRIDE(i, n) {
-    const float x = Load(inp + i);
-    Store(out + i, 0.5f * x * (1.0f + tanhf(kGeluScale * (x + kGeluCube * x * x * x))));
+// The ops, as cuda_ops::MapKernel calls them: op(inputs, outputs) in fp32.
+struct GeluForwardOp {
+  __device__ void operator()(const float* in, float* out) const {
+    const float x = in[0];
+    out[0] = 0.5f * x * (1.0f + tanhf(kGeluScale * (x + kGeluCube * x * x * x)));
   }
-}
+};
 
-template <typename T>
-static __global__ void __launch_bounds__(cuda_ops::kGridStrideThreads)
-    GeluBackwardKernel(T* dinp, const T* inp, const T* dout, int64_t n) {
-  TF_GRID_STRIDE(i, n) {
-    const float x = Load(inp + i);
+struct GeluBackwardOp {  // in: x, dout
+  __device__ void operator()(const float* in, float* out) const {
+    const float x = in[0];
     const float th = tanhf(kGeluScale * (x + kGeluCube * x * x * x));
     const float grad = 0.5f * (1.0f + th) +
                        0.5f * x * (1.0f - th * th) * kGeluScale * (1.0f + 3.0f * kGeluCube * x * x);
-    Store(dinp + i, grad * Load(dout + i));
+    out[0] = grad * in[1];
   }
-}
+};
 
-template <typename T>
-static __global__ void __launch_bounds__(cuda_ops::kGridStrideThreads)
-    SwiGluForwardKernel(T* out, const T* gate, const T* up, int64_t n) {
-  TF_GRID_STRIDE(i, n) {
-    const float g = Load(gate + i);
-    Store(out + i, g / (1.0f + expf(-g)) * Load(up + i));
+struct SwiGluForwardOp {  // in: gate, up
+  __device__ void operator()(const float* in, float* out) const {
+    const float g = in[0];
+    out[0] = g / (1.0f + expf(-g)) * in[1];
   }
-}
+};
 
-template <typename T>
-static __global__ void __launch_bounds__(cuda_ops::kGridStrideThreads)
-    SwiGluBackwardKernel(T* dgate, T* dup, const T* dout, const T* gate, const T* up, int64_t n) {
-  TF_GRID_STRIDE(i, n) {
-    const float g = Load(gate + i), u = Load(up + i), d = Load(dout + i);
+struct SwiGluBackwardOp {  // in: gate, up, dout; out: dgate, dup
+  __device__ void operator()(const float* in, float* out) const {
+    const float g = in[0], u = in[1], d = in[2];
     const float sig = 1.0f / (1.0f + expf(-g));
-    Store(dgate + i, d * u * sig * (1.0f + g * (1.0f - sig)));
-    Store(dup + i, d * g * sig);
+    out[0] = d * u * sig * (1.0f + g * (1.0f - sig));
+    out[1] = d * g * sig;
   }
-}
+};
 
 }  // namespace
 
 template <typename T>
 Status GeluForwardCuda(cudaStream_t stream, T* out, const T* inp, int64_t n) {
   TF_RETURN_IF_ERROR(ops_internal::CheckPositive("GeluForwardCuda", "n", n));
-  return cuda_ops::LaunchGridStride(stream, n, "GeluForwardKernel", GeluForwardKernel<T>, out, inp,
-                                    n);
+  return cuda_ops::LaunchMap(stream, "GeluForwardKernel", cuda_ops::MapArgs<T, 1, 1>{{inp}, {out}},
+                             n, GeluForwardOp{});
 }
 
 template <typename T>
 Status GeluBackwardCuda(cudaStream_t stream, T* dinp, const T* inp, const T* dout, int64_t n) {
   TF_RETURN_IF_ERROR(ops_internal::CheckPositive("GeluBackwardCuda", "n", n));
-  return cuda_ops::LaunchGridStride(stream, n, "GeluBackwardKernel", GeluBackwardKernel<T>, dinp,
-                                    inp, dout, n);
+  return cuda_ops::LaunchMap(stream, "GeluBackwardKernel",
+                             cuda_ops::MapArgs<T, 2, 1>{{inp, dout}, {dinp}}, n, GeluBackwardOp{});
 }
 
 template <typename T>
 Status SwiGluForwardCuda(cudaStream_t stream, T* out, const T* gate, const T* up, int64_t n) {
   TF_RETURN_IF_ERROR(ops_internal::CheckPositive("SwiGluForwardCuda", "n", n));
-  return cuda_ops::LaunchGridStride(stream, n, "SwiGluForwardKernel", SwiGluForwardKernel<T>, out,
-                                    gate, up, n);
+  return cuda_ops::LaunchMap(stream, "SwiGluForwardKernel",
+                             cuda_ops::MapArgs<T, 2, 1>{{gate, up}, {out}}, n, SwiGluForwardOp{});
 }
 
 template <typename T>
 Status SwiGluBackwardCuda(cudaStream_t stream, T* dgate, T* dup, const T* dout, const T* gate,
                           const T* up, int64_t n) {
   TF_RETURN_IF_ERROR(ops_internal::CheckPositive("SwiGluBackwardCuda", "n", n));
-  return cuda_ops::LaunchGridStride(stream, n, "SwiGluBackwardKernel", SwiGluBackwardKernel<T>,
-                                    dgate, dup, dout, gate, up, n);
+  return cuda_ops::LaunchMap(stream, "SwiGluBackwardKernel",
+                             cuda_ops::MapArgs<T, 3, 2>{{gate, up, dout}, {dgate, dup}}, n,
+                             SwiGluBackwardOp{});
 }
 
 #define TF_INSTANTIATE_ACTIVATIONS_CUDA(T)                                                  \

@@ -115,7 +115,7 @@ __device__ __forceinline__ void ScoreAndDp(const float* qr, const float* kr, con
 template <typename T>
 static __global__ void __launch_bounds__(kWarps * 32)
     AttentionForwardKernel(T* out, float* lse, const T* q, const T* k, const T* v, Dims d) {
-  extern __shared__ float smem[];
+  TF_DYNAMIC_SHARED(float, smem);
   const int64_t pitch = d.HS + 1;
   float* k_tile = smem;                    // (kTile, HS + 1)
   float* v_tile = k_tile + kTile * pitch;  // (kTile, HS + 1)
@@ -168,7 +168,7 @@ template <typename T>
 static __global__ void __launch_bounds__(kWarps * 32)
     AttentionBackwardDqKernel(T* dq, const T* dout, const T* q, const T* k, const T* v,
                               const T* out, const float* lse, Dims d) {
-  extern __shared__ float smem[];
+  TF_DYNAMIC_SHARED(float, smem);
   const int64_t pitch = d.HS + 1;
   float* k_tile = smem;
   float* v_tile = k_tile + kTile * pitch;
@@ -216,7 +216,7 @@ template <typename T>
 static __global__ void __launch_bounds__(kWarps * 32)
     AttentionBackwardDkvKernel(T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v,
                                const T* out, const float* lse, Dims d) {
-  extern __shared__ float smem[];
+  TF_DYNAMIC_SHARED(float, smem);
   const int64_t pitch = d.HS + 1;
   float* q_tile = smem;                      // (kTile, HS + 1), pre-scaled
   float* do_tile = q_tile + kTile * pitch;   // (kTile, HS + 1)
@@ -324,14 +324,6 @@ Dims MakeDims(const AttentionShape& s) {
               s.seq_start};
 }
 
-template <typename Kernel>
-Status AllowSharedMemory(Kernel kernel, size_t num_bytes) {
-  if (num_bytes <= 48 * 1024) return Status::Ok();
-  TF_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               static_cast<int>(num_bytes)));
-  return Status::Ok();
-}
-
 }  // namespace
 
 template <typename T>
@@ -345,10 +337,10 @@ Status AttentionForwardCuda(cudaStream_t stream, T* out, float* lse, const T* q,
   }
   const Dims d = MakeDims(s);
   const size_t smem = sizeof(float) * (2 * kTile * (d.HS + 1) + kWarps * d.HS);
-  TF_RETURN_IF_ERROR(AllowSharedMemory(AttentionForwardKernel<T>, smem));
+  TF_RETURN_IF_ERROR(cuda_ops::AllowDynamicShared(AttentionForwardKernel<T>, smem));
   dim3 grid(static_cast<unsigned int>((s.seq_len + kWarps - 1) / kWarps),
             static_cast<unsigned int>(s.heads), static_cast<unsigned int>(s.batch));
-  AttentionForwardKernel<T><<<grid, kWarps * 32, smem, stream>>>(out, lse, q, k, v, d);
+  TF_CUDA_LAUNCH(grid, kWarps * 32, smem, stream, AttentionForwardKernel<T>)(out, lse, q, k, v, d);
   return cuda_ops::CheckLaunch("AttentionForwardKernel");
 }
 
@@ -365,17 +357,17 @@ Status AttentionBackwardCuda(cudaStream_t stream, T* dq, T* dk, T* dv, const T* 
   const Dims d = MakeDims(s);
   const unsigned int row_blocks = static_cast<unsigned int>((s.seq_len + kWarps - 1) / kWarps);
   const size_t dq_smem = sizeof(float) * (2 * kTile * (d.HS + 1) + 2 * kWarps * d.HS);
-  TF_RETURN_IF_ERROR(AllowSharedMemory(AttentionBackwardDqKernel<T>, dq_smem));
+  TF_RETURN_IF_ERROR(cuda_ops::AllowDynamicShared(AttentionBackwardDqKernel<T>, dq_smem));
   dim3 dq_grid(row_blocks, static_cast<unsigned int>(s.heads), static_cast<unsigned int>(s.batch));
-  AttentionBackwardDqKernel<T>
-      <<<dq_grid, kWarps * 32, dq_smem, stream>>>(dq, dout, q, k, v, out, lse, d);
+  TF_CUDA_LAUNCH(dq_grid, kWarps * 32, dq_smem, stream, AttentionBackwardDqKernel<T>)
+  (dq, dout, q, k, v, out, lse, d);
   TF_RETURN_IF_ERROR(cuda_ops::CheckLaunch("AttentionBackwardDqKernel"));
   const size_t kv_smem = sizeof(float) * (2 * kTile * (d.HS + 1) + 2 * kWarps * d.HS + 2 * kTile);
-  TF_RETURN_IF_ERROR(AllowSharedMemory(AttentionBackwardDkvKernel<T>, kv_smem));
+  TF_RETURN_IF_ERROR(cuda_ops::AllowDynamicShared(AttentionBackwardDkvKernel<T>, kv_smem));
   dim3 kv_grid(row_blocks, static_cast<unsigned int>(s.kv_heads),
                static_cast<unsigned int>(s.batch));
-  AttentionBackwardDkvKernel<T>
-      <<<kv_grid, kWarps * 32, kv_smem, stream>>>(dk, dv, dout, q, k, v, out, lse, d);
+  TF_CUDA_LAUNCH(kv_grid, kWarps * 32, kv_smem, stream, AttentionBackwardDkvKernel<T>)
+  (dk, dv, dout, q, k, v, out, lse, d);
   return cuda_ops::CheckLaunch("AttentionBackwardDkvKernel");
 }
 

@@ -53,7 +53,7 @@ struct SharedTiles {
   static constexpr int kPitch = HS + kPad;
   static constexpr size_t kBytes = (size_t{0} + ... + kTileRows) * kPitch * sizeof(uint16_t);
   static __device__ __forceinline__ std::array<uint16_t*, sizeof...(kTileRows)> Carve() {
-    extern __shared__ __align__(16) uint16_t smem[];
+    TF_DYNAMIC_SHARED(uint16_t, smem);
     std::array<uint16_t*, sizeof...(kTileRows)> tiles{};
     uint16_t* next = smem;
     size_t i = 0;
@@ -100,6 +100,8 @@ struct Mma {
     } else {
       TF_MMA_M16N8K16("f16", c, a, b0, b1);
     }
+#elif defined(TIERFLOW_CUDA_EMULATION)
+    cuda_emu::MmaM16N8K16(kBf16, c, a, b0, b1);
 #else
     __trap();  // AttentionMmaApplies refuses GPUs before sm_80
 #endif
@@ -604,13 +606,10 @@ template <typename... Params, typename... Args>
 Status LaunchTiles(cudaStream_t stream, int64_t rows, int64_t heads, int64_t batch,
                    size_t smem_bytes, const char* what, void (*kernel)(Params...),
                    const Args&... args) {
-  if (smem_bytes > 48 * 1024) {
-    TF_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
-        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes)));
-  }
+  TF_RETURN_IF_ERROR(cuda_ops::AllowDynamicShared(kernel, smem_bytes));
   const dim3 grid(static_cast<unsigned int>((rows + kRows - 1) / kRows),
                   static_cast<unsigned int>(heads), static_cast<unsigned int>(batch));
-  kernel<<<grid, kThreads, smem_bytes, stream>>>(args...);
+  TF_CUDA_LAUNCH(grid, kThreads, smem_bytes, stream, kernel)(args...);
   return cuda_ops::CheckLaunch(what);
 }
 
@@ -637,6 +636,9 @@ Status Backward(cudaStream_t stream, T* dq, T* dk, T* dv, const T* dout, const T
 // The current device's compute capability major (0 when it cannot be read),
 // asked on every call: a thread may switch devices, and the query is cheap.
 int ComputeMajor() {
+#ifdef TIERFLOW_CUDA_EMULATION
+  return 8;  // the emulator runs mma.sync as sm_80 does
+#endif
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) return 0;
   int major = 0;

@@ -125,13 +125,13 @@ Status SoftmaxCrossEntropyCuda(cudaStream_t stream, float* loss, float* row_loss
     return InvalidArgumentError("SoftmaxCrossEntropyCuda: rows " + std::to_string(s.rows) +
                                 " >= 2^24; split the batch");
   }
-  CountValidKernel<<<1, 1024, 0, stream>>>(loss, targets, s.rows, o.ignore_index);
+  TF_CUDA_LAUNCH(1, 1024, 0, stream, CountValidKernel)(loss, targets, s.rows, o.ignore_index);
   TF_RETURN_IF_ERROR(cuda_ops::CheckLaunch("CountValidKernel"));
-  CrossEntropyRowKernel<<<static_cast<unsigned int>(s.rows), kThreads, 0, stream>>>(
-      row_losses, o.row_lse, dlogits, logits, targets, loss, s.vocab, s.stride(), o.ignore_index,
-      o.grad_scale);
+  TF_CUDA_LAUNCH(static_cast<unsigned int>(s.rows), kThreads, 0, stream, CrossEntropyRowKernel<T>)
+  (row_losses, o.row_lse, dlogits, logits, targets, loss, s.vocab, s.stride(), o.ignore_index,
+   o.grad_scale);
   TF_RETURN_IF_ERROR(cuda_ops::CheckLaunch("CrossEntropyRowKernel"));
-  MeanLossKernel<<<1, 1024, 0, stream>>>(loss, row_losses, s.rows);
+  TF_CUDA_LAUNCH(1, 1024, 0, stream, MeanLossKernel)(loss, row_losses, s.rows);
   return cuda_ops::CheckLaunch("MeanLossKernel");
 }
 
@@ -147,9 +147,9 @@ Status SoftmaxCrossEntropyGradSliceCuda(cudaStream_t stream, T* dlogits, const T
                                 " >= 2^24; split the batch");
   }
   const auto blocks = static_cast<unsigned int>(std::min<int64_t>(s.rows, kSliceBlocks));
-  CrossEntropyGradSliceKernel<<<blocks, kThreads, 0, stream>>>(
-      dlogits, logits, row_lse, targets, s.rows, s.vocab, s.stride(), col_begin, full_vocab,
-      o.ignore_index, o.grad_scale);
+  TF_CUDA_LAUNCH(blocks, kThreads, 0, stream, CrossEntropyGradSliceKernel<T>)
+  (dlogits, logits, row_lse, targets, s.rows, s.vocab, s.stride(), col_begin, full_vocab,
+   o.ignore_index, o.grad_scale);
   return cuda_ops::CheckLaunch("CrossEntropyGradSliceKernel");
 }
 

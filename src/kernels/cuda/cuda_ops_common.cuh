@@ -24,7 +24,7 @@ constexpr int kGridStrideThreads = 256;
 template <typename... Params, typename... Args>
 Status Launch(cudaStream_t stream, dim3 grid, dim3 block, const char* what,
               void (*kernel)(Params...), const Args&... args) {
-  kernel<<<grid, block, 0, stream>>>(args...);
+  TF_CUDA_LAUNCH(grid, block, 0, stream, kernel)(args...);
   return CheckLaunch(what);
 }
 
@@ -34,6 +34,85 @@ template <typename... Params, typename... Args>
 Status LaunchGridStride(cudaStream_t stream, int64_t n, const char* what, void (*kernel)(Params...),
                         const Args&... args) {
   return Launch(stream, GridFor(n, kGridStrideThreads), kGridStrideThreads, what, kernel, args...);
+}
+
+// ---- Element-wise maps over 16-byte packs (Pack: cuda_elements.cuh) ----
+
+// One pack of kN elements of T as fp32, and back.
+template <int kN, typename T>
+__device__ __forceinline__ void LoadFloats(const T* p, float (&out)[kN]) {
+  const Pack<T, kN> pk = LoadPack<kN>(p);
+#pragma unroll
+  for (int j = 0; j < kN; ++j) out[j] = Load(&pk.v[j]);
+}
+template <int kN, typename T>
+__device__ __forceinline__ void StoreFloats(T* p, const float (&in)[kN]) {
+  Pack<T, kN> pk;
+#pragma unroll
+  for (int j = 0; j < kN; ++j) Store(&pk.v[j], in[j]);
+  StorePack<kN>(p, pk);
+}
+
+// The tensors of a map: kIn inputs, kOut outputs, all of T and n elements.
+template <typename T, int kIn, int kOut>
+struct MapArgs {
+  const T* in[kIn];
+  T* out[kOut];
+};
+
+// y[0..kOut) = op(x[0..kIn)) for every element, in fp32: packs of kN over
+// [0, n - n % kN), then the tail one element at a time. op is called as
+// op(const float* x, float* y).
+template <int kN, typename T, int kIn, int kOut, typename Op>
+static __global__ void __launch_bounds__(kGridStrideThreads)
+    MapKernel(MapArgs<T, kIn, kOut> a, int64_t n, Op op) {
+  const int64_t packs = n / kN;
+  TF_GRID_STRIDE(p, packs) {
+    const int64_t i = p * kN;
+    float x[kIn][kN];
+#pragma unroll
+    for (int k = 0; k < kIn; ++k) {
+      const Pack<T, kN> pk = LoadPack<kN>(a.in[k] + i);
+#pragma unroll
+      for (int j = 0; j < kN; ++j) x[k][j] = Load(&pk.v[j]);
+    }
+    Pack<T, kN> y[kOut];
+#pragma unroll
+    for (int j = 0; j < kN; ++j) {
+      float xs[kIn], ys[kOut];
+#pragma unroll
+      for (int k = 0; k < kIn; ++k) xs[k] = x[k][j];
+      op(xs, ys);
+#pragma unroll
+      for (int k = 0; k < kOut; ++k) Store(&y[k].v[j], ys[k]);
+    }
+#pragma unroll
+    for (int k = 0; k < kOut; ++k) StorePack<kN>(a.out[k] + i, y[k]);
+  }
+  TF_GRID_STRIDE(t, n - packs * kN) {
+    const int64_t i = packs * kN + t;
+    float xs[kIn], ys[kOut];
+#pragma unroll
+    for (int k = 0; k < kIn; ++k) xs[k] = Load(a.in[k] + i);
+    op(xs, ys);
+#pragma unroll
+    for (int k = 0; k < kOut; ++k) Store(a.out[k] + i, ys[k]);
+  }
+}
+
+// Launches MapKernel in packs when every tensor is 16-byte aligned, one
+// element per step otherwise; checks the launch, naming `what`.
+template <typename T, int kIn, int kOut, typename Op>
+Status LaunchMap(cudaStream_t stream, const char* what, const MapArgs<T, kIn, kOut>& a, int64_t n,
+                 Op op) {
+  bool aligned = true;
+  for (const T* p : a.in) aligned = aligned && AlignedTo(p, 16);
+  for (T* p : a.out) aligned = aligned && AlignedTo(p, 16);
+  constexpr int kN = kPackElems<T>;
+  if (aligned && n >= kN) {
+    return LaunchGridStride(stream, n / kN, what, MapKernel<kN, T, kIn, kOut, Op>, a, n, op);
+  }
+  return LaunchGridStride(stream, n, what, MapKernel<1, T, kIn, kOut, Op>, a, n, op);
 }
 
 // Butterfly reductions: every lane ends with the same value, same order on every run.
@@ -96,7 +175,7 @@ Status LaunchColumnSum(cudaStream_t stream, float* out, int64_t rows, int64_t co
                        const char* what) {
   dim3 block(32, 32);
   dim3 grid(static_cast<unsigned int>((cols + 31) / 32));
-  ColumnSumKernel<<<grid, block, 0, stream>>>(out, rows, cols, f);
+  TF_CUDA_LAUNCH(grid, block, 0, stream, ColumnSumKernel<F>)(out, rows, cols, f);
   return CheckLaunch(what);
 }
 

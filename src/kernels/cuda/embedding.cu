@@ -72,14 +72,15 @@ Status EmbeddingBackwardCuda(cudaStream_t stream, float* dwte, float* dwpe, cons
   const int64_t rows = s.batch * s.seq_len;
   if (dwte != nullptr) {
     dim3 grid(static_cast<unsigned int>((s.channels + kThreads - 1) / kThreads), kVocabSlices);
-    EmbeddingBackwardWteKernel<<<grid, kThreads, 0, stream>>>(dwte, dout, tokens, rows, s.channels,
-                                                              s.grad_row_begin, s.grad_row_end());
+    TF_CUDA_LAUNCH(grid, kThreads, 0, stream, EmbeddingBackwardWteKernel<T>)
+    (dwte, dout, tokens, rows, s.channels, s.grad_row_begin, s.grad_row_end());
     TF_RETURN_IF_ERROR(cuda_ops::CheckLaunch("EmbeddingBackwardWteKernel"));
   }
   if (dwpe == nullptr) return Status::Ok();
   const int64_t n = s.seq_len * s.channels;
-  EmbeddingBackwardWpeKernel<<<static_cast<unsigned int>((n + kThreads - 1) / kThreads), kThreads,
-                               0, stream>>>(dwpe, dout, s.batch, s.seq_len, s.channels);
+  TF_CUDA_LAUNCH(static_cast<unsigned int>((n + kThreads - 1) / kThreads), kThreads, 0, stream,
+                 EmbeddingBackwardWpeKernel<T>)
+  (dwpe, dout, s.batch, s.seq_len, s.channels);
   return cuda_ops::CheckLaunch("EmbeddingBackwardWpeKernel");
 }
 

@@ -8,12 +8,19 @@
 namespace tierflow {
 namespace {
 
-using cuda_ops::Load;
+using cuda_ops::LoadFloats;
 using cuda_ops::NormRow;
-using cuda_ops::Store;
+using cuda_ops::StoreFloats;
 using cuda_ops::WarpSum;
 
-template <typename T>
+// Each row kernel walks its row in packs of kN (norm_rows.cuh); `for (c ...)`
+// below visits the calling lane's packs, one at a time: 48-64 bytes per lane
+// in flight, with 64 warps per SM, is several times what HBM's latency needs,
+// and ptxas spilled registers for sm_80 when the loop was unrolled.
+#define TF_ROW_PACKS(c, C) \
+  _Pragma("unroll 1") for (int64_t c = lane * kN; c < (C); c += cuda_ops::kWarpSize * kN)
+
+template <int kN, typename T>
 static __global__ void __launch_bounds__(cuda_ops::kNormThreads)
     LayerNormForwardKernel(T* out, float* mean, float* rstd, const T* inp, const T* weight,
                            const T* bias, int64_t N, int64_t C, float eps) {
@@ -22,16 +29,29 @@ static __global__ void __launch_bounds__(cuda_ops::kNormThreads)
   if (row >= N) return;
   const T* x = inp + row * C;
   float sum = 0.0f;
-  for (int64_t c = lane; c < C; c += 32) sum += Load(x + c);
+  TF_ROW_PACKS(c, C) {
+    float v[kN];
+    LoadFloats<kN>(x + c, v);
+#pragma unroll
+    for (int j = 0; j < kN; ++j) sum += v[j];
+  }
   const float m = WarpSum(sum) / static_cast<float>(C);
   float var = 0.0f;
-  for (int64_t c = lane; c < C; c += 32) {
-    const float d = Load(x + c) - m;
-    var += d * d;
+  TF_ROW_PACKS(c, C) {
+    float v[kN];
+    LoadFloats<kN>(x + c, v);
+#pragma unroll
+    for (int j = 0; j < kN; ++j) var += (v[j] - m) * (v[j] - m);
   }
   const float r = rsqrtf(WarpSum(var) / static_cast<float>(C) + eps);
-  for (int64_t c = lane; c < C; c += 32) {
-    Store(out + row * C + c, (Load(x + c) - m) * r * Load(weight + c) + Load(bias + c));
+  TF_ROW_PACKS(c, C) {
+    float v[kN], w[kN], b[kN], o[kN];
+    LoadFloats<kN>(x + c, v);
+    LoadFloats<kN>(weight + c, w);
+    LoadFloats<kN>(bias + c, b);
+#pragma unroll
+    for (int j = 0; j < kN; ++j) o[j] = (v[j] - m) * r * w[j] + b[j];
+    StoreFloats<kN>(out + row * C + c, o);
   }
   if (lane == 0) {
     if (mean != nullptr) mean[row] = m;
@@ -39,7 +59,7 @@ static __global__ void __launch_bounds__(cuda_ops::kNormThreads)
   }
 }
 
-template <typename T>
+template <int kN, typename T>
 static __global__ void __launch_bounds__(cuda_ops::kNormThreads)
     LayerNormBackwardInputKernel(T* dinp, const T* dout, const T* inp, const T* weight,
                                  const float* mean, const float* rstd, int64_t N, int64_t C) {
@@ -50,25 +70,39 @@ static __global__ void __launch_bounds__(cuda_ops::kNormThreads)
   const T* g = dout + row * C;
   const float m = mean[row], r = rstd[row];
   float dn_sum = 0.0f, dn_n_sum = 0.0f;
-  for (int64_t c = lane; c < C; c += 32) {
-    const float n = (Load(x + c) - m) * r;
-    const float dn = Load(weight + c) * Load(g + c);
-    dn_sum += dn;
-    dn_n_sum += dn * n;
+  TF_ROW_PACKS(c, C) {
+    float v[kN], w[kN], gv[kN];
+    LoadFloats<kN>(x + c, v);
+    LoadFloats<kN>(weight + c, w);
+    LoadFloats<kN>(g + c, gv);
+#pragma unroll
+    for (int j = 0; j < kN; ++j) {
+      const float dn = w[j] * gv[j];
+      dn_sum += dn;
+      dn_n_sum += dn * ((v[j] - m) * r);
+    }
   }
   const float dn_mean = WarpSum(dn_sum) / static_cast<float>(C);
   const float dn_n_mean = WarpSum(dn_n_sum) / static_cast<float>(C);
-  for (int64_t c = lane; c < C; c += 32) {
-    const float n = (Load(x + c) - m) * r;
-    const float dn = Load(weight + c) * Load(g + c);
-    T* d = dinp + row * C + c;
-    Store(d, Load(d) + (dn - dn_mean - n * dn_n_mean) * r);
+  TF_ROW_PACKS(c, C) {
+    float v[kN], w[kN], gv[kN], d[kN];
+    LoadFloats<kN>(x + c, v);
+    LoadFloats<kN>(weight + c, w);
+    LoadFloats<kN>(g + c, gv);
+    T* dp = dinp + row * C + c;
+    LoadFloats<kN>(dp, d);
+#pragma unroll
+    for (int j = 0; j < kN; ++j) {
+      const float n = (v[j] - m) * r;
+      d[j] += (w[j] * gv[j] - dn_mean - n * dn_n_mean) * r;
+    }
+    StoreFloats<kN>(dp, d);
   }
 }
 
 // ---- RMSNorm ----
 
-template <typename T>
+template <int kN, typename T>
 static __global__ void __launch_bounds__(cuda_ops::kNormThreads)
     RmsNormForwardKernel(T* out, float* rstd, const T* inp, const T* weight, int64_t N, int64_t C,
                          float eps) {
@@ -77,17 +111,25 @@ static __global__ void __launch_bounds__(cuda_ops::kNormThreads)
   if (row >= N) return;
   const T* x = inp + row * C;
   float ss = 0.0f;
-  for (int64_t c = lane; c < C; c += 32) {
-    const float v = Load(x + c);
-    ss += v * v;
+  TF_ROW_PACKS(c, C) {
+    float v[kN];
+    LoadFloats<kN>(x + c, v);
+#pragma unroll
+    for (int j = 0; j < kN; ++j) ss += v[j] * v[j];
   }
   const float r = rsqrtf(WarpSum(ss) / static_cast<float>(C) + eps);
-  for (int64_t c = lane; c < C; c += 32)
-    Store(out + row * C + c, Load(x + c) * r * Load(weight + c));
+  TF_ROW_PACKS(c, C) {
+    float v[kN], w[kN], o[kN];
+    LoadFloats<kN>(x + c, v);
+    LoadFloats<kN>(weight + c, w);
+#pragma unroll
+    for (int j = 0; j < kN; ++j) o[j] = v[j] * r * w[j];
+    StoreFloats<kN>(out + row * C + c, o);
+  }
   if (lane == 0 && rstd != nullptr) rstd[row] = r;
 }
 
-template <typename T>
+template <int kN, typename T>
 static __global__ void __launch_bounds__(cuda_ops::kNormThreads)
     RmsNormBackwardInputKernel(T* dinp, const T* dout, const T* inp, const T* weight,
                                const float* rstd, int64_t N, int64_t C) {
@@ -98,16 +140,37 @@ static __global__ void __launch_bounds__(cuda_ops::kNormThreads)
   const T* g = dout + row * C;
   const float r = rstd[row];
   float dn_n_sum = 0.0f;
-  for (int64_t c = lane; c < C; c += 32)
-    dn_n_sum += Load(weight + c) * Load(g + c) * Load(x + c) * r;
+  TF_ROW_PACKS(c, C) {
+    float v[kN], w[kN], gv[kN];
+    LoadFloats<kN>(x + c, v);
+    LoadFloats<kN>(weight + c, w);
+    LoadFloats<kN>(g + c, gv);
+#pragma unroll
+    for (int j = 0; j < kN; ++j) dn_n_sum += w[j] * gv[j] * v[j] * r;
+  }
   const float dn_n_mean = WarpSum(dn_n_sum) / static_cast<float>(C);
-  for (int64_t c = lane; c < C; c += 32) {
-    const float n = Load(x + c) * r;
-    const float dn = Load(weight + c) * Load(g + c);
-    T* d = dinp + row * C + c;
-    Store(d, Load(d) + (dn - n * dn_n_mean) * r);
+  TF_ROW_PACKS(c, C) {
+    float v[kN], w[kN], gv[kN], d[kN];
+    LoadFloats<kN>(x + c, v);
+    LoadFloats<kN>(weight + c, w);
+    LoadFloats<kN>(g + c, gv);
+    T* dp = dinp + row * C + c;
+    LoadFloats<kN>(dp, d);
+#pragma unroll
+    for (int j = 0; j < kN; ++j) d[j] += (w[j] * gv[j] - v[j] * r * dn_n_mean) * r;
+    StoreFloats<kN>(dp, d);
   }
 }
+
+#undef TF_ROW_PACKS
+
+// Launches Kernel<kPackElems<T>> when `packs` (NormRowsPack: the rows can be
+// walked in 16-byte packs), Kernel<1> otherwise.
+#define TF_LAUNCH_NORM_ROWS(Kernel, s, packs, ...)                                            \
+  ((packs) ? cuda_ops::Launch(stream, cuda_ops::NormBlocks((s).rows), cuda_ops::kNormThreads, \
+                              #Kernel, Kernel<cuda_ops::kPackElems<T>, T>, __VA_ARGS__)       \
+           : cuda_ops::Launch(stream, cuda_ops::NormBlocks((s).rows), cuda_ops::kNormThreads, \
+                              #Kernel, Kernel<1, T>, __VA_ARGS__))
 
 }  // namespace
 
@@ -115,9 +178,9 @@ template <typename T>
 Status LayerNormForwardCuda(cudaStream_t stream, T* out, float* mean, float* rstd, const T* inp,
                             const T* weight, const T* bias, const NormShape& s, float eps) {
   TF_RETURN_IF_ERROR(ValidateNorm("LayerNormForwardCuda", s));
-  return cuda_ops::Launch(stream, cuda_ops::NormBlocks(s.rows), cuda_ops::kNormThreads,
-                          "LayerNormForwardKernel", LayerNormForwardKernel<T>, out, mean, rstd, inp,
-                          weight, bias, s.rows, s.channels, eps);
+  const bool packs = cuda_ops::NormRowsPack<T>(s.channels, {out, inp, weight, bias});
+  return TF_LAUNCH_NORM_ROWS(LayerNormForwardKernel, s, packs, out, mean, rstd, inp, weight, bias,
+                             s.rows, s.channels, eps);
 }
 
 template <typename T>
@@ -125,9 +188,9 @@ Status LayerNormBackwardCuda(cudaStream_t stream, T* dinp, float* dweight, float
                              const T* dout, const T* inp, const T* weight, const float* mean,
                              const float* rstd, const NormShape& s) {
   TF_RETURN_IF_ERROR(ValidateNorm("LayerNormBackwardCuda", s));
-  TF_RETURN_IF_ERROR(cuda_ops::Launch(
-      stream, cuda_ops::NormBlocks(s.rows), cuda_ops::kNormThreads, "LayerNormBackwardInputKernel",
-      LayerNormBackwardInputKernel<T>, dinp, dout, inp, weight, mean, rstd, s.rows, s.channels));
+  const bool packs = cuda_ops::NormRowsPack<T>(s.channels, {dinp, dout, inp, weight});
+  TF_RETURN_IF_ERROR(TF_LAUNCH_NORM_ROWS(LayerNormBackwardInputKernel, s, packs, dinp, dout, inp,
+                                         weight, mean, rstd, s.rows, s.channels));
   TF_RETURN_IF_ERROR(cuda_ops::LaunchColumnSum(
       stream, dweight, s.rows, s.channels,
       cuda_ops::NormTimesGrad<T>{dout, inp, mean, rstd, s.channels}, "LayerNorm dweight"));
@@ -151,18 +214,18 @@ template <typename T>
 Status RmsNormForwardCuda(cudaStream_t stream, T* out, float* rstd, const T* inp, const T* weight,
                           const NormShape& s, float eps) {
   TF_RETURN_IF_ERROR(ValidateNorm("RmsNormForwardCuda", s));
-  return cuda_ops::Launch(stream, cuda_ops::NormBlocks(s.rows), cuda_ops::kNormThreads,
-                          "RmsNormForwardKernel", RmsNormForwardKernel<T>, out, rstd, inp, weight,
-                          s.rows, s.channels, eps);
+  const bool packs = cuda_ops::NormRowsPack<T>(s.channels, {out, inp, weight});
+  return TF_LAUNCH_NORM_ROWS(RmsNormForwardKernel, s, packs, out, rstd, inp, weight, s.rows,
+                             s.channels, eps);
 }
 
 template <typename T>
 Status RmsNormBackwardCuda(cudaStream_t stream, T* dinp, float* dweight, const T* dout,
                            const T* inp, const T* weight, const float* rstd, const NormShape& s) {
   TF_RETURN_IF_ERROR(ValidateNorm("RmsNormBackwardCuda", s));
-  TF_RETURN_IF_ERROR(cuda_ops::Launch(stream, cuda_ops::NormBlocks(s.rows), cuda_ops::kNormThreads,
-                                      "RmsNormBackwardInputKernel", RmsNormBackwardInputKernel<T>,
-                                      dinp, dout, inp, weight, rstd, s.rows, s.channels));
+  const bool packs = cuda_ops::NormRowsPack<T>(s.channels, {dinp, dout, inp, weight});
+  TF_RETURN_IF_ERROR(TF_LAUNCH_NORM_ROWS(RmsNormBackwardInputKernel, s, packs, dinp, dout, inp,
+                                         weight, rstd, s.rows, s.channels));
   return cuda_ops::LaunchColumnSum(stream, dweight, s.rows, s.channels,
                                    cuda_ops::NormTimesGrad<T>{dout, inp, nullptr, rstd, s.channels},
                                    "RmsNorm dweight");

@@ -1,4 +1,5 @@
-// RoPE on CUDA: one thread per rotated pair (i, i + HS/2). The angle is
+// RoPE on CUDA: one thread per kN rotated pairs (i, i + HS/2), a 16-byte
+// pack from each half where the views are aligned, one pair otherwise. The angle is
 // computed as on the CPU (fp32 t * inv_freq, inv_freq from kernels/rope_freq.h), so
 // the two devices differ only by cosf/sinf rounding. The frequencies are
 // computed once on the host (rope_freq.h's double-precision pow, which
@@ -9,9 +10,6 @@
 namespace tierflow {
 namespace {
 
-using cuda_ops::Load;
-using cuda_ops::Store;
-
 // One head's inverse frequencies: HS / 2 of them, passed by value (1 KiB of
 // the 4 KiB of kernel parameters).
 constexpr int64_t kMaxPairs = 256;
@@ -19,24 +17,37 @@ struct InvFreqTable {
   float v[kMaxPairs];
 };
 
-template <typename T>
+// kN consecutive pairs per thread: a pack from each half of the head. The
+// table is a __grid_constant__ parameter, read in place (a by-value array
+// indexed at run time was copied to local memory first).
+template <int kN, typename T>
 static __global__ void __launch_bounds__(cuda_ops::kGridStrideThreads)
     RopeKernel(T* out, const T* inp, int64_t rows, int64_t T_, int64_t heads, int64_t HS,
-               int64_t stride, const int32_t* positions, InvFreqTable freq, float sign) {
+               int64_t stride, const int32_t* positions, const __grid_constant__ InvFreqTable freq,
+               float sign) {
   const int64_t half = HS / 2;
-  const int64_t n = rows * heads * half;
+  const int64_t groups = half / kN;
+  const int64_t n = rows * heads * groups;
   TF_GRID_STRIDE(idx, n) {
-    const int64_t i = idx % half;
-    const int64_t h = (idx / half) % heads;
-    const int64_t row = idx / (half * heads);
+    const int64_t i = (idx % groups) * kN;
+    const int64_t h = (idx / groups) % heads;
+    const int64_t row = idx / (groups * heads);
     const int64_t t = positions != nullptr ? positions[row] : row % T_;
-    const float inv_freq = freq.v[i];
-    const float angle = static_cast<float>(t) * inv_freq;
-    const float c = cosf(angle), sn = sign * sinf(angle);
     const int64_t base = row * stride + h * HS;
-    const float x0 = Load(inp + base + i), x1 = Load(inp + base + i + half);
-    Store(out + base + i, x0 * c - x1 * sn);
-    Store(out + base + i + half, x1 * c + x0 * sn);
+    float x0[kN], x1[kN], y0[kN], y1[kN];
+    cuda_ops::LoadFloats<kN>(inp + base + i, x0);
+    cuda_ops::LoadFloats<kN>(inp + base + i + half, x1);
+#pragma unroll
+    for (int j = 0; j < kN; ++j) {
+      const float angle = static_cast<float>(t) * freq.v[i + j];
+      float sn, c;
+      sincosf(angle, &sn, &c);
+      sn *= sign;
+      y0[j] = x0[j] * c - x1[j] * sn;
+      y1[j] = x1[j] * c + x0[j] * sn;
+    }
+    cuda_ops::StoreFloats<kN>(out + base + i, y0);
+    cuda_ops::StoreFloats<kN>(out + base + i + half, y1);
   }
 }
 
@@ -53,10 +64,17 @@ Status RopeCuda(cudaStream_t stream, T* out, const T* inp, const RopeShape& s, c
   }
   InvFreqTable table{};
   for (int64_t i = 0; i < s.head_size / 2; ++i) table.v[i] = RopeInvFreq(i, s.head_size, freq);
-  const int64_t rows = s.batch * s.seq_len;
-  return cuda_ops::LaunchGridStride(stream, rows * s.heads * (s.head_size / 2), "RopeKernel",
-                                    RopeKernel<T>, out, inp, rows, s.seq_len, s.heads, s.head_size,
-                                    s.stride(), s.positions, table, sign);
+  const int64_t rows = s.batch * s.seq_len, pairs = rows * s.heads * (s.head_size / 2);
+  constexpr int kN = cuda_ops::kPackElems<T>;
+  if ((s.head_size / 2) % kN == 0 && s.stride() % kN == 0 && cuda_ops::AlignedTo(out, 16) &&
+      cuda_ops::AlignedTo(inp, 16)) {
+    return cuda_ops::LaunchGridStride(stream, pairs / kN, "RopeKernel", RopeKernel<kN, T>, out, inp,
+                                      rows, s.seq_len, s.heads, s.head_size, s.stride(),
+                                      s.positions, table, sign);
+  }
+  return cuda_ops::LaunchGridStride(stream, pairs, "RopeKernel", RopeKernel<1, T>, out, inp, rows,
+                                    s.seq_len, s.heads, s.head_size, s.stride(), s.positions, table,
+                                    sign);
 }
 
 template Status RopeCuda<float>(cudaStream_t, float*, const float*, const RopeShape&,
