@@ -103,8 +103,8 @@ T Shuffle(T v, int lane_or_mask, bool xor_mask) {
   WarpExchange(in, 3, out, 2, [](const LaneWords* ins, LaneWords* outs) {
     for (int l = 0; l < 32; ++l) {
       const uint32_t arg = ins[l][2];
-      const int src = (arg & 0x80000000u) ? (l ^ static_cast<int>(arg & 31u))
-                                          : static_cast<int>(arg & 31u);
+      const int src =
+          (arg & 0x80000000u) ? (l ^ static_cast<int>(arg & 31u)) : static_cast<int>(arg & 31u);
       outs[l][0] = ins[src][0];
       outs[l][1] = ins[src][1];
     }
