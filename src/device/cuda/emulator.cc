@@ -290,6 +290,29 @@ void MmaM16N8K16(bool bf16, float (&c)[4], const uint32_t (&a)[4], uint32_t b0, 
   std::memcpy(c, out, sizeof(c));
 }
 
+void LoadMatrixX4Trans(uint32_t (&r)[4], const uint16_t* row) {
+  uint32_t in[2];
+  std::memcpy(in, &row, sizeof(row));
+  uint32_t out[4];
+  WarpExchange(in, 2, out, 4, [](const LaneWords* ins, LaneWords* outs) {
+    const uint16_t* rows[32];
+    for (int l = 0; l < 32; ++l) {
+      std::memcpy(&rows[l], ins[l], sizeof(rows[l]));
+      if (reinterpret_cast<uintptr_t>(rows[l]) % 16 != 0)
+        Fail("ldmatrix: a row not 16-byte aligned");
+    }
+    for (int l = 0; l < 32; ++l) {
+      const int g = l / 4, t = l % 4;
+      for (int m = 0; m < 4; ++m) {
+        // Matrix m's row i is lane 8m + i's; transposed: (2t, g), (2t + 1, g).
+        const uint16_t lo = rows[8 * m + 2 * t][g], hi = rows[8 * m + 2 * t + 1][g];
+        outs[l][m] = static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
+      }
+    }
+  });
+  std::memcpy(r, out, sizeof(out));
+}
+
 }  // namespace tierflow::cuda_emu
 
 void __trap() { tierflow::cuda_emu::Fail("__trap()"); }

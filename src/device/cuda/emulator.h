@@ -22,9 +22,11 @@
 //                                            double, rounded once
 //   dynamic shared memory                    TF_DYNAMIC_SHARED, filled with
 //                                            0xFF (NaN) bytes at each launch
+//   ldmatrix .x4 .trans                      LoadMatrixX4Trans
 //   atomicMin on int
-// Not: other atomics, cp.async, ldmatrix, cooperative groups, streams'
-// order (none is used by the kernels it runs). A misuse aborts naming it.
+// Not: other atomics, cp.async, other ldmatrix shapes, cooperative groups,
+// streams' order (none is used by the kernels it runs). A misuse aborts
+// naming it.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -75,6 +77,11 @@ void WarpExchange(const uint32_t* in, int in_words, uint32_t* out, int out_words
 // c += a b for a warp's m16n8k16 fragments (a: 4 registers of 16-bit pairs,
 // b: 2, c: 4 fp32), 16-bit elements bf16 when `bf16`, else fp16.
 void MmaM16N8K16(bool bf16, float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);
+
+// ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16: `row` is the calling
+// lane's row address (lanes 8m..8m+7: matrix m's rows); r[m] gets matrix m's
+// elements (2t, g) and (2t + 1, g) for lane 4g + t, the first in the low half.
+void LoadMatrixX4Trans(uint32_t (&r)[4], const uint16_t* row);
 
 // Launches kernel(args...) over grid x block: the emulator's side of
 // TF_CUDA_LAUNCH.

@@ -161,14 +161,32 @@ __device__ __forceinline__ void LoadBRows(uint32_t& b0, uint32_t& b1, const uint
   b1 = Word(p + 8);
 }
 
-// B fragment with B[k][n] = tile[k0 + k][n0 + n]: the tile's rows are the
-// reduction (V in P V).
+// ldmatrix.sync.aligned.m8n8.x4.trans: four 8x8 matrices of 16-bit elements
+// whose rows lanes 8m..8m+7 address (matrix m, 16-byte aligned rows); r[m]
+// gets matrix m's elements (2t, g) and (2t + 1, g), transposed as loaded.
+__device__ __forceinline__ void LoadMatrixX4Trans(uint32_t (&r)[4], const uint16_t* row) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const auto addr = static_cast<uint32_t>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+#elif defined(TIERFLOW_CUDA_EMULATION)
+  cuda_emu::LoadMatrixX4Trans(r, row);
+#else
+  __trap();    // AttentionMmaApplies refuses GPUs before sm_80
+#endif
+}
+
+// The B fragments of two adjacent 8-column blocks, B[k][n] = tile[k0 + k][n0
+// + n] and tile[k0 + k][n0 + 8 + n] (the tile's rows are the reduction: V in
+// P V): b[0..1] for columns n0.., b[2..3] for n0 + 8... One ldmatrix.trans in
+// place of eight 16-bit shared loads: matrix m is rows k0 + 8 (m & 1),
+// columns n0 + 8 (m >> 1).
 template <int kPitch>
-__device__ __forceinline__ void LoadBCols(uint32_t& b0, uint32_t& b1, const uint16_t* tile, int k0,
-                                          int n0, int g, int t) {
-  const uint16_t* p = tile + (k0 + 2 * t) * kPitch + n0 + g;
-  b0 = static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[kPitch]) << 16);
-  b1 = static_cast<uint32_t>(p[8 * kPitch]) | (static_cast<uint32_t>(p[9 * kPitch]) << 16);
+__device__ __forceinline__ void LoadBColsPair(uint32_t (&b)[4], const uint16_t* tile, int k0,
+                                              int n0, int lane) {
+  const int m = lane / 8;
+  LoadMatrixX4Trans(b, tile + (k0 + (m & 1) * 8 + lane % 8) * kPitch + n0 + (m >> 1) * 8);
 }
 
 // The A fragment made of two adjacent C tiles (columns 0-7 and 8-15).
@@ -328,19 +346,22 @@ __device__ __forceinline__ void AddTimesRowsT(float (&c)[kNT][4], const uint32_t
 }
 
 // c[dt] += P B for the warp's 16 rows: P the C fragments p over kK columns,
-// rounded to T (CToA), B[k][n] = tile[k][dt * 8 + n] (LoadBCols): P V.
+// rounded to T (CToA), B[k][n] = tile[k][dt * 8 + n] (LoadBColsPair, two
+// column blocks at a time: kDT = HS / 8 is even): P V.
 template <typename T, int kPitch, int kK, int kDT>
 __device__ __forceinline__ void AddProductTimesTile(float (&c)[kDT][4], const float (&p)[kK / 8][4],
                                                     const uint16_t* tile, int g, int t) {
+  static_assert(kDT % 2 == 0);
 #pragma unroll
   for (int kk = 0; kk < kK / 16; ++kk) {
     uint32_t a[4];
     CToA<T>(a, p[2 * kk], p[2 * kk + 1]);
 #pragma unroll
-    for (int dt = 0; dt < kDT; ++dt) {
-      uint32_t b0, b1;
-      LoadBCols<kPitch>(b0, b1, tile, kk * 16, dt * 8, g, t);
-      Mma<T>::Run(c[dt], a, b0, b1);
+    for (int dt = 0; dt < kDT; dt += 2) {
+      uint32_t b[4];
+      LoadBColsPair<kPitch>(b, tile, kk * 16, dt * 8, 4 * g + t);
+      Mma<T>::Run(c[dt], a, b[0], b[1]);
+      Mma<T>::Run(c[dt + 1], a, b[2], b[3]);
     }
   }
 }
