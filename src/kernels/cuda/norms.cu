@@ -59,16 +59,18 @@ static __global__ void __launch_bounds__(cuda_ops::kNormThreads)
   }
 }
 
+// dinp += the input gradient of a row norm: LayerNorm's, or RMSNorm's when
+// `mean` is null (no centring, so no mean of dn to subtract).
 template <int kN, typename T>
 static __global__ void __launch_bounds__(cuda_ops::kNormThreads)
-    LayerNormBackwardInputKernel(T* dinp, const T* dout, const T* inp, const T* weight,
-                                 const float* mean, const float* rstd, int64_t N, int64_t C) {
+    NormBackwardInputKernel(T* dinp, const T* dout, const T* inp, const T* weight,
+                            const float* mean, const float* rstd, int64_t N, int64_t C) {
   const int64_t row = NormRow();
   const int lane = threadIdx.x % 32;
   if (row >= N) return;
   const T* x = inp + row * C;
   const T* g = dout + row * C;
-  const float m = mean[row], r = rstd[row];
+  const float m = mean != nullptr ? mean[row] : 0.0f, r = rstd[row];
   float dn_sum = 0.0f, dn_n_sum = 0.0f;
   TF_ROW_PACKS(c, C) {
     float v[kN], w[kN], gv[kN];
@@ -82,7 +84,7 @@ static __global__ void __launch_bounds__(cuda_ops::kNormThreads)
       dn_n_sum += dn * ((v[j] - m) * r);
     }
   }
-  const float dn_mean = WarpSum(dn_sum) / static_cast<float>(C);
+  const float dn_mean = mean != nullptr ? WarpSum(dn_sum) / static_cast<float>(C) : 0.0f;
   const float dn_n_mean = WarpSum(dn_n_sum) / static_cast<float>(C);
   TF_ROW_PACKS(c, C) {
     float v[kN], w[kN], gv[kN], d[kN];
@@ -129,39 +131,6 @@ static __global__ void __launch_bounds__(cuda_ops::kNormThreads)
   if (lane == 0 && rstd != nullptr) rstd[row] = r;
 }
 
-template <int kN, typename T>
-static __global__ void __launch_bounds__(cuda_ops::kNormThreads)
-    RmsNormBackwardInputKernel(T* dinp, const T* dout, const T* inp, const T* weight,
-                               const float* rstd, int64_t N, int64_t C) {
-  const int64_t row = NormRow();
-  const int lane = threadIdx.x % 32;
-  if (row >= N) return;
-  const T* x = inp + row * C;
-  const T* g = dout + row * C;
-  const float r = rstd[row];
-  float dn_n_sum = 0.0f;
-  TF_ROW_PACKS(c, C) {
-    float v[kN], w[kN], gv[kN];
-    LoadFloats<kN>(x + c, v);
-    LoadFloats<kN>(weight + c, w);
-    LoadFloats<kN>(g + c, gv);
-#pragma unroll
-    for (int j = 0; j < kN; ++j) dn_n_sum += w[j] * gv[j] * v[j] * r;
-  }
-  const float dn_n_mean = WarpSum(dn_n_sum) / static_cast<float>(C);
-  TF_ROW_PACKS(c, C) {
-    float v[kN], w[kN], gv[kN], d[kN];
-    LoadFloats<kN>(x + c, v);
-    LoadFloats<kN>(weight + c, w);
-    LoadFloats<kN>(g + c, gv);
-    T* dp = dinp + row * C + c;
-    LoadFloats<kN>(dp, d);
-#pragma unroll
-    for (int j = 0; j < kN; ++j) d[j] += (w[j] * gv[j] - v[j] * r * dn_n_mean) * r;
-    StoreFloats<kN>(dp, d);
-  }
-}
-
 #undef TF_ROW_PACKS
 
 // Launches Kernel<kPackElems<T>> when `packs` (NormRowsPack: the rows can be
@@ -189,8 +158,8 @@ Status LayerNormBackwardCuda(cudaStream_t stream, T* dinp, float* dweight, float
                              const float* rstd, const NormShape& s) {
   TF_RETURN_IF_ERROR(ValidateNorm("LayerNormBackwardCuda", s));
   const bool packs = cuda_ops::NormRowsPack<T>(s.channels, {dinp, dout, inp, weight});
-  TF_RETURN_IF_ERROR(TF_LAUNCH_NORM_ROWS(LayerNormBackwardInputKernel, s, packs, dinp, dout, inp,
-                                         weight, mean, rstd, s.rows, s.channels));
+  TF_RETURN_IF_ERROR(TF_LAUNCH_NORM_ROWS(NormBackwardInputKernel, s, packs, dinp, dout, inp, weight,
+                                         mean, rstd, s.rows, s.channels));
   TF_RETURN_IF_ERROR(cuda_ops::LaunchColumnSum(
       stream, dweight, s.rows, s.channels,
       cuda_ops::NormTimesGrad<T>{dout, inp, mean, rstd, s.channels}, "LayerNorm dweight"));
@@ -224,8 +193,9 @@ Status RmsNormBackwardCuda(cudaStream_t stream, T* dinp, float* dweight, const T
                            const T* inp, const T* weight, const float* rstd, const NormShape& s) {
   TF_RETURN_IF_ERROR(ValidateNorm("RmsNormBackwardCuda", s));
   const bool packs = cuda_ops::NormRowsPack<T>(s.channels, {dinp, dout, inp, weight});
-  TF_RETURN_IF_ERROR(TF_LAUNCH_NORM_ROWS(RmsNormBackwardInputKernel, s, packs, dinp, dout, inp,
-                                         weight, rstd, s.rows, s.channels));
+  TF_RETURN_IF_ERROR(TF_LAUNCH_NORM_ROWS(NormBackwardInputKernel, s, packs, dinp, dout, inp, weight,
+                                         static_cast<const float*>(nullptr), rstd, s.rows,
+                                         s.channels));
   return cuda_ops::LaunchColumnSum(stream, dweight, s.rows, s.channels,
                                    cuda_ops::NormTimesGrad<T>{dout, inp, nullptr, rstd, s.channels},
                                    "RmsNorm dweight");
