@@ -1,4 +1,5 @@
 // Embedding (+ learned positions) on CUDA: kernels, launchers, entry points.
+// Forward gathers rows in 16-byte packs where aligned.
 // Backward is deterministic without atomics: thread (s, c) owns column c of
 // every vocab row v with v % kVocabSlices == s and walks the tokens in order.
 #include "kernels/cuda/cuda_ops_common.cuh"
@@ -13,17 +14,24 @@ using cuda_ops::Store;
 constexpr int kThreads = 256;  // of the backward kernels (a thread per column)
 constexpr int kVocabSlices = 64;
 
-template <typename T>
+// A thread per kN consecutive columns of a row (kN divides C, and the
+// tensors are 16-byte aligned, when kN > 1).
+template <int kN, typename T>
 static __global__ void __launch_bounds__(cuda_ops::kGridStrideThreads)
     EmbeddingForwardKernel(T* out, const int32_t* tokens, const T* wte, const T* wpe, int64_t rows,
                            int64_t T_, int64_t C, int64_t V) {
-  const int64_t n = rows * C;
-  TF_GRID_STRIDE(idx, n) {
-    const int64_t row = idx / C, c = idx % C;
+  const int64_t packs = rows * C / kN;
+  TF_GRID_STRIDE(p, packs) {
+    const int64_t idx = p * kN, row = idx / C, c = idx % C;
     const int32_t tok = tokens[row];
-    float v = (tok >= 0 && tok < V) ? Load(wte + tok * C + c) : 0.0f;
-    if (wpe != nullptr) v += Load(wpe + (row % T_) * C + c);
-    Store(out + idx, v);
+    float v[kN] = {}, pos[kN];
+    if (tok >= 0 && tok < V) cuda_ops::LoadFloats<kN>(wte + tok * C + c, v);
+    if (wpe != nullptr) {
+      cuda_ops::LoadFloats<kN>(wpe + (row % T_) * C + c, pos);
+#pragma unroll
+      for (int j = 0; j < kN; ++j) v[j] += pos[j];
+    }
+    cuda_ops::StoreFloats<kN>(out + idx, v);
   }
 }
 
@@ -60,8 +68,15 @@ Status EmbeddingForwardCuda(cudaStream_t stream, T* out, const int32_t* tokens, 
                             const T* wpe, const EmbeddingShape& s) {
   TF_RETURN_IF_ERROR(ValidateEmbedding("EmbeddingForwardCuda", s));
   const int64_t rows = s.batch * s.seq_len;
+  constexpr int kN = cuda_ops::kPackElems<T>;
+  if (s.channels % kN == 0 && cuda_ops::AlignedTo(out, 16) && cuda_ops::AlignedTo(wte, 16) &&
+      (wpe == nullptr || cuda_ops::AlignedTo(wpe, 16))) {
+    return cuda_ops::LaunchGridStride(stream, rows * s.channels / kN, "EmbeddingForwardKernel",
+                                      EmbeddingForwardKernel<kN, T>, out, tokens, wte, wpe, rows,
+                                      s.seq_len, s.channels, s.vocab);
+  }
   return cuda_ops::LaunchGridStride(stream, rows * s.channels, "EmbeddingForwardKernel",
-                                    EmbeddingForwardKernel<T>, out, tokens, wte, wpe, rows,
+                                    EmbeddingForwardKernel<1, T>, out, tokens, wte, wpe, rows,
                                     s.seq_len, s.channels, s.vocab);
 }
 
